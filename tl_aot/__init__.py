@@ -1,0 +1,18 @@
+"""tl_aot: ahead-of-time TileLang kernels in self-contained TVM-FFI shared libraries.
+
+Importing this package is cheap: the build pipeline (TileLang, nvcc) loads only when a build runs,
+and :func:`load` needs only ``apache-tvm-ffi``.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+__all__ = ["__version__", "load", "Library"]
+
+
+def __getattr__(name: str):
+    if name in ("load", "Library"):
+        from . import runtime
+
+        return getattr(runtime, name)
+    raise AttributeError(f"module 'tl_aot' has no attribute {name!r}")

@@ -1,0 +1,364 @@
+"""The one build pipeline every front end calls: specs → lower → nvcc → launcher → lib<name>.so.
+
+Lowering runs in this process (one entry/arch at a time, TileLang is not thread safe) while nvcc
+compiles run concurrently in a bounded pool; a content-addressed cache skips unchanged variants,
+and an up-to-date library is detected without importing TileLang at all.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import __version__
+from .arch import Arch
+from .cache import VariantCache, default_cache_dir, package_version, variant_key
+from .codegen import image_symbol, render_header, render_launcher
+from .errors import CompileError, FailedProcessError, LoweringError, TlAotError
+from .fileutil import atomic_write, write_if_different
+from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest
+from .spec import KernelSpec, LibrarySpec
+
+__all__ = ["build_library", "BuildResult", "default_jobs"]
+
+_TEMPLATES = Path(__file__).parent / "templates"
+
+
+def default_jobs() -> int:
+    """Parallel compile jobs: ``MAX_JOBS`` if set (as torch users expect), else the CPU count (max 8).
+
+    nvcc of a TileLang GEMM peaks near 1.5 GB; the cap keeps a big build from exhausting memory.
+    """
+    env = os.environ.get("MAX_JOBS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 8))
+
+
+@dataclass(frozen=True)
+class VariantReport:
+    """One line of the build summary."""
+
+    entry: str
+    arch: str
+    image_bytes: int
+    seconds: float
+    cached: bool
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What a build produced."""
+
+    library: Path
+    header: Path
+    manifest: Manifest
+    up_to_date: bool = False
+    rebuilt: tuple = ()  # (entry, arch) pairs lowered and compiled in this run
+    reports: tuple = field(default=())
+    depfile: Path | None = None
+    deps: tuple = ()
+
+    def summary(self) -> str:
+        """A table: entry, arch, image size, seconds (cached variants marked)."""
+        rows = [("entry", "arch", "image", "seconds")]
+        for r in self.reports:
+            rows.append((r.entry, r.arch, f"{r.image_bytes / 1024:.1f} KiB", "cached" if r.cached else f"{r.seconds:.1f}"))
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _display_source(path: Path) -> str:
+    """The kernel path as recorded in the library: relative to the working dir when inside it."""
+    p = Path(path).resolve()
+    try:
+        return str(p.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return p.name
+
+
+def _lib_key(lib: LibrarySpec, keys: list[str], tvm_ffi_version: str) -> str:
+    templates = "".join(sorted(_digest(f.name, f.read_text()) for f in _TEMPLATES.glob("*.j2")))
+    return _digest(__version__, str(ABI_VERSION), lib.name, tvm_ffi_version, templates, *keys)
+
+
+class _Progress:
+    def __init__(self, total: int, log) -> None:
+        self.total = total
+        self.n = 0
+        self.log = log
+
+    def step(self, text: str) -> None:
+        self.n += 1
+        if self.log:
+            self.log(f"[{self.n}/{self.total}] {text}")
+
+
+def build_library(
+    lib: LibrarySpec,
+    *,
+    out_dir: str | os.PathLike,
+    jobs: int | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    header_dir: str | os.PathLike | None = None,
+    depfile: str | os.PathLike | None = None,
+    log=print,
+    force: bool = False,
+) -> BuildResult:
+    """Build ``lib`` into ``out_dir/lib<name>.so`` (+ ``<name>.h``); return what was built.
+
+    Parameters
+    ----------
+    lib : LibrarySpec
+        The library name and its entries (each with its archs).
+    out_dir : path
+        Where ``lib<name>.so`` goes. Intermediate files live in ``out_dir/.tl_aot/``.
+    jobs : int, optional
+        Concurrent nvcc compiles; default :func:`default_jobs` (reads ``MAX_JOBS``).
+    cache_dir : path, optional
+        Variant cache; default ``$TL_AOT_CACHE_DIR`` or ``out_dir/.tl_aot/cache``.
+    header_dir : path, optional
+        Where the C++ header goes; default ``out_dir``.
+    depfile : path, optional
+        Write a Makefile-style depfile (the library depends on every kernel file and local module).
+    log : callable or None
+        Receives one progress line per step and the summary.
+    force : bool
+        Rebuild every variant, ignoring the cache.
+    """
+    from .toolchain import find_nvcc, nvcc_version
+
+    t_start = time.perf_counter()
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    header_dir = Path(header_dir).resolve() if header_dir else out_dir
+    work = out_dir / ".tl_aot" / lib.name
+    work.mkdir(parents=True, exist_ok=True)
+    cache = VariantCache(Path(cache_dir) if cache_dir else default_cache_dir(out_dir))
+    jobs = jobs or default_jobs()
+    library = out_dir / f"lib{lib.name}.so"
+    header = header_dir / f"{lib.name}.h"
+    stamp = work / "stamp.json"
+
+    from tvm_ffi.utils import FileLock
+
+    with FileLock(str(work / "build.lock")):
+        nvcc = find_nvcc()
+        nv_version = nvcc_version(nvcc)
+        tasks: list[tuple[KernelSpec, Arch, str]] = []
+        all_deps: set[Path] = set()
+        for spec in lib.entries:
+            for arch in spec.archs:
+                key, deps = variant_key(spec, arch, nvcc_version=nv_version)
+                tasks.append((spec, arch, key))
+                all_deps.add(Path(spec.source).resolve())
+                all_deps.update(deps)
+        tvm_ffi_version = package_version("apache-tvm-ffi")
+        lib_key = _lib_key(lib, [t[2] for t in tasks], tvm_ffi_version)
+        deps_sorted = tuple(sorted(all_deps))
+        dep_path = Path(depfile) if depfile else None
+
+        if not force and library.is_file() and header.is_file():
+            try:
+                old = json.loads(stamp.read_text())
+            except (OSError, ValueError):
+                old = {}
+            if old.get("key") == lib_key and old.get("library_sha256") == _digest_file(library):
+                from .metadata import from_json
+
+                manifest = from_json(Manifest, old["manifest"])
+                if dep_path:
+                    _write_depfile(dep_path, library, deps_sorted)
+                if log:
+                    log(f"lib{lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
+                return BuildResult(library, header, manifest, True, (), (), dep_path, deps_sorted)
+
+        cached: dict[str, tuple[LoweredVariant, bytes]] = {}
+        todo = []
+        for spec, arch, key in tasks:
+            hit = None if force else cache.load(key)
+            if hit is not None:
+                cached[key] = hit
+            else:
+                todo.append((spec, arch, key))
+        progress = _Progress(2 * len(todo) + 2, log)
+        results: dict[str, tuple[LoweredVariant, bytes]] = dict(cached)
+        timings: dict[str, float] = {}
+        rebuilt = []
+        with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures: dict[cf.Future, tuple[KernelSpec, Arch, str, LoweredVariant, float]] = {}
+            try:
+                for spec, arch, key in todo:
+                    from .lower import lower_variant
+
+                    progress.step(f"lower {spec.name} {arch}")
+                    t0 = time.perf_counter()
+                    variant = lower_variant(spec, arch)
+                    t_lower = time.perf_counter() - t0
+                    fut = pool.submit(_compile, variant, arch, work, f"{_display_source(spec.source)}:{spec.function}")
+                    futures[fut] = (spec, arch, key, variant, t_lower)
+                for fut in cf.as_completed(futures):
+                    spec, arch, key, variant, t_lower = futures[fut]
+                    image, t_nvcc = fut.result()
+                    progress.step(f"nvcc {spec.name} {arch} ({len(image) / 1024:.0f} KiB, {t_nvcc:.1f} s)")
+                    cache.store(key, variant, image)
+                    results[key] = (variant, image)
+                    timings[key] = t_lower + t_nvcc
+                    rebuilt.append((spec.name, str(arch)))
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+
+        manifest = _manifest(lib, tasks, results, nv_version)
+        progress.step(f"launcher {lib.name}.cc ({len(lib.entries)} entries)")
+        header_text = render_header(manifest)
+        launcher_text = render_launcher(manifest, header_name=f"{lib.name}.h")
+        write_if_different(work / f"{lib.name}.h", header_text)
+        write_if_different(work / f"{lib.name}.cc", launcher_text)
+        images = {}
+        for spec, arch, key in tasks:
+            variant, image = results[key]
+            sym = image_symbol(spec.name, arch.sm, arch.ptx)
+            path = work / f"{sym}.bin"
+            if not path.is_file() or path.read_bytes() != image:
+                atomic_write(path, image)
+            images[sym] = path
+        _link(lib, work, images)
+        progress.step(f"link lib{lib.name}.so")
+        tmp_lib = work / f"lib{lib.name}.so"
+        shutil.copyfile(tmp_lib, work / f".lib{lib.name}.so.part")
+        os.replace(work / f".lib{lib.name}.so.part", library)
+        write_if_different(header, header_text)
+        from .metadata import to_json
+
+        atomic_write(
+            stamp,
+            json.dumps({"key": lib_key, "library_sha256": _digest_file(library), "manifest": json.loads(to_json(manifest))}),
+        )
+        if dep_path:
+            _write_depfile(dep_path, library, deps_sorted)
+        reports = tuple(
+            VariantReport(spec.name, str(arch), len(results[key][1]), timings.get(key, 0.0), key not in timings)
+            for spec, arch, key in tasks
+        )
+        result = BuildResult(library, header, manifest, False, tuple(rebuilt), reports, dep_path, deps_sorted)
+        if log:
+            log(result.summary())
+            log(f"built {library} in {time.perf_counter() - t_start:.1f} s")
+        return result
+
+
+def _digest_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _compile(variant: LoweredVariant, arch: Arch, work: Path, source: str) -> tuple[bytes, float]:
+    from .toolchain import compile_image
+
+    t0 = time.perf_counter()
+    stem = f"{variant.entry}__{arch.sm}{'_ptx' if arch.ptx else ''}"
+    try:
+        image = compile_image(
+            arch, work / "kernels", stem, variant.cuda_source, variant.nvcc_options, what=f"nvcc ({variant.entry}, {arch})"
+        )
+    except FailedProcessError as e:
+        msg = f"entry {variant.entry!r} ({arch}): nvcc refused the CUDA code TileLang generated from {source}\n{e}"
+        raise CompileError(msg) from e
+    return image, time.perf_counter() - t0
+
+
+def _manifest(lib: LibrarySpec, tasks, results, nv_version: str) -> Manifest:
+    entries = []
+    for spec in lib.entries:
+        variants = []
+        first: LoweredVariant | None = None
+        for s, arch, key in tasks:
+            if s is not spec:
+                continue
+            v, image = results[key]
+            if first is None:
+                first = v
+            elif (v.params, v.symbols) != (first.params, first.symbols):
+                msg = (
+                    f"entry {spec.name!r}: its signature differs between {first.arch} and {v.arch} "
+                    f"({_sig(first)} vs {_sig(v)}); one entry must take the same arguments on every arch"
+                )
+                raise LoweringError(msg)
+            variants.append(
+                ArchVariant(
+                    arch=arch.sm,
+                    ptx=arch.ptx,
+                    kernels=v.kernels,
+                    tma_descriptors=v.tma_descriptors,
+                    image_bytes=len(image),
+                    image_kind="fatbin" if arch.ptx else "cubin",
+                )
+            )
+        entries.append(
+            LoweredEntry(
+                name=spec.name,
+                source=_display_source(spec.source),
+                function=spec.function,
+                args=tuple((k, repr(v)) for k, v in spec.args),
+                params=first.params,
+                symbols=first.symbols,
+                variants=tuple(variants),
+            )
+        )
+    return Manifest(
+        abi_version=ABI_VERSION,
+        library=lib.name,
+        entries=tuple(entries),
+        tl_aot_version=__version__,
+        tilelang_version=package_version("tilelang"),
+        nvcc_version=nv_version,
+    )
+
+
+def _sig(v: LoweredVariant) -> str:
+    return ", ".join(f"{p.name}:{p.dtype}{list(p.shape) if p.is_tensor else ''}" for p in v.params)
+
+
+def _link(lib: LibrarySpec, work: Path, images: dict[str, Path]) -> None:
+    from .toolchain import compile_launcher, embed_images, link_library
+
+    what = f"compiling the launcher of {lib.name}"
+    compile_launcher(work, f"{lib.name}.cc", f"{lib.name}.launcher.o", what=what)
+    embed_images(work, f"{lib.name}.launcher.o", {k: Path(v) for k, v in images.items()}, f"{lib.name}.o")
+    link_library(work, f"{lib.name}.o", f"lib{lib.name}.so", what=f"linking lib{lib.name}.so")
+
+
+def _write_depfile(path: Path, target: Path, deps) -> None:
+    def esc(p) -> str:
+        return str(p).replace("\\", "\\\\").replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
+
+    templates = sorted(_TEMPLATES.glob("*.j2"))
+    lines = [f"{esc(target)}: \\"] + [f"  {esc(d)} \\" for d in [*deps, *templates]]
+    lines[-1] = lines[-1][:-2]
+    write_if_different(path, "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use: python -m tl_aot build ...")

@@ -1,0 +1,96 @@
+"""Content-addressed cache of lowered + compiled variants (one per entry and arch).
+
+A key covers everything that can change an image: the kernel file and the local modules it
+imports, function, arguments, arch, pass configs and flags, and the TileLang, nvcc and tl_aot
+versions. Entries are written to a temporary folder and renamed into place, so a killed build
+never leaves a half entry, and entries of kernels that failed stay valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from . import __version__
+from .arch import Arch
+from .metadata import LoweredVariant, from_json, to_json
+from .source import local_dependencies
+from .spec import KernelSpec
+
+__all__ = ["VariantCache", "variant_key", "default_cache_dir", "package_version"]
+
+
+def package_version(dist: str) -> str:
+    """Installed version of ``dist`` without importing it ('' if absent)."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def default_cache_dir(out_dir: Path) -> Path:
+    """``$TL_AOT_CACHE_DIR`` if set, else ``<out_dir>/.tl_aot/cache``."""
+    env = os.environ.get("TL_AOT_CACHE_DIR")
+    return Path(env) if env else Path(out_dir) / ".tl_aot" / "cache"
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str, list[Path]]:
+    """The cache key of ``spec`` built for ``arch``, and the local files it depends on."""
+    src = Path(spec.source).resolve()
+    deps = local_dependencies(src)
+    payload = {
+        "tl_aot": __version__,
+        "tilelang": package_version("tilelang"),
+        "nvcc": nvcc_version,
+        "function": spec.function,
+        "args": [[k, repr(v)] for k, v in spec.args],
+        "arch": str(arch),
+        "pass_configs": [[k, repr(v)] for k, v in spec.pass_configs],
+        "compile_flags": list(spec.compile_flags),
+        "entry": spec.name,
+        "source": _file_digest(src) if src.is_file() else "missing",
+        "deps": [[p.name, _file_digest(p)] for p in deps],
+    }
+    key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+    return key, deps
+
+
+class VariantCache:
+    """A folder of ``<key>/variant.json`` + ``<key>/image.bin`` entries."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def load(self, key: str) -> tuple[LoweredVariant, bytes] | None:
+        d = self.root / key
+        try:
+            variant = from_json(LoweredVariant, (d / "variant.json").read_text())
+            image = (d / "image.bin").read_bytes()
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+        return variant, image
+
+    def store(self, key: str, variant: LoweredVariant, image: bytes) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        final = self.root / key
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root))
+        try:
+            (tmp / "image.bin").write_bytes(image)
+            (tmp / "variant.json").write_text(to_json(variant, indent=1))
+            try:
+                os.replace(tmp, final)
+            except OSError:
+                # A concurrent build stored the same key first: its entry is as good as ours.
+                shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise

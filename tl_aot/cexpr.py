@@ -1,0 +1,132 @@
+"""Spell TIR expressions from TileLang's lowered host IR as C++ over the launcher's local names.
+
+Naming in the generated launcher: ``p_<tensor>`` a tensor's data pointer, ``s_<sym>`` a dynamic
+shape symbol (int64_t), ``a_<scalar>`` a scalar argument. Integer arithmetic is done in int64_t.
+"""
+
+from __future__ import annotations
+
+from .errors import LoweringError
+
+__all__ = ["CppExprPrinter", "ctype_of"]
+
+_CTYPES = {
+    "int8": "int8_t",
+    "int16": "int16_t",
+    "int32": "int32_t",
+    "int64": "int64_t",
+    "uint8": "uint8_t",
+    "uint16": "uint16_t",
+    "uint32": "uint32_t",
+    "uint64": "uint64_t",
+    "float32": "float",
+    "float64": "double",
+    "bool": "bool",
+    "handle": "void*",
+}
+
+
+def ctype_of(dtype: str, what: str) -> str:
+    """C++ type of a scalar of TileLang dtype ``dtype`` (kernel or entry argument)."""
+    try:
+        return _CTYPES[str(dtype)]
+    except KeyError:
+        msg = f"{what}: scalar dtype {dtype} is not supported by tl_aot launchers (use int32/int64/float32/float64/bool)"
+        raise LoweringError(msg) from None
+
+
+_BINARY = {
+    "Add": "+",
+    "Sub": "-",
+    "Mul": "*",
+    "EQ": "==",
+    "NE": "!=",
+    "LT": "<",
+    "LE": "<=",
+    "GT": ">",
+    "GE": ">=",
+    "And": "&&",
+    "Or": "||",
+}
+
+
+class CppExprPrinter:
+    """Translate a PrimExpr to C++; ``names`` maps TIR variable names to C++ spellings, ``lets`` inlines host lets."""
+
+    def __init__(self, names: dict[str, str], lets: dict[str, object] | None = None, where: str = "") -> None:
+        self.names = names
+        self.lets = lets or {}
+        self.where = where
+
+    def __call__(self, expr) -> str:
+        return self.visit(expr, 0)
+
+    def _fail(self, expr, why: str):
+        msg = f"{self.where}: cannot express {why} `{expr}` ({type(expr).__name__}) in the launcher"
+        raise LoweringError(msg)
+
+    def visit(self, e, depth: int) -> str:
+        if depth > 64:
+            self._fail(e, "a too deeply nested expression")
+        if isinstance(e, bool):
+            return "true" if e else "false"
+        if isinstance(e, int):
+            return f"int64_t({e})" if abs(e) >= 2**31 else str(e)
+        if isinstance(e, float):
+            return repr(e)
+        kind = type(e).__name__
+        d = depth + 1
+        if kind == "IntImm":
+            if str(e.dtype) == "bool":
+                return "true" if e.value else "false"
+            v = int(e.value)
+            return f"int64_t({v})" if abs(v) >= 2**31 else str(v)
+        if kind == "FloatImm":
+            return repr(float(e.value))
+        if kind == "StringImm":
+            self._fail(e, "a string")
+        if kind in ("Var", "SizeVar"):
+            name = e.name
+            if name in self.names:
+                return self.names[name]
+            if name in self.lets:
+                return "(" + self.visit(self.lets[name], d) + ")"
+            self._fail(e, "the host variable")
+        if kind in _BINARY:
+            return f"({self.visit(e.a, d)} {_BINARY[kind]} {self.visit(e.b, d)})"
+        if kind in ("FloorDiv", "Div") and _is_int(e):
+            return f"tl_aot_floordiv({self.visit(e.a, d)}, {self.visit(e.b, d)})"
+        if kind in ("FloorMod", "Mod") and _is_int(e):
+            return f"tl_aot_floormod({self.visit(e.a, d)}, {self.visit(e.b, d)})"
+        if kind == "Div":
+            return f"({self.visit(e.a, d)} / {self.visit(e.b, d)})"
+        if kind == "Min":
+            return f"tl_aot_min({self.visit(e.a, d)}, {self.visit(e.b, d)})"
+        if kind == "Max":
+            return f"tl_aot_max({self.visit(e.a, d)}, {self.visit(e.b, d)})"
+        if kind == "Not":
+            return f"(!{self.visit(e.a, d)})"
+        if kind == "Select":
+            return f"({self.visit(e.condition, d)} ? {self.visit(e.true_value, d)} : {self.visit(e.false_value, d)})"
+        if kind == "Cast":
+            dt = str(e.dtype)
+            inner = self.visit(e.value, d)
+            if dt.startswith(("int", "uint")):
+                return inner  # all integer arithmetic is int64_t; the use site narrows
+            return f"static_cast<{ctype_of(dt, self.where)}>({inner})"
+        if kind == "Call":
+            op = getattr(e.op, "name", "")
+            if op in ("tirx.if_then_else", "tir.if_then_else"):
+                a = e.args
+                return f"({self.visit(a[0], d)} ? {self.visit(a[1], d)} : {self.visit(a[2], d)})"
+            self._fail(e, f"the call to {op}")
+        if kind == "Let":
+            inner = dict(self.lets)
+            inner[e.var.name] = e.value
+            return CppExprPrinter(self.names, inner, self.where).visit(e.body, d)
+        self._fail(e, "the expression")
+        return ""  # unreachable
+
+
+def _is_int(e) -> bool:
+    return str(e.dtype).startswith(("int", "uint"))

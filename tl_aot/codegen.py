@@ -1,0 +1,233 @@
+"""Render the C++ launcher and header from jinja2 templates (``tl_aot/templates/*.j2``).
+
+Templates substitute and loop; every decision and C++ spelling (dtype checks, argument getters,
+check expressions) is made here, from the metadata dataclasses.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from .arch import parse_arch
+from .errors import LoweringError
+from .metadata import ABI_VERSION, LoweredEntry, Manifest, to_json
+
+__all__ = ["render_launcher", "render_header", "image_symbol", "DLPACK_DTYPES"]
+
+#: TileLang dtype -> accepted DLPack (code, bits) pairs (lanes are always 1).
+DLPACK_DTYPES = {
+    "float16": [(2, 16)],
+    "bfloat16": [(4, 16)],
+    "float32": [(2, 32)],
+    "float64": [(2, 64)],
+    "int8": [(0, 8)],
+    "int16": [(0, 16)],
+    "int32": [(0, 32)],
+    "int64": [(0, 64)],
+    "uint8": [(1, 8)],
+    "uint16": [(1, 16)],
+    "uint32": [(1, 32)],
+    "uint64": [(1, 64)],
+    "bool": [(6, 8), (1, 8)],
+    "float8_e4m3": [(10, 8), (8, 8)],
+    "float8_e4m3fn": [(10, 8), (8, 8)],
+    "float8_e5m2": [(12, 8)],
+    "float8_e8m0fnu": [(14, 8)],
+}
+
+_INT_RANGES = {
+    "int8": (-(2**7), 2**7 - 1),
+    "int16": (-(2**15), 2**15 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "uint8": (0, 2**8 - 1),
+    "uint16": (0, 2**16 - 1),
+    "uint32": (0, 2**32 - 1),
+    "uint64": (0, 2**63 - 1),
+}
+_FLOAT_CTYPES = {"float32": "float", "float64": "double"}
+
+
+@functools.lru_cache(maxsize=1)
+def _env():
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("tl_aot", "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def image_symbol(entry: str, arch: str, ptx: bool) -> str:
+    """Name of the embedded image of ``entry`` for ``arch`` (``__tvm_ffi__cubin_<this>``)."""
+    return f"{entry}__{arch}{'_ptx' if ptx else ''}"
+
+
+def _dtype_check(dtype: str, where: str) -> str:
+    pairs = DLPACK_DTYPES.get(dtype)
+    if pairs is None:
+        msg = f"{where}: tensor dtype {dtype} has no DLPack equivalent tl_aot can check"
+        raise LoweringError(msg)
+    alts = " || ".join(f"(t->dtype.code == {c} && t->dtype.bits == {b})" for c, b in pairs)
+    return f"({alts}) && t->dtype.lanes == 1"
+
+
+def _scalar_getter(dtype: str, name: str, entry: str) -> tuple[str, str]:
+    if dtype in _INT_RANGES:
+        lo, hi = _INT_RANGES[dtype]
+        lo_s = f"INT64_MIN" if lo == -(2**63) else f"int64_t({lo})"
+        return f"{dtype}_t", f'int_arg(@, k_{entry}, "{name}", {lo_s}, int64_t({hi}), "{dtype}")'
+    if dtype in _FLOAT_CTYPES:
+        return _FLOAT_CTYPES[dtype], f'float_arg(@, k_{entry}, "{name}", "{dtype}")'
+    if dtype == "bool":
+        return "bool", f'bool_arg(@, k_{entry}, "{name}")'
+    msg = f"entry {entry!r}: scalar parameter {name!r} has dtype {dtype}, which tl_aot launchers do not support"
+    raise LoweringError(msg)
+
+
+def _entry_context(e: LoweredEntry) -> dict:
+    where = f"entry {e.name!r}"
+    tensors = [p for p in e.params if p.is_tensor]
+    if not tensors:
+        msg = f"{where}: takes no tensor; tl_aot picks the device from the tensors, so an entry needs at least one"
+        raise LoweringError(msg)
+    symbols = {s.name: s for s in e.symbols}
+    bound: dict[str, tuple[str, int]] = {}
+    t_ctx, late = [], []
+    for p in tensors:
+        shape_display = "[" + ", ".join(str(d) for d in p.shape) + "]"
+        checks = []
+        for i, (d, cpp) in enumerate(zip(p.shape, p.shape_cpp)):
+            if isinstance(d, int):
+                checks.append({"bind": "", "dim": i, "value": str(d), "display": str(d), "got_prefix": ""})
+            elif d in symbols and d not in bound:
+                bound[d] = (p.name, i)
+                checks.append({"bind": d, "dim": i})
+            elif d in symbols:
+                src = bound[d]
+                checks.append(
+                    {
+                        "bind": "",
+                        "dim": i,
+                        "value": f"s_{d}",
+                        "display": f"{d} = ",
+                        "got_prefix": f' + std::to_string(s_{d}) + " (from \'{src[0]}\' dim {src[1]})"',
+                    }
+                )
+            else:
+                late.append({"param": p.name, "dim": i, "value": cpp, "display": d, "shape_display": shape_display})
+        stride_checks = []
+        if p.strides:
+            for i, cpp in enumerate(p.strides_cpp):
+                stride_checks.append({"dim": i, "value": cpp})
+        t_ctx.append(
+            {
+                "name": p.name,
+                "ndim": len(p.shape),
+                "dtype": p.dtype,
+                "dtype_check": _dtype_check(p.dtype, f"{where}: parameter {p.name!r}"),
+                "dim_checks": checks,
+                "shape_display": shape_display,
+                "stride_checks": stride_checks,
+                "strides_display": "(" + ", ".join(str(s) for s in p.strides) + ")",
+            }
+        )
+    params_ctx, scalars = [], []
+    for p in e.params:
+        if p.is_tensor:
+            params_ctx.append({"name": p.name, "is_tensor": True})
+        else:
+            ctype, getter = _scalar_getter(p.dtype, p.name, e.name)
+            d = {"name": p.name, "is_tensor": False, "ctype": ctype, "getter": getter}
+            params_ctx.append(d)
+            scalars.append(d)
+    sym_ctx = [
+        {"name": s.name, "param": s.param, "dim": s.dim, "max": "2147483647" if s.dtype == "int32" else "INT64_MAX"}
+        for s in e.symbols
+    ]
+    variants = []
+    for v in e.variants:
+        a = parse_arch(v.arch)
+        kernels = []
+        for k in v.kernels:
+            try:
+                static_smem = int(k.dynamic_smem)
+            except ValueError:
+                static_smem = -1
+            kernels.append({**_as_dict(k), "static_smem": static_smem, "cluster_size": math.prod(k.cluster_dims or (1,))})
+        variants.append(
+            {
+                "arch": v.arch,
+                "major": a.major,
+                "minor": a.minor,
+                "arch_specific": "true" if a.suffix == "a" else "false",
+                "ptx_flag": "true" if v.ptx else "false",
+                "image_symbol": image_symbol(e.name, v.arch, v.ptx),
+                "kernels": kernels,
+                "tma_descriptors": [_as_dict(d) for d in v.tma_descriptors],
+            }
+        )
+    cpp_params = ", ".join(
+        f"::tvm::ffi::TensorView {p['name']}" if p["is_tensor"] else f"{p['ctype']} {p['name']}" for p in params_ctx
+    )
+    return {
+        "name": e.name,
+        "signature": e.signature(),
+        "source": e.source,
+        "function": e.function,
+        "args_display": ", ".join(f"{k}={v}" for k, v in e.args),
+        "archs": [v.arch + ("+PTX" if v.ptx else "") for v in e.variants],
+        "tensors": t_ctx,
+        "scalars": scalars,
+        "params": params_ctx,
+        "param_names": ", ".join(p.name for p in e.params),
+        "symbols": sym_ctx,
+        "late_checks": late,
+        "variants": variants,
+        "cpp_params": cpp_params,
+        "cpp_args": ", ".join(p.name for p in e.params),
+    }
+
+
+def _as_dict(obj) -> dict:
+    import dataclasses
+
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+def _context(manifest: Manifest, header_name: str) -> dict:
+    entries = [_entry_context(e) for e in manifest.entries]
+    manifest_json = to_json(manifest)
+    delim = "tlaot"
+    while f"){delim}\"" in manifest_json:
+        delim += "x"
+    archs = sorted({a for e in entries for a in e["archs"]})
+    return {
+        "lib": manifest.library,
+        "entries": entries,
+        "archs": archs,
+        "sources": sorted({e.source for e in manifest.entries}),
+        "tl_aot_version": manifest.tl_aot_version,
+        "tilelang_version": manifest.tilelang_version,
+        "nvcc_version": manifest.nvcc_version,
+        "abi_version": ABI_VERSION,
+        "header_name": header_name,
+        "manifest_json": manifest_json,
+        "manifest_delim": delim,
+        "max_kernels": max(len(v["kernels"]) for e in entries for v in e["variants"]),
+    }
+
+
+def render_launcher(manifest: Manifest, *, header_name: str) -> str:
+    """The launcher translation unit for every entry of ``manifest``."""
+    return _env().get_template("launcher.cc.j2").render(**_context(manifest, header_name))
+
+
+def render_header(manifest: Manifest) -> str:
+    """The C++ API header (``<lib>.h``) matching :func:`render_launcher`."""
+    return _env().get_template("launcher.h.j2").render(**_context(manifest, f"{manifest.library}.h"))

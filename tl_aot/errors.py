@@ -1,0 +1,53 @@
+"""One exception hierarchy for every stage of tl_aot, so callers can catch ``TlAotError``."""
+
+from __future__ import annotations
+
+__all__ = [
+    "TlAotError",
+    "SpecError",
+    "LoweringError",
+    "CompileError",
+    "ToolchainNotFound",
+    "FailedProcessError",
+    "LibraryError",
+]
+
+
+class TlAotError(Exception):
+    """Base class of every error tl_aot raises on purpose."""
+
+
+class SpecError(TlAotError, ValueError):
+    """A kernel specification (CLI flags, spec file, setup.py entry) is malformed."""
+
+
+class LoweringError(TlAotError):
+    """TileLang could not load or lower a kernel; names the entry, arch and user file:line."""
+
+
+class CompileError(TlAotError):
+    """nvcc or the host compiler refused generated code."""
+
+
+class ToolchainNotFound(TlAotError):
+    """A build tool (nvcc, a C++ compiler, ld/objcopy, tilelang) is missing."""
+
+
+class LibraryError(TlAotError):
+    """A built library cannot be loaded or was built by an incompatible tl_aot."""
+
+
+class FailedProcessError(CompileError):
+    """A subprocess failed; the message carries the command, exit status and its output."""
+
+    def __init__(self, what: str, cmd: list[str], returncode: int, stdout: str, stderr: str) -> None:
+        self.cmd = list(cmd)
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        lines = [f"{what} failed with exit status {returncode}", "  command: " + " ".join(cmd)]
+        for label, text in (("stdout", stdout), ("stderr", stderr)):
+            if text.strip():
+                lines.append(f"  {label}:")
+                lines.extend("    " + ln for ln in text.rstrip().splitlines())
+        super().__init__("\n".join(lines))

@@ -1,0 +1,43 @@
+"""Atomic file writes: a reader (or a build killed half way) never sees a partial file."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["atomic_write", "write_if_different", "atomic_replace"]
+
+
+def atomic_replace(tmp: str | os.PathLike, dest: str | os.PathLike) -> None:
+    """Move a finished temporary file onto ``dest`` in one step (same filesystem)."""
+    os.replace(tmp, dest)
+
+
+def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_if_different(path: str | os.PathLike, text: str) -> bool:
+    """Write ``text`` unless the file already holds it (keeps timestamps for make/ninja); True if written."""
+    path = Path(path)
+    try:
+        if path.read_text() == text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    atomic_write(path, text)
+    return True

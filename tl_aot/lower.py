@@ -1,0 +1,410 @@
+"""Lower one entry for one arch with TileLang's own API and read its launch metadata from the IR.
+
+Runs without a GPU: the target is explicit. Everything the launcher needs (parameters, dynamic
+symbols, device kernels in launch order, grid/block/shared memory/cluster dims, TMA descriptors,
+L2 windows) is taken from TileLang's lowered host and device modules, never re-parsed from C++.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+
+from .arch import Arch
+from .cexpr import CppExprPrinter, ctype_of
+from .errors import LoweringError, TlAotError
+from .metadata import DeviceKernel, KernelArg, L2Window, LoweredVariant, Param, Symbol, TmaDescriptor
+from .source import format_user_error, import_kernel_file, local_dependencies
+from .spec import KernelSpec, check_identifier
+
+__all__ = ["lower_variant", "tilelang_version", "nvcc_flags_for"]
+
+_TENSORMAP_CREATE = {"__tvm_tensormap_create_tiled": "tiled", "__tvm_tensormap_create_im2col": "im2col"}
+_GLOBAL_RE = re.compile(r'(?:extern\s+"C"\s+)?__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(([^)]*)\)')
+
+
+def tilelang_version() -> str:
+    """Version of the TileLang used to lower (importing it if needed)."""
+    import tilelang
+
+    return str(getattr(tilelang, "__version__", "unknown"))
+
+
+def _resolve_prim_func(spec: KernelSpec, module, where: str):
+    """Turn the user's object (factory, @tilelang.jit function or prim_func) into a PrimFunc + options."""
+    from tilelang import tvm
+
+    PrimFunc = tvm.tirx.PrimFunc
+    obj = getattr(module, spec.function, None)
+    if obj is None:
+        names = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
+        msg = f"{where}: {spec.source.name} has no function {spec.function!r} (callables there: {', '.join(names) or 'none'})"
+        raise LoweringError(msg)
+    kwargs = spec.kwargs
+    pass_configs: dict = {}
+    compile_flags: list = []
+    if isinstance(obj, PrimFunc):
+        if kwargs:
+            msg = f"{where}: {spec.function} is already a T.prim_func; it takes no --arg ({', '.join(kwargs)})"
+            raise LoweringError(msg)
+        func = obj
+    elif hasattr(obj, "get_tir") and hasattr(obj, "pass_configs"):  # @tilelang.jit
+        func = obj.get_tir(**kwargs)
+        pass_configs.update(obj.pass_configs or {})
+        flags = getattr(obj, "compile_flags", None) or []
+        compile_flags += [flags] if isinstance(flags, str) else list(flags)
+    elif callable(obj):
+        func = obj(**kwargs)
+        if hasattr(func, "get_tir") and not isinstance(func, PrimFunc):
+            func = func.get_tir()
+    else:
+        msg = f"{where}: {spec.function} is a {type(obj).__name__}, not a function returning a T.prim_func"
+        raise LoweringError(msg)
+    if not isinstance(func, PrimFunc):
+        msg = f"{where}: {spec.function}(**args) returned {type(func).__name__}, expected a T.prim_func"
+        raise LoweringError(msg)
+    attrs = func.attrs or {}
+    if "tilelang_pass_configs" in attrs:
+        pass_configs = {**dict(attrs["tilelang_pass_configs"]), **pass_configs}
+    if "tilelang_compile_flags" in attrs:
+        compile_flags += [str(f) for f in attrs["tilelang_compile_flags"]]
+    pass_configs.update(dict(spec.pass_configs))
+    compile_flags += list(spec.compile_flags)
+    return func, pass_configs, compile_flags
+
+
+def _signature(func, where: str):
+    """Params and dynamic symbols of the prim_func, plus the TIR-name → C++-name map."""
+    from tilelang import tvm
+
+    tirx = tvm.tirx
+    params: list[Param] = []
+    symbols: dict[str, Symbol] = {}
+    names: dict[str, str] = {}
+    buffers = []
+    for var in func.params:
+        if var in func.buffer_map:
+            buf = func.buffer_map[var]
+            pname = check_identifier(buf.name, f"{where}: tensor parameter")
+            names[buf.data.name] = f"p_{pname}"
+            buffers.append((pname, buf))
+        else:
+            pname = check_identifier(var.name, f"{where}: scalar parameter")
+            ctype_of(str(var.dtype), f"{where}: parameter {pname!r}")
+            names[var.name] = f"a_{pname}"
+            params.append(Param(pname, "scalar", str(var.dtype)))
+            continue
+
+        def dim_of(x, pname=pname, di=0, stride=False):
+            if isinstance(x, tirx.IntImm):
+                return int(x.value)
+            if isinstance(x, tirx.Var):
+                check_identifier(x.name, f"{where}: symbolic dimension of {pname}")
+                if x.name not in symbols:
+                    symbols[x.name] = Symbol(x.name, str(x.dtype), pname, di if not stride else -1 - di)
+                    names[x.name] = f"s_{x.name}"
+                return x.name
+            return str(x)
+
+        shape = tuple(dim_of(s, di=i) for i, s in enumerate(buf.shape))
+        strides = tuple(dim_of(s, di=i, stride=True) for i, s in enumerate(buf.strides))
+        params.append(Param(pname, "tensor", str(buf.dtype), shape, strides))
+        if any(sym.dim < 0 for sym in symbols.values()):
+            msg = f"{where}: tensor {pname!r} has a stride variable that no shape binds; tl_aot needs strides derived from shapes"
+            raise LoweringError(msg)
+    pr = CppExprPrinter(names, {}, where)
+    spelled = {pname: (tuple(pr(s) for s in buf.shape), tuple(pr(s) for s in buf.strides)) for pname, buf in buffers}
+    params = [
+        dataclasses.replace(p, shape_cpp=spelled[p.name][0], strides_cpp=spelled[p.name][1]) if p.is_tensor else p
+        for p in params
+    ]
+    # A symbol bound only by an expression (e.g. shape (n * 2,)) cannot be recovered at run time.
+    for pname, buf in buffers:
+        for s in buf.shape:
+            if not isinstance(s, (tirx.IntImm, tirx.Var)):
+                for v in _free_vars(s):
+                    if v not in symbols:
+                        msg = f"{where}: tensor {pname!r} has dimension `{s}` whose variable {v!r} no other dimension binds"
+                        raise LoweringError(msg)
+    return tuple(params), tuple(symbols.values()), names
+
+
+def _free_vars(expr) -> list[str]:
+    from tilelang import tvm
+
+    out: list[str] = []
+
+    def visit(node):
+        if isinstance(node, tvm.tirx.Var) and node.name not in out:
+            out.append(node.name)
+
+    tvm.tirx.stmt_functor.post_order_visit(tvm.tirx.Evaluate(expr), visit)
+    return out
+
+
+def _host_walk(host_func):
+    """Lets, packed calls (in program order) of TileLang's lowered host function."""
+    from tilelang import tvm
+
+    tirx = tvm.tirx
+    lets: dict[str, object] = {}
+    calls: list = []
+
+    def visit(node):
+        if type(node).__name__ in ("Bind", "LetStmt"):
+            lets[node.var.name] = node.value
+        elif isinstance(node, tirx.Call) and getattr(node.op, "name", "") in ("tirx.tvm_call_packed", "tir.tvm_call_packed"):
+            calls.append(node)
+
+    tirx.stmt_functor.post_order_visit(host_func.body, visit)
+    return lets, calls
+
+
+def _tma_descriptors(host_func, names, lets, where):
+    """Descriptor metadata from the host function's ``tma_descriptor_args``, in creation order."""
+    attrs = host_func.attrs or {}
+    tma_args = attrs.get("tma_descriptor_args") if "tma_descriptor_args" in attrs else None
+    descs: list[TmaDescriptor] = []
+    desc_index: dict[str, int] = {}
+    if not tma_args:
+        return descs, desc_index
+    data_to_param = {var_name: cpp[2:] for var_name, cpp in names.items() if cpp.startswith("p_")}
+    pr = CppExprPrinter(names, lets, where)
+    for var, args in tma_args.items():
+        kind = str(args[0].value if hasattr(args[0], "value") else args[0])
+        mode = _TENSORMAP_CREATE.get(kind)
+        if mode is None:
+            msg = f"{where}: unknown TMA descriptor constructor {kind}"
+            raise LoweringError(msg)
+        _, _, dtype, rank, addr, *rest = args
+        rank = int(rank)
+        addr_name = getattr(addr, "name", None)
+        if addr_name not in data_to_param:
+            msg = f"{where}: TMA descriptor {var.name} maps `{addr}`, which is not a tensor parameter's data"
+            raise LoweringError(msg)
+        ints = lambda xs: tuple(pr(x) for x in xs)  # noqa: E731
+        common = dict(
+            name=check_identifier(var.name, f"{where}: TMA descriptor"),
+            tensor=data_to_param[addr_name],
+            mode=mode,
+            dtype=int(dtype),
+            rank=rank,
+            global_address=pr(addr),
+            global_dim=ints(rest[:rank]),
+            global_stride=ints(rest[rank + 1 : 2 * rank]),
+        )
+        if mode == "tiled":
+            interleave, swizzle, l2, oob = (int(x) for x in rest[4 * rank : 4 * rank + 4])
+            d = TmaDescriptor(
+                **common,
+                box_dim=ints(rest[2 * rank : 3 * rank]),
+                element_strides=ints(rest[3 * rank : 4 * rank]),
+                interleave=interleave,
+                swizzle=swizzle,
+                l2_promotion=l2,
+                oob_fill=oob,
+            )
+        else:
+            pix, chan, interleave, swizzle, l2, oob = rest[5 * rank - 4 : 5 * rank + 2]
+            d = TmaDescriptor(
+                **common,
+                element_strides=ints(rest[2 * rank : 3 * rank]),
+                lower_corner=ints(rest[3 * rank : 4 * rank - 2]),
+                upper_corner=ints(rest[4 * rank - 2 : 5 * rank - 4]),
+                pixels_per_column=pr(pix),
+                channels_per_pixel=pr(chan),
+                interleave=int(interleave),
+                swizzle=int(swizzle),
+                l2_promotion=int(l2),
+                oob_fill=int(oob),
+            )
+        desc_index[var.name] = len(descs)
+        descs.append(d)
+    return descs, desc_index
+
+
+def _kernels(art, host_func, names, lets, desc_index, params, where):
+    """Device kernels in launch order, with their argument expressions and launch configuration."""
+    device_funcs = {gv.name_hint: f for gv, f in art.device_mod.functions.items()}
+    _, calls = _host_walk(host_func)
+    pr = CppExprPrinter(names, lets, where)
+    l2_map = {}
+    attrs = host_func.attrs or {}
+    if "l2_persistent_map" in attrs:
+        l2_map = dict(attrs["l2_persistent_map"])
+    tensor_bytes = {p.name: p for p in params if p.is_tensor}
+    kernels: list[DeviceKernel] = []
+    for call in calls:
+        kname = str(call.args[0].value)
+        if kname not in device_funcs:
+            continue  # __tvm_set_device and friends: the launcher does their job itself
+        check_identifier(kname, f"{where}: device kernel name")
+        fn = device_funcs[kname]
+        fattrs = fn.attrs or {}
+        nparams = len(fn.params)
+        call_args = list(call.args[1:])
+        kargs = []
+        for p, value in zip(fn.params, call_args[:nparams]):
+            vname = getattr(value, "name", None)
+            if vname in desc_index:
+                kargs.append(KernelArg(p.name, "CUtensorMap", str(desc_index[vname])))
+            elif str(p.dtype) == "handle":
+                if vname is None or not names.get(vname, "").startswith("p_"):
+                    msg = f"{where}: kernel {kname} pointer argument {p.name} = `{value}` is not a tensor's data"
+                    raise LoweringError(msg)
+                kargs.append(KernelArg(p.name, "void*", names[vname]))
+            else:
+                kargs.append(KernelArg(p.name, ctype_of(str(p.dtype), f"{where}: kernel {kname} arg {p.name}"), pr(value)))
+        tags = [str(t) for t in fattrs.get("tirx.kernel_launch_params", [])]
+        launch_vals = call_args[nparams:]
+        grid, block = ["1", "1", "1"], ["1", "1", "1"]
+        grid_d, block_d = ["1", "1", "1"], ["1", "1", "1"]
+        smem = "0"
+        for tag, val in zip(tags, launch_vals):
+            if tag.startswith("blockIdx."):
+                i = "xyz".index(tag[-1])
+                grid[i], grid_d[i] = pr(val), str(val)
+            elif tag.startswith("threadIdx."):
+                i = "xyz".index(tag[-1])
+                block[i], block_d[i] = pr(val), str(val)
+            elif tag == "tirx.use_dyn_shared_memory":
+                smem = pr(val)
+            else:
+                msg = f"{where}: kernel {kname} has launch parameter {tag!r}, which tl_aot does not support"
+                raise LoweringError(msg)
+        cluster = ()
+        if "cluster_dims" in fattrs:
+            cd = [int(x) for x in fattrs["cluster_dims"]]
+            cluster = tuple((cd + [1, 1, 1])[:3])
+            if cluster == (1, 1, 1):
+                cluster = ()
+        windows = []
+        for buf_name, (hit, size) in (l2_map.get(kname, {}) or {}).items():
+            tname = str(buf_name)
+            if tname in tensor_bytes:
+                windows.append(L2Window(tname, float(hit), pr(size)))
+        kernels.append(
+            DeviceKernel(
+                name=kname,
+                args=tuple(kargs),
+                grid=tuple(grid),
+                block=tuple(block),
+                dynamic_smem=smem,
+                cluster_dims=cluster,
+                cooperative=bool(fattrs.get("use_cooperative_groups", False)),
+                pdl="has_cuda_pdl_sync" in fattrs,
+                l2_windows=tuple(windows),
+                grid_display=tuple(grid_d),
+                block_display=tuple(block_d),
+            )
+        )
+    if not kernels:
+        msg = f"{where}: the lowered function launches no device kernel"
+        raise LoweringError(msg)
+    return tuple(kernels)
+
+
+def _check_source_kernels(kernels, source: str, where: str) -> None:
+    """A hand-written ``__global__`` (T.CUDASourceCodeKernel) must take exactly the arguments passed."""
+    decls = {m.group(1): m.group(2) for m in _GLOBAL_RE.finditer(source)}
+    for k in kernels:
+        decl = decls.get(k.name)
+        if decl is None:
+            continue
+        arity = 0 if not decl.strip() or decl.strip() == "void" else decl.count(",") + 1
+        if arity != len(k.args):
+            passed = ", ".join(a.name for a in k.args) or "nothing"
+            msg = (
+                f"{where}: CUDA kernel {k.name} declares {arity} parameter(s) ({decl.strip()}) but the "
+                f"prim_func passes {len(k.args)} ({passed}); TileLang passes only the prim_func parameters "
+                "the launch uses, in order: make the __global__ signature match"
+            )
+            raise LoweringError(msg)
+
+
+def nvcc_flags_for(pass_configs: dict, compile_flags: list) -> tuple[str, ...]:
+    """nvcc flags equivalent to TileLang's own device compile for these pass configs."""
+    import shlex
+
+    from tilelang.transform import PassConfigKey
+
+    opts: list[str] = []
+    if pass_configs.get(PassConfigKey.TL_ENABLE_FAST_MATH, False):
+        opts.append("--use_fast_math")
+    level = pass_configs.get(PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL)
+    if level is not None:
+        opts.append(f"--ptxas-options=--register-usage-level={int(level)}")
+    extra = pass_configs.get(PassConfigKey.TL_DEVICE_COMPILE_FLAGS)
+    for flags in ([extra] if isinstance(extra, str) else list(extra or [])) + list(compile_flags):
+        opts += shlex.split(str(flags))
+    return tuple(opts)
+
+
+def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
+    """Import ``spec``'s kernel file, specialise it, lower it for ``arch`` and extract its metadata."""
+    where = f"entry {spec.name!r} ({arch.sm})"
+    try:
+        import tilelang
+        from tilelang import tvm
+    except ImportError as e:
+        from .errors import ToolchainNotFound
+
+        msg = f"{where}: TileLang is needed at build time: pip install tilelang==0.1.15 ({e})"
+        raise ToolchainNotFound(msg) from None
+    module = import_kernel_file(spec.source, entry=spec.name, arch=arch.sm)
+    deps = local_dependencies(spec.source)
+    files = {str(spec.source.resolve())} | {str(p) for p in deps}
+    target = tvm.target.Target({"kind": "cuda", "arch": arch.sm})
+    try:
+        with target:
+            func, pass_configs, compile_flags = _resolve_prim_func(spec, module, where)
+            with tvm.transform.PassContext(opt_level=3, config=pass_configs):
+                art = tilelang.lower(func, target=target)
+        params, symbols, names = _signature(func, where)
+        host_funcs = list(art.host_mod.functions.values())
+        if len(host_funcs) != 1:
+            msg = f"{where}: expected one host function after lowering, got {len(host_funcs)}"
+            raise LoweringError(msg)
+        host = host_funcs[0]
+        lets, _ = _host_walk(host)
+        descs, desc_index = _tma_descriptors(host, names, lets, where)
+        kernels = _kernels(art, host, names, lets, desc_index, params, where)
+        source = art.kernel_source
+        _check_source_kernels(kernels, source, where)
+        nvcc_options = nvcc_flags_for(pass_configs, compile_flags)
+    except TlAotError:
+        raise
+    except Exception as e:  # TileLang's own errors: keep its message, add where in the user's code
+        at = format_user_error(e, files)
+        tail = f"\n  at {at}" if at else f"\n  in {spec.source}:{spec.function}"
+        msg = f"{where}: TileLang failed to lower {spec.function}{tail}\n  {type(e).__name__}: {_first_lines(e)}"
+        raise LoweringError(msg) from e
+    return LoweredVariant(
+        entry=spec.name,
+        arch=arch.sm,
+        ptx=arch.ptx,
+        params=params,
+        symbols=symbols,
+        kernels=kernels,
+        tma_descriptors=tuple(descs),
+        cuda_source=source,
+        nvcc_options=nvcc_options,
+        deps=tuple(str(p) for p in deps),
+    )
+
+
+def _first_lines(e: BaseException, n: int = 40) -> str:
+    lines = str(e).strip().splitlines()
+    text = "\n  ".join(lines[:n])
+    return text + ("\n  ..." if len(lines) > n else "")
+
+
+if __name__ == "__main__":  # pragma: no cover - debugging aid: python -m tl_aot.lower file.py:fn sm_90a
+    from .arch import parse_arch
+    from .metadata import to_json
+    from .spec import parse_target
+
+    src, fn = parse_target(sys.argv[1])
+    v = lower_variant(KernelSpec.create(name=fn, source=src, function=fn, archs=[sys.argv[2]]), parse_arch(sys.argv[2]))
+    print(to_json(v, indent=1))

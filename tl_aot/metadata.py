@@ -1,0 +1,244 @@
+"""Launch metadata of a lowered kernel library: the single source of truth.
+
+Frozen, JSON-serialisable dataclasses fed by :mod:`tl_aot.lower` and consumed by the launcher
+template, the manifest embedded in the library, ``inspect`` and :mod:`tl_aot.runtime`. This module
+imports nothing heavy: the runtime reads it on machines without TileLang or torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass, field
+
+__all__ = [
+    "ABI_VERSION",
+    "Param",
+    "Symbol",
+    "TmaDescriptor",
+    "KernelArg",
+    "L2Window",
+    "DeviceKernel",
+    "ArchVariant",
+    "LoweredEntry",
+    "Manifest",
+    "to_json",
+    "from_json",
+]
+
+#: Version of the launcher ABI (exported symbols, manifest layout, calling convention).
+#: Bump whenever a library built by an older tl_aot can no longer be driven by this runtime.
+ABI_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of the entry, in the prim_func's order (tensors and scalars interleaved as written)."""
+
+    name: str
+    kind: str  # "tensor" or "scalar"
+    dtype: str  # TileLang dtype name: float16, bfloat16, float32, int32, ...
+    shape: tuple = ()  # ints for static dims, symbol names (or expressions) for dynamic ones
+    strides: tuple = ()  # empty: dense row-major; otherwise ints / symbol names per dim
+    shape_cpp: tuple = ()  # the same dims spelled in C++ over the launcher's symbols (s_<name>)
+    strides_cpp: tuple = ()
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind == "tensor"
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A dynamic shape variable and the first tensor dimension that binds it at run time."""
+
+    name: str
+    dtype: str
+    param: str
+    dim: int
+
+
+@dataclass(frozen=True)
+class TmaDescriptor:
+    """A host-encoded ``CUtensorMap`` (tiled or im2col); fields are C++ expressions over the call's values."""
+
+    name: str
+    tensor: str  # the tensor parameter whose data the descriptor maps
+    mode: str  # "tiled" or "im2col"
+    dtype: int  # CUtensorMapDataType
+    rank: int
+    global_address: str
+    global_dim: tuple = ()
+    global_stride: tuple = ()  # rank - 1 byte strides (the innermost, always the element size, is implied)
+    box_dim: tuple = ()
+    element_strides: tuple = ()
+    lower_corner: tuple = ()
+    upper_corner: tuple = ()
+    channels_per_pixel: str = "0"
+    pixels_per_column: str = "0"
+    interleave: int = 0
+    swizzle: int = 0
+    l2_promotion: int = 0
+    oob_fill: int = 0
+
+
+@dataclass(frozen=True)
+class KernelArg:
+    """One argument of a device kernel: its C++ type and the C++ expression that computes it."""
+
+    name: str
+    ctype: str  # "void*", "int32_t", "float", ... or "CUtensorMap" (then ``value`` is a descriptor index)
+    value: str
+
+
+@dataclass(frozen=True)
+class L2Window:
+    """An L2 persisting-access window set on the stream around a kernel launch."""
+
+    tensor: str
+    hit_ratio: float
+    num_bytes: str
+
+
+@dataclass(frozen=True)
+class DeviceKernel:
+    """One ``__global__`` launch of the entry, in launch order."""
+
+    name: str
+    args: tuple = ()  # KernelArg
+    grid: tuple = ("1", "1", "1")  # C++ expressions
+    block: tuple = ("1", "1", "1")
+    dynamic_smem: str = "0"
+    cluster_dims: tuple = ()  # () or (x, y, z)
+    cooperative: bool = False
+    pdl: bool = False
+    l2_windows: tuple = ()  # L2Window
+    grid_display: tuple = ()  # the same expressions as TileLang prints them, for ``inspect``
+    block_display: tuple = ()
+
+
+@dataclass(frozen=True)
+class ArchVariant:
+    """What one target arch needs: its kernels, descriptors and compiled image."""
+
+    arch: str  # sm_90a
+    ptx: bool = False
+    kernels: tuple = ()  # DeviceKernel
+    tma_descriptors: tuple = ()  # TmaDescriptor
+    image_bytes: int = 0
+    image_kind: str = "cubin"  # cubin, or fatbin when a PTX fallback rides along
+
+
+@dataclass(frozen=True)
+class LoweredEntry:
+    """One exported function of the library and everything needed to launch it on every arch."""
+
+    name: str
+    source: str
+    function: str
+    args: tuple = ()  # (name, python repr) pairs of the specialization arguments
+    params: tuple = ()  # Param
+    symbols: tuple = ()  # Symbol
+    variants: tuple = ()  # ArchVariant
+
+    def signature(self) -> str:
+        """``gemm(A: float16[4096, 4096], B: ..., alpha: float32)``: what users see in errors and inspect."""
+        parts = []
+        for p in self.params:
+            if p.is_tensor:
+                parts.append(f"{p.name}: {p.dtype}[{', '.join(str(d) for d in p.shape)}]")
+            else:
+                parts.append(f"{p.name}: {p.dtype}")
+        return f"{self.name}({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Everything a library says about itself; embedded as JSON and checked by :func:`tl_aot.load`."""
+
+    abi_version: int
+    library: str
+    entries: tuple = ()  # LoweredEntry
+    tl_aot_version: str = ""
+    tilelang_version: str = ""
+    nvcc_version: str = ""
+    build_flags: tuple = field(default=())
+
+    def entry(self, name: str) -> LoweredEntry:
+        for e in self.entries:
+            if e.name == name:
+                return e
+        raise KeyError(name)
+
+
+_NESTED: dict[str, dict[str, type]] = {
+    "LoweredEntry": {"params": Param, "symbols": Symbol, "variants": ArchVariant},
+    "ArchVariant": {"kernels": DeviceKernel, "tma_descriptors": TmaDescriptor},
+    "DeviceKernel": {"args": KernelArg, "l2_windows": L2Window},
+    "Manifest": {"entries": LoweredEntry},
+}
+
+
+def _to_plain(obj: typing.Any) -> typing.Any:
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [_to_plain(v) for v in obj]
+    return obj
+
+
+def _tuplify(value: typing.Any) -> typing.Any:
+    if isinstance(value, list):
+        return tuple(_tuplify(v) for v in value)
+    return value
+
+
+def _from_plain(cls: type, data: dict) -> typing.Any:
+    nested = _NESTED.get(cls.__name__, {})
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        if key not in names:
+            continue  # tolerate fields added by newer tl_aot within one ABI version
+        if key in nested:
+            kwargs[key] = tuple(_from_plain(nested[key], v) for v in value)
+        else:
+            kwargs[key] = _tuplify(value)
+    return cls(**kwargs)
+
+
+def to_json(obj: typing.Any, *, indent: int | None = None) -> str:
+    """Serialise a metadata dataclass to JSON with stable key order (reproducible builds)."""
+    return json.dumps(_to_plain(obj), indent=indent, sort_keys=True)
+
+
+def from_json(cls: type, text: str | dict) -> typing.Any:
+    """Rebuild a metadata dataclass (and everything nested in it) from :func:`to_json` output."""
+    data = json.loads(text) if isinstance(text, str) else text
+    return _from_plain(cls, data)
+
+
+@dataclass(frozen=True)
+class LoweredVariant:
+    """What lowering one entry for one arch yields (cached between builds): metadata and CUDA source."""
+
+    entry: str
+    arch: str
+    ptx: bool
+    params: tuple = ()  # Param
+    symbols: tuple = ()  # Symbol
+    kernels: tuple = ()  # DeviceKernel
+    tma_descriptors: tuple = ()  # TmaDescriptor
+    cuda_source: str = ""
+    nvcc_options: tuple = ()
+    deps: tuple = ()  # local .py files the kernel imported
+
+
+_NESTED["LoweredVariant"] = {
+    "params": Param,
+    "symbols": Symbol,
+    "kernels": DeviceKernel,
+    "tma_descriptors": TmaDescriptor,
+}
+__all__.append("LoweredVariant")

@@ -1,0 +1,116 @@
+"""Load a tl_aot library: ``tl_aot.load(path)`` → an object whose attributes are the entries.
+
+Needs only ``apache-tvm-ffi``: no TileLang, torch, nvcc or GPU (a call on a machine without a
+GPU fails with a clear message; loading and ``inspect`` work anywhere). Entry attributes are the
+library's TVM FFI functions themselves, so a call costs exactly one tvm-ffi call.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import LibraryError
+from .metadata import ABI_VERSION, LoweredEntry, Manifest, from_json
+
+__all__ = ["load", "Library", "read_manifest"]
+
+
+def _load_module(path: Path):
+    try:
+        import tvm_ffi
+    except ImportError:
+        msg = "tl_aot.load needs apache-tvm-ffi: pip install apache-tvm-ffi"
+        raise LibraryError(msg) from None
+    if not path.is_file():
+        msg = f"no such library: {path}"
+        raise LibraryError(msg)
+    try:
+        return tvm_ffi.load_module(str(path))
+    except Exception as e:  # tvm_ffi raises its own error kinds
+        msg = f"cannot load {path}: {e}"
+        raise LibraryError(msg) from e
+
+
+def read_manifest(module, path: Path) -> Manifest:
+    """The manifest a library carries, checked against this runtime's launcher ABI."""
+    try:
+        fn = module["tl_aot_manifest"]
+    except Exception:
+        msg = f"{path} is not a tl_aot library (it exports no tl_aot_manifest)"
+        raise LibraryError(msg) from None
+    import json
+
+    raw = json.loads(str(fn()))
+    abi = raw.get("abi_version")
+    if abi != ABI_VERSION:
+        msg = (
+            f"{path} was built by tl_aot {raw.get('tl_aot_version', '?')} with launcher ABI {abi}; this tl_aot "
+            f"understands ABI {ABI_VERSION}. Rebuild the library with this tl_aot, or install the tl_aot that built it."
+        )
+        raise LibraryError(msg)
+    return from_json(Manifest, raw)
+
+
+class Library:
+    """A loaded library: one attribute per entry (a ``tvm_ffi.Function``), plus cleanup and metadata."""
+
+    def __init__(self, path: Path, module, manifest: Manifest) -> None:
+        self._path = path
+        self._module = module
+        self._manifest = manifest
+        self._entries = {}
+        for e in manifest.entries:
+            fn = module[e.name]
+            self._entries[e.name] = fn
+            if not hasattr(type(self), e.name):
+                object.__setattr__(self, e.name, fn)
+        self._cleanup = module["cleanup_module"]
+        self._prepare = module["tl_aot_prepare"]
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+    @property
+    def entries(self) -> dict:
+        """Entry name → callable."""
+        return dict(self._entries)
+
+    def signature(self, name: str) -> LoweredEntry:
+        return self._manifest.entry(name)
+
+    def __getitem__(self, name: str):
+        return self._entries[name]
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._entries))
+
+    def prepare(self, device: int = 0) -> None:
+        """Load every entry's kernels on ``device`` now (do this before CUDA graph capture)."""
+        self._prepare(int(device))
+
+    def cleanup(self) -> int:
+        """Unload modules and release primary contexts (``cleanup_module``); returns the last CUresult."""
+        return int(self._cleanup())
+
+    cleanup_module = cleanup
+
+    def __repr__(self) -> str:
+        names = ", ".join(self._entries)
+        return f"<tl_aot.Library {self._manifest.library} ({names}) from {self._path}>"
+
+
+def load(path: str | os.PathLike) -> Library:
+    """Load ``lib<name>.so`` built by tl_aot and check that this runtime can drive it.
+
+    Raises :class:`tl_aot.errors.LibraryError` for a missing file, a non-tl_aot library, or a
+    library built with an incompatible launcher ABI.
+    """
+    path = Path(path)
+    module = _load_module(path)
+    return Library(path, module, read_manifest(module, path))

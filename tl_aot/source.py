@@ -1,0 +1,151 @@
+"""Find and import the user's kernel file, and the local modules it depends on.
+
+Dependencies are found statically (``ast``), so cache keys and depfiles are computed without
+importing TileLang: a no-op rebuild never pays for the compiler's import.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import importlib.util
+import sys
+import traceback
+from pathlib import Path
+
+from .errors import LoweringError
+
+__all__ = ["local_dependencies", "import_kernel_file", "user_frame", "format_user_error"]
+
+
+def _package_root(path: Path) -> Path:
+    """The directory that must be on sys.path to import ``path`` (above its outermost package)."""
+    d = path.parent
+    while (d / "__init__.py").exists() and d.parent != d:
+        d = d.parent
+    return d
+
+
+def _module_name(path: Path, root: Path) -> str:
+    rel = path.relative_to(root).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(name: str, level: int, current: Path, root: Path) -> list[Path]:
+    """Files a (possibly relative) import may refer to, if they are local to ``root``."""
+    if level:
+        base = current.parent
+        for _ in range(level - 1):
+            base = base.parent
+    else:
+        base = root
+    parts = name.split(".") if name else []
+    out = []
+    for i in range(len(parts), -1, -1) if parts else [0]:
+        p = base.joinpath(*parts[:i]) if i else base
+        for cand in (p.with_suffix(".py") if i else None, p / "__init__.py"):
+            if cand is not None and cand.is_file():
+                out.append(cand.resolve())
+        if out:
+            break
+    return out
+
+
+def local_dependencies(path: str | Path) -> list[Path]:
+    """Every local ``.py`` file ``path`` imports, transitively (not including ``path``), sorted."""
+    path = Path(path).resolve()
+    root = _package_root(path)
+    seen: set[Path] = {path}
+    todo = [path]
+    while todo:
+        cur = todo.pop()
+        try:
+            tree = ast.parse(cur.read_bytes(), filename=str(cur))
+        except (SyntaxError, OSError, ValueError):
+            continue  # reported when the file is imported for real
+        for node in ast.walk(tree):
+            targets: list[Path] = []
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    targets += _resolve(alias.name, 0, cur, root)
+            elif isinstance(node, ast.ImportFrom):
+                targets += _resolve(node.module or "", node.level, cur, root)
+                for alias in node.names:  # from pkg import submodule
+                    targets += _resolve(f"{node.module}.{alias.name}" if node.module else alias.name, node.level, cur, root)
+            for t in targets:
+                if t not in seen and root in t.parents:
+                    seen.add(t)
+                    todo.append(t)
+    seen.discard(path)
+    return sorted(seen)
+
+
+def user_frame(tb, files: set[str]) -> traceback.FrameSummary | None:
+    """The innermost traceback frame that lies in one of the user's files."""
+    found = None
+    for fs in traceback.extract_tb(tb):
+        try:
+            if str(Path(fs.filename).resolve()) in files:
+                found = fs
+        except OSError:
+            continue
+    return found
+
+
+def format_user_error(exc: BaseException, files: set[str]) -> str:
+    """``file:line: <source line>`` of the innermost user frame of ``exc``, or ''."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}:{exc.lineno}: {(exc.text or '').strip()}"
+    fs = user_frame(exc.__traceback__, files)
+    if fs is None:
+        return ""
+    return f"{fs.filename}:{fs.lineno}: {(fs.line or '').strip()}"
+
+
+@contextlib.contextmanager
+def _on_sys_path(d: Path):
+    entry = str(d)
+    added = entry not in sys.path
+    if added:
+        sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if added and entry in sys.path:
+            sys.path.remove(entry)
+
+
+def import_kernel_file(path: str | Path, *, entry: str = "", arch: str = ""):
+    """Import the user's kernel file as a module (packages keep their relative imports)."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        msg = f"entry {entry!r}: kernel source {path} does not exist"
+        raise LoweringError(msg)
+    root = _package_root(path)
+    files = {str(path)} | {str(p) for p in local_dependencies(path)}
+    with _on_sys_path(root):
+        try:
+            if root != path.parent:
+                name = _module_name(path, root)
+                return importlib.import_module(name)
+            digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
+            name = f"_tl_aot_kernel_{path.stem}_{digest}"
+            if name in sys.modules:
+                return sys.modules[name]
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(name, None)
+                raise
+            return module
+        except Exception as e:
+            where = format_user_error(e, files) or str(path)
+            msg = f"entry {entry!r} ({arch}): cannot import {path.name}\n  at {where}\n  {type(e).__name__}: {e}"
+            raise LoweringError(msg) from e

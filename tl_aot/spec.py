@@ -1,0 +1,220 @@
+"""KernelSpec: which function of which file to build, with which arguments, for which archs.
+
+Specs come from the CLI (``kernels.py:matmul --arg M=4096``), a TOML/JSON spec file listing
+several entries, ``TileLangExtension`` in setup.py, or CMake's ``add_tilelang_kernel``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import keyword
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .arch import Arch, parse_arch_list
+from .errors import SpecError
+
+__all__ = [
+    "KernelSpec",
+    "LibrarySpec",
+    "parse_target",
+    "parse_arg",
+    "check_identifier",
+    "load_spec_file",
+    "archs_from_env",
+]
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Words that are identifiers in Python but keywords (or reserved) in C++: they reach generated C++.
+_CPP_RESERVED = frozenset(
+    """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export extern
+    false float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr
+    operator or or_eq private protected public register reinterpret_cast requires return short signed
+    sizeof static static_assert static_cast struct switch template this thread_local throw true try
+    typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq main
+    errno assert""".split()
+)
+#: Names the library exports itself; an entry may not take them.
+RESERVED_EXPORTS = frozenset({"cleanup_module", "tl_aot_manifest", "tl_aot_prepare"})
+
+
+def check_identifier(name: str, what: str) -> str:
+    """Return ``name`` if it is safe to spell in generated C++, else raise a clear :class:`SpecError`."""
+    if not isinstance(name, str) or not _IDENT.match(name):
+        msg = f"{what} {name!r} is not a valid identifier: use letters, digits and '_' (not starting with a digit)"
+        raise SpecError(msg)
+    if name.startswith("__") or name in _CPP_RESERVED or keyword.iskeyword(name):
+        msg = f"{what} {name!r} is reserved in C++ or Python; choose another name"
+        raise SpecError(msg)
+    if len(name) > 120:
+        msg = f"{what} {name!r} is longer than 120 characters"
+        raise SpecError(msg)
+    return name
+
+
+def parse_arg(text: str) -> tuple[str, object]:
+    """Parse ``NAME=VALUE`` where VALUE is a Python literal (a bare word is taken as a string)."""
+    if "=" not in text:
+        msg = f"--arg {text!r}: expected NAME=VALUE, e.g. M=4096 or dtype='float16'"
+        raise SpecError(msg)
+    name, _, raw = text.partition("=")
+    name = name.strip()
+    if not name.isidentifier():
+        msg = f"--arg {text!r}: {name!r} is not a Python identifier"
+        raise SpecError(msg)
+    raw = raw.strip()
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        if re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", raw):
+            value = raw  # dtype=float16: a bare word means the string
+        else:
+            msg = f"--arg {text!r}: {raw!r} is not a Python literal (quote strings: {name}='...')"
+            raise SpecError(msg) from None
+    return name, value
+
+
+def parse_target(text: str) -> tuple[Path, str]:
+    """Split ``path/kernels.py:function`` into the file and the function name."""
+    path, sep, func = str(text).rpartition(":")
+    if not sep or not path or not func:
+        msg = f"kernel {text!r}: expected FILE.py:FUNCTION, e.g. kernels.py:matmul"
+        raise SpecError(msg)
+    if not func.isidentifier():
+        msg = f"kernel {text!r}: {func!r} is not a Python function name"
+        raise SpecError(msg)
+    return Path(path), func
+
+
+def archs_from_env(default=None) -> tuple[Arch, ...] | None:
+    """Archs from ``TL_AOT_ARCHS`` (``"80;90a"``), which overrides what the build asked for, else ``default``."""
+    env = os.environ.get("TL_AOT_ARCHS", "").strip()
+    if env:
+        return parse_arch_list(env)
+    if default is None:
+        return None
+    return parse_arch_list(default) if not (isinstance(default, tuple) and all(isinstance(a, Arch) for a in default)) else default
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One entry of a library: ``function(**args)`` from ``source``, built for ``archs``, exported as ``name``."""
+
+    name: str
+    source: Path
+    function: str
+    args: tuple = ()  # (name, value) pairs, in the order given
+    archs: tuple = ()  # Arch
+    pass_configs: tuple = ()  # extra TileLang pass configs as (key, value) pairs
+    compile_flags: tuple = ()  # extra nvcc flags
+
+    def __post_init__(self) -> None:
+        check_identifier(self.name, "entry name")
+        if not self.archs:
+            msg = f"entry {self.name!r}: no arch given"
+            raise SpecError(msg)
+
+    @property
+    def kwargs(self) -> dict:
+        return dict(self.args)
+
+    @classmethod
+    def create(cls, *, name, source, function, args=None, archs, pass_configs=None, compile_flags=None) -> KernelSpec:
+        """Build a spec from loose user values (dicts, arch strings), validating each."""
+        if isinstance(args, dict):
+            args = tuple(args.items())
+        return cls(
+            name=name,
+            source=Path(source),
+            function=function,
+            args=tuple(args or ()),
+            archs=parse_arch_list(archs) if not all(isinstance(a, Arch) for a in archs or ()) or not archs else tuple(archs),
+            pass_configs=tuple(sorted((pass_configs or {}).items())),
+            compile_flags=tuple(compile_flags or ()),
+        )
+
+
+@dataclass(frozen=True)
+class LibrarySpec:
+    """A shared library to build: its name and its entries."""
+
+    name: str
+    entries: tuple = field(default=())
+
+    def __post_init__(self) -> None:
+        check_identifier(self.name, "library name")
+        seen = set()
+        for e in self.entries:
+            if e.name in RESERVED_EXPORTS:
+                msg = f"entry name {e.name!r} is reserved by tl_aot (the library exports it)"
+                raise SpecError(msg)
+            if e.name in seen:
+                msg = f"library {self.name!r}: entry {e.name!r} is listed twice"
+                raise SpecError(msg)
+            seen.add(e.name)
+        if not self.entries:
+            msg = f"library {self.name!r} has no entries"
+            raise SpecError(msg)
+
+
+def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = None) -> LibrarySpec:
+    """Read a TOML or JSON spec file listing entries (paths in it are relative to the file).
+
+    ``[library] name / archs`` set defaults; each ``[[entry]]`` has ``name``, ``source``,
+    ``function``, optional ``args`` (a table), ``archs``, ``pass_configs`` and ``compile_flags``.
+    ``archs`` (from the command line) and ``TL_AOT_ARCHS`` override the file.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        msg = f"cannot read spec file {path}: {e.strerror}"
+        raise SpecError(msg) from None
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            import tomllib
+
+            data = tomllib.loads(text)
+    except ValueError as e:  # JSONDecodeError and TOMLDecodeError are ValueErrors
+        msg = f"{path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {e}"
+        raise SpecError(msg) from None
+    lib = data.get("library", {})
+    entries_data = data.get("entry", data.get("entries", []))
+    if not entries_data:
+        msg = f"{path}: no [[entry]] tables"
+        raise SpecError(msg)
+    lib_archs = archs_from_env(None) or (parse_arch_list(archs) if archs else None)
+    entries = []
+    for i, ed in enumerate(entries_data):
+        where = f"{path}: entry #{i + 1}"
+        missing = [k for k in ("name", "source", "function") if k not in ed]
+        if missing:
+            msg = f"{where}: missing key(s) {', '.join(missing)}"
+            raise SpecError(msg)
+        e_archs = lib_archs or ed.get("archs") or lib.get("archs")
+        if not e_archs:
+            msg = f"{where} ({ed['name']}): no archs (set [library] archs, the entry's archs, --arch or TL_AOT_ARCHS)"
+            raise SpecError(msg)
+        unknown = set(ed) - {"name", "source", "function", "args", "archs", "pass_configs", "compile_flags"}
+        if unknown:
+            msg = f"{where} ({ed['name']}): unknown key(s) {', '.join(sorted(unknown))}"
+            raise SpecError(msg)
+        entries.append(
+            KernelSpec.create(
+                name=ed["name"],
+                source=(path.parent / ed["source"]),
+                function=ed["function"],
+                args=ed.get("args", {}),
+                archs=e_archs,
+                pass_configs=ed.get("pass_configs"),
+                compile_flags=ed.get("compile_flags"),
+            )
+        )
+    return LibrarySpec(name=name or lib.get("name") or path.stem, entries=tuple(entries))

@@ -1,0 +1,251 @@
+"""Drive the compilers: nvcc for kernel images, the host C++ compiler for the launcher, ld for the .so.
+
+Every subprocess runs from an argument list (never a shell), with the working directory set so
+that only relative paths reach the outputs (reproducible builds).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from .arch import Arch
+from .errors import CompileError, FailedProcessError, ToolchainNotFound
+
+__all__ = [
+    "find_nvcc",
+    "nvcc_version",
+    "cuda_include_dir",
+    "tilelang_include_dirs",
+    "tvm_ffi_paths",
+    "find_cxx",
+    "nvcc_command",
+    "compile_image",
+    "compile_launcher",
+    "embed_images",
+    "link_library",
+    "run",
+]
+
+
+def run(cmd: list[str], *, what: str, cwd: str | os.PathLike | None = None, env: dict | None = None) -> str:
+    """Run ``cmd``; raise :class:`FailedProcessError` with its output on failure, else return stdout."""
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        msg = f"{what}: {cmd[0]} was not found"
+        raise ToolchainNotFound(msg) from None
+    if proc.returncode != 0:
+        raise FailedProcessError(what, cmd, proc.returncode, proc.stdout, proc.stderr)
+    return proc.stdout
+
+
+def find_nvcc() -> str:
+    """nvcc from ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin`` or PATH."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        home = os.environ.get(var)
+        if home and (Path(home) / "bin" / "nvcc").is_file():
+            return str(Path(home) / "bin" / "nvcc")
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        msg = (
+            "nvcc was not found: install the CUDA toolkit (12.4 or newer) and put its bin/ on PATH, "
+            "or set CUDA_HOME. It is needed at build time only."
+        )
+        raise ToolchainNotFound(msg)
+    return nvcc
+
+
+@functools.lru_cache(maxsize=None)
+def _nvcc_facts(nvcc: str) -> tuple[str, str]:
+    """(version, include dir) of an nvcc, read from ``--version`` and ``--dryrun``."""
+    out = run([nvcc, "--version"], what="nvcc --version")
+    m = re.search(r"release (\d+\.\d+), V([\d.]+)", out)
+    version = m.group(2) if m else out.strip().splitlines()[-1]
+    null = "NUL" if os.name == "nt" else "/dev/null"
+    proc = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", null, "-o", null], capture_output=True, text=True, check=False)
+    inc = ""
+    m = re.search(r'INCLUDES="-I([^"]+)"', proc.stdout + proc.stderr)
+    if m:
+        inc = m.group(1).strip()
+    else:
+        m = re.search(r"TOP=(\S+)", proc.stdout + proc.stderr)
+        if m:
+            inc = str(Path(m.group(1)) / "include")
+    return version, inc
+
+
+def nvcc_version(nvcc: str | None = None) -> str:
+    """``13.0.88``: the version of the nvcc that builds the images."""
+    return _nvcc_facts(nvcc or find_nvcc())[0]
+
+
+def cuda_include_dir(nvcc: str | None = None) -> str:
+    """The toolkit's include folder (``cuda.h``), as nvcc itself uses it."""
+    inc = _nvcc_facts(nvcc or find_nvcc())[1]
+    if not inc or not (Path(inc) / "cuda.h").is_file():
+        msg = f"cannot find cuda.h next to nvcc (looked in {inc or 'nothing nvcc reported'}); set CUDA_HOME"
+        raise ToolchainNotFound(msg)
+    return inc
+
+
+def tilelang_include_dirs() -> list[str]:
+    """TileLang's bundled device headers and CUTLASS, located without importing TileLang."""
+    spec = importlib.util.find_spec("tilelang")
+    if spec is None or not spec.submodule_search_locations:
+        msg = "TileLang is needed at build time: pip install tilelang==0.1.15"
+        raise ToolchainNotFound(msg)
+    root = Path(next(iter(spec.submodule_search_locations)))
+    dirs = [root / "src", root / "3rdparty" / "cutlass" / "include"]
+    missing = [str(d) for d in dirs if not d.is_dir()]
+    if missing:
+        msg = f"TileLang's headers are missing ({', '.join(missing)}); reinstall tilelang"
+        raise ToolchainNotFound(msg)
+    return [str(d) for d in dirs]
+
+
+@functools.lru_cache(maxsize=1)
+def tvm_ffi_paths() -> dict[str, str]:
+    """Include dirs, library and CMake dir of the installed apache-tvm-ffi."""
+    try:
+        from tvm_ffi import libinfo
+    except ImportError:
+        msg = "apache-tvm-ffi is needed: pip install apache-tvm-ffi"
+        raise ToolchainNotFound(msg) from None
+    lib = Path(libinfo.find_libtvm_ffi())
+    return {
+        "include": libinfo.find_include_path(),
+        "dlpack": libinfo.find_dlpack_include_path(),
+        "lib": str(lib),
+        "libdir": str(lib.parent),
+        "cmake": libinfo.find_cmake_path(),
+    }
+
+
+def find_cxx() -> str:
+    """The host C++ compiler: ``$CXX``, else c++ / g++ / clang++ on PATH."""
+    cxx = os.environ.get("CXX")
+    if cxx:
+        return cxx
+    for cand in ("c++", "g++", "clang++"):
+        path = shutil.which(cand)
+        if path:
+            return path
+    msg = "no C++ compiler found: install g++ or set CXX"
+    raise ToolchainNotFound(msg)
+
+
+def nvcc_command(arch: Arch, source: str, output: str, options=(), *, nvcc: str | None = None) -> list[str]:
+    """The nvcc command TileLang itself would run for ``arch`` (plus a PTX fallback for ``+PTX``)."""
+    nvcc = nvcc or find_nvcc()
+    if arch.ptx:
+        fmt = "--fatbin"
+        gencode = ["-gencode", f"arch={arch.compute},code=[{arch.sm},{arch.compute}]"]
+    else:
+        fmt = "--cubin"
+        gencode = ["-gencode", f"arch={arch.compute},code={arch.sm}"]
+    cmd = [nvcc, fmt, "-O3", "-lineinfo", *gencode, "-std=c++20", "-w"]
+    for inc in tilelang_include_dirs():
+        cmd += ["-I", inc]
+    cmd += list(options)
+    cmd += ["-o", output, source]
+    return cmd
+
+
+def compile_image(arch: Arch, workdir: Path, stem: str, source_text: str, options=(), *, what: str) -> bytes:
+    """Compile TileLang's CUDA source for one arch into a cubin (or fatbin) and return its bytes."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    cu = f"{stem}.cu"
+    out = f"{stem}.{'fatbin' if arch.ptx else 'cubin'}"
+    (workdir / cu).write_text(source_text)
+    run(nvcc_command(arch, cu, out, options), what=what, cwd=workdir)
+    return (workdir / out).read_bytes()
+
+
+def compile_launcher(workdir: Path, source: str, obj: str, *, what: str) -> None:
+    """Compile the generated launcher (host C++ only: cuda.h types, tvm-ffi headers) into an object."""
+    p = tvm_ffi_paths()
+    cmd = [
+        find_cxx(),
+        "-std=c++17",
+        "-O2",
+        "-fPIC",
+        "-fvisibility=hidden",
+        "-fno-gnu-unique",
+        "-ffile-prefix-map=" + str(workdir) + "=.",
+        "-I",
+        ".",
+        "-I",
+        p["include"],
+        "-I",
+        p["dlpack"],
+        "-I",
+        cuda_include_dir(),
+        "-c",
+        source,
+        "-o",
+        obj,
+    ]
+    run(cmd, what=what, cwd=workdir)
+
+
+def embed_images(workdir: Path, obj: str, images: dict[str, Path], out: str) -> None:
+    """Embed each image into the launcher object with tvm-ffi's cubin embedding (``__tvm_ffi__cubin_<name>``)."""
+    try:
+        from tvm_ffi.utils.embed_cubin import embed_cubin
+    except ImportError:
+        msg = "apache-tvm-ffi is needed to embed images: pip install apache-tvm-ffi"
+        raise ToolchainNotFound(msg) from None
+    current = workdir / obj
+    for i, (name, path) in enumerate(sorted(images.items())):
+        nxt = workdir / (f"{out}.{i}.o" if i < len(images) - 1 else out)
+        try:
+            embed_cubin(Path(path), current, nxt, name)
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+            msg = f"embedding image {name} into {obj} failed: {e}"
+            raise CompileError(msg) from e
+        if current != workdir / obj:
+            current.unlink()
+        current = nxt
+    if not images:
+        shutil.copyfile(workdir / obj, workdir / out)
+
+
+def link_library(workdir: Path, obj: str, output: str, *, what: str) -> None:
+    """Link the shared library against libtvm_ffi; libcuda is never linked (dlopen at run time)."""
+    p = tvm_ffi_paths()
+    cmd = [
+        find_cxx(),
+        "-shared",
+        "-o",
+        output,
+        obj,
+        "-L" + p["libdir"],
+        "-ltvm_ffi",
+        "-ldl",
+        "-lpthread",
+        "-Wl,--no-undefined",
+        "-Wl,--build-id=sha1",
+        # Find libtvm_ffi next to the library or in an installed tvm_ffi package beside it.
+        "-Wl,-rpath,$ORIGIN:$ORIGIN/../tvm_ffi/lib:$ORIGIN/../../tvm_ffi/lib",
+    ]
+    run(cmd, what=what, cwd=workdir)
+
+
+#: Archs built by default (from sm_80 up), kept to those this nvcc can target.
+_DEFAULT_ARCHS = ("80", "86", "89", "90a", "100a", "120")
+
+
+def default_archs() -> tuple:
+    """Every default arch this nvcc supports: ``TL_AOT_ARCHS`` unset and no ``--arch`` given."""
+    from .arch import parse_arch_list
+
+    out = run([find_nvcc(), "--list-gpu-arch"], what="nvcc --list-gpu-arch")
+    known = {line.strip().removeprefix("compute_") for line in out.splitlines() if line.strip()}
+    picked = [a for a in _DEFAULT_ARCHS if a.rstrip("af") in known]
+    return parse_arch_list(picked or ["80"])
