@@ -8,6 +8,7 @@ and an up-to-date library is detected without importing TileLang at all.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import hashlib
 import json
 import os
@@ -161,9 +162,7 @@ def build_library(
     header = header_dir / f"{lib.name}.h"
     stamp = work / "stamp.json"
 
-    from tvm_ffi.utils import FileLock
-
-    with FileLock(str(work / "build.lock")):
+    with _exclusive(work / "build.lock"):
         nvcc = find_nvcc()
         nv_version = nvcc_version(nvcc)
         tasks: list[tuple[KernelSpec, Arch, str]] = []
@@ -268,6 +267,23 @@ def build_library(
             log(result.summary())
             log(f"built {library} in {time.perf_counter() - t_start:.1f} s")
         return result
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path):
+    """Hold an exclusive advisory lock on ``path``: two builds of one library run one after the other.
+
+    (tvm_ffi.utils.FileLock does the same, but importing tvm_ffi imports torch: 1.3 s a no-op build
+    cannot afford.)
+    """
+    import fcntl
+
+    with open(path, "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 def _digest_file(path: Path) -> str:

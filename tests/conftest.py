@@ -1,0 +1,55 @@
+"""Shared fixtures: the test library (built once per session, or prebuilt via TL_AOT_TEST_LIBDIR)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+KERNELS = Path(__file__).parent / "kernels"
+TESTLIB_SPEC = KERNELS / "testlib.toml"
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (GPU tests run on the GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    """One variant cache for the whole session (or TL_AOT_CACHE_DIR), so repeated builds are cheap."""
+    env = os.environ.get("TL_AOT_CACHE_DIR")
+    return Path(env) if env else tmp_path_factory.mktemp("variant-cache")
+
+
+@pytest.fixture(scope="session")
+def testlib_path(tmp_path_factory, cache_dir) -> Path:
+    """``libtl_aot_testlib.so``: every kind of kernel, for sm_80 and sm_90a."""
+    prebuilt = os.environ.get("TL_AOT_TEST_LIBDIR")
+    if prebuilt:
+        return Path(prebuilt) / "libtl_aot_testlib.so"
+    from tl_aot.build import build_library
+    from tl_aot.spec import load_spec_file
+
+    out = tmp_path_factory.mktemp("testlib")
+    return build_library(load_spec_file(TESTLIB_SPEC), out_dir=out, cache_dir=cache_dir, log=None).library
+
+
+@pytest.fixture(scope="session")
+def testlib(testlib_path):
+    import tl_aot
+
+    return tl_aot.load(testlib_path)
