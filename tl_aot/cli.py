@@ -16,8 +16,9 @@ _PKG = Path(__file__).resolve().parent
 
 
 def cmake_dir() -> Path:
-    """Folder holding ``TileLangAOTConfig.cmake`` (shipped inside the package)."""
-    return _PKG / "cmake"
+    """Folder holding ``TileLangAOTConfig.cmake``: inside an installed package, else the checkout's cmake/."""
+    shipped = _PKG / "cmake"
+    return shipped if (shipped / "TileLangAOTConfig.cmake").is_file() else _PKG.parent / "cmake"
 
 
 def include_dir() -> Path:
