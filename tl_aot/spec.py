@@ -96,9 +96,14 @@ def archs_from_env(default=None) -> tuple[Arch, ...] | None:
     env = os.environ.get("TL_AOT_ARCHS", "").strip()
     if env:
         return parse_arch_list(env)
-    if default is None:
-        return None
-    return parse_arch_list(default) if not (isinstance(default, tuple) and all(isinstance(a, Arch) for a in default)) else default
+    return None if default is None else _as_archs(default)
+
+
+def _as_archs(archs) -> tuple:
+    """Archs given as Arch objects are kept; any spelling (list or "80;90a" string) is parsed."""
+    if archs and not isinstance(archs, str) and all(isinstance(a, Arch) for a in archs):
+        return tuple(archs)
+    return parse_arch_list(archs or ())
 
 
 @dataclass(frozen=True)
@@ -133,7 +138,7 @@ class KernelSpec:
             source=Path(source),
             function=function,
             args=tuple(args or ()),
-            archs=parse_arch_list(archs) if not all(isinstance(a, Arch) for a in archs or ()) or not archs else tuple(archs),
+            archs=_as_archs(archs),
             pass_configs=tuple(sorted((pass_configs or {}).items())),
             compile_flags=tuple(compile_flags or ()),
         )

@@ -1,0 +1,117 @@
+"""A real multi-entry library built for sm_80 + sm_90a, loaded and driven on this GPU-less machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
+from fake_cuda import FakeCudaTensor  # noqa: E402
+
+pytest.importorskip("tilelang")
+
+ENTRIES = {"gemm_f16", "gemm_bf16", "gemm_dyn", "add_one", "axpy", "softmax", "two_kernels", "source_scale"}
+
+
+def test_every_entry_built_for_both_archs(testlib):
+    m = testlib.manifest
+    assert {e.name for e in m.entries} == ENTRIES
+    for e in m.entries:
+        assert [v.arch for v in e.variants] == ["sm_80", "sm_90a"]
+        assert all(v.image_bytes > 1000 for v in e.variants)
+    gemm = m.entry("gemm_f16")
+    assert len(gemm.variants[1].tma_descriptors) == 2 and not gemm.variants[0].tma_descriptors
+
+
+def test_library_needs_no_cuda_driver_at_link_time(testlib_path):
+    out = subprocess.run(["readelf", "-d", str(testlib_path)], capture_output=True, text=True, check=True).stdout
+    needed = [ln for ln in out.splitlines() if "NEEDED" in ln]
+    assert not any("libcuda" in ln or "libcudart" in ln for ln in needed), needed
+    assert any("libtvm_ffi" in ln for ln in needed)
+
+
+def test_inspect_cli_text_and_json(testlib_path):
+    run = [sys.executable, "-m", "tl_aot", "inspect", str(testlib_path)]
+    text = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert "gemm_dyn(A: float16[m, 512], B: float16[512, 512], C: float16[m, 512])" in text
+    assert "dynamic: m = A.shape[0]" in text
+    assert "tma A_desc: tiled on A" in text
+    assert "TileLang 0.1.15" in text and "nvcc 13." in text
+    data = json.loads(subprocess.run(run + ["--json"], capture_output=True, text=True, check=True).stdout)
+    assert data["abi_version"] == 1
+    assert {e["name"] for e in data["entries"]} == ENTRIES
+
+
+def test_cpu_tensors_are_refused(testlib):
+    torch = pytest.importorskip("torch")
+    x = torch.ones(16)
+    with pytest.raises(ValueError, match="add_one: argument 'X' expected a CUDA tensor, got a tensor on cpu"):
+        testlib.add_one(x, x)
+
+
+def test_wrong_dtype_shape_count_and_scalar_type(testlib):
+    f16 = lambda *s: FakeCudaTensor(list(s), "float16")  # noqa: E731
+    with pytest.raises(TypeError, match="gemm_f16: argument 'B' expected dtype float16, got bfloat16"):
+        testlib.gemm_f16(f16(1024, 1024), FakeCudaTensor([1024, 1024], "bfloat16"), f16(1024, 1024))
+    with pytest.raises(ValueError, match="gemm_f16: argument 'C' expected shape \\[1024, 1024\\] with dim 1 = 1024, got \\[1024, 512\\]"):
+        testlib.gemm_f16(f16(1024, 1024), f16(1024, 1024), f16(1024, 512))
+    with pytest.raises(ValueError, match="gemm_dyn: argument 'C' expected shape \\[m, 512\\] with dim 0 = m = 64 \\(from 'A' dim 0\\), got \\[65, 512\\]"):
+        testlib.gemm_dyn(f16(64, 512), f16(512, 512), f16(65, 512))
+    with pytest.raises(TypeError, match="takes 3 arguments \\(A, B, C\\) and an optional stream, got 2"):
+        testlib.gemm_f16(f16(1024, 1024), f16(1024, 1024))
+    x = FakeCudaTensor([4096])
+    with pytest.raises(TypeError, match="axpy: argument 'shift' expected an int \\(int32\\), got float"):
+        testlib.axpy(x, x, 1.0, 2.5)
+    with pytest.raises(ValueError, match="axpy: argument 'shift' expected a value in range of int32"):
+        testlib.axpy(x, x, 1.0, 2**40)
+    with pytest.raises(TypeError, match="axpy: argument 'Y' expected a tensor, got None"):
+        testlib.axpy(x, None, 1.0, 2)
+
+
+def test_transposed_view_and_zero_size_are_refused(testlib):
+    with pytest.raises(ValueError, match="argument 'A' expected a contiguous tensor with strides \\(1024, 1\\)"):
+        testlib.gemm_f16(FakeCudaTensor([1024, 1024], "float16", strides=[1, 1024]), *[FakeCudaTensor([1024, 1024], "float16")] * 2)
+    with pytest.raises(ValueError, match="add_one: argument 'X' expected dim 0 \\('n'\\) in \\[1, 2147483647\\]"):
+        testlib.add_one(FakeCudaTensor([0]), FakeCudaTensor([0]))
+
+
+def test_good_arguments_reach_the_driver_and_fail_clearly_without_one(testlib):
+    x = FakeCudaTensor([1000])
+    with pytest.raises(RuntimeError, match="add_one: cannot load the NVIDIA driver library libcuda.so.1"):
+        testlib.add_one(x, FakeCudaTensor([1000]))
+    # ... and the library stays usable: the next bad call is still diagnosed precisely.
+    with pytest.raises(TypeError, match="expected dtype float32"):
+        testlib.add_one(x, FakeCudaTensor([1000], "float64"))
+    assert testlib.cleanup() == 0
+
+
+def test_incompatible_abi_is_refused(testlib_path, monkeypatch):
+    import tl_aot.runtime as rt
+
+    monkeypatch.setattr(rt, "ABI_VERSION", 999)
+    with pytest.raises(rt.LibraryError, match="launcher ABI 1; this tl_aot understands ABI 999"):
+        rt.load(testlib_path)
+
+
+def test_no_op_rebuild_does_not_import_tilelang(testlib_path, cache_dir, tmp_path):
+    """A second build of an unchanged library only checks the stamp (fast: no TileLang import)."""
+    from tl_aot.build import build_library
+    from tl_aot.spec import KernelSpec, LibrarySpec
+
+    kernels = Path(__file__).parents[1] / "kernels"
+    lib = LibrarySpec("noop", (KernelSpec.create(name="add_one", source=kernels / "elementwise.py", function="add_one", archs=["80"]),))
+    first = build_library(lib, out_dir=tmp_path, cache_dir=cache_dir, log=None)
+    assert not first.up_to_date
+    code = (
+        "import sys, time; t=time.perf_counter()\n"
+        "from tl_aot.build import build_library; from tl_aot.spec import *\n"
+        f"lib = LibrarySpec('noop', (KernelSpec.create(name='add_one', source={str(kernels / 'elementwise.py')!r}, function='add_one', archs=['80']),))\n"
+        f"r = build_library(lib, out_dir={str(tmp_path)!r}, cache_dir={str(cache_dir)!r}, log=None)\n"
+        "assert r.up_to_date and not r.rebuilt\n"
+        "assert 'tilelang' not in sys.modules and 'torch' not in sys.modules, sorted(m for m in sys.modules if 'tile' in m or 'torch' in m)[:5]\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,55 @@
+"""Regenerate the codegen golden files.
+
+    python tests/unit/golden/regen.py              # re-render launcher.cc.ref / header.h.ref
+    python tests/unit/golden/regen.py --relower    # also re-lower manifest.json (needs TileLang)
+
+Run the first after any template change, and review the diff of the .ref files like code.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tl_aot.codegen import render_header, render_launcher  # noqa: E402
+from tl_aot.metadata import Manifest, from_json, to_json  # noqa: E402
+
+
+def relower() -> Manifest:
+    from tl_aot.build import _manifest
+    from tl_aot.lower import lower_variant
+    from tl_aot.spec import KernelSpec, LibrarySpec
+
+    kernels = ROOT / "tests" / "kernels"
+    entries = (
+        KernelSpec.create(name="add_one", source=kernels / "elementwise.py", function="add_one", archs=["80", "90a"]),
+        KernelSpec.create(name="gemm", source=kernels / "gemm.py", function="matmul_dynamic_m", args={"N": 256, "K": 256}, archs=["90a"]),
+        KernelSpec.create(name="two", source=kernels / "multi.py", function="scale_then_shift", args={"N": 1024}, archs=["80+PTX"]),
+    )
+    lib = LibrarySpec("golden", entries)
+    tasks, results = [], {}
+    for spec in entries:
+        for arch in spec.archs:
+            key = f"{spec.name}/{arch}"
+            tasks.append((spec, arch, key))
+            results[key] = (lower_variant(spec, arch), b"\0" * 16)
+    os.chdir(ROOT)
+    m = _manifest(lib, tasks, results, "13.0.88")
+    return Manifest(**{**m.__dict__, "tl_aot_version": "0.0.0-golden", "tilelang_version": "0.1.15"})
+
+
+def main() -> None:
+    path = HERE / "manifest.json"
+    manifest = relower() if "--relower" in sys.argv else from_json(Manifest, path.read_text())
+    path.write_text(to_json(manifest, indent=1) + "\n")
+    (HERE / "launcher.cc.ref").write_text(render_launcher(manifest, header_name="golden.h"))
+    (HERE / "header.h.ref").write_text(render_header(manifest))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Launch metadata extracted from TileLang's lowered IR (CPU only: explicit targets, no GPU)."""
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tilelang")
+
+from tl_aot.arch import parse_arch  # noqa: E402
+from tl_aot.errors import LoweringError  # noqa: E402
+from tl_aot.lower import lower_variant  # noqa: E402
+from tl_aot.metadata import LoweredVariant, from_json, to_json  # noqa: E402
+from tl_aot.spec import KernelSpec  # noqa: E402
+
+KERNELS = Path(__file__).parents[1] / "kernels"
+
+
+def lower(file, function, arch="90a", name=None, **args):
+    spec = KernelSpec.create(name=name or function, source=KERNELS / file, function=function, args=args, archs=[arch])
+    return lower_variant(spec, parse_arch(arch))
+
+
+def test_tma_gemm_on_sm90a():
+    v = lower("gemm.py", "matmul", M=1024, N=512, K=256)
+    assert [p.name for p in v.params] == ["A", "B", "C"]
+    assert all(p.dtype == "float16" and p.is_tensor for p in v.params)
+    assert v.params[0].shape == (1024, 256)
+    (k,) = v.kernels
+    assert k.grid == ("4", "8", "1")  # ceildiv(512, 128), ceildiv(1024, 128)
+    assert int(k.dynamic_smem) > 48 * 1024  # needs the cuFuncSetAttribute opt-in
+    descs = {d.tensor: d for d in v.tma_descriptors}
+    assert set(descs) == {"A", "B"}
+    a = descs["A"]
+    assert (a.mode, a.rank, a.global_dim, a.global_stride, a.box_dim) == ("tiled", 2, ("256", "1024"), ("512",), ("64", "128"))
+    assert [arg.ctype for arg in k.args] == ["CUtensorMap", "CUtensorMap", "void*"]
+    assert "__global__" in v.cuda_source
+
+
+def test_same_gemm_on_sm80_uses_no_tma():
+    v = lower("gemm.py", "matmul", arch="80", M=256, N=256, K=256)
+    assert v.tma_descriptors == ()
+    assert [a.ctype for a in v.kernels[0].args] == ["void*", "void*", "void*"]
+
+
+def test_elementwise_dynamic_length():
+    v = lower("elementwise.py", "add_one")
+    assert [s.name for s in v.symbols] == ["n"]
+    assert (v.symbols[0].param, v.symbols[0].dim) == ("X", 0)
+    (k,) = v.kernels
+    assert k.grid[0] == "tl_aot_floordiv((s_n + 255), 256)"
+    assert k.grid_display[0] == "(n + 255) // 256"
+    assert k.args[-1].value == "s_n"
+
+
+def test_dynamic_rows_tma_gemm_descriptor_depends_on_symbol():
+    v = lower("gemm.py", "matmul_dynamic_m", N=512, K=512)
+    a = next(d for d in v.tma_descriptors if d.tensor == "A")
+    assert "s_m" in a.global_dim
+    assert v.params[0].shape == ("m", 512)
+
+
+def test_two_kernels_in_launch_order_with_scalar():
+    v = lower("multi.py", "scale_then_shift", N=4096)
+    assert [k.name for k in v.kernels] == ["main_kernel", "main_kernel_1"]
+    assert [k.block[0] for k in v.kernels] == ["128", "256"]
+    assert v.kernels[0].args[-1].ctype == "float" and v.kernels[0].args[-1].value == "a_alpha"
+    assert [p.kind for p in v.params] == ["tensor", "tensor", "tensor", "scalar"]
+
+
+def test_cuda_source_code_kernel():
+    v = lower("source_kernel.py", "scale")
+    (k,) = v.kernels
+    assert k.name == "scale_kernel"
+    assert [a.value for a in k.args] == ["p_X", "p_Y", "s_n"]
+    assert "3.0f * x[i] + 1.0f" in v.cuda_source
+
+
+def test_source_kernel_signature_mismatch_is_a_build_error(tmp_path):
+    f = tmp_path / "bad_source.py"
+    f.write_text(
+        "import tilelang.language as T\n"
+        "SRC = 'extern \"C\" __global__ void k(const float* x, float* y, float a, int n) {}'\n"
+        "def f(N):\n"
+        "    @T.prim_func\n"
+        "    def main(X: T.Tensor((N,), 'float32'), Y: T.Tensor((N,), 'float32')):\n"
+        "        T.CUDASourceCodeKernel(T.ceildiv(N, 128), threads=128, source_code_or_path=SRC, entry_name='k')\n"
+        "    return main\n"
+    )
+    spec = KernelSpec.create(name="bad", source=f, function="f", args={"N": 256}, archs=["80"])
+    with pytest.raises(LoweringError, match="declares 4 parameter\\(s\\).*passes 2"):
+        lower_variant(spec, parse_arch("80"))
+
+
+def test_metadata_round_trips_through_json():
+    v = lower("multi.py", "scale_then_shift", arch="80", N=1024)
+    assert from_json(LoweredVariant, to_json(v)) == v
+
+
+def test_missing_function_lists_what_is_there():
+    with pytest.raises(LoweringError, match="no function 'nope'.*add_one"):
+        lower("elementwise.py", "nope")

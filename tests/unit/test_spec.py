@@ -1,0 +1,65 @@
+from pathlib import Path
+
+import pytest
+
+from tl_aot.errors import SpecError
+from tl_aot.spec import KernelSpec, LibrarySpec, archs_from_env, check_identifier, load_spec_file, parse_arg, parse_target
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [("M=4096", ("M", 4096)), ("dtype='float16'", ("dtype", "float16")), ("dtype=float16", ("dtype", "float16")),
+     ("scale=0.5", ("scale", 0.5)), ("M=None", ("M", None)), ("shape=(1, 2)", ("shape", (1, 2)))],
+)
+def test_args_are_python_literals(text, expected):
+    assert parse_arg(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["M", "1x=3", "M=os.system('x') + 1"])
+def test_bad_args_are_explained(bad):
+    with pytest.raises(SpecError, match="--arg"):
+        parse_arg(bad)
+
+
+def test_target_split():
+    assert parse_target("dir/kernels.py:matmul") == (Path("dir/kernels.py"), "matmul")
+    with pytest.raises(SpecError, match="FILE.py:FUNCTION"):
+        parse_target("kernels.py")
+
+
+@pytest.mark.parametrize("name", ["a-b", "x;system()", "class", "__x", "1abc", "new", ""])
+def test_names_reaching_cpp_must_be_identifiers(name):
+    with pytest.raises(SpecError):
+        check_identifier(name, "entry name")
+
+
+def test_library_rejects_duplicate_and_reserved_entries(tmp_path):
+    e = KernelSpec.create(name="k", source=tmp_path / "k.py", function="f", archs=["80"])
+    with pytest.raises(SpecError, match="listed twice"):
+        LibrarySpec("lib", (e, e))
+    r = KernelSpec.create(name="cleanup_module", source=tmp_path / "k.py", function="f", archs=["80"])
+    with pytest.raises(SpecError, match="reserved"):
+        LibrarySpec("lib", (r,))
+
+
+def test_spec_file_paths_are_relative_to_it_and_env_overrides_archs(tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    f = tmp_path / "sub" / "lib.toml"
+    f.write_text('[library]\nname = "mylib"\narchs = ["80"]\n[[entry]]\nname = "a"\nsource = "k.py"\nfunction = "f"\nargs = { N = 4 }\n')
+    lib = load_spec_file(f)
+    assert lib.name == "mylib"
+    (e,) = lib.entries
+    assert e.source == tmp_path / "sub" / "k.py" and e.kwargs == {"N": 4} and [a.sm for a in e.archs] == ["sm_80"]
+    monkeypatch.setenv("TL_AOT_ARCHS", "90a;89")
+    assert [a.sm for a in load_spec_file(f).entries[0].archs] == ["sm_90a", "sm_89"]
+    assert [a.sm for a in archs_from_env(None)] == ["sm_90a", "sm_89"]
+
+
+def test_spec_file_errors_name_the_entry(tmp_path):
+    f = tmp_path / "lib.toml"
+    f.write_text('[[entry]]\nname = "a"\nsource = "k.py"\n')
+    with pytest.raises(SpecError, match="entry #1: missing key\\(s\\) function"):
+        load_spec_file(f, archs=["80"])
+    f.write_text('[[entry]]\nname = "a"\nsource = "k.py"\nfunction = "f"\nflavour = 1\n')
+    with pytest.raises(SpecError, match="unknown key\\(s\\) flavour"):
+        load_spec_file(f, archs=["80"])
