@@ -99,3 +99,26 @@ def test_metadata_round_trips_through_json():
 def test_missing_function_lists_what_is_there():
     with pytest.raises(LoweringError, match="no function 'nope'.*add_one"):
         lower("elementwise.py", "nope")
+
+
+def test_tilelang_jit_function_with_pass_configs():
+    v = lower("jit_kernel.py", "scale", arch="80", N=1024, factor=3.0)
+    assert [p.name for p in v.params] == ["X", "Y"]
+    assert "--use_fast_math" in v.nvcc_options  # TileLang's own flag for TL_ENABLE_FAST_MATH
+    assert "3.0" in v.cuda_source or "3.000000e+00f" in v.cuda_source
+
+
+def test_user_error_points_at_the_users_line(tmp_path):
+    f = tmp_path / "oops.py"
+    f.write_text("import tilelang.language as T\n\ndef f(N):\n    raise ValueError('N must be even')\n")
+    spec = KernelSpec.create(name="oops", source=f, function="f", args={"N": 3}, archs=["80"])
+    with pytest.raises(LoweringError, match=r"(?s)entry 'oops' \(sm_80\).*oops.py:4: raise ValueError.*N must be even"):
+        lower_variant(spec, parse_arch("80"))
+
+
+def test_syntax_error_names_file_and_line(tmp_path):
+    f = tmp_path / "broken.py"
+    f.write_text("def f(:\n    pass\n")
+    spec = KernelSpec.create(name="broken", source=f, function="f", archs=["90a"])
+    with pytest.raises(LoweringError, match=r"(?s)entry 'broken' \(sm_90a\).*broken.py:1"):
+        lower_variant(spec, parse_arch("90a"))
