@@ -55,6 +55,7 @@ def _resolve_prim_func(spec: KernelSpec, module, where: str):
         flags = getattr(obj, "compile_flags", None) or []
         compile_flags += [flags] if isinstance(flags, str) else list(flags)
     elif callable(obj):
+        _check_binds(obj, kwargs, spec, where)
         func = obj(**kwargs)
         if hasattr(func, "get_tir") and not isinstance(func, PrimFunc):
             func = func.get_tir()
@@ -72,6 +73,22 @@ def _resolve_prim_func(spec: KernelSpec, module, where: str):
     pass_configs.update(dict(spec.pass_configs))
     compile_flags += list(spec.compile_flags)
     return func, pass_configs, compile_flags
+
+
+def _check_binds(obj, kwargs: dict, spec: KernelSpec, where: str) -> None:
+    """Explain a missing or unknown specialisation argument before calling the user's factory."""
+    import inspect
+
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(**kwargs)
+    except TypeError as e:
+        names = ", ".join(f"{p.name}" + ("" if p.default is inspect.Parameter.empty else f"={p.default!r}") for p in sig.parameters.values())
+        msg = f"{where}: {spec.function}({names}) cannot be called with {kwargs or 'no arguments'}: {e}; set them with --arg NAME=VALUE (or args = {{...}} in a spec file)"
+        raise LoweringError(msg) from None
 
 
 def _signature(func, where: str):
@@ -280,7 +297,8 @@ def _kernels(art, host_func, names, lets, desc_index, params, where):
             if cluster == (1, 1, 1):
                 cluster = ()
         windows = []
-        for buf_name, (hit, size) in (l2_map.get(kname, {}) or {}).items():
+        # TileLang records T.annotate_l2_hit_ratio per host function: it covers each of its launches.
+        for buf_name, (hit, size) in l2_map.items():
             tname = str(buf_name)
             if tname in tensor_bytes:
                 windows.append(L2Window(tname, float(hit), pr(size)))

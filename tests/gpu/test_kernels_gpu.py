@@ -129,3 +129,10 @@ def test_cleanup_then_call_again(testlib):
     assert testlib.cleanup() == 0  # twice is harmless
     testlib.add_one(x, y)
     torch.testing.assert_close(y, x + 1)
+
+
+def test_l2_persisting_window_kernel(testlib):
+    x = torch.randn(65536, device="cuda")
+    y = torch.empty_like(x)
+    testlib.add_one_l2(x, y)
+    torch.testing.assert_close(y, x + 1)

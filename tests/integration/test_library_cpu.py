@@ -14,7 +14,7 @@ from fake_cuda import FakeCudaTensor  # noqa: E402
 
 pytest.importorskip("tilelang")
 
-ENTRIES = {"gemm_f16", "gemm_bf16", "gemm_dyn", "add_one", "axpy", "softmax", "two_kernels", "source_scale"}
+ENTRIES = {"gemm_f16", "gemm_bf16", "gemm_dyn", "add_one", "axpy", "softmax", "two_kernels", "source_scale", "add_one_l2"}
 
 
 def test_every_entry_built_for_both_archs(testlib):

@@ -122,3 +122,9 @@ def test_syntax_error_names_file_and_line(tmp_path):
     spec = KernelSpec.create(name="broken", source=f, function="f", archs=["90a"])
     with pytest.raises(LoweringError, match=r"(?s)entry 'broken' \(sm_90a\).*broken.py:1"):
         lower_variant(spec, parse_arch("90a"))
+
+
+def test_l2_persisting_window():
+    v = lower("l2.py", "add_one_l2", N=4096, hit_ratio=0.5)
+    (w,) = v.kernels[0].l2_windows
+    assert (w.tensor, w.hit_ratio, w.num_bytes) == ("X", 0.5, "16384")
