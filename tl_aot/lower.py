@@ -278,6 +278,7 @@ def _kernels(art, host_func, names, lets, desc_index, params, where):
         grid, block = ["1", "1", "1"], ["1", "1", "1"]
         grid_d, block_d = ["1", "1", "1"], ["1", "1", "1"]
         smem = "0"
+        cluster_launch = [1, 1, 1]
         for tag, val in zip(tags, launch_vals):
             if tag.startswith("blockIdx."):
                 i = "xyz".index(tag[-1])
@@ -287,15 +288,17 @@ def _kernels(art, host_func, names, lets, desc_index, params, where):
                 block[i], block_d[i] = pr(val), str(val)
             elif tag == "tirx.use_dyn_shared_memory":
                 smem = pr(val)
+            elif re.fullmatch(r"tirx?\.cluster_dim_[xyz]", tag):
+                cluster_launch["xyz".index(tag[-1])] = _const_int(val, f"{where}: kernel {kname} cluster dim")
             else:
                 msg = f"{where}: kernel {kname} has launch parameter {tag!r}, which tl_aot does not support"
                 raise LoweringError(msg)
-        cluster = ()
+        cluster = tuple(cluster_launch)
         if "cluster_dims" in fattrs:
             cd = [int(x) for x in fattrs["cluster_dims"]]
             cluster = tuple((cd + [1, 1, 1])[:3])
-            if cluster == (1, 1, 1):
-                cluster = ()
+        if cluster == (1, 1, 1):
+            cluster = ()
         windows = []
         # TileLang records T.annotate_l2_hit_ratio per host function: it covers each of its launches.
         for buf_name, (hit, size) in l2_map.items():
@@ -321,6 +324,14 @@ def _kernels(art, host_func, names, lets, desc_index, params, where):
         msg = f"{where}: the lowered function launches no device kernel"
         raise LoweringError(msg)
     return tuple(kernels)
+
+
+def _const_int(val, what: str) -> int:
+    try:
+        return int(val)
+    except (TypeError, ValueError):
+        msg = f"{what} must be a compile-time constant, got `{val}`"
+        raise LoweringError(msg) from None
 
 
 def _check_source_kernels(kernels, source: str, where: str) -> None:

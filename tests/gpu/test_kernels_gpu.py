@@ -136,3 +136,31 @@ def test_l2_persisting_window_kernel(testlib):
     y = torch.empty_like(x)
     testlib.add_one_l2(x, y)
     torch.testing.assert_close(y, x + 1)
+
+
+def test_conv2d_with_im2col_tma(testlib):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("conv_im2col is built for sm_90a only")
+    n, c, h, w, f = 2, 64, 16, 16, 64
+    data = torch.randn(n, h, w, c, device="cuda", dtype=torch.float16)
+    weight = torch.randn(3, 3, c, f, device="cuda", dtype=torch.float16)
+    out = torch.empty(n, h, w, f, device="cuda", dtype=torch.float16)
+    testlib.conv_im2col(data, weight, out)
+    ref = torch.nn.functional.conv2d(data.permute(0, 3, 1, 2).float(), weight.permute(3, 2, 0, 1).float(), padding=1)
+    torch.testing.assert_close(out.float(), ref.permute(0, 2, 3, 1), rtol=2e-2, atol=2e-1)
+
+
+def test_cluster_launch(testlib):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("cluster_rank is built for sm_90a only")
+    y = torch.full((1024,), -1, device="cuda", dtype=torch.int32)
+    testlib.cluster_rank(y)
+    expected = (torch.arange(1024, device="cuda") // 128 % 2).int()
+    torch.testing.assert_close(y, expected)
+
+
+def test_no_image_for_this_gpu_is_a_clear_error(testlib):
+    if torch.cuda.get_device_capability() == (9, 0):
+        pytest.skip("this GPU has an sm_90a image")
+    with pytest.raises(RuntimeError, match="cluster_rank: no kernel image fits cuda:0 .* built for sm_90a"):
+        testlib.cluster_rank(torch.empty(1024, device="cuda", dtype=torch.int32))

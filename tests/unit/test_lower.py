@@ -128,3 +128,18 @@ def test_l2_persisting_window():
     v = lower("l2.py", "add_one_l2", N=4096, hit_ratio=0.5)
     (w,) = v.kernels[0].l2_windows
     assert (w.tensor, w.hit_ratio, w.num_bytes) == ("X", 0.5, "16384")
+
+
+def test_im2col_tma_descriptor():
+    v = lower("conv.py", "conv2d", N=2, C=64, H=16, W=16, F=64)
+    d = {x.tensor: x for x in v.tma_descriptors}
+    im = d["data"]
+    assert (im.mode, im.rank, im.global_dim) == ("im2col", 4, ("64", "16", "16", "2"))
+    assert (im.lower_corner, im.upper_corner) == (("-1", "-1"), ("-1", "-1"))
+    assert (im.channels_per_pixel, im.pixels_per_column) == ("32", "64")
+    assert d["kernel"].mode == "tiled"
+
+
+def test_cluster_launch():
+    v = lower("cluster.py", "cluster_rank", N=1024)
+    assert v.kernels[0].cluster_dims == (2, 1, 1)

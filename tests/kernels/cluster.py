@@ -1,0 +1,13 @@
+"""A kernel launched in thread-block clusters (sm_90+): each CTA writes its rank in the cluster."""
+
+import tilelang.language as T
+
+
+def cluster_rank(N, cluster=2, block=128):
+    @T.prim_func
+    def main(Y: T.Tensor((N,), "int32")):
+        with T.Kernel(T.ceildiv(N, block), threads=block, cluster_dims=(cluster, 1, 1)) as bx:
+            for i in T.Parallel(block):
+                Y[bx * block + i] = T.block_rank_in_cluster()
+
+    return main
