@@ -43,9 +43,7 @@ def parse_arch(text: str) -> Arch:
     raw = str(text).strip()
     m = _ARCH_RE.match(raw.replace(" ", ""))
     if not m:
-        msg = (
-            f"unsupported arch name {raw!r}: expected forms like 'sm_90a', '90a', '9.0a', 'sm_80' or '80+PTX'"
-        )
+        msg = f"unsupported arch name {raw!r}: expected forms like 'sm_90a', '90a', '9.0a', 'sm_80' or '80+PTX'"
         raise SpecError(msg)
     major, minor = int(m["major"]), int(m["minor"])
     suffix = m["suffix"].lower()

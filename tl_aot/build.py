@@ -22,7 +22,7 @@ from . import __version__
 from .arch import Arch
 from .cache import VariantCache, default_cache_dir, package_version, variant_key
 from .codegen import image_symbol, render_header, render_launcher
-from .errors import CompileError, FailedProcessError, LoweringError, TlAotError
+from .errors import CompileError, FailedProcessError, LoweringError
 from .fileutil import atomic_write, write_if_different
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest
 from .spec import KernelSpec, LibrarySpec
@@ -147,6 +147,7 @@ def build_library(
         Receives one progress line per step and the summary.
     force : bool
         Rebuild every variant, ignoring the cache.
+
     """
     from .toolchain import find_nvcc, nvcc_version
 

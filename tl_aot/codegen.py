@@ -80,7 +80,7 @@ def _dtype_check(dtype: str, where: str) -> str:
 def _scalar_getter(dtype: str, name: str, entry: str) -> tuple[str, str]:
     if dtype in _INT_RANGES:
         lo, hi = _INT_RANGES[dtype]
-        lo_s = f"INT64_MIN" if lo == -(2**63) else f"int64_t({lo})"
+        lo_s = "INT64_MIN" if lo == -(2**63) else f"int64_t({lo})"
         return f"{dtype}_t", f'int_arg(@, k_{entry}, "{name}", {lo_s}, int64_t({hi}), "{dtype}")'
     if dtype in _FLOAT_CTYPES:
         return _FLOAT_CTYPES[dtype], f'float_arg(@, k_{entry}, "{name}", "{dtype}")'
@@ -116,7 +116,7 @@ def _entry_context(e: LoweredEntry) -> dict:
                         "dim": i,
                         "value": f"s_{d}",
                         "display": f"{d} = ",
-                        "got_prefix": f' + std::to_string(s_{d}) + " (from \'{src[0]}\' dim {src[1]})"',
+                        "got_prefix": f" + std::to_string(s_{d}) + \" (from '{src[0]}' dim {src[1]})\"",
                     }
                 )
             else:
@@ -147,8 +147,7 @@ def _entry_context(e: LoweredEntry) -> dict:
             params_ctx.append(d)
             scalars.append(d)
     sym_ctx = [
-        {"name": s.name, "param": s.param, "dim": s.dim, "max": "2147483647" if s.dtype == "int32" else "INT64_MAX"}
-        for s in e.symbols
+        {"name": s.name, "param": s.param, "dim": s.dim, "max": "2147483647" if s.dtype == "int32" else "INT64_MAX"} for s in e.symbols
     ]
     variants = []
     for v in e.variants:
@@ -172,9 +171,7 @@ def _entry_context(e: LoweredEntry) -> dict:
                 "tma_descriptors": [_as_dict(d) for d in v.tma_descriptors],
             }
         )
-    cpp_params = ", ".join(
-        f"::tvm::ffi::TensorView {p['name']}" if p["is_tensor"] else f"{p['ctype']} {p['name']}" for p in params_ctx
-    )
+    cpp_params = ", ".join(f"::tvm::ffi::TensorView {p['name']}" if p["is_tensor"] else f"{p['ctype']} {p['name']}" for p in params_ctx)
     return {
         "name": e.name,
         "signature": e.signature(),
@@ -204,7 +201,7 @@ def _context(manifest: Manifest, header_name: str) -> dict:
     entries = [_entry_context(e) for e in manifest.entries]
     manifest_json = to_json(manifest)
     delim = "tlaot"
-    while f"){delim}\"" in manifest_json:
+    while f'){delim}"' in manifest_json:
         delim += "x"
     archs = sorted({a for e in entries for a in e["archs"]})
     return {

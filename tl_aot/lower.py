@@ -86,7 +86,9 @@ def _check_binds(obj, kwargs: dict, spec: KernelSpec, where: str) -> None:
     try:
         sig.bind(**kwargs)
     except TypeError as e:
-        names = ", ".join(f"{p.name}" + ("" if p.default is inspect.Parameter.empty else f"={p.default!r}") for p in sig.parameters.values())
+        names = ", ".join(
+            f"{p.name}" + ("" if p.default is inspect.Parameter.empty else f"={p.default!r}") for p in sig.parameters.values()
+        )
         msg = f"{where}: {spec.function}({names}) cannot be called with {kwargs or 'no arguments'}: {e}; set them with --arg NAME=VALUE (or args = {{...}} in a spec file)"
         raise LoweringError(msg) from None
 
@@ -132,10 +134,7 @@ def _signature(func, where: str):
             raise LoweringError(msg)
     pr = CppExprPrinter(names, {}, where)
     spelled = {pname: (tuple(pr(s) for s in buf.shape), tuple(pr(s) for s in buf.strides)) for pname, buf in buffers}
-    params = [
-        dataclasses.replace(p, shape_cpp=spelled[p.name][0], strides_cpp=spelled[p.name][1]) if p.is_tensor else p
-        for p in params
-    ]
+    params = [dataclasses.replace(p, shape_cpp=spelled[p.name][0], strides_cpp=spelled[p.name][1]) if p.is_tensor else p for p in params]
     # A symbol bound only by an expression (e.g. shape (n * 2,)) cannot be recovered at run time.
     for pname, buf in buffers:
         for s in buf.shape:
@@ -353,7 +352,7 @@ def _check_source_kernels(kernels, source: str, where: str) -> None:
 
 
 def nvcc_flags_for(pass_configs: dict, compile_flags: list) -> tuple[str, ...]:
-    """nvcc flags equivalent to TileLang's own device compile for these pass configs."""
+    """Nvcc flags equivalent to TileLang's own device compile for these pass configs."""
     import shlex
 
     from tilelang.transform import PassConfigKey

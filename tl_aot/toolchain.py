@@ -46,7 +46,7 @@ def run(cmd: list[str], *, what: str, cwd: str | os.PathLike | None = None, env:
 
 
 def find_nvcc() -> str:
-    """nvcc from ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin`` or PATH."""
+    """Nvcc from ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin`` or PATH."""
     for var in ("CUDA_HOME", "CUDA_PATH"):
         home = os.environ.get(var)
         if home and (Path(home) / "bin" / "nvcc").is_file():
@@ -61,7 +61,7 @@ def find_nvcc() -> str:
     return nvcc
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _nvcc_facts(nvcc: str) -> tuple[str, str]:
     """(version, include dir) of an nvcc, read from ``--version`` and ``--dryrun``."""
     out = run([nvcc, "--version"], what="nvcc --version")

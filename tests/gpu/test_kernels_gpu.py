@@ -13,7 +13,9 @@ def _ref_gemm(a, b):
     return (a.float() @ b.float()).to(a.dtype)
 
 
-@pytest.mark.parametrize("entry,m,n,k,dtype", [("gemm_f16", 1024, 1024, 1024, torch.float16), ("gemm_bf16", 1024, 512, 768, torch.bfloat16)])
+@pytest.mark.parametrize(
+    "entry,m,n,k,dtype", [("gemm_f16", 1024, 1024, 1024, torch.float16), ("gemm_bf16", 1024, 512, 768, torch.bfloat16)]
+)
 def test_gemm_matches_torch(testlib, entry, m, n, k, dtype):
     a = torch.randn(m, k, device="cuda", dtype=dtype)
     b = torch.randn(k, n, device="cuda", dtype=dtype)

@@ -14,7 +14,19 @@ from fake_cuda import FakeCudaTensor  # noqa: E402
 
 pytest.importorskip("tilelang")
 
-ENTRIES = {"gemm_f16", "gemm_bf16", "gemm_dyn", "add_one", "axpy", "softmax", "two_kernels", "source_scale", "add_one_l2", "conv_im2col", "cluster_rank"}
+ENTRIES = {
+    "gemm_f16",
+    "gemm_bf16",
+    "gemm_dyn",
+    "add_one",
+    "axpy",
+    "softmax",
+    "two_kernels",
+    "source_scale",
+    "add_one_l2",
+    "conv_im2col",
+    "cluster_rank",
+}
 
 
 def test_every_entry_built_for_both_archs(testlib):
@@ -60,7 +72,9 @@ def test_wrong_dtype_shape_count_and_scalar_type(testlib):
         testlib.gemm_f16(f16(1024, 1024), FakeCudaTensor([1024, 1024], "bfloat16"), f16(1024, 1024))
     with pytest.raises(ValueError, match="gemm_f16: argument 'C' expected shape \\[1024, 1024\\] with dim 1 = 1024, got \\[1024, 512\\]"):
         testlib.gemm_f16(f16(1024, 1024), f16(1024, 1024), f16(1024, 512))
-    with pytest.raises(ValueError, match="gemm_dyn: argument 'C' expected shape \\[m, 512\\] with dim 0 = m = 64 \\(from 'A' dim 0\\), got \\[65, 512\\]"):
+    with pytest.raises(
+        ValueError, match="gemm_dyn: argument 'C' expected shape \\[m, 512\\] with dim 0 = m = 64 \\(from 'A' dim 0\\), got \\[65, 512\\]"
+    ):
         testlib.gemm_dyn(f16(64, 512), f16(512, 512), f16(65, 512))
     with pytest.raises(TypeError, match="takes 3 arguments \\(A, B, C\\) and an optional stream, got 2"):
         testlib.gemm_f16(f16(1024, 1024), f16(1024, 1024))

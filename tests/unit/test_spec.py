@@ -3,13 +3,27 @@ from pathlib import Path
 import pytest
 
 from tl_aot.errors import SpecError
-from tl_aot.spec import KernelSpec, LibrarySpec, archs_from_env, check_identifier, load_spec_file, parse_arg, parse_target
+from tl_aot.spec import (
+    KernelSpec,
+    LibrarySpec,
+    archs_from_env,
+    check_identifier,
+    load_spec_file,
+    parse_arg,
+    parse_target,
+)
 
 
 @pytest.mark.parametrize(
     "text,expected",
-    [("M=4096", ("M", 4096)), ("dtype='float16'", ("dtype", "float16")), ("dtype=float16", ("dtype", "float16")),
-     ("scale=0.5", ("scale", 0.5)), ("M=None", ("M", None)), ("shape=(1, 2)", ("shape", (1, 2)))],
+    [
+        ("M=4096", ("M", 4096)),
+        ("dtype='float16'", ("dtype", "float16")),
+        ("dtype=float16", ("dtype", "float16")),
+        ("scale=0.5", ("scale", 0.5)),
+        ("M=None", ("M", None)),
+        ("shape=(1, 2)", ("shape", (1, 2))),
+    ],
 )
 def test_args_are_python_literals(text, expected):
     assert parse_arg(text) == expected
