@@ -89,7 +89,10 @@ def _check_binds(obj, kwargs: dict, spec: KernelSpec, where: str) -> None:
         names = ", ".join(
             f"{p.name}" + ("" if p.default is inspect.Parameter.empty else f"={p.default!r}") for p in sig.parameters.values()
         )
-        msg = f"{where}: {spec.function}({names}) cannot be called with {kwargs or 'no arguments'}: {e}; set them with --arg NAME=VALUE (or args = {{...}} in a spec file)"
+        msg = (
+            f"{where}: {spec.function}({names}) cannot be called with {kwargs or 'no arguments'}: {e}; "
+            "set them with --arg NAME=VALUE (or args = {...} in a spec file)"
+        )
         raise LoweringError(msg) from None
 
 
