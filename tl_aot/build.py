@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -91,12 +92,40 @@ def _digest(*parts: str) -> str:
 
 
 def _display_source(path: Path) -> str:
-    """The kernel path as recorded in the library: relative to the working dir when inside it."""
-    p = Path(path).resolve()
+    """The kernel path as recorded in the library: relative to its project, whatever the working dir."""
+    from .source import display_path
+
+    return display_path(path)
+
+
+def _what(lib: LibrarySpec) -> str:
+    """``library 'x' (entries a, b for sm_80, sm_90a)``: the subject of errors raised before any entry runs."""
+    archs = sorted({str(a) for e in lib.entries for a in e.archs})
+    names = ", ".join(e.name for e in lib.entries)
+    return f"library {lib.name!r} (entr{'y' if len(lib.entries) == 1 else 'ies'} {names} for {', '.join(archs)})"
+
+
+def _check_toolchain(lib: LibrarySpec):
+    """Find nvcc and check that it can target every arch asked for; errors name the library and entries."""
+    from .errors import SpecError, ToolchainNotFound
+    from .toolchain import find_nvcc, nvcc_version, supported_archs
+
     try:
-        return str(p.relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return p.name
+        nvcc = find_nvcc()
+    except ToolchainNotFound as e:
+        msg = f"{_what(lib)}: {e}"
+        raise ToolchainNotFound(msg) from None
+    nv_version = nvcc_version(nvcc)
+    known = supported_archs(nvcc)
+    for spec in lib.entries:
+        for arch in spec.archs:
+            if known and arch.number not in known:
+                msg = (
+                    f"entry {spec.name!r} ({arch}) in {_display_source(spec.source)}: nvcc {nv_version} cannot build "
+                    f"{arch.sm}; it targets sm_{', sm_'.join(str(n) for n in sorted(known))}"
+                )
+                raise SpecError(msg)
+    return nvcc, nv_version
 
 
 def _lib_key(lib: LibrarySpec, keys: list[str], tvm_ffi_version: str) -> str:
@@ -149,8 +178,6 @@ def build_library(
         Rebuild every variant, ignoring the cache.
 
     """
-    from .toolchain import find_nvcc, nvcc_version
-
     t_start = time.perf_counter()
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -164,8 +191,7 @@ def build_library(
     stamp = work / "stamp.json"
 
     with _exclusive(work / "build.lock"):
-        nvcc = find_nvcc()
-        nv_version = nvcc_version(nvcc)
+        _, nv_version = _check_toolchain(lib)
         tasks: list[tuple[KernelSpec, Arch, str]] = []
         all_deps: set[Path] = set()
         for spec in lib.entries:
@@ -216,7 +242,7 @@ def build_library(
                     t0 = time.perf_counter()
                     variant = lower_variant(spec, arch)
                     t_lower = time.perf_counter() - t0
-                    fut = pool.submit(_compile, variant, arch, work, f"{_display_source(spec.source)}:{spec.function}")
+                    fut = pool.submit(_compile, variant, arch, work, _user_location(spec))
                     futures[fut] = (spec, arch, key, variant, t_lower)
                 for fut in cf.as_completed(futures):
                     spec, arch, key, variant, t_lower = futures[fut]
@@ -291,6 +317,14 @@ def _digest_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _user_location(spec: KernelSpec) -> str:
+    """``kernels.py:12 (matmul)``: where the user's kernel function is defined."""
+    from .source import function_line
+
+    line = function_line(spec.source, spec.function)
+    return f"{_display_source(spec.source)}:{line or '?'} ({spec.function})"
+
+
 def _compile(variant: LoweredVariant, arch: Arch, work: Path, source: str) -> tuple[bytes, float]:
     from .toolchain import compile_image
 
@@ -301,7 +335,16 @@ def _compile(variant: LoweredVariant, arch: Arch, work: Path, source: str) -> tu
             arch, work / "kernels", stem, variant.cuda_source, variant.nvcc_options, what=f"nvcc ({variant.entry}, {arch})"
         )
     except FailedProcessError as e:
-        msg = f"entry {variant.entry!r} ({arch}): nvcc refused the CUDA code TileLang generated from {source}\n{e}"
+        hint = ""
+        if variant.nvcc_options and re.search(r"Unknown option|unknown option|Unsupported|invalid", e.stderr + e.stdout):
+            hint = (
+                f"\n  the extra nvcc flags ({' '.join(variant.nvcc_options)}) come from the entry's compile_flags / "
+                "--nvcc-flag, or the kernel's TL_DEVICE_COMPILE_FLAGS pass config"
+            )
+        msg = (
+            f"entry {variant.entry!r} ({arch}): nvcc failed on the CUDA code TileLang generated from {source}\n"
+            f"  generated source: {work / 'kernels' / (stem + '.cu')}{hint}\n{e}"
+        )
         raise CompileError(msg) from e
     return image, time.perf_counter() - t0
 

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from . import __version__
@@ -23,6 +24,10 @@ from .source import local_dependencies
 from .spec import KernelSpec
 
 __all__ = ["VariantCache", "variant_key", "default_cache_dir", "package_version"]
+
+#: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
+#: so that entries written by an older tl_aot of the same version are never reused.
+CACHE_SCHEMA = 2
 
 
 def package_version(dist: str) -> str:
@@ -48,6 +53,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str
     src = Path(spec.source).resolve()
     deps = local_dependencies(src)
     payload = {
+        "schema": CACHE_SCHEMA,
         "tl_aot": __version__,
         "tilelang": package_version("tilelang"),
         "nvcc": nvcc_version,
@@ -65,7 +71,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str
 
 
 class VariantCache:
-    """A folder of ``<key>/variant.json`` + ``<key>/image.bin`` entries."""
+    """A folder of ``<key>/variant.json`` + ``<key>/image.bin`` (+ its ``image.sha256``) entries."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -75,17 +81,23 @@ class VariantCache:
         try:
             variant = from_json(LoweredVariant, (d / "variant.json").read_text())
             image = (d / "image.bin").read_bytes()
+            digest = (d / "image.sha256").read_text().strip()
         except (OSError, ValueError, TypeError, KeyError):
             return None
+        if hashlib.sha256(image).hexdigest() != digest:
+            return None  # damaged (a crash before the data reached the disk): rebuild it
         return variant, image
 
     def store(self, key: str, variant: LoweredVariant, image: bytes) -> None:
+        """Write the entry under a temporary name and rename it into place (all or nothing)."""
         self.root.mkdir(parents=True, exist_ok=True)
+        self._sweep(key)
         final = self.root / key
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root))
         try:
             (tmp / "image.bin").write_bytes(image)
             (tmp / "variant.json").write_text(to_json(variant, indent=1))
+            (tmp / "image.sha256").write_text(hashlib.sha256(image).hexdigest() + "\n")
             try:
                 os.replace(tmp, final)
             except OSError:
@@ -94,3 +106,13 @@ class VariantCache:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+
+    def _sweep(self, key: str, age_s: float = 3600.0) -> None:
+        """Remove this key's temporary folders left by builds killed over an hour ago."""
+        now = time.time()
+        for p in self.root.glob(f".{key}.*"):
+            try:
+                if now - p.stat().st_mtime > age_s:
+                    shutil.rmtree(p, ignore_errors=True)
+            except OSError:
+                pass

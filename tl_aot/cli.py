@@ -61,7 +61,6 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_build(args) -> int:
-    from .arch import parse_arch_list
     from .build import build_library
     from .spec import KernelSpec, LibrarySpec, archs_from_env, load_spec_file, parse_arg, parse_target
 
@@ -72,7 +71,7 @@ def _cmd_build(args) -> int:
         lib = load_spec_file(args.spec, archs=args.arch or None, name=args.name)
     else:
         source, func = parse_target(args.target)
-        archs = archs_from_env(None) or (parse_arch_list(args.arch) if args.arch else None)
+        archs = archs_from_env(None) or args.arch or None  # KernelSpec parses them, naming the entry
         if archs is None:
             from .toolchain import default_archs
 

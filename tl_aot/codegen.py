@@ -7,13 +7,14 @@ check expressions) is made here, from the metadata dataclasses.
 from __future__ import annotations
 
 import functools
+import json
 import math
 
 from .arch import parse_arch
 from .errors import LoweringError
 from .metadata import ABI_VERSION, LoweredEntry, Manifest, to_json
 
-__all__ = ["render_launcher", "render_header", "image_symbol", "DLPACK_DTYPES"]
+__all__ = ["render_launcher", "render_header", "render_loader", "image_symbol", "DLPACK_DTYPES"]
 
 #: TileLang dtype -> accepted DLPack (code, bits) pairs (lanes are always 1).
 DLPACK_DTYPES = {
@@ -63,6 +64,25 @@ def _env():
     )
 
 
+def c_string_body(text) -> str:
+    """``text`` escaped to sit between the quotes of a C++ string literal (octal escapes, never ``\\x``)."""
+    out = []
+    for b in str(text).encode():
+        ch = chr(b)
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif 0x20 <= b < 0x7F and ch != "?":  # '?' escaped: no trigraph can form
+            out.append(ch)
+        else:
+            out.append(f"\\{b:03o}")
+    return "".join(out)
+
+
+def c_comment(text) -> str:
+    """``text`` made safe for a ``//`` comment: one line, printable ASCII, no line-splicing backslash."""
+    return "".join(c if " " <= c <= "~" and c != "\\" else ("/" if c == "\\" else "?") for c in str(text))
+
+
 def image_symbol(entry: str, arch: str, ptx: bool) -> str:
     """Name of the embedded image of ``entry`` for ``arch`` (``__tvm_ffi__cubin_<this>``)."""
     return f"{entry}__{arch}{'_ptx' if ptx else ''}"
@@ -100,11 +120,11 @@ def _entry_context(e: LoweredEntry) -> dict:
     bound: dict[str, tuple[str, int]] = {}
     t_ctx, late = [], []
     for p in tensors:
-        shape_display = "[" + ", ".join(str(d) for d in p.shape) + "]"
+        shape_display = c_string_body("[" + ", ".join(str(d) for d in p.shape) + "]")
         checks = []
         for i, (d, cpp) in enumerate(zip(p.shape, p.shape_cpp)):
             if isinstance(d, int):
-                checks.append({"bind": "", "dim": i, "value": str(d), "display": str(d), "got_prefix": ""})
+                checks.append({"bind": "", "dim": i, "value": str(d), "display": c_string_body(d), "got_prefix": ""})
             elif d in symbols and d not in bound:
                 bound[d] = (p.name, i)
                 checks.append({"bind": d, "dim": i})
@@ -115,12 +135,12 @@ def _entry_context(e: LoweredEntry) -> dict:
                         "bind": "",
                         "dim": i,
                         "value": f"s_{d}",
-                        "display": f"{d} = ",
+                        "display": c_string_body(f"{d} = "),
                         "got_prefix": f" + std::to_string(s_{d}) + \" (from '{src[0]}' dim {src[1]})\"",
                     }
                 )
             else:
-                late.append({"param": p.name, "dim": i, "value": cpp, "display": d, "shape_display": shape_display})
+                late.append({"param": p.name, "dim": i, "value": cpp, "display": c_string_body(d), "shape_display": shape_display})
         stride_checks = []
         if p.strides:
             for i, cpp in enumerate(p.strides_cpp):
@@ -134,7 +154,8 @@ def _entry_context(e: LoweredEntry) -> dict:
                 "dim_checks": checks,
                 "shape_display": shape_display,
                 "stride_checks": stride_checks,
-                "strides_display": "(" + ", ".join(str(s) for s in p.strides) + ")",
+                "alignment": p.alignment if p.alignment > 1 and (p.alignment & (p.alignment - 1)) == 0 else 0,
+                "strides_display": c_string_body("(" + ", ".join(str(s) for s in p.strides) + ")"),
             }
         )
     params_ctx, scalars = [], []
@@ -174,10 +195,10 @@ def _entry_context(e: LoweredEntry) -> dict:
     cpp_params = ", ".join(f"::tvm::ffi::TensorView {p['name']}" if p["is_tensor"] else f"{p['ctype']} {p['name']}" for p in params_ctx)
     return {
         "name": e.name,
-        "signature": e.signature(),
-        "source": e.source,
+        "signature": c_comment(e.signature()),
+        "source": c_comment(e.source),
         "function": e.function,
-        "args_display": ", ".join(f"{k}={v}" for k, v in e.args),
+        "args_display": c_comment(", ".join(f"{k}={v}" for k, v in e.args)),
         "archs": [v.arch + ("+PTX" if v.ptx else "") for v in e.variants],
         "tensors": t_ctx,
         "scalars": scalars,
@@ -208,7 +229,7 @@ def _context(manifest: Manifest, header_name: str) -> dict:
         "lib": manifest.library,
         "entries": entries,
         "archs": archs,
-        "sources": sorted({e.source for e in manifest.entries}),
+        "sources": sorted({c_comment(e.source) for e in manifest.entries}),
         "tl_aot_version": manifest.tl_aot_version,
         "tilelang_version": manifest.tilelang_version,
         "nvcc_version": manifest.nvcc_version,
@@ -228,3 +249,34 @@ def render_launcher(manifest: Manifest, *, header_name: str) -> str:
 def render_header(manifest: Manifest) -> str:
     """The C++ API header (``<lib>.h``) matching :func:`render_launcher`."""
     return _env().get_template("launcher.h.j2").render(**_context(manifest, f"{manifest.library}.h"))
+
+
+def render_loader(manifest: Manifest, *, module: str, library_file: str) -> str:
+    """A pure-Python module that loads ``library_file`` from its own folder and exposes each entry.
+
+    ``module`` is the dotted name it is imported as (``tl_gemm._kernels``). The module needs only
+    ``tvm_ffi`` (not tl_aot), so a package shipping it depends on apache-tvm-ffi alone.
+    """
+    package = module.rpartition(".")[0] or module
+
+    def py_str(text: str) -> str:  # a double-quoted Python literal, as ruff format writes it
+        return json.dumps(text)
+
+    entries = [{"name": e.name, "name_repr": py_str(e.name), "signature": e.signature()} for e in manifest.entries]
+    archs = sorted({v.arch + ("+PTX" if v.ptx else "") for e in manifest.entries for v in e.variants})
+    return (
+        _env()
+        .get_template("loader.py.j2")
+        .render(
+            package=package,
+            library_file=library_file,
+            library_file_repr=py_str(library_file),
+            missing_tvm_ffi_msg=py_str(f"{module} needs apache-tvm-ffi: pip install apache-tvm-ffi"),
+            entries=entries,
+            archs=archs,
+            sources=sorted({e.source for e in manifest.entries}),
+            tl_aot_version=manifest.tl_aot_version,
+            tilelang_version=manifest.tilelang_version,
+            nvcc_version=manifest.nvcc_version,
+        )
+    )

@@ -8,6 +8,7 @@ L2 windows) is taken from TileLang's lowered host and device modules, never re-p
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import sys
 
@@ -131,7 +132,10 @@ def _signature(func, where: str):
 
         shape = tuple(dim_of(s, di=i) for i, s in enumerate(buf.shape))
         strides = tuple(dim_of(s, di=i, stride=True) for i, s in enumerate(buf.strides))
-        params.append(Param(pname, "tensor", str(buf.dtype), shape, strides))
+        # TileLang declares every argument buffer 64-byte aligned and vectorises on that promise
+        # (16-byte loads, TMA): a pointer that breaks it faults the whole CUDA context.
+        align = int(getattr(buf, "data_alignment", 0) or 0)
+        params.append(Param(pname, "tensor", str(buf.dtype), shape, strides, alignment=align if align > 1 else 0))
         if any(sym.dim < 0 for sym in symbols.values()):
             msg = f"{where}: tensor {pname!r} has a stride variable that no shape binds; tl_aot needs strides derived from shapes"
             raise LoweringError(msg)
@@ -372,9 +376,23 @@ def nvcc_flags_for(pass_configs: dict, compile_flags: list) -> tuple[str, ...]:
     return tuple(opts)
 
 
+class _DropBuilderDump(logging.Filter):
+    """TileLang logs its whole internal closure source when a prim_func fails to build; tl_aot's
+    error already names the user's file:line and TileLang's message, so that dump is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Failed to build prim_func")
+
+
+_BUILDER_FILTER = _DropBuilderDump()
+
+
 def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
     """Import ``spec``'s kernel file, specialise it, lower it for ``arch`` and extract its metadata."""
     where = f"entry {spec.name!r} ({arch.sm})"
+    builder_log = logging.getLogger("tilelang.language.eager.builder")
+    if _BUILDER_FILTER not in builder_log.filters:
+        builder_log.addFilter(_BUILDER_FILTER)
     try:
         import tilelang
         from tilelang import tvm

@@ -43,6 +43,7 @@ class Param:
     strides: tuple = ()  # empty: dense row-major; otherwise ints / symbol names per dim
     shape_cpp: tuple = ()  # the same dims spelled in C++ over the launcher's symbols (s_<name>)
     strides_cpp: tuple = ()
+    alignment: int = 0  # bytes the kernel assumes the data pointer is aligned to (TileLang: 64); 0 = none
 
     @property
     def is_tensor(self) -> bool:

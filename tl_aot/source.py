@@ -16,7 +16,17 @@ from pathlib import Path
 
 from .errors import LoweringError
 
-__all__ = ["local_dependencies", "import_kernel_file", "user_frame", "format_user_error"]
+__all__ = [
+    "local_dependencies",
+    "import_kernel_file",
+    "user_frame",
+    "format_user_error",
+    "display_path",
+    "function_line",
+]
+
+#: Files that mark the root of a project (the folder a kernel path is recorded relative to).
+_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 
 def _package_root(path: Path) -> Path:
@@ -82,6 +92,35 @@ def local_dependencies(path: str | Path) -> list[Path]:
                     todo.append(t)
     seen.discard(path)
     return sorted(seen)
+
+
+def display_path(path: str | Path) -> str:
+    """``path`` as the library records it: relative to its project root, never to the working dir.
+
+    The root is the nearest folder above ``path`` holding ``pyproject.toml``, ``setup.py``,
+    ``setup.cfg`` or ``.git``; without one, the folder above the outermost package. The result
+    depends only on the source tree, so builds from any working or output folder embed the same
+    text (reproducible libraries) and no build-machine path reaches the library.
+    """
+    p = Path(path).resolve()
+    for d in p.parents:
+        if any((d / m).exists() for m in _PROJECT_MARKERS):
+            return p.relative_to(d).as_posix()
+    return p.relative_to(_package_root(p)).as_posix()
+
+
+def function_line(path: str | Path, name: str) -> int | None:
+    """Line of the top-level ``def name`` (or assignment to ``name``) in ``path``, found without importing it."""
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (SyntaxError, OSError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return node.lineno
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return node.lineno
+    return None
 
 
 def user_frame(tb, files: set[str]) -> traceback.FrameSummary | None:

@@ -120,6 +120,9 @@ class KernelSpec:
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "entry name")
+        if not isinstance(self.function, str) or not self.function.isidentifier() or keyword.iskeyword(self.function):
+            msg = f"entry {self.name!r}: function {self.function!r} is not a Python function name"
+            raise SpecError(msg)
         if not self.archs:
             msg = f"entry {self.name!r}: no arch given"
             raise SpecError(msg)
@@ -133,12 +136,18 @@ class KernelSpec:
         """Build a spec from loose user values (dicts, arch strings), validating each."""
         if isinstance(args, dict):
             args = tuple(args.items())
+        check_identifier(name, "entry name")
+        try:
+            parsed_archs = _as_archs(archs)
+        except SpecError as e:
+            msg = f"entry {name!r} ({source}): {e}"
+            raise SpecError(msg) from None
         return cls(
             name=name,
             source=Path(source),
             function=function,
             args=tuple(args or ()),
-            archs=_as_archs(archs),
+            archs=parsed_archs,
             pass_configs=tuple(sorted((pass_configs or {}).items())),
             compile_flags=tuple(compile_flags or ()),
         )
@@ -211,15 +220,19 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
         if unknown:
             msg = f"{where} ({ed['name']}): unknown key(s) {', '.join(sorted(unknown))}"
             raise SpecError(msg)
-        entries.append(
-            KernelSpec.create(
-                name=ed["name"],
-                source=(path.parent / ed["source"]),
-                function=ed["function"],
-                args=ed.get("args", {}),
-                archs=e_archs,
-                pass_configs=ed.get("pass_configs"),
-                compile_flags=ed.get("compile_flags"),
+        try:
+            entries.append(
+                KernelSpec.create(
+                    name=ed["name"],
+                    source=(path.parent / ed["source"]),
+                    function=ed["function"],
+                    args=ed.get("args", {}),
+                    archs=e_archs,
+                    pass_configs=ed.get("pass_configs"),
+                    compile_flags=ed.get("compile_flags"),
+                )
             )
-        )
+        except SpecError as e:
+            msg = f"{where}: {e}"
+            raise SpecError(msg) from None
     return LibrarySpec(name=name or lib.get("name") or path.stem, entries=tuple(entries))

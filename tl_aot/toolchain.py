@@ -6,16 +6,20 @@ that only relative paths reach the outputs (reproducible builds).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
 import re
 import shutil
 import subprocess
+import tempfile
+import time
 from pathlib import Path
 
 from .arch import Arch
-from .errors import CompileError, FailedProcessError, ToolchainNotFound
+from .errors import CompileError, FailedProcessError, TlAotError, ToolchainNotFound
+from .fileutil import write_if_different
 
 __all__ = [
     "find_nvcc",
@@ -25,6 +29,9 @@ __all__ = [
     "tvm_ffi_paths",
     "find_cxx",
     "nvcc_command",
+    "supported_archs",
+    "source_prefix_map",
+    "map_ptx_paths",
     "compile_image",
     "compile_launcher",
     "embed_images",
@@ -78,6 +85,18 @@ def _nvcc_facts(nvcc: str) -> tuple[str, str]:
         if m:
             inc = str(Path(m.group(1)) / "include")
     return version, inc
+
+
+@functools.cache
+def supported_archs(nvcc: str | None = None) -> frozenset:
+    """Compute capabilities this nvcc can target, as numbers: ``{75, 80, ..., 120}``."""
+    out = run([nvcc or find_nvcc(), "--list-gpu-arch"], what="nvcc --list-gpu-arch")
+    nums = set()
+    for line in out.split():
+        m = re.fullmatch(r"compute_(\d+)[af]?", line.strip())
+        if m:
+            nums.add(int(m.group(1)))
+    return frozenset(nums)
 
 
 def nvcc_version(nvcc: str | None = None) -> str:
@@ -140,10 +159,17 @@ def find_cxx() -> str:
     raise ToolchainNotFound(msg)
 
 
-def nvcc_command(arch: Arch, source: str, output: str, options=(), *, nvcc: str | None = None) -> list[str]:
-    """The nvcc command TileLang itself would run for ``arch`` (plus a PTX fallback for ``+PTX``)."""
+def nvcc_command(arch: Arch, source: str, output: str, options=(), *, nvcc: str | None = None, stage: str = "image") -> list[str]:
+    """The nvcc command TileLang itself would run for ``arch`` (plus a PTX fallback for ``+PTX``).
+
+    ``stage="ptx"`` stops after the front end (CUDA C++ → PTX); ``stage="image"`` (the default)
+    makes the cubin, or for ``+PTX`` the fatbin, from a ``.cu`` or a ``.ptx`` source.
+    """
     nvcc = nvcc or find_nvcc()
-    if arch.ptx:
+    if stage == "ptx":
+        fmt = "--ptx"
+        gencode = ["-gencode", f"arch={arch.compute},code={arch.sm}"]
+    elif arch.ptx:
         fmt = "--fatbin"
         gencode = ["-gencode", f"arch={arch.compute},code=[{arch.sm},{arch.compute}]"]
     else:
@@ -157,14 +183,98 @@ def nvcc_command(arch: Arch, source: str, output: str, options=(), *, nvcc: str 
     return cmd
 
 
+_PTX_FILE_RE = re.compile(r'^(\s*\.file\s+\d+\s+")([^"]*)(")', re.M)
+
+
+def source_prefix_map(workdir: Path | None = None, *, host: bool = False) -> list[tuple[str, str]]:
+    """Build-machine path prefixes and the stable names that replace them in outputs, longest first.
+
+    The kernel folder becomes ``""`` (a generated ``.cu`` keeps its bare name), TileLang's install
+    ``tilelang/``, the CUDA toolkit's headers ``cuda/include``, tvm-ffi's headers ``tvm_ffi/include``:
+    libraries built in different folders, checkouts or virtual environments carry the same bytes.
+    """
+    pairs: dict[str, str] = {}
+
+    def add(path, new: str) -> None:
+        if not path:
+            return
+        for p in {str(path), os.path.realpath(path)}:
+            pairs[p.rstrip("/") + "/"] = new.rstrip("/") + "/" if new else ""
+
+    if workdir is not None:
+        add(workdir, "")
+    spec = importlib.util.find_spec("tilelang")
+    if spec is not None and spec.submodule_search_locations:
+        add(next(iter(spec.submodule_search_locations)), "tilelang")
+    with contextlib.suppress(TlAotError):
+        add(cuda_include_dir(), "cuda/include")
+    if host:  # tvm-ffi's headers reach only the host launcher (and locating them imports tvm_ffi)
+        p = tvm_ffi_paths()
+        add(p["include"], "tvm_ffi/include")
+        add(p["dlpack"], "dlpack/include")
+    return sorted(pairs.items(), key=lambda kv: -len(kv[0]))
+
+
+def map_ptx_paths(ptx: str, prefix_map: list[tuple[str, str]]) -> str:
+    """Rewrite the absolute paths of PTX ``.file`` directives (``-lineinfo``) through ``prefix_map``.
+
+    nvcc has no ``-ffile-prefix-map``: cicc records each source and header by absolute path, and
+    ptxas copies them into the cubin's line table. Mapping them in the PTX keeps profilers' source
+    view working (paths stay relative to the kernel folder / TileLang) and the image reproducible.
+    """
+
+    def repl(m: re.Match) -> str:
+        path = m.group(2)
+        for old, new in prefix_map:
+            if path.startswith(old):
+                path = new + path[len(old) :]
+                break
+        return m.group(1) + path + m.group(3)
+
+    return _PTX_FILE_RE.sub(repl, ptx)
+
+
 def compile_image(arch: Arch, workdir: Path, stem: str, source_text: str, options=(), *, what: str) -> bytes:
-    """Compile TileLang's CUDA source for one arch into a cubin (or fatbin) and return its bytes."""
+    """Compile TileLang's CUDA source for one arch into a cubin (or fatbin) and return its bytes.
+
+    The source is kept as ``workdir/<stem>.cu`` (for error messages and debugging). nvcc runs in
+    two steps, CUDA → PTX → image, so that the PTX's source paths can be made machine-independent
+    (:func:`map_ptx_paths`). Its outputs go to a private temporary folder: a build killed half way,
+    or an nvcc it orphaned, never leaves a file a later build could read.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
+    _sweep_stale(workdir, f".{stem}.")
     cu = f"{stem}.cu"
-    out = f"{stem}.{'fatbin' if arch.ptx else 'cubin'}"
-    (workdir / cu).write_text(source_text)
-    run(nvcc_command(arch, cu, out, options), what=what, cwd=workdir)
-    return (workdir / out).read_bytes()
+    write_if_different(workdir / cu, source_text)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.", dir=workdir))
+    try:
+        ptx = tmp / f"{stem}.ptx"
+        # cicc hashes the source's absolute path into internal symbol names (_INTERNAL_<hash>_):
+        # name the source by its bare name so the PTX does not depend on the build folder.
+        stable = ["-Xcicc", "--orig_src_path_name", "-Xcicc", cu]
+        try:
+            run(nvcc_command(arch, cu, str(ptx), [*stable, *options], stage="ptx"), what=what, cwd=workdir)
+        except FailedProcessError as e:
+            if "orig_src_path_name" not in e.stderr + e.stdout:
+                raise
+            run(nvcc_command(arch, cu, str(ptx), options, stage="ptx"), what=what, cwd=workdir)  # an nvcc without it
+        ptx.write_text(map_ptx_paths(ptx.read_text(), source_prefix_map(workdir)))
+        out = f"{stem}.{'fatbin' if arch.ptx else 'cubin'}"
+        run(nvcc_command(arch, ptx.name, out, options), what=what, cwd=tmp)
+        return (tmp / out).read_bytes()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _sweep_stale(folder: Path, prefix: str, age_s: float = 3600.0) -> None:
+    """Remove ``prefix*`` temporary folders older than ``age_s`` (left by a killed build)."""
+    now = time.time()
+    with contextlib.suppress(OSError):
+        for p in folder.iterdir():
+            if p.name.startswith(prefix) and p.is_dir():
+                with contextlib.suppress(OSError):
+                    if now - p.stat().st_mtime > age_s:
+                        shutil.rmtree(p, ignore_errors=True)
 
 
 def compile_launcher(workdir: Path, source: str, obj: str, *, what: str) -> None:
@@ -177,7 +287,7 @@ def compile_launcher(workdir: Path, source: str, obj: str, *, what: str) -> None
         "-fPIC",
         "-fvisibility=hidden",
         "-fno-gnu-unique",
-        "-ffile-prefix-map=" + str(workdir) + "=.",
+        *[f"-ffile-prefix-map={old.rstrip('/')}={new.rstrip('/') or '.'}" for old, new in source_prefix_map(workdir, host=True)],
         "-I",
         ".",
         "-I",
@@ -231,6 +341,8 @@ def link_library(workdir: Path, obj: str, output: str, *, what: str) -> None:
         "-lpthread",
         "-Wl,--no-undefined",
         "-Wl,--build-id=sha1",
+        # A SONAME, so programs linked against it (CMake's IMPORTED target) record `lib<name>.so`, not a path.
+        "-Wl,-soname," + Path(output).name,
         # Find libtvm_ffi next to the library or in an installed tvm_ffi package beside it.
         "-Wl,-rpath,$ORIGIN:$ORIGIN/../tvm_ffi/lib:$ORIGIN/../../tvm_ffi/lib",
     ]

@@ -1,0 +1,86 @@
+"""Goals of issues 5 and 2 as ratios computed from the records of one run (plus the build machine's)."""
+
+from __future__ import annotations
+
+__all__ = ["compute", "table"]
+
+
+def _find(records, section, name, key):
+    for r in records:
+        if r.get("section") == section and r.get("name") == name and isinstance(r.get(key), (int, float)):
+            return r[key]
+    return None
+
+
+def _goal(goal, issue, measured, target, op, detail):
+    ok = None if measured is None else (measured <= target if op == "<=" else measured >= target)
+    return {
+        "goal": goal,
+        "issue": issue,
+        "measured": None if measured is None else round(measured, 3),
+        "target": f"{op} {target}",
+        "ok": ok,
+        "detail": detail,
+    }
+
+
+def _ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def compute(records) -> list[dict]:
+    """Each goal with its measured value, target and whether it is met (None: not measured)."""
+    g = []
+    aot = _find(records, "launch", "tl_aot", "us")
+    floor = _find(records, "launch", "floor", "us")
+    jit = _find(records, "launch", "jit_tvm_ffi", "us")
+    fmt = lambda v: "n/a" if v is None else f"{v:.2f} µs"  # noqa: E731
+    g.append(_goal("launch overhead / floor", 5, _ratio(aot, floor), 1.2, "<=", f"tl_aot {fmt(aot)} vs floor {fmt(floor)}"))
+    g.append(_goal("launch overhead / JIT tvm_ffi", 5, _ratio(aot, jit), 0.5, "<=", f"tl_aot {fmt(aot)} vs JIT {fmt(jit)}"))
+    g.append(_goal("launch overhead ≤ JIT tvm_ffi's", 2, _ratio(aot, jit), 1.0, "<=", f"tl_aot {fmt(aot)} vs JIT {fmt(jit)}"))
+    kernels = ["gemm_f16", "gemm_bf16", "softmax"]
+    for r in records:
+        if r.get("section") == "throughput" and r.get("impl") == "tl_aot" and r.get("kernel") not in kernels:
+            kernels.append(r["kernel"])
+    for k in kernels:
+        a = _find(records, "throughput", f"{k}:tl_aot", "ms")
+        j = _find(records, "throughput", f"{k}:jit_tvm_ffi", "ms")
+        speed = _ratio(j, a)  # throughput ratio = inverse time ratio
+        detail = "n/a" if a is None or j is None else f"{a:.4f} ms vs {j:.4f} ms"
+        tf_a = _find(records, "throughput", f"{k}:tl_aot", "tflops")
+        tf_j = _find(records, "throughput", f"{k}:jit_tvm_ffi", "tflops")
+        if tf_a is not None and tf_j is not None:
+            detail = f"{tf_a:.1f} vs {tf_j:.1f} TFLOP/s"
+        g.append(_goal(f"throughput {k} / JIT", 5, speed, 0.99, ">=", detail))
+        if k == "gemm_f16":
+            g.append(_goal("8192³ fp16 GEMM TFLOP/s / JIT", 2, speed, 0.98, ">=", detail))
+    cold = [r for r in records if r.get("section") == "coldstart" and r.get("mode") == "tl_aot" and "beyond_import_torch_s" in r]
+    for r in cold:
+        jw = _find(records, "coldstart", f"{r['entry']}:jit_warm", "beyond_import_torch_s")
+        detail = f"JIT warm cache {jw:.2f} s" if jw is not None else "JIT not measured"
+        g.append(_goal(f"cold start {r['entry']} beyond import torch (s)", 5, r["beyond_import_torch_s"], 0.3, "<=", detail))
+    if not cold:
+        g.append(_goal("cold start beyond import torch (s)", 5, None, 0.3, "<=", "n/a"))
+    # Build: the setuptools sample's figures (bench/build_bench.py) when present, as the issue asks,
+    # else the bench spec's (bench/build_times.py).
+    sample = _find(records, "build_sample", "full_serial", "s") is not None
+    sec, ser_name, par_name = ("build_sample", "full_serial", "full_parallel") if sample else ("build", "serial", "parallel")
+    what = "setuptools sample" if sample else "bench spec"
+    noop = _find(records, sec, "noop_rebuild", "s")
+    g.append(_goal("no-op rebuild (s)", 5, noop, 1.0, "<=", f"{what}, nothing changed"))
+    ser = _find(records, sec, ser_name, "s")
+    par = _find(records, sec, par_name, "s")
+    jobs = next((r.get("jobs") for r in records if r.get("section") == sec and r.get("name") == par_name), None)
+    detail = f"{what}: {par} s (-j {jobs}) vs {ser} s (-j 1)" if ser else "n/a"
+    g.append(_goal("parallel build / serial", 5, _ratio(par, ser), 0.6, "<=", detail))
+    return g
+
+
+def table(goals) -> str:
+    """A Markdown table: goal, issue, measured, target, met."""
+    rows = ["| goal | issue | measured | target | met | detail |", "| --- | --- | --- | --- | --- | --- |"]
+    for x in goals:
+        met = "not measured" if x["ok"] is None else ("yes" if x["ok"] else "**no**")
+        meas = "—" if x["measured"] is None else f"{x['measured']:.3f}"
+        rows.append(f"| {x['goal']} | #{x['issue']} | {meas} | {x['target']} | {met} | {x['detail']} |")
+    return "\n".join(rows)

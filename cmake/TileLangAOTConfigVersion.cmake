@@ -1,0 +1,33 @@
+# Version of the TileLangAOT CMake package: tl_aot's own version (tests/integration/test_cmake.py
+# checks that they agree). A request is met by the same major version (the same minor while 0.x)
+# that is at least as new.
+
+set(PACKAGE_VERSION "0.1.0")
+
+if(PACKAGE_FIND_VERSION VERSION_GREATER PACKAGE_VERSION)
+  set(PACKAGE_VERSION_COMPATIBLE FALSE)
+elseif(PACKAGE_VERSION MATCHES "^0\\.")
+  string(REGEX MATCH "^[0-9]+\\.[0-9]+" _tl_aot_have "${PACKAGE_VERSION}")
+  string(REGEX MATCH "^[0-9]+\\.[0-9]+" _tl_aot_want "${PACKAGE_FIND_VERSION}.0")
+  if(PACKAGE_FIND_VERSION_MAJOR STREQUAL "" OR _tl_aot_have VERSION_EQUAL _tl_aot_want)
+    set(PACKAGE_VERSION_COMPATIBLE TRUE)
+  else()
+    set(PACKAGE_VERSION_COMPATIBLE FALSE)
+  endif()
+  unset(_tl_aot_have)
+  unset(_tl_aot_want)
+elseif(PACKAGE_FIND_VERSION_MAJOR STREQUAL "" OR PACKAGE_FIND_VERSION_MAJOR EQUAL 0)
+  set(PACKAGE_VERSION_COMPATIBLE TRUE)
+else()
+  string(REGEX MATCH "^[0-9]+" _tl_aot_major "${PACKAGE_VERSION}")
+  if(PACKAGE_FIND_VERSION_MAJOR EQUAL _tl_aot_major)
+    set(PACKAGE_VERSION_COMPATIBLE TRUE)
+  else()
+    set(PACKAGE_VERSION_COMPATIBLE FALSE)
+  endif()
+  unset(_tl_aot_major)
+endif()
+
+if(PACKAGE_FIND_VERSION VERSION_EQUAL PACKAGE_VERSION)
+  set(PACKAGE_VERSION_EXACT TRUE)
+endif()

