@@ -117,8 +117,8 @@ Commands
     Print errors only.
 
   The kernel is rebuilt when its file, a local module it imports, ``ARGS``, ``ARCHS`` or
-  another option, tl_aot's templates, or the TileLang / tl_aot version change; not
-  otherwise. Several kernels build in parallel (``cmake --build . -j``), with the Ninja and
+  another option, or tl_aot's templates change, and when a configure sees another TileLang or
+  tl_aot version; not otherwise. Several kernels build in parallel (``cmake --build . -j``), with the Ninja and
   Makefile generators.
 
   Example:
@@ -191,6 +191,7 @@ set(_TL_AOT_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}")
 
 # Asked of the interpreter once per configure: Python version, tl_aot version and folder,
 # TileLang version (found without importing TileLang: an import takes seconds).
+# cmake-format: off
 set(_TL_AOT_PROBE [=[
 import importlib.metadata as md, importlib.util as iu, sys
 def version(dist):
@@ -203,7 +204,9 @@ print(sys.version.split()[0])
 print(version("tl_aot") if tl else "")
 print(list(tl.submodule_search_locations)[0] if tl else "")
 print(version("tilelang") if iu.find_spec("tilelang") else "")
+print("end")
 ]=])
+# cmake-format: on
 
 #[=======================================================================[.rst:
 .. command:: _tl_aot_init
@@ -235,9 +238,11 @@ function(_tl_aot_init out_error)
   endif()
 
   if(NOT python)
+    # cmake-format: off
     string(CONCAT err "no Python interpreter found: install Python 3.9+ with "
                       "`pip install \"tl_aot[build]\"`, or set TL_AOT_PYTHON to an interpreter "
                       "that has tl_aot and TileLang")
+    # cmake-format: on
   else()
     execute_process(
       COMMAND "${python}" -c "${_TL_AOT_PROBE}"
@@ -247,7 +252,7 @@ function(_tl_aot_init out_error)
       OUTPUT_STRIP_TRAILING_WHITESPACE)
     string(REPLACE "\n" ";" out "${out}")
     list(LENGTH out n)
-    if(NOT rc EQUAL 0 OR NOT n EQUAL 4)
+    if(NOT rc EQUAL 0 OR NOT n EQUAL 5)
       set(err "cannot run the Python interpreter ${python} (exit ${rc}): ${stderr}")
     else()
       list(GET out 0 py_version)
@@ -255,14 +260,18 @@ function(_tl_aot_init out_error)
       list(GET out 2 tl_aot_dir)
       list(GET out 3 tilelang_version)
       if(NOT tl_aot_dir)
+        # cmake-format: off
         string(CONCAT err "tl_aot is not installed in ${python} (Python ${py_version}): run "
                           "`${python} -m pip install \"tl_aot[build]\"`, or set TL_AOT_PYTHON to "
                           "an interpreter that has it")
+        # cmake-format: on
       elseif(NOT tilelang_version)
+        # cmake-format: off
         string(CONCAT err "TileLang is not installed in ${python} (Python ${py_version}); tl_aot "
                           "needs it to build kernels: run `${python} -m pip install "
                           "\"tl_aot[build]\"` (or `pip install tilelang==0.1.15`), or set "
                           "TL_AOT_PYTHON")
+        # cmake-format: on
       endif()
     endif()
   endif()
@@ -279,8 +288,9 @@ function(_tl_aot_init out_error)
   file(GLOB templates "${tl_aot_dir}/templates/*.j2")
   set_property(GLOBAL PROPERTY _TL_AOT_PYTHON "${python}")
   set_property(GLOBAL PROPERTY _TL_AOT_TEMPLATES "${templates}")
-  set_property(GLOBAL PROPERTY _TL_AOT_VERSIONS
-               "Python ${py_version}, tl_aot ${tl_aot_version}, TileLang ${tilelang_version}")
+  set_property(
+    GLOBAL PROPERTY _TL_AOT_VERSIONS
+                    "Python ${py_version}, tl_aot ${tl_aot_version}, TileLang ${tilelang_version}")
   set_property(GLOBAL PROPERTY _TL_AOT_INIT_ERROR "")
   message(STATUS "TileLangAOT: ${python} (tl_aot ${tl_aot_version}, TileLang ${tilelang_version})")
   set(${out_error} "" PARENT_SCOPE)
@@ -375,6 +385,7 @@ function(add_tilelang_kernel)
                         "e.g. add_tilelang_kernel(gemm SOURCE gemm.py FUNCTION matmul)")
   endif()
   set(name "${ARGV0}")
+  # cmake-format: off
   cmake_parse_arguments(PARSE_ARGV 1 ARG
     # options
     "EXCLUDE_FROM_ALL;QUIET"
@@ -382,13 +393,15 @@ function(add_tilelang_kernel)
     "SOURCE;FUNCTION;SPEC;ENTRY;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL"
     # multi-value keywords
     "ARGS;ARCHS;PASS_CONFIGS;NVCC_FLAGS;DEPENDS")
+  # cmake-format: on
 
   # --- Check the call ------------------------------------------------------------------------
   if(ARG_UNPARSED_ARGUMENTS)
     list(JOIN ARG_UNPARSED_ARGUMENTS " " unknown)
     message(FATAL_ERROR "add_tilelang_kernel(): unknown argument(s) '${unknown}' (target ${name})")
   endif()
-  foreach(kw IN ITEMS SOURCE FUNCTION SPEC ENTRY OUTPUT_DIRECTORY HEADER_DIRECTORY CACHE_DIR JOBS JOB_POOL)
+  foreach(kw IN ITEMS SOURCE FUNCTION SPEC ENTRY OUTPUT_DIRECTORY HEADER_DIRECTORY CACHE_DIR JOBS
+                      JOB_POOL)
     if(kw IN_LIST ARG_KEYWORDS_MISSING_VALUES)
       message(FATAL_ERROR "add_tilelang_kernel(): '${kw}' needs a value (target ${name})")
     endif()
@@ -418,7 +431,9 @@ function(add_tilelang_kernel)
       message(FATAL_ERROR "add_tilelang_kernel(): 'FUNCTION' is required")
     endif()
     if(NOT ARG_FUNCTION MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
-      message(FATAL_ERROR "add_tilelang_kernel(): FUNCTION '${ARG_FUNCTION}' is not a Python function name")
+      message(
+        FATAL_ERROR
+          "add_tilelang_kernel(): FUNCTION '${ARG_FUNCTION}' is not a Python function name")
     endif()
     set(main_file "${ARG_SOURCE}")
   endif()
@@ -472,7 +487,8 @@ function(add_tilelang_kernel)
   endif()
   get_filename_component(out_dir "${out_dir}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
   if(ARG_HEADER_DIRECTORY)
-    get_filename_component(header_dir "${ARG_HEADER_DIRECTORY}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
+    get_filename_component(header_dir "${ARG_HEADER_DIRECTORY}" ABSOLUTE BASE_DIR
+                           "${CMAKE_CURRENT_BINARY_DIR}")
   else()
     set(header_dir "${CMAKE_CURRENT_BINARY_DIR}/tl_aot/include")
   endif()
@@ -541,8 +557,7 @@ function(add_tilelang_kernel)
     DEPENDS ${templates} "${options_file}" ${ARG_DEPENDS}
     DEPFILE "${depfile}"
     WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
-    COMMENT "Building TileLang kernel ${name} (${arch_display})"
-    ${pool_args}
+    COMMENT "Building TileLang kernel ${name} (${arch_display})" ${pool_args}
     COMMAND_EXPAND_LISTS VERBATIM)
 
   set(all ALL)
@@ -550,24 +565,27 @@ function(add_tilelang_kernel)
     set(all "")
   endif()
   add_custom_target(${name}_tl_aot ${all} DEPENDS "${library}" "${header}")
-  set_property(TARGET ${name}_tl_aot APPEND PROPERTY ADDITIONAL_CLEAN_FILES "${out_dir}/.tl_aot/${name}")
+  set_property(TARGET ${name}_tl_aot APPEND PROPERTY ADDITIONAL_CLEAN_FILES
+                                                     "${out_dir}/.tl_aot/${name}")
 
   _tl_aot_link_tvm_ffi_beside("${out_dir}" ${name}_tl_aot)
 
   add_library(${name} SHARED IMPORTED GLOBAL)
-  set_target_properties(${name} PROPERTIES
-    IMPORTED_LOCATION "${library}"
-    IMPORTED_SONAME "lib${name}.so"
-    INTERFACE_INCLUDE_DIRECTORIES "${header_dir}"
-    INTERFACE_LINK_LIBRARIES tvm_ffi::shared
-    TL_AOT_LIBRARY "${library}"
-    TL_AOT_HEADER "${header}"
-    TL_AOT_BUILD_TARGET ${name}_tl_aot)
+  set_target_properties(
+    ${name}
+    PROPERTIES IMPORTED_LOCATION "${library}"
+               IMPORTED_SONAME "lib${name}.so"
+               INTERFACE_INCLUDE_DIRECTORIES "${header_dir}"
+               INTERFACE_LINK_LIBRARIES tvm_ffi::shared
+               TL_AOT_LIBRARY "${library}"
+               TL_AOT_HEADER "${header}"
+               TL_AOT_BUILD_TARGET ${name}_tl_aot)
   # Followed transitively: whatever links ${name} waits for its build step.
   add_dependencies(${name} ${name}_tl_aot)
 endfunction()
 
 function(install_tilelang_kernels)
+  # cmake-format: off
   cmake_parse_arguments(PARSE_ARGV 0 ARG
     # options
     ""
@@ -575,6 +593,7 @@ function(install_tilelang_kernels)
     "EXPORT;NAMESPACE;VERSION;LIBRARY_DESTINATION;INCLUDE_DESTINATION;CMAKE_DESTINATION;COMPONENT"
     # multi-value keywords
     "TARGETS")
+  # cmake-format: on
   if(ARG_UNPARSED_ARGUMENTS)
     list(JOIN ARG_UNPARSED_ARGUMENTS " " unknown)
     message(FATAL_ERROR "install_tilelang_kernels(): unknown argument(s) '${unknown}'")
@@ -614,7 +633,8 @@ function(install_tilelang_kernels)
     get_target_property(lib "${t}" TL_AOT_LIBRARY)
     get_target_property(hdr "${t}" TL_AOT_HEADER)
     if(NOT lib OR NOT hdr)
-      message(FATAL_ERROR "install_tilelang_kernels(): '${t}' was not made by add_tilelang_kernel()")
+      message(
+        FATAL_ERROR "install_tilelang_kernels(): '${t}' was not made by add_tilelang_kernel()")
     endif()
     list(APPEND libraries "${lib}")
     list(APPEND headers "${hdr}")
@@ -658,8 +678,7 @@ function(install_tilelang_kernels)
   set(TL_AOT_INCLUDEDIR "${inc_dest}")
   configure_package_config_file(
     "${_TL_AOT_CMAKE_DIR}/TileLangAOTKernelsConfig.cmake.in" "${gen_dir}/${export}Config.cmake"
-    INSTALL_DESTINATION "${cmake_dest}"
-    PATH_VARS TL_AOT_LIBDIR TL_AOT_INCLUDEDIR)
+    INSTALL_DESTINATION "${cmake_dest}" PATH_VARS TL_AOT_LIBDIR TL_AOT_INCLUDEDIR)
   set(files "${gen_dir}/${export}Config.cmake" "${_TL_AOT_CMAKE_DIR}/TileLangAOTTvmFfi.cmake")
   if(ARG_VERSION)
     write_basic_package_version_file("${gen_dir}/${export}ConfigVersion.cmake"

@@ -10,7 +10,8 @@
 
 if(CMAKE_VERSION VERSION_LESS 3.20)
   set(TileLangAOT_FOUND FALSE)
-  set(TileLangAOT_NOT_FOUND_MESSAGE "TileLangAOT needs CMake 3.20 or newer (this is ${CMAKE_VERSION})")
+  set(TileLangAOT_NOT_FOUND_MESSAGE
+      "TileLangAOT needs CMake 3.20 or newer (this is ${CMAKE_VERSION})")
   return()
 endif()
 

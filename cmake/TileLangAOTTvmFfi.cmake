@@ -22,6 +22,7 @@ include_guard(GLOBAL)
   ``<out-error>`` is set to an empty string on success, else to a message naming the fix.
 #]=======================================================================]
 function(_tl_aot_find_tvm_ffi out_error)
+  # cmake-format: off
   cmake_parse_arguments(PARSE_ARGV 1 ARG
     # options
     "GLOBAL"
@@ -29,6 +30,7 @@ function(_tl_aot_find_tvm_ffi out_error)
     "PYTHON"
     # multi-value keywords
     "")
+  # cmake-format: on
   set(${out_error} "" PARENT_SCOPE)
   if(TARGET tvm_ffi::shared)
     return()
@@ -51,7 +53,8 @@ function(_tl_aot_find_tvm_ffi out_error)
       RESULT_VARIABLE rc
       OUTPUT_STRIP_TRAILING_WHITESPACE)
     if(rc EQUAL 0 AND IS_DIRECTORY "${dir}")
-      set(tvm_ffi_DIR "${dir}" CACHE PATH "Folder of tvm_ffi-config.cmake (from the apache-tvm-ffi Python package)")
+      set(tvm_ffi_DIR "${dir}"
+          CACHE PATH "Folder of tvm_ffi-config.cmake (from the apache-tvm-ffi Python package)")
     endif()
   endif()
 
@@ -64,10 +67,12 @@ function(_tl_aot_find_tvm_ffi out_error)
     if(NOT python)
       set(python "no Python interpreter found")
     endif()
+    # cmake-format: off
     string(CONCAT msg
       "apache-tvm-ffi's CMake package was not found (Python: ${python}). "
       "Install it with `pip install apache-tvm-ffi`, or set tvm_ffi_DIR to the folder "
       "`tvm-ffi-config --cmakedir` prints.")
+    # cmake-format: on
     set(${out_error} "${msg}" PARENT_SCOPE)
     return()
   endif()

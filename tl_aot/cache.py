@@ -8,6 +8,7 @@ never leaves a half entry, and entries of kernels that failed stay valid.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import json
@@ -101,8 +102,18 @@ class VariantCache:
             try:
                 os.replace(tmp, final)
             except OSError:
-                # A concurrent build stored the same key first: its entry is as good as ours.
-                shutil.rmtree(tmp, ignore_errors=True)
+                if self.load(key) is not None:
+                    # A concurrent build stored the same key first: its entry is as good as ours.
+                    shutil.rmtree(tmp, ignore_errors=True)
+                else:  # a damaged entry is in the way: move it aside and put ours in its place
+                    aside = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root)) / "damaged"
+                    with contextlib.suppress(OSError):
+                        os.replace(final, aside)
+                    try:
+                        os.replace(tmp, final)
+                    except OSError:
+                        shutil.rmtree(tmp, ignore_errors=True)
+                    shutil.rmtree(aside.parent, ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

@@ -65,7 +65,7 @@ def _env():
 
 
 def c_string_body(text) -> str:
-    """``text`` escaped to sit between the quotes of a C++ string literal (octal escapes, never ``\\x``)."""
+    """``text`` escaped to sit between the quotes of a C++ string literal (octal escapes, never hex)."""
     out = []
     for b in str(text).encode():
         ch = chr(b)

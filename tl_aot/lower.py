@@ -377,8 +377,10 @@ def nvcc_flags_for(pass_configs: dict, compile_flags: list) -> tuple[str, ...]:
 
 
 class _DropBuilderDump(logging.Filter):
-    """TileLang logs its whole internal closure source when a prim_func fails to build; tl_aot's
-    error already names the user's file:line and TileLang's message, so that dump is dropped."""
+    """Drops TileLang's dump of its internal closure source when a prim_func fails to build.
+
+    tl_aot's error already names the user's file:line and carries TileLang's message.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith("Failed to build prim_func")

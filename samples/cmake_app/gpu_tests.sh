@@ -33,7 +33,8 @@ case "$step" in
     cmake -S samples/cmake_app -B "$build" -G Ninja -DTL_AOT_APP_PREBUILT=ON \
       -DCMAKE_PREFIX_PATH="$prefix" -DPython_EXECUTABLE="$python"
     cmake --build "$build"
-    TL_AOT_REQUIRE_GPU=1 ctest --test-dir "$build" --output-on-failure
+    ctest --test-dir "$build" --output-on-failure -LE gpu
+    TL_AOT_REQUIRE_GPU=1 ctest --test-dir "$build" --output-on-failure -L gpu --verbose
     ;;
   *)
     sed -n '2,12p' "$0" >&2

@@ -454,8 +454,9 @@ def test_stream_of_another_gpu_is_refused(testlib):
     need_gpus(2)
     x, y = t(1000), t(1000)
     other = torch.cuda.Stream(device=1)
-    with pytest.raises((RuntimeError, ValueError), match=r"add_one: .*(stream|launching)"):
+    with pytest.raises((RuntimeError, ValueError), match=r"add_one: .*(stream|launching)") as info:
         testlib.add_one(x, y, other.cuda_stream)
+    record("other_gpu_stream", message=str(info.value).splitlines()[0])
     torch.cuda.synchronize(0)
     torch.cuda.synchronize(1)
     assert torch.all(y == SENTINEL)

@@ -1,0 +1,372 @@
+"""The CMake front end, built for real: the top-level project, tests/packages/cmake_*, and the scikit-build-core sample.
+
+The top-level CMakeLists.txt (samples/cmake_app: three kernels, two C++ programs, ctest tests) is
+configured and built with Ninja from a copy of its sources; no-op rebuilds and touched kernel
+files show what CMake re-runs; the kernels are installed and linked from a downstream project;
+cmake_subdir changes ARGS / ARCHS and runs the Makefile generator; cmake_errors checks each
+configure-time error; the scikit-build-core sample's wheel is built, installed and loaded.
+Every build uses sm_80 and the session's variant cache (``TL_AOT_CACHE_DIR``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tilelang")
+CMAKE = shutil.which("cmake")
+NINJA = shutil.which("ninja")
+if not (CMAKE and NINJA and shutil.which("nvcc")):
+    pytest.skip("needs cmake, ninja and nvcc on PATH", allow_module_level=True)
+
+from conftest import cuda_available  # noqa: E402
+
+import tl_aot  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ROOT / "tests" / "packages"
+SKBUILD_SAMPLE = ROOT / "samples" / "skbuild_package"
+_IGNORE = shutil.ignore_patterns("build", "dist", "*.egg-info", "*.so", "__pycache__", ".tl_aot")
+_KERNEL_LINE = re.compile(r"Building TileLang kernel (\w+) \(")
+
+
+def _env(cache_dir: Path, **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("TL_AOT_ARCHS", "MAX_JOBS", "PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT")}
+    env.update(TL_AOT_CACHE_DIR=str(cache_dir), PYTHONUNBUFFERED="1", PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
+    return env
+
+
+def _run(cmd: list, cwd: Path, env: dict, *, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        pytest.fail(f"{' '.join(map(str, cmd))} exited with {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+    return proc
+
+
+def _cmake_dir() -> str:
+    return subprocess.run([sys.executable, "-m", "tl_aot", "--cmake-dir"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _configure(src: Path, build: Path, env: dict, *args: str, generator: str = "Ninja", check: bool = True) -> subprocess.CompletedProcess:
+    """``cmake -S src -B build``, with TileLangAOT_DIR from ``python -m tl_aot --cmake-dir`` and this interpreter."""
+    py = [f"-DTL_AOT_PYTHON={sys.executable}", f"-DPython_EXECUTABLE={sys.executable}", f"-DTileLangAOT_DIR={_cmake_dir()}"]
+    return _run([CMAKE, "-S", src, "-B", build, "-G", generator, *py, *args], src, env, check=check)
+
+
+def _kernels_built(output: str) -> set[str]:
+    """The kernels whose build step ran, from CMake's comments (``Building TileLang kernel gemm (sm_80)``)."""
+    return set(_KERNEL_LINE.findall(output))
+
+
+def _touch(path: Path) -> None:
+    """Make ``path`` newer than anything built so far (content unchanged)."""
+    time.sleep(0.01)
+    os.utime(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The locator and the version file
+# ---------------------------------------------------------------------------------------------
+
+
+def test_cmake_dir_holds_the_package_and_its_version_matches_tl_aot():
+    cmake_dir = Path(_cmake_dir())
+    for name in ("TileLangAOTConfig.cmake", "TileLangAOTConfigVersion.cmake", "TileLangAOT.cmake", "TileLangAOTTvmFfi.cmake"):
+        assert (cmake_dir / name).is_file(), name
+    version = re.search(r'set\(PACKAGE_VERSION "([^"]+)"\)', (cmake_dir / "TileLangAOTConfigVersion.cmake").read_text())
+    assert version and version.group(1) == tl_aot.__version__
+
+
+def test_cmake_code_is_formatted():
+    """``cmake-format --check`` with .cmake-format.yaml (cmake_errors holds malformed calls on purpose)."""
+    if shutil.which("cmake-format") is None:
+        pytest.skip("cmake-format is not installed (pip install 'cmakelang[YAML]')")
+    files = [*sorted((ROOT / "cmake").glob("*.cmake")), ROOT / "CMakeLists.txt", *sorted((ROOT / "samples").glob("*/CMakeLists.txt"))]
+    files += sorted((PACKAGES / "cmake_subdir").rglob("CMakeLists.txt")) + [PACKAGES / "cmake_installed" / "CMakeLists.txt"]
+    _run(["cmake-format", "--check", *files], ROOT, dict(os.environ))
+
+
+# ---------------------------------------------------------------------------------------------
+# The top-level project: build, no-op, touched kernels, ctest, install
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def toplevel(tmp_path_factory, cache_dir):
+    """The top-level project copied and built with Ninja for sm_80: (source copy, build dir, env, first build's output)."""
+    base = tmp_path_factory.mktemp("cmake-toplevel")
+    src = base / "src"
+    src.mkdir()
+    shutil.copy(ROOT / "CMakeLists.txt", src)
+    shutil.copytree(ROOT / "cmake", src / "cmake", ignore=_IGNORE)
+    shutil.copytree(ROOT / "samples" / "cmake_app", src / "samples" / "cmake_app", ignore=_IGNORE)
+    build = base / "build"
+    env = _env(cache_dir)
+    _configure(src, build, env, "-DTL_AOT_ARCHS=80")
+    out = _run([NINJA, "-C", build], src, env).stdout
+    return src, build, env, out
+
+
+def test_toplevel_builds_every_kernel_and_program(toplevel):
+    src, build, env, out = toplevel
+    assert _kernels_built(out) == {"sample_add_one", "sample_axpy", "sample_gemm"}
+    assert "Building TileLang kernel sample_gemm (sm_80)" in out
+    app = build / "samples" / "cmake_app"
+    for f in ("libsample_add_one.so", "libsample_axpy.so", "libsample_gemm.so", "tl_aot_cpu_checks", "tl_aot/include/sample_gemm.h"):
+        assert (app / f).exists(), f
+    assert "namespace sample_gemm" in (app / "tl_aot" / "include" / "sample_gemm.h").read_text()
+
+
+def test_noop_rebuild_does_nothing(toplevel):
+    src, build, env, _ = toplevel
+    assert "no work to do" in _run([NINJA, "-C", build, "-n"], src, env).stdout
+    assert "no work to do" in _run([NINJA, "-C", build], src, env).stdout
+
+
+def test_touching_one_kernel_file_rebuilds_only_that_kernel(toplevel):
+    src, build, env, _ = toplevel
+    kernels = src / "samples" / "cmake_app" / "kernels"
+    _touch(kernels / "tiles.py")  # imported by gemm.py only: found through tl_aot's depfile
+    assert _kernels_built(_run([NINJA, "-C", build], src, env).stdout) == {"sample_gemm"}
+    _touch(kernels / "elementwise.py")  # both elementwise kernels come from it
+    assert _kernels_built(_run([NINJA, "-C", build], src, env).stdout) == {"sample_add_one", "sample_axpy"}
+    assert "no work to do" in _run([NINJA, "-C", build], src, env).stdout
+
+
+def test_libraries_have_a_soname_and_link_tvm_ffi_but_not_libcuda(toplevel):
+    src, build, env, _ = toplevel
+    lib = build / "samples" / "cmake_app" / "libsample_gemm.so"
+    dyn = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True, check=True).stdout
+    assert "Library soname: [libsample_gemm.so]" in dyn
+    needed = [ln for ln in dyn.splitlines() if "NEEDED" in ln]
+    assert any("libtvm_ffi" in ln for ln in needed), needed
+    assert not any("libcuda" in ln for ln in needed), needed
+    # The build tree's stand-in for tvm_ffi's wheel layout: libtvm_ffi beside the libraries.
+    assert (build / "samples" / "cmake_app" / "libtvm_ffi.so").exists()
+
+
+def test_ctest_cpu_tests_pass_and_gpu_tests_skip_without_a_gpu(toplevel):
+    src, build, env, _ = toplevel
+    out = _run(["ctest", "--test-dir", build, "-LE", "gpu", "--output-on-failure"], src, env).stdout
+    assert "100% tests passed" in out and "out of 3" in out
+    for name in ("cpu.manifest", "cpu.refuse-cpu-tensor", "cpu.refuse-bad-arguments"):
+        assert name in out
+    if not cuda_available():
+        gpu = _run(["ctest", "--test-dir", build, "-L", "gpu"], src, env).stdout
+        assert "gpu.app" in gpu and "Skipped" in gpu
+
+
+def test_installed_kernels_are_found_by_a_downstream_project(toplevel, tmp_path):
+    src, build, env, _ = toplevel
+    prefix = tmp_path / "prefix"
+    _run([CMAKE, "--install", build, "--prefix", prefix], src, env)
+    for f in ("lib/libsample_gemm.so", "include/sample_gemm.h", "lib/cmake/TlAotSampleKernels/TlAotSampleKernelsConfig.cmake"):
+        assert (prefix / f).is_file(), f
+    assert not (prefix / "lib" / "libtvm_ffi.so").exists()  # the symlink stays in the build tree
+
+    # tests/packages/cmake_installed: find_package(TlAotSampleKernels), no tl_aot involved.
+    consumer = tmp_path / "consumer"
+    _configure(PACKAGES / "cmake_installed", consumer, env, f"-DCMAKE_PREFIX_PATH={prefix}")
+    _run([NINJA, "-C", consumer], src, env)
+    out = _run([consumer / "installed_app"], src, env).stdout
+    assert '"library": "sample_gemm"' in out and "expected a CUDA tensor" in out
+
+    # The sample itself, as the GPU machine builds it: prebuilt kernels, its ctest CPU tests.
+    app = tmp_path / "app"
+    _configure(src / "samples" / "cmake_app", app, env, "-DTL_AOT_APP_PREBUILT=ON", f"-DCMAKE_PREFIX_PATH={prefix}")
+    out = _run([NINJA, "-C", app], src, env).stdout
+    assert not _kernels_built(out)
+    assert "100% tests passed" in _run(["ctest", "--test-dir", app, "-LE", "gpu"], src, env).stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# tests/packages/cmake_subdir: options that change the build, and the Makefile generator
+# ---------------------------------------------------------------------------------------------
+
+
+def test_args_and_archs_changes_rebuild_and_makefiles_work(tmp_path, cache_dir):
+    src = tmp_path / "src"
+    shutil.copytree(PACKAGES / "cmake_subdir", src, ignore=_IGNORE)
+    env = _env(cache_dir)
+    build = tmp_path / "ninja"
+    app = build / "app" / "subdir_app"
+
+    _configure(src, build, env)
+    assert _kernels_built(_run([NINJA, "-C", build], src, env).stdout) == {"subdir_add_one"}
+    assert '["block", "256"]' in _run([app], src, env).stdout
+    assert "no work to do" in _run([NINJA, "-C", build, "-n"], src, env).stdout
+
+    # The same arch in CMAKE_CUDA_ARCHITECTURES spelling: same command, nothing to do.
+    _configure(src, build, env, "-DSUBDIR_ARCHS=80-real")
+    assert "no work to do" in _run([NINJA, "-C", build, "-n"], src, env).stdout
+
+    # Another ARGS value: that kernel is rebuilt and the program sees it.
+    _configure(src, build, env, "-DSUBDIR_BLOCK=128")
+    assert _kernels_built(_run([NINJA, "-C", build], src, env).stdout) == {"subdir_add_one"}
+    assert '["block", "128"]' in _run([app], src, env).stdout
+    assert "no work to do" in _run([NINJA, "-C", build], src, env).stdout
+
+    # A local module the kernel imports.
+    _touch(src / "kernels" / "values.py")
+    assert _kernels_built(_run([NINJA, "-C", build], src, env).stdout) == {"subdir_add_one"}
+
+    # Another arch list: the build step would run (dry run; not built).
+    _configure(src, build, env, "-DSUBDIR_ARCHS=80;90a")
+    assert "Building TileLang kernel subdir_add_one (sm_80, sm_90a)" in _run([NINJA, "-C", build, "-n"], src, env).stdout
+
+    # Unix Makefiles: the same project, its variants now cached.
+    make_build = tmp_path / "make"
+    _configure(src, make_build, env, "-DSUBDIR_ARCHS=80", "-DSUBDIR_BLOCK=256", generator="Unix Makefiles")
+    make = ["make", "-C", make_build, "-j2"]
+    assert _kernels_built(_run(make, src, env).stdout) == {"subdir_add_one"}
+    assert not _kernels_built(_run(make, src, env).stdout)
+    _touch(src / "kernels" / "values.py")
+    assert _kernels_built(_run(make, src, env).stdout) == {"subdir_add_one"}
+    _configure(src, make_build, env, "-DSUBDIR_BLOCK=128", generator="Unix Makefiles")
+    assert _kernels_built(_run(make, src, env).stdout) == {"subdir_add_one"}
+    assert not _kernels_built(_run(make, src, env).stdout)
+    assert '["block", "128"]' in _run([make_build / "app" / "subdir_app"], src, env).stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# tests/packages/cmake_errors: every wrong call stops the configure, naming the mistake
+# ---------------------------------------------------------------------------------------------
+
+ERRORS = {
+    "missing_source": "add_tilelang_kernel(): 'SOURCE' is required",
+    "missing_function": "add_tilelang_kernel(): 'FUNCTION' is required",
+    "no_name": "add_tilelang_kernel(): the first argument must be the target name",
+    "unknown_keyword": "add_tilelang_kernel(): unknown argument(s) 'SOURCES other.py'",
+    "missing_value": "add_tilelang_kernel(): 'FUNCTION' needs a value",
+    "missing_file": "nope.py' does not exist",
+    "bad_arch": "arch '9z' is not an arch",
+    "native_arch": "arch 'native' is not supported",
+    "bad_arg": "ARGS item 'M4096' must be NAME=VALUE",
+    "bad_name": "target name 'my-kernel' must be a C identifier",
+    "spec_and_source": "'SPEC' cannot be combined with 'SOURCE'",
+    "duplicate": "a target named 'k' already exists",
+    "install_not_a_kernel": "'other' was not made by add_tilelang_kernel()",
+    "install_namespace_without_export": "install_tilelang_kernels(): 'NAMESPACE' needs 'EXPORT'",
+}
+
+
+def _unwrap(text: str) -> str:
+    """CMake wraps messages at 80 columns: join the lines back."""
+    return re.sub(r"\s+", " ", text)
+
+
+@pytest.mark.parametrize("case", sorted(ERRORS))
+def test_configure_errors(case, tmp_path, cache_dir):
+    proc = _configure(PACKAGES / "cmake_errors", tmp_path, _env(cache_dir), f"-DCASE={case}", check=False)
+    assert proc.returncode != 0
+    assert ERRORS[case] in _unwrap(proc.stderr), proc.stderr
+
+
+def test_archs_in_every_spelling(tmp_path, cache_dir):
+    proc = _configure(PACKAGES / "cmake_errors", tmp_path, _env(cache_dir), "-DCASE=ok")
+    assert "configured" in proc.stdout
+    options = (tmp_path / "tl_aot" / "k" / "k.options").read_text().splitlines()
+    archs = [options[i + 1] for i, a in enumerate(options) if a == "--arch"]
+    assert archs == ["80", "90a", "80+PTX"]  # 80-real, 90a-real, 80-virtual; sm_80 is a duplicate
+    assert "Building TileLang kernel k (sm_80, sm_90a, sm_80+PTX)" in (tmp_path / "build.ninja").read_text()
+
+
+def test_missing_tl_aot_or_tilelang_says_what_to_install(tmp_path, cache_dir):
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    python = bare / "bin" / "python"
+    env = _env(cache_dir)
+    env.pop("PYTHONPATH", None)
+    cmd = [
+        CMAKE,
+        "-S",
+        PACKAGES / "cmake_errors",
+        "-B",
+        tmp_path / "b1",
+        f"-DTL_AOT_PYTHON={python}",
+        f"-DTileLangAOT_DIR={_cmake_dir()}",
+        "-DCASE=ok",
+    ]
+    proc = _run(cmd, tmp_path, env, check=False)
+    assert proc.returncode != 0
+    assert f"tl_aot is not installed in {python}" in _unwrap(proc.stderr)
+    assert 'pip install "tl_aot[build]"' in _unwrap(proc.stderr)
+
+    stub = tmp_path / "stub" / "tl_aot"  # a tl_aot without TileLang beside it
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("")
+    cmd[4] = tmp_path / "b2"
+    proc = _run(cmd, tmp_path, {**env, "PYTHONPATH": str(stub.parent)}, check=False)
+    assert proc.returncode != 0
+    assert f"TileLang is not installed in {python}" in _unwrap(proc.stderr)
+    assert "pip install tilelang==0.1.15" in _unwrap(proc.stderr)
+
+
+# ---------------------------------------------------------------------------------------------
+# samples/skbuild_package: a wheel built through add_tilelang_kernel by scikit-build-core
+# ---------------------------------------------------------------------------------------------
+
+
+def _build_skbuild_wheel(tmp_path: Path, env: dict) -> tuple[Path, str]:
+    pytest.importorskip("scikit_build_core")
+    src = tmp_path / "skbuild_src"
+    shutil.copytree(SKBUILD_SAMPLE, src, ignore=_IGNORE)
+    dist = tmp_path / "dist"
+    cmd = [sys.executable, "-m", "pip", "wheel", src, "--no-build-isolation", "--no-deps", "-w", dist, "-v"]
+    proc = _run(cmd, tmp_path, {**env, "TL_AOT_ARCHS": "80"})
+    (wheel,) = dist.glob("tl_skb_sample-*.whl")
+    return wheel, proc.stdout + proc.stderr  # pip -v passes CMake's output on to either
+
+
+def _load_and_refuse_cpu_tensor(wheel: Path, tmp_path: Path, env: dict, extra_path: str = "") -> str:
+    site = tmp_path / "site"
+    _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site, wheel], tmp_path, env)
+    code = "import torch, tl_skb_sample as s\nx = torch.ones(16)\ntry:\n    s.add_one(x, x)\nexcept ValueError as e:\n    print(e)\n"
+    path = os.pathsep.join(p for p in (str(site), extra_path) if p)
+    return _run([sys.executable, "-c", code], tmp_path, {**env, "PYTHONPATH": path}).stdout
+
+
+def test_skbuild_wheel_ships_kernels_built_by_cmake(tmp_path, cache_dir):
+    env = _env(cache_dir)
+    wheel, out = _build_skbuild_wheel(tmp_path, env)
+    assert "Building TileLang kernel skb_add_one (sm_80)" in out
+    names = zipfile.ZipFile(wheel).namelist()
+    for f in (
+        "tl_skb_sample/__init__.py",
+        "tl_skb_sample/libskb_add_one.so",
+        "tl_skb_sample/libskb_axpy.so",
+        "tl_skb_sample/include/skb_axpy.h",
+    ):
+        assert f in names, names
+    assert wheel.name.endswith("-py3-none-linux_x86_64.whl")
+    assert "skb_add_one: argument 'X' expected a CUDA tensor, got a tensor on cpu" in _load_and_refuse_cpu_tensor(wheel, tmp_path, env)
+
+
+def test_skbuild_finds_an_installed_tl_aot_through_its_cmake_root_entry_point(tmp_path, cache_dir):
+    """A non-editable tl_aot wheel (with tl_aot/cmake inside): scikit-build-core alone locates TileLangAOT."""
+    pytest.importorskip("setuptools")
+    env = _env(cache_dir)
+    src = tmp_path / "tl_aot_src"
+    src.mkdir()
+    for f in ("setup.py", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / f, src)
+    for d in ("tl_aot", "cmake"):
+        shutil.copytree(ROOT / d, src / d, ignore=_IGNORE)
+    _run([sys.executable, "-m", "pip", "wheel", src, "--no-deps", "--no-build-isolation", "-w", tmp_path / "tl_dist"], tmp_path, env)
+    (tl_wheel,) = (tmp_path / "tl_dist").glob("tl_aot-*.whl")
+    assert "tl_aot/cmake/TileLangAOTConfig.cmake" in zipfile.ZipFile(tl_wheel).namelist()
+    tl_site = tmp_path / "tl_site"
+    _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", tl_site, tl_wheel], tmp_path, env)
+
+    env = {**env, "PYTHONPATH": str(tl_site)}
+    wheel, out = _build_skbuild_wheel(tmp_path, env)
+    assert f"at {tl_site / 'tl_aot' / 'cmake'} (found by find_package)" in out
+    assert "expected a CUDA tensor" in _load_and_refuse_cpu_tensor(wheel, tmp_path, env, str(tl_site))
