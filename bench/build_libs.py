@@ -9,6 +9,8 @@ Writes into the folder (carry it to the GPU machine; it is git-ignored through .
 * ``libtl_aot_bench_noop.so``: a TVM-FFI no-op (the launch floor's call half, ``cpp/noop.cc``);
 * ``culaunch`` + ``add_one.sm_90a.cubin`` + ``culaunch.json``: a C++ loop of ``cuLaunchKernel`` on
   the cubin tl_aot embedded for ``add_one`` (the floor's launch half, ``cpp/culaunch.cc``);
+* ``entrycall``: the launch-path profile (``cpp/entrycall.cc``): the ``add_one`` entry called from C++,
+  interleaved with plain ``cuLaunchKernel``, to split tl_aot's launch cost from Python's and the driver's;
 * ``build_info.json``: versions and the build time.
 
 Reads ``MAX_JOBS`` (default parallel nvcc jobs) and ``TL_AOT_CACHE_DIR`` like ``python -m tl_aot build``.
@@ -67,6 +69,26 @@ def build_culaunch(out: Path) -> Path:
     exe = out / "culaunch"
     cmd = [find_cxx(), "-std=c++17", "-O2", "-I", cuda_include_dir(), str(HERE / "cpp" / "culaunch.cc"), "-o", str(exe), "-ldl"]
     run(cmd, what="compiling the cuLaunchKernel loop")
+    return exe
+
+
+def entrycall_command(src: Path, exe: Path) -> list[str]:
+    """The compile command of the C++ entry-call profile (``cpp/entrycall.cc``): tvm-ffi headers, libtvm_ffi."""
+    from tl_aot.toolchain import cuda_include_dir, find_cxx, tvm_ffi_paths
+
+    p = tvm_ffi_paths()
+    return [
+        find_cxx(), "-std=c++17", "-O2", "-I", cuda_include_dir(), "-I", p["include"], "-I", p["dlpack"],
+        str(src), "-o", str(exe), "-L" + p["libdir"], "-ltvm_ffi", "-ldl",
+    ]  # fmt: skip
+
+
+def build_entrycall(out: Path) -> Path:
+    """The launch-path profile: a tl_aot entry called from C++, interleaved with plain cuLaunchKernel."""
+    from tl_aot.toolchain import run
+
+    exe = out / "entrycall"
+    run(entrycall_command(HERE / "cpp" / "entrycall.cc", exe), what="compiling the entry-call profile")
     return exe
 
 
@@ -141,6 +163,7 @@ def main(argv=None) -> int:
     launch_cfg = export_launch_kernel(out, result)
     noop = build_noop(out)
     exe = build_culaunch(out)
+    build_entrycall(out)
     info = {
         "library": result.library.name,
         "noop_library": noop.name,

@@ -80,6 +80,9 @@ def _measure(rec, ctx, entry: str, mode: str, repeats: int, env_for_repeat) -> N
     fields = {"entry": entry, "mode": mode, "repeats": len(runs)}
     for key in ("beyond_import_torch_s", "beyond_inputs_s", "first_result_s", "import_torch_s", "process_wall_s"):
         fields[key] = round(summarize([r[key] for r in runs])["median"], 4)
+    for key in ("import_s", "load_s", "first_call_s"):  # tl_aot's own steps
+        if all(key in r for r in runs):
+            fields[key] = round(summarize([r[key] for r in runs])["median"], 4)
     fields["min_beyond_import_torch_s"] = round(min(r["beyond_import_torch_s"] for r in runs), 4)
     fields["ok"] = all(r["ok"] for r in runs)
     rec.emit("coldstart", f"{entry}:{mode}", **fields)
@@ -146,13 +149,21 @@ def _child(mode: str, entry_name: str, libs: Path, function: str, kwargs: dict) 
     args = _make_inputs(entry_name, torch)
     torch.cuda.synchronize()
     inputs = time.time() - t0
+    parts: dict[str, float] = {}
     if mode == "torch":
         _torch_reference(entry_name, args, torch)
     elif mode == "tl_aot":
+        t = time.time()
         import tl_aot
 
+        parts["import_s"] = time.time() - t
+        t = time.time()
         lib = tl_aot.load(libs / "libtl_aot_bench.so")
+        parts["load_s"] = time.time() - t
+        t = time.time()
         lib[entry_name](*args)
+        torch.cuda.synchronize()
+        parts["first_call_s"] = time.time() - t
     elif mode == "jit":
         import tilelang
 
@@ -174,6 +185,7 @@ def _child(mode: str, entry_name: str, libs: Path, function: str, kwargs: dict) 
         "inputs_s": inputs,
         "beyond_import_torch_s": done - import_torch,
         "beyond_inputs_s": done - inputs,
+        **parts,
     }
 
 

@@ -105,7 +105,7 @@ def _launch(records) -> list[str]:
     aot = figs.get("tl_aot", {}).get("us")
     out = ["| candidate | µs per call (median) | min | p90 | × floor | × tl_aot |", "| --- | --- | --- | --- | --- | --- |"]
     known = [n for n in _LAUNCH_ORDER if n in figs]
-    known += [n for n in figs if n not in _LAUNCH_ORDER and not n.startswith(("jit_compile", "tma_gemm:"))]
+    known += [n for n in figs if n not in _LAUNCH_ORDER and not n.startswith(("jit_compile", "tma_gemm:", "profile"))]
     for name in known:
         r = figs[name]
         out.append(
@@ -116,6 +116,19 @@ def _launch(records) -> list[str]:
         p = figs["floor"].get("parts", {})
         out += ["", f"Floor = `noop` ({_f(p.get('noop'), '{:.2f}')} µs, a TVM-FFI call with the same tensors) + `culaunch` "
                 f"({_f(p.get('culaunch'), '{:.2f}')} µs, `cuLaunchKernel` in a C++ loop on the same cubin)."]  # fmt: skip
+    prof = next((r for r in rows if r["name"] == "profile"), None)
+    if prof:
+        cpp = figs.get("tl_aot_from_cpp", {})
+        out += [
+            "",
+            f"Profile of the tl_aot call ({prof['tl_aot_us']:.2f} µs): Python + tvm-ffi argument conversion "
+            f"{prof['python_and_tvm_ffi_us']:.2f} µs (the no-op), the generated launcher's own code "
+            f"{prof['launcher_us']:.2f} µs (the entry called from C++, `bench/cpp/entrycall.cc`, minus plain "
+            f"`cuLaunchKernel` in that process; of it `cuCtxGetCurrent` {_f(cpp.get('ctx_get_current_us'), '{:.3f}')} µs and "
+            f"`TVMFFIEnvGetStream` {_f(cpp.get('env_stream_us'), '{:.3f}')} µs), the driver's launch "
+            f"{prof['driver_launch_us']:.2f} µs (C++ loops of plain `cuLaunchKernel` in two processes: "
+            f"{', '.join(_f(x, '{:.2f}') for x in prof.get('culaunch_loops_us', []))} µs).",
+        ]
     tma = {r["name"].split(":", 1)[1]: r for r in rows if r["name"].startswith("tma_gemm:") and "us" in r}
     if tma:
         out += ["", "A 256³ TMA GEMM (`gemm_small`, three descriptors encoded on the host per call), timed the same way:", ""]
@@ -162,6 +175,11 @@ def _coldstart(records) -> list[str]:
         )
     out += ["", "Seconds from process start (before `fork`) to the first result after a synchronisation (medians); "
             "*beyond inputs ready* leaves out CUDA initialisation and input creation, which every mode shares."]  # fmt: skip
+    for r in rows:
+        if r.get("mode") == "tl_aot" and "import_s" in r:
+            out += ["", f"tl_aot's part for `{r['entry']}`, beyond inputs ready: `import tl_aot` (with tvm_ffi) "
+                    f"{r['import_s']:.3f} s, `tl_aot.load` {r['load_s']:.3f} s, first call (module load + launch + "
+                    f"synchronise) {r['first_call_s']:.3f} s."]  # fmt: skip
     return out
 
 

@@ -1,8 +1,10 @@
 """The one build pipeline every front end calls: specs → lower → nvcc → launcher → lib<name>.so.
 
 Lowering runs in this process (one entry/arch at a time, TileLang is not thread safe) while nvcc
-compiles run concurrently in a bounded pool; a content-addressed cache skips unchanged variants,
-and an up-to-date library is detected without importing TileLang at all.
+compiles run concurrently; lowering and nvcc share one budget of ``jobs`` slots, like make's
+jobserver, so ``-j 1`` is strictly serial and ``-j N`` never runs more than N tools at once. A
+content-addressed cache skips unchanged variants, and an up-to-date library is detected without
+importing TileLang at all.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,15 +137,19 @@ def _lib_key(lib: LibrarySpec, keys: list[str], tvm_ffi_version: str) -> str:
 
 
 class _Progress:
+    """``[3/22] lower gemm_bf16 sm_90a``: one numbered line per step, from any thread."""
+
     def __init__(self, total: int, log) -> None:
         self.total = total
         self.n = 0
         self.log = log
+        self._lock = threading.Lock()
 
     def step(self, text: str) -> None:
-        self.n += 1
-        if self.log:
-            self.log(f"[{self.n}/{self.total}] {text}")
+        with self._lock:
+            self.n += 1
+            if self.log:
+                self.log(f"[{self.n}/{self.total}] {text}")
 
 
 def build_library(
@@ -229,9 +236,11 @@ def build_library(
             else:
                 todo.append((spec, arch, key))
         progress = _Progress(2 * len(todo) + 2, log)
-        results: dict[str, tuple[LoweredVariant, bytes]] = dict(cached)
+        lowered: dict[str, LoweredVariant] = {key: hit[0] for key, hit in cached.items()}
+        images: dict[str, bytes] = {key: hit[1] for key, hit in cached.items()}
         timings: dict[str, float] = {}
         rebuilt = []
+        slots = threading.BoundedSemaphore(max(1, jobs))  # lowering, the launcher and nvcc share them
         with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures: dict[cf.Future, tuple[KernelSpec, Arch, str, LoweredVariant, float]] = {}
             try:
@@ -239,17 +248,26 @@ def build_library(
                     from .lower import lower_variant
 
                     progress.step(f"lower {spec.name} {arch}")
-                    t0 = time.perf_counter()
-                    variant = lower_variant(spec, arch)
-                    t_lower = time.perf_counter() - t0
-                    fut = pool.submit(_compile, variant, arch, work, _user_location(spec))
+                    with slots:
+                        t0 = time.perf_counter()
+                        variant = lower_variant(spec, arch)
+                        t_lower = time.perf_counter() - t0
+                    lowered[key] = variant
+                    fut = pool.submit(_compile, variant, arch, work, _user_location(spec), slots, cache, key, progress)
                     futures[fut] = (spec, arch, key, variant, t_lower)
+                # Everything the launcher and header say is known once lowering is done: compile the
+                # launcher now, while nvcc still runs (image sizes go into the manifest's own unit).
+                signatures = _manifest(lib, tasks, lowered, nv_version)
+                progress.step(f"launcher {lib.name}.cc ({len(lib.entries)} entries)")
+                header_text = render_header(signatures)
+                write_if_different(work / f"{lib.name}.h", header_text)
+                write_if_different(work / f"{lib.name}.cc", render_launcher(signatures, header_name=f"{lib.name}.h"))
+                with slots:
+                    _compile_launcher(lib, work)
                 for fut in cf.as_completed(futures):
                     spec, arch, key, variant, t_lower = futures[fut]
                     image, t_nvcc = fut.result()
-                    progress.step(f"nvcc {spec.name} {arch} ({len(image) / 1024:.0f} KiB, {t_nvcc:.1f} s)")
-                    cache.store(key, variant, image)
-                    results[key] = (variant, image)
+                    images[key] = image
                     timings[key] = t_lower + t_nvcc
                     rebuilt.append((spec.name, str(arch)))
             except BaseException:
@@ -257,21 +275,15 @@ def build_library(
                     f.cancel()
                 raise
 
-        manifest = _manifest(lib, tasks, results, nv_version)
-        progress.step(f"launcher {lib.name}.cc ({len(lib.entries)} entries)")
-        header_text = render_header(manifest)
-        launcher_text = render_launcher(manifest, header_name=f"{lib.name}.h")
-        write_if_different(work / f"{lib.name}.h", header_text)
-        write_if_different(work / f"{lib.name}.cc", launcher_text)
-        images = {}
+        manifest = _manifest(lib, tasks, lowered, nv_version, {key: len(image) for key, image in images.items()})
+        image_files = {}
         for spec, arch, key in tasks:
-            variant, image = results[key]
             sym = image_symbol(spec.name, arch.sm, arch.ptx)
             path = work / f"{sym}.bin"
-            if not path.is_file() or path.read_bytes() != image:
-                atomic_write(path, image)
-            images[sym] = path
-        _link(lib, work, images)
+            if not path.is_file() or path.read_bytes() != images[key]:
+                atomic_write(path, images[key])
+            image_files[sym] = path
+        _link(lib, work, manifest, image_files)
         progress.step(f"link lib{lib.name}.so")
         tmp_lib = work / f"lib{lib.name}.so"
         shutil.copyfile(tmp_lib, work / f".lib{lib.name}.so.part")
@@ -286,8 +298,7 @@ def build_library(
         if dep_path:
             _write_depfile(dep_path, library, deps_sorted)
         reports = tuple(
-            VariantReport(spec.name, str(arch), len(results[key][1]), timings.get(key, 0.0), key not in timings)
-            for spec, arch, key in tasks
+            VariantReport(spec.name, str(arch), len(images[key]), timings.get(key, 0.0), key not in timings) for spec, arch, key in tasks
         )
         result = BuildResult(library, header, manifest, False, tuple(rebuilt), reports, dep_path, deps_sorted)
         if log:
@@ -325,7 +336,19 @@ def _user_location(spec: KernelSpec) -> str:
     return f"{_display_source(spec.source)}:{line or '?'} ({spec.function})"
 
 
-def _compile(variant: LoweredVariant, arch: Arch, work: Path, source: str) -> tuple[bytes, float]:
+def _compile(variant: LoweredVariant, arch: Arch, work: Path, source: str, slots, cache, key, progress) -> tuple[bytes, float]:
+    """Run nvcc for one variant, holding one of the build's job slots; cached the moment it is done.
+
+    Storing here, not when the build collects it, keeps finished work if the build is killed later.
+    """
+    with slots:
+        image, seconds = _compile_now(variant, arch, work, source)
+    cache.store(key, variant, image)
+    progress.step(f"nvcc {variant.entry} {arch} ({len(image) / 1024:.0f} KiB, {seconds:.1f} s)")
+    return image, seconds
+
+
+def _compile_now(variant: LoweredVariant, arch: Arch, work: Path, source: str) -> tuple[bytes, float]:
     from .toolchain import compile_image
 
     t0 = time.perf_counter()
@@ -349,7 +372,8 @@ def _compile(variant: LoweredVariant, arch: Arch, work: Path, source: str) -> tu
     return image, time.perf_counter() - t0
 
 
-def _manifest(lib: LibrarySpec, tasks, results, nv_version: str) -> Manifest:
+def _manifest(lib: LibrarySpec, tasks, lowered: dict, nv_version: str, image_sizes: dict | None = None) -> Manifest:
+    """The library's manifest from each task's lowered variant; image sizes are 0 until nvcc is done."""
     entries = []
     for spec in lib.entries:
         variants = []
@@ -357,7 +381,7 @@ def _manifest(lib: LibrarySpec, tasks, results, nv_version: str) -> Manifest:
         for s, arch, key in tasks:
             if s is not spec:
                 continue
-            v, image = results[key]
+            v = lowered[key]
             if first is None:
                 first = v
             elif (v.params, v.symbols) != (first.params, first.symbols):
@@ -372,7 +396,7 @@ def _manifest(lib: LibrarySpec, tasks, results, nv_version: str) -> Manifest:
                     ptx=arch.ptx,
                     kernels=v.kernels,
                     tma_descriptors=v.tma_descriptors,
-                    image_bytes=len(image),
+                    image_bytes=(image_sizes or {}).get(key, 0),
                     image_kind="fatbin" if arch.ptx else "cubin",
                 )
             )
@@ -401,13 +425,21 @@ def _sig(v: LoweredVariant) -> str:
     return ", ".join(f"{p.name}:{p.dtype}{list(p.shape) if p.is_tensor else ''}" for p in v.params)
 
 
-def _link(lib: LibrarySpec, work: Path, images: dict[str, Path]) -> None:
+def _compile_launcher(lib: LibrarySpec, work: Path) -> None:
+    from .toolchain import compile_launcher
+
+    compile_launcher(work, f"{lib.name}.cc", f"{lib.name}.launcher.o", what=f"compiling the launcher of {lib.name}")
+
+
+def _link(lib: LibrarySpec, work: Path, manifest: Manifest, images: dict[str, Path]) -> None:
+    """Compile the manifest unit, embed the images into the launcher object and link lib<name>.so."""
+    from .codegen import render_manifest
     from .toolchain import compile_launcher, embed_images, link_library
 
-    what = f"compiling the launcher of {lib.name}"
-    compile_launcher(work, f"{lib.name}.cc", f"{lib.name}.launcher.o", what=what)
+    write_if_different(work / f"{lib.name}.manifest.cc", render_manifest(manifest))
+    compile_launcher(work, f"{lib.name}.manifest.cc", f"{lib.name}.manifest.o", what=f"compiling the manifest of {lib.name}")
     embed_images(work, f"{lib.name}.launcher.o", {k: Path(v) for k, v in images.items()}, f"{lib.name}.o")
-    link_library(work, f"{lib.name}.o", f"lib{lib.name}.so", what=f"linking lib{lib.name}.so")
+    link_library(work, [f"{lib.name}.o", f"{lib.name}.manifest.o"], f"lib{lib.name}.so", what=f"linking lib{lib.name}.so")
 
 
 def _write_depfile(path: Path, target: Path, deps) -> None:

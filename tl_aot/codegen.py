@@ -14,7 +14,7 @@ from .arch import parse_arch
 from .errors import LoweringError
 from .metadata import ABI_VERSION, LoweredEntry, Manifest, to_json
 
-__all__ = ["render_launcher", "render_header", "render_loader", "image_symbol", "DLPACK_DTYPES"]
+__all__ = ["render_launcher", "render_manifest", "render_header", "render_loader", "image_symbol", "DLPACK_DTYPES"]
 
 #: TileLang dtype -> accepted DLPack (code, bits) pairs (lanes are always 1).
 DLPACK_DTYPES = {
@@ -218,12 +218,16 @@ def _as_dict(obj) -> dict:
     return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
 
 
+def _raw_string(text: str) -> tuple[str, str]:
+    """``text`` and a delimiter that lets it sit verbatim in a C++ raw string literal."""
+    delim = "tlaot"
+    while f'){delim}"' in text:
+        delim += "x"
+    return text, delim
+
+
 def _context(manifest: Manifest, header_name: str) -> dict:
     entries = [_entry_context(e) for e in manifest.entries]
-    manifest_json = to_json(manifest)
-    delim = "tlaot"
-    while f'){delim}"' in manifest_json:
-        delim += "x"
     archs = sorted({a for e in entries for a in e["archs"]})
     return {
         "lib": manifest.library,
@@ -235,8 +239,6 @@ def _context(manifest: Manifest, header_name: str) -> dict:
         "nvcc_version": manifest.nvcc_version,
         "abi_version": ABI_VERSION,
         "header_name": header_name,
-        "manifest_json": manifest_json,
-        "manifest_delim": delim,
         "max_kernels": max(len(v["kernels"]) for e in entries for v in e["variants"]),
     }
 
@@ -244,6 +246,27 @@ def _context(manifest: Manifest, header_name: str) -> dict:
 def render_launcher(manifest: Manifest, *, header_name: str) -> str:
     """The launcher translation unit for every entry of ``manifest``."""
     return _env().get_template("launcher.cc.j2").render(**_context(manifest, header_name))
+
+
+def render_manifest(manifest: Manifest) -> str:
+    """The manifest translation unit: the JSON of ``manifest`` as the launcher's ``tl_aot_manifest_json``.
+
+    Kept apart from the launcher, whose text never depends on image sizes: the launcher can be
+    rendered and compiled as soon as lowering is done, the manifest only once nvcc is.
+    """
+    text, delim = _raw_string(to_json(manifest))
+    return (
+        _env()
+        .get_template("manifest.cc.j2")
+        .render(
+            lib=manifest.library,
+            entries=[e.name for e in manifest.entries],
+            abi_version=ABI_VERSION,
+            tl_aot_version=manifest.tl_aot_version,
+            manifest_json=text,
+            manifest_delim=delim,
+        )
+    )
 
 
 def render_header(manifest: Manifest) -> str:

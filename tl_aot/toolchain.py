@@ -326,7 +326,7 @@ def embed_images(workdir: Path, obj: str, images: dict[str, Path], out: str) -> 
         shutil.copyfile(workdir / obj, workdir / out)
 
 
-def link_library(workdir: Path, obj: str, output: str, *, what: str) -> None:
+def link_library(workdir: Path, objs: list[str], output: str, *, what: str) -> None:
     """Link the shared library against libtvm_ffi; libcuda is never linked (dlopen at run time)."""
     p = tvm_ffi_paths()
     cmd = [
@@ -334,7 +334,7 @@ def link_library(workdir: Path, obj: str, output: str, *, what: str) -> None:
         "-shared",
         "-o",
         output,
-        obj,
+        *objs,
         "-L" + p["libdir"],
         "-ltvm_ffi",
         "-ldl",

@@ -1,8 +1,9 @@
 """Generated launcher and header against checked-in golden files (regen: tests/unit/golden/regen.py)."""
 
+import dataclasses
 from pathlib import Path
 
-from tl_aot.codegen import render_header, render_launcher
+from tl_aot.codegen import render_header, render_launcher, render_manifest
 from tl_aot.metadata import Manifest, from_json
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -15,6 +16,25 @@ def manifest() -> Manifest:
 
 def test_launcher_matches_golden():
     assert render_launcher(manifest(), header_name="golden.h") == (GOLDEN / "launcher.cc.ref").read_text(), f"run {REGEN}"
+
+
+def test_manifest_unit_matches_golden():
+    assert render_manifest(manifest()) == (GOLDEN / "manifest.cc.ref").read_text(), f"run {REGEN}"
+
+
+def test_launcher_text_does_not_depend_on_image_sizes():
+    """The launcher is compiled while nvcc runs: only the manifest unit may change with the images."""
+    m = manifest()
+    grown = dataclasses.replace(
+        m,
+        entries=tuple(
+            dataclasses.replace(e, variants=tuple(dataclasses.replace(v, image_bytes=v.image_bytes + 4096) for v in e.variants))
+            for e in m.entries
+        ),
+    )
+    assert render_launcher(grown, header_name="golden.h") == render_launcher(m, header_name="golden.h")
+    assert render_header(grown) == render_header(m)
+    assert render_manifest(grown) != render_manifest(m)
 
 
 def test_header_matches_golden():
@@ -35,7 +55,9 @@ def test_manifest_embedded_verbatim_and_every_entry_exported():
     for e in m.entries:
         assert f"int __tvm_ffi_{e.name}(" in cc
     assert "__tvm_ffi_cleanup_module(" in cc and "__tvm_ffi_tl_aot_manifest(" in cc
-    assert '"abi_version": 1' in cc
+    unit = render_manifest(m)
+    assert '"abi_version": 1' in unit
+    assert "tl_aot_manifest_json[]" in unit and "tl_aot_manifest_json[]" in cc
 
 
 def test_ptx_variant_is_a_fatbin_image():

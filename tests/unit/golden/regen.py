@@ -1,6 +1,6 @@
 """Regenerate the codegen golden files.
 
-    python tests/unit/golden/regen.py              # re-render launcher.cc.ref / header.h.ref
+    python tests/unit/golden/regen.py              # re-render launcher.cc.ref / header.h.ref / manifest.cc.ref
     python tests/unit/golden/regen.py --relower    # also re-lower manifest.json (needs TileLang)
 
 Run the first after any template change, and review the diff of the .ref files like code.
@@ -16,7 +16,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tl_aot.codegen import render_header, render_launcher  # noqa: E402
+from tl_aot.codegen import render_header, render_launcher, render_manifest  # noqa: E402
 from tl_aot.metadata import Manifest, from_json, to_json  # noqa: E402
 
 
@@ -37,9 +37,9 @@ def relower() -> Manifest:
         for arch in spec.archs:
             key = f"{spec.name}/{arch}"
             tasks.append((spec, arch, key))
-            results[key] = (lower_variant(spec, arch), b"\0" * 16)
+            results[key] = lower_variant(spec, arch)
     os.chdir(ROOT)
-    m = _manifest(lib, tasks, results, "13.0.88")
+    m = _manifest(lib, tasks, results, "13.0.88", {key: 16 for key in results})
     return Manifest(**{**m.__dict__, "tl_aot_version": "0.0.0-golden", "tilelang_version": "0.1.15"})
 
 
@@ -49,6 +49,7 @@ def main() -> None:
     path.write_text(to_json(manifest, indent=1) + "\n")
     (HERE / "launcher.cc.ref").write_text(render_launcher(manifest, header_name="golden.h"))
     (HERE / "header.h.ref").write_text(render_header(manifest))
+    (HERE / "manifest.cc.ref").write_text(render_manifest(manifest))
 
 
 if __name__ == "__main__":
