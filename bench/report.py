@@ -177,8 +177,9 @@ def _coldstart(records) -> list[str]:
             "*beyond inputs ready* leaves out CUDA initialisation and input creation, which every mode shares."]  # fmt: skip
     for r in rows:
         if r.get("mode") == "tl_aot" and "import_s" in r:
-            out += ["", f"tl_aot's part for `{r['entry']}`, beyond inputs ready: `import tl_aot` (with tvm_ffi) "
-                    f"{r['import_s']:.3f} s, `tl_aot.load` {r['load_s']:.3f} s, first call (module load + launch + "
+            out += ["", f"tl_aot's part for `{r['entry']}`, beyond inputs ready: `import tl_aot` "
+                    f"{r['import_s']:.3f} s, `tl_aot.load` (imports tvm_ffi, opens the library, reads its manifest) "
+                    f"{r['load_s']:.3f} s, first call (module load + launch + "
                     f"synchronise) {r['first_call_s']:.3f} s."]  # fmt: skip
     return out
 

@@ -106,7 +106,7 @@ Commands
     Variant cache (default: ``TL_AOT_CACHE_DIR``).
 
   ``JOBS``, ``JOB_POOL``
-    Parallel nvcc processes inside this one build (default: ``MAX_JOBS`` or the CPU count),
+    Jobs at once inside this one build, lowering and nvcc sharing them (default: ``MAX_JOBS`` or the CPU count),
     and a Ninja job pool for the build step (lowering takes memory; a pool of depth 1 or 2
     bounds how many kernels lower at once).
 

@@ -33,7 +33,7 @@ wheel whose only compiled parts are tl_aot libraries ``py3-none-<platform>`` (th
 extensions, so one wheel serves every Python 3).
 
 Environment variables: ``TL_AOT_ARCHS`` (``"90a;80"``: overrides ``archs=``), ``MAX_JOBS``
-(parallel nvcc jobs when ``-j`` is not given), ``TL_AOT_CACHE_DIR`` (variant cache shared between
+(concurrent build jobs when ``-j`` is not given), ``TL_AOT_CACHE_DIR`` (variant cache shared between
 builds), ``CUDA_HOME`` (nvcc) and ``CXX`` (host compiler).
 """
 
@@ -295,13 +295,13 @@ class build_ext(_build_ext):
 
     Options it adds or gives a meaning to for TileLang extensions:
 
-    * ``-j N`` / ``--parallel N`` (build_ext's own option): concurrent nvcc jobs; without it,
-      ``MAX_JOBS`` or the CPU count (at most 8).
+    * ``-j N`` / ``--parallel N`` (build_ext's own option): concurrent jobs (lowering, the launcher
+      and nvcc compiles share them); without it, ``MAX_JOBS`` or the CPU count (at most 8).
     * ``--archs "90a;80"``: target archs of every TileLang entry (beats ``TL_AOT_ARCHS`` and setup.py).
     * ``-f`` / ``--force``: rebuild every kernel, ignoring the variant cache.
 
-    TileLang extensions are built one after another (TileLang lowering is not thread safe; nvcc
-    runs in parallel inside each), before the ordinary extensions.
+    TileLang extensions are built one after another (TileLang lowering is not thread safe; the
+    launcher and nvcc compile in parallel inside each), before the ordinary extensions.
     """
 
     user_options = [
