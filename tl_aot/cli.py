@@ -46,7 +46,7 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("-o", "--output", default=".", help="output folder (default: .)")
     b.add_argument("--header-dir", help="folder for the C++ header (default: the output folder)")
     b.add_argument("--depfile", help="write a Makefile depfile of every Python file the kernels import")
-    b.add_argument("-j", "--jobs", type=int, help="jobs at once: lowering, the launcher and nvcc share them (default: MAX_JOBS or the CPU count)")
+    b.add_argument("-j", "--jobs", type=int, help="jobs at once, shared by lowering and nvcc (default: MAX_JOBS or the CPU count)")
     b.add_argument("--cache-dir", help="variant cache (default: TL_AOT_CACHE_DIR or OUTPUT/.tl_aot/cache)")
     b.add_argument("--force", action="store_true", help="rebuild every variant, ignoring the cache")
     b.add_argument("-q", "--quiet", action="store_true", help="print errors only")
