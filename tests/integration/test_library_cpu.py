@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,31 @@ def test_no_op_rebuild_does_not_import_tilelang(testlib_path, cache_dir, tmp_pat
         "assert not heavy, heavy[:5]\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_default_archs_each_get_their_own_cubin(tmp_path, cache_dir):
+    """Without --arch, every default arch this nvcc supports (sm_80 … sm_100a) gets a cubin of its own."""
+    from tl_aot.toolchain import default_archs
+
+    archs = [str(a) for a in default_archs()]
+    assert {"sm_80", "sm_89", "sm_90a"} <= set(archs)  # nvcc 12.4+ supports all of these
+    kernels = Path(__file__).parents[1] / "kernels"
+    cmd = [sys.executable, "-m", "tl_aot", "build", f"{kernels / 'gemm.py'}:matmul", "--name", "gemm_all"]
+    cmd += ["--arg", "M=256", "--arg", "N=256", "--arg", "K=256", "-o", str(tmp_path), "--cache-dir", str(cache_dir)]
+    env = {k: v for k, v in os.environ.items() if k != "TL_AOT_ARCHS"}
+    subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+    info = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "tl_aot", "inspect", str(tmp_path / "libgemm_all.so"), "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    (entry,) = info["entries"]
+    variants = {v["arch"]: v for v in entry["variants"]}
+    assert list(variants) == archs
+    for arch, v in variants.items():
+        assert v["image_kind"] == "cubin" and v["image_bytes"] > 1000, arch
+    # The Hopper GEMM reads through TMA descriptors; the Ampere one does not.
+    assert variants["sm_90a"]["tma_descriptors"] and not variants["sm_80"]["tma_descriptors"]
