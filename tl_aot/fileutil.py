@@ -14,8 +14,8 @@ def atomic_replace(tmp: str | os.PathLike, dest: str | os.PathLike) -> None:
     os.replace(tmp, dest)
 
 
-def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
+def atomic_write(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename (``mode``: its permissions)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
@@ -23,7 +23,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

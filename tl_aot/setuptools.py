@@ -43,7 +43,6 @@ import logging
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +52,7 @@ from setuptools.errors import CompileError, OptionError
 
 from .arch import parse_arch_list
 from .errors import SpecError, TlAotError
+from .fileutil import atomic_write
 from .spec import RESERVED_EXPORTS, KernelSpec, LibrarySpec, archs_from_env, check_identifier
 
 try:
@@ -276,17 +276,7 @@ def _copy_if_different(src: Path, dst: Path) -> bool:
             return False
     except OSError:
         pass
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, dst)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(dst, data, mode=0o755)
     return True
 
 
