@@ -258,12 +258,14 @@ def build_library(
                 # Everything the launcher and header say is known once lowering is done: compile the
                 # launcher now, while nvcc still runs (image sizes go into the manifest's own unit).
                 signatures = _manifest(lib, tasks, lowered, nv_version)
-                progress.step(f"launcher {lib.name}.cc ({len(lib.entries)} entries)")
                 header_text = render_header(signatures)
                 write_if_different(work / f"{lib.name}.h", header_text)
                 write_if_different(work / f"{lib.name}.cc", render_launcher(signatures, header_name=f"{lib.name}.h"))
                 with slots:
-                    _compile_launcher(lib, work)
+                    t0 = time.perf_counter()
+                    compiled = _compile_launcher(lib, work)
+                done = f"{time.perf_counter() - t0:.1f} s" if compiled else "unchanged, reused"
+                progress.step(f"launcher {lib.name}.cc ({len(lib.entries)} entries, {done})")
                 for fut in cf.as_completed(futures):
                     spec, arch, key, variant, t_lower = futures[fut]
                     image, t_nvcc = fut.result()
@@ -425,10 +427,26 @@ def _sig(v: LoweredVariant) -> str:
     return ", ".join(f"{p.name}:{p.dtype}{list(p.shape) if p.is_tensor else ''}" for p in v.params)
 
 
-def _compile_launcher(lib: LibrarySpec, work: Path) -> None:
-    from .toolchain import compile_launcher
+def _compile_launcher(lib: LibrarySpec, work: Path) -> bool:
+    """Compile ``<lib>.cc`` unless the object of this very text and command is already there; True if compiled.
 
-    compile_launcher(work, f"{lib.name}.cc", f"{lib.name}.launcher.o", what=f"compiling the launcher of {lib.name}")
+    Editing one kernel usually leaves the launcher's text unchanged (same signatures and launch
+    shapes), so such a rebuild skips this 2-3 s compile. The key file is removed before compiling
+    and written after, so a compile killed half way is never taken for a finished one.
+    """
+    from .toolchain import launcher_command, run
+
+    source, obj = f"{lib.name}.cc", f"{lib.name}.launcher.o"
+    cmd = launcher_command(work, source, obj)
+    key = _digest((work / source).read_text(), *cmd, package_version("apache-tvm-ffi"))
+    key_file = work / f"{obj}.key"
+    with contextlib.suppress(OSError):
+        if (work / obj).is_file() and key_file.read_text() == key:
+            return False
+    key_file.unlink(missing_ok=True)
+    run(cmd, what=f"compiling the launcher of {lib.name}", cwd=work)
+    atomic_write(key_file, key)
+    return True
 
 
 def _link(lib: LibrarySpec, work: Path, manifest: Manifest, images: dict[str, Path]) -> None:

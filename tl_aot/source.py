@@ -158,31 +158,70 @@ def _on_sys_path(d: Path):
             sys.path.remove(entry)
 
 
+#: Kernel file → (fingerprint of it and its local modules, the module imported from them).
+_imported: dict[str, tuple[str, object]] = {}
+
+
+def _fingerprint(files: set[str]) -> str:
+    """Digest of the contents of ``files``: what an imported kernel module was made from."""
+    h = hashlib.sha256()
+    for f in sorted(files):
+        h.update(f.encode() + b"\0")
+        try:
+            h.update(Path(f).read_bytes())
+        except OSError:
+            h.update(b"\0missing")
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _forget(files: set[str], root: Path, names: list[str]) -> None:
+    """Drop the modules imported from ``files`` (by ``names`` or their module path) so they are read again."""
+    candidates = set(names)
+    for f in files:
+        with contextlib.suppress(ValueError):
+            candidates.add(_module_name(Path(f), root))
+    for name in candidates:
+        module = sys.modules.get(name)
+        file = getattr(module, "__file__", None)
+        if module is not None and file and str(Path(file).resolve()) in files:
+            del sys.modules[name]
+
+
 def import_kernel_file(path: str | Path, *, entry: str = "", arch: str = ""):
-    """Import the user's kernel file as a module (packages keep their relative imports)."""
+    """Import the user's kernel file as a module (packages keep their relative imports).
+
+    One import serves every arch of a build; if the file or a local module it imports changes,
+    the next call imports them afresh (a long-lived process never lowers stale code under a new
+    cache key).
+    """
     path = Path(path).resolve()
     if not path.is_file():
         msg = f"entry {entry!r}: kernel source {path} does not exist"
         raise LoweringError(msg)
     root = _package_root(path)
     files = {str(path)} | {str(p) for p in local_dependencies(path)}
+    fingerprint = _fingerprint(files)
+    hit = _imported.get(str(path))
+    if hit is not None and hit[0] == fingerprint:
+        return hit[1]
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    private = f"_tl_aot_kernel_{path.stem}_{digest}"
+    _forget(files, root, [private])
     with _on_sys_path(root):
         try:
             if root != path.parent:
-                name = _module_name(path, root)
-                return importlib.import_module(name)
-            digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
-            name = f"_tl_aot_kernel_{path.stem}_{digest}"
-            if name in sys.modules:
-                return sys.modules[name]
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                sys.modules.pop(name, None)
-                raise
+                module = importlib.import_module(_module_name(path, root))
+            else:
+                spec = importlib.util.spec_from_file_location(private, path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[private] = module
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    sys.modules.pop(private, None)
+                    raise
+            _imported[str(path)] = (fingerprint, module)
             return module
         except Exception as e:
             where = format_user_error(e, files) or str(path)

@@ -34,6 +34,7 @@ __all__ = [
     "map_ptx_paths",
     "compile_image",
     "compile_launcher",
+    "launcher_command",
     "embed_images",
     "link_library",
     "run",
@@ -279,8 +280,13 @@ def _sweep_stale(folder: Path, prefix: str, age_s: float = 3600.0) -> None:
 
 def compile_launcher(workdir: Path, source: str, obj: str, *, what: str) -> None:
     """Compile the generated launcher (host C++ only: cuda.h types, tvm-ffi headers) into an object."""
+    run(launcher_command(workdir, source, obj), what=what, cwd=workdir)
+
+
+def launcher_command(workdir: Path, source: str, obj: str) -> list[str]:
+    """The host compiler command of :func:`compile_launcher` (its flags are part of the launcher's cache key)."""
     p = tvm_ffi_paths()
-    cmd = [
+    return [
         find_cxx(),
         "-std=c++17",
         "-O2",
@@ -301,7 +307,6 @@ def compile_launcher(workdir: Path, source: str, obj: str, *, what: str) -> None
         "-o",
         obj,
     ]
-    run(cmd, what=what, cwd=workdir)
 
 
 def embed_images(workdir: Path, obj: str, images: dict[str, Path], out: str) -> None:

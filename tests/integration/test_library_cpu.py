@@ -161,3 +161,50 @@ def test_default_archs_each_get_their_own_cubin(tmp_path, cache_dir):
         assert v["image_kind"] == "cubin" and v["image_bytes"] > 1000, arch
     # The Hopper GEMM reads through TMA descriptors; the Ampere one does not.
     assert variants["sm_90a"]["tma_descriptors"] and not variants["sm_80"]["tma_descriptors"]
+
+
+_KERNEL = """import tilelang.language as T
+
+
+def add(N, block={block}):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                Y[bx * block + i] = X[bx * block + i] + T.float32({value})
+
+    return main
+"""
+
+
+def test_editing_one_kernel_reuses_the_launcher_unless_its_launch_changes(tmp_path, cache_dir):
+    """A kernel body edit rebuilds that entry only and reuses the compiled launcher; a launch change recompiles it."""
+    from tl_aot.build import build_library
+    from tl_aot.spec import KernelSpec, LibrarySpec
+
+    (tmp_path / "a.py").write_text(_KERNEL.format(block=128, value=1.0))
+    (tmp_path / "b.py").write_text(_KERNEL.format(block=128, value=2.0))
+    lib = LibrarySpec(
+        "pair",
+        tuple(KernelSpec.create(name=n, source=tmp_path / f"{n}.py", function="add", args={"N": 4096}, archs=["80"]) for n in ("a", "b")),
+    )
+    out = tmp_path / "out"
+
+    def build():
+        lines = []
+        result = build_library(lib, out_dir=out, cache_dir=cache_dir, log=lines.append)
+        return result, next(line for line in lines if "launcher pair.cc" in line)
+
+    first, _ = build()
+    before = first.library.read_bytes()
+    (tmp_path / "a.py").write_text(_KERNEL.format(block=128, value=3.0))  # new code, same launch
+    second, line = build()
+    assert second.rebuilt == (("a", "sm_80"),)
+    assert "unchanged, reused" in line
+    assert second.library.read_bytes() != before  # a's new image is in the library
+    (tmp_path / "a.py").write_text(_KERNEL.format(block=256, value=3.0))  # new grid and block
+    third, line = build()
+    assert third.rebuilt == (("a", "sm_80"),)
+    assert "unchanged" not in line
+    block = third.manifest.entry("a").variants[0].kernels[0].block
+    assert [str(b) for b in block] == ["256", "1", "1"]
