@@ -62,33 +62,20 @@ def build_noop(out: Path) -> Path:
     return lib
 
 
-def build_culaunch(out: Path) -> Path:
-    """The C++ cuLaunchKernel loop (driver resolved with dlopen: builds without libcuda)."""
-    from tl_aot.toolchain import cuda_include_dir, find_cxx, run
+def build_tool(name: str, out: Path) -> Path:
+    """Compile ``cpp/<name>.cc`` into ``out/<name>`` (the driver is resolved with dlopen: no libcuda needed).
 
-    exe = out / "culaunch"
-    cmd = [find_cxx(), "-std=c++17", "-O2", "-I", cuda_include_dir(), str(HERE / "cpp" / "culaunch.cc"), "-o", str(exe), "-ldl"]
-    run(cmd, what="compiling the cuLaunchKernel loop")
-    return exe
+    ``culaunch`` is the floor's cuLaunchKernel loop; ``entrycall`` the launch-path profile, which
+    calls a tl_aot entry from C++ and so also needs tvm-ffi's headers and libtvm_ffi.
+    """
+    from tl_aot.toolchain import cuda_include_dir, find_cxx, run, tvm_ffi_paths
 
-
-def entrycall_command(src: Path, exe: Path) -> list[str]:
-    """The compile command of the C++ entry-call profile (``cpp/entrycall.cc``): tvm-ffi headers, libtvm_ffi."""
-    from tl_aot.toolchain import cuda_include_dir, find_cxx, tvm_ffi_paths
-
-    p = tvm_ffi_paths()
-    return [
-        find_cxx(), "-std=c++17", "-O2", "-I", cuda_include_dir(), "-I", p["include"], "-I", p["dlpack"],
-        str(src), "-o", str(exe), "-L" + p["libdir"], "-ltvm_ffi", "-ldl",
-    ]  # fmt: skip
-
-
-def build_entrycall(out: Path) -> Path:
-    """The launch-path profile: a tl_aot entry called from C++, interleaved with plain cuLaunchKernel."""
-    from tl_aot.toolchain import run
-
-    exe = out / "entrycall"
-    run(entrycall_command(HERE / "cpp" / "entrycall.cc", exe), what="compiling the entry-call profile")
+    exe = out / name
+    cmd = [find_cxx(), "-std=c++17", "-O2", "-I", cuda_include_dir(), str(HERE / "cpp" / f"{name}.cc"), "-o", str(exe), "-ldl"]
+    if name == "entrycall":
+        p = tvm_ffi_paths()
+        cmd += ["-I", p["include"], "-I", p["dlpack"], "-L" + p["libdir"], "-ltvm_ffi"]
+    run(cmd, what=f"compiling bench/cpp/{name}.cc")
     return exe
 
 
@@ -162,8 +149,8 @@ def main(argv=None) -> int:
     result = build_bench_library(out, jobs=args.jobs, force=args.force)
     launch_cfg = export_launch_kernel(out, result)
     noop = build_noop(out)
-    exe = build_culaunch(out)
-    build_entrycall(out)
+    exe = build_tool("culaunch", out)
+    build_tool("entrycall", out)
     info = {
         "library": result.library.name,
         "noop_library": noop.name,

@@ -59,39 +59,41 @@ def _time_interleaved(cands: dict, *, calls: int, batch: int, warmup: int, sync)
     return samples
 
 
-def _culaunch(ctx, *, calls: int, batch: int) -> dict:
-    """Run the C++ cuLaunchKernel loop (rebuilt here with g++ if the carried binary does not run)."""
-    cfg = json.loads((ctx.libs / "culaunch.json").read_text())
-    exe = ctx.libs / "culaunch"
-    argv = [str(ctx.libs / cfg["cubin"]), cfg["kernel"], str(cfg["grid"][0]), str(cfg["block"][0]), str(cfg["smem"])]
-    argv += [str(cfg["num_ptr_args"]), str(cfg["bytes"]), str(calls), str(batch)]
-    try:
-        p = subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=120, check=False)
-        rebuilt = False
+def _run_tool(ctx, name: str, argv: list[str], env: dict | None = None) -> tuple[dict, bool]:
+    """Run the carried ``<libs>/<name>`` (``bench/cpp/<name>.cc``); if it does not run here, rebuild it with g++ and retry.
+
+    Returns its JSON line and whether it was rebuilt here.
+    """
+    import tempfile
+
+    p = subprocess.run([str(ctx.libs / name), *argv], capture_output=True, text=True, timeout=180, check=False, env=env)
+    rebuilt = False
+    if p.returncode != 0:
+        from bench.build_libs import build_tool
+
+        first = p.stderr.strip() or f"exit {p.returncode}"
+        exe = build_tool(name, Path(tempfile.mkdtemp(prefix=f"{name}-")))
+        p = subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=180, check=False, env=env)
         if p.returncode != 0:
-            raise OSError(p.stderr.strip() or f"exit {p.returncode}")
-    except OSError as first:
-        exe = _rebuild_culaunch()
-        p = subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=120, check=False)
-        if p.returncode != 0:
-            msg = f"culaunch failed ({first}); rebuilt here, it failed again: {p.stderr.strip()}"
-            raise RuntimeError(msg) from None
+            msg = f"{name} failed ({first}); rebuilt here, it failed again: {p.stderr.strip() or p.returncode}"
+            raise RuntimeError(msg)
         rebuilt = True
-    out = json.loads(p.stdout.strip().splitlines()[-1])
+    return json.loads(p.stdout.strip().splitlines()[-1]), rebuilt
+
+
+def _launch_config(ctx) -> tuple[dict, list[str]]:
+    """The launch entry's kernel config (``culaunch.json``) and the cubin/kernel/grid/block/smem arguments."""
+    cfg = json.loads((ctx.libs / "culaunch.json").read_text())
+    return cfg, [str(ctx.libs / cfg["cubin"]), cfg["kernel"], str(cfg["grid"][0]), str(cfg["block"][0]), str(cfg["smem"])]
+
+
+def _culaunch(ctx, *, calls: int, batch: int) -> dict:
+    """The C++ loop of cuLaunchKernel on the launch entry's cubin (``cpp/culaunch.cc``)."""
+    cfg, kernel_args = _launch_config(ctx)
+    out, rebuilt = _run_tool(ctx, "culaunch", [*kernel_args, str(cfg["num_ptr_args"]), str(cfg["bytes"]), str(calls), str(batch)])
     out["rebuilt_here"] = rebuilt
     out["kernel"] = cfg["kernel"]
     return out
-
-
-def _rebuild_culaunch() -> Path:
-    import tempfile
-
-    from tl_aot.toolchain import cuda_include_dir, find_cxx, run
-
-    src = Path(__file__).resolve().parent / "cpp" / "culaunch.cc"
-    exe = Path(tempfile.mkdtemp(prefix="culaunch-")) / "culaunch"
-    run([find_cxx(), "-std=c++17", "-O2", "-I", cuda_include_dir(), str(src), "-o", str(exe), "-ldl"], what="compiling culaunch")
-    return exe
 
 
 def _candidates(ctx, rec, x, y, torch) -> dict:
@@ -186,41 +188,22 @@ def run(ctx, rec) -> None:
 
 
 def _entrycall(ctx, *, calls: int, batch: int) -> dict:
-    """Run the C++ entry-call profile (``cpp/entrycall.cc``; rebuilt here if the carried one does not run)."""
+    """The launch entry called from C++, interleaved with plain cuLaunchKernel (``cpp/entrycall.cc``)."""
+    import math
     import os
 
     import tvm_ffi.libinfo
 
-    cfg = json.loads((ctx.libs / "culaunch.json").read_text())
-    sig = ctx.lib.signature(ENTRY)
-    tensors = [p for p in sig.params if p.is_tensor]
-    codes = {"float": 2, "bfloat": 4, "int": 0, "uint": 1}
-    dtype = tensors[0].dtype
-    kind = dtype.rstrip("0123456789")
-    bits = int(dtype[len(kind) :])
-    elems = 1
-    for d in tensors[0].shape:
-        elems *= int(d)
-    argv = [str(ctx.lib.path.resolve()), ENTRY, str(len(tensors)), str(elems), str(codes[kind]), str(bits)]
-    argv += [str(ctx.libs / cfg["cubin"]), cfg["kernel"], str(cfg["grid"][0]), str(cfg["block"][0]), str(cfg["smem"])]
-    argv += [str(calls), str(batch)]
-    libdir = str(Path(tvm_ffi.libinfo.find_libtvm_ffi()).parent)
+    from tl_aot.codegen import DLPACK_DTYPES
+
+    _, kernel_args = _launch_config(ctx)
+    tensors = [p for p in ctx.lib.signature(ENTRY).params if p.is_tensor]
+    (code, bits), *_ = DLPACK_DTYPES[tensors[0].dtype]
+    elems = math.prod(int(d) for d in tensors[0].shape)
+    argv = [str(ctx.lib.path.resolve()), ENTRY, str(len(tensors)), str(elems), str(code), str(bits), *kernel_args, str(calls), str(batch)]
+    libdir = str(Path(tvm_ffi.libinfo.find_libtvm_ffi()).parent)  # the library links libtvm_ffi
     env = {**os.environ, "LD_LIBRARY_PATH": libdir + os.pathsep + os.environ.get("LD_LIBRARY_PATH", "")}
-    exe = ctx.libs / "entrycall"
-    p = subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=180, check=False, env=env)
-    if p.returncode != 0:
-        import tempfile
-
-        from bench.build_libs import entrycall_command
-        from tl_aot.toolchain import run as run_tool
-
-        exe = Path(tempfile.mkdtemp(prefix="entrycall-")) / "entrycall"
-        run_tool(entrycall_command(Path(__file__).resolve().parent / "cpp" / "entrycall.cc", exe), what="compiling entrycall")
-        p = subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=180, check=False, env=env)
-        if p.returncode != 0:
-            msg = f"entrycall failed: {p.stderr.strip() or p.returncode}"
-            raise RuntimeError(msg)
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return _run_tool(ctx, "entrycall", argv, env)[0]
 
 
 def _profile(rec, figures: dict) -> None:

@@ -27,7 +27,7 @@ from .arch import Arch
 from .cache import VariantCache, default_cache_dir, package_version, variant_key
 from .codegen import image_symbol, render_header, render_launcher
 from .errors import CompileError, FailedProcessError, LoweringError
-from .fileutil import atomic_write, write_if_different
+from .fileutil import atomic_write, file_digest, write_if_different
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest
 from .spec import KernelSpec, LibrarySpec
 
@@ -217,7 +217,7 @@ def build_library(
                 old = json.loads(stamp.read_text())
             except (OSError, ValueError):
                 old = {}
-            if old.get("key") == lib_key and old.get("library_sha256") == _digest_file(library):
+            if old.get("key") == lib_key and old.get("library_sha256") == file_digest(library):
                 from .metadata import from_json
 
                 manifest = from_json(Manifest, old["manifest"])
@@ -263,7 +263,7 @@ def build_library(
                 write_if_different(work / f"{lib.name}.cc", render_launcher(signatures, header_name=f"{lib.name}.h"))
                 with slots:
                     t0 = time.perf_counter()
-                    compiled = _compile_launcher(lib, work)
+                    compiled = _compile_launcher(lib, work, tvm_ffi_version)
                 done = f"{time.perf_counter() - t0:.1f} s" if compiled else "unchanged, reused"
                 progress.step(f"launcher {lib.name}.cc ({len(lib.entries)} entries, {done})")
                 for fut in cf.as_completed(futures):
@@ -295,7 +295,7 @@ def build_library(
 
         atomic_write(
             stamp,
-            json.dumps({"key": lib_key, "library_sha256": _digest_file(library), "manifest": json.loads(to_json(manifest))}),
+            json.dumps({"key": lib_key, "library_sha256": file_digest(library), "manifest": json.loads(to_json(manifest))}),
         )
         if dep_path:
             _write_depfile(dep_path, library, deps_sorted)
@@ -324,10 +324,6 @@ def _exclusive(path: Path):
             yield
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-
-
-def _digest_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _user_location(spec: KernelSpec) -> str:
@@ -427,18 +423,18 @@ def _sig(v: LoweredVariant) -> str:
     return ", ".join(f"{p.name}:{p.dtype}{list(p.shape) if p.is_tensor else ''}" for p in v.params)
 
 
-def _compile_launcher(lib: LibrarySpec, work: Path) -> bool:
+def _compile_launcher(lib: LibrarySpec, work: Path, tvm_ffi_version: str) -> bool:
     """Compile ``<lib>.cc`` unless the object of this very text and command is already there; True if compiled.
 
     Editing one kernel usually leaves the launcher's text unchanged (same signatures and launch
     shapes), so such a rebuild skips this 2-3 s compile. The key file is removed before compiling
     and written after, so a compile killed half way is never taken for a finished one.
     """
-    from .toolchain import launcher_command, run
+    from .toolchain import host_command, run
 
     source, obj = f"{lib.name}.cc", f"{lib.name}.launcher.o"
-    cmd = launcher_command(work, source, obj)
-    key = _digest((work / source).read_text(), *cmd, package_version("apache-tvm-ffi"))
+    cmd = host_command(work, source, obj)
+    key = _digest((work / source).read_text(), *cmd, tvm_ffi_version)
     key_file = work / f"{obj}.key"
     with contextlib.suppress(OSError):
         if (work / obj).is_file() and key_file.read_text() == key:
@@ -452,10 +448,10 @@ def _compile_launcher(lib: LibrarySpec, work: Path) -> bool:
 def _link(lib: LibrarySpec, work: Path, manifest: Manifest, images: dict[str, Path]) -> None:
     """Compile the manifest unit, embed the images into the launcher object and link lib<name>.so."""
     from .codegen import render_manifest
-    from .toolchain import compile_launcher, embed_images, link_library
+    from .toolchain import compile_host, embed_images, link_library
 
     write_if_different(work / f"{lib.name}.manifest.cc", render_manifest(manifest))
-    compile_launcher(work, f"{lib.name}.manifest.cc", f"{lib.name}.manifest.o", what=f"compiling the manifest of {lib.name}")
+    compile_host(work, f"{lib.name}.manifest.cc", f"{lib.name}.manifest.o", what=f"compiling the manifest of {lib.name}")
     embed_images(work, f"{lib.name}.launcher.o", {k: Path(v) for k, v in images.items()}, f"{lib.name}.o")
     link_library(work, [f"{lib.name}.o", f"{lib.name}.manifest.o"], f"lib{lib.name}.so", what=f"linking lib{lib.name}.so")
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import __version__
 from .arch import Arch
+from .fileutil import file_digest
 from .metadata import LoweredVariant, from_json, to_json
 from .source import local_dependencies
 from .spec import KernelSpec
@@ -45,10 +46,6 @@ def default_cache_dir(out_dir: Path) -> Path:
     return Path(env) if env else Path(out_dir) / ".tl_aot" / "cache"
 
 
-def _file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str, list[Path]]:
     """The cache key of ``spec`` built for ``arch``, and the local files it depends on."""
     src = Path(spec.source).resolve()
@@ -64,8 +61,8 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str
         "pass_configs": [[k, repr(v)] for k, v in spec.pass_configs],
         "compile_flags": list(spec.compile_flags),
         "entry": spec.name,
-        "source": _file_digest(src) if src.is_file() else "missing",
-        "deps": [[p.name, _file_digest(p)] for p in deps],
+        "source": file_digest(src) if src.is_file() else "missing",
+        "deps": [[p.name, file_digest(p)] for p in deps],
     }
     key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
     return key, deps

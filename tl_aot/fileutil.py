@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write", "write_if_different", "atomic_replace"]
+__all__ = ["atomic_write", "write_if_different", "atomic_replace", "file_digest"]
 
 
 def atomic_replace(tmp: str | os.PathLike, dest: str | os.PathLike) -> None:
@@ -41,3 +42,8 @@ def write_if_different(path: str | os.PathLike, text: str) -> bool:
         pass
     atomic_write(path, text)
     return True
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes (hex): what caches and stamps compare."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

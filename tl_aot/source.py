@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 
 from .errors import LoweringError
+from .fileutil import file_digest
 
 __all__ = [
     "local_dependencies",
@@ -164,15 +165,13 @@ _imported: dict[str, tuple[str, object]] = {}
 
 def _fingerprint(files: set[str]) -> str:
     """Digest of the contents of ``files``: what an imported kernel module was made from."""
-    h = hashlib.sha256()
+    parts = []
     for f in sorted(files):
-        h.update(f.encode() + b"\0")
         try:
-            h.update(Path(f).read_bytes())
+            parts.append(f"{f}={file_digest(f)}")
         except OSError:
-            h.update(b"\0missing")
-        h.update(b"\0")
-    return h.hexdigest()
+            parts.append(f"{f}=missing")
+    return "\n".join(parts)
 
 
 def _forget(files: set[str], root: Path, names: list[str]) -> None:

@@ -33,8 +33,8 @@ __all__ = [
     "source_prefix_map",
     "map_ptx_paths",
     "compile_image",
-    "compile_launcher",
-    "launcher_command",
+    "compile_host",
+    "host_command",
     "embed_images",
     "link_library",
     "run",
@@ -278,13 +278,13 @@ def _sweep_stale(folder: Path, prefix: str, age_s: float = 3600.0) -> None:
                         shutil.rmtree(p, ignore_errors=True)
 
 
-def compile_launcher(workdir: Path, source: str, obj: str, *, what: str) -> None:
-    """Compile the generated launcher (host C++ only: cuda.h types, tvm-ffi headers) into an object."""
-    run(launcher_command(workdir, source, obj), what=what, cwd=workdir)
+def compile_host(workdir: Path, source: str, obj: str, *, what: str) -> None:
+    """Compile a generated host C++ unit (the launcher, the manifest) into an object."""
+    run(host_command(workdir, source, obj), what=what, cwd=workdir)
 
 
-def launcher_command(workdir: Path, source: str, obj: str) -> list[str]:
-    """The host compiler command of :func:`compile_launcher` (its flags are part of the launcher's cache key)."""
+def host_command(workdir: Path, source: str, obj: str) -> list[str]:
+    """The host compiler command of :func:`compile_host`: cuda.h types, tvm-ffi headers, stable paths."""
     p = tvm_ffi_paths()
     return [
         find_cxx(),

@@ -8,78 +8,20 @@
 // stream is synchronised outside the timed region, so the figure is host cost, not GPU throughput.
 // Prints one JSON object. The driver is resolved with dlopen like tl_aot's launcher, so this
 // builds on a machine without libcuda.
-#include <cuda.h>
-#include <dlfcn.h>
-
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
-namespace {
+#include "driver.h"
 
-using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
-
-struct Api {
-  decltype(&::cuInit) Init;
-  decltype(&::cuDeviceGet) DeviceGet;
-  decltype(&::cuDevicePrimaryCtxRetain) PrimaryCtxRetain;
-  decltype(&::cuCtxSetCurrent) CtxSetCurrent;
-  decltype(&::cuModuleLoadData) ModuleLoadData;
-  decltype(&::cuModuleGetFunction) ModuleGetFunction;
-  decltype(&::cuMemAlloc) MemAlloc;
-  decltype(&::cuLaunchKernel) LaunchKernel;
-  decltype(&::cuCtxSynchronize) CtxSynchronize;
-  decltype(&::cuFuncSetAttribute) FuncSetAttribute;
-};
-
-[[noreturn]] void die(const std::string& msg) {
-  std::fprintf(stderr, "culaunch: %s\n", msg.c_str());
-  std::exit(1);
-}
-
-void check(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) die(std::string(what) + " failed with CUresult " + std::to_string(static_cast<int>(r)));
-}
-
-Api load_api() {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) die("cannot load libcuda.so.1");
-  auto gpa = reinterpret_cast<GetProcAddressFn>(dlsym(lib, "cuGetProcAddress_v2"));
-  if (gpa == nullptr) die("the driver lacks cuGetProcAddress_v2");
-  Api a{};
-  auto get = [&](const char* name, auto& fn) {
-    void* p = nullptr;
-    CUdriverProcAddressQueryResult q;
-    if (gpa(name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || p == nullptr) die(std::string("no ") + name);
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
-  };
-  get("cuInit", a.Init);
-  get("cuDeviceGet", a.DeviceGet);
-  get("cuDevicePrimaryCtxRetain", a.PrimaryCtxRetain);
-  get("cuCtxSetCurrent", a.CtxSetCurrent);
-  get("cuModuleLoadData", a.ModuleLoadData);
-  get("cuModuleGetFunction", a.ModuleGetFunction);
-  get("cuMemAlloc", a.MemAlloc);
-  get("cuLaunchKernel", a.LaunchKernel);
-  get("cuCtxSynchronize", a.CtxSynchronize);
-  get("cuFuncSetAttribute", a.FuncSetAttribute);
-  return a;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
+using bench::check;
+using bench::die;
+using bench::median;
 
 int main(int argc, char** argv) {
+  bench::g_program = "culaunch";
   if (argc < 8) die("usage: culaunch CUBIN KERNEL GRID_X BLOCK_X SMEM NUM_PTR_ARGS BYTES [CALLS] [BATCH]");
   const std::string cubin_path = argv[1];
   const std::string kernel = argv[2];
@@ -92,22 +34,8 @@ int main(int argc, char** argv) {
   const int batch = argc > 9 ? std::atoi(argv[9]) : 100;
   if (nptr <= 0 || nptr > 16 || calls <= 0 || batch <= 0) die("bad NUM_PTR_ARGS, CALLS or BATCH");
 
-  std::ifstream f(cubin_path, std::ios::binary);
-  if (!f) die("cannot read " + cubin_path);
-  std::vector<char> image((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-
-  Api cu = load_api();
-  check(cu.Init(0), "cuInit");
-  CUdevice dev;
-  check(cu.DeviceGet(&dev, 0), "cuDeviceGet");
-  CUcontext ctx;
-  check(cu.PrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-  check(cu.CtxSetCurrent(ctx), "cuCtxSetCurrent");
-  CUmodule mod;
-  check(cu.ModuleLoadData(&mod, image.data()), "cuModuleLoadData");
-  CUfunction fn;
-  check(cu.ModuleGetFunction(&fn, mod, kernel.c_str()), "cuModuleGetFunction");
-  if (smem > 48 * 1024) check(cu.FuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem), "cuFuncSetAttribute");
+  const bench::Driver cu = bench::load_driver();
+  CUfunction fn = bench::load_kernel(cu, cubin_path, kernel, smem);
   std::vector<CUdeviceptr> ptrs(nptr);
   std::vector<void*> args(nptr);
   for (int i = 0; i < nptr; ++i) {

@@ -11,51 +11,26 @@
 // entry's environment stream is unset here, so it is the null stream too). Also timed alone:
 // cuCtxGetCurrent and TVMFFIEnvGetStream, the two lookups the launcher's steady path makes.
 // Prints one JSON object. libtvm_ffi must be on the loader path (the library links it).
-#include <cuda.h>
-#include <dlfcn.h>
 #include <tvm/ffi/c_api.h>
 #include <tvm/ffi/extra/c_env_api.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
-namespace {
+#include "driver.h"
 
-using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+using bench::check;
+using bench::die;
+using bench::median;
 using SafeCall = int (*)(void*, const TVMFFIAny*, int32_t, TVMFFIAny*);
 
-[[noreturn]] void die(const std::string& msg) {
-  std::fprintf(stderr, "entrycall: %s\n", msg.c_str());
-  std::exit(1);
-}
-
-template <typename F>
-void get(GetProcAddressFn gpa, const char* name, F& fn) {
-  void* p = nullptr;
-  CUdriverProcAddressQueryResult q;
-  if (gpa(name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || p == nullptr) die(std::string("no ") + name);
-  fn = reinterpret_cast<F>(p);
-}
-
-void check(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) die(std::string(what) + " failed with CUresult " + std::to_string(static_cast<int>(r)));
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
+  bench::g_program = "entrycall";
   if (argc < 12) die("usage: entrycall LIBRARY ENTRY NTENSORS ELEMS DTYPE_CODE DTYPE_BITS CUBIN KERNEL GRID BLOCK SMEM [CALLS] [BATCH]");
   const std::string library = argv[1], entry = argv[2];
   const int ntensors = std::atoi(argv[3]);
@@ -68,45 +43,8 @@ int main(int argc, char** argv) {
   const int batch = argc > 13 ? std::atoi(argv[13]) : 100;
   if (ntensors <= 0 || ntensors > 16 || elems <= 0 || calls <= 0 || batch <= 0) die("bad NTENSORS, ELEMS, CALLS or BATCH");
 
-  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (cuda == nullptr) die("cannot load libcuda.so.1");
-  auto gpa = reinterpret_cast<GetProcAddressFn>(dlsym(cuda, "cuGetProcAddress_v2"));
-  if (gpa == nullptr) die("the driver lacks cuGetProcAddress_v2");
-  decltype(&::cuInit) Init;
-  decltype(&::cuDeviceGet) DeviceGet;
-  decltype(&::cuDevicePrimaryCtxRetain) PrimaryCtxRetain;
-  decltype(&::cuCtxSetCurrent) CtxSetCurrent;
-  decltype(&::cuCtxGetCurrent) CtxGetCurrent;
-  decltype(&::cuModuleLoadData) ModuleLoadData;
-  decltype(&::cuModuleGetFunction) ModuleGetFunction;
-  decltype(&::cuMemAlloc) MemAlloc;
-  decltype(&::cuLaunchKernel) LaunchKernel;
-  decltype(&::cuCtxSynchronize) CtxSynchronize;
-  get(gpa, "cuInit", Init);
-  get(gpa, "cuDeviceGet", DeviceGet);
-  get(gpa, "cuDevicePrimaryCtxRetain", PrimaryCtxRetain);
-  get(gpa, "cuCtxSetCurrent", CtxSetCurrent);
-  get(gpa, "cuCtxGetCurrent", CtxGetCurrent);
-  get(gpa, "cuModuleLoadData", ModuleLoadData);
-  get(gpa, "cuModuleGetFunction", ModuleGetFunction);
-  get(gpa, "cuMemAlloc", MemAlloc);
-  get(gpa, "cuLaunchKernel", LaunchKernel);
-  get(gpa, "cuCtxSynchronize", CtxSynchronize);
-
-  check(Init(0), "cuInit");
-  CUdevice dev;
-  check(DeviceGet(&dev, 0), "cuDeviceGet");
-  CUcontext ctx;
-  check(PrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-  check(CtxSetCurrent(ctx), "cuCtxSetCurrent");
-
-  std::ifstream f(cubin_path, std::ios::binary);
-  if (!f) die("cannot read " + cubin_path);
-  std::vector<char> image((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  CUmodule mod;
-  check(ModuleLoadData(&mod, image.data()), "cuModuleLoadData");
-  CUfunction fn;
-  check(ModuleGetFunction(&fn, mod, kernel.c_str()), "cuModuleGetFunction");
+  const bench::Driver cu = bench::load_driver();
+  CUfunction fn = bench::load_kernel(cu, cubin_path, kernel, smem);
 
   void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) die(std::string("cannot load ") + library + ": " + dlerror());
@@ -119,7 +57,7 @@ int main(int argc, char** argv) {
   std::vector<DLTensor> tensors(ntensors);
   std::vector<TVMFFIAny> packed(ntensors);
   for (int i = 0; i < ntensors; ++i) {
-    check(MemAlloc(&ptrs[i], static_cast<size_t>(elems) * bits / 8 + 256), "cuMemAlloc");
+    check(cu.MemAlloc(&ptrs[i], static_cast<size_t>(elems) * bits / 8 + 256), "cuMemAlloc");
     launch_args[i] = &ptrs[i];
     DLTensor& t = tensors[i];
     t.data = reinterpret_cast<void*>(ptrs[i]);
@@ -141,14 +79,15 @@ int main(int argc, char** argv) {
     if (call(nullptr, packed.data(), ntensors, &result) != 0) {
       TVMFFIObjectHandle err = nullptr;
       TVMFFIErrorMoveFromRaised(&err);
+      if (err != nullptr) TVMFFIObjectDecRef(err);
       die("the entry call failed (see the library's error)");
     }
   };
-  auto raw_launch = [&] { LaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, nullptr, launch_args.data(), nullptr); };
+  auto raw_launch = [&] { cu.LaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, nullptr, launch_args.data(), nullptr); };
   volatile uintptr_t sink = 0;
   auto ctx_query = [&] {
     CUcontext c;
-    CtxGetCurrent(&c);
+    cu.CtxGetCurrent(&c);
     sink = sink + reinterpret_cast<uintptr_t>(c);
   };
   auto env_stream = [&] { sink = sink + reinterpret_cast<uintptr_t>(TVMFFIEnvGetStream(kDLCUDA, 0)); };
@@ -157,14 +96,14 @@ int main(int argc, char** argv) {
     entry_call();
     raw_launch();
   }
-  check(CtxSynchronize(), "cuCtxSynchronize");
+  check(cu.CtxSynchronize(), "cuCtxSynchronize");
 
   using clock = std::chrono::steady_clock;
   auto time_batch = [&](auto&& fn_) {
     auto t0 = clock::now();
     for (int i = 0; i < batch; ++i) fn_();
     auto t1 = clock::now();
-    check(CtxSynchronize(), "cuCtxSynchronize");
+    check(cu.CtxSynchronize(), "cuCtxSynchronize");
     return std::chrono::duration<double, std::micro>(t1 - t0).count() / batch;
   };
   std::vector<double> e_us, r_us, c_us, s_us;
