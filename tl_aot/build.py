@@ -132,8 +132,15 @@ def _check_toolchain(lib: LibrarySpec):
 
 
 def _lib_key(lib: LibrarySpec, keys: list[str], tvm_ffi_version: str) -> str:
-    templates = "".join(sorted(_digest(f.name, f.read_text()) for f in _TEMPLATES.glob("*.j2")))
+    templates = "".join(sorted(_digest(f.name, f.read_text()) for f in _generator_files()))
     return _digest(__version__, str(ABI_VERSION), lib.name, tvm_ffi_version, templates, *keys)
+
+
+def _generator_files() -> list[Path]:
+    """Files whose content shapes every library besides the kernels: templates and the launcher runtime."""
+    from .toolchain import RUNTIME_SOURCES
+
+    return sorted([*_TEMPLATES.glob("*.j2"), *RUNTIME_SOURCES])
 
 
 class _Progress:
@@ -243,6 +250,7 @@ def build_library(
         slots = threading.BoundedSemaphore(max(1, jobs))  # lowering, the launcher and nvcc share them
         with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures: dict[cf.Future, tuple[KernelSpec, Arch, str, LoweredVariant, float]] = {}
+            runtime = pool.submit(_runtime_object, cache.root, tvm_ffi_version, slots)
             try:
                 for spec, arch, key in todo:
                     from .lower import lower_variant
@@ -272,6 +280,7 @@ def build_library(
                     images[key] = image
                     timings[key] = t_lower + t_nvcc
                     rebuilt.append((spec.name, str(arch)))
+                runtime_obj = runtime.result()
             except BaseException:
                 for f in futures:
                     f.cancel()
@@ -285,7 +294,7 @@ def build_library(
             if not path.is_file() or path.read_bytes() != images[key]:
                 atomic_write(path, images[key])
             image_files[sym] = path
-        _link(lib, work, manifest, image_files)
+        _link(lib, work, manifest, image_files, runtime_obj)
         progress.step(f"link lib{lib.name}.so")
         tmp_lib = work / f"lib{lib.name}.so"
         shutil.copyfile(tmp_lib, work / f".lib{lib.name}.so.part")
@@ -396,6 +405,10 @@ def _manifest(lib: LibrarySpec, tasks, lowered: dict, nv_version: str, image_siz
                     tma_descriptors=v.tma_descriptors,
                     image_bytes=(image_sizes or {}).get(key, 0),
                     image_kind="fatbin" if arch.ptx else "cubin",
+                    workspaces=v.workspaces,
+                    device=v.device,
+                    config=v.config,
+                    config_source=v.config_source,
                 )
             )
         entries.append(
@@ -445,22 +458,31 @@ def _compile_launcher(lib: LibrarySpec, work: Path, tvm_ffi_version: str) -> boo
     return True
 
 
-def _link(lib: LibrarySpec, work: Path, manifest: Manifest, images: dict[str, Path]) -> None:
-    """Compile the manifest unit, embed the images into the launcher object and link lib<name>.so."""
+def _runtime_object(cache_root: Path, tvm_ffi_version: str, slots) -> Path:
+    """The launcher runtime's object (compiled once per toolchain into the cache), holding a job slot if compiling."""
+    from .toolchain import runtime_object
+
+    with slots:
+        obj, _ = runtime_object(cache_root, extra_key=f"tl_aot {__version__}, tvm-ffi {tvm_ffi_version}")
+    return obj
+
+
+def _link(lib: LibrarySpec, work: Path, manifest: Manifest, images: dict[str, Path], runtime_obj: Path) -> None:
+    """Compile the manifest unit, embed the images into the launcher object and link lib<name>.so with the runtime."""
     from .codegen import render_manifest
     from .toolchain import compile_host, embed_images, link_library
 
     write_if_different(work / f"{lib.name}.manifest.cc", render_manifest(manifest))
     compile_host(work, f"{lib.name}.manifest.cc", f"{lib.name}.manifest.o", what=f"compiling the manifest of {lib.name}")
     embed_images(work, f"{lib.name}.launcher.o", {k: Path(v) for k, v in images.items()}, f"{lib.name}.o")
-    link_library(work, [f"{lib.name}.o", f"{lib.name}.manifest.o"], f"lib{lib.name}.so", what=f"linking lib{lib.name}.so")
+    link_library(work, [f"{lib.name}.o", f"{lib.name}.manifest.o", str(runtime_obj)], f"lib{lib.name}.so", what=f"linking lib{lib.name}.so")
 
 
 def _write_depfile(path: Path, target: Path, deps) -> None:
     def esc(p) -> str:
         return str(p).replace("\\", "\\\\").replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
 
-    templates = sorted(_TEMPLATES.glob("*.j2"))
+    templates = _generator_files()
     lines = [f"{esc(target)}: \\"] + [f"  {esc(d)} \\" for d in [*deps, *templates]]
     lines[-1] = lines[-1][:-2]
     write_if_different(path, "\n".join(lines) + "\n")

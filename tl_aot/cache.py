@@ -29,7 +29,7 @@ __all__ = ["VariantCache", "variant_key", "default_cache_dir", "package_version"
 
 #: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
 #: so that entries written by an older tl_aot of the same version are never reused.
-CACHE_SCHEMA = 2
+CACHE_SCHEMA = 3
 
 
 def package_version(dist: str) -> str:
@@ -61,6 +61,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str
         "pass_configs": [[k, repr(v)] for k, v in spec.pass_configs],
         "compile_flags": list(spec.compile_flags),
         "entry": spec.name,
+        "device": spec.device,
         "source": file_digest(src) if src.is_file() else "missing",
         "deps": [[p.name, file_digest(p)] for p in deps],
     }

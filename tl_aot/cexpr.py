@@ -95,15 +95,15 @@ class CppExprPrinter:
         if kind in _BINARY:
             return f"({self.visit(e.a, d)} {_BINARY[kind]} {self.visit(e.b, d)})"
         if kind in ("FloorDiv", "Div") and _is_int(e):
-            return f"tl_aot_floordiv({self.visit(e.a, d)}, {self.visit(e.b, d)})"
+            return f"rt::floordiv({self.visit(e.a, d)}, {self.visit(e.b, d)})"
         if kind in ("FloorMod", "Mod") and _is_int(e):
-            return f"tl_aot_floormod({self.visit(e.a, d)}, {self.visit(e.b, d)})"
+            return f"rt::floormod({self.visit(e.a, d)}, {self.visit(e.b, d)})"
         if kind == "Div":
             return f"({self.visit(e.a, d)} / {self.visit(e.b, d)})"
         if kind == "Min":
-            return f"tl_aot_min({self.visit(e.a, d)}, {self.visit(e.b, d)})"
+            return f"rt::min<int64_t>({self.visit(e.a, d)}, {self.visit(e.b, d)})"
         if kind == "Max":
-            return f"tl_aot_max({self.visit(e.a, d)}, {self.visit(e.b, d)})"
+            return f"rt::max<int64_t>({self.visit(e.a, d)}, {self.visit(e.b, d)})"
         if kind == "Not":
             return f"(!{self.visit(e.a, d)})"
         if kind == "Select":

@@ -123,6 +123,12 @@ def describe(manifest) -> str:
             lines.append("  dynamic: " + ", ".join(f"{s.name} = {s.param}.shape[{s.dim}]" for s in e.symbols))
         for v in e.variants:
             lines.append(f"  arch {v.arch}{'+PTX' if v.ptx else ''}: {v.image_kind} {v.image_bytes} bytes")
+            if v.device:
+                lines.append(f"    device queries answered as {v.device}")
+            if v.config:
+                lines.append(f"    config ({v.config_source}): " + ", ".join(f"{k}={val}" for k, val in v.config))
+            for w in v.workspaces:
+                lines.append(f"    workspace {w.name}: {w.dtype}[{', '.join(w.shape)}], allocated per call")
             for k in v.kernels:
                 grid = ", ".join(k.grid_display or k.grid)
                 block = ", ".join(k.block_display or k.block)

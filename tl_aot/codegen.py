@@ -13,6 +13,7 @@ import math
 from .arch import parse_arch
 from .errors import LoweringError
 from .metadata import ABI_VERSION, LoweredEntry, Manifest, to_json
+from .spec import cpp_name
 
 __all__ = ["render_launcher", "render_manifest", "render_header", "render_loader", "image_symbol", "DLPACK_DTYPES"]
 
@@ -97,20 +98,21 @@ def _dtype_check(dtype: str, where: str) -> str:
     return f"({alts}) && t->dtype.lanes == 1"
 
 
-def _scalar_getter(dtype: str, name: str, entry: str) -> tuple[str, str]:
+def _scalar_getter(dtype: str, name: str, entry: str, entry_name: str = "") -> tuple[str, str]:
+    """C++ type of a scalar parameter and the expression reading it from ``@`` (an AnyView); ``entry`` spells its name."""
     if dtype in _INT_RANGES:
         lo, hi = _INT_RANGES[dtype]
         lo_s = "INT64_MIN" if lo == -(2**63) else f"int64_t({lo})"
-        return f"{dtype}_t", f'int_arg(@, k_{entry}, "{name}", {lo_s}, int64_t({hi}), "{dtype}")'
+        return f"{dtype}_t", f'rt::int_arg(@, {entry}, "{name}", {lo_s}, int64_t({hi}), "{dtype}")'
     if dtype in _FLOAT_CTYPES:
-        return _FLOAT_CTYPES[dtype], f'float_arg(@, k_{entry}, "{name}", "{dtype}")'
+        return _FLOAT_CTYPES[dtype], f'rt::float_arg(@, {entry}, "{name}", "{dtype}")'
     if dtype == "bool":
-        return "bool", f'bool_arg(@, k_{entry}, "{name}")'
-    msg = f"entry {entry!r}: scalar parameter {name!r} has dtype {dtype}, which tl_aot launchers do not support"
+        return "bool", f'rt::bool_arg(@, {entry}, "{name}")'
+    msg = f"entry {entry_name or entry!r}: scalar parameter {name!r} has dtype {dtype}, which tl_aot launchers do not support"
     raise LoweringError(msg)
 
 
-def _entry_context(e: LoweredEntry) -> dict:
+def _entry_context(e: LoweredEntry, index: int) -> dict:
     where = f"entry {e.name!r}"
     tensors = [p for p in e.params if p.is_tensor]
     if not tensors:
@@ -120,11 +122,11 @@ def _entry_context(e: LoweredEntry) -> dict:
     bound: dict[str, tuple[str, int]] = {}
     t_ctx, late = [], []
     for p in tensors:
-        shape_display = c_string_body("[" + ", ".join(str(d) for d in p.shape) + "]")
+        shape = "[" + ", ".join(str(d) for d in p.shape) + "]"
         checks = []
         for i, (d, cpp) in enumerate(zip(p.shape, p.shape_cpp)):
             if isinstance(d, int):
-                checks.append({"bind": "", "dim": i, "value": str(d), "display": c_string_body(d), "got_prefix": ""})
+                checks.append({"bind": "", "source": "", "dim": i, "value": str(d), "display": c_string_body(f"{shape} with dim {i} = {d}")})
             elif d in symbols and d not in bound:
                 bound[d] = (p.name, i)
                 checks.append({"bind": d, "dim": i})
@@ -135,16 +137,12 @@ def _entry_context(e: LoweredEntry) -> dict:
                         "bind": "",
                         "dim": i,
                         "value": f"s_{d}",
-                        "display": c_string_body(f"{d} = "),
-                        "got_prefix": f" + std::to_string(s_{d}) + \" (from '{src[0]}' dim {src[1]})\"",
+                        "display": c_string_body(f"{shape} with dim {i} = {d} = "),
+                        "source": c_string_body(f" (from '{src[0]}' dim {src[1]})"),
                     }
                 )
             else:
-                late.append({"param": p.name, "dim": i, "value": cpp, "display": c_string_body(d), "shape_display": shape_display})
-        stride_checks = []
-        if p.strides:
-            for i, cpp in enumerate(p.strides_cpp):
-                stride_checks.append({"dim": i, "value": cpp})
+                late.append({"param": p.name, "dim": i, "value": cpp, "display": c_string_body(f"{shape} with dim {i} = {d} = ")})
         t_ctx.append(
             {
                 "name": p.name,
@@ -152,8 +150,8 @@ def _entry_context(e: LoweredEntry) -> dict:
                 "dtype": p.dtype,
                 "dtype_check": _dtype_check(p.dtype, f"{where}: parameter {p.name!r}"),
                 "dim_checks": checks,
-                "shape_display": shape_display,
-                "stride_checks": stride_checks,
+                "shape_display": c_string_body(shape),
+                "stride_checks": [{"dim": i, "value": cpp} for i, cpp in enumerate(p.strides_cpp)] if p.strides else [],
                 "alignment": p.alignment if p.alignment > 1 and (p.alignment & (p.alignment - 1)) == 0 else 0,
                 "strides_display": c_string_body("(" + ", ".join(str(s) for s in p.strides) + ")"),
             }
@@ -161,9 +159,9 @@ def _entry_context(e: LoweredEntry) -> dict:
     params_ctx, scalars = [], []
     for p in e.params:
         if p.is_tensor:
-            params_ctx.append({"name": p.name, "is_tensor": True})
+            params_ctx.append({"name": p.name, "is_tensor": True, "ctype": "::tvm::ffi::TensorView"})
         else:
-            ctype, getter = _scalar_getter(p.dtype, p.name, e.name)
+            ctype, getter = _scalar_getter(p.dtype, p.name, f"{_namespace(index)}::kName", e.name)
             d = {"name": p.name, "is_tensor": False, "ctype": ctype, "getter": getter}
             params_ctx.append(d)
             scalars.append(d)
@@ -179,7 +177,9 @@ def _entry_context(e: LoweredEntry) -> dict:
                 static_smem = int(k.dynamic_smem)
             except ValueError:
                 static_smem = -1
-            kernels.append({**_as_dict(k), "static_smem": static_smem, "cluster_size": math.prod(k.cluster_dims or (1,))})
+            args = [{**_as_dict(arg), "index": i} for i, arg in enumerate(k.args)]
+            kernels.append({**_as_dict(k), "args": args, "static_smem": static_smem, "cluster_size": math.prod(k.cluster_dims or (1,))})
+        workspaces = [{"name": c_string_body(w.name), "cpp": w.cpp, "factors": list(w.factors) or ["1"], "elem_bytes": max(1, (w.elem_bits + 7) // 8)} for w in v.workspaces]
         variants.append(
             {
                 "arch": v.arch,
@@ -190,11 +190,17 @@ def _entry_context(e: LoweredEntry) -> dict:
                 "image_symbol": image_symbol(e.name, v.arch, v.ptx),
                 "kernels": kernels,
                 "tma_descriptors": [_as_dict(d) for d in v.tma_descriptors],
+                "workspaces": workspaces,
             }
         )
-    cpp_params = ", ".join(f"::tvm::ffi::TensorView {p['name']}" if p["is_tensor"] else f"{p['ctype']} {p['name']}" for p in params_ctx)
+    # The header declares parameters by the user's names (C++ keywords get a '_' suffix); the
+    # launcher defines them as u_<name>, so no user name meets a generated identifier.
+    shown = [cpp_name(p.name) for p in e.params]
+    shown = [cpp_name(n, set(shown[:i])) for i, n in enumerate(shown)]
     return {
         "name": e.name,
+        "ns": _namespace(index),
+        "cpp_name": cpp_name(e.name),
         "signature": c_comment(e.signature()),
         "source": c_comment(e.source),
         "function": e.function,
@@ -207,9 +213,16 @@ def _entry_context(e: LoweredEntry) -> dict:
         "symbols": sym_ctx,
         "late_checks": late,
         "variants": variants,
-        "cpp_params": cpp_params,
-        "cpp_args": ", ".join(p.name for p in e.params),
+        "cpp_params": ", ".join(f"{p['ctype']} {n}" for p, n in zip(params_ctx, shown)),
+        "stream_param": cpp_name("stream", set(shown)),
+        "cpp_def_params": ", ".join(f"{p['ctype']} u_{p['name']}" for p in params_ctx),
+        "cpp_def_args": ", ".join(f"u_{p['name']}" for p in params_ctx),
     }
+
+
+def _namespace(index: int) -> str:
+    """The C++ namespace holding one entry's generated code: by position, so no entry name can clash."""
+    return f"entry{index}"
 
 
 def _as_dict(obj) -> dict:
@@ -227,7 +240,7 @@ def _raw_string(text: str) -> tuple[str, str]:
 
 
 def _context(manifest: Manifest, header_name: str) -> dict:
-    entries = [_entry_context(e) for e in manifest.entries]
+    entries = [_entry_context(e, i) for i, e in enumerate(manifest.entries)]
     archs = sorted({a for e in entries for a in e["archs"]})
     return {
         "lib": manifest.library,
@@ -239,7 +252,6 @@ def _context(manifest: Manifest, header_name: str) -> dict:
         "nvcc_version": manifest.nvcc_version,
         "abi_version": ABI_VERSION,
         "header_name": header_name,
-        "max_kernels": max(len(v["kernels"]) for e in entries for v in e["variants"]),
     }
 
 

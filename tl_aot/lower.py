@@ -7,17 +7,19 @@ L2 windows) is taken from TileLang's lowered host and device modules, never re-p
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import re
 import sys
 
 from .arch import Arch
+from .device import default_profile, emulate, find_profile
 from .cexpr import CppExprPrinter, ctype_of
-from .errors import LoweringError, TlAotError
-from .metadata import DeviceKernel, KernelArg, L2Window, LoweredVariant, Param, Symbol, TmaDescriptor
+from .errors import LoweringError, SpecError, TlAotError
+from .metadata import DeviceKernel, KernelArg, L2Window, LoweredVariant, Param, Symbol, TmaDescriptor, Workspace
 from .source import format_user_error, import_kernel_file, local_dependencies
-from .spec import KernelSpec, check_identifier
+from .spec import KernelSpec
 
 __all__ = ["lower_variant", "tilelang_version", "nvcc_flags_for"]
 
@@ -33,8 +35,10 @@ def tilelang_version() -> str:
 
 
 def _resolve_prim_func(spec: KernelSpec, module, where: str):
-    """Turn the user's object (factory, @tilelang.jit function or prim_func) into a PrimFunc + options."""
+    """Turn the user's object (factory, @tilelang.jit or @autotune function, prim_func) into a PrimFunc + options."""
     from tilelang import tvm
+
+    from .autotune import choose_config, is_autotuned
 
     PrimFunc = tvm.tirx.PrimFunc
     obj = getattr(module, spec.function, None)
@@ -45,6 +49,11 @@ def _resolve_prim_func(spec: KernelSpec, module, where: str):
     kwargs = spec.kwargs
     pass_configs: dict = {}
     compile_flags: list = []
+    choice = None
+    if is_autotuned(obj):  # @autotune over @tilelang.jit: build one config, never run TileLang's tuner
+        choice = choose_config(obj, kwargs, function=spec.function, where=where)
+        kwargs = choice.kwargs
+        obj = obj.jit_impl
     if isinstance(obj, PrimFunc):
         if kwargs:
             msg = f"{where}: {spec.function} is already a T.prim_func; it takes no --arg ({', '.join(kwargs)})"
@@ -71,9 +80,11 @@ def _resolve_prim_func(spec: KernelSpec, module, where: str):
         pass_configs = {**dict(attrs["tilelang_pass_configs"]), **pass_configs}
     if "tilelang_compile_flags" in attrs:
         compile_flags += [str(f) for f in attrs["tilelang_compile_flags"]]
+    if choice is not None:
+        pass_configs.update(choice.pass_configs)
     pass_configs.update(dict(spec.pass_configs))
     compile_flags += list(spec.compile_flags)
-    return func, pass_configs, compile_flags
+    return func, pass_configs, compile_flags, choice
 
 
 def _check_binds(obj, kwargs: dict, spec: KernelSpec, where: str) -> None:
@@ -109,11 +120,11 @@ def _signature(func, where: str):
     for var in func.params:
         if var in func.buffer_map:
             buf = func.buffer_map[var]
-            pname = check_identifier(buf.name, f"{where}: tensor parameter")
+            pname = _check_name(buf.name, f"{where}: tensor parameter")
             names[buf.data.name] = f"p_{pname}"
             buffers.append((pname, buf))
         else:
-            pname = check_identifier(var.name, f"{where}: scalar parameter")
+            pname = _check_name(var.name, f"{where}: scalar parameter")
             ctype_of(str(var.dtype), f"{where}: parameter {pname!r}")
             names[var.name] = f"a_{pname}"
             params.append(Param(pname, "scalar", str(var.dtype)))
@@ -123,7 +134,7 @@ def _signature(func, where: str):
             if isinstance(x, tirx.IntImm):
                 return int(x.value)
             if isinstance(x, tirx.Var):
-                check_identifier(x.name, f"{where}: symbolic dimension of {pname}")
+                _check_name(x.name, f"{where}: symbolic dimension of {pname}")
                 if x.name not in symbols:
                     symbols[x.name] = Symbol(x.name, str(x.dtype), pname, di if not stride else -1 - di)
                     names[x.name] = f"s_{x.name}"
@@ -151,6 +162,56 @@ def _signature(func, where: str):
                         msg = f"{where}: tensor {pname!r} has dimension `{s}` whose variable {v!r} no other dimension binds"
                         raise LoweringError(msg)
     return tuple(params), tuple(symbols.values()), names
+
+
+def _check_name(name: str, what: str) -> str:
+    """A parameter or dimension name: any identifier (generated C++ only ever spells it prefixed)."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name or ""):
+        msg = f"{what} {name!r} is not an identifier tl_aot can name in C++"
+        raise LoweringError(msg)
+    return name
+
+
+def _workspaces(host_func, names: dict, lets: dict, where: str):
+    """Global buffers the host function allocates itself (``T.alloc_global``): the library allocates them per call."""
+    from tilelang import tvm
+
+    found = []
+
+    def visit(node):
+        if type(node).__name__ == "AllocBuffer" and node.buffer.scope() == "global":
+            found.append(node.buffer)
+
+    tvm.tirx.stmt_functor.post_order_visit(host_func.body, visit)
+    out = []
+    for i, buf in enumerate(found):
+        name = buf.name
+        cpp = f"w_{name}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"w_{i}_" + re.sub(r"\W", "_", name)
+        names[buf.data.name] = cpp
+    pr = CppExprPrinter(names, lets, where)
+    for buf in found:
+        factors: list = []
+        for dim in buf.shape:
+            factors += _product_factors(dim)
+        dt = tvm.DataType(str(buf.dtype))
+        out.append(
+            Workspace(
+                name=buf.name,
+                dtype=str(buf.dtype),
+                cpp=names[buf.data.name],
+                factors=tuple(pr(f) for f in factors),
+                elem_bits=int(dt.bits) * int(dt.lanes),
+                shape=tuple(str(d) for d in buf.shape),
+            )
+        )
+    return tuple(out)
+
+
+def _product_factors(expr) -> list:
+    """``a * b * c`` as [a, b, c] (so the launcher can check the product for overflow)."""
+    if type(expr).__name__ == "Mul":
+        return _product_factors(expr.a) + _product_factors(expr.b)
+    return [expr]
 
 
 def _free_vars(expr) -> list[str]:
@@ -192,7 +253,7 @@ def _tma_descriptors(host_func, names, lets, where):
     desc_index: dict[str, int] = {}
     if not tma_args:
         return descs, desc_index
-    data_to_param = {var_name: cpp[2:] for var_name, cpp in names.items() if cpp.startswith("p_")}
+    data_to_param = {var_name: cpp[2:] for var_name, cpp in names.items() if cpp.startswith(("p_", "w_"))}
     pr = CppExprPrinter(names, lets, where)
     for var, args in tma_args.items():
         kind = str(args[0].value if hasattr(args[0], "value") else args[0])
@@ -204,11 +265,11 @@ def _tma_descriptors(host_func, names, lets, where):
         rank = int(rank)
         addr_name = getattr(addr, "name", None)
         if addr_name not in data_to_param:
-            msg = f"{where}: TMA descriptor {var.name} maps `{addr}`, which is not a tensor parameter's data"
+            msg = f"{where}: TMA descriptor {var.name} maps `{addr}`, which is neither a tensor parameter's data nor a workspace"
             raise LoweringError(msg)
         ints = lambda xs: tuple(pr(x) for x in xs)  # noqa: E731
         common = dict(
-            name=check_identifier(var.name, f"{where}: TMA descriptor"),
+            name=str(var.name),
             tensor=data_to_param[addr_name],
             mode=mode,
             dtype=int(dtype),
@@ -262,7 +323,6 @@ def _kernels(art, host_func, names, lets, desc_index, params, where):
         kname = str(call.args[0].value)
         if kname not in device_funcs:
             continue  # __tvm_set_device and friends: the launcher does their job itself
-        check_identifier(kname, f"{where}: device kernel name")
         fn = device_funcs[kname]
         fattrs = fn.attrs or {}
         nparams = len(fn.params)
@@ -273,8 +333,8 @@ def _kernels(art, host_func, names, lets, desc_index, params, where):
             if vname in desc_index:
                 kargs.append(KernelArg(p.name, "CUtensorMap", str(desc_index[vname])))
             elif str(p.dtype) == "handle":
-                if vname is None or not names.get(vname, "").startswith("p_"):
-                    msg = f"{where}: kernel {kname} pointer argument {p.name} = `{value}` is not a tensor's data"
+                if vname is None or not names.get(vname, "").startswith(("p_", "w_")):
+                    msg = f"{where}: kernel {kname} pointer argument {p.name} = `{value}` is neither a tensor's data nor a workspace"
                     raise LoweringError(msg)
                 kargs.append(KernelArg(p.name, "void*", names[vname]))
             else:
@@ -358,6 +418,54 @@ def _check_source_kernels(kernels, source: str, where: str) -> None:
             raise LoweringError(msg)
 
 
+_KEYWORD_PARAMS = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?\w+\s*\(([^)]*)\)")
+
+
+def _rename_keyword_params(source: str) -> str:
+    """Rename kernel parameters that are C++ keywords (``new``, ``this``, ``delete``) in TileLang's CUDA source.
+
+    TileLang accepts such names and spells them verbatim in the ``__global__`` signature and body,
+    which nvcc refuses. The rename is confined to each kernel's own declaration and body; the
+    launcher passes arguments by position, so nothing else changes.
+    """
+    from .spec import CPP_RESERVED
+
+    out, pos = [], 0
+    for m in _KEYWORD_PARAMS.finditer(source):
+        names = {re.findall(r"\w+", p)[-1] for p in m.group(1).split(",") if re.findall(r"\w+", p)}
+        bad = sorted(n for n in names if n in CPP_RESERVED)
+        if not bad or m.start() < pos:
+            continue
+        end = _function_end(source, m.end())
+        span = source[m.start() : end]
+        for n in bad:
+            new = f"{n}_"
+            while re.search(rf"\b{new}\b", source):
+                new += "_"
+            span = re.sub(rf"\b{n}\b", new, span)
+        out.append(source[pos : m.start()] + span)
+        pos = end
+    out.append(source[pos:])
+    return "".join(out)
+
+
+def _function_end(source: str, i: int) -> int:
+    """End of the declaration (``;``) or body (matching ``}``) that starts right after index ``i``."""
+    while i < len(source) and source[i] not in ";{":
+        i += 1
+    if i >= len(source) or source[i] == ";":
+        return min(i + 1, len(source))
+    depth = 0
+    for j in range(i, len(source)):
+        if source[j] == "{":
+            depth += 1
+        elif source[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return len(source)
+
+
 def nvcc_flags_for(pass_configs: dict, compile_flags: list) -> tuple[str, ...]:
     """Nvcc flags equivalent to TileLang's own device compile for these pass configs."""
     import shlex
@@ -403,13 +511,15 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
 
         msg = f"{where}: TileLang is needed at build time: pip install tilelang==0.1.15 ({e})"
         raise ToolchainNotFound(msg) from None
-    module = import_kernel_file(spec.source, entry=spec.name, arch=arch.sm)
+    profile = _profile(spec, arch)
+    with emulate(profile):  # device queries while importing and lowering see the GPU built for
+        module = import_kernel_file(spec.source, entry=spec.name, arch=arch.sm)
     deps = local_dependencies(spec.source)
     files = {str(spec.source.resolve())} | {str(p) for p in deps}
     target = tvm.target.Target({"kind": "cuda", "arch": arch.sm})
     try:
-        with target:
-            func, pass_configs, compile_flags = _resolve_prim_func(spec, module, where)
+        with target, emulate(profile):
+            func, pass_configs, compile_flags, choice = _resolve_prim_func(spec, module, where)
             with tvm.transform.PassContext(opt_level=3, config=pass_configs):
                 art = tilelang.lower(func, target=target)
         params, symbols, names = _signature(func, where)
@@ -419,9 +529,10 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
             raise LoweringError(msg)
         host = host_funcs[0]
         lets, _ = _host_walk(host)
+        workspaces = _workspaces(host, names, lets, where)
         descs, desc_index = _tma_descriptors(host, names, lets, where)
         kernels = _kernels(art, host, names, lets, desc_index, params, where)
-        source = art.kernel_source
+        source = _rename_keyword_params(art.kernel_source)
         _check_source_kernels(kernels, source, where)
         nvcc_options = nvcc_flags_for(pass_configs, compile_flags)
     except TlAotError:
@@ -442,7 +553,19 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         cuda_source=source,
         nvcc_options=nvcc_options,
         deps=tuple(str(p) for p in deps),
+        workspaces=workspaces,
+        device=profile.name,
+        config=tuple((k, repr(v)) for k, v in choice.config.items()) if choice else (),
+        config_source=choice.source if choice else "",
     )
+
+
+def _profile(spec: KernelSpec, arch: Arch):
+    """The GPU profile of this variant: the entry's ``device`` if it fits ``arch``, else the arch's default."""
+    if spec.device:
+        with contextlib.suppress(SpecError):
+            return find_profile(spec.device, arch)
+    return default_profile(arch)
 
 
 def _first_lines(e: BaseException, n: int = 40) -> str:

@@ -17,6 +17,7 @@ __all__ = [
     "Param",
     "Symbol",
     "TmaDescriptor",
+    "Workspace",
     "KernelArg",
     "L2Window",
     "DeviceKernel",
@@ -29,7 +30,7 @@ __all__ = [
 
 #: Version of the launcher ABI (exported symbols, manifest layout, calling convention).
 #: Bump whenever a library built by an older tl_aot can no longer be driven by this runtime.
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,18 @@ class TmaDescriptor:
 
 
 @dataclass(frozen=True)
+class Workspace:
+    """A global buffer the prim_func allocates itself (``T.alloc_global``): the library allocates it per call."""
+
+    name: str
+    dtype: str
+    cpp: str  # the launcher's identifier for its data pointer (w_<name>)
+    factors: tuple = ()  # C++ expressions whose product is the element count
+    elem_bits: int = 8
+    shape: tuple = ()  # the same size as TileLang prints it, for ``inspect``
+
+
+@dataclass(frozen=True)
 class KernelArg:
     """One argument of a device kernel: its C++ type and the C++ expression that computes it."""
 
@@ -129,6 +142,10 @@ class ArchVariant:
     tma_descriptors: tuple = ()  # TmaDescriptor
     image_bytes: int = 0
     image_kind: str = "cubin"  # cubin, or fatbin when a PTX fallback rides along
+    workspaces: tuple = ()  # Workspace
+    device: str = ""  # the GPU profile device queries were answered from while lowering (tl_aot.device)
+    config: tuple = ()  # (name, python repr) of the autotune config built, if the function is @autotune'd
+    config_source: str = ""  # where the config came from: "explicit", "record", "default"
 
 
 @dataclass(frozen=True)
@@ -175,7 +192,7 @@ class Manifest:
 
 _NESTED: dict[str, dict[str, type]] = {
     "LoweredEntry": {"params": Param, "symbols": Symbol, "variants": ArchVariant},
-    "ArchVariant": {"kernels": DeviceKernel, "tma_descriptors": TmaDescriptor},
+    "ArchVariant": {"kernels": DeviceKernel, "tma_descriptors": TmaDescriptor, "workspaces": Workspace},
     "DeviceKernel": {"args": KernelArg, "l2_windows": L2Window},
     "Manifest": {"entries": LoweredEntry},
 }
@@ -234,6 +251,10 @@ class LoweredVariant:
     cuda_source: str = ""
     nvcc_options: tuple = ()
     deps: tuple = ()  # local .py files the kernel imported
+    workspaces: tuple = ()  # Workspace
+    device: str = ""
+    config: tuple = ()
+    config_source: str = ""
 
 
 _NESTED["LoweredVariant"] = {
@@ -241,5 +262,6 @@ _NESTED["LoweredVariant"] = {
     "symbols": Symbol,
     "kernels": DeviceKernel,
     "tma_descriptors": TmaDescriptor,
+    "workspaces": Workspace,
 }
 __all__.append("LoweredVariant")

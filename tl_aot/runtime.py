@@ -26,7 +26,7 @@ def _load_module(path: Path):
         msg = f"no such library: {path}"
         raise LibraryError(msg)
     try:
-        return tvm_ffi.load_module(str(path))
+        return tvm_ffi.load_module(str(path.absolute()))  # dlopen searches the loader path for a bare name
     except Exception as e:  # tvm_ffi raises its own error kinds
         msg = f"cannot load {path}: {e}"
         raise LibraryError(msg) from e

@@ -53,7 +53,7 @@ from setuptools.errors import CompileError, OptionError
 from .arch import parse_arch_list
 from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
-from .spec import RESERVED_EXPORTS, KernelSpec, LibrarySpec, archs_from_env, check_identifier
+from .spec import RESERVED_EXPORTS, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
@@ -160,7 +160,7 @@ class TileLangExtension(Extension):
         if not all(p.isidentifier() for p in parts):
             msg = f"TileLangExtension({name!r}): expected a dotted module name such as 'mypkg._kernels'"
             raise SpecError(msg)
-        check_identifier(parts[-1], f"TileLangExtension({name!r}): library name")
+        check_library_name(parts[-1], f"TileLangExtension({name!r}): library name")
         decls = tuple(_entry_decl(e, name) for e in (entries or ()))
         if not decls:
             msg = f"TileLangExtension({name!r}): no entries"

@@ -10,6 +10,7 @@ import ast
 import contextlib
 import hashlib
 import importlib.util
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -24,6 +25,7 @@ __all__ = [
     "format_user_error",
     "display_path",
     "function_line",
+    "touched_cuda",
 ]
 
 #: Files that mark the root of a project (the folder a kernel path is recorded relative to).
@@ -187,6 +189,22 @@ def _forget(files: set[str], root: Path, names: list[str]) -> None:
             del sys.modules[name]
 
 
+_CUDA_WORDS = re.compile(
+    r"CUDA|cuda|NVIDIA driver|nvidia-smi|libcuda|cudart|no GPU|device propert|cuInit|cudaGetDevice|torch\\.cuda", re.ASCII
+)
+
+
+def touched_cuda(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) reads like code that needed a GPU or the CUDA runtime."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if _CUDA_WORDS.search(f"{type(exc).__name__}: {exc}"):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
 def import_kernel_file(path: str | Path, *, entry: str = "", arch: str = ""):
     """Import the user's kernel file as a module (packages keep their relative imports).
 
@@ -225,4 +243,10 @@ def import_kernel_file(path: str | Path, *, entry: str = "", arch: str = ""):
         except Exception as e:
             where = format_user_error(e, files) or str(path)
             msg = f"entry {entry!r} ({arch}): cannot import {path.name}\n  at {where}\n  {type(e).__name__}: {e}"
+            if touched_cuda(e):
+                msg += (
+                    f"\n  {path.name} ran GPU code when it was imported; tl_aot imports kernel files on the build "
+                    "machine, which may have no GPU. Move that code under `if __name__ == \"__main__\":` or into a "
+                    "function (TileLang's own device queries, tilelang.carver.arch.driver, are answered from --device)"
+                )
             raise LoweringError(msg) from e

@@ -23,13 +23,16 @@ __all__ = [
     "parse_target",
     "parse_arg",
     "check_identifier",
+    "check_library_name",
+    "cpp_name",
     "load_spec_file",
     "archs_from_env",
 ]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Words that are identifiers in Python but keywords (or reserved) in C++: they reach generated C++.
-_CPP_RESERVED = frozenset(
+#: C++ keywords and names the standard reserves: never spelled bare in generated C++.
+CPP_RESERVED = frozenset(
     """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
     char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
     co_return co_yield decltype default delete do double dynamic_cast else enum explicit export extern
@@ -44,17 +47,39 @@ RESERVED_EXPORTS = frozenset({"cleanup_module", "tl_aot_manifest", "tl_aot_prepa
 
 
 def check_identifier(name: str, what: str) -> str:
-    """Return ``name`` if it is safe to spell in generated C++, else raise a clear :class:`SpecError`."""
+    """Return ``name`` if it can name an entry or a parameter, else raise a clear :class:`SpecError`.
+
+    Any Python identifier TileLang accepts is allowed, C++ keywords included (``new``, ``this``):
+    generated C++ never spells a user name bare. Python keywords and ``__`` names are refused for
+    entries, which become attributes of the generated Python loader.
+    """
     if not isinstance(name, str) or not _IDENT.match(name):
         msg = f"{what} {name!r} is not a valid identifier: use letters, digits and '_' (not starting with a digit)"
         raise SpecError(msg)
-    if name.startswith("__") or name in _CPP_RESERVED or keyword.iskeyword(name):
-        msg = f"{what} {name!r} is reserved in C++ or Python; choose another name"
+    if name.startswith("__") or keyword.iskeyword(name):
+        msg = f"{what} {name!r} is reserved in Python; choose another name"
         raise SpecError(msg)
     if len(name) > 120:
         msg = f"{what} {name!r} is longer than 120 characters"
         raise SpecError(msg)
     return name
+
+
+def check_library_name(name: str, what: str = "library name") -> str:
+    """A library name is also a C++ namespace (``tl_aot::<name>``) and a file name: no C++ keywords."""
+    check_identifier(name, what)
+    if name in CPP_RESERVED:
+        msg = f"{what} {name!r} is reserved in C++ (it names the C++ API's namespace); choose another name"
+        raise SpecError(msg)
+    return name
+
+
+def cpp_name(name: str, taken=()) -> str:
+    """``name`` spelled for a readable C++ declaration: C++ keywords and ``taken`` names get a ``_`` suffix."""
+    out = name
+    while out in CPP_RESERVED or out in taken:
+        out += "_"
+    return out
 
 
 def parse_arg(text: str) -> tuple[str, object]:
@@ -117,6 +142,7 @@ class KernelSpec:
     archs: tuple = ()  # Arch
     pass_configs: tuple = ()  # extra TileLang pass configs as (key, value) pairs
     compile_flags: tuple = ()  # extra nvcc flags
+    device: str = ""  # GPU profile answering device queries while lowering (tl_aot.device); "" = per-arch default
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "entry name")
@@ -132,7 +158,7 @@ class KernelSpec:
         return dict(self.args)
 
     @classmethod
-    def create(cls, *, name, source, function, args=None, archs, pass_configs=None, compile_flags=None) -> KernelSpec:
+    def create(cls, *, name, source, function, args=None, archs, pass_configs=None, compile_flags=None, device=None) -> KernelSpec:
         """Build a spec from loose user values (dicts, arch strings), validating each."""
         if isinstance(args, dict):
             args = tuple(args.items())
@@ -150,7 +176,28 @@ class KernelSpec:
             archs=parsed_archs,
             pass_configs=tuple(sorted((pass_configs or {}).items())),
             compile_flags=tuple(compile_flags or ()),
+            device=_check_device(device, parsed_archs, name),
         )
+
+
+def _check_device(device, archs, entry: str) -> str:
+    """``device`` (a profile name) validated against the archs it will answer for."""
+    if not device:
+        return ""
+    from .device import find_profile
+
+    fits = []
+    for arch in archs:
+        try:
+            fits.append(find_profile(str(device), arch).name)
+        except SpecError as e:
+            if "unknown device" in str(e):
+                msg = f"entry {entry!r}: {e}"
+                raise SpecError(msg) from None
+    if not fits:
+        msg = f"entry {entry!r}: device {device!r} fits none of its archs ({', '.join(str(a) for a in archs)})"
+        raise SpecError(msg)
+    return fits[0]
 
 
 @dataclass(frozen=True)
@@ -161,7 +208,7 @@ class LibrarySpec:
     entries: tuple = field(default=())
 
     def __post_init__(self) -> None:
-        check_identifier(self.name, "library name")
+        check_library_name(self.name)
         seen = set()
         for e in self.entries:
             if e.name in RESERVED_EXPORTS:
@@ -180,7 +227,8 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
     """Read a TOML or JSON spec file listing entries (paths in it are relative to the file).
 
     ``[library] name / archs`` set defaults; each ``[[entry]]`` has ``name``, ``source``,
-    ``function``, optional ``args`` (a table), ``archs``, ``pass_configs`` and ``compile_flags``.
+    ``function``, optional ``args`` (a table), ``archs``, ``pass_configs``, ``compile_flags`` and
+    ``device`` (the GPU profile device queries see while lowering; also a ``[library]`` default).
     ``archs`` (from the command line) and ``TL_AOT_ARCHS`` override the file.
     """
     path = Path(path)
@@ -216,7 +264,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
         if not e_archs:
             msg = f"{where} ({ed['name']}): no archs (set [library] archs, the entry's archs, --arch or TL_AOT_ARCHS)"
             raise SpecError(msg)
-        unknown = set(ed) - {"name", "source", "function", "args", "archs", "pass_configs", "compile_flags"}
+        unknown = set(ed) - {"name", "source", "function", "args", "archs", "pass_configs", "compile_flags", "device"}
         if unknown:
             msg = f"{where} ({ed['name']}): unknown key(s) {', '.join(sorted(unknown))}"
             raise SpecError(msg)
@@ -230,6 +278,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
                     archs=e_archs,
                     pass_configs=ed.get("pass_configs"),
                     compile_flags=ed.get("compile_flags"),
+                    device=ed.get("device", lib.get("device")),
                 )
             )
         except SpecError as e:

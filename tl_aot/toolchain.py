@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -36,6 +38,7 @@ __all__ = [
     "compile_host",
     "host_command",
     "embed_images",
+    "runtime_object",
     "link_library",
     "run",
 ]
@@ -297,6 +300,8 @@ def host_command(workdir: Path, source: str, obj: str) -> list[str]:
         "-I",
         ".",
         "-I",
+        str(RUNTIME_INCLUDE),
+        "-I",
         p["include"],
         "-I",
         p["dlpack"],
@@ -307,6 +312,48 @@ def host_command(workdir: Path, source: str, obj: str) -> list[str]:
         "-o",
         obj,
     ]
+
+
+#: tl_aot's fixed launcher runtime: a public header and one source file, shipped in the package.
+RUNTIME_INCLUDE = Path(__file__).parent / "include"
+RUNTIME_SOURCES = (RUNTIME_INCLUDE / "tl_aot" / "launcher_runtime.h", Path(__file__).parent / "src" / "launcher_runtime.cc")
+
+
+def runtime_object(cache_root: Path, *, extra_key: str = "") -> tuple[Path, bool]:
+    """The compiled launcher runtime for this toolchain, built once and kept under ``cache_root``.
+
+    Keyed by the runtime's sources, the compile command (compiler, flags, include folders) and
+    ``extra_key`` (tl_aot / tvm-ffi versions): every library links the same object, and a library
+    build pays for it only the first time. Returns the object and whether it was compiled now.
+    """
+    src = RUNTIME_SOURCES[1]
+    probe = host_command(Path("."), str(src), "launcher_runtime.o")
+    h = hashlib.sha256()
+    for part in [*probe, extra_key, *(f.read_text() for f in RUNTIME_SOURCES), _compiler_id(probe[0])]:
+        h.update(part.encode())
+        h.update(b"\0")
+    folder = Path(cache_root) / "runtime" / h.hexdigest()[:24]
+    obj = folder / "launcher_runtime.o"
+    if obj.is_file():
+        return obj, False
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = f".launcher_runtime.{os.getpid()}.{threading.get_ident()}.o"
+    try:
+        run(host_command(folder, str(src), tmp), what="compiling the tl_aot launcher runtime", cwd=folder)
+        os.replace(folder / tmp, obj)  # atomic: concurrent builds (or machines) sharing the cache agree
+    finally:
+        with contextlib.suppress(OSError):
+            (folder / tmp).unlink()
+    return obj, True
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_id(cxx: str) -> str:
+    """The host compiler's version line: part of the runtime object's key."""
+    try:
+        return run([cxx, "--version"], what=f"{cxx} --version").splitlines()[0]
+    except (CompileError, IndexError, OSError):
+        return cxx
 
 
 def embed_images(workdir: Path, obj: str, images: dict[str, Path], out: str) -> None:

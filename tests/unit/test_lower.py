@@ -47,7 +47,7 @@ def test_elementwise_dynamic_length():
     assert [s.name for s in v.symbols] == ["n"]
     assert (v.symbols[0].param, v.symbols[0].dim) == ("X", 0)
     (k,) = v.kernels
-    assert k.grid[0] == "tl_aot_floordiv((s_n + 255), 256)"
+    assert k.grid[0] == "rt::floordiv((s_n + 255), 256)"
     assert k.grid_display[0] == "(n + 255) // 256"
     assert k.args[-1].value == "s_n"
 

@@ -8,6 +8,7 @@ from tl_aot.spec import (
     LibrarySpec,
     archs_from_env,
     check_identifier,
+    cpp_name,
     load_spec_file,
     parse_arg,
     parse_target,
@@ -41,10 +42,28 @@ def test_target_split():
         parse_target("kernels.py")
 
 
-@pytest.mark.parametrize("name", ["a-b", "x;system()", "class", "__x", "1abc", "new", ""])
+@pytest.mark.parametrize("name", ["a-b", "x;system()", "class", "__x", "1abc", ""])
 def test_names_reaching_cpp_must_be_identifiers(name):
     with pytest.raises(SpecError):
         check_identifier(name, "entry name")
+
+
+@pytest.mark.parametrize("name", ["new", "this", "delete", "default", "register", "int", "x", "stream", "has_stream"])
+def test_cpp_keywords_name_entries_but_not_libraries(name, tmp_path):
+    """Entries are never spelled bare in C++; a library name is the C++ API's namespace."""
+    assert check_identifier(name, "entry name") == name
+    e = KernelSpec.create(name=name, source=tmp_path / "k.py", function="f", archs=["80"])
+    LibrarySpec("lib", (e,))
+    if name in ("new", "this", "delete", "default", "register", "int"):
+        with pytest.raises(SpecError, match="reserved in C\\+\\+"):
+            LibrarySpec(name, (e,))
+
+
+def test_cpp_name_suffixes_keywords_and_taken_names():
+    assert cpp_name("x") == "x"
+    assert cpp_name("new") == "new_"
+    assert cpp_name("stream", {"stream"}) == "stream_"
+    assert cpp_name("new", {"new_"}) == "new__"
 
 
 def test_library_rejects_duplicate_and_reserved_entries(tmp_path):
