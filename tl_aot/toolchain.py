@@ -327,19 +327,25 @@ def runtime_object(cache_root: Path, *, extra_key: str = "") -> tuple[Path, bool
     build pays for it only the first time. Returns the object and whether it was compiled now.
     """
     src = RUNTIME_SOURCES[1]
+    pkg = Path(__file__).parent
+    # No build-machine path in the object (reproducible libraries): the package is spelled tl_aot/.
+    remap = [f"-ffile-prefix-map={pkg}=tl_aot", f"-ffile-prefix-map={pkg.resolve()}=tl_aot"]
     probe = host_command(Path("."), str(src), "launcher_runtime.o")
+    probe[1:1] = remap
     h = hashlib.sha256()
     for part in [*probe, extra_key, *(f.read_text() for f in RUNTIME_SOURCES), _compiler_id(probe[0])]:
         h.update(part.encode())
         h.update(b"\0")
-    folder = Path(cache_root) / "runtime" / h.hexdigest()[:24]
+    folder = Path(cache_root) / ".runtime" / h.hexdigest()[:24]  # dot folder: not a variant entry
     obj = folder / "launcher_runtime.o"
     if obj.is_file():
         return obj, False
     folder.mkdir(parents=True, exist_ok=True)
     tmp = f".launcher_runtime.{os.getpid()}.{threading.get_ident()}.o"
     try:
-        run(host_command(folder, str(src), tmp), what="compiling the tl_aot launcher runtime", cwd=folder)
+        cmd = host_command(folder, str(src), tmp)
+        cmd[1:1] = remap
+        run(cmd, what="compiling the tl_aot launcher runtime", cwd=folder)
         os.replace(folder / tmp, obj)  # atomic: concurrent builds (or machines) sharing the cache agree
     finally:
         with contextlib.suppress(OSError):

@@ -56,7 +56,9 @@ def test_inspect_cli_text_and_json(testlib_path):
     assert "tma A_desc: tiled on A" in text
     assert "TileLang 0.1.15" in text and "nvcc 13." in text
     data = json.loads(subprocess.run(run + ["--json"], capture_output=True, text=True, check=True).stdout)
-    assert data["abi_version"] == 1
+    from tl_aot.metadata import ABI_VERSION
+
+    assert data["abi_version"] == ABI_VERSION
     assert {e["name"] for e in data["entries"]} == ENTRIES
 
 
@@ -107,9 +109,10 @@ def test_good_arguments_reach_the_driver_and_fail_clearly_without_one(testlib):
 
 def test_incompatible_abi_is_refused(testlib_path, monkeypatch):
     import tl_aot.runtime as rt
+    from tl_aot.metadata import ABI_VERSION
 
     monkeypatch.setattr(rt, "ABI_VERSION", 999)
-    with pytest.raises(rt.LibraryError, match="launcher ABI 1; this tl_aot understands ABI 999"):
+    with pytest.raises(rt.LibraryError, match=f"launcher ABI {ABI_VERSION}; this tl_aot understands ABI 999"):
         rt.load(testlib_path)
 
 

@@ -1,4 +1,4 @@
-"""Broken on purpose: a tensor parameter named like a C++ keyword (``delete``) must never reach the launcher."""
+"""A tensor parameter named like a C++ keyword (``delete``): valid TileLang, so tl_aot must build it."""
 
 import tilelang.language as T
 

@@ -1,0 +1,105 @@
+"""The conformance kernels (written as TileLang users write them) build unchanged, here without a GPU."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
+from fake_cuda import FakeCudaTensor  # noqa: E402
+
+pytest.importorskip("tilelang")
+
+KERNELS = Path(__file__).parents[1] / "kernels" / "conformance"
+
+
+@pytest.fixture(scope="module")
+def conformance(tmp_path_factory, cache_dir):
+    import tl_aot
+    from tl_aot.build import build_library
+    from tl_aot.spec import load_spec_file
+
+    out = tmp_path_factory.mktemp("conformance")
+    result = build_library(load_spec_file(KERNELS / "conformance.toml"), out_dir=out, cache_dir=cache_dir, log=None, jobs=2)
+    return result, tl_aot.load(result.library)
+
+
+def test_every_kind_builds(conformance):
+    result, lib = conformance
+    names = {e.name for e in lib.manifest.entries}
+    assert names == {"gemm_48k", "gemm_new_style", "row_scale", "flash_fwd", "decode_splitkv", "persistent_gemm", "hostile", "new"}
+
+
+def test_48k_gemm_uses_exactly_48k_of_dynamic_shared_memory(conformance):
+    _, lib = conformance
+    (k,) = lib.signature("gemm_48k").variants[0].kernels
+    assert k.dynamic_smem == str(48 * 1024)
+
+
+def test_autotuned_functions_build_the_config_given(conformance):
+    _, lib = conformance
+    fa = lib.signature("flash_fwd").variants[0]
+    assert fa.config_source == "explicit"
+    assert dict(fa.config) == {"block_M": "128", "block_N": "128", "num_stages": "2", "threads": "256"}
+    rs = lib.signature("row_scale").variants[0]
+    assert dict(rs.config) == {"block": "4", "threads": "256"}
+    assert rs.kernels[0].grid[0] == str(65536 // 4)
+
+
+def test_alloc_global_buffers_become_workspaces(conformance):
+    _, lib = conformance
+    v = lib.signature("decode_splitkv").variants[0]
+    assert {w.name: (w.dtype, w.elem_bits) for w in v.workspaces} == {"partial_out": ("float32", 32), "partial_lse": ("float32", 32)}
+    assert len(v.kernels) == 2
+    # the combine kernel reads both workspaces: pointer arguments name them, not tensors
+    assert {a.value for a in v.kernels[1].args if a.ctype == "void*"} >= {"w_partial_out", "w_partial_lse"}
+
+
+def test_device_queries_at_build_time_answer_from_the_named_gpu(conformance):
+    _, lib = conformance
+    v = lib.signature("persistent_gemm").variants[0]
+    assert v.device == "H100-SXM"
+    assert v.kernels[0].grid[0] == "132"  # one block per SM of an H100 SXM
+    text = subprocess.run(
+        [sys.executable, "-m", "tl_aot", "inspect", str(lib.path)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "device queries answered as H100-SXM" in text
+    assert "workspace partial_out: float32[" in text
+    assert "config (explicit): block_M=128" in text
+
+
+def test_header_spells_keyword_names_readably(conformance):
+    result, _ = conformance
+    header = result.header.read_text()
+    assert "void new_(::tvm::ffi::TensorView x, ::tvm::ffi::TensorView w, ::tvm::ffi::TensorView y);" in header
+    assert "::tvm::ffi::TensorView stream, ::tvm::ffi::TensorView new_, ::tvm::ffi::TensorView this_" in header
+    assert "float delete_, float default_, int32_t register_, int32_t int_, void* stream_);" in header
+
+
+@pytest.mark.parametrize("bad", ["x", "X", "stream", "new", "this", "has_stream", "device", "entry", "args", "result", "a", "t"])
+def test_hostile_names_are_named_in_errors(conformance, bad):
+    """Every parameter is checked and named as the user wrote it, whatever it collides with in C++."""
+    _, lib = conformance
+    names = [p.name for p in lib.signature("hostile").params if p.is_tensor]
+    tensors = [FakeCudaTensor([4096]) for _ in names]
+    tensors[names.index(bad)] = FakeCudaTensor([4095])
+    with pytest.raises(ValueError, match=f"hostile: argument '{bad}' expected shape \\[4096\\] with dim 0 = 4096, got \\[4095\\]"):
+        lib.hostile(*tensors, 1.0, 2.0, 3, 4)
+    with pytest.raises(TypeError, match="hostile: argument 'int' expected an int"):
+        lib.hostile(*[FakeCudaTensor([4096]) for _ in names], 1.0, 2.0, 3, "four")
+
+
+def test_autotune_without_a_config_lists_the_candidates(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "tl_aot", "build", f"{KERNELS / 'flash_fwd_autotune.py'}:flash_fwd", "--arch", "90a", "-o", str(tmp_path),
+         "--arg", "batch=1", "--arg", "heads=1", "--arg", "seq_len=128", "--arg", "dim=64"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1
+    assert "flash_fwd is @autotune'd over 4 configs and none was chosen" in proc.stderr
+    assert "--arg block_M=128 --arg block_N=64 --arg num_stages=2 --arg threads=256" in proc.stderr
+    assert "Traceback" not in proc.stderr
