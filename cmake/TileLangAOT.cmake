@@ -46,6 +46,7 @@ Commands
                         [ARCHS <arch>...]
                         [PASS_CONFIGS <KEY=VALUE>...]
                         [NVCC_FLAGS <flag>...]
+                        [DEVICE <gpu>]
                         [DEPENDS <file-or-target>...]
                         [OUTPUT_DIRECTORY <dir>]
                         [HEADER_DIRECTORY <dir>]
@@ -89,6 +90,11 @@ Commands
 
   ``PASS_CONFIGS``, ``NVCC_FLAGS``
     Extra TileLang pass configs (``KEY=VALUE``) and extra nvcc flags for the kernel images.
+
+  ``DEVICE``
+    The GPU that device queries made while lowering describe (``driver.get_num_sms()`` of a
+    persistent kernel, shared memory or L2 sizes), e.g. ``H100-PCIe``. Default per arch:
+    ``A100-SXM`` (80), ``A10`` (86), ``L40S`` (89), ``H100-SXM`` (90a), ``B200`` (100a).
 
   ``DEPENDS``
     More files or targets the build depends on. Not needed for the Python modules the kernel
@@ -391,7 +397,7 @@ function(add_tilelang_kernel)
     # options
     "EXCLUDE_FROM_ALL;QUIET"
     # one-value keywords
-    "SOURCE;FUNCTION;SPEC;ENTRY;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL"
+    "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL"
     # multi-value keywords
     "ARGS;ARCHS;PASS_CONFIGS;NVCC_FLAGS;DEPENDS")
   # cmake-format: on
@@ -529,6 +535,9 @@ function(add_tilelang_kernel)
   foreach(a IN LISTS ARG_NVCC_FLAGS)
     list(APPEND cmd "--nvcc-flag=${a}")
   endforeach()
+  if(ARG_DEVICE)
+    list(APPEND cmd --device "${ARG_DEVICE}")
+  endif()
   list(APPEND cmd -o "${out_dir}" --header-dir "${header_dir}" --depfile "${depfile}")
   if(ARG_JOBS)
     list(APPEND cmd -j "${ARG_JOBS}")

@@ -43,6 +43,11 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--arg", action="append", default=[], help="specialisation argument NAME=VALUE (a Python literal)")
     b.add_argument("--pass-config", action="append", default=[], help="TileLang pass config KEY=VALUE")
     b.add_argument("--nvcc-flag", action="append", default=[], help="extra nvcc flag for the kernel images")
+    b.add_argument(
+        "--device",
+        help="GPU that device queries made while lowering (driver.get_num_sms(), ...) describe, e.g. H100-PCIe; "
+        "default per arch: A100-SXM (80), A10 (86), L40S (89), H100-SXM (90a), B200 (100a)",
+    )
     b.add_argument("-o", "--output", default=".", help="output folder (default: .)")
     b.add_argument("--header-dir", help="folder for the C++ header (default: the output folder)")
     b.add_argument("--depfile", help="write a Makefile depfile of every Python file the kernels import")
@@ -68,7 +73,7 @@ def _cmd_build(args) -> int:
         msg = "build: give either FILE.py:FUNCTION or --spec FILE"
         raise TlAotError(msg)
     if args.spec:
-        lib = load_spec_file(args.spec, archs=args.arch or None, name=args.name)
+        lib = load_spec_file(args.spec, archs=args.arch or None, name=args.name, device=args.device)
     else:
         source, func = parse_target(args.target)
         archs = archs_from_env(None) or args.arch or None  # KernelSpec parses them, naming the entry
@@ -87,6 +92,7 @@ def _cmd_build(args) -> int:
             archs=archs,
             pass_configs=pcs,
             compile_flags=args.nvcc_flag,
+            device=args.device,
         )
         lib = LibrarySpec(name=name, entries=(spec,))
     log = None if args.quiet else (lambda s: print(s, flush=True))

@@ -65,7 +65,7 @@ __all__ = ["TileLangExtension", "TileLangExtensionError", "build_ext", "bdist_wh
 #: Progress lines and warnings go through setuptools' logging (shown by default, hidden by -q).
 log = logging.getLogger("tl_aot.setuptools")
 
-_ENTRY_KEYS = frozenset({"name", "source", "function", "args", "archs", "pass_configs", "compile_flags"})
+_ENTRY_KEYS = frozenset({"name", "source", "function", "args", "archs", "pass_configs", "compile_flags", "device"})
 #: Names the generated loader module defines besides the entries.
 _LOADER_NAMES = frozenset({"LIBRARY_PATH"}) | RESERVED_EXPORTS
 
@@ -85,6 +85,7 @@ class EntryDecl:
     archs: tuple = ()  # Arch; empty: the extension's archs
     pass_configs: tuple = ()  # (key, value) pairs
     compile_flags: tuple = ()
+    device: str = ""  # GPU profile for device queries while lowering (tl_aot.device)
 
 
 def _entry_decl(raw, ext_name: str) -> EntryDecl:
@@ -122,6 +123,7 @@ def _entry_decl(raw, ext_name: str) -> EntryDecl:
         archs=parse_arch_list(raw["archs"]) if raw.get("archs") else (),
         pass_configs=tuple(sorted((raw.get("pass_configs") or {}).items())),
         compile_flags=tuple(flags),
+        device=str(raw.get("device") or ""),
     )
 
 
@@ -210,14 +212,15 @@ class TileLangExtension(Extension):
                 )
                 raise SpecError(msg)
             entries.append(
-                KernelSpec(
+                KernelSpec.create(
                     name=d.name,
                     source=source,
                     function=d.function,
                     args=d.args,
                     archs=tuple(use),
-                    pass_configs=d.pass_configs,
+                    pass_configs=dict(d.pass_configs),
                     compile_flags=d.compile_flags,
+                    device=d.device,
                 )
             )
         return LibrarySpec(name=self.library_name, entries=tuple(entries))

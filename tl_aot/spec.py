@@ -223,13 +223,13 @@ class LibrarySpec:
             raise SpecError(msg)
 
 
-def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = None) -> LibrarySpec:
+def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = None, device: str | None = None) -> LibrarySpec:
     """Read a TOML or JSON spec file listing entries (paths in it are relative to the file).
 
     ``[library] name / archs`` set defaults; each ``[[entry]]`` has ``name``, ``source``,
     ``function``, optional ``args`` (a table), ``archs``, ``pass_configs``, ``compile_flags`` and
     ``device`` (the GPU profile device queries see while lowering; also a ``[library]`` default).
-    ``archs`` (from the command line) and ``TL_AOT_ARCHS`` override the file.
+    ``archs`` (from the command line) and ``TL_AOT_ARCHS`` override the file, as ``device`` does.
     """
     path = Path(path)
     try:
@@ -278,7 +278,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
                     archs=e_archs,
                     pass_configs=ed.get("pass_configs"),
                     compile_flags=ed.get("compile_flags"),
-                    device=ed.get("device", lib.get("device")),
+                    device=device or ed.get("device", lib.get("device")),
                 )
             )
         except SpecError as e:

@@ -1,0 +1,213 @@
+// Unit tests of tl_aot's launcher runtime against a fake CUDA driver (no GPU, no libcuda).
+// Built and run by tests/unit/test_runtime_cpp.py; prints "ok <n>" and exits 0 when all pass.
+#include <tl_aot/launcher_runtime.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace rt = ::tl_aot::rt;
+
+static int g_failed = 0, g_passed = 0;
+#define CHECK(cond)                                                  \
+  do {                                                               \
+    if (cond) {                                                      \
+      ++g_passed;                                                    \
+    } else {                                                         \
+      ++g_failed;                                                    \
+      std::fprintf(stderr, "%s:%d: CHECK(%s)\n", __FILE__, __LINE__, #cond); \
+    }                                                                \
+  } while (0)
+
+// ---- the fake driver -------------------------------------------------------------------------
+static std::vector<std::string> g_functions;  // names in the loaded module
+static std::atomic<int> g_loads{0}, g_unloads{0}, g_releases{0};
+static CUresult g_unload_result = CUDA_SUCCESS;
+static int g_static_smem = 1024, g_optin = 232448, g_major = 9, g_minor = 0;
+static int g_set_dynamic = -1;
+
+static CUresult f_ok0(unsigned int) { return CUDA_SUCCESS; }
+static CUresult f_count(int* n) { *n = 2; return CUDA_SUCCESS; }
+static CUresult f_get(CUdevice* d, int i) { *d = i; return CUDA_SUCCESS; }
+static CUresult f_attr(int* v, CUdevice_attribute a, CUdevice) {
+  switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = g_major; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = g_minor; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = g_optin; break;
+    default: *v = 0;
+  }
+  return CUDA_SUCCESS;
+}
+static CUresult f_retain(CUcontext* c, CUdevice d) { *c = reinterpret_cast<CUcontext>(0x1000 + d); return CUDA_SUCCESS; }
+static CUresult f_release(CUdevice) { ++g_releases; return CUDA_SUCCESS; }
+static CUresult f_getcur(CUcontext* c) { *c = nullptr; return CUDA_SUCCESS; }
+static CUresult f_push(CUcontext) { return CUDA_SUCCESS; }
+static CUresult f_pop(CUcontext* c) { *c = nullptr; return CUDA_SUCCESS; }
+static CUresult f_load(CUmodule* m, const void*) {
+  ++g_loads;
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // widen the init race window
+  *m = reinterpret_cast<CUmodule>(0x2000);
+  return CUDA_SUCCESS;
+}
+static CUresult f_unload(CUmodule) { ++g_unloads; return g_unload_result; }
+static CUresult f_getfn(CUfunction* f, CUmodule, const char* name) {
+  for (size_t i = 0; i < g_functions.size(); ++i)
+    if (g_functions[i] == name) { *f = reinterpret_cast<CUfunction>(0x3000 + i); return CUDA_SUCCESS; }
+  return CUDA_ERROR_NOT_FOUND;
+}
+static CUresult f_fncount(unsigned int* n, CUmodule) { *n = static_cast<unsigned>(g_functions.size()); return CUDA_SUCCESS; }
+static CUresult f_enum(CUfunction* fs, unsigned int n, CUmodule) {
+  for (unsigned i = 0; i < n; ++i) fs[i] = reinterpret_cast<CUfunction>(0x3000 + i);
+  return CUDA_SUCCESS;
+}
+static CUresult f_name(const char** name, CUfunction f) {
+  *name = g_functions[reinterpret_cast<uintptr_t>(f) - 0x3000].c_str();
+  return CUDA_SUCCESS;
+}
+static CUresult f_fnattr(int* v, CUfunction_attribute a, CUfunction) {
+  *v = a == CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES ? g_static_smem : 0;
+  return CUDA_SUCCESS;
+}
+static CUresult f_setattr(CUfunction, CUfunction_attribute a, int v) {
+  if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) g_set_dynamic = v;
+  return CUDA_SUCCESS;
+}
+static CUresult f_capturing(CUstream, CUstreamCaptureStatus* s) { *s = CU_STREAM_CAPTURE_STATUS_NONE; return CUDA_SUCCESS; }
+static CUresult f_errname(CUresult, const char** s) { *s = "CUDA_ERROR_FAKE"; return CUDA_SUCCESS; }
+
+static rt::Driver fake_driver() {
+  rt::Driver d;
+  d.ok = true;
+  d.Init = f_ok0;
+  d.DeviceGetCount = f_count;
+  d.DeviceGet = f_get;
+  d.DeviceGetAttribute = f_attr;
+  d.PrimaryCtxRetain = f_retain;
+  d.PrimaryCtxRelease = f_release;
+  d.CtxGetCurrent = f_getcur;
+  d.CtxPushCurrent = f_push;
+  d.CtxPopCurrent = f_pop;
+  d.ModuleLoadData = f_load;
+  d.ModuleUnload = f_unload;
+  d.ModuleGetFunction = f_getfn;
+  d.ModuleGetFunctionCount = f_fncount;
+  d.ModuleEnumerateFunctions = f_enum;
+  d.FuncGetName = f_name;
+  d.FuncGetAttribute = f_fnattr;
+  d.FuncSetAttribute = f_setattr;
+  d.StreamIsCapturing = f_capturing;
+  d.GetErrorName = f_errname;
+  d.GetErrorString = f_errname;
+  return d;
+}
+
+// ---- a one-entry library ---------------------------------------------------------------------
+static const char* kKernels[] = {"gemm_kernel"};
+static int64_t kSmem[] = {48 * 1024};
+static const int kCluster[] = {1};
+static const rt::Image kImages[] = {
+    {"img80", "sm_80", 8, 0, false, false, 1, kKernels, kSmem, kCluster},
+    {"img90a", "sm_90a", 9, 0, true, false, 1, kKernels, kSmem, kCluster},
+};
+static rt::EntrySlot g_slots[rt::kMaxDevices];
+static const rt::Entry kEntry{"gemm", kImages, 2, g_slots};
+static const rt::Entry* const kEntries[] = {&kEntry};
+static const rt::Library kLib{"lib", kEntries, 1};
+
+static std::string error_of(void (*fn)()) {
+  try {
+    fn();
+  } catch (const ::tvm::ffi::Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
+int main() {
+  rt::set_driver_for_testing(fake_driver());
+
+  // Image selection: exact match; same-major older minor SASS; never an arch-specific image elsewhere; PTX.
+  rt::Image imgs[] = {{"a", "sm_80", 8, 0, false, false, 0, nullptr, nullptr, nullptr},
+                      {"b", "sm_86", 8, 6, false, false, 0, nullptr, nullptr, nullptr},
+                      {"c", "sm_90a", 9, 0, true, false, 0, nullptr, nullptr, nullptr},
+                      {"d", "sm_80", 8, 0, false, true, 0, nullptr, nullptr, nullptr}};
+  CHECK(rt::select_image(imgs, 4, 8, 6) == 1);
+  CHECK(rt::select_image(imgs, 4, 8, 9) == 1);
+  CHECK(rt::select_image(imgs, 4, 9, 0) == 2);
+  CHECK(rt::select_image(imgs, 3, 10, 0) == -1);  // sm_90a SASS never runs on sm_100
+  CHECK(rt::select_image(imgs, 4, 12, 0) == 3);   // the PTX image is JIT-compiled there
+
+  // find_kernel_by_pattern: exact, a base name over its _N variants, ambiguity lists every match.
+  CUfunction fn = nullptr;
+  std::string why;
+  g_functions = {"main_kernel", "main_kernel_1", "other"};
+  CHECK(rt::find_kernel_by_pattern(nullptr, "main_kernel", &fn, &why) == CUDA_SUCCESS);
+  g_functions = {"_Z11main_kernelv", "_Z13main_kernel_1v"};
+  CHECK(rt::find_kernel_by_pattern(nullptr, "main_kernel", &fn, &why) == CUDA_SUCCESS &&
+        reinterpret_cast<uintptr_t>(fn) == 0x3000);
+  g_functions = {"a_main_kernel_x", "b_main_kernel_y"};
+  CHECK(rt::find_kernel_by_pattern(nullptr, "main_kernel", &fn, &why) == CUDA_ERROR_NOT_FOUND);
+  CHECK(why.find("ambiguous") != std::string::npos && why.find("a_main_kernel_x") != std::string::npos &&
+        why.find("b_main_kernel_y") != std::string::npos);
+
+  // Init: 8 threads race for the first call on device 1; the module loads once; 48 KiB of dynamic
+  // shared memory (with static shared memory beside it) gets the opt-in attribute.
+  g_functions = {"gemm_kernel"};
+  std::vector<std::thread> threads;
+  std::atomic<int> variants{0};
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] { variants += rt::loaded_variant(kLib, kEntry, 1, "A", nullptr); });
+  for (auto& t : threads) t.join();
+  CHECK(g_loads == 1);
+  CHECK(variants == 8);  // every thread saw variant 1 (sm_90a)
+  CHECK(g_set_dynamic == 48 * 1024);
+  CHECK(g_slots[1].max_dynamic_smem[0] == 48 * 1024);
+
+  // Cleanup after a failed unload still releases the context, clears state and reports the error.
+  g_unload_result = CUDA_ERROR_INVALID_VALUE;
+  CHECK(rt::cleanup(kLib) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(g_releases == 1 && g_slots[1].variant.load() == -1 && g_slots[1].module == nullptr);
+  g_unload_result = CUDA_SUCCESS;
+  CHECK(rt::cleanup(kLib) == 0);  // twice is fine
+  CHECK(rt::loaded_variant(kLib, kEntry, 1, "A", nullptr) == 1 && g_loads == 2);  // and re-initialises
+  rt::cleanup(kLib);
+
+  // A kernel needing more shared memory than the device allows: a clear error, module unloaded.
+  g_optin = 48 * 1024 + 512;  // static 1024 + dynamic 48 KiB does not fit
+  int unloads = g_unloads;
+  std::string msg = error_of([] { rt::loaded_variant(kLib, kEntry, 0, "A", nullptr); });
+  CHECK(msg.find("gemm: kernel gemm_kernel needs 50176 bytes of shared memory (49152 dynamic + 1024 static)") == 0);
+  CHECK(msg.find("allows a block at most 49664") != std::string::npos);
+  CHECK(g_unloads == unloads + 1 && g_slots[0].variant.load() == -1);
+  g_optin = 232448;
+  rt::cleanup(kLib);
+
+  // No image for the device: names its sm and what was built.
+  g_major = 7;
+  g_minor = 5;
+  msg = error_of([] { rt::loaded_variant(kLib, kEntry, 0, "A", nullptr); });
+  CHECK(msg.find("no kernel image fits cuda:0 (sm_75); lib was built for sm_80, sm_90a") != std::string::npos);
+  g_major = 9;
+  g_minor = 0;
+  rt::cleanup(kLib);
+
+  // Argument checks and sizes.
+  CHECK(rt::checked_bytes("e", "w", {1024, 1024}, 4) == 4 * 1024 * 1024);
+  msg = error_of([] { rt::checked_bytes("e", "w", {int64_t(1) << 40, int64_t(1) << 30}, 4); });
+  CHECK(msg.find("e: buffer 'w' would need more than 2^63 bytes") == 0);
+  int64_t grid[3] = {1, 65536, 1};
+  static int64_t* g = grid;
+  msg = error_of([] { rt::check_grid("e", "k", g); });
+  CHECK(msg.find("grid dimension 1 = 65536") != std::string::npos);
+  grid[1] = 65535;
+  rt::check_grid("e", "k", grid);  // the exact limit is fine
+  msg = error_of([] { rt::check_smem("e", "k", 300000, 232448); });
+  CHECK(msg.find("would need 300000 bytes of dynamic shared memory") != std::string::npos);
+
+  std::printf("ok %d\n", g_passed);
+  if (g_failed) std::fprintf(stderr, "%d failed\n", g_failed);
+  return g_failed ? 1 : 0;
+}

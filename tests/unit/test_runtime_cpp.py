@@ -1,0 +1,27 @@
+"""The C++ launcher runtime's own unit tests (tests/unit/cpp), built with the host compiler and run here."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+def test_launcher_runtime_against_a_fake_driver(tmp_path):
+    pytest.importorskip("tvm_ffi")
+    from tl_aot.toolchain import RUNTIME_INCLUDE, RUNTIME_SOURCES, cuda_include_dir, find_cxx, tvm_ffi_paths
+
+    p = tvm_ffi_paths()
+    exe = tmp_path / "test_launcher_runtime"
+    cmd = [
+        find_cxx(), "-std=c++17", "-O1", "-g", "-pthread", "-Wall", "-Werror",
+        "-I", str(RUNTIME_INCLUDE), "-I", p["include"], "-I", p["dlpack"], "-I", cuda_include_dir(),
+        str(HERE / "cpp" / "test_launcher_runtime.cc"), str(RUNTIME_SOURCES[1]),
+        "-L" + p["libdir"], "-ltvm_ffi", "-ldl", "-Wl,-rpath," + p["libdir"], "-o", str(exe),
+    ]  # fmt: skip
+    build = subprocess.run(cmd, capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("ok ") and int(run.stdout.split()[1]) >= 25
