@@ -48,6 +48,8 @@ _INT_RANGES = {
     "uint32": (0, 2**32 - 1),
     "uint64": (0, 2**63 - 1),
 }
+#: rt::kMaxKernels (and Workspaces' capacity) in tl_aot/include/tl_aot/launcher_runtime.h.
+_MAX_KERNELS = 16
 _FLOAT_CTYPES = {"float32": "float", "float64": "double"}
 
 
@@ -170,6 +172,12 @@ def _entry_context(e: LoweredEntry, index: int) -> dict:
     ]
     variants = []
     for v in e.variants:
+        if len(v.kernels) > _MAX_KERNELS or len(v.workspaces) > _MAX_KERNELS:
+            msg = (
+                f"{where} ({v.arch}): launches {len(v.kernels)} kernels with {len(v.workspaces)} workspaces; "
+                f"the launcher runtime holds at most {_MAX_KERNELS} of each per entry (rt::kMaxKernels)"
+            )
+            raise LoweringError(msg)
         a = parse_arch(v.arch)
         kernels = []
         for k in v.kernels:

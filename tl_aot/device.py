@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import types
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from .arch import Arch
 from .errors import SpecError
@@ -120,7 +120,3 @@ def emulate(profile: DeviceProfile):
         for n, f in saved.items():
             setattr(cuda_driver, n, f)
 
-
-def as_dict(profile: DeviceProfile) -> dict:
-    """The profile as plain JSON data."""
-    return asdict(profile)
