@@ -47,6 +47,7 @@ Commands
                         [PASS_CONFIGS <KEY=VALUE>...]
                         [NVCC_FLAGS <flag>...]
                         [DEVICE <gpu>]
+                        [OUT_IDX <index-or-name>...]
                         [DEPENDS <file-or-target>...]
                         [OUTPUT_DIRECTORY <dir>]
                         [HEADER_DIRECTORY <dir>]
@@ -95,6 +96,12 @@ Commands
     The GPU that device queries made while lowering describe (``driver.get_num_sms()`` of a
     persistent kernel, shared memory or L2 sizes), e.g. ``H100-PCIe``. Default per arch:
     ``A100-SXM`` (80), ``A10`` (86), ``L40S`` (89), ``H100-SXM`` (90a), ``B200`` (100a).
+
+  ``OUT_IDX``
+    The parameters (indices, negative from the end, or names) the entry allocates and returns,
+    like ``@tilelang.jit(out_idx=...)``; ``none`` for none. Default: the kernel's own ``out_idx``
+    or ``T.empty`` returns. The C++ function then returns ``tvm::ffi::Tensor`` (a ``std::tuple``
+    of them for several); the overload taking every parameter writes the outputs in place.
 
   ``DEPENDS``
     More files or targets the build depends on. Not needed for the Python modules the kernel
@@ -399,7 +406,7 @@ function(add_tilelang_kernel)
     # one-value keywords
     "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL"
     # multi-value keywords
-    "ARGS;ARCHS;PASS_CONFIGS;NVCC_FLAGS;DEPENDS")
+    "ARGS;ARCHS;PASS_CONFIGS;NVCC_FLAGS;OUT_IDX;DEPENDS")
   # cmake-format: on
 
   # --- Check the call ------------------------------------------------------------------------
@@ -423,7 +430,7 @@ function(add_tilelang_kernel)
     endif()
   endforeach()
   if(ARG_SPEC)
-    foreach(kw IN ITEMS SOURCE FUNCTION ENTRY ARGS PASS_CONFIGS NVCC_FLAGS)
+    foreach(kw IN ITEMS SOURCE FUNCTION ENTRY ARGS PASS_CONFIGS NVCC_FLAGS OUT_IDX)
       if(ARG_${kw})
         message(FATAL_ERROR "add_tilelang_kernel(): 'SPEC' cannot be combined with '${kw}': "
                             "the spec file lists each entry's settings (target ${name})")
@@ -538,6 +545,9 @@ function(add_tilelang_kernel)
   if(ARG_DEVICE)
     list(APPEND cmd --device "${ARG_DEVICE}")
   endif()
+  foreach(a IN LISTS ARG_OUT_IDX)
+    list(APPEND cmd "--out-idx=${a}")
+  endforeach()
   list(APPEND cmd -o "${out_dir}" --header-dir "${header_dir}" --depfile "${depfile}")
   if(ARG_JOBS)
     list(APPEND cmd -j "${ARG_JOBS}")

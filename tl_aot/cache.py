@@ -29,7 +29,7 @@ __all__ = ["VariantCache", "variant_key", "default_cache_dir", "package_version"
 
 #: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
 #: so that entries written by an older tl_aot of the same version are never reused.
-CACHE_SCHEMA = 3
+CACHE_SCHEMA = 4
 
 
 def package_version(dist: str) -> str:
@@ -62,6 +62,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str
         "compile_flags": list(spec.compile_flags),
         "entry": spec.name,
         "device": spec.device,
+        "out_idx": None if spec.out_idx is None else list(spec.out_idx),
         "source": file_digest(src) if src.is_file() else "missing",
         "deps": [[p.name, file_digest(p)] for p in deps],
     }

@@ -48,6 +48,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="GPU that device queries made while lowering (driver.get_num_sms(), ...) describe, e.g. H100-PCIe; "
         "default per arch: A100-SXM (80), A10 (86), L40S (89), H100-SXM (90a), B200 (100a)",
     )
+    b.add_argument(
+        "--out-idx",
+        action="append",
+        help="a parameter (index, negative from the end, or name) the entry allocates and returns, like "
+        "@tilelang.jit(out_idx=...) (repeatable; 'none' for no outputs; default: the kernel's own out_idx / T.empty)",
+    )
     b.add_argument("-o", "--output", default=".", help="output folder (default: .)")
     b.add_argument("--header-dir", help="folder for the C++ header (default: the output folder)")
     b.add_argument("--depfile", help="write a Makefile depfile of every Python file the kernels import")
@@ -65,12 +71,24 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _out_idx(values: list | None) -> tuple | None:
+    """``--out-idx`` values: ints or names; a lone ``none`` means the entry has no outputs."""
+    if values is None:
+        return None
+    if values == ["none"]:
+        return ()
+    return tuple(int(v) if v.lstrip("-").isdigit() else v for v in values)
+
+
 def _cmd_build(args) -> int:
     from .build import build_library
     from .spec import KernelSpec, LibrarySpec, archs_from_env, load_spec_file, parse_arg, parse_target
 
     if bool(args.target) == bool(args.spec):
         msg = "build: give either FILE.py:FUNCTION or --spec FILE"
+        raise TlAotError(msg)
+    if args.spec and args.out_idx:
+        msg = "build: --out-idx applies to FILE.py:FUNCTION; in a spec file set out_idx per entry"
         raise TlAotError(msg)
     if args.spec:
         lib = load_spec_file(args.spec, archs=args.arch or None, name=args.name, device=args.device)
@@ -93,6 +111,7 @@ def _cmd_build(args) -> int:
             pass_configs=pcs,
             compile_flags=args.nvcc_flag,
             device=args.device,
+            out_idx=_out_idx(args.out_idx),
         )
         lib = LibrarySpec(name=name, entries=(spec,))
     log = None if args.quiet else (lambda s: print(s, flush=True))
@@ -122,7 +141,8 @@ def describe(manifest) -> str:
         lines.append(f"  from {e.source}:{e.function}({', '.join(f'{k}={v}' for k, v in e.args)})")
         for p in e.params:
             if p.is_tensor:
-                lines.append(f"  param {p.name}: tensor {p.dtype}[{', '.join(str(d) for d in p.shape)}]")
+                role = " (output: returned when the call passes the inputs alone)" if p.output else ""
+                lines.append(f"  param {p.name}: tensor {p.dtype}[{', '.join(str(d) for d in p.shape)}]{role}")
             else:
                 lines.append(f"  param {p.name}: scalar {p.dtype}")
         if e.symbols:

@@ -116,7 +116,8 @@ def _scalar_getter(dtype: str, name: str, entry: str, entry_name: str = "") -> t
 
 def _entry_context(e: LoweredEntry, index: int) -> dict:
     where = f"entry {e.name!r}"
-    tensors = [p for p in e.params if p.is_tensor]
+    # Inputs first: they bind the shape symbols that outputs (possibly allocated) are checked against.
+    tensors = [p for p in e.params if p.is_tensor and not p.output] + [p for p in e.params if p.output]
     if not tensors:
         msg = f"{where}: takes no tensor; tl_aot picks the device from the tensors, so an entry needs at least one"
         raise LoweringError(msg)
@@ -128,7 +129,9 @@ def _entry_context(e: LoweredEntry, index: int) -> dict:
         checks = []
         for i, (d, cpp) in enumerate(zip(p.shape, p.shape_cpp)):
             if isinstance(d, int):
-                checks.append({"bind": "", "source": "", "dim": i, "value": str(d), "display": c_string_body(f"{shape} with dim {i} = {d}")})
+                checks.append(
+                    {"bind": "", "source": "", "dim": i, "value": str(d), "display": c_string_body(f"{shape} with dim {i} = {d}")}
+                )
             elif d in symbols and d not in bound:
                 bound[d] = (p.name, i)
                 checks.append({"bind": d, "dim": i})
@@ -144,10 +147,22 @@ def _entry_context(e: LoweredEntry, index: int) -> dict:
                     }
                 )
             else:
-                late.append({"param": p.name, "dim": i, "value": cpp, "display": c_string_body(f"{shape} with dim {i} = {d} = ")})
+                late.append(
+                    {
+                        "param": p.name,
+                        "output": p.output,
+                        "dim": i,
+                        "value": cpp,
+                        "display": c_string_body(f"{shape} with dim {i} = {d} = "),
+                    }
+                )
+        code, bits = DLPACK_DTYPES[p.dtype][0] if p.dtype in DLPACK_DTYPES else (0, 0)
         t_ctx.append(
             {
                 "name": p.name,
+                "output": p.output,
+                "shape_cpp": list(p.shape_cpp) or ["1"],
+                "dl_dtype": f"DLDataType{{{code}, {bits}, 1}}",
                 "ndim": len(p.shape),
                 "dtype": p.dtype,
                 "dtype_check": _dtype_check(p.dtype, f"{where}: parameter {p.name!r}"),
@@ -161,10 +176,10 @@ def _entry_context(e: LoweredEntry, index: int) -> dict:
     params_ctx, scalars = [], []
     for p in e.params:
         if p.is_tensor:
-            params_ctx.append({"name": p.name, "is_tensor": True, "ctype": "::tvm::ffi::TensorView"})
+            params_ctx.append({"name": p.name, "is_tensor": True, "output": p.output, "ctype": "::tvm::ffi::TensorView"})
         else:
             ctype, getter = _scalar_getter(p.dtype, p.name, f"{_namespace(index)}::kName", e.name)
-            d = {"name": p.name, "is_tensor": False, "ctype": ctype, "getter": getter}
+            d = {"name": p.name, "is_tensor": False, "output": False, "ctype": ctype, "getter": getter}
             params_ctx.append(d)
             scalars.append(d)
     sym_ctx = [
@@ -187,7 +202,10 @@ def _entry_context(e: LoweredEntry, index: int) -> dict:
                 static_smem = -1
             args = [{**_as_dict(arg), "index": i} for i, arg in enumerate(k.args)]
             kernels.append({**_as_dict(k), "args": args, "static_smem": static_smem, "cluster_size": math.prod(k.cluster_dims or (1,))})
-        workspaces = [{"name": c_string_body(w.name), "cpp": w.cpp, "factors": list(w.factors) or ["1"], "elem_bytes": max(1, (w.elem_bits + 7) // 8)} for w in v.workspaces]
+        workspaces = [
+            {"name": c_string_body(w.name), "cpp": w.cpp, "factors": list(w.factors) or ["1"], "elem_bytes": max(1, (w.elem_bits + 7) // 8)}
+            for w in v.workspaces
+        ]
         variants.append(
             {
                 "arch": v.arch,
@@ -205,6 +223,13 @@ def _entry_context(e: LoweredEntry, index: int) -> dict:
     # launcher defines them as u_<name>, so no user name meets a generated identifier.
     shown = [cpp_name(p.name) for p in e.params]
     shown = [cpp_name(n, set(shown[:i])) for i, n in enumerate(shown)]
+    ins = [(p, n) for p, n in zip(params_ctx, shown) if not p["output"]]
+    outs = [t for t in t_ctx if t["output"]]
+    # A call passing n_inputs + 1 == len(params) arguments is the inputs + a stream, or every
+    # parameter: the first position where one form has a tensor and the other not tells them apart.
+    alloc_kinds = [p["is_tensor"] for p, _ in ins] + [False]
+    decide_at = next((i for i, p in enumerate(params_ctx) if i < len(alloc_kinds) and p["is_tensor"] != alloc_kinds[i]), 0)
+    returns = "::tvm::ffi::Tensor" if len(outs) == 1 else f"std::tuple<{', '.join(['::tvm::ffi::Tensor'] * len(outs))}>"
     return {
         "name": e.name,
         "ns": _namespace(index),
@@ -218,11 +243,23 @@ def _entry_context(e: LoweredEntry, index: int) -> dict:
         "scalars": scalars,
         "params": params_ctx,
         "param_names": ", ".join(p.name for p in e.params),
+        "input_names": ", ".join(p.name for p in e.params if not p.output),
+        "inputs": [t for t in t_ctx if not t["output"]],
+        "outputs": outs,
+        "n_inputs": len(ins),
+        "decide_at": decide_at,
+        "decide_tensor": bool(params_ctx and params_ctx[decide_at]["is_tensor"]),
+        "in_params": [p for p, _ in ins],
+        "returns": returns,
+        "cpp_in_params": ", ".join(f"{p['ctype']} {n}" for p, n in ins),
+        "cpp_def_in_params": ", ".join(f"{p['ctype']} u_{p['name']}" for p, _ in ins),
+        "cpp_def_in_args": ", ".join(f"u_{p['name']}" for p, _ in ins),
         "symbols": sym_ctx,
         "late_checks": late,
         "variants": variants,
         "cpp_params": ", ".join(f"{p['ctype']} {n}" for p, n in zip(params_ctx, shown)),
         "stream_param": cpp_name("stream", set(shown)),
+        "in_stream_param": cpp_name("stream", {n for _, n in ins}),
         "cpp_def_params": ", ".join(f"{p['ctype']} u_{p['name']}" for p in params_ctx),
         "cpp_def_args": ", ".join(f"u_{p['name']}" for p in params_ctx),
     }
@@ -294,18 +331,29 @@ def render_header(manifest: Manifest) -> str:
     return _env().get_template("launcher.h.j2").render(**_context(manifest, f"{manifest.library}.h"))
 
 
-def render_loader(manifest: Manifest, *, module: str, library_file: str) -> str:
+#: File name of the copy of :mod:`tl_aot.torch_ops` shipped next to a generated loader.
+TORCH_GLUE_MODULE = "_tl_aot_torch"
+
+
+def render_loader(manifest: Manifest, *, module: str, library_file: str, torch_ops: bool | str = False) -> str:
     """A pure-Python module that loads ``library_file`` from its own folder and exposes each entry.
 
     ``module`` is the dotted name it is imported as (``tl_gemm._kernels``). The module needs only
-    ``tvm_ffi`` (not tl_aot), so a package shipping it depends on apache-tvm-ffi alone.
+    ``tvm_ffi`` (not tl_aot), so a package shipping it depends on apache-tvm-ffi alone; its
+    ``register_torch_ops()`` uses the copy of :mod:`tl_aot.torch_ops` placed beside it
+    (``_tl_aot_torch.py``). ``torch_ops`` (True or a namespace) registers them on import when
+    torch is installed; the default namespace is the package's name.
     """
     package = module.rpartition(".")[0] or module
+    namespace = torch_ops if isinstance(torch_ops, str) else package.replace(".", "_").lstrip("_") or manifest.library.lstrip("_")
+    glue = f"from . import {TORCH_GLUE_MODULE}" if "." in module else f"import {TORCH_GLUE_MODULE}"
 
     def py_str(text: str) -> str:  # a double-quoted Python literal, as ruff format writes it
         return json.dumps(text)
 
-    entries = [{"name": e.name, "name_repr": py_str(e.name), "signature": e.signature()} for e in manifest.entries]
+    entries = [
+        {"name": e.name, "name_repr": py_str(e.name), "signature": e.signature(), "tuple": len(e.outputs) > 1} for e in manifest.entries
+    ]
     archs = sorted({v.arch + ("+PTX" if v.ptx else "") for e in manifest.entries for v in e.variants})
     return (
         _env()
@@ -316,6 +364,10 @@ def render_loader(manifest: Manifest, *, module: str, library_file: str) -> str:
             library_file_repr=py_str(library_file),
             missing_tvm_ffi_msg=py_str(f"{module} needs apache-tvm-ffi: pip install apache-tvm-ffi"),
             entries=entries,
+            any_tuple=any(e["tuple"] for e in entries),
+            namespace_repr=py_str(namespace),
+            torch_glue_import=glue,
+            torch_ops=bool(torch_ops),
             archs=archs,
             sources=sorted({e.source for e in manifest.entries}),
             tl_aot_version=manifest.tl_aot_version,

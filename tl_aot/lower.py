@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import re
 import sys
 
 from .arch import Arch
-from .device import default_profile, emulate, find_profile
 from .cexpr import CppExprPrinter, ctype_of
+from .device import default_profile, emulate, find_profile
 from .errors import LoweringError, SpecError, TlAotError
 from .metadata import DeviceKernel, KernelArg, L2Window, LoweredVariant, Param, Symbol, TmaDescriptor, Workspace
 from .source import format_user_error, import_kernel_file, local_dependencies
@@ -50,6 +51,7 @@ def _resolve_prim_func(spec: KernelSpec, module, where: str):
     pass_configs: dict = {}
     compile_flags: list = []
     choice = None
+    out_idx = None  # the kernel's own outputs: @tilelang.jit(out_idx=...) or T.empty returns
     if is_autotuned(obj):  # @autotune over @tilelang.jit: build one config, never run TileLang's tuner
         choice = choose_config(obj, kwargs, function=spec.function, where=where)
         kwargs = choice.kwargs
@@ -61,6 +63,7 @@ def _resolve_prim_func(spec: KernelSpec, module, where: str):
         func = obj
     elif hasattr(obj, "get_tir") and hasattr(obj, "pass_configs"):  # @tilelang.jit
         func = obj.get_tir(**kwargs)
+        out_idx = getattr(obj, "out_idx", None)
         pass_configs.update(obj.pass_configs or {})
         flags = getattr(obj, "compile_flags", None) or []
         compile_flags += [flags] if isinstance(flags, str) else list(flags)
@@ -68,6 +71,7 @@ def _resolve_prim_func(spec: KernelSpec, module, where: str):
         _check_binds(obj, kwargs, spec, where)
         func = obj(**kwargs)
         if hasattr(func, "get_tir") and not isinstance(func, PrimFunc):
+            out_idx = getattr(func, "out_idx", None)
             func = func.get_tir()
     else:
         msg = f"{where}: {spec.function} is a {type(obj).__name__}, not a function returning a T.prim_func"
@@ -80,11 +84,40 @@ def _resolve_prim_func(spec: KernelSpec, module, where: str):
         pass_configs = {**dict(attrs["tilelang_pass_configs"]), **pass_configs}
     if "tilelang_compile_flags" in attrs:
         compile_flags += [str(f) for f in attrs["tilelang_compile_flags"]]
+    if out_idx is None and "tilelang_out_idx" in attrs:
+        out_idx = [int(i) for i in attrs["tilelang_out_idx"]]
+    if spec.out_idx is not None:
+        out_idx = spec.out_idx
     if choice is not None:
         pass_configs.update(choice.pass_configs)
     pass_configs.update(dict(spec.pass_configs))
     compile_flags += list(spec.compile_flags)
-    return func, pass_configs, compile_flags, choice
+    return func, pass_configs, compile_flags, choice, _output_positions(func, out_idx, where)
+
+
+def _output_positions(func, out_idx, where: str) -> frozenset:
+    """Parameter positions the entry allocates and returns, from ``out_idx`` (ints, negative from the end, or names)."""
+    if out_idx is None:
+        return frozenset()
+    items = [out_idx] if isinstance(out_idx, (int, str)) else list(out_idx)
+    names = [func.buffer_map[v].name if v in func.buffer_map else v.name for v in func.params]
+    out = set()
+    for it in items:
+        if isinstance(it, str):
+            if it not in names:
+                msg = f"{where}: out_idx names {it!r}, which is not a parameter ({', '.join(names)})"
+                raise LoweringError(msg)
+            i = names.index(it)
+        else:
+            i = int(it) + (len(names) if int(it) < 0 else 0)
+            if not 0 <= i < len(names):
+                msg = f"{where}: out_idx {it} is out of range for {len(names)} parameters ({', '.join(names)})"
+                raise LoweringError(msg)
+        if func.params[i] not in func.buffer_map:
+            msg = f"{where}: out_idx {it!r} is the scalar {names[i]!r}; only tensors can be outputs"
+            raise LoweringError(msg)
+        out.add(i)
+    return frozenset(out)
 
 
 def _check_binds(obj, kwargs: dict, spec: KernelSpec, where: str) -> None:
@@ -108,16 +141,22 @@ def _check_binds(obj, kwargs: dict, spec: KernelSpec, where: str) -> None:
         raise LoweringError(msg) from None
 
 
-def _signature(func, where: str):
-    """Params and dynamic symbols of the prim_func, plus the TIR-name → C++-name map."""
+def _signature(func, where: str, outputs: frozenset = frozenset()):
+    """Params and dynamic symbols of the prim_func, plus the TIR-name → C++-name map.
+
+    Inputs are visited before outputs, so a symbol is always bound by an input when one has it:
+    returned outputs are shaped from the inputs alone.
+    """
     from tilelang import tvm
 
     tirx = tvm.tirx
-    params: list[Param] = []
+    by_pos: dict[int, Param] = {}
     symbols: dict[str, Symbol] = {}
     names: dict[str, str] = {}
     buffers = []
-    for var in func.params:
+    order = [i for i in range(len(func.params)) if i not in outputs] + sorted(outputs)
+    for pos in order:
+        var = func.params[pos]
         if var in func.buffer_map:
             buf = func.buffer_map[var]
             pname = _check_name(buf.name, f"{where}: tensor parameter")
@@ -127,7 +166,7 @@ def _signature(func, where: str):
             pname = _check_name(var.name, f"{where}: scalar parameter")
             ctype_of(str(var.dtype), f"{where}: parameter {pname!r}")
             names[var.name] = f"a_{pname}"
-            params.append(Param(pname, "scalar", str(var.dtype)))
+            by_pos[pos] = Param(pname, "scalar", str(var.dtype))
             continue
 
         def dim_of(x, pname=pname, di=0, stride=False):
@@ -146,10 +185,12 @@ def _signature(func, where: str):
         # TileLang declares every argument buffer 64-byte aligned and vectorises on that promise
         # (16-byte loads, TMA): a pointer that breaks it faults the whole CUDA context.
         align = int(getattr(buf, "data_alignment", 0) or 0)
-        params.append(Param(pname, "tensor", str(buf.dtype), shape, strides, alignment=align if align > 1 else 0))
+        by_pos[pos] = Param(pname, "tensor", str(buf.dtype), shape, strides, alignment=align if align > 1 else 0, output=pos in outputs)
         if any(sym.dim < 0 for sym in symbols.values()):
             msg = f"{where}: tensor {pname!r} has a stride variable that no shape binds; tl_aot needs strides derived from shapes"
             raise LoweringError(msg)
+    params = [by_pos[i] for i in range(len(func.params))]
+    _check_outputs(params, symbols, where)
     pr = CppExprPrinter(names, {}, where)
     spelled = {pname: (tuple(pr(s) for s in buf.shape), tuple(pr(s) for s in buf.strides)) for pname, buf in buffers}
     params = [dataclasses.replace(p, shape_cpp=spelled[p.name][0], strides_cpp=spelled[p.name][1]) if p.is_tensor else p for p in params]
@@ -162,6 +203,32 @@ def _signature(func, where: str):
                         msg = f"{where}: tensor {pname!r} has dimension `{s}` whose variable {v!r} no other dimension binds"
                         raise LoweringError(msg)
     return tuple(params), tuple(symbols.values()), names
+
+
+def _check_outputs(params: list, symbols: dict, where: str) -> None:
+    """Returned outputs must be allocatable from the inputs: every dim known, dense, a device to put them on."""
+    outs = [p for p in params if p.output]
+    if not outs:
+        return
+    hint = "pass it as an argument instead (out_idx = [] in the spec, or drop it from out_idx)"
+    if not any(p.is_tensor and not p.output for p in params):
+        msg = f"{where}: every tensor is an output, so no input says which GPU to allocate them on; {hint}"
+        raise LoweringError(msg)
+    for p in outs:
+        for d in p.shape:
+            for v in [d] if d in symbols else _names_in(str(d)):
+                sym = symbols.get(v)
+                if sym is not None and next(q for q in params if q.name == sym.param).output:
+                    msg = f"{where}: output {p.name!r} has dim {d!r}, which no input tensor's shape gives; {hint}"
+                    raise LoweringError(msg)
+        dense = [math.prod(p.shape[i + 1 :]) if all(isinstance(d, int) for d in p.shape[i + 1 :]) else None for i in range(len(p.shape))]
+        if p.strides and any(isinstance(st, int) and want is not None and st != want for st, want in zip(p.strides, dense)):
+            msg = f"{where}: output {p.name!r} has strides {p.strides}; a returned output is allocated dense; {hint}"
+            raise LoweringError(msg)
+
+
+def _names_in(expr: str) -> list[str]:
+    return re.findall(r"[A-Za-z_][A-Za-z0-9_]*", expr)
 
 
 def _check_name(name: str, what: str) -> str:
@@ -519,10 +586,10 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
     target = tvm.target.Target({"kind": "cuda", "arch": arch.sm})
     try:
         with target, emulate(profile):
-            func, pass_configs, compile_flags, choice = _resolve_prim_func(spec, module, where)
+            func, pass_configs, compile_flags, choice, outputs = _resolve_prim_func(spec, module, where)
             with tvm.transform.PassContext(opt_level=3, config=pass_configs):
                 art = tilelang.lower(func, target=target)
-        params, symbols, names = _signature(func, where)
+        params, symbols, names = _signature(func, where, outputs)
         host_funcs = list(art.host_mod.functions.values())
         if len(host_funcs) != 1:
             msg = f"{where}: expected one host function after lowering, got {len(host_funcs)}"

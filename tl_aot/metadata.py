@@ -30,7 +30,7 @@ __all__ = [
 
 #: Version of the launcher ABI (exported symbols, manifest layout, calling convention).
 #: Bump whenever a library built by an older tl_aot can no longer be driven by this runtime.
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class Param:
     shape_cpp: tuple = ()  # the same dims spelled in C++ over the launcher's symbols (s_<name>)
     strides_cpp: tuple = ()
     alignment: int = 0  # bytes the kernel assumes the data pointer is aligned to (TileLang: 64); 0 = none
+    output: bool = False  # allocated and returned by a call that passes the inputs alone (out_idx, T.empty)
 
     @property
     def is_tensor(self) -> bool:
@@ -160,15 +161,26 @@ class LoweredEntry:
     symbols: tuple = ()  # Symbol
     variants: tuple = ()  # ArchVariant
 
+    @property
+    def inputs(self) -> tuple:
+        """The parameters a call passes when the entry returns its outputs."""
+        return tuple(p for p in self.params if not p.output)
+
+    @property
+    def outputs(self) -> tuple:
+        """The tensors the entry allocates and returns (in parameter order); empty for in-place entries."""
+        return tuple(p for p in self.params if p.output)
+
     def signature(self) -> str:
-        """``gemm(A: float16[4096, 4096], B: ..., alpha: float32)``: what users see in errors and inspect."""
-        parts = []
-        for p in self.params:
-            if p.is_tensor:
-                parts.append(f"{p.name}: {p.dtype}[{', '.join(str(d) for d in p.shape)}]")
-            else:
-                parts.append(f"{p.name}: {p.dtype}")
-        return f"{self.name}({', '.join(parts)})"
+        """``gemm(A: float16[m, K], B: float16[K, N]) -> C: float16[m, N]``: what users see in errors and inspect."""
+
+        def show(p: Param) -> str:
+            return f"{p.name}: {p.dtype}[{', '.join(str(d) for d in p.shape)}]" if p.is_tensor else f"{p.name}: {p.dtype}"
+
+        ret = ", ".join(show(p) for p in self.outputs)
+        if len(self.outputs) > 1:
+            ret = f"({ret})"
+        return f"{self.name}({', '.join(show(p) for p in self.inputs)})" + (f" -> {ret}" if ret else "")
 
 
 @dataclass(frozen=True)

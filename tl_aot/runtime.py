@@ -2,11 +2,13 @@
 
 Needs only ``apache-tvm-ffi``: no TileLang, torch, nvcc or GPU (a call on a machine without a
 GPU fails with a clear message; loading and ``inspect`` work anywhere). Entry attributes are the
-library's TVM FFI functions themselves, so a call costs exactly one tvm-ffi call.
+library's TVM FFI functions themselves, so a call costs exactly one tvm-ffi call (an entry returning
+several outputs is wrapped to return a tuple rather than a ``tvm_ffi.Array``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -39,8 +41,6 @@ def read_manifest(module, path: Path) -> Manifest:
     except Exception:
         msg = f"{path} is not a tl_aot library (it exports no tl_aot_manifest)"
         raise LibraryError(msg) from None
-    import json
-
     raw = json.loads(str(fn()))
     abi = raw.get("abi_version")
     if abi != ABI_VERSION:
@@ -62,6 +62,8 @@ class Library:
         self._entries = {}
         for e in manifest.entries:
             fn = module[e.name]
+            if len(e.outputs) > 1:
+                fn = _returning_tuple(fn, e.name)
             self._entries[e.name] = fn
             if not hasattr(type(self), e.name):
                 object.__setattr__(self, e.name, fn)
@@ -90,6 +92,16 @@ class Library:
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._entries))
 
+    def register_torch_ops(self, namespace: str | None = None):
+        """Register the entries as ``torch.ops.<namespace>.<entry>`` (default namespace: the library's name).
+
+        The ops have fake implementations derived from the manifest, so ``torch.compile(fullgraph=True)``
+        traces through them; returns ``torch.ops.<namespace>``. Imports torch (only here).
+        """
+        from . import torch_ops
+
+        return torch_ops.register(self._entries, json.loads(str(self._module["tl_aot_manifest"]())), namespace)
+
     def prepare(self, device: int = 0) -> None:
         """Load every entry's kernels on ``device`` now (do this before CUDA graph capture)."""
         self._prepare(int(device))
@@ -103,6 +115,18 @@ class Library:
     def __repr__(self) -> str:
         names = ", ".join(self._entries)
         return f"<tl_aot.Library {self._manifest.library} ({names}) from {self._path}>"
+
+
+def _returning_tuple(fn, name: str):
+    """``fn`` returning a tuple where the library returns a ``tvm_ffi.Array`` of outputs (None stays None)."""
+
+    def call(*args):
+        out = fn(*args)
+        return None if out is None else tuple(out)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"{name}: returns its outputs as a tuple (a call passing every parameter returns None)."
+    return call
 
 
 def load(path: str | os.PathLike) -> Library:

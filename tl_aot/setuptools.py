@@ -53,7 +53,7 @@ from setuptools.errors import CompileError, OptionError
 from .arch import parse_arch_list
 from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
-from .spec import RESERVED_EXPORTS, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name
+from .spec import RESERVED_EXPORTS, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name, check_out_idx
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
@@ -65,9 +65,9 @@ __all__ = ["TileLangExtension", "TileLangExtensionError", "build_ext", "bdist_wh
 #: Progress lines and warnings go through setuptools' logging (shown by default, hidden by -q).
 log = logging.getLogger("tl_aot.setuptools")
 
-_ENTRY_KEYS = frozenset({"name", "source", "function", "args", "archs", "pass_configs", "compile_flags", "device"})
+_ENTRY_KEYS = frozenset({"name", "source", "function", "args", "archs", "pass_configs", "compile_flags", "device", "out_idx"})
 #: Names the generated loader module defines besides the entries.
-_LOADER_NAMES = frozenset({"LIBRARY_PATH"}) | RESERVED_EXPORTS
+_LOADER_NAMES = frozenset({"LIBRARY_PATH", "register_torch_ops"}) | RESERVED_EXPORTS
 
 
 class TileLangExtensionError(TlAotError, CompileError):
@@ -86,12 +86,15 @@ class EntryDecl:
     pass_configs: tuple = ()  # (key, value) pairs
     compile_flags: tuple = ()
     device: str = ""  # GPU profile for device queries while lowering (tl_aot.device)
+    out_idx: tuple | None = None  # outputs the entry returns; None: the kernel's own
 
 
 def _entry_decl(raw, ext_name: str) -> EntryDecl:
     """Validate one ``entries=[...]`` item (a dict with the keys of a spec file's ``[[entry]]``)."""
     if isinstance(raw, KernelSpec):
-        return EntryDecl(raw.name, str(raw.source), raw.function, raw.args, raw.archs, raw.pass_configs, raw.compile_flags)
+        return EntryDecl(
+            raw.name, str(raw.source), raw.function, raw.args, raw.archs, raw.pass_configs, raw.compile_flags, raw.device, raw.out_idx
+        )
     where = f"TileLangExtension({ext_name!r})"
     if not isinstance(raw, dict):
         msg = f"{where}: each entry must be a dict with name, source, function (and optional args, archs), got {type(raw).__name__}"
@@ -124,6 +127,7 @@ def _entry_decl(raw, ext_name: str) -> EntryDecl:
         pass_configs=tuple(sorted((raw.get("pass_configs") or {}).items())),
         compile_flags=tuple(flags),
         device=str(raw.get("device") or ""),
+        out_idx=check_out_idx(raw.get("out_idx"), name),
     )
 
 
@@ -145,17 +149,21 @@ class TileLangExtension(Extension):
         default arch from sm_80 up that this nvcc supports (:func:`tl_aot.toolchain.default_archs`).
     optional : bool
         As for any ``Extension``: a failed build warns instead of stopping ``setup()``.
+    torch_ops : bool or str
+        Register the entries as torch operators (``torch.ops.<namespace>.<entry>``) when the
+        loader is imported and torch is installed; a string names the namespace (default: the
+        package's name). Without it, ``register_torch_ops()`` on the loader does the same on request.
 
     Kernel files and the local modules they import are recorded as ``depends``, so an sdist
     carries them without a MANIFEST.in.
 
     """
 
-    def __init__(self, name: str, entries=(), *, archs=None, optional: bool = False, **kwargs) -> None:
+    def __init__(self, name: str, entries=(), *, archs=None, optional: bool = False, torch_ops: bool | str = False, **kwargs) -> None:
         if kwargs:
             msg = (
                 f"TileLangExtension({name!r}): unsupported argument(s) {', '.join(sorted(kwargs))}; "
-                "a TileLang extension takes entries=, archs= and optional= (kernels are built by tl_aot, not the C compiler)"
+                "a TileLang extension takes entries=, archs=, optional= and torch_ops= (kernels are built by tl_aot, not the C compiler)"
             )
             raise SpecError(msg)
         parts = str(name).split(".")
@@ -173,7 +181,11 @@ class TileLangExtension(Extension):
                 msg = f"TileLangExtension({name!r}): entry {d.name!r} is listed twice"
                 raise SpecError(msg)
             seen.add(d.name)
+        if not isinstance(torch_ops, (bool, str)) or (isinstance(torch_ops, str) and not torch_ops.isidentifier()):
+            msg = f"TileLangExtension({name!r}): torch_ops must be True/False or a namespace identifier, got {torch_ops!r}"
+            raise SpecError(msg)
         self.entries = decls
+        self.torch_ops = torch_ops
         self.archs = parse_arch_list(archs) if archs else ()
         super().__init__(name, sources=[], depends=_kernel_files(decls), optional=optional)
 
@@ -221,6 +233,7 @@ class TileLangExtension(Extension):
                     pass_configs=dict(d.pass_configs),
                     compile_flags=d.compile_flags,
                     device=d.device,
+                    out_idx=d.out_idx,
                 )
             )
         return LibrarySpec(name=self.library_name, entries=tuple(entries))
@@ -377,7 +390,7 @@ class build_ext(_build_ext):
     def _build_tilelang(self, ext: TileLangExtension) -> None:
         """Build ``ext`` with :func:`tl_aot.build.build_library` in build_temp, then place library and loader."""
         from .build import build_library
-        from .codegen import render_loader
+        from .codegen import TORCH_GLUE_MODULE, render_loader
         from .fileutil import write_if_different
 
         fullname = self.get_ext_fullname(ext.name)
@@ -397,8 +410,11 @@ class build_ext(_build_ext):
             raise TileLangExtensionError(msg) from e
         if _copy_if_different(result.library, library):
             log.info(f"copying {result.library} -> {library.parent}")
-        if write_if_different(loader, render_loader(result.manifest, module=fullname, library_file=library.name)):
+        if write_if_different(loader, render_loader(result.manifest, module=fullname, library_file=library.name, torch_ops=ext.torch_ops)):
             log.info(f"writing {loader}")
+        glue = loader.with_name(TORCH_GLUE_MODULE + ".py")
+        if write_if_different(glue, (Path(__file__).parent / "torch_ops.py").read_text()):
+            log.info(f"writing {glue}")
 
     def get_ext_filename(self, fullname: str) -> str:
         """``pkg/lib_kernels.so`` for a TileLang extension (no Python ABI suffix: it is not a CPython module)."""
@@ -408,14 +424,18 @@ class build_ext(_build_ext):
         return super().get_ext_filename(fullname)
 
     def _loader_files(self):
-        """(in build_lib, in the source package) paths of each TileLang extension's loader."""
+        """(in build_lib, in the source package) paths of each TileLang extension's loader and torch glue."""
+        from .codegen import TORCH_GLUE_MODULE
+
         build_py = self.get_finalized_command("build_py")
+        seen = set()
         for ext in self._tilelang_extensions():
             inplace_lib, regular_lib = self._get_inplace_equivalent(build_py, ext)
-            yield (
-                os.path.join(os.path.dirname(regular_lib), ext.loader_filename),
-                os.path.join(os.path.dirname(inplace_lib), ext.loader_filename),
-            )
+            for name in (ext.loader_filename, TORCH_GLUE_MODULE + ".py"):
+                pair = (os.path.join(os.path.dirname(regular_lib), name), os.path.join(os.path.dirname(inplace_lib), name))
+                if pair not in seen:  # extensions of one package share the glue module
+                    seen.add(pair)
+                    yield pair
 
     def get_outputs(self) -> list[str]:
         outputs = super().get_outputs()

@@ -143,6 +143,7 @@ class KernelSpec:
     pass_configs: tuple = ()  # extra TileLang pass configs as (key, value) pairs
     compile_flags: tuple = ()  # extra nvcc flags
     device: str = ""  # GPU profile answering device queries while lowering (tl_aot.device); "" = per-arch default
+    out_idx: tuple | None = None  # outputs (indices, negative from the end, or names); None: the kernel's own out_idx
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "entry name")
@@ -158,7 +159,9 @@ class KernelSpec:
         return dict(self.args)
 
     @classmethod
-    def create(cls, *, name, source, function, args=None, archs, pass_configs=None, compile_flags=None, device=None) -> KernelSpec:
+    def create(
+        cls, *, name, source, function, args=None, archs, pass_configs=None, compile_flags=None, device=None, out_idx=None
+    ) -> KernelSpec:
         """Build a spec from loose user values (dicts, arch strings), validating each."""
         if isinstance(args, dict):
             args = tuple(args.items())
@@ -177,7 +180,27 @@ class KernelSpec:
             pass_configs=tuple(sorted((pass_configs or {}).items())),
             compile_flags=tuple(compile_flags or ()),
             device=_check_device(device, parsed_archs, name),
+            out_idx=check_out_idx(out_idx, name),
         )
+
+
+def check_out_idx(out_idx, entry: str) -> tuple | None:
+    """``out_idx`` as given (an int, a name, or a list of them; ``[]`` means no outputs), validated in form only."""
+    if out_idx is None:
+        return None
+    items = [out_idx] if isinstance(out_idx, (int, str)) else out_idx
+    try:
+        items = list(items)
+    except TypeError:
+        items = [None]
+    for it in items:
+        if isinstance(it, bool) or not isinstance(it, (int, str)) or (isinstance(it, str) and not it.isidentifier()):
+            msg = f"entry {entry!r}: out_idx {out_idx!r} must be parameter indices (negative from the end) or names"
+            raise SpecError(msg)
+    if len(set(items)) != len(items):
+        msg = f"entry {entry!r}: out_idx {out_idx!r} names a parameter twice"
+        raise SpecError(msg)
+    return tuple(items)
 
 
 def _check_device(device, archs, entry: str) -> str:
@@ -264,7 +287,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
         if not e_archs:
             msg = f"{where} ({ed['name']}): no archs (set [library] archs, the entry's archs, --arch or TL_AOT_ARCHS)"
             raise SpecError(msg)
-        unknown = set(ed) - {"name", "source", "function", "args", "archs", "pass_configs", "compile_flags", "device"}
+        unknown = set(ed) - {"name", "source", "function", "args", "archs", "pass_configs", "compile_flags", "device", "out_idx"}
         if unknown:
             msg = f"{where} ({ed['name']}): unknown key(s) {', '.join(sorted(unknown))}"
             raise SpecError(msg)
@@ -279,6 +302,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
                     pass_configs=ed.get("pass_configs"),
                     compile_flags=ed.get("compile_flags"),
                     device=device or ed.get("device", lib.get("device")),
+                    out_idx=ed.get("out_idx"),
                 )
             )
         except SpecError as e:

@@ -93,6 +93,12 @@ void bad_arg_count(const char* entry, int expected, const char* names, int got) 
                         std::to_string(got));
 }
 
+void bad_arg_count_outputs(const char* entry, const char* inputs, const char* all, int got) {
+  fail("TypeError", std::string(entry) + "() takes its inputs (" + inputs + ") and returns its outputs, or takes every " +
+                        "parameter (" + all + ") and writes the outputs in place; either form then an optional " +
+                        "stream; got " + std::to_string(got) + " argument" + (got == 1 ? "" : "s"));
+}
+
 static const char* device_type_str(int type) {
   switch (type) {
     case kDLCPU:

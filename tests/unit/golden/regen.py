@@ -30,6 +30,10 @@ def relower() -> Manifest:
         KernelSpec.create(name="add_one", source=kernels / "elementwise.py", function="add_one", archs=["80", "90a"]),
         KernelSpec.create(name="gemm", source=kernels / "gemm.py", function="matmul_dynamic_m", args={"N": 256, "K": 256}, archs=["90a"]),
         KernelSpec.create(name="two", source=kernels / "multi.py", function="scale_then_shift", args={"N": 1024}, archs=["80+PTX"]),
+        KernelSpec.create(
+            name="axpy_first", source=kernels / "outputs.py", function="axpy_first", args={"N": 4096}, archs=["90a"], out_idx=["out"]
+        ),
+        KernelSpec.create(name="row_stats", source=kernels / "outputs.py", function="row_stats", args={"M": 64, "N": 512}, archs=["90a"]),
     )
     lib = LibrarySpec("golden", entries)
     tasks, results = [], {}

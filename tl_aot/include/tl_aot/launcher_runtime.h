@@ -47,6 +47,7 @@ constexpr int kMaxKernels = 16;  // device kernels one entry may launch
                              const DLTensor* t);
 [[noreturn]] void bad_strides(const char* entry, const char* arg, const char* strides, const DLTensor* t);
 [[noreturn]] void bad_arg_count(const char* entry, int expected, const char* names, int got);
+[[noreturn]] void bad_arg_count_outputs(const char* entry, const char* inputs, const char* all, int got);
 std::string shape_str(const DLTensor* t);
 
 // ----------------------------------------------------------------------------------------------
@@ -186,6 +187,22 @@ inline const DLTensor* tensor_arg(const ::tvm::ffi::AnyView& v, const char* entr
     return *v.try_cast<DLTensor*>();
   }
   bad_arg("TypeError", entry, arg, "a tensor", std::string(v.GetTypeKey()));
+}
+
+inline bool is_tensor(const ::tvm::ffi::AnyView& v) {
+  return v.type_index() == ::tvm::ffi::TypeIndex::kTVMFFIDLTensorPtr || v.type_index() == ::tvm::ffi::TypeIndex::kTVMFFITensor;
+}
+
+// Which form a call to an entry with outputs takes: the inputs alone, then an optional stream
+// (true: allocate and return the outputs), or every parameter, then an optional stream (false).
+// With n_in + 1 == n_all arguments both forms fit; position `decide_at` tells them apart: a tensor
+// there means every parameter when `tensor_means_all`. Any other count throws, naming both forms.
+inline bool returns_outputs(const ::tvm::ffi::AnyView* a, int num_args, int n_in, int n_all, int decide_at,
+                            bool tensor_means_all, const char* entry, const char* inputs, const char* all) {
+  if (TL_AOT_LIKELY(num_args == n_in)) return true;
+  if (num_args == n_in + 1) return num_args != n_all || is_tensor(a[decide_at]) != tensor_means_all;
+  if (num_args == n_all || num_args == n_all + 1) return false;
+  bad_arg_count_outputs(entry, inputs, all, num_args);
 }
 
 void bad_tensor_device(const DLTensor* t, const char* entry, const char* arg);

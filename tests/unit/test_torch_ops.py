@@ -1,0 +1,114 @@
+"""Entries as torch operators: schemas and fake implementations from the manifest (no GPU needed).
+
+The real implementations need a GPU (tests/gpu); here the ops run on meta tensors, which dispatch
+to the fake implementations, and torch.compile traces them into one graph.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tl_aot import torch_ops  # noqa: E402
+
+GOLDEN = json.loads((Path(__file__).parent / "golden" / "manifest.json").read_text())
+
+
+def manifest_with_dynamic_output() -> dict:
+    """The golden manifest, its dynamic-m gemm turned into one that returns C (as out_idx=[-1] would)."""
+    m = copy.deepcopy(GOLDEN)
+    m["library"] = "golden_" + uuid.uuid4().hex[:8]  # a fresh op namespace per test
+    gemm = next(e for e in m["entries"] if e["name"] == "gemm")
+    gemm["params"][2]["output"] = True
+    return m
+
+
+def calls():
+    seen = []
+
+    def make(name):
+        def fn(*args):
+            seen.append((name, args))
+
+        return fn
+
+    return seen, {e["name"]: make(e["name"]) for e in GOLDEN["entries"]}
+
+
+def test_schemas_follow_the_manifest():
+    by_name = {e["name"]: e for e in manifest_with_dynamic_output()["entries"]}
+    assert torch_ops.schema_of(by_name["gemm"]) == "(Tensor A, Tensor B) -> Tensor"
+    assert torch_ops.schema_of(by_name["axpy_first"]) == "(Tensor a, float alpha, Tensor c) -> Tensor"
+    assert torch_ops.schema_of(by_name["row_stats"]) == "(Tensor x) -> (Tensor, Tensor)"
+    # no declared outputs: every tensor may be written, so the op says so
+    assert torch_ops.schema_of(by_name["two"]) == "(Tensor(a!) X, Tensor(b!) Y, Tensor(c!) Z, float alpha) -> ()"
+
+
+def test_fake_outputs_take_shapes_from_the_inputs():
+    m = manifest_with_dynamic_output()
+    _, fns = calls()
+    ops = torch_ops.register(fns, json.dumps(m))
+    a = torch.empty(77, 256, dtype=torch.float16, device="meta")
+    b = torch.empty(256, 256, dtype=torch.float16, device="meta")
+    c = ops.gemm(a, b)
+    assert (c.shape, c.dtype, c.device.type) == ((77, 256), torch.float16, "meta")
+    total, peak = ops.row_stats(torch.empty(64, 512, device="meta"))
+    assert total.shape == peak.shape == (64,)
+    out = ops.axpy_first(torch.empty(4096, device="meta"), 2.0, torch.empty(4096, device="meta"))
+    assert out.shape == (4096,) and out.dtype == torch.float32
+
+
+def test_registering_again_returns_the_same_ops_and_a_taken_namespace_is_refused():
+    m = manifest_with_dynamic_output()
+    _, fns = calls()
+    first = torch_ops.register(fns, m)
+    assert torch_ops.register(fns, m) is first
+    other = dict(m, library="another_library")
+    with pytest.raises(ValueError, match=f"namespace '{m['library']}' already holds the ops of tl_aot library"):
+        torch_ops.register(fns, other, namespace=m["library"])
+    with pytest.raises(ValueError, match="must be an identifier"):
+        torch_ops.register(fns, other, namespace="_private")
+
+
+def test_torch_compile_traces_two_entries_without_a_graph_break():
+    m = manifest_with_dynamic_output()
+    _, fns = calls()
+    ops = torch_ops.register(fns, m)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward  # runs on meta tensors: the fake implementations
+
+    @torch.compile(backend=backend, fullgraph=True, dynamic=True)
+    def model(a, b, x):
+        c = ops.gemm(a, b)
+        total, peak = ops.row_stats(x)
+        return c * 2, total + peak
+
+    a = torch.empty(33, 256, dtype=torch.float16, device="meta")
+    b = torch.empty(256, 256, dtype=torch.float16, device="meta")
+    c, s = model(a, b, torch.empty(64, 512, device="meta"))
+    assert c.shape == (33, 256) and s.shape == (64,)
+    assert len(graphs) == 1
+    targets = {str(n.target).removesuffix(".default") for n in graphs[0].graph.nodes if n.op == "call_function"}
+    assert {f"{m['library']}.gemm", f"{m['library']}.row_stats"} <= targets
+
+
+def test_output_dims_that_are_expressions_of_symbols():
+    m = manifest_with_dynamic_output()
+    gemm = next(e for e in m["entries"] if e["name"] == "gemm")
+    gemm["params"][2]["shape"] = ["m * 2 + 1", "256 // 2"]
+    _, fns = calls()
+    ops = torch_ops.register(fns, m)
+    c = ops.gemm(torch.empty(5, 256, dtype=torch.float16, device="meta"), torch.empty(256, 256, dtype=torch.float16, device="meta"))
+    assert c.shape == (11, 128)
+    gemm["params"][2]["shape"] = ["ceil(m)", 256]
+    with pytest.raises(ValueError, match="cannot compute output dim 'ceil\\(m\\)'"):
+        torch_ops.register(fns, dict(m, library=m["library"] + "_x"))
