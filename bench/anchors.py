@@ -70,7 +70,8 @@ def compile_jit(entry, backend: str, target: str = "cuda"):
     function, kwargs = factory_args(entry)
     func = getattr(kernels, function)(**kwargs)
     t0 = time.perf_counter()
-    kernel = tilelang.compile(func, target=target, execution_backend=backend)
+    out_idx = [i for i, p in enumerate(entry.params) if p.output] or None  # the JIT returns what the entry returns
+    kernel = tilelang.compile(func, out_idx=out_idx, target=target, execution_backend=backend)
     seconds = time.perf_counter() - t0
     resolved = getattr(kernel, "target", target)
     return kernel, seconds, str(resolved)

@@ -77,7 +77,21 @@ def cases(lib):
 
     def hostile_ref(t, s):
         ten, (delete, default, register, int_) = t, s
-        return ten[0] + ten[1] * delete + ten[2] + ten[3] + ten[4] + ten[6] + ten[7] + ten[8] + ten[9] + ten[10] + ten[11] * default + register + int_
+        return (
+            ten[0]
+            + ten[1] * delete
+            + ten[2]
+            + ten[3]
+            + ten[4]
+            + ten[6]
+            + ten[7]
+            + ten[8]
+            + ten[9]
+            + ten[10]
+            + ten[11] * default
+            + register
+            + int_
+        )
 
     def rms_ref(x, w):
         xf = x.float()
@@ -86,7 +100,9 @@ def cases(lib):
     def a(entry):
         return {k: ast.literal_eval(v) for k, v in lib.signature(entry).args}
 
-    g48, gns, rs, fa, dec, pg, rn = (a(e) for e in ("gemm_48k", "gemm_new_style", "row_scale", "flash_fwd", "decode_splitkv", "persistent_gemm", "new"))
+    g48, gns, rs, fa, dec, pg, rn = (
+        a(e) for e in ("gemm_48k", "gemm_new_style", "row_scale", "flash_fwd", "decode_splitkv", "persistent_gemm", "new")
+    )
     out = []
     # (kind, entry, inputs(), outputs(inputs), jit() -> callable(inputs)->out, reference(inputs))
     out.append(
@@ -245,7 +261,7 @@ def run(lib_dir: Path) -> list[dict]:
             row.update(aot_ms=round(t_aot, 4), jit_ms=round(t_jit, 4), ratio=round(t_jit / t_aot, 3))
         else:
             ok = torch.allclose(got.float(), ref.float(), rtol=2e-2, atol=5e-2)
-            row["matches"] = ("no JIT to compare; matches torch" if ok else "MISMATCH vs torch")
+            row["matches"] = "no JIT to compare; matches torch" if ok else "MISMATCH vs torch"
             row["aot_ms"] = round(device_ms(lambda: fn(*args)), 4)
         rows.append(row)
     return rows

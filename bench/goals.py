@@ -38,6 +38,25 @@ def compute(records) -> list[dict]:
     g.append(_goal("launch overhead / floor", 5, _ratio(aot, floor), 1.2, "<=", f"tl_aot {fmt(aot)} vs floor {fmt(floor)}"))
     g.append(_goal("launch overhead / JIT tvm_ffi", 5, _ratio(aot, jit), 0.5, "<=", f"tl_aot {fmt(aot)} vs JIT {fmt(jit)}"))
     g.append(_goal("launch overhead ≤ JIT tvm_ffi's", 2, _ratio(aot, jit), 1.0, "<=", f"tl_aot {fmt(aot)} vs JIT {fmt(jit)}"))
+    ret = _find(records, "returns", "tl_aot_returns", "us")
+    jret = _find(records, "returns", "jit_tvm_ffi_returns", "us")
+    rfloor = _find(records, "returns", "floor", "us")
+    g.append(_goal("returning call / JIT out_idx", 12, _ratio(ret, jret), 0.6, "<=", f"tl_aot {fmt(ret)} vs JIT {fmt(jret)}"))
+    g.append(
+        _goal(
+            "returning call / (no-op + torch.empty + cuLaunchKernel)",
+            12,
+            _ratio(ret, rfloor),
+            1.2,
+            "<=",
+            f"tl_aot {fmt(ret)} vs {fmt(rfloor)}",
+        )
+    )
+    adds = _find(records, "returns", "op_in_compiled_graph", "adds_us")
+    in_graph = _find(records, "returns", "op_in_compiled_graph", "us")
+    direct = _find(records, "returns", "op_in_compiled_graph", "direct_us")
+    detail = f"{fmt(in_graph)} per op in a compiled graph vs {fmt(direct)} per direct call"
+    g.append(_goal("op in a torch.compile'd graph − direct call (µs)", 12, adds, 1.0, "<=", detail))
     kernels = ["gemm_f16", "gemm_bf16", "softmax"]
     for r in records:
         if r.get("section") == "throughput" and r.get("impl") == "tl_aot" and r.get("kernel") not in kernels:

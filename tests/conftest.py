@@ -48,6 +48,26 @@ def testlib_path(tmp_path_factory, cache_dir) -> Path:
     return build_library(load_spec_file(TESTLIB_SPEC), out_dir=out, cache_dir=cache_dir, log=None).library
 
 
+def prebuilt_or_build(spec: Path, name: str, tmp_path_factory, cache_dir) -> Path:
+    """``lib<name>.so`` from ``TL_AOT_TEST_LIBDIR`` when set (prebuilt on the CPU machine), else built now."""
+    prebuilt = os.environ.get("TL_AOT_TEST_LIBDIR")
+    if prebuilt:
+        return Path(prebuilt) / f"lib{name}.so"
+    from tl_aot.build import build_library
+    from tl_aot.spec import load_spec_file
+
+    out = tmp_path_factory.mktemp(name)
+    return build_library(load_spec_file(spec), out_dir=out, cache_dir=cache_dir, log=None).library
+
+
+@pytest.fixture(scope="session")
+def outputs_lib(tmp_path_factory, cache_dir):
+    """``libtl_outputs.so`` (tests/kernels/outputs.toml): entries that return their outputs."""
+    import tl_aot
+
+    return tl_aot.load(prebuilt_or_build(KERNELS / "outputs.toml", "tl_outputs", tmp_path_factory, cache_dir))
+
+
 @pytest.fixture(scope="session")
 def testlib(testlib_path):
     import tl_aot

@@ -14,11 +14,12 @@ GEMMS = [
         "source": "kernels/gemm.py",
         "function": "matmul",
         "args": {"M": n, "N": n, "K": n, "dtype": dtype},
+        "out_idx": [-1],  # C is returned: c = gemm(a, b), as @tilelang.jit(out_idx=[-1]) would
     }
     for tag, dtype in (("fp16", "float16"), ("bf16", "bfloat16"))
     for n in (4096, 8192)
 ]
-SOFTMAX = {"name": "softmax_fp16", "source": "kernels/softmax.py", "function": "softmax", "args": {"N": 1024}}
+SOFTMAX = {"name": "softmax_fp16", "source": "kernels/softmax.py", "function": "softmax", "args": {"N": 1024}, "out_idx": [-1]}
 
 setup(
     # H100 (sm_90a: TMA + wgmma) and A100 / every later GPU (sm_80). TL_AOT_ARCHS="80" overrides.

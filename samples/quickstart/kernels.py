@@ -1,8 +1,14 @@
-"""The quick-start kernel: a plain TileLang GEMM (no tl_aot imports; tl_aot builds it as is)."""
+"""The quick-start kernel: a TileLang GEMM as JIT users write it (no tl_aot imports; tl_aot builds it as is).
 
+``out_idx=[-1]`` makes C the output: ``c = matmul(...)(a, b)`` under TileLang's JIT, and
+``c = lib.gemm_fp16(a, b)`` from the library tl_aot builds.
+"""
+
+import tilelang
 import tilelang.language as T
 
 
+@tilelang.jit(out_idx=[-1])
 def matmul(M, N, K, block_M=128, block_N=128, block_K=64, num_stages=3, threads=128, dtype="float16", accum_dtype="float32"):
     """``M`` may be None for a dynamic row count (the TMA descriptors then depend on it at run time)."""
     m = T.dynamic("m") if M is None else M
@@ -23,6 +29,7 @@ def matmul(M, N, K, block_M=128, block_N=128, block_K=64, num_stages=3, threads=
     return main
 
 
+@tilelang.jit(out_idx=[-1])
 def matmul_dynamic_m(N, K, **kwargs):
     """The same GEMM with a row count known only at run time."""
-    return matmul(None, N, K, **kwargs)
+    return matmul.get_tir(None, N, K, **kwargs)

@@ -117,3 +117,18 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_called_like_the_jit_and_registered_as_torch_ops(tl_gemm):
+    """``c = gemm(a, b)`` as under @tilelang.jit(out_idx=[-1]); the loader's register_torch_ops() makes torch ops."""
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    b = (torch.randn(4096, 4096, device="cuda") / 64).half()
+    c = tl_gemm.gemm_fp16_4096(a, b)
+    assert isinstance(c, torch.Tensor) and c.shape == (4096, 4096) and c.dtype == torch.float16
+    torch.testing.assert_close(c, (a.float() @ b.float()).half(), rtol=2e-2, atol=2e-2)
+    ops = tl_gemm.register_torch_ops()
+    assert ops is torch.ops.tl_gemm and tl_gemm.register_torch_ops() is ops
+    torch.testing.assert_close(ops.gemm_fp16_4096(a, b), c, rtol=0, atol=0)
+    x = torch.randn(300, 1024, device="cuda", dtype=torch.float16)
+    f = torch.compile(lambda t: torch.ops.tl_gemm.softmax_fp16(t * 2), fullgraph=True)
+    torch.testing.assert_close(f(x).float(), torch.softmax(2 * x.float(), dim=1), rtol=1e-2, atol=1e-3)
