@@ -57,6 +57,11 @@ def compute(records) -> list[dict]:
     direct = _find(records, "returns", "op_in_compiled_graph", "direct_us")
     detail = f"{fmt(in_graph)} per op in a compiled graph vs {fmt(direct)} per direct call"
     g.append(_goal("op in a torch.compile'd graph − direct call (µs)", 12, adds, 1.0, "<=", detail))
+    disp = _find(records, "launch", "dispatch_from_cpp", "adds_us")
+    d_us = _find(records, "launch", "dispatch_from_cpp", "us")
+    d_direct = _find(records, "launch", "dispatch_from_cpp", "direct_us")
+    detail = f"16 specialisations, the last matching: {fmt(d_us)} vs {fmt(d_direct)} direct, from C++"
+    g.append(_goal("dispatch − direct call (µs)", 16, disp, 0.1, "<=", detail))
     kernels = ["gemm_f16", "gemm_bf16", "softmax"]
     for r in records:
         if r.get("section") == "throughput" and r.get("impl") == "tl_aot" and r.get("kernel") not in kernels:

@@ -105,7 +105,8 @@ def _launch(records) -> list[str]:
     aot = figs.get("tl_aot", {}).get("us")
     out = ["| candidate | µs per call (median) | min | p90 | × floor | × tl_aot |", "| --- | --- | --- | --- | --- | --- |"]
     known = [n for n in _LAUNCH_ORDER if n in figs]
-    known += [n for n in figs if n not in _LAUNCH_ORDER and not n.startswith(("jit_compile", "tma_gemm:", "profile"))]
+    skip = ("jit_compile", "tma_gemm:", "profile", "dispatch_from_cpp")
+    known += [n for n in figs if n not in _LAUNCH_ORDER and not n.startswith(skip)]
     for name in known:
         r = figs[name]
         out.append(
@@ -129,6 +130,15 @@ def _launch(records) -> list[str]:
             f"{prof['driver_launch_us']:.2f} µs (C++ loops of plain `cuLaunchKernel` in two processes: "
             f"{', '.join(_f(x, '{:.2f}') for x in prof.get('culaunch_loops_us', []))} µs).",
         ]
+    disp = figs.get("dispatch_from_cpp")
+    if disp:
+        out += [
+            "",
+            f"Dispatch (issue 16): `{disp['entry']}`, the same kernel behind {disp['specialisations']} specialisations with the "
+            f"matching one tried last, called from C++ interleaved with the plain entry: {disp['us']:.3f} µs vs "
+            f"{disp['direct_us']:.3f} µs, so picking adds {disp['adds_us']:.3f} µs (min {disp['min_us']:.3f} vs "
+            f"{disp['direct_min_us']:.3f} µs).",
+        ]
     tma = {r["name"].split(":", 1)[1]: r for r in rows if r["name"].startswith("tma_gemm:") and "us" in r}
     if tma:
         out += ["", "A 256³ TMA GEMM (`gemm_small`, three descriptors encoded on the host per call), timed the same way:", ""]
@@ -137,6 +147,27 @@ def _launch(records) -> list[str]:
     comp = [r for r in rows if r["name"].startswith("jit_compile")]
     if comp:
         out += ["", "JIT compile times in this run: " + ", ".join(f"{r['entry']}/{r['backend']} {r['s']:.1f} s" for r in comp) + "."]
+    return out
+
+
+def _returns(records) -> list[str]:
+    rows = _sec(records, "returns")
+    figs = {r["name"]: r for r in rows if "us" in r}
+    if not figs:
+        return ["Not measured."]
+    out = ["| candidate | µs per call (median) | min | p90 |", "| --- | --- | --- | --- |"]
+    for name, r in figs.items():
+        if name not in ("floor", "op_in_compiled_graph") and not name.startswith("jit_compile"):
+            out.append(f"| {name} | {r['us']:.2f} | {_f(r.get('min'), '{:.2f}')} | {_f(r.get('p90'), '{:.2f}')} |")
+    if "floor" in figs:
+        p = figs["floor"]["parts"]
+        out += ["", f"Floor = `noop` {p['noop']:.2f} + `torch_empty` {p['torch_empty']:.2f} + `culaunch` {p['culaunch']:.2f} "
+                f"= {figs['floor']['us']:.2f} µs."]  # fmt: skip
+    g = figs.get("op_in_compiled_graph")
+    if g:
+        out += ["", f"Inside a `torch.compile(fullgraph=True)` graph the op costs {g['us']:.2f} µs per call "
+                f"((`compiled_op_x8` − `compiled_op`) / 7) against {g['direct_us']:.2f} µs for a direct call "
+                f"((`direct_x8` − `tl_aot_returns`) / 7): {g['adds_us']:.2f} µs more, torch's dispatch to a Python kernel."]  # fmt: skip
     return out
 
 
@@ -277,19 +308,23 @@ def render(records: list[dict], sources: list[str]) -> str:
         "",
         *_launch(records),
         "",
-        "## 2. Device throughput (CUDA events)",
+        "## 2. A call that returns its output (`add_one_ret`, `out_idx=[-1]`)",
+        "",
+        *_returns(records),
+        "",
+        "## 3. Device throughput (CUDA events)",
         "",
         *_throughput(records),
         "",
-        "## 3. Cold start (fresh process to first correct result)",
+        "## 4. Cold start (fresh process to first correct result)",
         "",
         *_coldstart(records),
         "",
-        "## 4. Build",
+        "## 5. Build",
         "",
         *_build(records),
         "",
-        "## 5. Size",
+        "## 6. Size",
         "",
         *_size(records),
         "",

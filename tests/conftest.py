@@ -69,6 +69,14 @@ def outputs_lib(tmp_path_factory, cache_dir):
 
 
 @pytest.fixture(scope="session")
+def special_lib(tmp_path_factory, cache_dir):
+    """``libtl_special.so`` (tests/kernels/specialised.toml): entries with several specialisations."""
+    import tl_aot
+
+    return tl_aot.load(prebuilt_or_build(KERNELS / "specialised.toml", "tl_special", tmp_path_factory, cache_dir))
+
+
+@pytest.fixture(scope="session")
 def testlib(testlib_path):
     import tl_aot
 

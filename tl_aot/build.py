@@ -420,6 +420,9 @@ def _manifest(lib: LibrarySpec, tasks, lowered: dict, nv_version: str, image_siz
                 params=first.params,
                 symbols=first.symbols,
                 variants=tuple(variants),
+                export=spec.export,
+                when=spec.when,
+                fallback=spec.fallback,
             )
         )
     return Manifest(

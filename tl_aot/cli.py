@@ -130,14 +130,19 @@ def _cmd_build(args) -> int:
 
 def describe(manifest) -> str:
     """Human-readable description of a manifest (what ``inspect`` prints)."""
+    exports = manifest.exports()
     lines = [
-        f"library {manifest.library}: {len(manifest.entries)} entr{'y' if len(manifest.entries) == 1 else 'ies'}",
+        f"library {manifest.library}: {len(exports)} entr{'y' if len(exports) == 1 else 'ies'}",
         f"  built with tl_aot {manifest.tl_aot_version}, TileLang {manifest.tilelang_version}, "
         f"nvcc {manifest.nvcc_version}, launcher ABI {manifest.abi_version}",
     ]
+    position = {e.name: (i, len(ms)) for ms in exports.values() for i, e in enumerate(ms)}
     for e in manifest.entries:
         lines.append("")
-        lines.append(f"{e.signature()}")
+        i, n = position[e.name]
+        if n > 1 and i == 0:
+            lines.append(f"{e.exported}: {n} specialisations, one function picking by the input tensors' dtypes and sizes")
+        lines.append(f"{e.signature()}" + (f"   [specialisation {i + 1}/{n}]" if n > 1 else ""))
         lines.append(f"  from {e.source}:{e.function}({', '.join(f'{k}={v}' for k, v in e.args)})")
         for p in e.params:
             if p.is_tensor:

@@ -10,6 +10,7 @@ import functools
 import json
 import math
 
+from . import dispatch
 from .arch import parse_arch
 from .errors import LoweringError
 from .metadata import ABI_VERSION, LoweredEntry, Manifest, to_json
@@ -114,7 +115,7 @@ def _scalar_getter(dtype: str, name: str, entry: str, entry_name: str = "") -> t
     raise LoweringError(msg)
 
 
-def _entry_context(e: LoweredEntry, index: int) -> dict:
+def _entry_context(e: LoweredEntry, index: int, label: str = "") -> dict:
     where = f"entry {e.name!r}"
     # Inputs first: they bind the shape symbols that outputs (possibly allocated) are checked against.
     tensors = [p for p in e.params if p.is_tensor and not p.output] + [p for p in e.params if p.output]
@@ -231,9 +232,10 @@ def _entry_context(e: LoweredEntry, index: int) -> dict:
     decide_at = next((i for i, p in enumerate(params_ctx) if i < len(alloc_kinds) and p["is_tensor"] != alloc_kinds[i]), 0)
     returns = "::tvm::ffi::Tensor" if len(outs) == 1 else f"std::tuple<{', '.join(['::tvm::ffi::Tensor'] * len(outs))}>"
     return {
-        "name": e.name,
+        "name": e.exported,  # what the API is called; e.name is unique per specialisation
+        "label": c_string_body(label or e.exported),  # what errors say: the entry, and which specialisation
         "ns": _namespace(index),
-        "cpp_name": cpp_name(e.name),
+        "cpp_name": cpp_name(e.exported),
         "signature": c_comment(e.signature()),
         "source": c_comment(e.source),
         "function": e.function,
@@ -265,6 +267,67 @@ def _entry_context(e: LoweredEntry, index: int) -> dict:
     }
 
 
+def _exports(manifest: Manifest, entries: list) -> list:
+    """One context per exported function: its entries (specialisations) and, for several, the C++ pick rules."""
+    index = {e.name: i for i, e in enumerate(manifest.entries)}
+    out = []
+    for j, (name, members) in enumerate(manifest.exports().items()):
+        idx = [index[m.name] for m in members]
+        first = entries[idx[0]]
+        x = {"name": name, "first": first, "members": idx, "rules": [], "ns": first["ns"]}
+        x["signatures"] = [entries[i]["signature"] for i in idx]
+        if members[0].export:  # specialisations, even a lone one: its `when` ranges are enforced too
+            x.update(_pick_context(members, idx, first))
+            x["ns"] = f"export{j}"
+        out.append(x)
+    return out
+
+
+def _pick_context(members: tuple, idx: list, first: dict) -> dict:
+    """C++ conditions that pick a specialisation: only the tests that tell the specialisations apart."""
+    rules = dispatch.plan(members)
+    params = members[0].params
+    inputs = [p for p in params if not p.output]
+    tensors = [{"name": p.name, "pos_all": params.index(p), "pos_in": inputs.index(p)} for p in params if p.is_tensor and not p.output]
+    by_index = {r.index: r for r in rules}
+    conds = []
+    for r in rules:
+        terms = []
+        for k, tr in enumerate(r.tensors):
+            others = [by_index[i].tensors[k] for i in range(len(members))]
+            if any(o.dtype != tr.dtype for o in others):
+                alts = " || ".join(f"(t[{k}]->dtype.code == {c} && t[{k}]->dtype.bits == {b})" for c, b in DLPACK_DTYPES[tr.dtype])
+                terms.append(f"({alts})")
+            dims = []
+            for d, (lo, hi) in enumerate(tr.dims):
+                same = all(len(o.dims) == len(tr.dims) and o.dims[d] == (lo, hi) for o in others)
+                if same and not tr.narrowed[d]:
+                    continue  # the same for all: the picked specialisation's own checks test it
+                if lo == hi:
+                    dims.append(f"t[{k}]->shape[{d}] == {lo}")
+                    continue
+                if lo > 1:
+                    dims.append(f"t[{k}]->shape[{d}] >= {lo}")
+                if hi < dispatch.UNBOUNDED:
+                    dims.append(f"t[{k}]->shape[{d}] <= {hi}")
+            if dims or any(len(o.dims) != len(tr.dims) for o in others):
+                terms.append(f"t[{k}]->ndim == {len(tr.dims)}")
+            terms += dims
+        conds.append({"cond": " && ".join(terms) or "true", "member": idx[r.index]})
+    return {
+        "rules": conds,
+        "tensors": tensors,
+        "built": c_string_body(" | ".join(dispatch.describe(m) for m in members)),
+        "outputs": first["outputs"],
+        "n_inputs": first["n_inputs"],
+        "n_params": len(params),
+        "decide_at": first["decide_at"],
+        "decide_tensor": first["decide_tensor"],
+        "input_names": first["input_names"],
+        "param_names": first["param_names"],
+    }
+
+
 def _namespace(index: int) -> str:
     """The C++ namespace holding one entry's generated code: by position, so no entry name can clash."""
     return f"entry{index}"
@@ -285,11 +348,14 @@ def _raw_string(text: str) -> tuple[str, str]:
 
 
 def _context(manifest: Manifest, header_name: str) -> dict:
-    entries = [_entry_context(e, i) for i, e in enumerate(manifest.entries)]
+    exports = manifest.exports()
+    label = {m.name: f"{x} (specialisation {i + 1}/{len(ms)})" for x, ms in exports.items() if len(ms) > 1 for i, m in enumerate(ms)}
+    entries = [_entry_context(e, i, label.get(e.name, "")) for i, e in enumerate(manifest.entries)]
     archs = sorted({a for e in entries for a in e["archs"]})
     return {
         "lib": manifest.library,
         "entries": entries,
+        "exports": _exports(manifest, entries),
         "archs": archs,
         "sources": sorted({c_comment(e.source) for e in manifest.entries}),
         "tl_aot_version": manifest.tl_aot_version,
@@ -352,7 +418,8 @@ def render_loader(manifest: Manifest, *, module: str, library_file: str, torch_o
         return json.dumps(text)
 
     entries = [
-        {"name": e.name, "name_repr": py_str(e.name), "signature": e.signature(), "tuple": len(e.outputs) > 1} for e in manifest.entries
+        {"name": name, "name_repr": py_str(name), "signatures": [m.signature() for m in ms], "tuple": len(ms[0].outputs) > 1}
+        for name, ms in manifest.exports().items()
     ]
     archs = sorted({v.arch + ("+PTX" if v.ptx else "") for e in manifest.entries for v in e.variants})
     return (

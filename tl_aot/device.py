@@ -119,4 +119,3 @@ def emulate(profile: DeviceProfile):
     finally:
         for n, f in saved.items():
             setattr(cuda_driver, n, f)
-

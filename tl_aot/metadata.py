@@ -160,6 +160,14 @@ class LoweredEntry:
     params: tuple = ()  # Param
     symbols: tuple = ()  # Symbol
     variants: tuple = ()  # ArchVariant
+    export: str = ""  # the exported function this is a specialisation of ("": exported as ``name``)
+    when: tuple = ()  # (symbol, lo, hi): the dynamic dims this specialisation covers
+    fallback: bool = False  # picked only when no other specialisation of its export matches
+
+    @property
+    def exported(self) -> str:
+        """The name the library exports this under (several specialisations share one)."""
+        return self.export or self.name
 
     @property
     def inputs(self) -> tuple:
@@ -180,7 +188,9 @@ class LoweredEntry:
         ret = ", ".join(show(p) for p in self.outputs)
         if len(self.outputs) > 1:
             ret = f"({ret})"
-        return f"{self.name}({', '.join(show(p) for p in self.inputs)})" + (f" -> {ret}" if ret else "")
+        when = "".join(f", {s} in [{lo}, {hi}]" if lo != hi else f", {s} = {lo}" for s, lo, hi in self.when)
+        when = f" when {when[2:]}" if when else (" (fallback)" if self.fallback else "")
+        return f"{self.exported}({', '.join(show(p) for p in self.inputs)})" + (f" -> {ret}" if ret else "") + when
 
 
 @dataclass(frozen=True)
@@ -196,10 +206,21 @@ class Manifest:
     build_flags: tuple = field(default=())
 
     def entry(self, name: str) -> LoweredEntry:
+        """The entry ``name``; for a specialised export, its first specialisation."""
         for e in self.entries:
             if e.name == name:
                 return e
+        for e in self.entries:
+            if e.export == name:
+                return e
         raise KeyError(name)
+
+    def exports(self) -> dict:
+        """Exported name → its specialisations (one entry for an unspecialised export), in library order."""
+        out: dict = {}
+        for e in self.entries:
+            out.setdefault(e.exported, []).append(e)
+        return {k: tuple(v) for k, v in out.items()}
 
 
 _NESTED: dict[str, dict[str, type]] = {

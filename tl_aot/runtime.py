@@ -60,13 +60,13 @@ class Library:
         self._module = module
         self._manifest = manifest
         self._entries = {}
-        for e in manifest.entries:
-            fn = module[e.name]
-            if len(e.outputs) > 1:
-                fn = _returning_tuple(fn, e.name)
-            self._entries[e.name] = fn
-            if not hasattr(type(self), e.name):
-                object.__setattr__(self, e.name, fn)
+        for name, members in manifest.exports().items():  # one function per entry, however many specialisations
+            fn = module[name]
+            if len(members[0].outputs) > 1:
+                fn = _returning_tuple(fn, name)
+            self._entries[name] = fn
+            if not hasattr(type(self), name):
+                object.__setattr__(self, name, fn)
         self._cleanup = module["cleanup_module"]
         self._prepare = module["tl_aot_prepare"]
 
@@ -84,7 +84,12 @@ class Library:
         return dict(self._entries)
 
     def signature(self, name: str) -> LoweredEntry:
+        """The entry ``name`` (its first specialisation, if it has several: see :meth:`specialisations`)."""
         return self._manifest.entry(name)
+
+    def specialisations(self, name: str) -> tuple:
+        """Every specialisation of entry ``name``, in the order they are tried (one for a plain entry)."""
+        return self._manifest.exports()[name]
 
     def __getitem__(self, name: str):
         return self._entries[name]

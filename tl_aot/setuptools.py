@@ -65,7 +65,21 @@ __all__ = ["TileLangExtension", "TileLangExtensionError", "build_ext", "bdist_wh
 #: Progress lines and warnings go through setuptools' logging (shown by default, hidden by -q).
 log = logging.getLogger("tl_aot.setuptools")
 
-_ENTRY_KEYS = frozenset({"name", "source", "function", "args", "archs", "pass_configs", "compile_flags", "device", "out_idx"})
+_ENTRY_KEYS = frozenset(
+    {
+        "name",
+        "source",
+        "function",
+        "args",
+        "archs",
+        "pass_configs",
+        "compile_flags",
+        "device",
+        "out_idx",
+        "specialisations",
+        "specializations",
+    }
+)
 #: Names the generated loader module defines besides the entries.
 _LOADER_NAMES = frozenset({"LIBRARY_PATH", "register_torch_ops"}) | RESERVED_EXPORTS
 
@@ -87,6 +101,7 @@ class EntryDecl:
     compile_flags: tuple = ()
     device: str = ""  # GPU profile for device queries while lowering (tl_aot.device)
     out_idx: tuple | None = None  # outputs the entry returns; None: the kernel's own
+    specialisations: tuple | None = None  # ({"args": ..., "when": ..., "fallback": ...}, ...), one function picking
 
 
 def _entry_decl(raw, ext_name: str) -> EntryDecl:
@@ -128,7 +143,18 @@ def _entry_decl(raw, ext_name: str) -> EntryDecl:
         compile_flags=tuple(flags),
         device=str(raw.get("device") or ""),
         out_idx=check_out_idx(raw.get("out_idx"), name),
+        specialisations=_specialisations(raw, name, where),
     )
+
+
+def _specialisations(raw: dict, name: str, where: str) -> tuple | None:
+    items = raw.get("specialisations", raw.get("specializations"))
+    if items is None:
+        return None
+    if not isinstance(items, (list, tuple)) or not all(isinstance(i, dict) for i in items):
+        msg = f"{where}: entry {name!r}: specialisations must be a list of dicts with args, when, fallback"
+        raise SpecError(msg)
+    return tuple(items)
 
 
 class TileLangExtension(Extension):
@@ -223,19 +249,19 @@ class TileLangExtension(Extension):
                     f"(relative paths are taken from the folder of setup.py: {Path.cwd()})"
                 )
                 raise SpecError(msg)
-            entries.append(
-                KernelSpec.create(
-                    name=d.name,
-                    source=source,
-                    function=d.function,
-                    args=d.args,
-                    archs=tuple(use),
-                    pass_configs=dict(d.pass_configs),
-                    compile_flags=d.compile_flags,
-                    device=d.device,
-                    out_idx=d.out_idx,
-                )
+            made = KernelSpec.create(
+                name=d.name,
+                source=source,
+                function=d.function,
+                args=d.args,
+                archs=tuple(use),
+                pass_configs=dict(d.pass_configs),
+                compile_flags=d.compile_flags,
+                device=d.device,
+                out_idx=d.out_idx,
+                specialisations=None if d.specialisations is None else list(d.specialisations),
             )
+            entries.extend(made if isinstance(made, tuple) else (made,))
         return LibrarySpec(name=self.library_name, entries=tuple(entries))
 
 

@@ -246,7 +246,7 @@ def import_kernel_file(path: str | Path, *, entry: str = "", arch: str = ""):
             if touched_cuda(e):
                 msg += (
                     f"\n  {path.name} ran GPU code when it was imported; tl_aot imports kernel files on the build "
-                    "machine, which may have no GPU. Move that code under `if __name__ == \"__main__\":` or into a "
+                    'machine, which may have no GPU. Move that code under `if __name__ == "__main__":` or into a '
                     "function (TileLang's own device queries, tilelang.carver.arch.driver, are answered from --device)"
                 )
             raise LoweringError(msg) from e

@@ -7,6 +7,7 @@ several entries, ``TileLangExtension`` in setup.py, or CMake's ``add_tilelang_ke
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import keyword
 import os
@@ -144,9 +145,15 @@ class KernelSpec:
     compile_flags: tuple = ()  # extra nvcc flags
     device: str = ""  # GPU profile answering device queries while lowering (tl_aot.device); "" = per-arch default
     out_idx: tuple | None = None  # outputs (indices, negative from the end, or names); None: the kernel's own out_idx
+    export: str = ""  # the exported function this is one specialisation of ("": the entry is exported as itself)
+    when: tuple = ()  # (symbol, lo, hi): dynamic dims this specialisation covers (inclusive)
+    fallback: bool = False  # tried after every other specialisation of its export
 
     def __post_init__(self) -> None:
-        check_identifier(self.name, "entry name")
+        if self.export:  # a specialisation: '<export>__s<i>' (no user name holds '__')
+            check_identifier(self.export, "entry name")
+        else:
+            check_identifier(self.name, "entry name")
         if not isinstance(self.function, str) or not self.function.isidentifier() or keyword.iskeyword(self.function):
             msg = f"entry {self.name!r}: function {self.function!r} is not a Python function name"
             raise SpecError(msg)
@@ -158,11 +165,34 @@ class KernelSpec:
     def kwargs(self) -> dict:
         return dict(self.args)
 
+    @property
+    def exported(self) -> str:
+        """The library function this spec is called through."""
+        return self.export or self.name
+
     @classmethod
     def create(
-        cls, *, name, source, function, args=None, archs, pass_configs=None, compile_flags=None, device=None, out_idx=None
-    ) -> KernelSpec:
-        """Build a spec from loose user values (dicts, arch strings), validating each."""
+        cls,
+        *,
+        name,
+        source,
+        function,
+        args=None,
+        archs,
+        pass_configs=None,
+        compile_flags=None,
+        device=None,
+        out_idx=None,
+        specialisations=None,
+    ):
+        """Build a spec from loose user values (dicts, arch strings), validating each.
+
+        With ``specialisations`` (a list of ``{"args": {...}, "when": {...}, "fallback": bool}``)
+        the result is a tuple of specs, one per specialisation, all exported as ``name``: their
+        ``args`` update the shared ``args``. Without, a single :class:`KernelSpec`.
+        """
+        if specialisations is not None:
+            return _specialised(name, source, function, args, archs, pass_configs, compile_flags, device, out_idx, specialisations)
         if isinstance(args, dict):
             args = tuple(args.items())
         check_identifier(name, "entry name")
@@ -182,6 +212,69 @@ class KernelSpec:
             device=_check_device(device, parsed_archs, name),
             out_idx=check_out_idx(out_idx, name),
         )
+
+
+_SPECIALISATION_KEYS = frozenset({"args", "when", "fallback"})
+
+
+def _specialised(name, source, function, args, archs, pass_configs, compile_flags, device, out_idx, items) -> tuple:
+    """One :class:`KernelSpec` per specialisation of entry ``name``, exported under that one name."""
+    check_identifier(name, "entry name")
+    if isinstance(items, dict) or not isinstance(items, (list, tuple)) or not items:
+        msg = f"entry {name!r}: specialisations must be a non-empty list of tables ({{args = {{...}}, when = {{...}}, fallback = true}})"
+        raise SpecError(msg)
+    if len(items) > 64:
+        msg = f"entry {name!r}: {len(items)} specialisations; at most 64 per entry"
+        raise SpecError(msg)
+    base = dict(args.items() if isinstance(args, dict) else (args or ()))
+    out = []
+    for i, item in enumerate(items):
+        where = f"entry {name!r}: specialisation #{i + 1}"
+        if not isinstance(item, dict) or set(item) - _SPECIALISATION_KEYS:
+            extra = sorted(set(item) - _SPECIALISATION_KEYS) if isinstance(item, dict) else [type(item).__name__]
+            msg = f"{where}: expected a table with args, when, fallback; got {', '.join(map(str, extra))}"
+            raise SpecError(msg)
+        own = item.get("args") or {}
+        if not isinstance(own, dict):
+            msg = f"{where}: args must be a table"
+            raise SpecError(msg)
+        spec = KernelSpec.create(
+            name=f"{name}__s{i}",
+            source=source,
+            function=function,
+            args={**base, **own},
+            archs=archs,
+            pass_configs=pass_configs,
+            compile_flags=compile_flags,
+            device=device,
+            out_idx=out_idx,
+        )
+        fallback = item.get("fallback", False)
+        if not isinstance(fallback, bool):
+            msg = f"{where}: fallback must be true or false"
+            raise SpecError(msg)
+        out.append(dataclasses.replace(spec, export=name, when=_check_when(item.get("when"), where), fallback=fallback))
+    return tuple(out)
+
+
+def _check_when(when, where: str) -> tuple:
+    """``{m = [1, 64], n = 128}`` → ``(("m", 1, 64), ("n", 128, 128))``: the dynamic dims a specialisation covers."""
+    if when is None:
+        return ()
+    if not isinstance(when, dict):
+        msg = f"{where}: when must be a table of dynamic dim names to a value or a [lo, hi] range"
+        raise SpecError(msg)
+    out = []
+    for sym, rng in sorted(when.items()):
+        if isinstance(rng, (list, tuple)) and len(rng) == 2:
+            lo, hi = rng
+        else:
+            lo = hi = rng
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi)) or not 1 <= lo <= hi:
+            msg = f"{where}: when.{sym} = {rng!r}: expected a positive int or a [lo, hi] range with 1 <= lo <= hi"
+            raise SpecError(msg)
+        out.append((str(sym), lo, hi))
+    return tuple(out)
 
 
 def check_out_idx(out_idx, entry: str) -> tuple | None:
@@ -233,14 +326,16 @@ class LibrarySpec:
     def __post_init__(self) -> None:
         check_library_name(self.name)
         seen = set()
+        exports: dict[str, bool] = {}  # exported name -> is it specialised
         for e in self.entries:
-            if e.name in RESERVED_EXPORTS:
-                msg = f"entry name {e.name!r} is reserved by tl_aot (the library exports it)"
+            if e.exported in RESERVED_EXPORTS:
+                msg = f"entry name {e.exported!r} is reserved by tl_aot (the library exports it)"
                 raise SpecError(msg)
-            if e.name in seen:
-                msg = f"library {self.name!r}: entry {e.name!r} is listed twice"
+            if e.name in seen or (e.exported in exports and not (e.export and exports[e.exported])):
+                msg = f"library {self.name!r}: entry {e.exported!r} is listed twice"
                 raise SpecError(msg)
             seen.add(e.name)
+            exports[e.exported] = bool(e.export)
         if not self.entries:
             msg = f"library {self.name!r} has no entries"
             raise SpecError(msg)
@@ -287,24 +382,25 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
         if not e_archs:
             msg = f"{where} ({ed['name']}): no archs (set [library] archs, the entry's archs, --arch or TL_AOT_ARCHS)"
             raise SpecError(msg)
-        unknown = set(ed) - {"name", "source", "function", "args", "archs", "pass_configs", "compile_flags", "device", "out_idx"}
+        known = {"name", "source", "function", "args", "archs", "pass_configs", "compile_flags", "device", "out_idx"}
+        unknown = set(ed) - known - {"specialisations", "specializations"}
         if unknown:
             msg = f"{where} ({ed['name']}): unknown key(s) {', '.join(sorted(unknown))}"
             raise SpecError(msg)
         try:
-            entries.append(
-                KernelSpec.create(
-                    name=ed["name"],
-                    source=(path.parent / ed["source"]),
-                    function=ed["function"],
-                    args=ed.get("args", {}),
-                    archs=e_archs,
-                    pass_configs=ed.get("pass_configs"),
-                    compile_flags=ed.get("compile_flags"),
-                    device=device or ed.get("device", lib.get("device")),
-                    out_idx=ed.get("out_idx"),
-                )
+            made = KernelSpec.create(
+                name=ed["name"],
+                source=(path.parent / ed["source"]),
+                function=ed["function"],
+                args=ed.get("args", {}),
+                archs=e_archs,
+                pass_configs=ed.get("pass_configs"),
+                compile_flags=ed.get("compile_flags"),
+                device=device or ed.get("device", lib.get("device")),
+                out_idx=ed.get("out_idx"),
+                specialisations=ed.get("specialisations", ed.get("specializations")),
             )
+            entries.extend(made if isinstance(made, tuple) else (made,))
         except SpecError as e:
             msg = f"{where}: {e}"
             raise SpecError(msg) from None

@@ -353,7 +353,7 @@ def runtime_object(cache_root: Path, *, extra_key: str = "") -> tuple[Path, bool
     return obj, True
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiler_id(cxx: str) -> str:
     """The host compiler's version line: part of the runtime object's key."""
     try:

@@ -110,34 +110,73 @@ def _dim_fn(expr, symbols: dict, where: str):
     return lambda values: ev(tree, values)
 
 
-def _functional(torch, fn, entry: dict):
-    """The real and fake implementations of an entry that returns its outputs."""
+def _fake_outputs(torch, entry: dict):
+    """A function of the op's arguments making empty outputs shaped as ``entry`` (one specialisation) says."""
     outs = _outputs(entry)
     ins = [p for p in entry["params"] if not p.get("output")]
-    where = f"entry {entry['name']!r}"
+    where = f"entry {entry.get('export') or entry['name']!r}"
     pos = {p["name"]: i for i, p in enumerate(ins)}
     symbols = {s["name"]: (pos[s["param"]], s["dim"]) for s in entry.get("symbols", ())}
     first_tensor = next(i for i, p in enumerate(ins) if p["kind"] == "tensor")
     specs = [([_dim_fn(d, symbols, where) for d in p["shape"]], getattr(torch, _TORCH_DTYPES[p["dtype"]])) for p in outs]
-    single = len(outs) == 1
-
-    def real(*args):
-        return tuple(t if isinstance(t, torch.Tensor) else torch.from_dlpack(t) for t in fn(*args))
 
     def fake(*args):
         values = {name: args[i].shape[d] for name, (i, d) in symbols.items()}
         device = args[first_tensor].device
         made = tuple(torch.empty([f(values) for f in dims], dtype=dt, device=device) for dims, dt in specs)
-        return made[0] if single else made
+        return made[0] if len(made) == 1 else made
 
-    return (fn if single else real), fake  # one output: the library's own function, no Python frame between
+    return fake
 
 
-def _in_place(fn):
-    def fake(*args):
-        return None
+def _matcher(torch, entry: dict):
+    """Whether a call's arguments fit one specialisation: the rules of tl_aot.dispatch, for fake tensors."""
+    ins = [p for p in entry["params"] if not p.get("output")]
+    when = {s: (lo, hi) for s, lo, hi in entry.get("when", ())}
+    tests = []
+    for i, p in enumerate(ins):
+        if p["kind"] != "tensor":
+            continue
+        dims = [(d, d) if isinstance(d, int) else when.get(d) for d in p["shape"]]
+        tests.append((i, getattr(torch, _TORCH_DTYPES[p["dtype"]]), dims))
 
-    return fn, fake  # the library's function returns None when given every parameter
+    def matches(args) -> bool:
+        for i, dtype, dims in tests:
+            t = args[i]
+            if t.dtype != dtype or t.dim() != len(dims):
+                return False
+            if any(r is not None and not r[0] <= t.shape[d] <= r[1] for d, r in enumerate(dims)):
+                return False
+        return True
+
+    return matches
+
+
+def _implementations(torch, fn, members: list):
+    """The real and fake implementations of one exported entry (several members: its specialisations)."""
+    if not _outputs(members[0]):
+        return fn, lambda *args: None  # every parameter passed: the library's function returns None
+
+    def real(*args):  # several outputs come back as a tvm_ffi.Array
+        return tuple(t if isinstance(t, torch.Tensor) else torch.from_dlpack(t) for t in fn(*args))
+
+    fakes = [_fake_outputs(torch, m) for m in members]
+    if len(members) == 1:
+        fake = fakes[0]
+    else:
+        order = sorted(range(len(members)), key=lambda i: bool(members[i].get("fallback")))
+        tries = [(_matcher(torch, members[i]), fakes[i]) for i in order]
+        name = members[0]["export"]
+
+        def fake(*args):
+            for matches, make in tries:
+                if matches(args):
+                    return make(*args)
+            got = ", ".join(f"{a.dtype}{list(a.shape)}" for a in args if isinstance(a, torch.Tensor))
+            msg = f"{name}: no specialisation takes {got}"
+            raise ValueError(msg)
+
+    return (fn if len(_outputs(members[0])) == 1 else real), fake  # one output: no Python frame between
 
 
 def register(functions, manifest, namespace: str | None = None):
@@ -163,12 +202,13 @@ def register(functions, manifest, namespace: str | None = None):
                 msg = f"torch op namespace {ns!r} already holds the ops of tl_aot library {taken[0]!r}; pass another namespace"
                 raise ValueError(msg)
             return getattr(torch.ops, ns)
-        lib = torch.library.Library(ns, "FRAGMENT")
+        groups: dict = {}
         for entry in manifest["entries"]:
-            name = entry["name"]
-            lib.define(name + schema_of(entry))
-            fn = functions[name]
-            real, fake = _functional(torch, fn, entry) if _outputs(entry) else _in_place(fn)
+            groups.setdefault(entry.get("export") or entry["name"], []).append(entry)
+        lib = torch.library.Library(ns, "FRAGMENT")
+        for name, members in groups.items():  # one op per exported entry, whatever its specialisations
+            lib.define(name + schema_of(members[0]))
+            real, fake = _implementations(torch, functions[name], members)
             lib.impl(name, real, "CUDA")
             torch.library.register_fake(f"{ns}::{name}", fake, lib=lib)
         _REGISTERED[ns] = (lib_name, lib)

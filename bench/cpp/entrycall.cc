@@ -31,7 +31,9 @@ using SafeCall = int (*)(void*, const TVMFFIAny*, int32_t, TVMFFIAny*);
 
 int main(int argc, char** argv) {
   bench::g_program = "entrycall";
-  if (argc < 12) die("usage: entrycall LIBRARY ENTRY NTENSORS ELEMS DTYPE_CODE DTYPE_BITS CUBIN KERNEL GRID BLOCK SMEM [CALLS] [BATCH]");
+  if (argc < 12)
+    die("usage: entrycall LIBRARY ENTRY NTENSORS ELEMS DTYPE_CODE DTYPE_BITS CUBIN KERNEL GRID BLOCK SMEM [CALLS] [BATCH] "
+        "[ENTRY2]");
   const std::string library = argv[1], entry = argv[2];
   const int ntensors = std::atoi(argv[3]);
   int64_t elems = std::atoll(argv[4]);
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
   const unsigned smem = static_cast<unsigned>(std::atoi(argv[11]));
   const int calls = argc > 12 ? std::atoi(argv[12]) : 30000;
   const int batch = argc > 13 ? std::atoi(argv[13]) : 100;
+  const std::string entry2 = argc > 14 ? argv[14] : "";  // a second entry taking the same tensors, timed interleaved
   if (ntensors <= 0 || ntensors > 16 || elems <= 0 || calls <= 0 || batch <= 0) die("bad NTENSORS, ELEMS, CALLS or BATCH");
 
   const bench::Driver cu = bench::load_driver();
@@ -50,6 +53,8 @@ int main(int argc, char** argv) {
   if (lib == nullptr) die(std::string("cannot load ") + library + ": " + dlerror());
   auto call = reinterpret_cast<SafeCall>(dlsym(lib, ("__tvm_ffi_" + entry).c_str()));
   if (call == nullptr) die("the library exports no __tvm_ffi_" + entry);
+  SafeCall call2 = entry2.empty() ? call : reinterpret_cast<SafeCall>(dlsym(lib, ("__tvm_ffi_" + entry2).c_str()));
+  if (call2 == nullptr) die("the library exports no __tvm_ffi_" + entry2);
 
   // Buffers, and the DLTensors / packed arguments the entry gets (what tvm-ffi hands a C function).
   std::vector<CUdeviceptr> ptrs(ntensors);
@@ -71,18 +76,20 @@ int main(int argc, char** argv) {
     packed[i].zero_padding = 0;
     packed[i].v_ptr = &t;
   }
-  auto entry_call = [&] {
+  auto call_with = [&](SafeCall f) {
     TVMFFIAny result;
     result.type_index = kTVMFFINone;
     result.zero_padding = 0;
     result.v_int64 = 0;
-    if (call(nullptr, packed.data(), ntensors, &result) != 0) {
+    if (f(nullptr, packed.data(), ntensors, &result) != 0) {
       TVMFFIObjectHandle err = nullptr;
       TVMFFIErrorMoveFromRaised(&err);
       if (err != nullptr) TVMFFIObjectDecRef(err);
       die("the entry call failed (see the library's error)");
     }
   };
+  auto entry_call = [&] { call_with(call); };
+  auto entry2_call = [&] { call_with(call2); };
   auto raw_launch = [&] { cu.LaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, nullptr, launch_args.data(), nullptr); };
   volatile uintptr_t sink = 0;
   auto ctx_query = [&] {
@@ -94,6 +101,7 @@ int main(int argc, char** argv) {
 
   for (int i = 0; i < 2000; ++i) {
     entry_call();
+    entry2_call();
     raw_launch();
   }
   check(cu.CtxSynchronize(), "cuCtxSynchronize");
@@ -106,13 +114,17 @@ int main(int argc, char** argv) {
     check(cu.CtxSynchronize(), "cuCtxSynchronize");
     return std::chrono::duration<double, std::micro>(t1 - t0).count() / batch;
   };
-  std::vector<double> e_us, r_us, c_us, s_us;
+  std::vector<double> e_us, e2_us, r_us, c_us, s_us;
   for (int done = 0; done < calls; done += batch) {
     e_us.push_back(time_batch(entry_call));
+    if (!entry2.empty()) e2_us.push_back(time_batch(entry2_call));
     r_us.push_back(time_batch(raw_launch));
     c_us.push_back(time_batch(ctx_query));
     s_us.push_back(time_batch(env_stream));
   }
+  if (!entry2.empty())
+    std::printf("{\"entry2_us\": %.4f, \"entry2_min_us\": %.4f}\n", median(e2_us),
+                *std::min_element(e2_us.begin(), e2_us.end()));
   std::printf("{\"entry_us\": %.4f, \"culaunch_us\": %.4f, \"launcher_overhead_us\": %.4f, \"ctx_get_current_us\": %.4f, "
               "\"env_stream_us\": %.4f, \"entry_min_us\": %.4f, \"culaunch_min_us\": %.4f, \"calls\": %d, \"batch\": %d}\n",
               median(e_us), median(r_us), median(e_us) - median(r_us), median(c_us), median(s_us),

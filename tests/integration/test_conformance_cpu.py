@@ -63,9 +63,7 @@ def test_device_queries_at_build_time_answer_from_the_named_gpu(conformance):
     v = lib.signature("persistent_gemm").variants[0]
     assert v.device == "H100-SXM"
     assert v.kernels[0].grid[0] == "132"  # one block per SM of an H100 SXM
-    text = subprocess.run(
-        [sys.executable, "-m", "tl_aot", "inspect", str(lib.path)], capture_output=True, text=True, check=True
-    ).stdout
+    text = subprocess.run([sys.executable, "-m", "tl_aot", "inspect", str(lib.path)], capture_output=True, text=True, check=True).stdout
     assert "device queries answered as H100-SXM" in text
     assert "workspace partial_out: float32[" in text
     assert "config (explicit): block_M=128" in text
@@ -94,8 +92,25 @@ def test_hostile_names_are_named_in_errors(conformance, bad):
 
 def test_autotune_without_a_config_lists_the_candidates(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "tl_aot", "build", f"{KERNELS / 'flash_fwd_autotune.py'}:flash_fwd", "--arch", "90a", "-o", str(tmp_path),
-         "--arg", "batch=1", "--arg", "heads=1", "--arg", "seq_len=128", "--arg", "dim=64"],
+        [
+            sys.executable,
+            "-m",
+            "tl_aot",
+            "build",
+            f"{KERNELS / 'flash_fwd_autotune.py'}:flash_fwd",
+            "--arch",
+            "90a",
+            "-o",
+            str(tmp_path),
+            "--arg",
+            "batch=1",
+            "--arg",
+            "heads=1",
+            "--arg",
+            "seq_len=128",
+            "--arg",
+            "dim=64",
+        ],
         capture_output=True,
         text=True,
     )

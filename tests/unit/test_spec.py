@@ -96,3 +96,50 @@ def test_spec_file_errors_name_the_entry(tmp_path):
     f.write_text('[[entry]]\nname = "a"\nsource = "k.py"\nfunction = "f"\nflavour = 1\n')
     with pytest.raises(SpecError, match="unknown key\\(s\\) flavour"):
         load_spec_file(f, archs=["80"])
+
+
+def test_specialisations_share_one_exported_name(tmp_path):
+    from tl_aot.spec import load_spec_file
+
+    (tmp_path / "k.py").write_text("")
+    (tmp_path / "s.toml").write_text(
+        '[library]\nname = "ops"\narchs = ["90a"]\n'
+        '[[entry]]\nname = "gemm"\nsource = "k.py"\nfunction = "f"\nargs = { K = 64 }\nout_idx = [-1]\n'
+        'specialisations = [{ args = { dtype = "float16" }, when = { m = [1, 64] } }, { args = { K = 128 }, fallback = true }]\n'
+    )
+    lib = load_spec_file(tmp_path / "s.toml")
+    a, b = lib.entries
+    assert (a.name, a.export, a.exported, b.name) == ("gemm__s0", "gemm", "gemm", "gemm__s1")
+    assert a.kwargs == {"K": 64, "dtype": "float16"} and b.kwargs == {"K": 128}  # own args update the shared ones
+    assert a.when == (("m", 1, 64),) and not a.fallback and b.fallback and b.out_idx == (-1,)
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        ("[]", "specialisations must be a non-empty list"),
+        ("[{ args = { N = 1 }, size = 3 }]", "specialisation #1: expected a table with args, when, fallback; got size"),
+        ("[{ when = { m = 0 } }]", "when.m = 0: expected a positive int"),
+        ('[{ fallback = "yes" }]', "fallback must be true or false"),
+    ],
+)
+def test_bad_specialisations_are_refused_with_the_entry_named(tmp_path, items, message):
+    from tl_aot.errors import SpecError
+    from tl_aot.spec import load_spec_file
+
+    (tmp_path / "s.toml").write_text(
+        f'[[entry]]\nname = "gemm"\nsource = "k.py"\nfunction = "f"\narchs = ["90a"]\nspecialisations = {items}\n'
+    )
+    with pytest.raises(SpecError, match="gemm") as e:
+        load_spec_file(tmp_path / "s.toml")
+    assert message in str(e.value)
+
+
+def test_an_entry_and_a_specialised_entry_of_the_same_name_clash(tmp_path):
+    from tl_aot.errors import SpecError
+    from tl_aot.spec import load_spec_file
+
+    entry = '[[entry]]\nname = "gemm"\nsource = "k.py"\nfunction = "f"\narchs = ["90a"]\n'
+    (tmp_path / "s.toml").write_text(entry + entry + "specialisations = [{ args = {} }]\n")
+    with pytest.raises(SpecError, match="entry 'gemm' is listed twice"):
+        load_spec_file(tmp_path / "s.toml")

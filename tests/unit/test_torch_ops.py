@@ -38,7 +38,7 @@ def calls():
 
         return fn
 
-    return seen, {e["name"]: make(e["name"]) for e in GOLDEN["entries"]}
+    return seen, {e.get("export") or e["name"]: make(e.get("export") or e["name"]) for e in GOLDEN["entries"]}
 
 
 def test_schemas_follow_the_manifest():
@@ -112,3 +112,25 @@ def test_output_dims_that_are_expressions_of_symbols():
     gemm["params"][2]["shape"] = ["ceil(m)", 256]
     with pytest.raises(ValueError, match="cannot compute output dim 'ceil\\(m\\)'"):
         torch_ops.register(fns, dict(m, library=m["library"] + "_x"))
+
+
+def test_one_op_per_specialised_entry_whose_fake_follows_the_same_rules():
+    """norm: N=2048; N=4096 when m <= 64; N=4096 with other code as the fallback (the golden manifest)."""
+    m = manifest_with_dynamic_output()
+    norms = [e for e in m["entries"] if e.get("export") == "norm"]
+    assert len(norms) == 3 and norms[-1]["fallback"]
+    norms[-1]["params"][2]["shape"] = ["m", 4096]  # the fallback's output, told apart by a marker dtype
+    norms[-1]["params"][2]["dtype"] = "float32"
+    _, fns = calls()
+    ops = torch_ops.register(fns, m)
+    assert not hasattr(ops, "norm__s0")
+
+    def run(rows, hidden):
+        x = torch.empty(rows, hidden, dtype=torch.float16, device="meta")
+        return ops.norm(x, torch.empty(hidden, dtype=torch.float16, device="meta"))
+
+    assert run(3, 2048).shape == (3, 2048)
+    assert run(64, 4096).dtype == torch.float16  # the m <= 64 specialisation
+    assert run(65, 4096).dtype == torch.float32  # past its range: the fallback
+    with pytest.raises(ValueError, match=r"norm: no specialisation takes torch.float16\[3, 1024\]"):
+        run(3, 1024)

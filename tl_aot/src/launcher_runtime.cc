@@ -93,6 +93,15 @@ void bad_arg_count(const char* entry, int expected, const char* names, int got) 
                         std::to_string(got));
 }
 
+void no_specialisation(const char* entry, const DLTensor* const* t, const char* const* names, int n,
+                       const char* built) {
+  std::string got;
+  for (int i = 0; i < n; ++i)
+    got += std::string(i ? ", " : "") + names[i] + ": " +
+           std::string(::tvm::ffi::DLDataTypeToString(t[i]->dtype)) + shape_str(t[i]);
+  fail("ValueError", std::string(entry) + ": no specialisation takes " + got + "; built: " + built);
+}
+
 void bad_arg_count_outputs(const char* entry, const char* inputs, const char* all, int got) {
   fail("TypeError", std::string(entry) + "() takes its inputs (" + inputs + ") and returns its outputs, or takes every " +
                         "parameter (" + all + ") and writes the outputs in place; either form then an optional " +
@@ -657,6 +666,13 @@ int64_t checked_bytes(const char* entry, const char* buffer, std::initializer_li
   }
   return ::tvm::ffi::Tensor(
       ::tvm::ffi::details::ObjectUnsafe::ObjectPtrFromOwned<::tvm::ffi::TensorObj>(static_cast<TVMFFIObject*>(out)));
+}
+
+void* alloc_output(const char* entry, const char* name, std::initializer_list<int64_t> shape, DLDataType dtype, int device,
+                   ::tvm::ffi::Tensor* keep, const DLTensor** t) {
+  *keep = alloc_tensor(entry, name, shape.begin(), static_cast<int>(shape.size()), dtype, device);
+  *t = keep->GetDLTensorPtr();
+  return (*t)->data;
 }
 
 void* Workspaces::add(const char* name, int64_t bytes) {

@@ -27,7 +27,21 @@ def hostile(N=4096, block=256):
         with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
             for i in T.Parallel(block):
                 j = bx * block + i
-                result[j] = x[j] + X[j] * delete + stream[j] + new[j] + this[j] + args[j] + a[j] + t[j] + device[j] + entry[j] + has_stream[j] * default + register + int
+                result[j] = (
+                    x[j]
+                    + X[j] * delete
+                    + stream[j]
+                    + new[j]
+                    + this[j]
+                    + args[j]
+                    + a[j]
+                    + t[j]
+                    + device[j]
+                    + entry[j]
+                    + has_stream[j] * default
+                    + register
+                    + int
+                )
 
     return main
 

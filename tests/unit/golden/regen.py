@@ -34,6 +34,17 @@ def relower() -> Manifest:
             name="axpy_first", source=kernels / "outputs.py", function="axpy_first", args={"N": 4096}, archs=["90a"], out_idx=["out"]
         ),
         KernelSpec.create(name="row_stats", source=kernels / "outputs.py", function="row_stats", args={"M": 64, "N": 512}, archs=["90a"]),
+        *KernelSpec.create(
+            name="norm",
+            source=kernels / "specialised.py",
+            function="rms_norm",
+            archs=["90a"],
+            specialisations=[
+                {"args": {"N": 2048}},
+                {"args": {"N": 4096}, "when": {"m": [1, 64]}},
+                {"args": {"N": 4096, "threads": 128}, "fallback": True},
+            ],
+        ),
     )
     lib = LibrarySpec("golden", entries)
     tasks, results = [], {}

@@ -48,6 +48,9 @@ constexpr int kMaxKernels = 16;  // device kernels one entry may launch
 [[noreturn]] void bad_strides(const char* entry, const char* arg, const char* strides, const DLTensor* t);
 [[noreturn]] void bad_arg_count(const char* entry, int expected, const char* names, int got);
 [[noreturn]] void bad_arg_count_outputs(const char* entry, const char* inputs, const char* all, int got);
+// No specialisation of `entry` matches the input tensors t[0..n) (named `names`); `built` lists them.
+[[noreturn]] void no_specialisation(const char* entry, const DLTensor* const* t, const char* const* names, int n,
+                                    const char* built);
 std::string shape_str(const DLTensor* t);
 
 // ----------------------------------------------------------------------------------------------
@@ -189,8 +192,26 @@ inline const DLTensor* tensor_arg(const ::tvm::ffi::AnyView& v, const char* entr
   bad_arg("TypeError", entry, arg, "a tensor", std::string(v.GetTypeKey()));
 }
 
+inline void set_none(TVMFFIAny* result) {
+  result->type_index = kTVMFFINone;
+  result->zero_padding = 0;
+  result->v_int64 = 0;
+}
+
+// A tensor's data: not null, and aligned as TileLang compiled the kernel to assume (align 0: no need).
+inline void check_data(const char* entry, const char* arg, const void* p, int align) {
+  if (TL_AOT_UNLIKELY(p == nullptr)) bad_arg("ValueError", entry, arg, "a tensor with data", "a null data pointer");
+  if (align > 1 && TL_AOT_UNLIKELY(reinterpret_cast<uintptr_t>(p) % align != 0)) bad_alignment(entry, arg, p, align);
+}
+
 inline bool is_tensor(const ::tvm::ffi::AnyView& v) {
   return v.type_index() == ::tvm::ffi::TypeIndex::kTVMFFIDLTensorPtr || v.type_index() == ::tvm::ffi::TypeIndex::kTVMFFITensor;
+}
+
+// Argument i as a tensor for picking a specialisation, or null (missing, not a tensor): the chosen
+// specialisation's own checks then name the problem.
+inline const DLTensor* peek_tensor(const ::tvm::ffi::AnyView* a, int num_args, int i) {
+  return i < num_args && is_tensor(a[i]) ? *a[i].try_cast<DLTensor*>() : nullptr;
 }
 
 // Which form a call to an entry with outputs takes: the inputs alone, then an optional stream
@@ -258,6 +279,10 @@ void encode_im2col(const char* entry, const char* arg, CUtensorMap* out, int dty
 int64_t checked_bytes(const char* entry, const char* buffer, std::initializer_list<int64_t> factors, int64_t elem_bytes);
 ::tvm::ffi::Tensor alloc_tensor(const char* entry, const char* buffer, const int64_t* shape, int ndim, DLDataType dtype,
                                 int device);
+
+// A returned output: allocated as above with `shape`, kept in *keep, described by *t; its data.
+void* alloc_output(const char* entry, const char* name, std::initializer_list<int64_t> shape, DLDataType dtype, int device,
+                   ::tvm::ffi::Tensor* keep, const DLTensor** t);
 
 // Workspaces of one call: released when the call returns. A call on an explicit stream other than
 // the environment's waits for its kernels first, since the allocator orders frees on its own stream.
