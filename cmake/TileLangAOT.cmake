@@ -103,6 +103,11 @@ Commands
     or ``T.empty`` returns. The C++ function then returns ``tvm::ffi::Tensor`` (a ``std::tuple``
     of them for several); the overload taking every parameter writes the outputs in place.
 
+  Compiler launchers: with ``CMAKE_CUDA_COMPILER_LAUNCHER`` (else ``CMAKE_CXX_COMPILER_LAUNCHER``)
+  set, e.g. ``-DCMAKE_CUDA_COMPILER_LAUNCHER=sccache``, tl_aot runs its nvcc and host compiles
+  through it (``TL_AOT_COMPILER_LAUNCHER``). Many kernels in one project: give them one
+  ``JOB_POOL`` (a Ninja pool) and ``JOBS``, so that pool × jobs stays within the machine.
+
   ``DEPENDS``
     More files or targets the build depends on. Not needed for the Python modules the kernel
     imports from its own folder or package: tl_aot lists those in a depfile.
@@ -520,7 +525,19 @@ function(add_tilelang_kernel)
 
   # --- The command: one call of the tl_aot CLI ---------------------------------------------
   # TL_AOT_ARCHS in the build's environment would override --arch; the archs are decided here.
-  set(cmd "${CMAKE_COMMAND}" -E env --unset=TL_AOT_ARCHS "${python}" -m tl_aot build)
+  # The project's compiler launchers (sccache, ccache) run tl_aot's nvcc and host compiles too.
+  set(launcher "")
+  if(CMAKE_CUDA_COMPILER_LAUNCHER)
+    list(JOIN CMAKE_CUDA_COMPILER_LAUNCHER " " launcher)
+  elseif(CMAKE_CXX_COMPILER_LAUNCHER)
+    list(JOIN CMAKE_CXX_COMPILER_LAUNCHER " " launcher)
+  endif()
+  if(launcher)
+    set(env_launcher "TL_AOT_COMPILER_LAUNCHER=${launcher}")
+  else()
+    set(env_launcher "")
+  endif()
+  set(cmd "${CMAKE_COMMAND}" -E env --unset=TL_AOT_ARCHS ${env_launcher} "${python}" -m tl_aot build)
   if(ARG_SPEC)
     list(APPEND cmd --spec "${main_file}")
   else()

