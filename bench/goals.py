@@ -1,4 +1,4 @@
-"""Goals of issues 5 and 2 as ratios computed from the records of one run (plus the build machine's)."""
+"""Goals of issues 2, 5, 12, 14 and 16 as ratios computed from the records of one run (plus the build machine's)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ def compute(records) -> list[dict]:
     floor = _find(records, "launch", "floor", "us")
     jit = _find(records, "launch", "jit_tvm_ffi", "us")
     fmt = lambda v: "n/a" if v is None else f"{v:.2f} µs"  # noqa: E731
+    fmt_s = lambda v: "n/a" if v is None else f"{v:.1f} s"  # noqa: E731
     g.append(_goal("launch overhead / floor", 5, _ratio(aot, floor), 1.2, "<=", f"tl_aot {fmt(aot)} vs floor {fmt(floor)}"))
     g.append(_goal("launch overhead / JIT tvm_ffi", 5, _ratio(aot, jit), 0.5, "<=", f"tl_aot {fmt(aot)} vs JIT {fmt(jit)}"))
     g.append(_goal("launch overhead ≤ JIT tvm_ffi's", 2, _ratio(aot, jit), 1.0, "<=", f"tl_aot {fmt(aot)} vs JIT {fmt(jit)}"))
@@ -62,6 +63,12 @@ def compute(records) -> list[dict]:
     d_direct = _find(records, "launch", "dispatch_from_cpp", "direct_us")
     detail = f"16 specialisations, the last matching: {fmt(d_us)} vs {fmt(d_direct)} direct, from C++"
     g.append(_goal("dispatch − direct call (µs)", 16, disp, 0.1, "<=", detail))
+    ratio = _find(records, "scaling", "ratio_j16_j4", "ratio")
+    j16 = _find(records, "scaling", "full_j16", "wall_s")
+    j4 = _find(records, "scaling", "full_j4", "wall_s")
+    g.append(_goal("104-variant build, -j 16 / -j 4", 14, ratio, 0.35, "<=", f"{fmt_s(j16)} vs {fmt_s(j4)}, 16 cores"))
+    scc = _find(records, "scaling", "sccache_rebuild", "ratio")
+    g.append(_goal("nvcc time served by sccache / first build", 14, scc, 0.25, "<=", "tl_aot cache empty, same paths"))
     kernels = ["gemm_f16", "gemm_bf16", "softmax"]
     for r in records:
         if r.get("section") == "throughput" and r.get("impl") == "tl_aot" and r.get("kernel") not in kernels:

@@ -266,6 +266,31 @@ def _build(records) -> list[str]:
     return out or ["Not measured (run `python bench/build_times.py` and `python bench/build_bench.py` on the CPU machine)."]
 
 
+def _scaling(records) -> list[str]:
+    rows = [r for r in _sec(records, "scaling") if r.get("name", "").startswith(("full_j", "subset_j"))]
+    if not rows:
+        return ["Not measured (bench/scaling.py, on the GPU machine's 16 cores)."]
+    out = [
+        "| build | spec | -j | wall (s) | variants | variants/s | lowering (job s) | nvcc (job s) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r['name']} | {r['spec']} | {r['jobs']} | {r['wall_s']:.1f} | {r['variants']} | {r['variants_per_s']:.2f} | "
+            f"{_f(r.get('lowering_s'), '{:.0f}')} ({r.get('lowering_in', '?')}) | {_f(r.get('nvcc_s'), '{:.0f}')} |"
+        )
+    for r in _sec(records, "scaling"):
+        if r.get("name") == "ratio_j16_j4":
+            out += ["", f"`-j 16` / `-j 4` wall time: {r['ratio']:.3f}."]
+        if r.get("name") == "subset_j1":
+            out += ["", f"Serial cost per variant (`-j 1`, {r['variants']} variants): {r['serial_s_per_variant']:.2f} s."]
+        if r.get("name") == "sccache_rebuild":
+            out += ["", f"sccache as the compiler launcher (`{r['spec']}`, `-j {r['jobs']}`), tl_aot's cache empty: nvcc "
+                    f"{r['first_nvcc_s']:.1f} s, then {r['second_nvcc_s']:.1f} s served from sccache ({r['ratio']:.2f}; "
+                    f"{r['cubin_hits']} image hits)."]  # fmt: skip
+    return out
+
+
 def _size(records) -> list[str]:
     rows = _sec(records, "size")
     lib = next((r for r in rows if r["name"] == "library"), None)
@@ -324,7 +349,11 @@ def render(records: list[dict], sources: list[str]) -> str:
         "",
         *_build(records),
         "",
-        "## 6. Size",
+        "## 6. Build scaling (16 cores)",
+        "",
+        *_scaling(records),
+        "",
+        "## 7. Size",
         "",
         *_size(records),
         "",

@@ -5,7 +5,8 @@
 Each build is a fresh ``python -m tl_aot build`` with a new output folder and variant cache (the
 launcher runtime's object is built once first and shared, so every build pays the same). Records
 wall time, variants per second and the build's own job-time line (lowering / nvcc / host / link);
-then the serial cost per variant from a ``-j 1`` build of the 20-variant subset. Needs TileLang and
+then the serial cost per variant from a ``-j 1`` build of the 20-variant subset, and (with sccache
+on PATH) nvcc time of a second build served by sccache with tl_aot's cache empty. Needs TileLang and
 nvcc (run it on the GPU machine with TileLang installed: its 16 cores are the point).
 """
 
@@ -52,6 +53,26 @@ def build(spec: Path, jobs: int, work: Path, runtime_cache: Path) -> dict:
     return rec
 
 
+def sccache_rebuild(jobs: int, work: Path) -> dict:
+    """tests/kernels/specialised.toml twice through sccache, tl_aot's cache emptied in between (a new builder)."""
+    env = dict(os.environ, TL_AOT_COMPILER_LAUNCHER="sccache", SCCACHE_DIR=str(work / "sccache"), SCCACHE_SERVER_PORT="4333")
+    out = work / "sccache-build"
+    spec = ROOT / "tests" / "kernels" / "specialised.toml"
+    nvcc = []
+    try:
+        for _ in range(2):
+            shutil.rmtree(out, ignore_errors=True)
+            cmd = [sys.executable, "-m", "tl_aot", "build", "--spec", str(spec), "-o", str(out), "-j", str(jobs)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, cwd=ROOT)
+            nvcc.append(float(_JOB_TIME.search(proc.stdout)[3]))
+        stats = subprocess.run(["sccache", "--show-stats"], capture_output=True, text=True, check=True, env=env).stdout
+    finally:
+        subprocess.run(["sccache", "--stop-server"], capture_output=True, check=False, env=env)
+    hits = re.search(r"^Cache hits \(CUBIN\)\s+(\d+)", stats, re.M)
+    return {"spec": spec.name, "jobs": jobs, "first_nvcc_s": nvcc[0], "second_nvcc_s": nvcc[1],
+            "ratio": round(nvcc[1] / nvcc[0], 3), "cubin_hits": int(hits[1]) if hits else 0}  # fmt: skip
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="scaling.jsonl")
@@ -76,6 +97,8 @@ def main(argv=None) -> int:
         if a.serial_jobs:
             r = build(HERE / "scaling_subset.toml", a.serial_jobs, work, runtime_cache)
             emit(f"subset_j{a.serial_jobs}", **r, serial_s_per_variant=round(r["wall_s"] / max(1, r["variants"]), 3))
+        if shutil.which("sccache"):
+            emit("sccache_rebuild", **sccache_rebuild(max(int(x) for x in a.jobs.split(",") if x), work))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         Path(a.out).write_text("".join(json.dumps(r) + "\n" for r in lines))

@@ -150,6 +150,21 @@ void refuse_bad_arguments() {
                [&] { tl_aot::sample_add_one::sample_add_one(p.view(), q.view()); });
 }
 
+void returned_output() {
+  // The returning form (OUT_IDX -1): inputs are checked first, then C needs the TVM FFI environment
+  // allocator, which a plain C++ program has not set: a clear error, nothing launched.
+  Tensor a({256, 256}, kF16, kDLCUDA), b({256, 256}, kF16, kDLCUDA), b32({256, 256}, kF32, kDLCUDA);
+  expect_error("sample_gemm returning C, no allocator", "RuntimeError",
+               "sample_gemm: allocating 'C' needs a tensor allocator and none is set", [&] {
+                 tvm::ffi::Tensor c = tl_aot::sample_gemm::sample_gemm(a.view(), b.view());
+                 (void)c;
+               });
+  expect_error("sample_gemm returning C, float32 B", "TypeError", "sample_gemm: argument 'B' expected dtype float16", [&] {
+    tvm::ffi::Tensor c = tl_aot::sample_gemm::sample_gemm(a.view(), b32.view(), nullptr);
+    (void)c;
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -162,8 +177,10 @@ int main(int argc, char** argv) {
     refuse_cpu_tensors();
   } else if (what == "refuse-bad-arguments") {
     refuse_bad_arguments();
+  } else if (what == "returned-output") {
+    returned_output();
   } else {
-    std::fprintf(stderr, "usage: %s manifest | refuse-cpu-tensor | refuse-bad-arguments\n", argv[0]);
+    std::fprintf(stderr, "usage: %s manifest | refuse-cpu-tensor | refuse-bad-arguments | returned-output\n", argv[0]);
     return 2;
   }
   std::printf("%s: %d failure(s)\n", what.c_str(), g_failures);

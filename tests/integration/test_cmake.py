@@ -156,8 +156,8 @@ def test_libraries_have_a_soname_and_link_tvm_ffi_but_not_libcuda(toplevel):
 def test_ctest_cpu_tests_pass_and_gpu_tests_skip_without_a_gpu(toplevel):
     src, build, env, _ = toplevel
     out = _run(["ctest", "--test-dir", build, "-LE", "gpu", "--output-on-failure"], src, env).stdout
-    assert "100% tests passed" in out and "out of 3" in out
-    for name in ("cpu.manifest", "cpu.refuse-cpu-tensor", "cpu.refuse-bad-arguments"):
+    assert "100% tests passed" in out and "out of 4" in out
+    for name in ("cpu.manifest", "cpu.refuse-cpu-tensor", "cpu.refuse-bad-arguments", "cpu.returned-output"):
         assert name in out
     if not cuda_available():
         gpu = _run(["ctest", "--test-dir", build, "-L", "gpu"], src, env).stdout

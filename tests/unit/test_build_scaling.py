@@ -31,7 +31,7 @@ def test_lowering_workers_take_a_share_of_the_slots(monkeypatch):
     monkeypatch.setattr(build, "available_memory_gb", lambda: 128.0)
     assert build.lowering_workers(2, 50) == 1  # one lowering keeps nvcc busy: no worker process
     assert build.lowering_workers(4, 50) == 2
-    assert build.lowering_workers(16, 104) == 6
+    assert build.lowering_workers(16, 104) == 8
     assert build.lowering_workers(16, 3) == 3  # never more than there is to lower
     monkeypatch.setattr(build, "available_memory_gb", lambda: 4.0)
     assert build.lowering_workers(16, 104) == 2  # nor than memory holds
