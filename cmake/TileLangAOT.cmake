@@ -48,6 +48,7 @@ Commands
                         [NVCC_FLAGS <flag>...]
                         [DEVICE <gpu>]
                         [OUT_IDX <index-or-name>...]
+                        [TUNE_FILE <record.json>]
                         [DEPENDS <file-or-target>...]
                         [OUTPUT_DIRECTORY <dir>]
                         [HEADER_DIRECTORY <dir>]
@@ -96,6 +97,10 @@ Commands
     The GPU that device queries made while lowering describe (``driver.get_num_sms()`` of a
     persistent kernel, shared memory or L2 sizes), e.g. ``H100-PCIe``. Default per arch:
     ``A100-SXM`` (80), ``A10`` (86), ``L40S`` (89), ``H100-SXM`` (90a), ``B200`` (100a).
+
+  ``TUNE_FILE``
+    A tuning record (``python -m tl_aot tune`` on a GPU host) whose configs the build uses; with
+    ``SPEC``, a ``<spec stem>.tune.json`` next to the spec file is used without it.
 
   ``OUT_IDX``
     The parameters (indices, negative from the end, or names) the entry allocates and returns,
@@ -409,7 +414,7 @@ function(add_tilelang_kernel)
     # options
     "EXCLUDE_FROM_ALL;QUIET"
     # one-value keywords
-    "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL"
+    "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL"
     # multi-value keywords
     "ARGS;ARCHS;PASS_CONFIGS;NVCC_FLAGS;OUT_IDX;DEPENDS")
   # cmake-format: on
@@ -563,6 +568,20 @@ function(add_tilelang_kernel)
   if(ARG_DEVICE)
     list(APPEND cmd --device "${ARG_DEVICE}")
   endif()
+  set(tune_dep "")
+  if(ARG_SPEC)
+    get_filename_component(spec_stem "${main_file}" NAME_WE)
+    get_filename_component(spec_dir "${main_file}" DIRECTORY)
+    if(EXISTS "${spec_dir}/${spec_stem}.tune.json")
+      set(tune_dep "${spec_dir}/${spec_stem}.tune.json")
+    endif()
+  endif()
+  if(ARG_TUNE_FILE)
+    get_filename_component(tune_file "${ARG_TUNE_FILE}" ABSOLUTE BASE_DIR
+                           "${CMAKE_CURRENT_SOURCE_DIR}")
+    list(APPEND cmd --tune-file "${tune_file}")
+    set(tune_dep "${tune_file}")
+  endif()
   foreach(a IN LISTS ARG_OUT_IDX)
     list(APPEND cmd "--out-idx=${a}")
   endforeach()
@@ -592,7 +611,7 @@ function(add_tilelang_kernel)
     COMMAND ${cmd}
     COMMAND "${CMAKE_COMMAND}" -E touch_nocreate "${library}"
     MAIN_DEPENDENCY "${main_file}"
-    DEPENDS ${templates} "${options_file}" ${ARG_DEPENDS}
+    DEPENDS ${templates} "${options_file}" ${tune_dep} ${ARG_DEPENDS}
     DEPFILE "${depfile}"
     WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
     COMMENT "Building TileLang kernel ${name} (${arch_display})" ${pool_args}

@@ -1,9 +1,10 @@
 """Building ``@autotune``-decorated TileLang functions without running TileLang's autotuner.
 
 TileLang picks a config by compiling and timing every candidate on the GPU at the first call.
-tl_aot builds one config per variant, chosen at build time (first that applies): the config the
-build names explicitly (``--arg block_M=128 ...``), then the function's own defaults (with a
-warning), else the build stops and lists the candidates.
+tl_aot builds one config per variant, chosen at build time (first that applies): a tuning record's
+(``python -m tl_aot tune``, :mod:`tl_aot.record`), the config the build names explicitly
+(``--arg block_M=128 ...``), then the function's own defaults (with a warning), else the build
+stops and lists the candidates.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ def choose_config(obj, kwargs: dict, *, function: str, where: str, record: dict 
         return {}
 
     given = [k for k in keys if k in kwargs]
+    if record is not None:  # tuned on a GPU (python -m tl_aot tune): wins over the build's own args
+        config = {k: v for k, v in record.items() if k not in _RESERVED}
+        return Choice({**kwargs, **config}, config, "record", matching(config))
     if given:
         missing = [k for k in keys if k not in kwargs and defaults.get(k) is None]
         if missing:
@@ -84,9 +88,6 @@ def choose_config(obj, kwargs: dict, *, function: str, where: str, record: dict 
             raise LoweringError(msg)
         config = {k: kwargs.get(k, defaults.get(k)) for k in keys}
         return Choice(dict(kwargs), config, "explicit", matching(config))
-    if record is not None:
-        config = {k: v for k, v in record.items() if k not in _RESERVED}
-        return Choice({**kwargs, **config}, config, "record", matching(config))
     if keys and all(defaults.get(k) is not None for k in keys):
         config = {k: defaults[k] for k in keys}
         _log.warning(

@@ -64,6 +64,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str
         "device": spec.device,
         "out_idx": None if spec.out_idx is None else list(spec.out_idx),
         # under a compiler launcher nvcc runs in one step, so the image's line table differs
+        "tuned": [list(c) for a, c, _ in spec.tuned if a == str(arch).split("+")[0]],
         "one_step_nvcc": bool(os.environ.get("TL_AOT_COMPILER_LAUNCHER", "").strip()),
         "source": file_digest(src) if src.is_file() else "missing",
         "deps": [[p.name, file_digest(p)] for p in deps],

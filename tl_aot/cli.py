@@ -34,33 +34,48 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-dir", action="store_true", help="print tl_aot's C++ include folder")
     sub = p.add_subparsers(dest="command")
 
+    def kernels(sp) -> None:  # what to build or tune: the same options for both
+        sp.add_argument("target", nargs="?", help="FILE.py:FUNCTION (or use --spec)")
+        sp.add_argument("--spec", help="TOML/JSON file listing several entries of one library")
+        sp.add_argument("--name", help="library (and, with FILE.py:FUNCTION, entry) name; default: the function name")
+        sp.add_argument("--entry", help="entry name when it should differ from --name")
+        sp.add_argument("--arch", action="append", default=[], help="target arch: sm_90a, 90a, 9.0a, 80+PTX (repeatable)")
+        sp.add_argument("--arg", action="append", default=[], help="specialisation argument NAME=VALUE (a Python literal)")
+        sp.add_argument("--pass-config", action="append", default=[], help="TileLang pass config KEY=VALUE")
+        sp.add_argument("--nvcc-flag", action="append", default=[], help="extra nvcc flag for the kernel images")
+        sp.add_argument(
+            "--device",
+            help="GPU that device queries made while lowering (driver.get_num_sms(), ...) describe, e.g. H100-PCIe; "
+            "default per arch: A100-SXM (80), A10 (86), L40S (89), H100-SXM (90a), B200 (100a)",
+        )
+        sp.add_argument(
+            "--out-idx",
+            action="append",
+            help="a parameter (index, negative from the end, or name) the entry allocates and returns, like "
+            "@tilelang.jit(out_idx=...) (repeatable; 'none' for no outputs; default: the kernel's own out_idx / T.empty)",
+        )
+        sp.add_argument("-j", "--jobs", type=int, help="jobs at once, shared by lowering and nvcc (default: MAX_JOBS or the CPU count)")
+        sp.add_argument("--cache-dir", help="variant cache (default: TL_AOT_CACHE_DIR or OUTPUT/.tl_aot/cache)")
+
     b = sub.add_parser("build", help="lower, compile and link kernels into lib<NAME>.so")
-    b.add_argument("target", nargs="?", help="FILE.py:FUNCTION (or use --spec)")
-    b.add_argument("--spec", help="TOML/JSON file listing several entries of one library")
-    b.add_argument("--name", help="library (and, with FILE.py:FUNCTION, entry) name; default: the function name")
-    b.add_argument("--entry", help="entry name when it should differ from --name")
-    b.add_argument("--arch", action="append", default=[], help="target arch: sm_90a, 90a, 9.0a, 80+PTX (repeatable)")
-    b.add_argument("--arg", action="append", default=[], help="specialisation argument NAME=VALUE (a Python literal)")
-    b.add_argument("--pass-config", action="append", default=[], help="TileLang pass config KEY=VALUE")
-    b.add_argument("--nvcc-flag", action="append", default=[], help="extra nvcc flag for the kernel images")
-    b.add_argument(
-        "--device",
-        help="GPU that device queries made while lowering (driver.get_num_sms(), ...) describe, e.g. H100-PCIe; "
-        "default per arch: A100-SXM (80), A10 (86), L40S (89), H100-SXM (90a), B200 (100a)",
-    )
-    b.add_argument(
-        "--out-idx",
-        action="append",
-        help="a parameter (index, negative from the end, or name) the entry allocates and returns, like "
-        "@tilelang.jit(out_idx=...) (repeatable; 'none' for no outputs; default: the kernel's own out_idx / T.empty)",
-    )
+    kernels(b)
     b.add_argument("-o", "--output", default=".", help="output folder (default: .)")
     b.add_argument("--header-dir", help="folder for the C++ header (default: the output folder)")
     b.add_argument("--depfile", help="write a Makefile depfile of every Python file the kernels import")
-    b.add_argument("-j", "--jobs", type=int, help="jobs at once, shared by lowering and nvcc (default: MAX_JOBS or the CPU count)")
-    b.add_argument("--cache-dir", help="variant cache (default: TL_AOT_CACHE_DIR or OUTPUT/.tl_aot/cache)")
     b.add_argument("--force", action="store_true", help="rebuild every variant, ignoring the cache")
+    b.add_argument(
+        "--tune-file",
+        help="tuning record (python -m tl_aot tune) whose configs to build; default: SPEC's <stem>.tune.json if present",
+    )
+    b.add_argument("--strict-tune", action="store_true", help="a record older than the kernel's source is an error, not a warning")
     b.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+
+    t = sub.add_parser("tune", help="on a GPU host: time each entry's candidate configs, write a tuning record")
+    kernels(t)
+    t.add_argument("-o", "--output", help="tuning record to write or update (default: SPEC's <stem>.tune.json, else tune.json)")
+    t.add_argument("--dim", action="append", default=[], help="NAME=SIZE for a dynamic dim (or a scalar's value) while timing")
+    t.add_argument("--warmup", type=int, help="untimed calls per candidate (default: the decorator's, else 25)")
+    t.add_argument("--rep", type=int, help="timed calls per candidate (default: the decorator's, else 100)")
 
     i = sub.add_parser("inspect", help="show a library's entries, parameters, kernels and versions")
     i.add_argument("library", help="path to lib<NAME>.so")
@@ -80,41 +95,53 @@ def _out_idx(values: list | None) -> tuple | None:
     return tuple(int(v) if v.lstrip("-").isdigit() else v for v in values)
 
 
-def _cmd_build(args) -> int:
-    from .build import build_library
+def _library(args, what: str):
+    """The LibrarySpec the command line names (FILE.py:FUNCTION with --arg ..., or --spec)."""
     from .spec import KernelSpec, LibrarySpec, archs_from_env, load_spec_file, parse_arg, parse_target
 
     if bool(args.target) == bool(args.spec):
-        msg = "build: give either FILE.py:FUNCTION or --spec FILE"
+        msg = f"{what}: give either FILE.py:FUNCTION or --spec FILE"
         raise TlAotError(msg)
     if args.spec and args.out_idx:
-        msg = "build: --out-idx applies to FILE.py:FUNCTION; in a spec file set out_idx per entry"
+        msg = f"{what}: --out-idx applies to FILE.py:FUNCTION; in a spec file set out_idx per entry"
         raise TlAotError(msg)
     if args.spec:
-        lib = load_spec_file(args.spec, archs=args.arch or None, name=args.name, device=args.device)
-    else:
-        source, func = parse_target(args.target)
-        archs = archs_from_env(None) or args.arch or None  # KernelSpec parses them, naming the entry
-        if archs is None:
-            from .toolchain import default_archs
+        return load_spec_file(args.spec, archs=args.arch or None, name=args.name, device=args.device)
+    source, func = parse_target(args.target)
+    archs = archs_from_env(None) or args.arch or None  # KernelSpec parses them, naming the entry
+    if archs is None:
+        from .toolchain import default_archs
 
-            archs = default_archs()
-        kwargs = dict(parse_arg(a) for a in args.arg)
-        pcs = dict(parse_arg(a) for a in args.pass_config)
-        name = args.name or func
-        spec = KernelSpec.create(
-            name=args.entry or name,
-            source=source,
-            function=func,
-            args=kwargs,
-            archs=archs,
-            pass_configs=pcs,
-            compile_flags=args.nvcc_flag,
-            device=args.device,
-            out_idx=_out_idx(args.out_idx),
-        )
-        lib = LibrarySpec(name=name, entries=(spec,))
+        archs = default_archs()
+    name = args.name or func
+    spec = KernelSpec.create(
+        name=args.entry or name,
+        source=source,
+        function=func,
+        args=dict(parse_arg(a) for a in args.arg),
+        archs=archs,
+        pass_configs=dict(parse_arg(a) for a in args.pass_config),
+        compile_flags=args.nvcc_flag,
+        device=args.device,
+        out_idx=_out_idx(args.out_idx),
+    )
+    return LibrarySpec(name=name, entries=(spec,))
+
+
+def _cmd_build(args) -> int:
+    from pathlib import Path
+
+    from .build import build_library
+    from .record import Record, apply_record, record_path_for
+
+    lib = _library(args, "build")
     log = None if args.quiet else (lambda s: print(s, flush=True))
+    tune_file = args.tune_file or (record_path_for(args.spec) if args.spec and record_path_for(args.spec).is_file() else None)
+    if tune_file:
+        lib = apply_record(lib, Record.load(tune_file), strict=args.strict_tune, where=str(tune_file))
+        tuned = sum(1 for e in lib.entries if e.tuned)
+        if log:
+            log(f"tuning record {Path(tune_file).name}: configs for {tuned} of {len(lib.entries)} entries")
     build_library(
         lib,
         out_dir=args.output,
@@ -125,6 +152,30 @@ def _cmd_build(args) -> int:
         log=log,
         force=args.force,
     )
+    return 0
+
+
+def _cmd_tune(args) -> int:
+    from .record import record_path_for
+    from .spec import parse_arg
+    from .tune import tune_library, write_record
+
+    lib = _library(args, "tune")
+    out = args.output or (record_path_for(args.spec) if args.spec else "tune.json")
+    items = tune_library(
+        lib,
+        values=dict(parse_arg(d) for d in args.dim),
+        jobs=args.jobs,
+        cache_dir=args.cache_dir,
+        warmup=args.warmup,
+        rep=args.rep,
+        log=lambda s: print(s, flush=True),
+    )
+    if not items:
+        print("nothing to tune: no entry has candidate configs (@autotune, or a `tune` table in the spec)")
+        return 1
+    record = write_record(out, items)
+    print(f"wrote {out}: {len(items)} tuned, {len(record.items)} in the record")
     return 0
 
 
@@ -201,6 +252,8 @@ def main(argv=None) -> int:
     try:
         if args.command == "build":
             return _cmd_build(args)
+        if args.command == "tune":
+            return _cmd_tune(args)
         if args.command == "inspect":
             return _cmd_inspect(args)
         if args.command == "deps":

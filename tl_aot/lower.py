@@ -35,7 +35,7 @@ def tilelang_version() -> str:
     return str(getattr(tilelang, "__version__", "unknown"))
 
 
-def _resolve_prim_func(spec: KernelSpec, module, where: str):
+def _resolve_prim_func(spec: KernelSpec, module, where: str, arch: str = ""):
     """Turn the user's object (factory, @tilelang.jit or @autotune function, prim_func) into a PrimFunc + options."""
     from tilelang import tvm
 
@@ -52,10 +52,18 @@ def _resolve_prim_func(spec: KernelSpec, module, where: str):
     compile_flags: list = []
     choice = None
     out_idx = None  # the kernel's own outputs: @tilelang.jit(out_idx=...) or T.empty returns
+    tuned = spec.tuned_config(arch)
     if is_autotuned(obj):  # @autotune over @tilelang.jit: build one config, never run TileLang's tuner
-        choice = choose_config(obj, kwargs, function=spec.function, where=where)
+        choice = choose_config(obj, kwargs, function=spec.function, where=where, record=tuned[0] if tuned else None)
         kwargs = choice.kwargs
         obj = obj.jit_impl
+    elif tuned:  # a plain factory tuned over its spec's `tune` table
+        from .autotune import Choice
+
+        choice = Choice({**kwargs, **tuned[0]}, tuned[0], "record", {})
+        kwargs = choice.kwargs
+    if choice is not None and choice.source == "record":
+        choice = dataclasses.replace(choice, source=f"record ({tuned[1]})")
     if isinstance(obj, PrimFunc):
         if kwargs:
             msg = f"{where}: {spec.function} is already a T.prim_func; it takes no --arg ({', '.join(kwargs)})"
@@ -586,7 +594,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
     target = tvm.target.Target({"kind": "cuda", "arch": arch.sm})
     try:
         with target, emulate(profile):
-            func, pass_configs, compile_flags, choice, outputs = _resolve_prim_func(spec, module, where)
+            func, pass_configs, compile_flags, choice, outputs = _resolve_prim_func(spec, module, where, arch.sm)
             with tvm.transform.PassContext(opt_level=3, config=pass_configs):
                 art = tilelang.lower(func, target=target)
         params, symbols, names = _signature(func, where, outputs)

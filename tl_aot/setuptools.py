@@ -102,6 +102,7 @@ class EntryDecl:
     device: str = ""  # GPU profile for device queries while lowering (tl_aot.device)
     out_idx: tuple | None = None  # outputs the entry returns; None: the kernel's own
     specialisations: tuple | None = None  # ({"args": ..., "when": ..., "fallback": ...}, ...), one function picking
+    tune: tuple | None = None  # candidate configs of a plain factory (python -m tl_aot tune)
 
 
 def _entry_decl(raw, ext_name: str) -> EntryDecl:
@@ -144,6 +145,7 @@ def _entry_decl(raw, ext_name: str) -> EntryDecl:
         device=str(raw.get("device") or ""),
         out_idx=check_out_idx(raw.get("out_idx"), name),
         specialisations=_specialisations(raw, name, where),
+        tune=tuple(raw["tune"]) if isinstance(raw.get("tune"), (list, tuple)) else raw.get("tune"),
     )
 
 
@@ -175,6 +177,9 @@ class TileLangExtension(Extension):
         default arch from sm_80 up that this nvcc supports (:func:`tl_aot.toolchain.default_archs`).
     optional : bool
         As for any ``Extension``: a failed build warns instead of stopping ``setup()``.
+    tune_file : str, optional
+        A tuning record (``python -m tl_aot tune``), relative to setup.py: entries it has a config
+        for, on the archs it has, are built with that config (no GPU needed here).
     torch_ops : bool or str
         Register the entries as torch operators (``torch.ops.<namespace>.<entry>``) when the
         loader is imported and torch is installed; a string names the namespace (default: the
@@ -185,11 +190,14 @@ class TileLangExtension(Extension):
 
     """
 
-    def __init__(self, name: str, entries=(), *, archs=None, optional: bool = False, torch_ops: bool | str = False, **kwargs) -> None:
+    def __init__(
+        self, name: str, entries=(), *, archs=None, optional: bool = False, torch_ops: bool | str = False, tune_file=None, **kwargs
+    ) -> None:
         if kwargs:
             msg = (
                 f"TileLangExtension({name!r}): unsupported argument(s) {', '.join(sorted(kwargs))}; "
-                "a TileLang extension takes entries=, archs=, optional= and torch_ops= (kernels are built by tl_aot, not the C compiler)"
+                "a TileLang extension takes entries=, archs=, optional=, torch_ops= and tune_file= "
+                "(kernels are built by tl_aot, not the C compiler)"
             )
             raise SpecError(msg)
         parts = str(name).split(".")
@@ -212,6 +220,7 @@ class TileLangExtension(Extension):
             raise SpecError(msg)
         self.entries = decls
         self.torch_ops = torch_ops
+        self.tune_file = os.fspath(tune_file) if tune_file else None
         self.archs = parse_arch_list(archs) if archs else ()
         super().__init__(name, sources=[], depends=_kernel_files(decls), optional=optional)
 
@@ -260,6 +269,7 @@ class TileLangExtension(Extension):
                 device=d.device,
                 out_idx=d.out_idx,
                 specialisations=None if d.specialisations is None else list(d.specialisations),
+                tune=None if d.tune is None else list(d.tune),
             )
             entries.extend(made if isinstance(made, tuple) else (made,))
         return LibrarySpec(name=self.library_name, entries=tuple(entries))
@@ -429,6 +439,10 @@ class build_ext(_build_ext):
         jobs = self.parallel if type(self.parallel) is int and self.parallel > 0 else None  # else MAX_JOBS / CPUs
         try:
             spec = ext.library_spec(archs=self.archs or archs_from_env(None))
+            if ext.tune_file:
+                from .record import Record, apply_record
+
+                spec = apply_record(spec, Record.load(ext.tune_file), where=ext.tune_file)
             log.info(f"building TileLang extension {fullname} ({len(spec.entries)} entries)")
             result = build_library(spec, out_dir=out_dir, jobs=jobs, log=log.info, force=bool(self.force))
         except TlAotError as e:

@@ -148,6 +148,8 @@ class KernelSpec:
     export: str = ""  # the exported function this is one specialisation of ("": the entry is exported as itself)
     when: tuple = ()  # (symbol, lo, hi): dynamic dims this specialisation covers (inclusive)
     fallback: bool = False  # tried after every other specialisation of its export
+    tune: tuple = ()  # candidate configs ((name, value) pairs each) of a plain factory, for python -m tl_aot tune
+    tuned: tuple = ()  # (arch, ((name, repr), ...), note) from a tuning record: the config built per arch
 
     def __post_init__(self) -> None:
         if self.export:  # a specialisation: '<export>__s<i>' (no user name holds '__')
@@ -164,6 +166,15 @@ class KernelSpec:
     @property
     def kwargs(self) -> dict:
         return dict(self.args)
+
+    def tuned_config(self, arch: str) -> tuple[dict, str] | None:
+        """The recorded config for ``arch`` (``sm_90a``) and where it came from, if a tuning record has one."""
+        import ast
+
+        for a, chosen, note in self.tuned:
+            if a == arch:
+                return {k: ast.literal_eval(v) for k, v in chosen}, note
+        return None
 
     @property
     def exported(self) -> str:
@@ -184,6 +195,7 @@ class KernelSpec:
         device=None,
         out_idx=None,
         specialisations=None,
+        tune=None,
     ):
         """Build a spec from loose user values (dicts, arch strings), validating each.
 
@@ -192,7 +204,8 @@ class KernelSpec:
         ``args`` update the shared ``args``. Without, a single :class:`KernelSpec`.
         """
         if specialisations is not None:
-            return _specialised(name, source, function, args, archs, pass_configs, compile_flags, device, out_idx, specialisations)
+            made = _specialised(name, source, function, args, archs, pass_configs, compile_flags, device, out_idx, specialisations)
+            return tuple(dataclasses.replace(m, tune=_check_tune(tune, name)) for m in made)
         if isinstance(args, dict):
             args = tuple(args.items())
         check_identifier(name, "entry name")
@@ -211,7 +224,18 @@ class KernelSpec:
             compile_flags=tuple(compile_flags or ()),
             device=_check_device(device, parsed_archs, name),
             out_idx=check_out_idx(out_idx, name),
+            tune=_check_tune(tune, name),
         )
+
+
+def _check_tune(tune, entry: str) -> tuple:
+    """A spec's ``tune`` table (candidate configs of a plain factory) as a tuple of (name, value) tuples."""
+    if tune is None:
+        return ()
+    if not isinstance(tune, (list, tuple)) or not tune or not all(isinstance(c, dict) and c for c in tune):
+        msg = f"entry {entry!r}: tune must be a non-empty list of configs, e.g. [{{block_M = 64}}, {{block_M = 128}}]"
+        raise SpecError(msg)
+    return tuple(tuple(c.items()) for c in tune)
 
 
 _SPECIALISATION_KEYS = frozenset({"args", "when", "fallback"})
@@ -387,7 +411,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
         if not e_archs:
             msg = f"{where} ({ed['name']}): no archs (set [library] archs, the entry's archs, --arch or TL_AOT_ARCHS)"
             raise SpecError(msg)
-        known = {"name", "source", "function", "args", "archs", "pass_configs", "compile_flags", "device", "out_idx"}
+        known = {"name", "source", "function", "args", "archs", "pass_configs", "compile_flags", "device", "out_idx", "tune"}
         unknown = set(ed) - known - {"specialisations", "specializations"}
         if unknown:
             msg = f"{where} ({ed['name']}): unknown key(s) {', '.join(sorted(unknown))}"
@@ -404,6 +428,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
                 device=device or ed.get("device", lib.get("device")),
                 out_idx=ed.get("out_idx"),
                 specialisations=ed.get("specialisations", ed.get("specializations")),
+                tune=ed.get("tune"),
             )
             entries.extend(made if isinstance(made, tuple) else (made,))
         except SpecError as e:
