@@ -1,4 +1,4 @@
-"""Goals of issues 2, 5, 12, 14 and 16 as ratios computed from the records of one run (plus the build machine's)."""
+"""Goals of issues 2, 5, 12, 13, 14 and 16 as ratios computed from the records of one run (plus the build machine's)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,10 @@ def _goal(goal, issue, measured, target, op, detail):
         "ok": ok,
         "detail": detail,
     }
+
+
+def _f(v) -> str:
+    return "n/a" if v is None else f"{v:.4f}"
 
 
 def _ratio(a, b):
@@ -69,6 +73,12 @@ def compute(records) -> list[dict]:
     g.append(_goal("104-variant build, -j 16 / -j 4", 14, ratio, 0.35, "<=", f"{fmt_s(j16)} vs {fmt_s(j4)}, 16 cores"))
     scc = _find(records, "scaling", "sccache_rebuild", "ratio")
     g.append(_goal("nvcc time served by sccache / first build", 14, scc, 0.25, "<=", "tl_aot cache empty, same paths"))
+    for r in records:
+        if r.get("section") == "tune" and "wall_ratio" in r:
+            detail = f"{r['tl_aot_wall_s']:.1f} s vs {r['tilelang_wall_s']:.1f} s, {r['candidates']} configs"
+            g.append(_goal(f"tuning wall time / TileLang's autotuner ({r['name']})", 13, r["wall_ratio"], 0.7, "<=", detail))
+            detail = f"{r['tl_aot_ms']:.4f} ms vs {_f(r.get('tilelang_config_ms'))} ms"
+            g.append(_goal(f"tuned config time / TileLang's choice ({r['name']})", 13, r.get("chosen_ratio"), 1.02, "<=", detail))
     kernels = ["gemm_f16", "gemm_bf16", "softmax"]
     for r in records:
         if r.get("section") == "throughput" and r.get("impl") == "tl_aot" and r.get("kernel") not in kernels:

@@ -291,6 +291,25 @@ def _scaling(records) -> list[str]:
     return out
 
 
+def _tune(records) -> list[str]:
+    rows = [r for r in _sec(records, "tune") if "wall_ratio" in r]
+    if not rows:
+        return ["Not measured (bench/tune.py, on the GPU machine)."]
+    out = ["| entry | configs | tl_aot tune (s) | TileLang autotune (s) | ratio | tl_aot's choice | TileLang's choice | time ratio |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in rows:
+        ours = ", ".join(f"{k}={v}" for k, v in r["tl_aot_config"].items())
+        theirs = ", ".join(f"{k}={v}" for k, v in r["tilelang_config"].items())
+        out.append(
+            f"| {r['name']} | {r['candidates']} | {r['tl_aot_wall_s']:.1f} | {r['tilelang_wall_s']:.1f} | {r['wall_ratio']:.2f} | "
+            f"{ours} ({r['tl_aot_ms']:.4f} ms) | {theirs} | {_f(r.get('chosen_ratio'), '{:.3f}')} |"
+        )
+    out += ["", "Both end to end in a fresh process with fresh caches (tl_aot: build the candidates in parallel through its "
+            "pipeline, check, time; TileLang: the decorated call running its autotuner). The time ratio compares the two "
+            "choices as tl_aot's tuner measured them in one process."]  # fmt: skip
+    return out
+
+
 def _size(records) -> list[str]:
     rows = _sec(records, "size")
     lib = next((r for r in rows if r["name"] == "library"), None)
@@ -353,7 +372,11 @@ def render(records: list[dict], sources: list[str]) -> str:
         "",
         *_scaling(records),
         "",
-        "## 7. Size",
+        "## 7. Tuning ahead of time (`python -m tl_aot tune` vs TileLang's autotuner)",
+        "",
+        *_tune(records),
+        "",
+        "## 8. Size",
         "",
         *_size(records),
         "",

@@ -113,7 +113,20 @@ def main(argv=None) -> int:
                 candidates=len(item["candidates"]),
             )
         if a.record:
-            cmd = [sys.executable, "-m", "tl_aot", "tune", "--spec", str(SPEC), "-o", a.record, "--cache-dir", str(work / "cache-all")]
+            cmd = [
+                sys.executable,
+                "-m",
+                "tl_aot",
+                "tune",
+                "--spec",
+                str(SPEC),
+                "-o",
+                a.record,
+                "--dim",
+                "m=8192",
+                "--cache-dir",
+                str(work / "cache-all"),
+            ]
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
             print(proc.stdout[-4000:], proc.stderr[-2000:], flush=True)

@@ -27,15 +27,19 @@ __all__ = ["FORMAT", "Candidate", "Item", "Record", "source_digest", "apply_reco
 FORMAT = "tl_aot tuning record"
 VERSION = 1
 _log = logging.getLogger("tl_aot")
+_PAIRS = ("args", "chosen", "config", "versions")  # (name, value) pairs, stored as JSON objects
 
 
 @dataclass(frozen=True)
 class Candidate:
     """One candidate config and what tuning measured: ms per call, or why it was dropped."""
 
-    config: tuple  # (name, python repr) pairs
+    config: tuple  # (name, python repr) pairs, sorted
     ms: float | None = None
     error: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "config", tuple(sorted(self.config)))
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,10 @@ class Item:
     source_digest: str = ""
     versions: tuple = ()  # (tool, version) pairs: tl_aot, tilelang, nvcc, torch
     tuned_at: str = ""
+
+    def __post_init__(self) -> None:  # pairs sorted: the file stores them as JSON objects
+        for name in ("args", "chosen", "versions"):
+            object.__setattr__(self, name, tuple(sorted(getattr(self, name))))
 
     @property
     def key(self) -> tuple:
@@ -76,8 +84,8 @@ class Record:
 
     def to_json(self) -> str:
         def plain(obj):
-            if dataclasses.is_dataclass(obj):
-                return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+            if dataclasses.is_dataclass(obj):  # (name, value) pairs as objects: {"block_M": "128"}
+                return {f.name: dict(v) if f.name in _PAIRS else plain(v) for f in dataclasses.fields(obj) for v in [getattr(obj, f.name)]}
             if isinstance(obj, (list, tuple)):
                 return [plain(v) for v in obj]
             return obj
@@ -98,14 +106,18 @@ class Record:
             msg = f"{where}: record version {data.get('version')}; this tl_aot reads version {VERSION}"
             raise SpecError(msg)
 
-        def tup(v):
-            return tuple(tup(x) for x in v) if isinstance(v, list) else v
+        def pairs(v):
+            return tuple(v.items()) if isinstance(v, dict) else tuple(tuple(x) for x in v)
 
         items = []
-        for raw in data.get("items", []):
-            fields = {k: tup(v) for k, v in raw.items() if k in Item.__dataclass_fields__}
-            fields["candidates"] = tuple(Candidate(**{**c, "config": tup(c["config"])}) for c in raw.get("candidates", []))
-            items.append(Item(**fields))
+        try:
+            for raw in data.get("items", []):
+                fields = {k: pairs(v) if k in _PAIRS else v for k, v in raw.items() if k in Item.__dataclass_fields__}
+                fields["candidates"] = tuple(Candidate(**{**c, "config": pairs(c["config"])}) for c in raw.get("candidates", []))
+                items.append(Item(**fields))
+        except (TypeError, KeyError, AttributeError) as e:
+            msg = f"{where}: a malformed item ({type(e).__name__}: {e})"
+            raise SpecError(msg) from None
         return cls(tuple(items))
 
     @classmethod

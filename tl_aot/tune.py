@@ -79,7 +79,7 @@ def candidate_plans(lib: LibrarySpec, arch: str, log=None) -> list:
     return plans
 
 
-def _inputs(torch, entry, values: dict, seed: int):
+def _inputs(torch, entry, values: dict, seed: int, name: str):
     """Random arguments for ``entry`` (every parameter; outputs zeroed), sized from ``values`` for dynamic dims."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
     args = []
@@ -94,7 +94,7 @@ def _inputs(torch, entry, values: dict, seed: int):
             elif d in values:
                 shape.append(int(values[d]))
             else:
-                msg = f"entry {entry.exported!r}: tune needs a size for dynamic dim {d!r} of {p.name!r}: --dim {d}=SIZE"
+                msg = f"entry {name!r}: tune needs a size for dynamic dim {d!r} of {p.name!r}: --dim {d}=SIZE"
                 raise SpecError(msg)
         dtype = getattr(torch, _TORCH_DTYPES[p.dtype])
         if p.output:
@@ -178,7 +178,7 @@ def tune_library(lib: LibrarySpec, *, values: dict, jobs: int | None, cache_dir,
                 msg = f"entry {spec.name!r}: no candidate builds; the first error: {failed[cands[0].name]}"
                 raise TlAotError(msg)
             entry = library.signature(alive[0])
-            base = _inputs(torch, entry, values, seed=0)
+            base = _inputs(torch, entry, values, seed=0, name=spec.name)
             reference = None
             measured = []
             for cfg, c in zip(configs, cands):
