@@ -242,6 +242,12 @@ def run(lib_dir: Path) -> list[dict]:
             row["error"] = f"{type(e).__name__}: {e}"
             rows.append(row)
             continue
+        if lib.signature(entry).outputs:  # called as the JIT calls it: inputs alone, output returned
+            try:
+                row["returned_equal"] = bool(torch.equal(fn(*ins), got))
+            except Exception as e:  # noqa: BLE001
+                row["returned_equal"] = False
+                row["returned_error"] = f"{type(e).__name__}: {e}"
         ref = reference(ins)
         row["vs_torch_max_err"] = float((got.float() - ref.float()).abs().max())
         expect = None
@@ -271,14 +277,15 @@ def table(rows, device: str) -> str:
     lines = [
         f"Device: {device}; torch {torch.__version__}; one run of `python bench/conformance.py`.",
         "",
-        "| kind of kernel | entry | built | ran | matches JIT | tl_aot ms | JIT ms | JIT / tl_aot |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| kind of kernel | entry | built | ran | `out = entry(inputs)` | matches JIT | tl_aot ms | JIT ms | JIT / tl_aot |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         ratio = "" if r.get("ratio") is None else f"{r['ratio']:.3f}"
+        returned = {None: "n/a (no outputs)", True: "equals in-place", False: "NO: " + r.get("returned_error", "differs")}
         lines.append(
             f"| {r['kind']} | `{r['entry']}` | {'yes' if r['built'] else 'no'} | {'yes' if r['ran'] else 'no: ' + r.get('error', '')} "
-            f"| {r['matches']} | {r.get('aot_ms', '')} | {r.get('jit_ms', '')} | {ratio} |"
+            f"| {returned[r.get('returned_equal')]} | {r['matches']} | {r.get('aot_ms', '')} | {r.get('jit_ms', '')} | {ratio} |"
         )
     notes = [f"- `{r['entry']}`: TileLang's JIT fails: {r['jit_error']}" for r in rows if r.get("jit_error")]
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
