@@ -60,6 +60,20 @@ def _time_interleaved(cands: dict, *, calls: int, batch: int, warmup: int, sync)
     return samples
 
 
+def time_and_emit(rec, section: str, cands: dict, opts, torch) -> dict:
+    """Time ``cands`` interleaved (:func:`_time_interleaved`), emit one line each; name -> median µs."""
+    from bench.common import summarize
+
+    samples = _time_interleaved(cands, calls=opts.calls, batch=opts.batch, warmup=opts.warmup, sync=torch.cuda.synchronize)
+    figures = {}
+    for name, s in samples.items():
+        st = summarize(s)
+        figures[name] = st["median"]
+        rec.emit(section, name, us=round(st["median"], 4), min=round(st["min"], 4), p90=round(st["p90"], 4),
+                 calls=st["n"] * opts.batch, batch=opts.batch)  # fmt: skip
+    return figures
+
+
 def _run_tool(ctx, name: str, argv: list[str], env: dict | None = None) -> tuple[dict, bool]:
     """Run the carried ``<libs>/<name>`` (``bench/cpp/<name>.cc``); if it does not run here, rebuild it with g++ and retry.
 
@@ -155,15 +169,7 @@ def run(ctx, rec) -> None:
     x = torch.randn(1024, device="cuda", dtype=torch.float32)
     y = torch.empty_like(x)
     cands = _candidates(ctx, rec, x, y, torch)
-    samples = _time_interleaved(cands, calls=opts.calls, batch=opts.batch, warmup=opts.warmup, sync=torch.cuda.synchronize)
-    from bench.common import summarize
-
-    figures = {}
-    for name, s in samples.items():
-        st = summarize(s)
-        figures[name] = st["median"]
-        rec.emit("launch", name, us=round(st["median"], 4), min=round(st["min"], 4), p90=round(st["p90"], 4),
-                 calls=st["n"] * opts.batch, batch=opts.batch)  # fmt: skip
+    figures = time_and_emit(rec, "launch", cands, opts, torch)
     try:
         c = _culaunch(ctx, calls=opts.calls, batch=opts.batch)
         figures["culaunch"] = c["us_per_launch"]

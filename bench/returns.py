@@ -28,8 +28,7 @@ ENTRY = "add_one_ret"
 def run(ctx, rec) -> None:
     import torch
 
-    from bench.common import summarize
-    from bench.launch import _culaunch, _time_interleaved
+    from bench.launch import _culaunch, time_and_emit
 
     opts = ctx.options
     try:
@@ -85,13 +84,7 @@ def run(ctx, rec) -> None:
     add("compiled_direct", lambda: compiled(lambda t: t + 1))
     if not opts.no_jit:
         add("jit_tvm_ffi_returns", lambda: (ctx.jit(ENTRY, "tvm_ffi", rec, "returns"), (x,)))
-    samples = _time_interleaved(cands, calls=opts.calls, batch=opts.batch, warmup=opts.warmup, sync=torch.cuda.synchronize)
-    figures = {}
-    for name, s in samples.items():
-        st = summarize(s)
-        figures[name] = st["median"]
-        rec.emit("returns", name, us=round(st["median"], 4), min=round(st["min"], 4), p90=round(st["p90"], 4),
-                 calls=st["n"] * opts.batch, batch=opts.batch)  # fmt: skip
+    figures = time_and_emit(rec, "returns", cands, opts, torch)
     try:
         c = _culaunch(ctx, calls=opts.calls, batch=opts.batch)
         figures["culaunch"] = c["us_per_launch"]

@@ -60,6 +60,17 @@ def prebuilt_or_build(spec: Path, name: str, tmp_path_factory, cache_dir) -> Pat
     return build_library(load_spec_file(spec), out_dir=out, cache_dir=cache_dir, log=None).library
 
 
+def build_spec(spec: Path, tmp_path_factory, cache_dir, *, jobs: int = 2):
+    """Build the spec file ``spec`` into a fresh folder: (BuildResult, the loaded library)."""
+    import tl_aot
+    from tl_aot.build import build_library
+    from tl_aot.spec import load_spec_file
+
+    out = tmp_path_factory.mktemp(spec.stem)
+    result = build_library(load_spec_file(spec), out_dir=out, cache_dir=cache_dir, log=None, jobs=jobs)
+    return result, tl_aot.load(result.library)
+
+
 @pytest.fixture(scope="session")
 def outputs_lib(tmp_path_factory, cache_dir):
     """``libtl_outputs.so`` (tests/kernels/outputs.toml): entries that return their outputs."""

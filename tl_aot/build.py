@@ -67,9 +67,13 @@ def default_jobs() -> int:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:
         cpus = os.cpu_count() or 1
+    return max(1, min(cpus, _jobs_in_memory(cpus)))
+
+
+def _jobs_in_memory(otherwise: int) -> int:
+    """How many :data:`JOB_MEMORY_GB` jobs available memory holds (``otherwise`` where it cannot be read)."""
     mem = available_memory_gb()
-    by_memory = int(mem // JOB_MEMORY_GB) if mem is not None else cpus
-    return max(1, min(cpus, by_memory))
+    return int(mem // JOB_MEMORY_GB) if mem is not None else otherwise
 
 
 def lowering_workers(jobs: int, variants: int) -> int:
@@ -81,9 +85,7 @@ def lowering_workers(jobs: int, variants: int) -> int:
     One means this process, no worker: with ``-j 2`` or less, one lowering at a time keeps nvcc
     busy and no second TileLang import is paid for.
     """
-    mem = available_memory_gb()
-    by_memory = int(mem // JOB_MEMORY_GB) if mem is not None else jobs
-    return max(1, min(variants, by_memory, round(jobs * LOWERING_SHARE)))
+    return max(1, min(variants, _jobs_in_memory(jobs), round(jobs * LOWERING_SHARE)))
 
 
 #: The share of a build's job slots that lower (the rest run nvcc); see :func:`lowering_workers`.
@@ -300,6 +302,7 @@ def build_library(
             LoweringPool(workers) if workers > 1 else contextlib.nullcontext() as processes,
         ):
             futures: dict[cf.Future, tuple[KernelSpec, Arch, str, LoweredVariant, float]] = {}
+            pending: dict[cf.Future, tuple[KernelSpec, Arch, str]] = {}
             runtime = pool.submit(_runtime_object, cache.root, tvm_ffi_version, slots)
 
             def lower_one(spec: KernelSpec, arch: Arch) -> tuple[LoweredVariant, float]:
@@ -314,7 +317,7 @@ def build_library(
             try:
                 # In worker processes when several lowerings can run at once (TileLang is not thread
                 # safe); each nvcc starts the moment its variant is lowered.
-                pending = {lowering.submit(lower_one, spec, arch): (spec, arch, key) for spec, arch, key in todo}
+                pending.update({lowering.submit(lower_one, spec, arch): (spec, arch, key) for spec, arch, key in todo})
                 for fut in cf.as_completed(pending):
                     spec, arch, key = pending[fut]
                     variant, t_lower = fut.result()
@@ -342,11 +345,9 @@ def build_library(
                     spent["nvcc"] += t_nvcc
                     rebuilt.append((spec.name, str(arch)))
                 runtime_obj = runtime.result()
-            except BaseException:
-                for f in [*futures, *locals().get("pending", {})]:
+            except BaseException:  # leaving the `with` also kills the lowering workers
+                for f in [*futures, *pending]:
                     f.cancel()
-                if processes:
-                    processes.close(kill=True)
                 raise
 
         manifest = _manifest(lib, tasks, lowered, nv_version, {key: len(image) for key, image in images.items()})

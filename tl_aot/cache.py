@@ -24,6 +24,7 @@ from .fileutil import file_digest
 from .metadata import LoweredVariant, from_json, to_json
 from .source import local_dependencies
 from .spec import KernelSpec
+from .toolchain import compiler_launcher
 
 __all__ = ["VariantCache", "variant_key", "default_cache_dir", "package_version"]
 
@@ -65,7 +66,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str
         "out_idx": None if spec.out_idx is None else list(spec.out_idx),
         # under a compiler launcher nvcc runs in one step, so the image's line table differs
         "tuned": [list(c) for a, c, _ in spec.tuned if a == str(arch).split("+")[0]],
-        "one_step_nvcc": bool(os.environ.get("TL_AOT_COMPILER_LAUNCHER", "").strip()),
+        "one_step_nvcc": bool(compiler_launcher()),
         "source": file_digest(src) if src.is_file() else "missing",
         "deps": [[p.name, file_digest(p)] for p in deps],
     }

@@ -275,20 +275,24 @@ def _exports(manifest: Manifest, entries: list) -> list:
         idx = [index[m.name] for m in members]
         first = entries[idx[0]]
         x = {"name": name, "first": first, "members": idx, "rules": [], "ns": first["ns"]}
+        x["call"] = f"{x['ns']}::invoke(a, num_args, result, {x['ns']}::form(a, num_args, {x['ns']}::kName))"
         x["signatures"] = [entries[i]["signature"] for i in idx]
         if members[0].export:  # specialisations, even a lone one: its `when` ranges are enforced too
-            x.update(_pick_context(members, idx, first))
+            x.update(_pick_context(members, idx))
             x["ns"] = f"export{j}"
+            x["call"] = f"{x['ns']}::invoke(a, num_args, result)"  # picks a specialisation, then as above
         out.append(x)
     return out
 
 
-def _pick_context(members: tuple, idx: list, first: dict) -> dict:
+def _pick_context(members: tuple, idx: list) -> dict:
     """C++ conditions that pick a specialisation: only the tests that tell the specialisations apart."""
     rules = dispatch.plan(members)
     params = members[0].params
     inputs = [p for p in params if not p.output]
-    tensors = [{"name": p.name, "pos_all": params.index(p), "pos_in": inputs.index(p)} for p in params if p.is_tensor and not p.output]
+    # a tensor's position: the same in both forms unless an output comes before it
+    pos = {p.name: (inputs.index(p), params.index(p)) for p in params if p.is_tensor and not p.output}
+    tensors = [{"name": n, "pos": str(a) if a == b else f"alloc ? {a} : {b}"} for n, (a, b) in pos.items()]
     by_index = {r.index: r for r in rules}
     conds = []
     for r in rules:
@@ -314,18 +318,7 @@ def _pick_context(members: tuple, idx: list, first: dict) -> dict:
                 terms.append(f"t[{k}]->ndim == {len(tr.dims)}")
             terms += dims
         conds.append({"cond": " && ".join(terms) or "true", "member": idx[r.index]})
-    return {
-        "rules": conds,
-        "tensors": tensors,
-        "built": c_string_body(" | ".join(dispatch.describe(m) for m in members)),
-        "outputs": first["outputs"],
-        "n_inputs": first["n_inputs"],
-        "n_params": len(params),
-        "decide_at": first["decide_at"],
-        "decide_tensor": first["decide_tensor"],
-        "input_names": first["input_names"],
-        "param_names": first["param_names"],
-    }
+    return {"rules": conds, "tensors": tensors, "built": c_string_body(" | ".join(dispatch.describe(m) for m in members))}
 
 
 def _namespace(index: int) -> str:

@@ -49,9 +49,8 @@ class Rule:
 
 def describe(e: LoweredEntry) -> str:
     """``A: float16[m, 4096], B: float16[4096, 4096] (m in [1, 64])``: one specialisation, for errors."""
-    parts = ", ".join(f"{p.name}: {p.dtype}[{', '.join(str(d) for d in p.shape)}]" for p in e.inputs if p.is_tensor)
-    when = ", ".join(f"{s} in [{lo}, {hi}]" if lo != hi else f"{s} = {lo}" for s, lo, hi in e.when)
-    return parts + (f" ({when})" if when else "") + (" (fallback)" if e.fallback else "")
+    parts = ", ".join(p.spelled() for p in e.inputs if p.is_tensor)
+    return parts + (f" ({e.when_spelled()})" if e.when else "") + (" (fallback)" if e.fallback else "")
 
 
 def _structure(e: LoweredEntry) -> tuple:

@@ -51,6 +51,10 @@ class Param:
     def is_tensor(self) -> bool:
         return self.kind == "tensor"
 
+    def spelled(self) -> str:
+        """``A: float16[m, 4096]``, ``alpha: float32``: as errors, ``inspect`` and signatures show it."""
+        return f"{self.name}: {self.dtype}[{', '.join(str(d) for d in self.shape)}]" if self.is_tensor else f"{self.name}: {self.dtype}"
+
 
 @dataclass(frozen=True)
 class Symbol:
@@ -179,18 +183,17 @@ class LoweredEntry:
         """The tensors the entry allocates and returns (in parameter order); empty for in-place entries."""
         return tuple(p for p in self.params if p.output)
 
+    def when_spelled(self) -> str:
+        """``m in [1, 64], n = 128``: the dynamic dims this specialisation covers ('' for all)."""
+        return ", ".join(f"{s} in [{lo}, {hi}]" if lo != hi else f"{s} = {lo}" for s, lo, hi in self.when)
+
     def signature(self) -> str:
         """``gemm(A: float16[m, K], B: float16[K, N]) -> C: float16[m, N]``: what users see in errors and inspect."""
-
-        def show(p: Param) -> str:
-            return f"{p.name}: {p.dtype}[{', '.join(str(d) for d in p.shape)}]" if p.is_tensor else f"{p.name}: {p.dtype}"
-
-        ret = ", ".join(show(p) for p in self.outputs)
+        ret = ", ".join(p.spelled() for p in self.outputs)
         if len(self.outputs) > 1:
             ret = f"({ret})"
-        when = "".join(f", {s} in [{lo}, {hi}]" if lo != hi else f", {s} = {lo}" for s, lo, hi in self.when)
-        when = f" when {when[2:]}" if when else (" (fallback)" if self.fallback else "")
-        return f"{self.exported}({', '.join(show(p) for p in self.inputs)})" + (f" -> {ret}" if ret else "") + when
+        when = f" when {self.when_spelled()}" if self.when else (" (fallback)" if self.fallback else "")
+        return f"{self.exported}({', '.join(p.spelled() for p in self.inputs)})" + (f" -> {ret}" if ret else "") + when
 
 
 @dataclass(frozen=True)

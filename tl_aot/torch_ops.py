@@ -16,9 +16,10 @@ import json
 import operator
 import threading
 
-__all__ = ["register", "schema_of"]
+__all__ = ["TORCH_DTYPES", "register", "schema_of"]
 
-_TORCH_DTYPES = {
+#: TileLang dtype → torch dtype attribute name.
+TORCH_DTYPES = {
     "float16": "float16",
     "bfloat16": "bfloat16",
     "float32": "float32",
@@ -118,7 +119,7 @@ def _fake_outputs(torch, entry: dict):
     pos = {p["name"]: i for i, p in enumerate(ins)}
     symbols = {s["name"]: (pos[s["param"]], s["dim"]) for s in entry.get("symbols", ())}
     first_tensor = next(i for i, p in enumerate(ins) if p["kind"] == "tensor")
-    specs = [([_dim_fn(d, symbols, where) for d in p["shape"]], getattr(torch, _TORCH_DTYPES[p["dtype"]])) for p in outs]
+    specs = [([_dim_fn(d, symbols, where) for d in p["shape"]], getattr(torch, TORCH_DTYPES[p["dtype"]])) for p in outs]
 
     def fake(*args):
         values = {name: args[i].shape[d] for name, (i, d) in symbols.items()}
@@ -138,7 +139,7 @@ def _matcher(torch, entry: dict):
         if p["kind"] != "tensor":
             continue
         dims = [(d, d) if isinstance(d, int) else when.get(d) for d in p["shape"]]
-        tests.append((i, getattr(torch, _TORCH_DTYPES[p["dtype"]]), dims))
+        tests.append((i, getattr(torch, TORCH_DTYPES[p["dtype"]]), dims))
 
     def matches(args) -> bool:
         for i, dtype, dims in tests:

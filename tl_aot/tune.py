@@ -17,16 +17,15 @@ import math
 import tempfile
 from pathlib import Path
 
+from .arch import parse_arch
 from .errors import SpecError, TlAotError
 from .record import Candidate, Item, Record, source_digest
 from .spec import KernelSpec, LibrarySpec
+from .torch_ops import TORCH_DTYPES
 
 __all__ = ["candidates_of", "candidate_plans", "tune_library", "local_arch", "write_record"]
 
 _log = logging.getLogger("tl_aot")
-_TORCH_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float64": "float64", "int8": "int8",
-                 "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8", "bool": "bool",
-                 "float8_e4m3": "float8_e4m3fn", "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}  # fmt: skip
 
 
 def local_arch(torch) -> str:
@@ -59,7 +58,7 @@ def candidate_plans(lib: LibrarySpec, arch: str, log=None) -> list:
             if log:
                 log(f"{spec.name}: no candidates (neither @autotune nor a `tune` table); skipped")
             continue
-        archs = tuple(a for a in spec.archs if a.sm == arch) or (_parse(arch),)
+        archs = tuple(a for a in spec.archs if a.sm == arch) or (parse_arch(arch),)
         cands = [
             dataclasses.replace(
                 spec,
@@ -96,7 +95,7 @@ def _inputs(torch, entry, values: dict, seed: int, name: str):
             else:
                 msg = f"entry {name!r}: tune needs a size for dynamic dim {d!r} of {p.name!r}: --dim {d}=SIZE"
                 raise SpecError(msg)
-        dtype = getattr(torch, _TORCH_DTYPES[p.dtype])
+        dtype = getattr(torch, TORCH_DTYPES[p.dtype])
         if p.output:
             t = torch.zeros(shape, dtype=dtype, device="cuda")
         elif dtype.is_floating_point:
@@ -226,12 +225,6 @@ def tune_library(lib: LibrarySpec, *, values: dict, jobs: int | None, cache_dir,
                 log(f"{spec.name} on {gpu}: {dict(best.config)} ({best.ms:.4f} ms, {len(ok)}/{len(measured)} candidates ran)")
         library.cleanup()
     return items
-
-
-def _parse(arch: str):
-    from .arch import parse_arch
-
-    return parse_arch(arch)
 
 
 def write_record(path: str | Path, items: list[Item]) -> Record:

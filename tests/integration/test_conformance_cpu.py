@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
+from conftest import build_spec  # noqa: E402
 from fake_cuda import FakeCudaTensor  # noqa: E402
 
 pytest.importorskip("tilelang")
@@ -18,13 +19,7 @@ KERNELS = Path(__file__).parents[1] / "kernels" / "conformance"
 
 @pytest.fixture(scope="module")
 def conformance(tmp_path_factory, cache_dir):
-    import tl_aot
-    from tl_aot.build import build_library
-    from tl_aot.spec import load_spec_file
-
-    out = tmp_path_factory.mktemp("conformance")
-    result = build_library(load_spec_file(KERNELS / "conformance.toml"), out_dir=out, cache_dir=cache_dir, log=None, jobs=2)
-    return result, tl_aot.load(result.library)
+    return build_spec(KERNELS / "conformance.toml", tmp_path_factory, cache_dir)
 
 
 def test_every_kind_builds(conformance):

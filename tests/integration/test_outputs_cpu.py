@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
+from conftest import build_spec  # noqa: E402
 from fake_cuda import FakeCudaTensor  # noqa: E402
 
 pytest.importorskip("tilelang")
@@ -22,13 +23,7 @@ KERNELS = Path(__file__).parents[1] / "kernels"
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory, cache_dir):
-    import tl_aot
-    from tl_aot.build import build_library
-    from tl_aot.spec import load_spec_file
-
-    out = tmp_path_factory.mktemp("outputs")
-    result = build_library(load_spec_file(KERNELS / "outputs.toml"), out_dir=out, cache_dir=cache_dir, log=None, jobs=2)
-    return result, tl_aot.load(result.library)
+    return build_spec(KERNELS / "outputs.toml", tmp_path_factory, cache_dir)
 
 
 def test_outputs_come_from_out_idx_t_empty_and_the_spec(outputs):

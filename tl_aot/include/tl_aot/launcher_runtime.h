@@ -184,11 +184,12 @@ class ContextGuard {
 // ----------------------------------------------------------------------------------------------
 // Argument access and checks (the hot path: inline, no allocation, no string work unless failing).
 // ----------------------------------------------------------------------------------------------
+inline bool is_tensor(const ::tvm::ffi::AnyView& v) {
+  return v.type_index() == ::tvm::ffi::TypeIndex::kTVMFFIDLTensorPtr || v.type_index() == ::tvm::ffi::TypeIndex::kTVMFFITensor;
+}
+
 inline const DLTensor* tensor_arg(const ::tvm::ffi::AnyView& v, const char* entry, const char* arg) {
-  if (TL_AOT_LIKELY(v.type_index() == ::tvm::ffi::TypeIndex::kTVMFFIDLTensorPtr ||
-                    v.type_index() == ::tvm::ffi::TypeIndex::kTVMFFITensor)) {
-    return *v.try_cast<DLTensor*>();
-  }
+  if (TL_AOT_LIKELY(is_tensor(v))) return *v.try_cast<DLTensor*>();
   bad_arg("TypeError", entry, arg, "a tensor", std::string(v.GetTypeKey()));
 }
 
@@ -202,10 +203,6 @@ inline void set_none(TVMFFIAny* result) {
 inline void check_data(const char* entry, const char* arg, const void* p, int align) {
   if (TL_AOT_UNLIKELY(p == nullptr)) bad_arg("ValueError", entry, arg, "a tensor with data", "a null data pointer");
   if (align > 1 && TL_AOT_UNLIKELY(reinterpret_cast<uintptr_t>(p) % align != 0)) bad_alignment(entry, arg, p, align);
-}
-
-inline bool is_tensor(const ::tvm::ffi::AnyView& v) {
-  return v.type_index() == ::tvm::ffi::TypeIndex::kTVMFFIDLTensorPtr || v.type_index() == ::tvm::ffi::TypeIndex::kTVMFFITensor;
 }
 
 // Argument i as a tensor for picking a specialisation, or null (missing, not a tensor): the chosen
