@@ -481,6 +481,11 @@ def _manifest(lib: LibrarySpec, tasks, lowered: dict, nv_version: str, image_siz
                     device=v.device,
                     config=v.config,
                     config_source=v.config_source,
+                    pass_configs=v.pass_configs,
+                    compile_flags=v.compile_flags,
+                    nvcc_options=v.nvcc_options,
+                    func_hash=v.func_hash,
+                    resolved=v.resolved,
                 )
             )
         entries.append(

@@ -22,15 +22,17 @@ from . import __version__
 from .arch import Arch
 from .fileutil import file_digest
 from .metadata import LoweredVariant, from_json, to_json
+from .options import inputs_unchanged
 from .source import local_dependencies
 from .spec import KernelSpec
 from .toolchain import compiler_launcher
+from .values import spell
 
 __all__ = ["VariantCache", "variant_key", "default_cache_dir", "package_version"]
 
 #: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
 #: so that entries written by an older tl_aot of the same version are never reused.
-CACHE_SCHEMA = 4
+CACHE_SCHEMA = 5
 
 
 def package_version(dist: str) -> str:
@@ -50,16 +52,20 @@ def default_cache_dir(out_dir: Path) -> Path:
 def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str, list[Path]]:
     """The cache key of ``spec`` built for ``arch``, and the local files it depends on."""
     src = Path(spec.source).resolve()
-    deps = local_dependencies(src)
+    deps = local_dependencies(src, spec.imports)
     payload = {
         "schema": CACHE_SCHEMA,
         "tl_aot": __version__,
         "tilelang": package_version("tilelang"),
         "nvcc": nvcc_version,
         "function": spec.function,
-        "args": [[k, repr(v)] for k, v in spec.args],
+        "args": [[k, spell(v)] for k, v in spec.args],
+        "factory_args": [[k, spell(v)] for k, v in spec.factory_args],
+        "jit_args": [[k, spell(v)] for k, v in spec.jit_args],
+        "select": spec.select,
+        "imports": list(spec.imports),
         "arch": str(arch),
-        "pass_configs": [[k, repr(v)] for k, v in spec.pass_configs],
+        "pass_configs": [[k, spell(v)] for k, v in spec.pass_configs],
         "compile_flags": list(spec.compile_flags),
         "entry": spec.name,
         "device": spec.device,
@@ -90,6 +96,8 @@ class VariantCache:
             return None
         if hashlib.sha256(image).hexdigest() != digest:
             return None  # damaged (a crash before the data reached the disk): rebuild it
+        if not inputs_unchanged(variant.inputs):
+            return None  # a header its nvcc flags name (-include, -I) changed since: rebuild it
         return variant, image
 
     def store(self, key: str, variant: LoweredVariant, image: bytes) -> None:

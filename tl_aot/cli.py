@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -40,7 +41,16 @@ def _build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--name", help="library (and, with FILE.py:FUNCTION, entry) name; default: the function name")
         sp.add_argument("--entry", help="entry name when it should differ from --name")
         sp.add_argument("--arch", action="append", default=[], help="target arch: sm_90a, 90a, 9.0a, 80+PTX (repeatable)")
-        sp.add_argument("--arg", action="append", default=[], help="specialisation argument NAME=VALUE (a Python literal)")
+        sp.add_argument(
+            "--arg",
+            action="append",
+            default=[],
+            help="argument NAME=VALUE for whichever level takes it: a literal, a bare word, or an expression (torch.float16)",
+        )
+        sp.add_argument("--factory-arg", action="append", default=[], help="NAME=VALUE for the function named only")
+        sp.add_argument("--jit-arg", action="append", default=[], help="NAME=VALUE for the @tilelang.jit function it returns only")
+        sp.add_argument("--select", help="the kernel to build when the function gives several (a key or index)")
+        sp.add_argument("--import", dest="imports", action="append", default=[], help="module to import before the kernel file")
         sp.add_argument("--pass-config", action="append", default=[], help="TileLang pass config KEY=VALUE")
         sp.add_argument("--nvcc-flag", action="append", default=[], help="extra nvcc flag for the kernel images")
         sp.add_argument(
@@ -106,6 +116,19 @@ def _library(args, what: str):
         msg = f"{what}: --out-idx applies to FILE.py:FUNCTION; in a spec file set out_idx per entry"
         raise TlAotError(msg)
     if args.spec:
+        per_entry = [
+            f
+            for f, v in (
+                ("--factory-arg", args.factory_arg),
+                ("--jit-arg", args.jit_arg),
+                ("--select", args.select),
+                ("--import", args.imports),
+            )
+            if v
+        ]
+        if per_entry:
+            msg = f"{what}: {', '.join(per_entry)} apply to FILE.py:FUNCTION; in a spec file set them per entry"
+            raise TlAotError(msg)
         return load_spec_file(args.spec, archs=args.arch or None, name=args.name, device=args.device)
     source, func = parse_target(args.target)
     archs = archs_from_env(None) or args.arch or None  # KernelSpec parses them, naming the entry
@@ -124,6 +147,10 @@ def _library(args, what: str):
         compile_flags=args.nvcc_flag,
         device=args.device,
         out_idx=_out_idx(args.out_idx),
+        factory_args=dict(parse_arg(a, "--factory-arg") for a in args.factory_arg),
+        jit_args=dict(parse_arg(a, "--jit-arg") for a in args.jit_arg),
+        select=args.select,
+        imports=args.imports or None,
     )
     return LibrarySpec(name=name, entries=(spec,))
 
@@ -209,6 +236,12 @@ def describe(manifest) -> str:
                 lines.append(f"    device queries answered as {v.device}")
             if v.config:
                 lines.append(f"    config ({v.config_source}): " + ", ".join(f"{k}={val}" for k, val in v.config))
+            if v.resolved:
+                lines.append(f"    built from {v.resolved}  [prim_func {v.func_hash}]")
+            if v.pass_configs:
+                lines.append("    pass_configs: " + ", ".join(f"{k}={val}" for k, val in v.pass_configs))
+            if v.compile_flags:
+                lines.append("    compile_flags: " + " ".join(v.compile_flags))
             for w in v.workspaces:
                 lines.append(f"    workspace {w.name}: {w.dtype}[{', '.join(w.shape)}], allocated per call")
             for k in v.kernels:
@@ -233,8 +266,17 @@ def _cmd_inspect(args) -> int:
 
     path = Path(args.library)
     manifest = read_manifest(_load_module(path), path)
-    print(to_json(manifest, indent=2) if args.json else describe(manifest))
+    print(_manifest_json(to_json(manifest)) if args.json else describe(manifest))
     return 0
+
+
+def _manifest_json(text: str) -> str:
+    """The manifest as JSON, each variant's ``pass_configs`` an object (key -> value) as used."""
+    data = json.loads(text)
+    for e in data.get("entries", []):
+        for v in e.get("variants", []):
+            v["pass_configs"] = {k: json.loads(val) for k, val in v.get("pass_configs", [])}
+    return json.dumps(data, indent=2)
 
 
 def main(argv=None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import math
 import re
@@ -19,10 +20,13 @@ from .cexpr import CppExprPrinter, ctype_of
 from .device import default_profile, emulate, find_profile
 from .errors import LoweringError, SpecError, TlAotError
 from .metadata import DeviceKernel, KernelArg, L2Window, LoweredVariant, Param, Symbol, TmaDescriptor, Workspace
+from .options import flag_inputs, jit_pass_configs, nvcc_flags_for
+from .resolve import Resolved, func_hash, plain_pass_configs, resolve_kernel
 from .source import format_user_error, import_kernel_file, local_dependencies
 from .spec import KernelSpec
+from .values import spell
 
-__all__ = ["lower_variant", "tilelang_version", "nvcc_flags_for"]
+__all__ = ["lower_variant", "tilelang_version"]
 
 _TENSORMAP_CREATE = {"__tvm_tensormap_create_tiled": "tiled", "__tvm_tensormap_create_im2col": "im2col"}
 _GLOBAL_RE = re.compile(r'(?:extern\s+"C"\s+)?__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(([^)]*)\)')
@@ -33,74 +37,6 @@ def tilelang_version() -> str:
     import tilelang
 
     return str(getattr(tilelang, "__version__", "unknown"))
-
-
-def _resolve_prim_func(spec: KernelSpec, module, where: str, arch: str = ""):
-    """Turn the user's object (factory, @tilelang.jit or @autotune function, prim_func) into a PrimFunc + options."""
-    from tilelang import tvm
-
-    from .autotune import choose_config, is_autotuned
-
-    PrimFunc = tvm.tirx.PrimFunc
-    obj = getattr(module, spec.function, None)
-    if obj is None:
-        names = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
-        msg = f"{where}: {spec.source.name} has no function {spec.function!r} (callables there: {', '.join(names) or 'none'})"
-        raise LoweringError(msg)
-    kwargs = spec.kwargs
-    pass_configs: dict = {}
-    compile_flags: list = []
-    choice = None
-    out_idx = None  # the kernel's own outputs: @tilelang.jit(out_idx=...) or T.empty returns
-    tuned = spec.tuned_config(arch)
-    if is_autotuned(obj):  # @autotune over @tilelang.jit: build one config, never run TileLang's tuner
-        choice = choose_config(obj, kwargs, function=spec.function, where=where, record=tuned[0] if tuned else None)
-        kwargs = choice.kwargs
-        obj = obj.jit_impl
-    elif tuned:  # a plain factory tuned over its spec's `tune` table
-        from .autotune import Choice
-
-        choice = Choice({**kwargs, **tuned[0]}, tuned[0], "record", {})
-        kwargs = choice.kwargs
-    if choice is not None and choice.source == "record":
-        choice = dataclasses.replace(choice, source=f"record ({tuned[1]})")
-    if isinstance(obj, PrimFunc):
-        if kwargs:
-            msg = f"{where}: {spec.function} is already a T.prim_func; it takes no --arg ({', '.join(kwargs)})"
-            raise LoweringError(msg)
-        func = obj
-    elif hasattr(obj, "get_tir") and hasattr(obj, "pass_configs"):  # @tilelang.jit
-        func = obj.get_tir(**kwargs)
-        out_idx = getattr(obj, "out_idx", None)
-        pass_configs.update(obj.pass_configs or {})
-        flags = getattr(obj, "compile_flags", None) or []
-        compile_flags += [flags] if isinstance(flags, str) else list(flags)
-    elif callable(obj):
-        _check_binds(obj, kwargs, spec, where)
-        func = obj(**kwargs)
-        if hasattr(func, "get_tir") and not isinstance(func, PrimFunc):
-            out_idx = getattr(func, "out_idx", None)
-            func = func.get_tir()
-    else:
-        msg = f"{where}: {spec.function} is a {type(obj).__name__}, not a function returning a T.prim_func"
-        raise LoweringError(msg)
-    if not isinstance(func, PrimFunc):
-        msg = f"{where}: {spec.function}(**args) returned {type(func).__name__}, expected a T.prim_func"
-        raise LoweringError(msg)
-    attrs = func.attrs or {}
-    if "tilelang_pass_configs" in attrs:
-        pass_configs = {**dict(attrs["tilelang_pass_configs"]), **pass_configs}
-    if "tilelang_compile_flags" in attrs:
-        compile_flags += [str(f) for f in attrs["tilelang_compile_flags"]]
-    if out_idx is None and "tilelang_out_idx" in attrs:
-        out_idx = [int(i) for i in attrs["tilelang_out_idx"]]
-    if spec.out_idx is not None:
-        out_idx = spec.out_idx
-    if choice is not None:
-        pass_configs.update(choice.pass_configs)
-    pass_configs.update(dict(spec.pass_configs))
-    compile_flags += list(spec.compile_flags)
-    return func, pass_configs, compile_flags, choice, _output_positions(func, out_idx, where)
 
 
 def _output_positions(func, out_idx, where: str) -> frozenset:
@@ -126,27 +62,6 @@ def _output_positions(func, out_idx, where: str) -> frozenset:
             raise LoweringError(msg)
         out.add(i)
     return frozenset(out)
-
-
-def _check_binds(obj, kwargs: dict, spec: KernelSpec, where: str) -> None:
-    """Explain a missing or unknown specialisation argument before calling the user's factory."""
-    import inspect
-
-    try:
-        sig = inspect.signature(obj)
-    except (TypeError, ValueError):
-        return
-    try:
-        sig.bind(**kwargs)
-    except TypeError as e:
-        names = ", ".join(
-            f"{p.name}" + ("" if p.default is inspect.Parameter.empty else f"={p.default!r}") for p in sig.parameters.values()
-        )
-        msg = (
-            f"{where}: {spec.function}({names}) cannot be called with {kwargs or 'no arguments'}: {e}; "
-            "set them with --arg NAME=VALUE (or args = {...} in a spec file)"
-        )
-        raise LoweringError(msg) from None
 
 
 def _signature(func, where: str, outputs: frozenset = frozenset()):
@@ -541,24 +456,6 @@ def _function_end(source: str, i: int) -> int:
     return len(source)
 
 
-def nvcc_flags_for(pass_configs: dict, compile_flags: list) -> tuple[str, ...]:
-    """Nvcc flags equivalent to TileLang's own device compile for these pass configs."""
-    import shlex
-
-    from tilelang.transform import PassConfigKey
-
-    opts: list[str] = []
-    if pass_configs.get(PassConfigKey.TL_ENABLE_FAST_MATH, False):
-        opts.append("--use_fast_math")
-    level = pass_configs.get(PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL)
-    if level is not None:
-        opts.append(f"--ptxas-options=--register-usage-level={int(level)}")
-    extra = pass_configs.get(PassConfigKey.TL_DEVICE_COMPILE_FLAGS)
-    for flags in ([extra] if isinstance(extra, str) else list(extra or [])) + list(compile_flags):
-        opts += shlex.split(str(flags))
-    return tuple(opts)
-
-
 class _DropBuilderDump(logging.Filter):
     """Drops TileLang's dump of its internal closure source when a prim_func fails to build.
 
@@ -587,14 +484,16 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         msg = f"{where}: TileLang is needed at build time: pip install tilelang==0.1.15 ({e})"
         raise ToolchainNotFound(msg) from None
     profile = _profile(spec, arch)
-    with emulate(profile):  # device queries while importing and lowering see the GPU built for
-        module = import_kernel_file(spec.source, entry=spec.name, arch=arch.sm)
-    deps = local_dependencies(spec.source)
+    deps = local_dependencies(spec.source, spec.imports)
     files = {str(spec.source.resolve())} | {str(p) for p in deps}
     target = tvm.target.Target({"kind": "cuda", "arch": arch.sm})
     try:
         with target, emulate(profile):
-            func, pass_configs, compile_flags, choice, outputs = _resolve_prim_func(spec, module, where, arch.sm)
+            resolved = _resolve(spec, arch, where)
+            func = resolved.func
+            out_idx = resolved.out_idx if spec.out_idx is None else spec.out_idx
+            outputs = _output_positions(func, out_idx, where)
+            pass_configs = jit_pass_configs(resolved.pass_configs, resolved.compile_flags)
             with tvm.transform.PassContext(opt_level=3, config=pass_configs):
                 art = tilelang.lower(func, target=target)
         params, symbols, names = _signature(func, where, outputs)
@@ -609,7 +508,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         kernels = _kernels(art, host, names, lets, desc_index, params, where)
         source = _rename_keyword_params(art.kernel_source)
         _check_source_kernels(kernels, source, where)
-        nvcc_options = nvcc_flags_for(pass_configs, compile_flags)
+        nvcc_options = nvcc_flags_for(pass_configs)
     except TlAotError:
         raise
     except Exception as e:  # TileLang's own errors: keep its message, add where in the user's code
@@ -630,9 +529,37 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         deps=tuple(str(p) for p in deps),
         workspaces=workspaces,
         device=profile.name,
-        config=tuple((k, repr(v)) for k, v in choice.config.items()) if choice else (),
-        config_source=choice.source if choice else "",
+        config=tuple((k, _spelled(v)) for k, v in resolved.choice.config.items()) if resolved.choice else (),
+        config_source=resolved.choice.source if resolved.choice else "",
+        pass_configs=tuple((k, json.dumps(v)) for k, v in plain_pass_configs(resolved.pass_configs).items()),
+        compile_flags=tuple(resolved.compile_flags),
+        func_hash=func_hash(func),
+        resolved=resolved.path,
+        inputs=flag_inputs(nvcc_options),
     )
+
+
+def _resolve(spec: KernelSpec, arch: Arch, where: str) -> Resolved:
+    """Import the kernel file (and the spec's ``imports`` first) and resolve the entry as TileLang's JIT would.
+
+    A stand-in from an earlier variant (a cache in the user's code kept it) means the module's
+    state is stale: it is imported afresh once and resolved again.
+    """
+    tuned = spec.tuned_config(arch.sm)
+    for attempt in (0, 1):
+        module = import_kernel_file(spec.source, entry=spec.name, arch=arch.sm, fresh=attempt > 0, imports=spec.imports)
+        resolved = resolve_kernel(spec, module, where, arch.sm, tuned=tuned)
+        if not resolved.stale:
+            return resolved
+    msg = f"{where}: {spec.function} keeps returning a kernel resolved for another variant (a cache outside its module?)"
+    raise LoweringError(msg)
+
+
+def _spelled(v) -> str:
+    try:
+        return spell(v)
+    except SpecError:
+        return repr(v)
 
 
 def _profile(spec: KernelSpec, arch: Arch):

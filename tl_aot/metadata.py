@@ -151,6 +151,11 @@ class ArchVariant:
     device: str = ""  # the GPU profile device queries were answered from while lowering (tl_aot.device)
     config: tuple = ()  # (name, python repr) of the autotune config built, if the function is @autotune'd
     config_source: str = ""  # where the config came from: "explicit", "record", "default"
+    pass_configs: tuple = ()  # (key, JSON value) pairs: the pass configs lowered with
+    compile_flags: tuple = ()  # the kernel's compile_flags, in order
+    nvcc_options: tuple = ()  # the nvcc flags the image was compiled with (from the two above)
+    func_hash: str = ""  # structural hash of the prim_func built (what TileLang's JIT would compile)
+    resolved: str = ""  # how the kernel was reached from the entry's function
 
 
 @dataclass(frozen=True)
@@ -291,6 +296,11 @@ class LoweredVariant:
     device: str = ""
     config: tuple = ()
     config_source: str = ""
+    pass_configs: tuple = ()  # (key, JSON value): the TileLang pass configs lowered with, as the JIT would use them
+    compile_flags: tuple = ()  # the kernel's compile_flags (decorator, prim_func, spec), in order
+    func_hash: str = ""  # TileLang's structural hash of the prim_func lowered (tl_aot.resolve.func_hash)
+    resolved: str = ""  # how the prim_func was reached, e.g. "make_gemm(M=1024) -> kernel(block_m=128)"
+    inputs: tuple = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale
 
 
 _NESTED["LoweredVariant"] = {

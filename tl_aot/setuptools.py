@@ -53,7 +53,7 @@ from setuptools.errors import CompileError, OptionError
 from .arch import parse_arch_list
 from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
-from .spec import RESERVED_EXPORTS, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name, check_out_idx
+from .spec import ENTRY_KEYS, RESERVED_EXPORTS, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name, check_out_idx
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
@@ -65,21 +65,7 @@ __all__ = ["TileLangExtension", "TileLangExtensionError", "build_ext", "bdist_wh
 #: Progress lines and warnings go through setuptools' logging (shown by default, hidden by -q).
 log = logging.getLogger("tl_aot.setuptools")
 
-_ENTRY_KEYS = frozenset(
-    {
-        "name",
-        "source",
-        "function",
-        "args",
-        "archs",
-        "pass_configs",
-        "compile_flags",
-        "device",
-        "out_idx",
-        "specialisations",
-        "specializations",
-    }
-)
+_ENTRY_KEYS = frozenset(ENTRY_KEYS)  # one table of entry keys: spec files and setup.py accept the same
 #: Names the generated loader module defines besides the entries.
 _LOADER_NAMES = frozenset({"LIBRARY_PATH", "register_torch_ops"}) | RESERVED_EXPORTS
 
@@ -103,6 +89,10 @@ class EntryDecl:
     out_idx: tuple | None = None  # outputs the entry returns; None: the kernel's own
     specialisations: tuple | None = None  # ({"args": ..., "when": ..., "fallback": ...}, ...), one function picking
     tune: tuple | None = None  # candidate configs of a plain factory (python -m tl_aot tune)
+    factory_args: tuple = ()  # (name, value) pairs for the function named only
+    jit_args: tuple = ()  # (name, value) pairs for the @tilelang.jit function it returns only
+    select: object = None  # which kernel when the function gives several
+    imports: tuple = ()  # modules imported before the kernel file
 
 
 def _entry_decl(raw, ext_name: str) -> EntryDecl:
@@ -146,7 +136,20 @@ def _entry_decl(raw, ext_name: str) -> EntryDecl:
         out_idx=check_out_idx(raw.get("out_idx"), name),
         specialisations=_specialisations(raw, name, where),
         tune=tuple(raw["tune"]) if isinstance(raw.get("tune"), (list, tuple)) else raw.get("tune"),
+        factory_args=_pairs(raw.get("factory_args"), name, "factory_args", where),
+        jit_args=_pairs(raw.get("jit_args"), name, "jit_args", where),
+        select=raw.get("select"),
+        imports=tuple(raw.get("imports") or ()),
     )
+
+
+def _pairs(value, name: str, key: str, where: str) -> tuple:
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        msg = f"{where}: entry {name!r}: {key} must be a dict of arguments, got {type(value).__name__}"
+        raise SpecError(msg)
+    return tuple(value.items())
 
 
 def _specialisations(raw: dict, name: str, where: str) -> tuple | None:
@@ -270,6 +273,10 @@ class TileLangExtension(Extension):
                 out_idx=d.out_idx,
                 specialisations=None if d.specialisations is None else list(d.specialisations),
                 tune=None if d.tune is None else list(d.tune),
+                factory_args=dict(d.factory_args),
+                jit_args=dict(d.jit_args),
+                select=d.select,
+                imports=list(d.imports) or None,
             )
             entries.extend(made if isinstance(made, tuple) else (made,))
         return LibrarySpec(name=self.library_name, entries=tuple(entries))
@@ -285,7 +292,7 @@ def _kernel_files(decls) -> list[str]:
         src = Path(d.source)
         paths = [src]
         if src.is_file():
-            paths += local_dependencies(src)
+            paths += local_dependencies(src, getattr(d, "imports", ()))
         for p in paths:
             try:
                 files[Path(p).resolve().relative_to(root).as_posix()] = None

@@ -68,12 +68,40 @@ def _resolve(name: str, level: int, current: Path, root: Path) -> list[Path]:
     return out
 
 
-def local_dependencies(path: str | Path) -> list[Path]:
-    """Every local ``.py`` file ``path`` imports, transitively (not including ``path``), sorted."""
+def _package_inits(path: Path, root: Path) -> list[Path]:
+    """The ``__init__.py`` of every package above ``path`` (importing it as a module runs them)."""
+    out = []
+    d = path.parent
+    while d != root and (d / "__init__.py").is_file():
+        out.append((d / "__init__.py").resolve())
+        d = d.parent
+    return out
+
+
+def module_file(name: str, root: Path) -> Path | None:
+    """The local file of module ``name`` under ``root`` (``pkg/mod.py`` or ``pkg/mod/__init__.py``), if any."""
+    base = root.joinpath(*name.split("."))
+    for cand in (base.with_suffix(".py"), base / "__init__.py"):
+        if cand.is_file():
+            return cand.resolve()
+    return None
+
+
+def local_dependencies(path: str | Path, imports=()) -> list[Path]:
+    """Every local ``.py`` file ``path`` imports, transitively (not including ``path``), sorted.
+
+    The packages' ``__init__.py`` files above it count (importing the module runs them), and so
+    do the local modules named in ``imports`` (a spec's modules imported first) and theirs.
+    """
     path = Path(path).resolve()
     root = _package_root(path)
     seen: set[Path] = {path}
-    todo = [path]
+    todo = [path, *_package_inits(path, root)]
+    for name in imports:
+        f = module_file(name, root)
+        if f is not None:
+            todo += [f, *_package_inits(f, root)]
+    seen.update(todo)
     while todo:
         cur = todo.pop()
         try:
@@ -205,28 +233,31 @@ def touched_cuda(exc: BaseException) -> bool:
     return False
 
 
-def import_kernel_file(path: str | Path, *, entry: str = "", arch: str = ""):
+def import_kernel_file(path: str | Path, *, entry: str = "", arch: str = "", fresh: bool = False, imports=()):
     """Import the user's kernel file as a module (packages keep their relative imports).
 
     One import serves every arch of a build; if the file or a local module it imports changes,
     the next call imports them afresh (a long-lived process never lowers stale code under a new
-    cache key).
+    cache key). ``fresh`` imports them afresh regardless (module state a build must not reuse).
+    ``imports`` are modules imported first, under the same import path (registries they fill).
     """
     path = Path(path).resolve()
     if not path.is_file():
         msg = f"entry {entry!r}: kernel source {path} does not exist"
         raise LoweringError(msg)
     root = _package_root(path)
-    files = {str(path)} | {str(p) for p in local_dependencies(path)}
-    fingerprint = _fingerprint(files)
+    files = {str(path)} | {str(p) for p in local_dependencies(path, imports)}
+    fingerprint = _fingerprint(files) + "\n" + ",".join(imports)
     hit = _imported.get(str(path))
-    if hit is not None and hit[0] == fingerprint:
+    if hit is not None and hit[0] == fingerprint and not fresh:
         return hit[1]
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
     private = f"_tl_aot_kernel_{path.stem}_{digest}"
     _forget(files, root, [private])
     with _on_sys_path(root):
         try:
+            for name in imports:
+                importlib.import_module(name)
             if root != path.parent:
                 module = importlib.import_module(_module_name(path, root))
             else:

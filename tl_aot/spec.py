@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .arch import Arch, parse_arch_list
 from .errors import SpecError
+from .values import from_spec_value
 
 __all__ = [
     "KernelSpec",
@@ -43,6 +44,27 @@ CPP_RESERVED = frozenset(
     typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq main
     errno assert""".split()
 )
+#: Keys of a spec file's ``[[entry]]`` (and of a ``TileLangExtension`` entry dict).
+ENTRY_KEYS = (
+    "name",
+    "source",
+    "function",
+    "args",
+    "factory_args",
+    "jit_args",
+    "select",
+    "imports",
+    "archs",
+    "pass_configs",
+    "compile_flags",
+    "device",
+    "out_idx",
+    "tune",
+    "specialisations",
+    "specializations",
+)
+#: Entry keys whose tables may spell values as ``{_expr_ = "..."}`` / ``{_target_ = "..."}``.
+_VALUE_KEYS = frozenset({"args", "factory_args", "jit_args", "specialisations", "specializations"})
 #: Names the library exports itself; an entry may not take them.
 RESERVED_EXPORTS = frozenset({"cleanup_module", "tl_aot_manifest", "tl_aot_prepare"})
 
@@ -83,26 +105,23 @@ def cpp_name(name: str, taken=()) -> str:
     return out
 
 
-def parse_arg(text: str) -> tuple[str, object]:
-    """Parse ``NAME=VALUE`` where VALUE is a Python literal (a bare word is taken as a string)."""
+def parse_arg(text: str, flag: str = "--arg") -> tuple[str, object]:
+    """Parse ``NAME=VALUE``: a Python literal, a bare word (a string), or an expression (:class:`~tl_aot.values.Expr`).
+
+    ``M=4096``, ``dtype=float16``, ``dtype=torch.float16``, ``cfg=GemmConfig(block_m=128)``,
+    ``eps=float('inf')``: expressions are evaluated in the kernel module when it is built.
+    """
+    from .values import parse_value_text
+
     if "=" not in text:
-        msg = f"--arg {text!r}: expected NAME=VALUE, e.g. M=4096 or dtype='float16'"
+        msg = f"{flag} {text!r}: expected NAME=VALUE, e.g. M=4096 or dtype='float16'"
         raise SpecError(msg)
     name, _, raw = text.partition("=")
     name = name.strip()
     if not name.isidentifier():
-        msg = f"--arg {text!r}: {name!r} is not a Python identifier"
+        msg = f"{flag} {text!r}: {name!r} is not a Python identifier"
         raise SpecError(msg)
-    raw = raw.strip()
-    try:
-        value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        if re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", raw):
-            value = raw  # dtype=float16: a bare word means the string
-        else:
-            msg = f"--arg {text!r}: {raw!r} is not a Python literal (quote strings: {name}='...')"
-            raise SpecError(msg) from None
-    return name, value
+    return name, parse_value_text(raw, f"{flag} {text!r}")
 
 
 def parse_target(text: str) -> tuple[Path, str]:
@@ -150,6 +169,10 @@ class KernelSpec:
     fallback: bool = False  # tried after every other specialisation of its export
     tune: tuple = ()  # candidate configs ((name, value) pairs each) of a plain factory, for python -m tl_aot tune
     tuned: tuple = ()  # (arch, ((name, repr), ...), note) from a tuning record: the config built per arch
+    factory_args: tuple = ()  # (name, value): only for the function named (level 0), never routed further
+    jit_args: tuple = ()  # (name, value): only for the @tilelang.jit function the factory returns
+    select: str = ""  # which kernel, when the factory gives several (a tuple index or dict key)
+    imports: tuple = ()  # modules imported before the kernel file (registries they fill)
 
     def __post_init__(self) -> None:
         if self.export:  # a specialisation: '<export>__s<i>' (no user name holds '__')
@@ -169,8 +192,6 @@ class KernelSpec:
 
     def tuned_config(self, arch: str) -> tuple[dict, str] | None:
         """The recorded config for ``arch`` (``sm_90a``) and where it came from, if a tuning record has one."""
-        import ast
-
         for a, chosen, note in self.tuned:
             if a == arch:
                 return {k: ast.literal_eval(v) for k, v in chosen}, note
@@ -196,6 +217,10 @@ class KernelSpec:
         out_idx=None,
         specialisations=None,
         tune=None,
+        factory_args=None,
+        jit_args=None,
+        select=None,
+        imports=None,
     ):
         """Build a spec from loose user values (dicts, arch strings), validating each.
 
@@ -203,11 +228,11 @@ class KernelSpec:
         the result is a tuple of specs, one per specialisation, all exported as ``name``: their
         ``args`` update the shared ``args``. Without, a single :class:`KernelSpec`.
         """
+        levels = _check_levels(name, factory_args, jit_args, select, imports)
         if specialisations is not None:
-            made = _specialised(name, source, function, args, archs, pass_configs, compile_flags, device, out_idx, specialisations)
+            made = _specialised(name, source, function, args, archs, pass_configs, compile_flags, device, out_idx, specialisations, levels)
             return tuple(dataclasses.replace(m, tune=_check_tune(tune, name)) for m in made)
-        if isinstance(args, dict):
-            args = tuple(args.items())
+        args = _check_args(args, name, "args")
         check_identifier(name, "entry name")
         try:
             parsed_archs = _as_archs(archs)
@@ -225,7 +250,51 @@ class KernelSpec:
             device=_check_device(device, parsed_archs, name),
             out_idx=check_out_idx(out_idx, name),
             tune=_check_tune(tune, name),
+            **levels,
         )
+
+
+def _check_args(args, entry: str, key: str) -> tuple:
+    """An args table (dict or pairs) as (name, value) pairs with identifier names and spellable values."""
+    from .values import spell
+
+    if args is None:
+        return ()
+    if isinstance(args, dict):
+        args = tuple(args.items())
+    if not isinstance(args, (tuple, list)) or not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in args):
+        msg = f"entry {entry!r}: {key} must be a table of NAME = VALUE, got {type(args).__name__}"
+        raise SpecError(msg)
+    for k, v in args:
+        if not isinstance(k, str) or not k.isidentifier():
+            msg = f"entry {entry!r}: {key} name {k!r} is not a Python identifier"
+            raise SpecError(msg)
+        try:
+            spell(v)
+        except SpecError as e:
+            msg = f"entry {entry!r}: {key}.{k}: {e}"
+            raise SpecError(msg) from None
+    return tuple((k, v) for k, v in args)
+
+
+def _check_levels(entry: str, factory_args, jit_args, select, imports) -> dict:
+    """The per-level keys of an entry (``factory_args``, ``jit_args``, ``select``, ``imports``), validated."""
+    if select is not None and not isinstance(select, (str, int)) or isinstance(select, bool):
+        msg = f"entry {entry!r}: select must be a kernel's key or index, got {select!r}"
+        raise SpecError(msg)
+    if imports is not None and (not isinstance(imports, (list, tuple)) or not all(isinstance(m, str) and m for m in imports)):
+        msg = f'entry {entry!r}: imports must be a list of module names, e.g. ["mypkg.ops"]'
+        raise SpecError(msg)
+    for m in imports or ():
+        if not all(part.isidentifier() for part in m.split(".")):
+            msg = f"entry {entry!r}: imports names {m!r}, which is not a module name"
+            raise SpecError(msg)
+    return {
+        "factory_args": _check_args(factory_args, entry, "factory_args"),
+        "jit_args": _check_args(jit_args, entry, "jit_args"),
+        "select": "" if select is None else str(select),
+        "imports": tuple(imports or ()),
+    }
 
 
 def _check_tune(tune, entry: str) -> tuple:
@@ -238,10 +307,10 @@ def _check_tune(tune, entry: str) -> tuple:
     return tuple(tuple(c.items()) for c in tune)
 
 
-_SPECIALISATION_KEYS = frozenset({"args", "when", "fallback"})
+_SPECIALISATION_KEYS = frozenset({"args", "when", "fallback", "factory_args", "jit_args"})
 
 
-def _specialised(name, source, function, args, archs, pass_configs, compile_flags, device, out_idx, items) -> tuple:
+def _specialised(name, source, function, args, archs, pass_configs, compile_flags, device, out_idx, items, levels) -> tuple:
     """One :class:`KernelSpec` per specialisation of entry ``name``, exported under that one name."""
     check_identifier(name, "entry name")
     if isinstance(items, dict) or not isinstance(items, (list, tuple)) or not items:
@@ -256,12 +325,13 @@ def _specialised(name, source, function, args, archs, pass_configs, compile_flag
         where = f"entry {name!r}: specialisation #{i + 1}"
         if not isinstance(item, dict) or set(item) - _SPECIALISATION_KEYS:
             extra = sorted(set(item) - _SPECIALISATION_KEYS) if isinstance(item, dict) else [type(item).__name__]
-            msg = f"{where}: expected a table with args, when, fallback; got {', '.join(map(str, extra))}"
+            msg = f"{where}: expected a table with args, factory_args, jit_args, when, fallback; got {', '.join(map(str, extra))}"
             raise SpecError(msg)
         own = item.get("args") or {}
         if not isinstance(own, dict):
             msg = f"{where}: args must be a table"
             raise SpecError(msg)
+        own_levels = {key: {**dict(levels[key]), **dict(_check_args(item.get(key), name, key))} for key in ("factory_args", "jit_args")}
         spec = KernelSpec.create(
             name=f"{name}__s{i}",
             source=source,
@@ -272,6 +342,9 @@ def _specialised(name, source, function, args, archs, pass_configs, compile_flag
             compile_flags=compile_flags,
             device=device,
             out_idx=out_idx,
+            select=levels["select"] or None,
+            imports=levels["imports"],
+            **own_levels,
         )
         fallback = item.get("fallback", False)
         if not isinstance(fallback, bool):
@@ -411,17 +484,22 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
         if not e_archs:
             msg = f"{where} ({ed['name']}): no archs (set [library] archs, the entry's archs, --arch or TL_AOT_ARCHS)"
             raise SpecError(msg)
-        known = {"name", "source", "function", "args", "archs", "pass_configs", "compile_flags", "device", "out_idx", "tune"}
+        known = set(ENTRY_KEYS)
         unknown = set(ed) - known - {"specialisations", "specializations"}
         if unknown:
             msg = f"{where} ({ed['name']}): unknown key(s) {', '.join(sorted(unknown))}"
             raise SpecError(msg)
         try:
+            ed = {k: (from_spec_value(v, k) if k in _VALUE_KEYS else v) for k, v in ed.items()}
             made = KernelSpec.create(
                 name=ed["name"],
                 source=(path.parent / ed["source"]),
                 function=ed["function"],
                 args=ed.get("args", {}),
+                factory_args=ed.get("factory_args"),
+                jit_args=ed.get("jit_args"),
+                select=ed.get("select"),
+                imports=ed.get("imports"),
                 archs=e_archs,
                 pass_configs=ed.get("pass_configs"),
                 compile_flags=ed.get("compile_flags"),

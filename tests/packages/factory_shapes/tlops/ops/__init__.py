@@ -1,0 +1,1 @@
+from . import elementwise  # noqa: F401  (registers its kernels)
