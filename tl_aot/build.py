@@ -30,7 +30,9 @@ from .errors import CompileError, FailedProcessError, LoweringError
 from .fileutil import atomic_write, file_digest, write_if_different
 from .lower_worker import LoweringPool
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest
+from .options import inputs_unchanged
 from .spec import KernelSpec, LibrarySpec
+from .values import spell
 
 __all__ = ["build_library", "BuildResult", "default_jobs"]
 
@@ -270,12 +272,13 @@ def build_library(
                 old = json.loads(stamp.read_text())
             except (OSError, ValueError):
                 old = {}
-            if old.get("key") == lib_key and old.get("library_sha256") == file_digest(library):
+            inputs = [tuple(i) for i in old.get("inputs", []) if isinstance(i, list) and len(i) == 2]
+            if old.get("key") == lib_key and old.get("library_sha256") == file_digest(library) and inputs_unchanged(inputs):
                 from .metadata import from_json
 
                 manifest = from_json(Manifest, old["manifest"])
                 if dep_path:
-                    _write_depfile(dep_path, library, deps_sorted)
+                    _write_depfile(dep_path, library, tuple(sorted({*deps_sorted, *(Path(p) for p, _ in inputs)})))
                 if log:
                     log(f"lib{lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
                 return BuildResult(library, header, manifest, True, (), (), dep_path, deps_sorted)
@@ -368,12 +371,11 @@ def build_library(
         write_if_different(header, header_text)
         from .metadata import to_json
 
-        atomic_write(
-            stamp,
-            json.dumps({"key": lib_key, "library_sha256": file_digest(library), "manifest": json.loads(to_json(manifest))}),
-        )
+        inputs = sorted({tuple(i) for _, _, key in tasks for i in lowered[key].inputs})
+        stamp_data = {"key": lib_key, "library_sha256": file_digest(library), "manifest": json.loads(to_json(manifest)), "inputs": inputs}
+        atomic_write(stamp, json.dumps(stamp_data))
         if dep_path:
-            _write_depfile(dep_path, library, deps_sorted)
+            _write_depfile(dep_path, library, tuple(sorted({*deps_sorted, *(Path(p) for p, _ in inputs)})))
         reports = tuple(
             VariantReport(spec.name, str(arch), len(images[key]), timings.get(key, 0.0), key not in timings) for spec, arch, key in tasks
         )
@@ -493,7 +495,7 @@ def _manifest(lib: LibrarySpec, tasks, lowered: dict, nv_version: str, image_siz
                 name=spec.name,
                 source=_display_source(spec.source),
                 function=spec.function,
-                args=tuple((k, repr(v)) for k, v in spec.args),
+                args=_spelled_args(spec),
                 params=first.params,
                 symbols=first.symbols,
                 variants=tuple(variants),
@@ -510,6 +512,16 @@ def _manifest(lib: LibrarySpec, tasks, lowered: dict, nv_version: str, image_siz
         tilelang_version=package_version("tilelang"),
         nvcc_version=nv_version,
     )
+
+
+def _spelled_args(spec: KernelSpec) -> tuple:
+    """The entry's arguments as the manifest shows them; pinned ones as ``factory_args.x`` / ``jit_args.x``."""
+    out = [(k, spell(v)) for k, v in spec.args]
+    out += [(f"factory_args.{k}", spell(v)) for k, v in spec.factory_args]
+    out += [(f"jit_args.{k}", spell(v)) for k, v in spec.jit_args]
+    if spec.select:
+        out.append(("select", repr(spec.select)))
+    return tuple(out)
 
 
 def _sig(v: LoweredVariant) -> str:

@@ -256,7 +256,7 @@ class KernelSpec:
 
 def _check_args(args, entry: str, key: str) -> tuple:
     """An args table (dict or pairs) as (name, value) pairs with identifier names and spellable values."""
-    from .values import spell
+    from .values import as_spec_value, spell
 
     if args is None:
         return ()
@@ -274,7 +274,7 @@ def _check_args(args, entry: str, key: str) -> tuple:
         except SpecError as e:
             msg = f"entry {entry!r}: {key}.{k}: {e}"
             raise SpecError(msg) from None
-    return tuple((k, v) for k, v in args)
+    return tuple((k, as_spec_value(v)) for k, v in args)
 
 
 def _check_levels(entry: str, factory_args, jit_args, select, imports) -> dict:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .errors import LoweringError, SpecError
 
-__all__ = ["Expr", "parse_value_text", "from_spec_value", "spell", "evaluate"]
+__all__ = ["Expr", "parse_value_text", "from_spec_value", "as_spec_value", "spell", "evaluate"]
 
 #: AST nodes an argument expression may hold: names, attributes, calls, literals and containers.
 _ALLOWED = (
@@ -129,6 +129,31 @@ def from_spec_value(value, what: str):
     return value
 
 
+def _is_literal(value) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str, bytes)) and not isinstance(value, enum.Enum):
+        return type(value) in (type(None), bool, int, float, str, bytes)
+    if type(value) in (tuple, list):
+        return all(_is_literal(v) for v in value)
+    if type(value) is dict:
+        return all(_is_literal(k) and _is_literal(v) for k, v in value.items())
+    return False
+
+
+def as_spec_value(value):
+    """A setup.py value as a spec holds it: literals as they are, objects as the :class:`Expr` of their spelling.
+
+    The expression is evaluated after the kernel module is imported, so a config class or enum
+    is the one the kernel module sees (a pickled object would be an instance of a stale copy).
+    """
+    if isinstance(value, Expr) or _is_literal(value):
+        return value
+    text = spell(value)
+    try:
+        return Expr(text)
+    except SpecError:
+        return value  # no evaluable spelling (module:repr): passed as the object itself
+
+
 def spell(value) -> str:
     """The canonical spelling of ``value``: equal spellings build the same kernel (used in keys and ``inspect``).
 
@@ -180,8 +205,6 @@ def evaluate(value, namespace: dict, where: str):
     if isinstance(value, Expr):
         try:
             return _eval(_parse(value.text).body, namespace)
-        except LoweringError:
-            raise
         except Exception as e:  # noqa: BLE001 (the user's constructor failed: name the value)
             msg = f"{where}: evaluating {value.text}: {type(e).__name__}: {e}"
             raise LoweringError(msg) from e
@@ -233,4 +256,4 @@ def _lookup(name: str, ns: dict):
         return importlib.import_module(name)
     except ImportError:
         msg = f"name {name!r} is neither defined in the kernel module, a builtin, nor an importable module"
-        raise LoweringError(msg) from None
+        raise NameError(msg) from None

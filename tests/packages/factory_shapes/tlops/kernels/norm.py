@@ -1,12 +1,15 @@
 """The factory calls its nested jit and returns the compiled kernel; eps/clip come as float values."""
 
+import functools
+
 import tilelang
 import tilelang.language as T
 
 from .common import TileConfig, tl_dtype
 
 
-def rms_norm(rows, cols, dtype, eps=1e-6, clip=float("inf"), config=TileConfig()):
+@functools.cache
+def rms_norm(rows, cols, dtype, eps=1e-6, clip=float("inf"), config=TileConfig()):  # noqa: B008 (a frozen config)
     dtype = tl_dtype(dtype)
 
     @tilelang.jit(out_idx=[-1], pass_configs={tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True})

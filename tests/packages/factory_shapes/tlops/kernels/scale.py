@@ -11,7 +11,7 @@ from .common import tl_dtype
 _HELPERS = os.path.join(os.path.dirname(__file__), "include", "tlops_helpers.h")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=64)
 @tilelang.jit(out_idx=[-1], compile_flags=["-include", _HELPERS], pass_configs={tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True})
 def relu6_scale(n, factor, dtype="float32", block=256):
     dtype = tl_dtype(dtype)

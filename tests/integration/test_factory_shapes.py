@@ -1,0 +1,124 @@
+"""tlops (tests/packages/factory_shapes): every factory shape built as written, equal to TileLang's JIT.
+
+The reference is the library's own call of each kernel through TileLang's real JIT on this CPU
+machine (``jit_reference.py``, with ``TILELANG_DEFAULT_TARGET`` naming sm_90a): each build (spec
+file, CLI, setuptools) must give the same prim_func (structural hash), the same options and, when
+lowered, the same CUDA source.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tilelang")
+
+PACKAGE = Path(__file__).parents[1] / "packages" / "factory_shapes"
+ENTRIES = ("gemm", "relu6_scale", "relu6_half", "rms_norm", "act_fwd", "act_bwd", "negate", "fill_like")
+
+
+def _run(cmd, cwd, env=None) -> str:
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env or os.environ.copy(), capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory) -> Path:
+    """A private copy of the package (builds write into it)."""
+    dest = tmp_path_factory.mktemp("factory_shapes") / "factory_shapes"
+    shutil.copytree(PACKAGE, dest, ignore=shutil.ignore_patterns("build", "*.so", "_aot.py", "_tl_aot_torch.py", "__pycache__"))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def jit(package, tmp_path_factory) -> dict:
+    """What TileLang's JIT compiles for each of the library's calls (real compiles, target sm_90a, no GPU)."""
+    out = tmp_path_factory.mktemp("jit") / "jit.json"
+    env = dict(os.environ, TILELANG_DEFAULT_TARGET='{"kind": "cuda", "arch": "sm_90a"}', TILELANG_CACHE_DIR=str(out.parent / "cache"))
+    _run([sys.executable, "jit_reference.py", out], package, env)
+    return json.loads(out.read_text())
+
+
+def _variants(library: Path) -> dict:
+    text = _run([sys.executable, "-m", "tl_aot", "inspect", "--json", library], library.parent)
+    return {e["name"]: e["variants"][0] for e in json.loads(text)["entries"]}
+
+
+def _assert_same_as_jit(variants: dict, jit: dict, entries=ENTRIES) -> None:
+    for name in entries:
+        v, ref = variants[name], jit[name]
+        assert v["func_hash"] == ref["func_hash"], name
+        assert v["pass_configs"] == ref["pass_configs"], name
+        assert v["compile_flags"] == ref["compile_flags"], name
+
+
+def test_spec_file_builds_every_shape_as_the_jit_compiles_it(package, jit, cache_dir):
+    out = package / "build-spec"
+    _run([sys.executable, "-m", "tl_aot", "build", "--spec", "tlops.toml", "-o", out, "--cache-dir", cache_dir, "-q"], package)
+    variants = _variants(out / "libtlops_aot.so")
+    assert sorted(variants) == sorted(ENTRIES)
+    _assert_same_as_jit(variants, jit)
+    assert variants["relu6_scale"]["compile_flags"][0] == "-include"  # the library's own header reached nvcc
+    assert isinstance(variants["gemm"]["pass_configs"], dict) and isinstance(variants["gemm"]["compile_flags"], list)
+
+
+def test_lowered_cuda_source_is_the_jits(package, jit):
+    from tl_aot.arch import parse_arch
+    from tl_aot.lower import lower_variant
+    from tl_aot.spec import load_spec_file
+
+    lib = load_spec_file(package / "tlops.toml")
+    for spec in lib.entries:
+        v = lower_variant(spec, parse_arch("90a"))
+        assert v.cuda_source == jit[spec.name]["source"], spec.name
+
+
+def test_cli_reaches_every_level(package, jit, cache_dir):
+    k = "tlops/kernels/"
+    common = ["--arch", "90a", "--cache-dir", cache_dir, "-q"]
+    builds = {
+        "gemm": [k + "gemm.py:gemm_kernel", "--arg", "m=256", "--arg", "n=256", "--arg", "k=128", "--arg", "dtype=torch.float16"]
+        + ["--jit-arg", "block_m=128", "--arg", "num_stages=3"],
+        "act_bwd": [k + "multi.py:activation", "--select", "bwd", "--arg", "shape=Problem(rows=64, cols=256)"]
+        + ["--arg", "dtype=float16", "--arg", "act=Act.RELU"],
+        "rms_norm": [k + "norm.py:rms_norm", "--arg", "rows=256", "--arg", "cols=128", "--arg", "dtype=torch.float16"]
+        + ["--arg", "clip=float('inf')", "--arg", "config=TileConfig(block=64, threads=64)"],
+        "negate": [k + "dispatch.py:from_registry", "--import", "tlops.ops", "--arg", "op=negate", "--arg", "n=4096", "--out-idx", "-1"],
+    }
+    for name, args in builds.items():
+        out = package / f"build-cli-{name}"
+        _run([sys.executable, "-m", "tl_aot", "build", *args, "--name", name, "-o", out, *common], package)
+        _assert_same_as_jit(_variants(out / f"lib{name}.so"), jit, entries=(name,))
+
+
+def test_setuptools_takes_the_objects_the_library_passes(package, jit, cache_dir):
+    env = dict(os.environ, TL_AOT_CACHE_DIR=str(cache_dir))
+    _run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], package, env)
+    _assert_same_as_jit(_variants(package / "tlops" / "lib_aot.so"), jit)
+    man = json.loads(_run([sys.executable, "-m", "tl_aot", "inspect", "--json", package / "tlops" / "lib_aot.so"], package))
+    gemm = next(e for e in man["entries"] if e["name"] == "gemm")
+    assert ["jit_args.block_m", "128"] in gemm["args"] and ["dtype", "torch.float16"] in gemm["args"]
+
+
+def test_editing_an_included_header_rebuilds_the_image(package, cache_dir, tmp_path):
+    args = [sys.executable, "-m", "tl_aot", "build", "tlops/kernels/scale.py:relu6_scale", "--arg", "n=1000", "--arg", "factor=2.0"]
+    args += ["--arch", "90a", "--cache-dir", tmp_path / "cache", "-o", tmp_path / "out"]
+    _run(args, package)
+    assert "is up to date" in _run(args, package)
+    header = package / "tlops" / "kernels" / "include" / "tlops_helpers.h"
+    before = (tmp_path / "out" / "librelu6_scale.so").read_bytes()
+    original = header.read_text()
+    try:
+        header.write_text(original.replace("6.0f", "5.0f"))
+        out = _run(args, package)
+        assert "nvcc relu6_scale sm_90a" in out  # the cached image was compiled from the old header
+        assert (tmp_path / "out" / "librelu6_scale.so").read_bytes() != before
+    finally:
+        header.write_text(original)
