@@ -43,6 +43,10 @@ Commands
                         SOURCE <file.py> FUNCTION <function> | SPEC <file.toml>
                         [ENTRY <entry>]
                         [ARGS <NAME=VALUE>...]
+                        [FACTORY_ARGS <NAME=VALUE>...]
+                        [JIT_ARGS <NAME=VALUE>...]
+                        [SELECT <key>]
+                        [IMPORTS <module>...]
                         [ARCHS <arch>...]
                         [PASS_CONFIGS <KEY=VALUE>...]
                         [NVCC_FLAGS <flag>...]
@@ -83,8 +87,25 @@ Commands
     Name of the exported function when it should differ from ``<name>``.
 
   ``ARGS``
-    Specialisation arguments passed to ``FUNCTION``, as Python literals: ``M=4096``,
-    ``dtype='bfloat16'`` (a bare word such as ``dtype=bfloat16`` is a string).
+    Arguments of the call, each given to whichever level takes that name: ``FUNCTION`` itself,
+    else the ``@tilelang.jit`` function it returns (a two-level factory's tile config). Values
+    are Python literals (``M=4096``, ``dtype='bfloat16'``; a bare word such as
+    ``dtype=bfloat16`` is a string) or expressions evaluated in the kernel module
+    (``"dtype=torch.float16"``, ``"cfg=GemmConfig(block_m=128, stages=3)"``,
+    ``"eps=float('inf')"``; quote items with spaces).
+
+  ``FACTORY_ARGS``, ``JIT_ARGS``
+    Arguments pinned to one level, for a name both ``FUNCTION`` and the ``@tilelang.jit``
+    function it returns take: ``FACTORY_ARGS`` go to ``FUNCTION`` only, ``JIT_ARGS`` to the
+    returned jit function only.
+
+  ``SELECT``
+    When ``FUNCTION`` gives several kernels (a tuple or dict of jit functions), the one to
+    build: its index or key. One target per kernel.
+
+  ``IMPORTS``
+    Python modules imported before the kernel file (modules of the same package that fill a
+    registry the factory reads), e.g. ``IMPORTS mypkg.ops``.
 
   ``ARCHS``
     Target archs (see the spellings above). Default: ``TL_AOT_ARCHS``, then
@@ -414,9 +435,9 @@ function(add_tilelang_kernel)
     # options
     "EXCLUDE_FROM_ALL;QUIET"
     # one-value keywords
-    "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL"
+    "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL;SELECT"
     # multi-value keywords
-    "ARGS;ARCHS;PASS_CONFIGS;NVCC_FLAGS;OUT_IDX;DEPENDS")
+    "ARGS;FACTORY_ARGS;JIT_ARGS;IMPORTS;ARCHS;PASS_CONFIGS;NVCC_FLAGS;OUT_IDX;DEPENDS")
   # cmake-format: on
 
   # --- Check the call ------------------------------------------------------------------------
@@ -425,7 +446,7 @@ function(add_tilelang_kernel)
     message(FATAL_ERROR "add_tilelang_kernel(): unknown argument(s) '${unknown}' (target ${name})")
   endif()
   foreach(kw IN ITEMS SOURCE FUNCTION SPEC ENTRY OUTPUT_DIRECTORY HEADER_DIRECTORY CACHE_DIR JOBS
-                      JOB_POOL)
+                      JOB_POOL SELECT)
     if(kw IN_LIST ARG_KEYWORDS_MISSING_VALUES)
       message(FATAL_ERROR "add_tilelang_kernel(): '${kw}' needs a value (target ${name})")
     endif()
@@ -440,7 +461,8 @@ function(add_tilelang_kernel)
     endif()
   endforeach()
   if(ARG_SPEC)
-    foreach(kw IN ITEMS SOURCE FUNCTION ENTRY ARGS PASS_CONFIGS NVCC_FLAGS OUT_IDX)
+    foreach(kw IN ITEMS SOURCE FUNCTION ENTRY ARGS FACTORY_ARGS JIT_ARGS SELECT IMPORTS PASS_CONFIGS
+                        NVCC_FLAGS OUT_IDX)
       if(ARG_${kw})
         message(FATAL_ERROR "add_tilelang_kernel(): 'SPEC' cannot be combined with '${kw}': "
                             "the spec file lists each entry's settings (target ${name})")
@@ -465,7 +487,7 @@ function(add_tilelang_kernel)
   if(NOT EXISTS "${main_file}" OR IS_DIRECTORY "${main_file}")
     message(FATAL_ERROR "add_tilelang_kernel(): '${main_file}' does not exist (target ${name})")
   endif()
-  foreach(kw IN ITEMS ARGS PASS_CONFIGS)
+  foreach(kw IN ITEMS ARGS FACTORY_ARGS JIT_ARGS PASS_CONFIGS)
     foreach(item IN LISTS ARG_${kw})
       if(NOT item MATCHES "^[A-Za-z_][A-Za-z0-9_.]*=")
         message(FATAL_ERROR "add_tilelang_kernel(): ${kw} item '${item}' must be NAME=VALUE, "
@@ -558,6 +580,18 @@ function(add_tilelang_kernel)
   endforeach()
   foreach(a IN LISTS ARG_ARGS)
     list(APPEND cmd --arg "${a}")
+  endforeach()
+  foreach(a IN LISTS ARG_FACTORY_ARGS)
+    list(APPEND cmd --factory-arg "${a}")
+  endforeach()
+  foreach(a IN LISTS ARG_JIT_ARGS)
+    list(APPEND cmd --jit-arg "${a}")
+  endforeach()
+  if(ARG_SELECT OR ARG_SELECT STREQUAL "0")
+    list(APPEND cmd --select "${ARG_SELECT}")
+  endif()
+  foreach(a IN LISTS ARG_IMPORTS)
+    list(APPEND cmd --import "${a}")
   endforeach()
   foreach(a IN LISTS ARG_PASS_CONFIGS)
     list(APPEND cmd --pass-config "${a}")

@@ -47,7 +47,7 @@ def jit(package, tmp_path_factory) -> dict:
 
 
 def _variants(library: Path) -> dict:
-    text = _run([sys.executable, "-m", "tl_aot", "inspect", "--json", library], library.parent)
+    text = _run([sys.executable, "-m", "tl_aot", "inspect", "--json", library], PACKAGE.parent)
     return {e["name"]: e["variants"][0] for e in json.loads(text)["entries"]}
 
 
@@ -122,3 +122,16 @@ def test_editing_an_included_header_rebuilds_the_image(package, cache_dir, tmp_p
         assert (tmp_path / "out" / "librelu6_scale.so").read_bytes() != before
     finally:
         header.write_text(original)
+
+
+@pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake and ninja")
+def test_cmake_keywords_reach_every_level(package, jit, cache_dir):
+    cmake_dir = _run([sys.executable, "-m", "tl_aot", "--cmake-dir"], package).strip()
+    build = package / "build-cmake"
+    env = dict(os.environ, TL_AOT_CACHE_DIR=str(cache_dir))
+    py = [f"-DTL_AOT_PYTHON={sys.executable}", f"-DPython_EXECUTABLE={sys.executable}", f"-DTileLangAOT_DIR={cmake_dir}"]
+    _run(["cmake", "-S", package, "-B", build, "-G", "Ninja", *py], package, env)
+    _run(["cmake", "--build", build], package, env)
+    for name in ("gemm", "act_bwd", "negate"):
+        _assert_same_as_jit(_variants(build / f"lib{name}.so"), jit, entries=(name,))
+    assert "no work to do" in _run(["cmake", "--build", build], package, env)
