@@ -461,8 +461,8 @@ function(add_tilelang_kernel)
     endif()
   endforeach()
   if(ARG_SPEC)
-    foreach(kw IN ITEMS SOURCE FUNCTION ENTRY ARGS FACTORY_ARGS JIT_ARGS SELECT IMPORTS PASS_CONFIGS
-                        NVCC_FLAGS OUT_IDX)
+    foreach(kw IN ITEMS SOURCE FUNCTION ENTRY ARGS FACTORY_ARGS JIT_ARGS SELECT IMPORTS
+                        PASS_CONFIGS NVCC_FLAGS OUT_IDX)
       if(ARG_${kw})
         message(FATAL_ERROR "add_tilelang_kernel(): 'SPEC' cannot be combined with '${kw}': "
                             "the spec file lists each entry's settings (target ${name})")

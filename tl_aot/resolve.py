@@ -426,7 +426,9 @@ class _Walker:
         autotuned = _is_autotuned(obj)
         jit = obj.jit_impl if autotuned else obj
         sig = jit.signature
-        kwargs = self._take(jit, sig, args, level=level, jit_level=True)
+        # an eager-style kernel (tensor annotations, T.const dims) takes its dims as extra keywords
+        eager = bool(getattr(jit.func, "tensor_args", None))
+        kwargs = self._take(jit, sig, args, level=level, jit_level=True, extra_ok=eager)
         if autotuned:
             rec = self.tuned[0] if self.tuned else None
             choice = choose_config(obj, kwargs, function=_label(jit), where=self.where, record=rec)
@@ -435,7 +437,8 @@ class _Walker:
             self.choice = choice
             kwargs = choice.kwargs
         self._no_leftovers(args, _describe(jit, sig))
-        self._bind(jit, sig, kwargs)
+        if not eager:  # an eager kernel's tensors are annotations, bound by TileLang itself
+            self._bind(jit, sig, kwargs)
         req = self._one_request(lambda: jit.compile(**kwargs))
         return req, f"{_label(jit)}({_kw(kwargs)})"
 
@@ -457,10 +460,10 @@ class _Walker:
         req, rest = self.walk(result, args, level + 1)
         return req, f"{here} -> {rest}"
 
-    def _take(self, obj, sig, args: _Args, *, level: int, jit_level: bool) -> dict:
+    def _take(self, obj, sig, args: _Args, *, level: int, jit_level: bool, extra_ok: bool = False) -> dict:
         """The arguments this level takes: pinned ones first, then the auto ones it names."""
         explicit = _explicit(sig)
-        anykw = _takes_any(sig)
+        anykw = _takes_any(sig) or extra_ok
         desc = _describe(obj, sig)
         out: dict = dict(args.bound)  # functools.partial keywords; the build's own args override them
         args.bound = {}

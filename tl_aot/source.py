@@ -205,7 +205,11 @@ def _fingerprint(files: set[str]) -> str:
 
 
 def _forget(files: set[str], root: Path, names: list[str]) -> None:
-    """Drop the modules imported from ``files`` (by ``names`` or their module path) so they are read again."""
+    """Drop the modules imported from ``files`` (by ``names`` or their module path) so they are read again.
+
+    A package of the same name imported from another folder (a copy of the project, another
+    checkout) is dropped too, with its submodules: the kernel file must be imported from its own.
+    """
     candidates = set(names)
     for f in files:
         with contextlib.suppress(ValueError):
@@ -215,6 +219,13 @@ def _forget(files: set[str], root: Path, names: list[str]) -> None:
         file = getattr(module, "__file__", None)
         if module is not None and file and str(Path(file).resolve()) in files:
             del sys.modules[name]
+    tops = {c.split(".")[0] for c in candidates if "." in c or (root / c).is_dir()}
+    for top in tops:
+        module = sys.modules.get(top)
+        file = getattr(module, "__file__", None)
+        if module is not None and file and root not in Path(file).resolve().parents:
+            for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+                del sys.modules[name]
 
 
 _CUDA_WORDS = re.compile(
