@@ -32,20 +32,35 @@ class DeviceProfile:
     regs_per_block: int = 65536
     max_threads_per_block: int = 1024
     total_memory: int = 80 * 2**30
+    device_name: str = ""  # what torch.cuda.get_device_name() reports on that GPU
+
+    @property
+    def reported_name(self) -> str:
+        return self.device_name or f"NVIDIA {self.name}"
 
 
 PROFILES = {
     p.name: p
     for p in (
-        DeviceProfile("A100-SXM", "80", 108, 166912, 167936, 40 * 2**20, 30 * 2**20, total_memory=80 * 2**30),
-        DeviceProfile("A100-PCIe", "80", 108, 166912, 167936, 40 * 2**20, 30 * 2**20, total_memory=40 * 2**30),
-        DeviceProfile("A10", "86", 72, 101376, 102400, 6 * 2**20, 4 * 2**20, total_memory=24 * 2**30),
-        DeviceProfile("RTX-4090", "89", 128, 101376, 102400, 72 * 2**20, 54 * 2**20, total_memory=24 * 2**30),
-        DeviceProfile("L40S", "89", 142, 101376, 102400, 96 * 2**20, 72 * 2**20, total_memory=48 * 2**30),
-        DeviceProfile("H100-SXM", "90", 132, 232448, 233472, 50 * 2**20, 3932160 * 8, total_memory=80 * 2**30),
-        DeviceProfile("H100-PCIe", "90", 114, 232448, 233472, 50 * 2**20, 3932160 * 8, total_memory=80 * 2**30),
-        DeviceProfile("H200", "90", 132, 232448, 233472, 50 * 2**20, 3932160 * 8, total_memory=141 * 2**30),
-        DeviceProfile("B200", "100", 148, 232448, 233472, 126 * 2**20, 94 * 2**20, total_memory=180 * 2**30),
+        DeviceProfile(
+            "A100-SXM", "80", 108, 166912, 167936, 40 * 2**20, 30 * 2**20, total_memory=80 * 2**30, device_name="NVIDIA A100-SXM4-80GB"
+        ),
+        DeviceProfile(
+            "A100-PCIe", "80", 108, 166912, 167936, 40 * 2**20, 30 * 2**20, total_memory=40 * 2**30, device_name="NVIDIA A100-PCIE-40GB"
+        ),
+        DeviceProfile("A10", "86", 72, 101376, 102400, 6 * 2**20, 4 * 2**20, total_memory=24 * 2**30, device_name="NVIDIA A10"),
+        DeviceProfile(
+            "RTX-4090", "89", 128, 101376, 102400, 72 * 2**20, 54 * 2**20, total_memory=24 * 2**30, device_name="NVIDIA GeForce RTX 4090"
+        ),
+        DeviceProfile("L40S", "89", 142, 101376, 102400, 96 * 2**20, 72 * 2**20, total_memory=48 * 2**30, device_name="NVIDIA L40S"),
+        DeviceProfile(
+            "H100-SXM", "90", 132, 232448, 233472, 50 * 2**20, 3932160 * 8, total_memory=80 * 2**30, device_name="NVIDIA H100 80GB HBM3"
+        ),
+        DeviceProfile(
+            "H100-PCIe", "90", 114, 232448, 233472, 50 * 2**20, 3932160 * 8, total_memory=80 * 2**30, device_name="NVIDIA H100 PCIe"
+        ),
+        DeviceProfile("H200", "90", 132, 232448, 233472, 50 * 2**20, 3932160 * 8, total_memory=141 * 2**30, device_name="NVIDIA H200"),
+        DeviceProfile("B200", "100", 148, 232448, 233472, 126 * 2**20, 94 * 2**20, total_memory=180 * 2**30, device_name="NVIDIA B200"),
     )
 }
 
@@ -81,7 +96,7 @@ def find_profile(name: str, arch: Arch | None = None) -> DeviceProfile:
 def _properties(p: DeviceProfile):
     """An object shaped like ``torch.cuda.get_device_properties()``, as TileLang's driver reads it."""
     return types.SimpleNamespace(
-        name=f"NVIDIA {p.name} (tl_aot build profile)",
+        name=p.reported_name,
         major=int(p.cc[:-1]),
         minor=int(p.cc[-1]),
         multi_processor_count=p.sm_count,
@@ -98,7 +113,49 @@ def _properties(p: DeviceProfile):
 
 @contextlib.contextmanager
 def emulate(profile: DeviceProfile):
-    """Answer TileLang's device queries (``tilelang.carver.arch.driver``) from ``profile`` meanwhile."""
+    """Answer device queries from ``profile`` meanwhile: TileLang's driver and, if torch is loaded, ``torch.cuda``'s.
+
+    Kernel factories pick tiles from ``torch.cuda.get_device_capability()``, the SM count or
+    the shared memory a block may opt in to; on the build machine (no GPU, or another one) those
+    answer as the GPU being built for: one device, index 0, of this profile.
+    """
+    with _emulate_torch(profile), _emulate_tilelang(profile):
+        yield
+
+
+@contextlib.contextmanager
+def _emulate_torch(profile: DeviceProfile):
+    """``torch.cuda``'s device queries (not its allocations or launches) answered from ``profile``."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None:
+        yield
+        return
+    props = _properties(profile)
+    cap = (props.major, props.minor)
+    answers = {
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "get_device_capability": lambda device=None: cap,
+        "get_device_name": lambda device=None: props.name,
+        "get_device_properties": lambda device=None: props,
+    }
+    saved = {n: getattr(cuda, n) for n in answers if hasattr(cuda, n)}
+    for n, f in answers.items():
+        setattr(cuda, n, f)
+    try:
+        yield
+    finally:
+        for n, f in saved.items():
+            setattr(cuda, n, f)
+
+
+@contextlib.contextmanager
+def _emulate_tilelang(profile: DeviceProfile):
+    """TileLang's own driver queries (``tilelang.carver.arch.driver``) answered from ``profile``."""
     try:
         from tilelang.carver.arch.driver import cuda_driver
     except ImportError:  # another TileLang layout: nothing to answer

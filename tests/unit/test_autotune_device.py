@@ -91,3 +91,17 @@ def test_emulated_driver_answers_tilelang_queries():
         assert driver.get_num_sms() == 114
         assert driver.get_max_dynamic_shared_size_bytes() == 233472
     assert driver.get_cuda_device_properties.__module__ == "tilelang.carver.arch.driver.cuda_driver"
+
+
+def test_emulated_torch_cuda_answers_device_queries_and_is_restored():
+    torch = pytest.importorskip("torch")
+    from tl_aot.device import emulate
+
+    real = (torch.cuda.is_available, torch.cuda.get_device_capability, torch.cuda.get_device_properties)
+    with emulate(find_profile("H100-PCIe")):
+        assert torch.cuda.is_available() and torch.cuda.device_count() == 1 and torch.cuda.current_device() == 0
+        assert torch.cuda.get_device_capability() == (9, 0)
+        assert torch.cuda.get_device_name(0) == "NVIDIA H100 PCIe"  # as the real GPU reports it
+        props = torch.cuda.get_device_properties(0)
+        assert props.multi_processor_count == 114 and props.shared_memory_per_block_optin == 232448
+    assert (torch.cuda.is_available, torch.cuda.get_device_capability, torch.cuda.get_device_properties) == real
