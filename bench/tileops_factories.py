@@ -118,14 +118,17 @@ def recording_factories(module):
     saved = {}
     for name, fn in list(vars(module).items()):
         target = inspect.unwrap(fn) if callable(fn) else None
-        if not inspect.isfunction(target) or getattr(target, "__module__", "") != module.__name__:
+        jit_func = getattr(getattr(target, "func", None), "orig_func", None)  # a module-level @tilelang.jit
+        home = getattr(jit_func or target, "__module__", "")
+        sig = getattr(target, "signature", None) if jit_func else None
+        if home != module.__name__ or not (jit_func or inspect.isfunction(target)):
             continue
+        sig = sig or inspect.signature(target)
 
-        def wrapper(*a, __fn=fn, __name=name, __target=target, **kw):
+        def wrapper(*a, __fn=fn, __name=name, __sig=sig, **kw):
             result = __fn(*a, **kw)
             try:
-                bound = inspect.signature(__target).bind(*a, **kw)
-                calls.append((__name, dict(bound.arguments), result))
+                calls.append((__name, dict(__sig.bind(*a, **kw).arguments), result))
             except TypeError:
                 pass
             return result
@@ -137,6 +140,21 @@ def recording_factories(module):
     finally:
         for name, fn in saved.items():
             setattr(module, name, fn)
+
+
+def _facts(compile_fn) -> tuple | None:
+    """Values for ``_compile(cfg, *facts)``'s facts: defaults, else False for flags; None if one has neither."""
+    out = []
+    for p in list(inspect.signature(compile_fn).parameters.values())[1:]:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if p.default is not p.empty:
+            out.append(p.default)
+        elif p.annotation in (bool, "bool"):
+            out.append(False)
+        else:
+            return None
+    return tuple(out)
 
 
 def _same_kernel(made, kernel) -> bool:
@@ -162,32 +180,36 @@ def measure(qualname: str, cls, arch) -> dict:
     module = sys.modules[cls.__module__]
     cls = getattr(module, cls.__name__, cls)  # a build re-imports kernel modules: use the current class
     target = tvm.target.Target({"kind": "cuda", "arch": arch.sm})
-    with target, emulate(default_profile(arch)), recording_factories(module) as calls, intercept_compiles():
+    with target, emulate(default_profile(arch)), recording_factories(module) as calls, intercept_compiles() as state:
         try:
             obj = cls(**args)
         except Exception as e:  # noqa: BLE001 (the library refuses this problem: not a tl_aot result)
             return {"outcome": f"skipped: the class refuses the problem ({type(e).__name__})"}
-        kernel = getattr(obj, "kernel", None)
         config = dict(getattr(obj, "config", None) or {})
-        found = [(n, a) for n, a, r in calls if _same_kernel(r, kernel)]
-        if kernel is None or not found:
-            return {"outcome": "skipped: no factory call of the module made the class's kernel"}
-        factory, fargs = found[-1]
-        if isinstance(kernel, CompiledStandIn):
-            req = kernel.tl_aot_request
-            ref = {"hash": func_hash(req.func), "pass_configs": plain_pass_configs(req.pass_configs), "flags": list(req.compile_flags)}
-            config = {}
-        else:
+        kernel = getattr(obj, "kernel", None)
+        found = [(n, a) for n, a, r in calls if kernel is not None and _same_kernel(r, kernel)]
+        if found and not isinstance(kernel, CompiledStandIn):
             try:
-                ref_func = kernel.get_tir(**config)
+                kernel.compile(**config)  # what forward's self.kernel(**config) compiles
             except Exception as e:  # noqa: BLE001
                 return {"outcome": f"skipped: the JIT path itself fails ({type(e).__name__})"}
-            flags = kernel.compile_flags or []
-            ref = {
-                "hash": func_hash(ref_func),
-                "pass_configs": plain_pass_configs(dict(kernel.pass_configs or {})),
-                "flags": [flags] if isinstance(flags, str) else list(flags),
-            }
+        elif not found and callable(getattr(obj, "_compile", None)):
+            facts = _facts(obj._compile)
+            if facts is None:
+                return {"outcome": "skipped: the class's _compile needs facts this harness cannot give"}
+            try:
+                obj._compile(config, *facts)  # the library's own build of its program (forward's first call)
+            except Exception as e:  # noqa: BLE001
+                return {"outcome": f"skipped: the class's _compile refuses ({type(e).__name__})"}
+            jits = [j for j, _, _ in state.jit_calls]
+            found = [(n, a) for n, a, r in calls if isinstance(r, CompiledStandIn) or any(_same_kernel(r, j) for j in jits)]
+        if not found or not state.requests:
+            return {"outcome": "skipped: no factory call of the module made the class's kernel"}
+        factory, fargs = found[-1]
+        made = next(r for n, a, r in reversed(calls) if n == factory)
+        req = made.tl_aot_request if isinstance(made, CompiledStandIn) else state.requests[-1]
+        config = {} if isinstance(made, CompiledStandIn) else dict(state.jit_calls[-1][2]) if state.jit_calls else {}
+        ref = {"hash": func_hash(req.func), "pass_configs": plain_pass_configs(req.pass_configs), "flags": list(req.compile_flags)}
     source = Path(inspect.getsourcefile(module))
     t0 = time.perf_counter()
     try:

@@ -82,8 +82,9 @@ class CompiledStandIn:
 @dataclass
 class _Interception:
     session: int
-    requests: list
-    jit_objects: list
+    requests: list  # CompileRequest, in call order
+    jit_objects: list  # the @tilelang.jit objects whose compile ran
+    jit_calls: list = dataclasses.field(default_factory=list)  # (jit object, args, kwargs) of each compile
 
 
 @contextlib.contextmanager
@@ -121,6 +122,7 @@ def intercept_compiles():
 
     def compile_method(self, *args, **kwargs):
         state.jit_objects.append(self)
+        state.jit_calls.append((self, args, dict(kwargs)))
         return real_compile(self, *args, **kwargs)
 
     if getattr(_local, "active", False):
