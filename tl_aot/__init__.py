@@ -7,7 +7,7 @@ and :func:`load` needs only ``apache-tvm-ffi``.
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "load", "Library"]
+__all__ = ["__version__", "load", "Library", "serve"]
 
 
 def __getattr__(name: str):
@@ -15,4 +15,8 @@ def __getattr__(name: str):
         from . import runtime
 
         return getattr(runtime, name)
+    if name == "serve":
+        from .serving import serve
+
+        return serve
     raise AttributeError(f"module 'tl_aot' has no attribute {name!r}")

@@ -26,8 +26,8 @@ from . import __version__
 from .arch import Arch
 from .cache import VariantCache, default_cache_dir, package_version, variant_key
 from .codegen import image_symbol, render_header, render_launcher
-from .errors import CompileError, FailedProcessError, LoweringError
-from .fileutil import atomic_write, file_digest, write_if_different
+from .errors import CompileError, FailedProcessError, LoweringError, TlAotError
+from .fileutil import atomic_write, exclusive_lock, file_digest, write_if_different
 from .lower_worker import LoweringPool
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest
 from .options import inputs_unchanged
@@ -117,6 +117,7 @@ class BuildResult:
     reports: tuple = field(default=())
     depfile: Path | None = None
     deps: tuple = ()
+    failures: tuple = ()  # (entry, arch, error) left out by a keep-going build
 
     def summary(self) -> str:
         """A table: entry, arch, image size, seconds (cached variants marked)."""
@@ -217,6 +218,7 @@ def build_library(
     depfile: str | os.PathLike | None = None,
     log=print,
     force: bool = False,
+    keep_going: bool = False,
 ) -> BuildResult:
     """Build ``lib`` into ``out_dir/lib<name>.so`` (+ ``<name>.h``); return what was built.
 
@@ -238,6 +240,10 @@ def build_library(
         Receives one progress line per step and the summary.
     force : bool
         Rebuild every variant, ignoring the cache.
+    keep_going : bool
+        Leave out variants that fail to lower or compile (listed in ``failures`` and the log)
+        instead of stopping; entries left with no arch are left out. A library with failures
+        writes no up-to-date stamp, so the next build tries them again.
 
     """
     t_start = time.perf_counter()
@@ -252,7 +258,7 @@ def build_library(
     header = header_dir / f"{lib.name}.h"
     stamp = work / "stamp.json"
 
-    with _exclusive(work / "build.lock"):
+    with exclusive_lock(work / "build.lock"):
         _, nv_version = _check_toolchain(lib)
         tasks: list[tuple[KernelSpec, Arch, str]] = []
         all_deps: set[Path] = set()
@@ -296,6 +302,7 @@ def build_library(
         images: dict[str, bytes] = {key: hit[1] for key, hit in cached.items()}
         timings: dict[str, float] = {}
         rebuilt = []
+        failures: list = []
         slots = threading.BoundedSemaphore(max(1, jobs))  # lowering, the launcher and nvcc share them
         workers = lowering_workers(jobs, len(todo))
         spent = {"lowering": 0.0, "nvcc": 0.0, "host": 0.0, "link": 0.0}
@@ -323,30 +330,40 @@ def build_library(
                 pending.update({lowering.submit(lower_one, spec, arch): (spec, arch, key) for spec, arch, key in todo})
                 for fut in cf.as_completed(pending):
                     spec, arch, key = pending[fut]
-                    variant, t_lower = fut.result()
+                    try:
+                        variant, t_lower = fut.result()
+                    except TlAotError as e:
+                        if not keep_going:
+                            raise
+                        failures.append((spec.name, str(arch), str(e)))
+                        continue
                     lowered[key] = variant
                     spent["lowering"] += t_lower
                     fut2 = pool.submit(_compile, variant, arch, work, _user_location(spec), slots, cache, key, progress)
                     futures[fut2] = (spec, arch, key, variant, t_lower)
                 # Everything the launcher and header say is known once lowering is done: compile the
                 # launcher now, while nvcc still runs (image sizes go into the manifest's own unit).
-                signatures = _manifest(lib, tasks, lowered, nv_version)
-                header_text = render_header(signatures)
-                write_if_different(work / f"{lib.name}.h", header_text)
-                write_if_different(work / f"{lib.name}.cc", render_launcher(signatures, header_name=f"{lib.name}.h"))
-                with slots:
-                    t0 = time.perf_counter()
-                    compiled = _compile_launcher(lib, work, tvm_ffi_version)
-                    spent["host"] += time.perf_counter() - t0
-                done = f"{time.perf_counter() - t0:.1f} s" if compiled else "unchanged, reused"
-                progress.step(f"launcher {lib.name}.cc ({len(lib.exports)} entries, {done})")
+                lib, tasks = _without_failures(lib, tasks, lowered, failures)
+                header_text = _launcher(lib, tasks, lowered, nv_version, work, tvm_ffi_version, slots, spent, progress)
+                nvcc_failed = False
                 for fut in cf.as_completed(futures):
                     spec, arch, key, variant, t_lower = futures[fut]
-                    image, t_nvcc = fut.result()
+                    try:
+                        image, t_nvcc = fut.result()
+                    except TlAotError as e:
+                        if not keep_going:
+                            raise
+                        failures.append((spec.name, str(arch), str(e)))
+                        lowered.pop(key, None)
+                        nvcc_failed = True
+                        continue
                     images[key] = image
                     timings[key] = t_lower + t_nvcc
                     spent["nvcc"] += t_nvcc
                     rebuilt.append((spec.name, str(arch)))
+                if nvcc_failed:  # the launcher named images that failed: render and compile it without them
+                    lib, tasks = _without_failures(lib, tasks, lowered, failures)
+                    header_text = _launcher(lib, tasks, lowered, nv_version, work, tvm_ffi_version, slots, spent, progress)
                 runtime_obj = runtime.result()
             except BaseException:  # leaving the `with` also kills the lowering workers
                 for f in [*futures, *pending]:
@@ -373,13 +390,20 @@ def build_library(
 
         inputs = sorted({tuple(i) for _, _, key in tasks for i in lowered[key].inputs})
         stamp_data = {"key": lib_key, "library_sha256": file_digest(library), "manifest": json.loads(to_json(manifest)), "inputs": inputs}
-        atomic_write(stamp, json.dumps(stamp_data))
+        if failures:
+            stamp.unlink(missing_ok=True)  # the next build tries the failed variants again
+        else:
+            atomic_write(stamp, json.dumps(stamp_data))
         if dep_path:
             _write_depfile(dep_path, library, tuple(sorted({*deps_sorted, *(Path(p) for p, _ in inputs)})))
         reports = tuple(
             VariantReport(spec.name, str(arch), len(images[key]), timings.get(key, 0.0), key not in timings) for spec, arch, key in tasks
         )
-        result = BuildResult(library, header, manifest, False, tuple(rebuilt), reports, dep_path, deps_sorted)
+        result = BuildResult(library, header, manifest, False, tuple(rebuilt), reports, dep_path, deps_sorted, tuple(failures))
+        if log and failures:
+            log(f"left out {len(failures)} variant(s) that failed (--keep-going):")
+            for entry, arch, error in failures:
+                log(f"  {entry} {arch}: {error.splitlines()[0][:300]}")
         if log:
             log(result.summary())
             if todo:
@@ -390,23 +414,6 @@ def build_library(
                 )
             log(f"built {library} in {time.perf_counter() - t_start:.1f} s")
         return result
-
-
-@contextlib.contextmanager
-def _exclusive(path: Path):
-    """Hold an exclusive advisory lock on ``path``: two builds of one library run one after the other.
-
-    (tvm_ffi.utils.FileLock does the same, but importing tvm_ffi imports torch: 1.3 s a no-op build
-    cannot afford.)
-    """
-    import fcntl
-
-    with open(path, "a+") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 def _user_location(spec: KernelSpec) -> str:
@@ -502,6 +509,8 @@ def _manifest(lib: LibrarySpec, tasks, lowered: dict, nv_version: str, image_siz
                 export=spec.export,
                 when=spec.when,
                 fallback=spec.fallback,
+                capture_key=spec.capture[1] if spec.capture else "",
+                capture_name=spec.capture[2] if spec.capture else "",
             )
         )
     return Manifest(
@@ -514,8 +523,39 @@ def _manifest(lib: LibrarySpec, tasks, lowered: dict, nv_version: str, image_siz
     )
 
 
+def _without_failures(lib: LibrarySpec, tasks: list, lowered: dict, failures: list) -> tuple[LibrarySpec, list]:
+    """The library and tasks left once failed variants are dropped (entries with no arch left go too)."""
+    kept = [t for t in tasks if t[2] in lowered]
+    if len(kept) == len(tasks):
+        return lib, tasks
+    names = {t[0].name for t in kept}
+    entries = tuple(e for e in lib.entries if e.name in names)
+    if not entries:
+        shown = "\n".join(f"  {e} {a}: {err}" for e, a, err in failures[:5])
+        msg = f"library {lib.name!r}: every variant failed; nothing to link:\n{shown}"
+        raise LoweringError(msg)
+    return LibrarySpec(name=lib.name, entries=entries), kept
+
+
+def _launcher(lib, tasks, lowered, nv_version, work: Path, tvm_ffi_version: str, slots, spent: dict, progress) -> str:
+    """Render the header and launcher of what was lowered and compile the launcher; returns the header text."""
+    signatures = _manifest(lib, tasks, lowered, nv_version)
+    header_text = render_header(signatures)
+    write_if_different(work / f"{lib.name}.h", header_text)
+    write_if_different(work / f"{lib.name}.cc", render_launcher(signatures, header_name=f"{lib.name}.h"))
+    with slots:
+        t0 = time.perf_counter()
+        compiled = _compile_launcher(lib, work, tvm_ffi_version)
+        spent["host"] += time.perf_counter() - t0
+    done = f"{time.perf_counter() - t0:.1f} s" if compiled else "unchanged, reused"
+    progress.step(f"launcher {lib.name}.cc ({len(lib.exports)} entries, {done})")
+    return header_text
+
+
 def _spelled_args(spec: KernelSpec) -> tuple:
     """The entry's arguments as the manifest shows them; pinned ones as ``factory_args.x`` / ``jit_args.x``."""
+    if spec.capture:
+        return tuple(spec.capture[3])  # the captured call's arguments, as recorded
     out = [(k, spell(v)) for k, v in spec.args]
     out += [(f"factory_args.{k}", spell(v)) for k, v in spec.factory_args]
     out += [(f"jit_args.{k}", spell(v)) for k, v in spec.jit_args]

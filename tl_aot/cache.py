@@ -52,7 +52,7 @@ def default_cache_dir(out_dir: Path) -> Path:
 def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str, list[Path]]:
     """The cache key of ``spec`` built for ``arch``, and the local files it depends on."""
     src = Path(spec.source).resolve()
-    deps = local_dependencies(src, spec.imports)
+    deps = [] if spec.capture else local_dependencies(src, spec.imports)
     payload = {
         "schema": CACHE_SCHEMA,
         "tl_aot": __version__,
@@ -64,6 +64,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str
         "jit_args": [[k, spell(v)] for k, v in spec.jit_args],
         "select": spec.select,
         "imports": list(spec.imports),
+        "capture": [spec.capture[1], spec.capture[2], [list(a) for a in spec.capture[3]]] if spec.capture else [],
         "arch": str(arch),
         "pass_configs": [[k, spell(v)] for k, v in spec.pass_configs],
         "compile_flags": list(spec.compile_flags),
@@ -73,7 +74,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str
         # under a compiler launcher nvcc runs in one step, so the image's line table differs
         "tuned": [list(c) for a, c, _ in spec.tuned if a == str(arch).split("+")[0]],
         "one_step_nvcc": bool(compiler_launcher()),
-        "source": file_digest(src) if src.is_file() else "missing",
+        "source": f"capture:{spec.capture[1]}" if spec.capture else file_digest(src) if src.is_file() else "missing",
         "deps": [[p.name, file_digest(p)] for p in deps],
     }
     key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]

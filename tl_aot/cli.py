@@ -36,7 +36,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
 
     def kernels(sp) -> None:  # what to build or tune: the same options for both
-        sp.add_argument("target", nargs="?", help="FILE.py:FUNCTION (or use --spec)")
+        sp.add_argument("target", nargs="?", help="FILE.py:FUNCTION (or use --spec / --capture)")
         sp.add_argument("--spec", help="TOML/JSON file listing several entries of one library")
         sp.add_argument("--name", help="library (and, with FILE.py:FUNCTION, entry) name; default: the function name")
         sp.add_argument("--entry", help="entry name when it should differ from --name")
@@ -79,6 +79,40 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--strict-tune", action="store_true", help="a record older than the kernel's source is an error, not a warning")
     b.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    b.add_argument(
+        "--capture",
+        action="append",
+        default=[],
+        help="capture record (python -m tl_aot capture): build every kernel in it (repeatable; records merge)",
+    )
+    b.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="leave out variants that fail to lower or compile, listing them, instead of stopping (default with --capture)",
+    )
+
+    c = sub.add_parser(
+        "capture",
+        help="run a command and record every kernel TileLang's JIT compiles",
+        description="Run COMMAND (after --) and record every compile request TileLang's JIT gets into RECORD "
+        "(merged with what it holds). Python subprocesses are captured too.",
+    )
+    c.add_argument("-o", "--output", required=True, help="record to write or extend (JSON)")
+    c.add_argument(
+        "--device",
+        help="compile nothing and answer device queries (torch.cuda, TileLang's driver) as this GPU, e.g. H100-SXM: "
+        "a capture on a machine without one",
+    )
+    c.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+
+    r = sub.add_parser(
+        "run",
+        help="run a command with TileLang's JIT served from prebuilt libraries",
+        description="Run COMMAND (after --) with TileLang's JIT answered from the tl_aot libraries of --serve.",
+    )
+    r.add_argument("--serve", required=True, help="a library built with --capture, or a folder of them")
+    r.add_argument("--strict", action="store_true", help="a kernel the libraries do not hold is an error, never compiled")
+    r.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
     t = sub.add_parser("tune", help="on a GPU host: time each entry's candidate configs, write a tuning record")
     kernels(t)
@@ -105,12 +139,37 @@ def _out_idx(values: list | None) -> tuple | None:
     return tuple(int(v) if v.lstrip("-").isdigit() else v for v in values)
 
 
+def _captured_library(args):
+    """The LibrarySpec of ``build --capture RECORD...``: one entry per recorded kernel."""
+    from .capture import specs_from_record
+    from .spec import LibrarySpec, archs_from_env
+
+    if args.target or args.spec:
+        msg = "build: --capture builds the kernels a record holds; give no FILE.py:FUNCTION or --spec with it"
+        raise TlAotError(msg)
+    archs = archs_from_env(None) or args.arch or None
+    if archs is None:
+        from .toolchain import default_archs
+
+        archs = default_archs()
+    entries: dict = {}
+    for record in args.capture:
+        for spec in specs_from_record(record, archs, device=args.device or ""):
+            entries.setdefault(spec.capture[1], spec)
+    if not entries:
+        msg = f"build: {', '.join(args.capture)} holds no kernel tl_aot can build"
+        raise TlAotError(msg)
+    return LibrarySpec(name=args.name or "captured", entries=tuple(entries.values()))
+
+
 def _library(args, what: str):
     """The LibrarySpec the command line names (FILE.py:FUNCTION with --arg ..., or --spec)."""
     from .spec import KernelSpec, LibrarySpec, archs_from_env, load_spec_file, parse_arg, parse_target
 
+    if getattr(args, "capture", None):
+        return _captured_library(args)
     if bool(args.target) == bool(args.spec):
-        msg = f"{what}: give either FILE.py:FUNCTION or --spec FILE"
+        msg = f"{what}: give either FILE.py:FUNCTION or --spec FILE (or --capture RECORD)"
         raise TlAotError(msg)
     if args.spec and args.out_idx:
         msg = f"{what}: --out-idx applies to FILE.py:FUNCTION; in a spec file set out_idx per entry"
@@ -178,8 +237,51 @@ def _cmd_build(args) -> int:
         depfile=args.depfile,
         log=log,
         force=args.force,
+        keep_going=args.keep_going or bool(args.capture),
     )
     return 0
+
+
+def _command(args, what: str) -> list:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        msg = f"{what}: give the command to run after --, e.g. python -m tl_aot {what} ... -- python -m pytest tests"
+        raise TlAotError(msg)
+    return cmd
+
+
+def _cmd_capture(args) -> int:
+    """Run the command with the capture hook; report what the record holds."""
+    import subprocess
+
+    from .capture import Record
+    from .startup import environment
+
+    cmd = _command(args, "capture")
+    record = Path(args.output).resolve()
+    extra = {"TL_AOT_CAPTURE": str(record)}
+    if args.device:
+        from .device import find_profile
+
+        extra["TL_AOT_CAPTURE_DEVICE"] = find_profile(args.device).name
+    before = len(Record.load(record, missing_ok=True).kernels)
+    code = subprocess.call(cmd, env=environment(extra))
+    after = len(Record.load(record, missing_ok=True).kernels)
+    print(f"tl_aot capture: {after} kernels in {record} ({after - before} new); the command exited with {code}", flush=True)
+    return code
+
+
+def _cmd_run(args) -> int:
+    """Run the command with TileLang's JIT served from the libraries."""
+    import subprocess
+
+    from .startup import environment
+
+    cmd = _command(args, "run")
+    extra = {"TL_AOT_SERVE": str(Path(args.serve).resolve()), "TL_AOT_SERVE_STRICT": "1" if args.strict else "0"}
+    return subprocess.call(cmd, env=environment(extra))
 
 
 def _cmd_tune(args) -> int:
@@ -296,6 +398,10 @@ def main(argv=None) -> int:
             return _cmd_build(args)
         if args.command == "tune":
             return _cmd_tune(args)
+        if args.command == "capture":
+            return _cmd_capture(args)
+        if args.command == "run":
+            return _cmd_run(args)
         if args.command == "inspect":
             return _cmd_inspect(args)
         if args.command == "deps":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -47,3 +48,20 @@ def write_if_different(path: str | os.PathLike, text: str) -> bool:
 def file_digest(path: str | os.PathLike) -> str:
     """SHA-256 of a file's bytes (hex): what caches and stamps compare."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str | os.PathLike):
+    """Hold an exclusive advisory lock on ``path`` (two builds of one library, or two capturing processes, take turns).
+
+    (tvm_ffi.utils.FileLock does the same, but importing tvm_ffi imports torch: 1.3 s a no-op build
+    cannot afford.)
+    """
+    import fcntl
+
+    with open(path, "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)

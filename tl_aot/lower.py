@@ -484,7 +484,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         msg = f"{where}: TileLang is needed at build time: pip install tilelang==0.1.15 ({e})"
         raise ToolchainNotFound(msg) from None
     profile = _profile(spec, arch)
-    deps = local_dependencies(spec.source, spec.imports)
+    deps = [] if spec.capture else local_dependencies(spec.source, spec.imports)
     files = {str(spec.source.resolve())} | {str(p) for p in deps}
     target = tvm.target.Target({"kind": "cuda", "arch": arch.sm})
     try:
@@ -545,6 +545,10 @@ def _resolve(spec: KernelSpec, arch: Arch, where: str) -> Resolved:
     A stand-in from an earlier variant (a cache in the user's code kept it) means the module's
     state is stale: it is imported afresh once and resolved again.
     """
+    if spec.capture:
+        from .capture import resolve_captured
+
+        return resolve_captured(spec, where)
     tuned = spec.tuned_config(arch.sm)
     for attempt in (0, 1):
         module = import_kernel_file(spec.source, entry=spec.name, arch=arch.sm, fresh=attempt > 0, imports=spec.imports)

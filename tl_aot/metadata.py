@@ -172,6 +172,8 @@ class LoweredEntry:
     export: str = ""  # the exported function this is a specialisation of ("": exported as ``name``)
     when: tuple = ()  # (symbol, lo, hi): the dynamic dims this specialisation covers
     fallback: bool = False  # picked only when no other specialisation of its export matches
+    capture_key: str = ""  # a captured kernel's request key (tl_aot.capture.request_key): what serving matches
+    capture_name: str = ""  # the captured prim_func's name
 
     @property
     def exported(self) -> str:

@@ -173,6 +173,7 @@ class KernelSpec:
     jit_args: tuple = ()  # (name, value): only for the @tilelang.jit function the factory returns
     select: str = ""  # which kernel, when the factory gives several (a tuple index or dict key)
     imports: tuple = ()  # modules imported before the kernel file (registries they fill)
+    capture: tuple = ()  # (record path, key, jit function, its args): a kernel from a capture record, lowered from its IR
 
     def __post_init__(self) -> None:
         if self.export:  # a specialisation: '<export>__s<i>' (no user name holds '__')

@@ -1,0 +1,360 @@
+"""Capture: record every kernel TileLang's JIT is asked to compile while any command runs.
+
+A record (JSON) holds, per distinct request, the prim_func as TVM JSON (re-lowered at build time
+without the library's code), the options (``out_idx``, pass configs, compile flags and the
+contents of the headers they name, target, backend), the device it was asked for and where the
+request came from. The request's **key** is a digest of the prim_func (source locations dropped)
+and of those options (header paths replaced by their contents' digests): the same kernel asked
+for on another machine, from another install path, has the same key. Serving matches by that key.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import SpecError
+from .fileutil import atomic_write
+from .options import flag_inputs
+
+__all__ = ["RECORD_SCHEMA", "request_key", "Record", "Capturer", "install_from_env", "normalized_ir"]
+
+RECORD_SCHEMA = 1
+_CUTEDSL = ("cutedsl",)
+
+
+def normalized_ir(func) -> str:
+    """The prim_func as TVM JSON with source locations blanked (they name the build machine's paths)."""
+    from tilelang import tvm
+
+    data = json.loads(tvm.ir.save_json(func))
+    for node in data.get("nodes", []):
+        kind = node.get("type")
+        if kind == "ir.SourceName":
+            node["data"] = ""
+        elif kind == "ir.Span" and isinstance(node.get("data"), dict):
+            node["data"] = {k: (v if k == "source_name" else 0) for k, v in node["data"].items()}
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _plain_flags(flags) -> list[str]:
+    """Compile flags with each header path replaced by ``<name>#<digest of its contents>``."""
+    digests = dict(flag_inputs(flags))
+    return [f"{Path(f).name}#{digests[f][:16]}" if f in digests else f for f in flags]
+
+
+def backend_kind(execution_backend, target) -> str:
+    """``cutedsl`` for TileLang's CuTeDSL backend, else ``cuda`` (every other backend compiles the same CUDA)."""
+    if execution_backend in _CUTEDSL or (isinstance(target, str) and target.strip() in _CUTEDSL):
+        return "cutedsl"
+    return "cuda"
+
+
+def options_of(req) -> dict:
+    """The options of a compile request, as JSON values."""
+    from .resolve import plain_pass_configs
+
+    out_idx = req.out_idx
+    if out_idx is not None and not isinstance(out_idx, (list, tuple)):
+        out_idx = [out_idx]
+    return {
+        "out_idx": None if out_idx is None else [int(i) if not isinstance(i, str) else i for i in out_idx],
+        "pass_configs": plain_pass_configs(req.pass_configs),
+        "compile_flags": list(req.compile_flags),
+        "backend": backend_kind(req.execution_backend, req.target),
+        "target": None if req.target is None else str(req.target),
+    }
+
+
+def request_key(func, options: dict) -> str:
+    """The identity of a compile request: prim_func (without locations) and options (headers by content)."""
+    keyed = {**options, "compile_flags": _plain_flags(options["compile_flags"])}
+    h = hashlib.sha256(normalized_ir(func).encode())
+    h.update(json.dumps(keyed, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:32]
+
+
+@dataclass
+class Record:
+    """A capture record: kernels by key, each with its IR, options, devices and origins."""
+
+    path: Path
+    kernels: dict
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, missing_ok: bool = False) -> Record:
+        """Read a record; a missing file is empty with ``missing_ok``, else an error naming it."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            if missing_ok:
+                return cls(path, {})
+            msg = f"capture record {path} does not exist"
+            raise SpecError(msg) from None
+        except (OSError, ValueError) as e:
+            msg = f"capture record {path} cannot be read: {e}"
+            raise SpecError(msg) from None
+        if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA or not isinstance(data.get("kernels"), dict):
+            msg = f"{path} is not a tl_aot capture record (schema {RECORD_SCHEMA})"
+            raise SpecError(msg)
+        return cls(path, data["kernels"])
+
+    def merge(self, other: dict) -> int:
+        """Add ``other``'s kernels (key -> item); devices and origins of known keys are merged. Returns how many are new."""
+        new = 0
+        for key, item in other.items():
+            have = self.kernels.get(key)
+            if have is None:
+                self.kernels[key] = item
+                new += 1
+                continue
+            for field in ("devices", "origins"):
+                seen = {json.dumps(x, sort_keys=True) for x in have.get(field, [])}
+                for x in item.get(field, []):
+                    if json.dumps(x, sort_keys=True) not in seen and len(have.setdefault(field, [])) < 32:
+                        have[field].append(x)
+        return new
+
+    def save(self) -> None:
+        """Write the record atomically, kernels sorted by key (stable diffs)."""
+        data = {"schema": RECORD_SCHEMA, "kernels": dict(sorted(self.kernels.items()))}
+        atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def _origin() -> dict:
+    """Where the request came from: the innermost frame of the caller's code (not TileLang, not tl_aot)."""
+    skip = ("/tilelang/", "/tvm/", "/tl_aot/", "/functools.py", "/contextlib.py")
+    frames = traceback.extract_stack()[:-3]
+    for fs in reversed(frames):
+        if not any(s in fs.filename.replace(os.sep, "/") for s in skip):
+            return {"file": fs.filename, "line": fs.lineno, "function": fs.name}
+    return {}
+
+
+def _jit_origin(jit_call) -> dict:
+    """The ``@tilelang.jit`` function compiled and its arguments (spelled), when the request came through one."""
+    from .values import spell
+
+    if jit_call is None:
+        return {}
+    jit, args, kwargs = jit_call
+    fn = getattr(getattr(jit, "func", None), "orig_func", None)
+    out = {"jit": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"}
+    spelled = {}
+    for k, v in {**{str(i): a for i, a in enumerate(args)}, **kwargs}.items():
+        try:
+            spelled[k] = spell(v)
+        except SpecError:
+            spelled[k] = type(v).__name__
+    out["args"] = spelled
+    return out
+
+
+def _device() -> dict:
+    """The device the request was made on (torch's current device, or the emulated profile)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available():
+            i = torch.cuda.current_device()
+            major, minor = torch.cuda.get_device_capability(i)
+            return {"name": torch.cuda.get_device_name(i), "arch": f"sm_{major}{minor}{'a' if major >= 9 else ''}"}
+    except Exception:  # noqa: BLE001 (a capture never fails the workload)
+        pass
+    return {}
+
+
+class Capturer:
+    """Records compile requests into a record; ``compile_for_real`` passes them on to TileLang (a GPU run)."""
+
+    def __init__(self, path: str | os.PathLike, *, compile_for_real: bool = True) -> None:
+        self.path = Path(path)
+        self.compile_for_real = compile_for_real
+        self.kernels: dict = {}
+        self.errors = 0
+        self._lock = threading.Lock()
+        self._last_jit_call = threading.local()
+
+    def record(self, req, jit_call=None) -> None:
+        """Add one request (never raises: a capture must not break the workload)."""
+        try:
+            from tilelang import tvm
+
+            options = options_of(req)
+            key = request_key(req.func, options)
+            headers = {p: base64.b64encode(Path(p).read_bytes()).decode() for p, _ in flag_inputs(options["compile_flags"])}
+            item = {
+                "name": req.name,
+                "ir": tvm.ir.save_json(req.func),
+                "options": options,
+                "headers": headers,
+                "devices": [d] if (d := _device()) else [],
+                "origins": [{**_origin(), **_jit_origin(jit_call), "time": int(time.time())}],
+            }
+            with self._lock:
+                Record(self.path, self.kernels).merge({key: item})
+        except Exception:  # noqa: BLE001
+            self.errors += 1
+            traceback.print_exc()
+
+    def flush(self) -> int:
+        """Merge what was captured into the record file (under a lock: several processes may capture). Returns new kernels."""
+        if not self.kernels:
+            return 0
+        from .fileutil import exclusive_lock
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock, exclusive_lock(self.path.with_name(self.path.name + ".lock")):
+            rec = Record.load(self.path, missing_ok=True)
+            new = rec.merge(self.kernels)
+            rec.save()
+            self.kernels = {}
+        return new
+
+    def install(self) -> None:
+        """Patch TileLang's compile in this process (now if imported, else when ``tilelang.jit`` is)."""
+        from .hooks import on_import
+
+        on_import("tilelang.jit", self._patch)
+
+    def _patch(self, tl_jit) -> None:
+        real_cached = tl_jit.cached
+        real_compile = tl_jit.JITImpl.compile
+        capturer = self
+
+        def compile_method(self, *args, **kwargs):
+            capturer._last_jit_call.value = (self, args, dict(kwargs))
+            try:
+                return real_compile(self, *args, **kwargs)
+            finally:
+                capturer._last_jit_call.value = None
+
+        def cached(func=None, out_idx=None, *args, **kwargs):
+            from .resolve import CompiledStandIn, CompileRequest
+
+            flags = kwargs.get("compile_flags")
+            flags = [flags] if isinstance(flags, str) else list(flags or ())
+            req = CompileRequest(
+                func,
+                out_idx,
+                kwargs.get("execution_backend"),
+                kwargs.get("target"),
+                kwargs.get("target_host"),
+                dict(kwargs.get("pass_configs") or {}),
+                tuple(str(f) for f in flags),
+                0,
+            )
+            capturer.record(req, getattr(capturer._last_jit_call, "value", None))
+            if capturer.compile_for_real:
+                return real_cached(func, out_idx, *args, **kwargs)
+            return CompiledStandIn(req)
+
+        tl_jit.cached = cached
+        tl_jit.JITImpl.compile = compile_method
+
+
+#: Contexts entered for the whole process (kept alive: a collected generator would undo them).
+_held: list = []
+
+
+def _enter(ctx) -> None:
+    ctx.__enter__()
+    _held.append(ctx)
+
+
+def install_from_env() -> Capturer | None:
+    """In a process started by ``python -m tl_aot capture``: capture into ``$TL_AOT_CAPTURE`` until exit.
+
+    With ``$TL_AOT_CAPTURE_DEVICE`` (a device profile) nothing is compiled (there may be no GPU):
+    device queries answer as that GPU and each compile returns a stand-in.
+    """
+    import atexit
+
+    from .hooks import on_import
+
+    path = os.environ.get("TL_AOT_CAPTURE")
+    if not path:
+        return None
+    device = os.environ.get("TL_AOT_CAPTURE_DEVICE", "")
+    cap = Capturer(path, compile_for_real=not device)
+    if device:
+        from .device import _emulate_tilelang, _emulate_torch, find_profile
+
+        profile = find_profile(device)
+        on_import("torch", lambda _m: _enter(_emulate_torch(profile)))
+        on_import("tilelang.carver.arch.driver.cuda_driver", lambda _m: _enter(_emulate_tilelang(profile)))
+    cap.install()
+    atexit.register(cap.flush)
+    return cap
+
+
+def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=None) -> list:
+    """One :class:`~tl_aot.spec.KernelSpec` per recorded kernel (its entry: ``<name>_<key[:10]>``), sorted by key."""
+    import re
+
+    from .spec import KernelSpec
+
+    rec = Record.load(path)
+    out = []
+    for key, item in sorted(rec.kernels.items()):
+        if only is not None and key not in only:
+            continue
+        if item.get("options", {}).get("backend") == "cutedsl":
+            continue  # the CuTeDSL backend is not built by tl_aot (reported by the build's caller)
+        jit = next((o["jit"] for o in item.get("origins", []) if o.get("jit")), "")
+        base = re.sub(r"\W", "_", jit.rsplit(".", 1)[-1] or str(item.get("name") or "kernel"))[:60].strip("_") or "kernel"
+        if not base[0].isalpha():
+            base = f"k_{base}"
+        name = f"{base}_{key[:10]}"
+        spec = KernelSpec.create(name=name, source=Path(path).resolve(), function="captured", archs=archs, device=device or None)
+        origin = next((o for o in item.get("origins", []) if o.get("jit")), {})
+        args = tuple(sorted((str(k), str(v)) for k, v in origin.get("args", {}).items()))
+        out.append(dataclasses.replace(spec, capture=(str(Path(path).resolve()), key, jit, args)))
+    return out
+
+
+def resolve_captured(spec, where: str):
+    """The :class:`~tl_aot.resolve.Resolved` of a captured kernel: its IR and options from the record."""
+    from tilelang import tvm
+
+    from .errors import LoweringError
+    from .resolve import Resolved
+
+    record_path, key = spec.capture[:2]
+    item = Record.load(record_path).kernels.get(key)
+    if item is None:
+        msg = f"{where}: kernel {key} is no longer in {record_path}"
+        raise LoweringError(msg)
+    func = tvm.ir.load_json(item["ir"])
+    options = item["options"]
+    flags = _materialise_headers(list(options["compile_flags"]), item.get("headers", {}), Path(record_path))
+    origin = (item.get("origins") or [{}])[0]
+    path = f"capture {origin.get('jit') or origin.get('function', '?')} -> {item.get('name', 'main')}"
+    return Resolved(func, dict(options["pass_configs"]), tuple(flags), options["out_idx"], None, path)
+
+
+def _materialise_headers(flags: list, headers: dict, record: Path) -> list:
+    """The recorded headers written beside the record (by content), and the flags pointing at them."""
+    if not headers:
+        return flags
+    root = record.parent / ".tl_aot_headers"
+    moved = {}
+    for original, b64 in headers.items():
+        data = base64.b64decode(b64)
+        digest = hashlib.sha256(data).hexdigest()[:16]
+        dest = root / digest / Path(original).name
+        if not dest.is_file():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(dest, data)
+        moved[original] = str(dest)
+        moved[str(Path(original).parent)] = str(dest.parent)
+    return [moved.get(f, f) for f in flags]
