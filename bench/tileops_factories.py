@@ -177,7 +177,7 @@ def measure(qualname: str, cls, arch) -> dict:
     args = constructor_args(cls)
     if args is None:
         return {"outcome": "skipped: constructor needs values this harness has no plain spelling for"}
-    module = sys.modules[cls.__module__]
+    module = importlib.import_module(cls.__module__)  # a build may have re-imported (or dropped) it
     cls = getattr(module, cls.__name__, cls)  # a build re-imports kernel modules: use the current class
     target = tvm.target.Target({"kind": "cuda", "arch": arch.sm})
     with target, emulate(default_profile(arch)), recording_factories(module) as calls, intercept_compiles() as state:
