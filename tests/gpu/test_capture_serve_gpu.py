@@ -1,0 +1,74 @@
+"""Capture -> build -> serve on the GPU: tlops' workload served from the library equals the JIT's, with no compile."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.gpu
+
+PACKAGE = Path(__file__).parents[1] / "packages" / "factory_shapes"
+
+
+def _run(cmd, env=None) -> str:
+    proc = subprocess.run([str(c) for c in cmd], cwd=PACKAGE, env=env or os.environ.copy(), capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory, cache_dir):
+    """The workload run under capture with TileLang's real JIT, then the record built for this GPU."""
+    pytest.importorskip("tilelang")
+    tmp = tmp_path_factory.mktemp("capture")
+    record = tmp / "tlops.capture.json"
+    env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp / "jit-cache"))
+    out = _run(
+        [sys.executable, "-m", "tl_aot", "capture", "-o", record, "--", sys.executable, "workload.py", "--check", tmp / "jit.pt"], env
+    )
+    assert "8 kernels" in out
+    major, minor = torch.cuda.get_device_capability()
+    arch = f"{major}{minor}{'a' if major >= 9 else ''}"
+    _run([sys.executable, "-m", "tl_aot", "build", "--capture", record, "--arch", arch, "-o", tmp / "lib", "--cache-dir", cache_dir, "-q"])
+    return tmp
+
+
+def test_served_results_equal_the_jits_bit_for_bit_with_no_compile(captured):
+    empty_cache = captured / "served-cache"
+    empty_cache.mkdir()
+    env = dict(os.environ, TILELANG_CACHE_DIR=str(empty_cache))
+    cmd = [sys.executable, "-m", "tl_aot", "run", "--serve", captured / "lib", "--strict", "--"]
+    _run([*cmd, sys.executable, "workload.py", "--check", captured / "served.pt"], env)
+    jit, served = torch.load(captured / "jit.pt"), torch.load(captured / "served.pt")
+    assert sorted(jit) == sorted(served) and len(jit) == 8
+    for name in jit:
+        assert torch.equal(jit[name], served[name]), name
+    assert not any(empty_cache.rglob("*")), "serving touched TileLang's cache (a compile happened)"
+
+
+def test_in_process_serving_counts_no_compile_and_refuses_a_new_shape(captured):
+    import tl_aot
+    from tl_aot import serving
+
+    for name in [n for n in sys.modules if n == "workload" or n == "tlops" or n.startswith("tlops.")]:
+        del sys.modules[name]  # kernels an earlier test compiled with the JIT sit in tlops' own caches
+    sys.path.insert(0, str(PACKAGE))
+    try:
+        import workload
+        from tlops import api
+
+        server = tl_aot.serve(captured / "lib", strict=True)
+        results = workload.run()
+        assert (server.stats.served, server.stats.compiled) == (8, 0)
+        assert torch.equal(results["gemm256x256x128"], torch.load(captured / "jit.pt")["gemm256x256x128"])
+        with pytest.raises(serving.KernelNotServed, match="nearest prebuilt"):
+            api.gemm(torch.randn(96, 128, device="cuda", dtype=torch.float16), torch.randn(128, 256, device="cuda", dtype=torch.float16))
+    finally:
+        serving._active = None
+        sys.path.remove(str(PACKAGE))
