@@ -49,7 +49,8 @@ def test_served_results_equal_the_jits_bit_for_bit_with_no_compile(captured):
     assert sorted(jit) == sorted(served) and len(jit) == 8
     for name in jit:
         assert torch.equal(jit[name], served[name]), name
-    assert not any(empty_cache.rglob("*")), "serving touched TileLang's cache (a compile happened)"
+    written = [p for p in empty_cache.rglob("*") if p.is_file()]  # importing TileLang makes its empty folders
+    assert not written, f"serving wrote {written} into TileLang's cache (a compile happened)"
 
 
 def test_in_process_serving_counts_no_compile_and_refuses_a_new_shape(captured):
