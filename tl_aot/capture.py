@@ -181,8 +181,9 @@ class Capturer:
         self.compile_for_real = compile_for_real
         self.kernels: dict = {}
         self.errors = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._last_jit_call = threading.local()
+        self._flushed = time.monotonic()
 
     def record(self, req, jit_call=None) -> None:
         """Add one request (never raises: a capture must not break the workload)."""
@@ -202,6 +203,8 @@ class Capturer:
             }
             with self._lock:
                 Record(self.path, self.kernels).merge({key: item})
+            if time.monotonic() - self._flushed > 15:  # a killed workload keeps what it captured
+                self.flush()
         except Exception:  # noqa: BLE001
             self.errors += 1
             traceback.print_exc()
@@ -218,6 +221,7 @@ class Capturer:
             new = rec.merge(self.kernels)
             rec.save()
             self.kernels = {}
+            self._flushed = time.monotonic()
         return new
 
     def install(self) -> None:
