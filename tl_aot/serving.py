@@ -223,8 +223,25 @@ def _patch(tl_jit) -> None:
 
 
 def install_from_env() -> Server | None:
-    """Serve ``$TL_AOT_SERVE`` (strict when ``$TL_AOT_SERVE_STRICT`` is 1): an unchanged program, served."""
+    """Serve ``$TL_AOT_SERVE`` (strict when ``$TL_AOT_SERVE_STRICT`` is 1): an unchanged program, served.
+
+    At exit the process prints one line to stderr: kernels served, compiled by the JIT, refused.
+    """
+    import atexit
+    import sys
+
     path = os.environ.get("TL_AOT_SERVE")
     if not path:
         return None
-    return serve(path, strict=os.environ.get("TL_AOT_SERVE_STRICT", "") in ("1", "true", "yes"))
+    server = serve(path, strict=os.environ.get("TL_AOT_SERVE_STRICT", "") in ("1", "true", "yes"))
+
+    def report() -> None:
+        st = server.stats
+        print(
+            f"tl_aot serve (pid {os.getpid()}): {st.served} served, {st.compiled} compiled by the JIT, {st.refused} refused; "
+            f"lookups {st.lookup_s * 1e3:.1f} ms in all",
+            file=sys.stderr,
+        )
+
+    atexit.register(report)
+    return server
