@@ -1,7 +1,9 @@
 """Spell TIR expressions from TileLang's lowered host IR as C++ over the launcher's local names.
 
 Naming in the generated launcher: ``p_<tensor>`` a tensor's data pointer, ``s_<sym>`` a dynamic
-shape symbol (int64_t), ``a_<scalar>`` a scalar argument. Integer arithmetic is done in int64_t.
+shape symbol (int64_t), ``a_<scalar>`` a scalar argument. Integer arithmetic is done in int64_t;
+bit operations (shifts, and/or/xor/not, clz, popcount) are done in the width of their TIR dtype,
+as TileLang's host code does them (``rt::shl<int32_t>`` ...: tl_aot/include/tl_aot/launcher_runtime.h).
 """
 
 from __future__ import annotations
@@ -50,6 +52,25 @@ _BINARY = {
 }
 
 
+#: TIR bit intrinsics -> launcher runtime helpers templated on the C++ type of the call's dtype.
+_BIT_CALLS = {
+    "shift_left": "shl",
+    "shift_right": "shr",
+    "bitwise_and": "bit_and",
+    "bitwise_or": "bit_or",
+    "bitwise_xor": "bit_xor",
+    "bitwise_not": "bit_not",
+    "clz": "clz",
+    "popcount": "popcount",
+}
+#: TIR math intrinsics -> <cmath> (what TileLang's C host code calls for them).
+_MATH_CALLS = {
+    name: f"std::{name}"
+    for name in ("exp", "exp2", "log", "log2", "log10", "sqrt", "pow", "fabs", "floor", "ceil", "round", "trunc", "nearbyint")
+    + ("sin", "cos", "tan", "tanh", "sinh", "cosh", "atan", "asin", "acos", "atan2", "fmod", "hypot", "copysign", "erf")
+}
+
+
 class CppExprPrinter:
     """Translate a PrimExpr to C++; ``names`` maps TIR variable names to C++ spellings, ``lets`` inlines host lets."""
 
@@ -94,16 +115,15 @@ class CppExprPrinter:
             self._fail(e, "the host variable")
         if kind in _BINARY:
             return f"({self.visit(e.a, d)} {_BINARY[kind]} {self.visit(e.b, d)})"
-        if kind in ("FloorDiv", "Div") and _is_int(e):
+        if kind == "FloorDiv":
             return f"rt::floordiv({self.visit(e.a, d)}, {self.visit(e.b, d)})"
-        if kind in ("FloorMod", "Mod") and _is_int(e):
+        if kind == "FloorMod":
             return f"rt::floormod({self.visit(e.a, d)}, {self.visit(e.b, d)})"
-        if kind == "Div":
-            return f"({self.visit(e.a, d)} / {self.visit(e.b, d)})"
-        if kind == "Min":
-            return f"rt::min<int64_t>({self.visit(e.a, d)}, {self.visit(e.b, d)})"
-        if kind == "Max":
-            return f"rt::max<int64_t>({self.visit(e.a, d)}, {self.visit(e.b, d)})"
+        if kind in ("Div", "Mod"):  # TIR's Div / Mod of integers truncate, like C++'s / and %
+            return f"({self.visit(e.a, d)} {'/' if kind == 'Div' else '%'} {self.visit(e.b, d)})"
+        if kind in ("Min", "Max"):
+            carrier = "int64_t" if _is_int(e) else "double"
+            return f"rt::{kind.lower()}<{carrier}>({self.visit(e.a, d)}, {self.visit(e.b, d)})"
         if kind == "Not":
             return f"(!{self.visit(e.a, d)})"
         if kind == "Select":
@@ -111,20 +131,35 @@ class CppExprPrinter:
         if kind == "Cast":
             dt = str(e.dtype)
             inner = self.visit(e.value, d)
-            if dt.startswith(("int", "uint")):
-                return inner  # all integer arithmetic is int64_t; the use site narrows
+            if dt.startswith(("int", "uint")):  # all integer arithmetic is int64_t; the use site narrows
+                return inner if _is_int(e.value) or str(e.value.dtype) == "bool" else f"static_cast<int64_t>({inner})"
             return f"static_cast<{ctype_of(dt, self.where)}>({inner})"
         if kind == "Call":
-            op = getattr(e.op, "name", "")
-            if op in ("tirx.if_then_else", "tir.if_then_else"):
-                a = e.args
-                return f"({self.visit(a[0], d)} ? {self.visit(a[1], d)} : {self.visit(a[2], d)})"
-            self._fail(e, f"the call to {op}")
+            return self._call(e, d)
         if kind == "Let":
             inner = dict(self.lets)
             inner[e.var.name] = e.value
             return CppExprPrinter(self.names, inner, self.where).visit(e.body, d)
         self._fail(e, "the expression")
+        return ""  # unreachable
+
+    def _call(self, e, d: int) -> str:
+        """A TIR intrinsic call: conditionals, bit operations in their dtype's width, <cmath> functions."""
+        op = getattr(e.op, "name", "")
+        name = op.split(".", 1)[1] if op.startswith(("tirx.", "tir.")) else op
+        args = [self.visit(a, d) for a in e.args]
+        if name == "if_then_else":
+            return f"({args[0]} ? {args[1]} : {args[2]})"
+        if name == "likely":
+            return args[0]
+        if name in _BIT_CALLS:
+            if not _is_int(e):
+                self._fail(e, f"{name} of dtype {e.dtype}")
+            return f"rt::{_BIT_CALLS[name]}<{ctype_of(str(e.dtype), self.where)}>({', '.join(args)})"
+        if name in _MATH_CALLS and str(e.dtype).startswith("float"):
+            ctype = ctype_of(str(e.dtype), f"{self.where}: {name}")
+            return f"{_MATH_CALLS[name]}({', '.join(f'static_cast<{ctype}>({a})' for a in args)})"
+        self._fail(e, f"the call to {op}")
         return ""  # unreachable
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 
 from . import dispatch
 from .arch import parse_arch
@@ -122,13 +123,16 @@ def _entry_context(e: LoweredEntry, index: int, label: str = "") -> dict:
     if not tensors:
         msg = f"{where}: takes no tensor; tl_aot picks the device from the tensors, so an entry needs at least one"
         raise LoweringError(msg)
-    symbols = {s.name: s for s in e.symbols}
+    symbols = {s.name: s for s in e.symbols if not s.derived}  # derived ones are solved after the tensors' checks
+    solved_from = {(s.param, s.dim) for s in e.symbols if s.derived}  # dims their own check covers
     bound: dict[str, tuple[str, int]] = {}
     t_ctx, late = [], []
     for p in tensors:
         shape = "[" + ", ".join(str(d) for d in p.shape) + "]"
         checks = []
         for i, (d, cpp) in enumerate(zip(p.shape, p.shape_cpp)):
+            if (p.name, i) in solved_from:
+                continue
             if isinstance(d, int):
                 checks.append(
                     {"bind": "", "source": "", "dim": i, "value": str(d), "display": c_string_body(f"{shape} with dim {i} = {d}")}
@@ -183,9 +187,10 @@ def _entry_context(e: LoweredEntry, index: int, label: str = "") -> dict:
             d = {"name": p.name, "is_tensor": False, "output": False, "ctype": ctype, "getter": getter}
             params_ctx.append(d)
             scalars.append(d)
-    sym_ctx = [
-        {"name": s.name, "param": s.param, "dim": s.dim, "max": "2147483647" if s.dtype == "int32" else "INT64_MAX"} for s in e.symbols
-    ]
+    sym_ctx = [_symbol_context(s, e) for s in e.symbols]
+    # Scalars a dim is computed from (a T.match_buffer dim, a returned output's size) are read in check().
+    dims_cpp = " ".join([*(c for p in tensors for c in (*p.shape_cpp, *p.strides_cpp)), *(s.cpp for s in e.symbols)])
+    check_scalars = [d for d in scalars if re.search(rf"\ba_{d['name']}\b", dims_cpp)]
     variants = []
     for v in e.variants:
         if len(v.kernels) > _MAX_KERNELS or len(v.workspaces) > _MAX_KERNELS:
@@ -257,6 +262,7 @@ def _entry_context(e: LoweredEntry, index: int, label: str = "") -> dict:
         "cpp_def_in_params": ", ".join(f"{p['ctype']} u_{p['name']}" for p, _ in ins),
         "cpp_def_in_args": ", ".join(f"u_{p['name']}" for p, _ in ins),
         "symbols": sym_ctx,
+        "check_scalars": check_scalars,
         "late_checks": late,
         "variants": variants,
         "cpp_params": ", ".join(f"{p['ctype']} {n}" for p, n in zip(params_ctx, shown)),
@@ -265,6 +271,19 @@ def _entry_context(e: LoweredEntry, index: int, label: str = "") -> dict:
         "cpp_def_params": ", ".join(f"{p['ctype']} u_{p['name']}" for p in params_ctx),
         "cpp_def_args": ", ".join(f"u_{p['name']}" for p in params_ctx),
     }
+
+
+def _symbol_context(s, e: LoweredEntry) -> dict:
+    """How the launcher binds one symbol: a dim read in the tensor's check, or solved from one and checked."""
+    imax = "2147483647" if s.dtype == "int32" else "INT64_MAX"
+    ctx = {"name": s.name, "param": s.param, "dim": s.dim, "max": imax, "derive": s.cpp}
+    if s.derived:
+        p = next(q for q in e.params if q.name == s.param)
+        shape = "[" + ", ".join(str(d) for d in p.shape) + "]"
+        shown = "2147483647" if s.dtype == "int32" else str(2**63 - 1)
+        ctx["check"] = p.shape_cpp[s.dim]
+        ctx["display"] = c_string_body(f"{shape} with dim {s.dim} = {p.shape[s.dim]} for an integer {s.name} in [1, {shown}]")
+    return ctx
 
 
 def _exports(manifest: Manifest, entries: list) -> list:
@@ -411,7 +430,13 @@ def render_loader(manifest: Manifest, *, module: str, library_file: str, torch_o
         return json.dumps(text)
 
     entries = [
-        {"name": name, "name_repr": py_str(name), "signatures": [m.signature() for m in ms], "tuple": len(ms[0].outputs) > 1}
+        {
+            "name": name,
+            "name_repr": py_str(name),
+            "signatures": [m.signature() for m in ms],
+            "tuple": len(ms[0].outputs) > 1,
+            "tensorless": bool(ms[0].outputs) and not any(p.is_tensor for p in ms[0].inputs),
+        }
         for name, ms in manifest.exports().items()
     ]
     archs = sorted({v.arch + ("+PTX" if v.ptx else "") for e in manifest.entries for v in e.variants})
@@ -425,6 +450,7 @@ def render_loader(manifest: Manifest, *, module: str, library_file: str, torch_o
             missing_tvm_ffi_msg=py_str(f"{module} needs apache-tvm-ffi: pip install apache-tvm-ffi"),
             entries=entries,
             any_tuple=any(e["tuple"] for e in entries),
+            any_tensorless=any(e["tensorless"] for e in entries),
             namespace_repr=py_str(namespace),
             torch_glue_import=glue,
             torch_ops=bool(torch_ops),

@@ -67,6 +67,13 @@ def _rule(e: LoweredEntry, index: int, where: str) -> Rule:
             f"specialisation (its dynamic dims: {', '.join(sorted(symbols)) or 'none'})"
         )
         raise LoweringError(msg)
+    solved = sorted(s.spelled() for s in e.symbols if s.derived and s.name in when)
+    if solved:
+        msg = (
+            f"{where}: when names {', '.join(solved)}, solved from a dim expression; a `when` range applies only "
+            "to a variable that is itself a dim of an input tensor"
+        )
+        raise LoweringError(msg)
     tensors = []
     for p in e.inputs:
         if not p.is_tensor:

@@ -58,12 +58,27 @@ class Param:
 
 @dataclass(frozen=True)
 class Symbol:
-    """A dynamic shape variable and the first tensor dimension that binds it at run time."""
+    """A dynamic shape variable and the first tensor dimension that binds it at run time.
+
+    Most are the dimension itself; one TileLang solves from an expression (``n * 2``) carries the
+    solution, as TileLang's host code computes it, and the launcher checks that it solves exactly.
+    """
 
     name: str
     dtype: str
     param: str
     dim: int
+    expr: str = ""  # "" (the dim itself) or the solution over the dim, e.g. "X.shape[0] // 2"
+    cpp: str = ""  # that solution in C++ over the launcher's values (x.t_X->shape[0], s_<name>, a_<name>)
+
+    @property
+    def derived(self) -> bool:
+        """Whether the symbol is solved from a dim expression rather than being a dim itself."""
+        return bool(self.cpp)
+
+    def spelled(self) -> str:
+        """``m = A.shape[0]``, ``n = X.shape[0] // 2``: how the launcher binds it, for ``inspect``."""
+        return f"{self.name} = {self.expr or f'{self.param}.shape[{self.dim}]'}"
 
 
 @dataclass(frozen=True)

@@ -169,10 +169,10 @@ class Resolved:
 
 
 def func_hash(func) -> str:
-    """TileLang's structural hash of a prim_func, as 16 hex digits (equal functions, equal hashes)."""
+    """TileLang's structural hash of a prim_func, as 16 hex digits; free variables are matched by position, not identity."""
     from tilelang import tvm
 
-    return f"{int(tvm.ir.structural_hash(func)) & 0xFFFFFFFFFFFFFFFF:016x}"
+    return f"{int(tvm.ir.structural_hash(func, map_free_vars=True)) & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
 def options_digest(pass_configs: dict, compile_flags) -> str:

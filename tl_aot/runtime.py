@@ -3,7 +3,8 @@
 Needs only ``apache-tvm-ffi``: no TileLang, torch, nvcc or GPU (a call on a machine without a
 GPU fails with a clear message; loading and ``inspect`` work anywhere). Entry attributes are the
 library's TVM FFI functions themselves, so a call costs exactly one tvm-ffi call (an entry returning
-several outputs is wrapped to return a tuple rather than a ``tvm_ffi.Array``).
+several outputs is wrapped to return a tuple rather than a ``tvm_ffi.Array``; one taking no input
+tensor is wrapped to allocate its outputs with torch, when torch is imported, on its current device).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import json
 import os
 from pathlib import Path
 
+from . import torch_ops
 from .errors import LibraryError
-from .metadata import ABI_VERSION, LoweredEntry, Manifest, from_json
+from .metadata import ABI_VERSION, LoweredEntry, Manifest, from_json, to_json
 
 __all__ = ["load", "Library", "read_manifest"]
 
@@ -64,6 +66,9 @@ class Library:
             fn = module[name]
             if len(members[0].outputs) > 1:
                 fn = _returning_tuple(fn, name)
+            entry = json.loads(to_json(members[0]))
+            if torch_ops.takes_no_tensor(entry):  # no input says where: torch's current device, as the JIT
+                fn = torch_ops.allocating_call(fn, entry)
             self._entries[name] = fn
             if not hasattr(type(self), name):
                 object.__setattr__(self, name, fn)
@@ -103,9 +108,8 @@ class Library:
         The ops have fake implementations derived from the manifest, so ``torch.compile(fullgraph=True)``
         traces through them; returns ``torch.ops.<namespace>``. Imports torch (only here).
         """
-        from . import torch_ops
-
-        return torch_ops.register(self._entries, json.loads(str(self._module["tl_aot_manifest"]())), namespace)
+        functions = {name: self._module[name] for name in self._entries}  # torch_ops wraps them itself
+        return torch_ops.register(functions, json.loads(str(self._module["tl_aot_manifest"]())), namespace)
 
     def prepare(self, device: int = 0) -> None:
         """Load every entry's kernels on ``device`` now (do this before CUDA graph capture)."""

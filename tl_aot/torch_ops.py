@@ -14,9 +14,11 @@ from __future__ import annotations
 import ast
 import json
 import operator
+import re
+import sys
 import threading
 
-__all__ = ["TORCH_DTYPES", "register", "schema_of"]
+__all__ = ["TORCH_DTYPES", "allocating_call", "register", "schema_of", "takes_no_tensor"]
 
 #: TileLang dtype → torch dtype attribute name.
 TORCH_DTYPES = {
@@ -38,6 +40,7 @@ TORCH_DTYPES = {
     "float8_e5m2": "float8_e5m2",
     "float8_e8m0fnu": "float8_e8m0fnu",
 }
+_SHAPE_REF = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\.shape\[(\d+)\]")
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 _LOCK = threading.Lock()
 #: namespace -> (library name, torch.library.Library): the Library object must stay alive, or torch drops the ops.
@@ -111,23 +114,115 @@ def _dim_fn(expr, symbols: dict, where: str):
     return lambda values: ev(tree, values)
 
 
+def _shape_values(entry: dict, where: str):
+    """The names an output dim may use (symbols, scalars) and a function of the op's arguments giving their values.
+
+    A symbol is a dim of an input, or solved from one (``n = X.shape[0] // 2``) as the library solves it.
+    """
+    ins = [p for p in entry["params"] if not p.get("output")]
+    pos = {p["name"]: i for i, p in enumerate(ins)}
+    scalars = {p["name"]: i for i, p in enumerate(ins) if p["kind"] != "tensor"}
+    direct, solved = {}, []
+    for s in entry.get("symbols", ()):
+        if not s.get("cpp"):
+            direct[s["name"]] = (pos[s["param"]], s["dim"])
+            continue
+        text, refs = _name_shape_refs(s["expr"], pos)
+        known = {*direct, *scalars, *(n for n, _, _ in solved), *(r[0] for r in refs)}
+        solved.append((s["name"], _dim_fn(text, known, where), refs))
+    names = {*direct, *scalars, *(n for n, _, _ in solved)}
+
+    def values(args) -> dict:
+        v = {name: args[i].shape[d] for name, (i, d) in direct.items()}
+        v.update({name: args[i] for name, i in scalars.items()})
+        for name, fn, refs in solved:
+            v.update({ref: args[i].shape[d] for ref, i, d in refs})
+            v[name] = fn(v)
+        return v
+
+    return names, values
+
+
+def _name_shape_refs(expr: str, pos: dict):
+    """``expr`` with each ``X.shape[i]`` renamed to a plain name, and (name, input position, i) per reference."""
+    refs: dict = {}
+
+    def name(m) -> str:
+        return refs.setdefault(m.group(0), (f"_tl_aot_dim{len(refs)}", pos[m.group(1)], int(m.group(2))))[0]
+
+    return _SHAPE_REF.sub(name, expr), tuple(refs.values())
+
+
+def _current_device(torch):
+    """Where an entry taking no input tensor puts its outputs: torch's current CUDA device, as TileLang's JIT does."""
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cuda")
+
+
 def _fake_outputs(torch, entry: dict):
     """A function of the op's arguments making empty outputs shaped as ``entry`` (one specialisation) says."""
     outs = _outputs(entry)
     ins = [p for p in entry["params"] if not p.get("output")]
     where = f"entry {entry.get('export') or entry['name']!r}"
-    pos = {p["name"]: i for i, p in enumerate(ins)}
-    symbols = {s["name"]: (pos[s["param"]], s["dim"]) for s in entry.get("symbols", ())}
-    first_tensor = next(i for i, p in enumerate(ins) if p["kind"] == "tensor")
-    specs = [([_dim_fn(d, symbols, where) for d in p["shape"]], getattr(torch, TORCH_DTYPES[p["dtype"]])) for p in outs]
+    names, values = _shape_values(entry, where)
+    first_tensor = next((i for i, p in enumerate(ins) if p["kind"] == "tensor"), None)
+    specs = [([_dim_fn(d, names, where) for d in p["shape"]], getattr(torch, TORCH_DTYPES[p["dtype"]])) for p in outs]
 
     def fake(*args):
-        values = {name: args[i].shape[d] for name, (i, d) in symbols.items()}
-        device = args[first_tensor].device
-        made = tuple(torch.empty([f(values) for f in dims], dtype=dt, device=device) for dims, dt in specs)
+        vals = values(args)
+        device = args[first_tensor].device if first_tensor is not None else _current_device(torch)
+        made = tuple(torch.empty([f(vals) for f in dims], dtype=dt, device=device) for dims, dt in specs)
         return made[0] if len(made) == 1 else made
 
     return fake
+
+
+def takes_no_tensor(entry: dict) -> bool:
+    """Whether an entry (a manifest entry as a dict) returns outputs and takes no input tensor to place them by."""
+    return bool(_outputs(entry)) and not any(p["kind"] == "tensor" and not p.get("output") for p in entry["params"])
+
+
+def allocating_call(fn, entry: dict):
+    """``fn``, an entry that takes no input tensor, allocating its outputs with torch as TileLang's JIT does.
+
+    When torch is imported and has CUDA, a call passing the inputs (then maybe a stream) gets outputs
+    from ``torch.empty`` on torch's current device, written in place on its current stream; else
+    (or when the arguments give no valid shape) the library's own call allocates and reports.
+    """
+    fn = getattr(fn, "_tl_aot_library_fn", fn)  # already wrapped: wrap the library's function once
+    where = f"entry {entry.get('export') or entry['name']!r}"
+    params = entry["params"]
+    n_in = sum(1 for p in params if not p.get("output"))
+    first_out = next(i for i, p in enumerate(params) if p.get("output"))
+    names, values = _shape_values(entry, where)
+    specs = [([_dim_fn(d, names, where) for d in p["shape"]], TORCH_DTYPES[p["dtype"]]) for p in _outputs(entry)]
+
+    def call(*args):
+        torch = sys.modules.get("torch")
+        # the library's rule: inputs (+ a stream) unless every parameter is passed, told by the first output's place
+        alloc = len(args) == n_in or (len(args) == n_in + 1 and (len(args) != len(params) or not hasattr(args[first_out], "__dlpack__")))
+        shapes = _shapes(specs, values, args) if alloc and torch is not None and torch.cuda.is_available() else None
+        if shapes is None:
+            return fn(*args)  # the library allocates, or names the bad argument
+        device = _current_device(torch)
+        made = [torch.empty(shape, dtype=getattr(torch, dt), device=device) for shape, (_, dt) in zip(shapes, specs)]
+        outs, ins = iter(made), iter(args[:n_in])
+        fn(*[next(outs) if p.get("output") else next(ins) for p in params], *args[n_in:])
+        return made[0] if len(made) == 1 else tuple(made)
+
+    call.__name__ = call.__qualname__ = entry.get("export") or entry["name"]
+    call.__doc__ = getattr(fn, "__doc__", None)
+    call._tl_aot_library_fn = fn
+    return call
+
+
+def _shapes(specs: list, values, args):
+    """The output shapes for ``args``, or None when an argument gives no valid shape (the library then says why)."""
+    try:
+        vals = values(args)
+        shapes = [[operator.index(f(vals)) for f in dims] for dims, _ in specs]
+    except Exception:  # a scalar of the wrong type: the library's own check names it
+        return None
+    return None if any(d < 0 for shape in shapes for d in shape) else shapes
 
 
 def _matcher(torch, entry: dict):
@@ -157,6 +252,8 @@ def _implementations(torch, fn, members: list):
     """The real and fake implementations of one exported entry (several members: its specialisations)."""
     if not _outputs(members[0]):
         return fn, lambda *args: None  # every parameter passed: the library's function returns None
+    if takes_no_tensor(members[0]):  # one member: specialisations are picked by input tensors
+        return allocating_call(fn, members[0]), _fake_outputs(torch, members[0])
 
     def real(*args):  # several outputs come back as a tvm_ffi.Array
         return tuple(t if isinstance(t, torch.Tensor) else torch.from_dlpack(t) for t in fn(*args))
@@ -210,7 +307,8 @@ def register(functions, manifest, namespace: str | None = None):
         for name, members in groups.items():  # one op per exported entry, whatever its specialisations
             lib.define(name + schema_of(members[0]))
             real, fake = _implementations(torch, functions[name], members)
-            lib.impl(name, real, "CUDA")
+            # No input tensor leaves the dispatcher no CUDA key to pick: such an op serves every key.
+            lib.impl(name, real, "CompositeExplicitAutograd" if takes_no_tensor(members[0]) else "CUDA")
             torch.library.register_fake(f"{ns}::{name}", fake, lib=lib)
         _REGISTERED[ns] = (lib_name, lib)
     return getattr(torch.ops, ns)

@@ -168,6 +168,7 @@ static void load_real_driver(Driver& d) {
   get("cuDevicePrimaryCtxRetain", d.PrimaryCtxRetain, 12000, true);
   get("cuDevicePrimaryCtxRelease", d.PrimaryCtxRelease, 12000, true);
   get("cuCtxGetCurrent", d.CtxGetCurrent, 12000, true);
+  get("cuCtxGetDevice", d.CtxGetDevice, 12000, true);
   get("cuCtxPushCurrent", d.CtxPushCurrent, 12000, true);
   get("cuCtxPopCurrent", d.CtxPopCurrent, 12000, true);
   get("cuCtxSetLimit", d.CtxSetLimit, 12000, true);
@@ -524,6 +525,20 @@ CUstream stream_arg(const ::tvm::ffi::AnyView* v, int device, const char* entry)
   bad_arg("TypeError", entry, "stream", "None, an int handle or a pointer", std::string(v->GetTypeKey()));
 }
 
+int current_device() {
+  Driver& d = driver();
+  CUcontext ctx = nullptr;
+  CUdevice dev;
+  if (!d.ok || d.CtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr || d.CtxGetDevice(&dev) != CUDA_SUCCESS) return 0;
+  int count = 0;
+  if (d.DeviceGetCount(&count) != CUDA_SUCCESS) return 0;
+  for (int i = 0; i < count && i < kMaxDevices; ++i) {  // a CUdevice is a handle: find its ordinal
+    CUdevice di;
+    if (d.DeviceGet(&di, i) == CUDA_SUCCESS && di == dev) return i;
+  }
+  return 0;
+}
+
 // ------------------------------------------------------------------------------------------------
 // Launches
 // ------------------------------------------------------------------------------------------------
@@ -670,6 +685,14 @@ int64_t checked_bytes(const char* entry, const char* buffer, std::initializer_li
 
 void* alloc_output(const char* entry, const char* name, std::initializer_list<int64_t> shape, DLDataType dtype, int device,
                    ::tvm::ffi::Tensor* keep, const DLTensor** t) {
+  for (int64_t d : shape) {
+    if (TL_AOT_UNLIKELY(d < 0)) {
+      std::string dims;
+      for (int64_t x : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(x);
+      fail("ValueError", std::string(entry) + ": output '" + name + "' would have shape [" + dims +
+                             "] for these arguments; a dim cannot be negative");
+    }
+  }
   *keep = alloc_tensor(entry, name, shape.begin(), static_cast<int>(shape.size()), dtype, device);
   *t = keep->GetDLTensorPtr();
   return (*t)->data;

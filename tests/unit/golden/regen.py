@@ -45,6 +45,9 @@ def relower() -> Manifest:
                 {"args": {"N": 4096, "threads": 128}, "fallback": True},
             ],
         ),
+        KernelSpec.create(name="pair_sum", source=kernels / "coverage.py", function="pair_sum", archs=["90a"], out_idx=[-1]),
+        KernelSpec.create(name="tile_copy", source=kernels / "coverage.py", function="tile_copy", archs=["80"]),
+        KernelSpec.create(name="arange", source=kernels / "coverage.py", function="arange", archs=["90a"], out_idx=["out"]),
     )
     lib = LibrarySpec("golden", entries)
     tasks, results = [], {}

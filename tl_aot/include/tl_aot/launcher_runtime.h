@@ -16,9 +16,11 @@
 #include <tvm/ffi/function.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 
 #define TL_AOT_LIKELY(x) __builtin_expect(!!(x), 1)
 #define TL_AOT_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -66,6 +68,7 @@ struct Driver {
   decltype(&::cuDevicePrimaryCtxRetain) PrimaryCtxRetain = nullptr;
   decltype(&::cuDevicePrimaryCtxRelease) PrimaryCtxRelease = nullptr;
   decltype(&::cuCtxGetCurrent) CtxGetCurrent = nullptr;
+  decltype(&::cuCtxGetDevice) CtxGetDevice = nullptr;
   decltype(&::cuCtxPushCurrent) CtxPushCurrent = nullptr;
   decltype(&::cuCtxPopCurrent) CtxPopCurrent = nullptr;
   decltype(&::cuCtxSetLimit) CtxSetLimit = nullptr;
@@ -240,6 +243,11 @@ bool bool_arg(const ::tvm::ffi::AnyView& v, const char* entry, const char* arg);
 // `device` (torch.cuda.current_stream() when torch calls).
 CUstream stream_arg(const ::tvm::ffi::AnyView* v, int device, const char* entry);
 
+// The device of a call that takes no input tensor (its outputs are allocated there): the device of
+// the CUDA context current on this thread (the one torch or the CUDA runtime made current), else 0,
+// as when there is no driver at all (loading the entry then says why).
+int current_device();
+
 // Every kernel's grid is checked before the entry launches its first kernel.
 void bad_grid(const char* entry, const char* kernel, int dim, int64_t value);
 inline void check_grid(const char* entry, const char* kernel, const int64_t grid[3]) {
@@ -277,7 +285,8 @@ int64_t checked_bytes(const char* entry, const char* buffer, std::initializer_li
 ::tvm::ffi::Tensor alloc_tensor(const char* entry, const char* buffer, const int64_t* shape, int ndim, DLDataType dtype,
                                 int device);
 
-// A returned output: allocated as above with `shape`, kept in *keep, described by *t; its data.
+// A returned output: allocated as above with `shape` (a negative dim, from a scalar argument, is an
+// error naming the output), kept in *keep, described by *t; its data.
 void* alloc_output(const char* entry, const char* name, std::initializer_list<int64_t> shape, DLDataType dtype, int device,
                    ::tvm::ffi::Tensor* keep, const DLTensor** t);
 
@@ -319,7 +328,7 @@ class L2Window {
 };
 
 // ----------------------------------------------------------------------------------------------
-// Integer helpers for expressions TileLang's lowering emits (floor division and modulo).
+// Integer helpers for expressions TileLang's lowering emits (floor division and modulo, bit operations).
 // ----------------------------------------------------------------------------------------------
 inline int64_t floordiv(int64_t a, int64_t b) {
   int64_t q = a / b;
@@ -333,6 +342,56 @@ inline T min(T a, T b) {
 template <typename T>
 inline T max(T a, T b) {
   return a < b ? b : a;
+}
+
+// Bit operations of a TIR integer dtype T (int32_t, uint64_t, ...) on the launcher's int64_t values:
+// computed in T's width, two's complement, as TileLang's host code computes them. A shift by an
+// amount outside [0, bits of T) gives 0 (-1 for a right shift of a negative value), not C's UB.
+template <typename T>
+inline int64_t narrow(int64_t a) {
+  return static_cast<int64_t>(static_cast<T>(a));
+}
+template <typename T>
+inline int64_t shl(int64_t a, int64_t b) {
+  using U = std::make_unsigned_t<T>;
+  if (b < 0 || b >= static_cast<int64_t>(sizeof(T) * 8)) return 0;
+  return narrow<T>(static_cast<U>(static_cast<U>(a) << b));
+}
+template <typename T>
+inline int64_t shr(int64_t a, int64_t b) {
+  const T v = static_cast<T>(a);
+  if (b < 0 || b >= static_cast<int64_t>(sizeof(T) * 8)) {
+    if constexpr (std::is_signed_v<T>) return v < 0 ? -1 : 0;
+    return 0;
+  }
+  return narrow<T>(v >> b);
+}
+template <typename T>
+inline int64_t bit_and(int64_t a, int64_t b) {
+  return narrow<T>(static_cast<T>(a) & static_cast<T>(b));
+}
+template <typename T>
+inline int64_t bit_or(int64_t a, int64_t b) {
+  return narrow<T>(static_cast<T>(a) | static_cast<T>(b));
+}
+template <typename T>
+inline int64_t bit_xor(int64_t a, int64_t b) {
+  return narrow<T>(static_cast<T>(a) ^ static_cast<T>(b));
+}
+template <typename T>
+inline int64_t bit_not(int64_t a) {
+  return narrow<T>(~static_cast<T>(a));
+}
+// Leading zero bits in T's width (all of them for 0) and set bits.
+template <typename T>
+inline int64_t clz(int64_t a) {
+  constexpr int bits = static_cast<int>(sizeof(T) * 8);
+  const uint64_t u = static_cast<std::make_unsigned_t<T>>(a);
+  return u == 0 ? bits : __builtin_clzll(u) - (64 - bits);
+}
+template <typename T>
+inline int64_t popcount(int64_t a) {
+  return __builtin_popcountll(static_cast<std::make_unsigned_t<T>>(a));
 }
 
 // DLTensor view of a TensorView (the C++ API takes TensorViews).
