@@ -40,7 +40,7 @@ Commands
   Build a TileLang kernel into a shared library target::
 
     add_tilelang_kernel(<name>
-                        SOURCE <file.py> FUNCTION <function> | SPEC <file.toml>
+                        SOURCE <file.py> FUNCTION <function> | SPEC <file.toml> | CAPTURE <record.json>...
                         [ENTRY <entry>]
                         [ARGS <NAME=VALUE>...]
                         [FACTORY_ARGS <NAME=VALUE>...]
@@ -82,6 +82,10 @@ Commands
   ``SPEC``
     Instead of ``SOURCE``/``FUNCTION``: a TOML or JSON spec file listing several entries of
     one library (see ``python -m tl_aot build --spec``). ``ARCHS`` overrides its archs.
+
+  ``CAPTURE``
+    Instead of ``SOURCE``/``FUNCTION``: capture records (``python -m tl_aot capture``); every kernel
+    they hold becomes an entry (variants that fail are left out and listed), for ``tl_aot.serve``.
 
   ``ENTRY``
     Name of the exported function when it should differ from ``<name>``.
@@ -437,7 +441,7 @@ function(add_tilelang_kernel)
     # one-value keywords
     "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL;SELECT"
     # multi-value keywords
-    "ARGS;FACTORY_ARGS;JIT_ARGS;IMPORTS;ARCHS;PASS_CONFIGS;NVCC_FLAGS;OUT_IDX;DEPENDS")
+    "ARGS;FACTORY_ARGS;JIT_ARGS;IMPORTS;CAPTURE;ARCHS;PASS_CONFIGS;NVCC_FLAGS;OUT_IDX;DEPENDS")
   # cmake-format: on
 
   # --- Check the call ------------------------------------------------------------------------
@@ -460,15 +464,32 @@ function(add_tilelang_kernel)
       message(FATAL_ERROR "add_tilelang_kernel(): a target named '${t}' already exists")
     endif()
   endforeach()
-  if(ARG_SPEC)
+  if(ARG_CAPTURE AND ARG_SPEC)
+    message(FATAL_ERROR "add_tilelang_kernel(): 'CAPTURE' cannot be combined with 'SPEC': "
+                        "list the records in the spec's [library] capture (target ${name})")
+  endif()
+  set(capture_files "")
+  if(ARG_SPEC OR ARG_CAPTURE)
+    set(what SPEC)
+    if(ARG_CAPTURE)
+      set(what CAPTURE)
+    endif()
     foreach(kw IN ITEMS SOURCE FUNCTION ENTRY ARGS FACTORY_ARGS JIT_ARGS SELECT IMPORTS
                         PASS_CONFIGS NVCC_FLAGS OUT_IDX)
       if(ARG_${kw})
-        message(FATAL_ERROR "add_tilelang_kernel(): 'SPEC' cannot be combined with '${kw}': "
-                            "the spec file lists each entry's settings (target ${name})")
+        message(FATAL_ERROR "add_tilelang_kernel(): '${what}' cannot be combined with '${kw}': "
+                            "the ${what} file lists each entry's settings (target ${name})")
       endif()
     endforeach()
-    set(main_file "${ARG_SPEC}")
+    if(ARG_CAPTURE)
+      foreach(f IN LISTS ARG_CAPTURE)
+        get_filename_component(f "${f}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+        list(APPEND capture_files "${f}")
+      endforeach()
+      list(GET capture_files 0 main_file)
+    else()
+      set(main_file "${ARG_SPEC}")
+    endif()
   else()
     if(NOT ARG_SOURCE)
       message(FATAL_ERROR "add_tilelang_kernel(): 'SOURCE' is required")
@@ -566,7 +587,11 @@ function(add_tilelang_kernel)
   endif()
   set(cmd "${CMAKE_COMMAND}" -E env --unset=TL_AOT_ARCHS ${env_launcher} "${python}" -m tl_aot
           build)
-  if(ARG_SPEC)
+  if(ARG_CAPTURE)
+    foreach(f IN LISTS capture_files)
+      list(APPEND cmd --capture "${f}")
+    endforeach()
+  elseif(ARG_SPEC)
     list(APPEND cmd --spec "${main_file}")
   else()
     list(APPEND cmd "${main_file}:${ARG_FUNCTION}")
@@ -645,7 +670,7 @@ function(add_tilelang_kernel)
     COMMAND ${cmd}
     COMMAND "${CMAKE_COMMAND}" -E touch_nocreate "${library}"
     MAIN_DEPENDENCY "${main_file}"
-    DEPENDS ${templates} "${options_file}" ${tune_dep} ${ARG_DEPENDS}
+    DEPENDS ${templates} "${options_file}" ${tune_dep} ${capture_files} ${ARG_DEPENDS}
     DEPFILE "${depfile}"
     WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
     COMMENT "Building TileLang kernel ${name} (${arch_display})" ${pool_args}

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .errors import TlAotError
 
-__all__ = ["serve", "Server", "ServedKernel", "KernelNotServed", "install_from_env"]
+__all__ = ["serve", "stop", "Server", "ServedKernel", "KernelNotServed", "install_from_env"]
 
 _log = logging.getLogger("tl_aot.serving")
 
@@ -77,7 +77,16 @@ class Server:
         self.by_name: dict[str, list] = {}
         self._served: dict[str, ServedKernel] = {}
         self._lock = threading.Lock()
+        self.libraries: list = []
+        self.add(libraries)
+
+    def add(self, libraries) -> None:
+        """Serve these libraries' captured kernels too (a library already served is skipped)."""
+        have = {str(lib.path) for lib in self.libraries}
         for lib in libraries:
+            if str(lib.path) in have:
+                continue
+            self.libraries.append(lib)
             for e in lib.manifest.entries:
                 if not e.capture_key:
                     continue
@@ -152,8 +161,9 @@ def serve(path: str | os.PathLike, *, strict: bool = False) -> Server:
     strict : bool
         A request no library holds raises :class:`KernelNotServed` instead of being compiled by the JIT.
 
-    Returns the :class:`Server` (its ``stats`` count served and compiled kernels). Serving again
-    replaces the libraries served.
+    Returns the :class:`Server` (its ``stats`` count served and compiled kernels). Several
+    packages may each serve their own library: later calls add to what is served (strict if any
+    asked for it); :func:`stop` ends serving.
 
     """
     from .hooks import on_import
@@ -162,9 +172,20 @@ def serve(path: str | os.PathLike, *, strict: bool = False) -> Server:
     p = Path(path)
     files = sorted(p.glob("lib*.so")) if p.is_dir() else [p]
     global _active
-    _active = Server([load(f) for f in files], strict=strict)
+    libs = [load(f) for f in files]
+    if _active is None:
+        _active = Server(libs, strict=strict)
+    else:
+        _active.add(libs)
+        _active.strict = _active.strict or strict
     on_import("tilelang.jit", _patch)
     return _active
+
+
+def stop() -> None:
+    """End serving in this process: TileLang's JIT compiles every request again."""
+    global _active
+    _active = None
 
 
 _last_jit_call = threading.local()

@@ -183,6 +183,9 @@ class TileLangExtension(Extension):
     tune_file : str, optional
         A tuning record (``python -m tl_aot tune``), relative to setup.py: entries it has a config
         for, on the archs it has, are built with that config (no GPU needed here).
+    capture : list of str, optional
+        Capture records (``python -m tl_aot capture``), relative to setup.py: every kernel they hold
+        becomes an entry too (failed variants are left out and listed), for ``tl_aot.serve``.
     torch_ops : bool or str
         Register the entries as torch operators (``torch.ops.<namespace>.<entry>``) when the
         loader is imported and torch is installed; a string names the namespace (default: the
@@ -194,12 +197,21 @@ class TileLangExtension(Extension):
     """
 
     def __init__(
-        self, name: str, entries=(), *, archs=None, optional: bool = False, torch_ops: bool | str = False, tune_file=None, **kwargs
+        self,
+        name: str,
+        entries=(),
+        *,
+        archs=None,
+        optional: bool = False,
+        torch_ops: bool | str = False,
+        tune_file=None,
+        capture=(),
+        **kwargs,
     ) -> None:
         if kwargs:
             msg = (
                 f"TileLangExtension({name!r}): unsupported argument(s) {', '.join(sorted(kwargs))}; "
-                "a TileLang extension takes entries=, archs=, optional=, torch_ops= and tune_file= "
+                "a TileLang extension takes entries=, capture=, archs=, optional=, torch_ops= and tune_file= "
                 "(kernels are built by tl_aot, not the C compiler)"
             )
             raise SpecError(msg)
@@ -209,8 +221,11 @@ class TileLangExtension(Extension):
             raise SpecError(msg)
         check_library_name(parts[-1], f"TileLangExtension({name!r}): library name")
         decls = tuple(_entry_decl(e, name) for e in (entries or ()))
-        if not decls:
-            msg = f"TileLangExtension({name!r}): no entries"
+        if isinstance(capture, (str, os.PathLike)):
+            capture = [capture]
+        self.capture = tuple(os.fspath(c) for c in capture or ())
+        if not decls and not self.capture:
+            msg = f"TileLangExtension({name!r}): no entries (and no capture records)"
             raise SpecError(msg)
         seen = set()
         for d in decls:
@@ -225,7 +240,7 @@ class TileLangExtension(Extension):
         self.torch_ops = torch_ops
         self.tune_file = os.fspath(tune_file) if tune_file else None
         self.archs = parse_arch_list(archs) if archs else ()
-        super().__init__(name, sources=[], depends=_kernel_files(decls), optional=optional)
+        super().__init__(name, sources=[], depends=[*_kernel_files(decls), *self.capture], optional=optional)
 
     @property
     def library_name(self) -> str:
@@ -279,6 +294,15 @@ class TileLangExtension(Extension):
                 imports=list(d.imports) or None,
             )
             entries.extend(made if isinstance(made, tuple) else (made,))
+        for record in self.capture:
+            from .capture import specs_from_record
+
+            use = archs or self.archs
+            if not use:
+                from .toolchain import default_archs
+
+                use = default or default_archs()
+            entries.extend(specs_from_record(record, tuple(use)))
         return LibrarySpec(name=self.library_name, entries=tuple(entries))
 
 
@@ -451,7 +475,8 @@ class build_ext(_build_ext):
 
                 spec = apply_record(spec, Record.load(ext.tune_file), where=ext.tune_file)
             log.info(f"building TileLang extension {fullname} ({len(spec.entries)} entries)")
-            result = build_library(spec, out_dir=out_dir, jobs=jobs, log=log.info, force=bool(self.force))
+            keep_going = any(e.capture for e in spec.entries)  # a record's kernels that fail are left out, listed
+            result = build_library(spec, out_dir=out_dir, jobs=jobs, log=log.info, force=bool(self.force), keep_going=keep_going)
         except TlAotError as e:
             msg = f"building TileLang extension {fullname!r} failed:\n{e}"
             raise TileLangExtensionError(msg) from e

@@ -470,8 +470,11 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
         raise SpecError(msg) from None
     lib = data.get("library", {})
     entries_data = data.get("entry", data.get("entries", []))
-    if not entries_data:
-        msg = f"{path}: no [[entry]] tables"
+    captures = lib.get("capture", []) if isinstance(lib, dict) else []
+    if isinstance(captures, str):
+        captures = [captures]
+    if not entries_data and not captures:
+        msg = f"{path}: no [[entry]] tables (and no [library] capture records)"
         raise SpecError(msg)
     lib_archs = archs_from_env(None) or (parse_arch_list(archs) if archs else None)
     entries = []
@@ -513,4 +516,13 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
         except SpecError as e:
             msg = f"{where}: {e}"
             raise SpecError(msg) from None
+    if captures:
+        from .capture import specs_from_record
+
+        c_archs = lib_archs or lib.get("archs")
+        if not c_archs:
+            msg = f"{path}: [library] capture needs archs ([library] archs, --arch or TL_AOT_ARCHS)"
+            raise SpecError(msg)
+        for record in captures:
+            entries.extend(specs_from_record(path.parent / str(record), c_archs, device=device or lib.get("device", "")))
     return LibrarySpec(name=name or lib.get("name") or path.stem, entries=tuple(entries))

@@ -71,5 +71,5 @@ def test_in_process_serving_counts_no_compile_and_refuses_a_new_shape(captured):
         with pytest.raises(serving.KernelNotServed, match="nearest prebuilt"):
             api.gemm(torch.randn(96, 128, device="cuda", dtype=torch.float16), torch.randn(128, 256, device="cuda", dtype=torch.float16))
     finally:
-        serving._active = None
+        serving.stop()
         sys.path.remove(str(PACKAGE))

@@ -98,7 +98,7 @@ def serving(served_lib, copies, monkeypatch):
     server = tl_aot.serve(served_lib, strict=True)
     with emulate(find_profile("H100-SXM")):
         yield server, __import__("workload")
-    serving_mod._active = None
+    serving_mod.stop()
 
 
 def test_strict_serving_answers_every_captured_request_with_no_compile(serving):
@@ -132,8 +132,9 @@ def test_fallback_compiles_a_miss_with_the_jit_and_warns_once(served_lib, servin
     import tilelang
 
     import tl_aot
+    from tl_aot import serving as serving_mod
 
-    _, _ = serving
+    serving_mod.stop()
     server = tl_aot.serve(served_lib, strict=False)
     monkeypatch.setenv("TILELANG_DEFAULT_TARGET", '{"kind": "cuda", "arch": "sm_90a"}')
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "tlcache"))
@@ -145,3 +146,17 @@ def test_fallback_compiles_a_miss_with_the_jit_and_warns_once(served_lib, servin
     assert type(kernel).__name__ == "JITKernel"
     assert server.stats.compiled == 2 and server.stats.served == 0
     assert len([r for r in caplog.records if "not in the served libraries" in r.message]) == 1
+
+
+def test_a_package_ships_its_served_library_from_a_record(copies, record, cache_dir):
+    """setup.py builds ``capture=[record]`` into tlops/lib_served.so; tlops serves it when imported."""
+    pkg = copies[0]
+    shutil.copy(record, pkg / "tlops.capture.json")
+    env = dict(os.environ, TL_AOT_CACHE_DIR=str(cache_dir))
+    _run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], pkg, env)
+    lib = pkg / "tlops" / "lib_served.so"
+    man = json.loads(_run([sys.executable, "-m", "tl_aot", "inspect", "--json", lib], PACKAGE.parent).stdout)
+    assert len(man["entries"]) == 8 and all(e["capture_key"] for e in man["entries"])
+    probe = "import tlops, tl_aot.serving as s; print(len(s._active.index), [l.path.name for l in s._active.libraries])"
+    out = _run([sys.executable, "-c", probe], pkg).stdout
+    assert out.strip() == "8 ['lib_served.so']"

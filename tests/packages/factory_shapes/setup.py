@@ -53,7 +53,11 @@ entries = [
     {"name": "fill_like", "source": K + "cached.py", "function": "fill_like", "args": {"n": 1024}},
 ]
 
+# Every kernel a captured workload asked for (python -m tl_aot capture -o tlops.capture.json ...), served at import.
+captured = Path(__file__).parent / "tlops.capture.json"
+served = [TileLangExtension("tlops._served", capture=["tlops.capture.json"], archs=["90a"])] if captured.is_file() else []
+
 setup(
-    ext_modules=[TileLangExtension("tlops._aot", entries=entries, archs=["90a"])],
+    ext_modules=[TileLangExtension("tlops._aot", entries=entries, archs=["90a"]), *served],
     cmdclass={"build_ext": build_ext, "bdist_wheel": bdist_wheel},
 )
