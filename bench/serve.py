@@ -55,6 +55,22 @@ def _first_calls(mode: str) -> dict:
     return out
 
 
+#: Kernels of the steady-state comparison: three small ones, and two that run over 0.1 ms.
+BIG = "import sys; sys.path.insert(0, '.'); import torch; from tlops import api; " + (
+    "api.gemm_kernel_for(4096, 4096, 4096, torch.float16); api.rms_norm_kernel_for(16384, 1024, torch.float16)"
+)
+
+
+def _makers(api, torch) -> dict:
+    return {
+        "gemm256x256x128": lambda: api.gemm_kernel_for(256, 256, 128, torch.float16),
+        "norm256x256": lambda: api.rms_norm_kernel_for(256, 256, torch.float16),
+        "relu6_4096_0.5": lambda: api.relu6_scale_kernel_for(4096, 0.5),
+        "gemm4096x4096x4096": lambda: api.gemm_kernel_for(4096, 4096, 4096, torch.float16),
+        "norm16384x1024": lambda: api.rms_norm_kernel_for(16384, 1024, torch.float16),
+    }
+
+
 def _steady(lib: str, reps: int = 2000) -> dict:
     """Per kernel: host cost of one launch (us) and device time (us), JIT vs served, in one process."""
     sys.path.insert(0, str(PACKAGE))
@@ -74,43 +90,36 @@ def _steady(lib: str, reps: int = 2000) -> dict:
 
     from tlops import api
 
-    makers = {
-        "gemm256x256x128": lambda: api.gemm_kernel_for(256, 256, 128, torch.float16),
-        "norm256x256": lambda: api.rms_norm_kernel_for(256, 256, torch.float16),
-        "relu6_4096_0.5": lambda: api.relu6_scale_kernel_for(4096, 0.5),
-    }
+    makers = _makers(api, torch)
     jit = {k: m() for k, m in makers.items()}
     server = tl_aot.serve(lib, strict=True)
     for name in [n for n in sys.modules if n == "tlops" or n.startswith("tlops.")]:
         del sys.modules[name]  # the library's own caches hold the JIT kernels: import it afresh, served
     from tlops import api as served_api
 
-    served_makers = {
-        "gemm256x256x128": lambda: served_api.gemm_kernel_for(256, 256, 128, torch.float16),
-        "norm256x256": lambda: served_api.rms_norm_kernel_for(256, 256, torch.float16),
-        "relu6_4096_0.5": lambda: served_api.relu6_scale_kernel_for(4096, 0.5),
-    }
+    served_makers = _makers(served_api, torch)
     served = {k: m() for k, m in served_makers.items()}
     assert server.stats.compiled == 0
     out = {}
     for name, args in inputs().items():
         row = {}
+        reps_here = reps if "4096x4096" not in name and "16384" not in name else 200
         for label, kernel in (("jit", jit[name]), ("served", served[name])):
-            for _ in range(50):
+            for _ in range(20):
                 kernel(*args)
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            for _ in range(reps):
+            for _ in range(reps_here):
                 kernel(*args)
             torch.cuda.synchronize()
-            row[f"{label}_call_us"] = (time.perf_counter() - t0) / reps * 1e6
+            row[f"{label}_call_us"] = (time.perf_counter() - t0) / reps_here * 1e6
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            for _ in range(reps):
+            for _ in range(reps_here):
                 kernel(*args)
             end.record()
             torch.cuda.synchronize()
-            row[f"{label}_device_us"] = start.elapsed_time(end) / reps * 1e3
+            row[f"{label}_device_us"] = start.elapsed_time(end) / reps_here * 1e3
         row["device_ratio"] = row["served_device_us"] / row["jit_device_us"]
         row["call_ratio"] = row["served_call_us"] / row["jit_call_us"]
         out[name] = row
