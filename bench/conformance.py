@@ -49,7 +49,6 @@ def rand(*shape, dtype=torch.float16):
 def cases(lib):
     """(kind, entry, make_inputs, make_outputs, jit_factory, torch_reference) per kernel; sizes from the manifest."""
     import ast
-    import tilelang
 
     import flash_fwd_autotune
     import gemm_48k
@@ -57,6 +56,7 @@ def cases(lib):
     import new_style_gemm
     import persistent_gemm
     import splitkv_decode
+    import tilelang
 
     def gemm_ref(a, b):
         return (a.float() @ b.float()).half()
@@ -262,13 +262,13 @@ def run(lib_dir: Path) -> list[dict]:
         if expect is not None:
             row["bitwise"] = bool(torch.equal(expect, got))
             row["matches"] = "bit for bit" if row["bitwise"] else f"max abs diff {float((expect.float() - got.float()).abs().max()):.3g}"
-            t_aot = device_ms(lambda: fn(*args))
-            t_jit = device_ms(lambda: jit(args, result_index))
+            t_aot = device_ms(lambda fn=fn, args=args: fn(*args))
+            t_jit = device_ms(lambda jit=jit, args=args, ri=result_index: jit(args, ri))
             row.update(aot_ms=round(t_aot, 4), jit_ms=round(t_jit, 4), ratio=round(t_jit / t_aot, 3))
         else:
             ok = torch.allclose(got.float(), ref.float(), rtol=2e-2, atol=5e-2)
             row["matches"] = "no JIT to compare; matches torch" if ok else "MISMATCH vs torch"
-            row["aot_ms"] = round(device_ms(lambda: fn(*args)), 4)
+            row["aot_ms"] = round(device_ms(lambda fn=fn, args=args: fn(*args)), 4)
         rows.append(row)
     return rows
 

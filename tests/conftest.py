@@ -80,6 +80,14 @@ def outputs_lib(tmp_path_factory, cache_dir):
 
 
 @pytest.fixture(scope="session")
+def coverage_lib(tmp_path_factory, cache_dir):
+    """``libtl_coverage.so`` (tests/kernels/coverage.toml): solved dims, bit operations, tensorless entries."""
+    import tl_aot
+
+    return tl_aot.load(prebuilt_or_build(KERNELS / "coverage.toml", "tl_coverage", tmp_path_factory, cache_dir))
+
+
+@pytest.fixture(scope="session")
 def special_lib(tmp_path_factory, cache_dir):
     """``libtl_special.so`` (tests/kernels/specialised.toml): entries with several specialisations."""
     import tl_aot

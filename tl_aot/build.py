@@ -31,6 +31,7 @@ from .fileutil import atomic_write, exclusive_lock, file_digest, write_if_differ
 from .lower_worker import LoweringPool
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest
 from .options import inputs_unchanged
+from .source import project_root
 from .spec import KernelSpec, LibrarySpec
 from .values import spell
 
@@ -292,7 +293,7 @@ def build_library(
         cached: dict[str, tuple[LoweredVariant, bytes]] = {}
         todo = []
         for spec, arch, key in tasks:
-            hit = None if force else cache.load(key)
+            hit = None if force else cache.load(key, _project(spec))
             if hit is not None:
                 cached[key] = hit
             else:
@@ -339,7 +340,7 @@ def build_library(
                         continue
                     lowered[key] = variant
                     spent["lowering"] += t_lower
-                    fut2 = pool.submit(_compile, variant, arch, work, _user_location(spec), slots, cache, key, progress)
+                    fut2 = pool.submit(_compile, variant, arch, work, spec, slots, cache, key, progress)
                     futures[fut2] = (spec, arch, key, variant, t_lower)
                 # Everything the launcher and header say is known once lowering is done: compile the
                 # launcher now, while nvcc still runs (image sizes go into the manifest's own unit).
@@ -424,14 +425,20 @@ def _user_location(spec: KernelSpec) -> str:
     return f"{_display_source(spec.source)}:{line or '?'} ({spec.function})"
 
 
-def _compile(variant: LoweredVariant, arch: Arch, work: Path, source: str, slots, cache, key, progress) -> tuple[bytes, float]:
+def _project(spec: KernelSpec) -> Path | None:
+    """The project root of the entry's kernel file (cache entries store paths relative to it)."""
+    src = Path(spec.source)
+    return None if spec.capture or not src.is_file() else project_root(src)
+
+
+def _compile(variant: LoweredVariant, arch: Arch, work: Path, spec: KernelSpec, slots, cache, key, progress) -> tuple[bytes, float]:
     """Run nvcc for one variant, holding one of the build's job slots; cached the moment it is done.
 
     Storing here, not when the build collects it, keeps finished work if the build is killed later.
     """
     with slots:
-        image, seconds = _compile_now(variant, arch, work, source)
-    cache.store(key, variant, image)
+        image, seconds = _compile_now(variant, arch, work, _user_location(spec))
+    cache.store(key, variant, image, _project(spec))
     progress.step(f"nvcc {variant.entry} {arch} ({len(image) / 1024:.0f} KiB, {seconds:.1f} s)")
     return image, seconds
 

@@ -4,15 +4,21 @@ A key covers everything that can change an image: the kernel file and the local 
 imports, function, arguments, arch, pass configs and flags, and the TileLang, nvcc and tl_aot
 versions. Entries are written to a temporary folder and renamed into place, so a killed build
 never leaves a half entry, and entries of kernels that failed stay valid.
+
+Entries are relocatable: paths inside the kernel's project (the headers its ``-include`` / ``-I``
+flags name, its local modules) are stored relative to the project root and re-anchored on load,
+so two checkouts sharing one cache each check, and report, their own headers.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -28,11 +34,14 @@ from .spec import KernelSpec
 from .toolchain import compiler_launcher
 from .values import spell
 
-__all__ = ["VariantCache", "variant_key", "default_cache_dir", "package_version"]
+__all__ = ["VariantCache", "variant_key", "default_cache_dir", "package_version", "relocate"]
 
 #: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
 #: so that entries written by an older tl_aot of the same version are never reused.
-CACHE_SCHEMA = 5
+CACHE_SCHEMA = 7
+
+#: Stands for the project root in stored paths (see :func:`relocate`).
+ROOT_TOKEN = "${TL_AOT_PROJECT_ROOT}"
 
 
 def package_version(dist: str) -> str:
@@ -81,13 +90,30 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str
     return key, deps
 
 
+def relocate(variant: LoweredVariant, old: str, new: str) -> LoweredVariant:
+    """``variant`` with every path under ``old`` (in its flags, header inputs and deps) moved under ``new``."""
+    pattern = re.compile(re.escape(old.rstrip("/")) + r"(?=/|$)")
+
+    def move(s: str) -> str:
+        return pattern.sub(lambda _: new.rstrip("/"), s)
+
+    return dataclasses.replace(
+        variant,
+        nvcc_options=tuple(move(o) for o in variant.nvcc_options),
+        compile_flags=tuple(move(o) for o in variant.compile_flags),
+        inputs=tuple((move(p), d) for p, d in variant.inputs),
+        deps=tuple(move(p) for p in variant.deps),
+    )
+
+
 class VariantCache:
     """A folder of ``<key>/variant.json`` + ``<key>/image.bin`` (+ its ``image.sha256``) entries."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
 
-    def load(self, key: str) -> tuple[LoweredVariant, bytes] | None:
+    def load(self, key: str, project: Path | None = None) -> tuple[LoweredVariant, bytes] | None:
+        """The entry for ``key`` with its paths under ``project`` (the kernel's project root), if still valid."""
         d = self.root / key
         try:
             variant = from_json(LoweredVariant, (d / "variant.json").read_text())
@@ -97,12 +123,16 @@ class VariantCache:
             return None
         if hashlib.sha256(image).hexdigest() != digest:
             return None  # damaged (a crash before the data reached the disk): rebuild it
+        if project is not None:
+            variant = relocate(variant, ROOT_TOKEN, str(project))
         if not inputs_unchanged(variant.inputs):
             return None  # a header its nvcc flags name (-include, -I) changed since: rebuild it
         return variant, image
 
-    def store(self, key: str, variant: LoweredVariant, image: bytes) -> None:
+    def store(self, key: str, variant: LoweredVariant, image: bytes, project: Path | None = None) -> None:
         """Write the entry under a temporary name and rename it into place (all or nothing)."""
+        if project is not None:
+            variant = relocate(variant, str(project), ROOT_TOKEN)
         self.root.mkdir(parents=True, exist_ok=True)
         self._sweep(key)
         final = self.root / key
@@ -114,7 +144,7 @@ class VariantCache:
             try:
                 os.replace(tmp, final)
             except OSError:
-                if self.load(key) is not None:
+                if self.load(key, project) is not None:
                     # A concurrent build stored the same key first: its entry is as good as ours.
                     shutil.rmtree(tmp, ignore_errors=True)
                 else:  # a damaged entry is in the way: move it aside and put ours in its place

@@ -147,6 +147,8 @@ class CppExprPrinter:
         """A TIR intrinsic call: conditionals, bit operations in their dtype's width, <cmath> functions."""
         op = getattr(e.op, "name", "")
         name = op.split(".", 1)[1] if op.startswith(("tirx.", "tir.")) else op
+        if name not in ("if_then_else", "likely") and name not in _BIT_CALLS and name not in _MATH_CALLS:
+            self._fail(e, f"the call to {op}")
         args = [self.visit(a, d) for a in e.args]
         if name == "if_then_else":
             return f"({args[0]} ? {args[1]} : {args[2]})"

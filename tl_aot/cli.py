@@ -331,7 +331,7 @@ def describe(manifest) -> str:
             else:
                 lines.append(f"  param {p.name}: scalar {p.dtype}")
         if e.symbols:
-            lines.append("  dynamic: " + ", ".join(f"{s.name} = {s.param}.shape[{s.dim}]" for s in e.symbols))
+            lines.append("  dynamic: " + ", ".join(s.spelled() for s in e.symbols))
         for v in e.variants:
             lines.append(f"  arch {v.arch}{'+PTX' if v.ptx else ''}: {v.image_kind} {v.image_bytes} bytes")
             if v.device:

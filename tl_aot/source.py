@@ -24,6 +24,7 @@ __all__ = [
     "user_frame",
     "format_user_error",
     "display_path",
+    "project_root",
     "function_line",
     "touched_cuda",
 ]
@@ -125,19 +126,27 @@ def local_dependencies(path: str | Path, imports=()) -> list[Path]:
     return sorted(seen)
 
 
-def display_path(path: str | Path) -> str:
-    """``path`` as the library records it: relative to its project root, never to the working dir.
+def project_root(path: str | Path) -> Path:
+    """The project ``path`` belongs to: the nearest folder above it with a project marker.
 
-    The root is the nearest folder above ``path`` holding ``pyproject.toml``, ``setup.py``,
-    ``setup.cfg`` or ``.git``; without one, the folder above the outermost package. The result
-    depends only on the source tree, so builds from any working or output folder embed the same
-    text (reproducible libraries) and no build-machine path reaches the library.
+    A marker is ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git``; without one, the
+    project is the folder above the outermost package.
     """
     p = Path(path).resolve()
     for d in p.parents:
         if any((d / m).exists() for m in _PROJECT_MARKERS):
-            return p.relative_to(d).as_posix()
-    return p.relative_to(_package_root(p)).as_posix()
+            return d
+    return _package_root(p)
+
+
+def display_path(path: str | Path) -> str:
+    """``path`` as the library records it: relative to its project root, never to the working dir.
+
+    The result depends only on the source tree, so builds from any working or output folder embed
+    the same text (reproducible libraries) and no build-machine path reaches the library.
+    """
+    p = Path(path).resolve()
+    return p.relative_to(project_root(p)).as_posix()
 
 
 def function_line(path: str | Path, name: str) -> int | None:

@@ -195,12 +195,14 @@ def allocating_call(fn, entry: dict):
     first_out = next(i for i, p in enumerate(params) if p.get("output"))
     names, values = _shape_values(entry, where)
     specs = [([_dim_fn(d, names, where) for d in p["shape"]], TORCH_DTYPES[p["dtype"]]) for p in _outputs(entry)]
+    ins = [p for p in params if not p.get("output")]
+    int_scalars = {i: p["dtype"] for i, p in enumerate(ins) if p["dtype"].startswith(("int", "uint")) and p["name"] in names}
 
     def call(*args):
         torch = sys.modules.get("torch")
         # the library's rule: inputs (+ a stream) unless every parameter is passed, told by the first output's place
         alloc = len(args) == n_in or (len(args) == n_in + 1 and (len(args) != len(params) or not hasattr(args[first_out], "__dlpack__")))
-        shapes = _shapes(specs, values, args) if alloc and torch is not None and torch.cuda.is_available() else None
+        shapes = _shapes(specs, values, args, int_scalars) if alloc and torch is not None and torch.cuda.is_available() else None
         if shapes is None:
             return fn(*args)  # the library allocates, or names the bad argument
         device = _current_device(torch)
@@ -215,14 +217,22 @@ def allocating_call(fn, entry: dict):
     return call
 
 
-def _shapes(specs: list, values, args):
+def _shapes(specs: list, values, args, scalars: dict):
     """The output shapes for ``args``, or None when an argument gives no valid shape (the library then says why)."""
     try:
+        if not all(_fits(operator.index(args[i]), dtype) for i, dtype in scalars.items()):
+            return None  # out of its dtype's range: refused by the library before anything is allocated
         vals = values(args)
         shapes = [[operator.index(f(vals)) for f in dims] for dims, _ in specs]
     except Exception:  # a scalar of the wrong type: the library's own check names it
         return None
     return None if any(d < 0 for shape in shapes for d in shape) else shapes
+
+
+def _fits(value: int, dtype: str) -> bool:
+    """Whether an integer scalar argument is in the range of its dtype (``int32``, ``uint8``, ...)."""
+    bits = int(dtype.removeprefix("u").removeprefix("int"))
+    return 0 <= value < 2**bits if dtype.startswith("u") else -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
 
 
 def _matcher(torch, entry: dict):

@@ -124,6 +124,46 @@ def test_editing_an_included_header_rebuilds_the_image(package, cache_dir, tmp_p
         header.write_text(original)
 
 
+def test_checkouts_sharing_a_cache_each_build_with_their_own_headers(package, tmp_path):
+    """A cache shared by two copies of the project: a hit reports the copy's own -include path, and an
+    edited header in one copy rebuilds its image instead of reusing the other copy's."""
+    other = tmp_path / "other" / "factory_shapes"
+    shutil.copytree(package, other, ignore=shutil.ignore_patterns("build*", "*.so", "__pycache__"))
+    cache = tmp_path / "cache"
+
+    def build(root: Path) -> tuple[str, list]:
+        out = _run(
+            [
+                sys.executable,
+                "-m",
+                "tl_aot",
+                "build",
+                "tlops/kernels/scale.py:relu6_scale",
+                "--arg",
+                "n=1000",
+                "--arg",
+                "factor=2.0",
+                "--arch",
+                "90a",
+                "--cache-dir",
+                cache,
+                "-o",
+                root / "out-shared",
+            ],
+            root,
+        )
+        return out, _variants(root / "out-shared" / "librelu6_scale.so")["relu6_scale"]["compile_flags"]
+
+    header = Path("tlops") / "kernels" / "include" / "tlops_helpers.h"
+    out, flags = build(package)
+    assert "nvcc relu6_scale sm_90a" in out and flags == ["-include", str(package / header)]
+    out, flags = build(other)
+    assert "nvcc relu6_scale" not in out and flags == ["-include", str(other / header)]  # a hit, in its own paths
+    (other / header).write_text((other / header).read_text().replace("6.0f", "5.0f"))
+    out, flags = build(other)
+    assert "nvcc relu6_scale sm_90a" in out and flags == ["-include", str(other / header)]
+
+
 @pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake and ninja")
 def test_cmake_keywords_reach_every_level(package, jit, cache_dir):
     cmake_dir = _run([sys.executable, "-m", "tl_aot", "--cmake-dir"], package).strip()

@@ -106,12 +106,14 @@ def test_build_refuses_outputs_it_cannot_allocate(tmp_path):
         cmd = [sys.executable, "-m", "tl_aot", "build", f"{src}:k", "--arch", "90a", "-o", str(tmp_path / "out"), *extra]
         return subprocess.run(cmd, capture_output=True, text=True)
 
+    no_input_gives = "output 'o' has dim 'n', which no input tensor's shape or scalar argument gives"
     cases = {
-        ("--out-idx", "o"): "output 'o' has dim 'n', which no input tensor's shape gives",
+        ("--out-idx", "o"): no_input_gives,
         ("--out-idx", "s"): "out_idx 's' is the scalar 's'; only tensors can be outputs",
         ("--out-idx", "3"): "out_idx 3 is out of range for 3 parameters (a, s, o)",
         ("--out-idx", "q"): "out_idx names 'q', which is not a parameter (a, s, o)",
-        ("--out-idx", "0", "--out-idx", "2"): "every tensor is an output",
+        # every tensor an output is fine (allocated on the current device), but n must still come from somewhere
+        ("--out-idx", "0", "--out-idx", "2"): no_input_gives,
     }
     for extra, message in cases.items():
         proc = build(*extra)

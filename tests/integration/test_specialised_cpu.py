@@ -89,7 +89,8 @@ def _lib_spec(tmp_path, specialisations: str):
     [
         (
             "[{ args = { N = 2048 } }, { args = { N = 2048, threads = 128 } }]",
-            "specialisations #1 (x: float16[m, 2048], w: float16[2048]) and #2 (x: float16[m, 2048], w: float16[2048]) can both take the same call",
+            "specialisations #1 (x: float16[m, 2048], w: float16[2048]) and "
+            "#2 (x: float16[m, 2048], w: float16[2048]) can both take the same call",
         ),
         (
             "[{ args = { N = 2048 }, when = { q = 4 } }]",

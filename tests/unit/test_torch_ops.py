@@ -134,3 +134,44 @@ def test_one_op_per_specialised_entry_whose_fake_follows_the_same_rules():
     assert run(65, 4096).dtype == torch.float32  # past its range: the fallback
     with pytest.raises(ValueError, match=r"norm: no specialisation takes torch.float16\[3, 1024\]"):
         run(3, 1024)
+
+
+def test_output_dims_from_a_symbol_solved_from_an_input_dim():
+    """pair_sum(X: [n * 2]) -> Y: [n]: the fake solves n = X.shape[0] // 2 as the library does."""
+    _, fns = calls()
+    ops = torch_ops.register(fns, manifest_with_dynamic_output())
+    assert ops.pair_sum(torch.empty(10, device="meta")).shape == (5,)
+
+
+def test_an_op_taking_no_tensor_serves_every_dispatch_key_and_fakes_on_the_current_device():
+    """arange(n, start, step) -> out: [n]: the dispatcher has no tensor to pick CUDA by."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    m = manifest_with_dynamic_output()
+    seen, fns = calls()
+    ops = torch_ops.register(fns, m)
+    assert torch_ops.schema_of(next(e for e in m["entries"] if e["name"] == "arange")) == "(int n, int start, int step) -> Tensor"
+    with FakeTensorMode():
+        out = ops.arange(7, 0, 3)
+    assert (out.shape, out.dtype, out.device.type) == ((7,), torch.int32, "cuda")
+    ops.arange(7, 0, 3)  # the real op: without CUDA here, the library's own call allocates (and would report)
+    assert seen[-1] == ("arange", (7, 0, 3))
+
+
+def test_allocating_call_allocates_with_torch_and_passes_every_parameter(monkeypatch):
+    entry = next(e for e in GOLDEN["entries"] if e["name"] == "arange")
+    seen, fns = calls()
+    call = torch_ops.allocating_call(fns["arange"], entry)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch_ops, "_current_device", lambda torch: torch.device("cpu"))  # stands in for cuda:N
+    out = call(5, 1, 2)
+    assert (out.shape, out.dtype) == ((5,), torch.int32) and seen[-1] == ("arange", (out, 5, 1, 2))
+    out = call(5, 1, 2, 1234)  # then a stream
+    assert seen[-1] == ("arange", (out, 5, 1, 2, 1234))
+    given = torch.empty(5, dtype=torch.int32)
+    assert call(given, 5, 1, 2) is None and seen[-1] == ("arange", (given, 5, 1, 2))  # every parameter: in place
+    call(-1, 0, 1)  # no valid shape: the library's call reports it
+    call("5", 0, 1)
+    call(2**31, 0, 1)  # beyond int32: refused by the library before anything is allocated
+    assert seen[-3:] == [("arange", (-1, 0, 1)), ("arange", ("5", 0, 1)), ("arange", (2**31, 0, 1))]
+    assert torch_ops.allocating_call(call, entry)._tl_aot_library_fn is fns["arange"]  # wrapped once

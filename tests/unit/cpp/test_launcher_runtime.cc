@@ -43,7 +43,14 @@ static CUresult f_attr(int* v, CUdevice_attribute a, CUdevice) {
 }
 static CUresult f_retain(CUcontext* c, CUdevice d) { *c = reinterpret_cast<CUcontext>(0x1000 + d); return CUDA_SUCCESS; }
 static CUresult f_release(CUdevice) { ++g_releases; return CUDA_SUCCESS; }
-static CUresult f_getcur(CUcontext* c) { *c = nullptr; return CUDA_SUCCESS; }
+static CUcontext g_current_ctx = nullptr;  // the context "made current" by the caller (torch, the runtime API)
+static CUresult f_getcur(CUcontext* c) { *c = g_current_ctx; return CUDA_SUCCESS; }
+static CUresult f_getdev(CUdevice* d) {  // device handles are 100 + ordinal: not the ordinal itself
+  if (g_current_ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *d = 100 + static_cast<int>(reinterpret_cast<uintptr_t>(g_current_ctx) - 0x1000);
+  return CUDA_SUCCESS;
+}
+static CUresult f_get_handle(CUdevice* d, int i) { *d = 100 + i; return CUDA_SUCCESS; }
 static CUresult f_push(CUcontext) { return CUDA_SUCCESS; }
 static CUresult f_pop(CUcontext* c) { *c = nullptr; return CUDA_SUCCESS; }
 static CUresult f_load(CUmodule* m, const void*) {
@@ -88,6 +95,7 @@ static rt::Driver fake_driver() {
   d.PrimaryCtxRetain = f_retain;
   d.PrimaryCtxRelease = f_release;
   d.CtxGetCurrent = f_getcur;
+  d.CtxGetDevice = f_getdev;
   d.CtxPushCurrent = f_push;
   d.CtxPopCurrent = f_pop;
   d.ModuleLoadData = f_load;
@@ -206,6 +214,43 @@ int main() {
   rt::check_grid("e", "k", grid);  // the exact limit is fine
   msg = error_of([] { rt::check_smem("e", "k", 300000, 232448); });
   CHECK(msg.find("would need 300000 bytes of dynamic shared memory") != std::string::npos);
+
+  // The device of a call with no input tensor: the current context's, found by its CUdevice handle; else 0.
+  CHECK(rt::current_device() == 0);  // nothing current
+  rt::Driver handles = fake_driver();
+  handles.DeviceGet = f_get_handle;
+  rt::set_driver_for_testing(handles);
+  g_current_ctx = reinterpret_cast<CUcontext>(0x1000 + 1);
+  CHECK(rt::current_device() == 1);
+  g_current_ctx = reinterpret_cast<CUcontext>(0x1000 + 7);  // a device this process cannot see
+  CHECK(rt::current_device() == 0);
+  g_current_ctx = nullptr;
+  rt::Driver none;  // no driver at all: 0, and loading the entry says why
+  rt::set_driver_for_testing(none);
+  CHECK(rt::current_device() == 0);
+  rt::set_driver_for_testing(fake_driver());
+
+  // A returned output whose size (from a scalar argument) is negative: named before any allocation.
+  msg = error_of([] {
+    ::tvm::ffi::Tensor keep;
+    const DLTensor* t = nullptr;
+    rt::alloc_output("arange", "out", {4, -3}, DLDataType{kDLInt, 32, 1}, 0, &keep, &t);
+  });
+  CHECK(msg == "arange: output 'out' would have shape [4, -3] for these arguments; a dim cannot be negative");
+
+  // Bit operations in the width of their dtype, as TileLang's host code computes them.
+  CHECK(rt::shl<int32_t>(1, 31) == INT32_MIN);  // wraps in 32 bits, not 2^31
+  CHECK(rt::shl<int64_t>(1, 31) == (int64_t(1) << 31));
+  CHECK(rt::shl<int32_t>(1, 32) == 0 && rt::shl<int32_t>(1, -1) == 0);  // out-of-range amounts: 0, not UB
+  CHECK(rt::shr<int32_t>(-8, 1) == -4 && rt::shr<int32_t>(-8, 40) == -1);  // arithmetic for signed
+  CHECK(rt::shr<uint32_t>(0xFFFFFFFFLL, 4) == 0x0FFFFFFFLL && rt::shr<uint32_t>(-1, 31) == 1);  // logical for unsigned
+  CHECK(rt::shr<int32_t>(1000 + 127, 7) == 8);
+  CHECK(rt::bit_and<int32_t>(0x1234, 0xFF) == 0x34 && rt::bit_or<int32_t>(0x10, 0x01) == 0x11);
+  CHECK(rt::bit_xor<int8_t>(0x7F, -1) == -128);  // in 8 bits
+  CHECK(rt::bit_not<int32_t>(0) == -1 && rt::bit_not<uint32_t>(0) == 0xFFFFFFFFLL && rt::bit_not<uint8_t>(1) == 254);
+  CHECK(rt::clz<int32_t>(1) == 31 && rt::clz<int32_t>(0) == 32 && rt::clz<int64_t>(1) == 63 && rt::clz<int32_t>(-1) == 0);
+  CHECK(rt::popcount<int32_t>(-1) == 32 && rt::popcount<uint16_t>(0x0F0F) == 8);
+  CHECK(rt::floordiv(-7, 2) == -4 && rt::floormod(-7, 2) == 1);
 
   std::printf("ok %d\n", g_passed);
   if (g_failed) std::fprintf(stderr, "%d failed\n", g_failed);
