@@ -502,6 +502,8 @@ def _manifest(lib: LibrarySpec, tasks, lowered: dict, nv_version: str, image_siz
                     nvcc_options=v.nvcc_options,
                     func_hash=v.func_hash,
                     resolved=v.resolved,
+                    request_key=v.request_key,
+                    request=v.request,
                 )
             )
         entries.append(

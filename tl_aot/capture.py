@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .errors import SpecError
 from .fileutil import atomic_write
-from .options import flag_inputs
+from .options import flag_inputs, map_flag_paths, portable_flags
 
 __all__ = ["RECORD_SCHEMA", "request_key", "Record", "Capturer", "install_from_env", "normalized_ir"]
 
@@ -46,10 +46,13 @@ def normalized_ir(func) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
-def _plain_flags(flags) -> list[str]:
-    """Compile flags with each header path replaced by ``<name>#<digest of its contents>``."""
-    digests = dict(flag_inputs(flags))
-    return [f"{Path(f).name}#{digests[f][:16]}" if f in digests else f for f in flags]
+def recorded_flags(item: dict) -> list[str]:
+    """A recorded request's compile flags with paths spelled by content (:func:`portable_flags`).
+
+    The digests come from the headers the record carries, so the spelling is the same on any machine.
+    """
+    digests = {p: hashlib.sha256(base64.b64decode(b64)).hexdigest() for p, b64 in item.get("headers", {}).items()}
+    return portable_flags(item.get("options", {}).get("compile_flags", []), digests)
 
 
 def backend_kind(execution_backend, target) -> str:
@@ -77,7 +80,7 @@ def options_of(req) -> dict:
 
 def request_key(func, options: dict) -> str:
     """The identity of a compile request: prim_func (without locations) and options (headers by content)."""
-    keyed = {**options, "compile_flags": _plain_flags(options["compile_flags"])}
+    keyed = {**options, "compile_flags": portable_flags(options["compile_flags"])}
     h = hashlib.sha256(normalized_ir(func).encode())
     h.update(json.dumps(keyed, sort_keys=True, default=str).encode())
     return h.hexdigest()[:32]
@@ -343,22 +346,39 @@ def resolve_captured(spec, where: str):
     flags = _materialise_headers(list(options["compile_flags"]), item.get("headers", {}), Path(record_path))
     origin = (item.get("origins") or [{}])[0]
     path = f"capture {origin.get('jit') or origin.get('function', '?')} -> {item.get('name', 'main')}"
-    return Resolved(func, dict(options["pass_configs"]), tuple(flags), options["out_idx"], None, path)
+    return Resolved(
+        func, dict(options["pass_configs"]), tuple(flags), options["out_idx"], None, path, options["backend"], options["target"]
+    )
 
 
 def _materialise_headers(flags: list, headers: dict, record: Path) -> list:
-    """The recorded headers written beside the record (by content), and the flags pointing at them."""
+    """The recorded headers written beside the record, and the flags pointing at them.
+
+    Each is stored by content; an ``-I`` folder keeps its layout.
+    """
     if not headers:
         return flags
     root = record.parent / ".tl_aot_headers"
-    moved = {}
-    for original, b64 in headers.items():
-        data = base64.b64decode(b64)
-        digest = hashlib.sha256(data).hexdigest()[:16]
-        dest = root / digest / Path(original).name
+
+    def write(dest: Path, b64: str) -> None:
         if not dest.is_file():
             dest.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(dest, data)
-        moved[original] = str(dest)
-        moved[str(Path(original).parent)] = str(dest.parent)
-    return [moved.get(f, f) for f in flags]
+            atomic_write(dest, base64.b64decode(b64))
+
+    def place(value: str, folder: bool) -> str:
+        p = Path(value)
+        if not folder:
+            if value not in headers:
+                return value
+            dest = root / hashlib.sha256(base64.b64decode(headers[value])).hexdigest()[:16] / p.name
+            write(dest, headers[value])
+            return str(dest)
+        under = sorted((Path(f).relative_to(p).as_posix(), b64) for f, b64 in headers.items() if Path(f).is_relative_to(p))
+        if not under:
+            return value
+        dest = root / hashlib.sha256(json.dumps(under).encode()).hexdigest()[:16] / p.name
+        for rel, b64 in under:
+            write(dest / rel, b64)
+        return str(dest)
+
+    return map_flag_paths(flags, place)

@@ -114,6 +114,22 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--strict", action="store_true", help="a kernel the libraries do not hold is an error, never compiled")
     r.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
+    v = sub.add_parser(
+        "verify",
+        help="check that a library's kernels are the ones the operator library's own JIT compiles",
+        description="Run COMMAND (after --: the library's workload) with TileLang's compile intercepted, or read "
+        "--record, and check every variant of LIBRARY against the requests: identical, different (and what differs) "
+        "or not reached. Exits 1 unless every variant is identical to a request.",
+    )
+    v.add_argument("library", help="a tl_aot library, or a folder of them")
+    v.add_argument("--record", help="compare with this capture record instead of running a command")
+    v.add_argument(
+        "--device",
+        help="run the command compiling nothing, device queries answered as this GPU (e.g. H100-SXM): a check without a GPU",
+    )
+    v.add_argument("--allow-unreached", action="store_true", help="variants the workload never asks for do not fail the check")
+    v.add_argument("cmd", nargs="*", help="-- COMMAND [ARGS...]")
+
     t = sub.add_parser("tune", help="on a GPU host: time each entry's candidate configs, write a tuning record")
     kernels(t)
     t.add_argument("-o", "--output", help="tuning record to write or update (default: SPEC's <stem>.tune.json, else tune.json)")
@@ -164,7 +180,7 @@ def _captured_library(args):
 
 def _library(args, what: str):
     """The LibrarySpec the command line names (FILE.py:FUNCTION with --arg ..., or --spec)."""
-    from .spec import KernelSpec, LibrarySpec, archs_from_env, load_spec_file, parse_arg, parse_target
+    from .spec import KernelSpec, LibrarySpec, archs_from_env, load_spec_file, parse_arg, parse_pass_config, parse_target
 
     if getattr(args, "capture", None):
         return _captured_library(args)
@@ -202,7 +218,7 @@ def _library(args, what: str):
         function=func,
         args=dict(parse_arg(a) for a in args.arg),
         archs=archs,
-        pass_configs=dict(parse_arg(a) for a in args.pass_config),
+        pass_configs=dict(parse_pass_config(a) for a in args.pass_config),
         compile_flags=args.nvcc_flag,
         device=args.device,
         out_idx=_out_idx(args.out_idx),
@@ -282,6 +298,37 @@ def _cmd_run(args) -> int:
     cmd = _command(args, "run")
     extra = {"TL_AOT_SERVE": str(Path(args.serve).resolve()), "TL_AOT_SERVE_STRICT": "1" if args.strict else "0"}
     return subprocess.call(cmd, env=environment(extra))
+
+
+def _cmd_verify(args) -> int:
+    """Check the library's variants against the requests of a workload (run now, or a record)."""
+    import tempfile
+
+    from .capture import Record
+    from .runtime import _load_module, read_manifest
+    from .verify import report, verify
+
+    path = Path(args.library)
+    files = sorted(path.glob("lib*.so")) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        msg = f"verify: {path} is not a tl_aot library or a folder holding some"
+        raise TlAotError(msg)
+    manifests = [(f.name, read_manifest(_load_module(f), f)) for f in files]
+    if args.record:
+        if args.cmd:
+            msg = "verify: give either --record RECORD or a command after --, not both"
+            raise TlAotError(msg)
+        kernels = Record.load(args.record).kernels
+    else:
+        with tempfile.TemporaryDirectory(prefix="tl_aot_verify_") as tmp:
+            args.output = str(Path(tmp) / "requests.json")
+            code = _cmd_capture(args)
+            if code != 0:
+                print(f"tl_aot verify: the workload exited with {code}; checking what it asked for before that", file=sys.stderr)
+            kernels = Record.load(args.output, missing_ok=True).kernels
+    text, passed = report(verify(manifests, kernels), allow_unreached=args.allow_unreached)
+    print(text)
+    return 0 if passed else 1
 
 
 def _cmd_tune(args) -> int:
@@ -383,7 +430,14 @@ def _manifest_json(text: str) -> str:
 
 def main(argv=None) -> int:
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    # `capture`/`run`/`verify` take a command after `--`: split there, so options may follow a positional
+    head, tail = (argv[: argv.index("--")], argv[argv.index("--") :]) if "--" in argv else (argv, [])
+    args = parser.parse_args(head)
+    if tail:
+        if not hasattr(args, "cmd"):
+            parser.error(f"unrecognized arguments: {' '.join(tail)}")
+        args.cmd = tail
     if args.version:
         print(__version__)
         return 0
@@ -402,6 +456,8 @@ def main(argv=None) -> int:
             return _cmd_capture(args)
         if args.command == "run":
             return _cmd_run(args)
+        if args.command == "verify":
+            return _cmd_verify(args)
         if args.command == "inspect":
             return _cmd_inspect(args)
         if args.command == "deps":

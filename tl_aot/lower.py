@@ -20,8 +20,8 @@ from .cexpr import CppExprPrinter, ctype_of
 from .device import default_profile, emulate, find_profile
 from .errors import LoweringError, SpecError, TlAotError
 from .metadata import DeviceKernel, KernelArg, L2Window, LoweredVariant, Param, Symbol, TmaDescriptor, Workspace
-from .options import flag_inputs, jit_pass_configs, nvcc_flags_for
-from .resolve import Resolved, func_hash, plain_pass_configs, resolve_kernel
+from .options import flag_inputs, jit_pass_configs, nvcc_flags_for, portable_flags
+from .resolve import CompileRequest, Resolved, func_hash, plain_pass_configs, resolve_kernel
 from .source import format_user_error, import_kernel_file, local_dependencies
 from .spec import KernelSpec
 from .values import spell
@@ -615,7 +615,31 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         func_hash=func_hash(func),
         resolved=resolved.path,
         inputs=flag_inputs(nvcc_options),
+        **_request_identity(spec, resolved, out_idx),
     )
+
+
+def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict:
+    """The JIT compile request this variant answers, with the options it was built with (spec overrides included).
+
+    Its key is what serving matches; its prim_func name and options, as JSON, are what ``verify`` compares.
+    """
+    from .capture import options_of, request_key
+
+    req = CompileRequest(
+        resolved.func,
+        None if out_idx is None else list(out_idx),
+        resolved.execution_backend,
+        resolved.target,
+        None,
+        dict(resolved.pass_configs),
+        tuple(str(f) for f in resolved.compile_flags),
+        0,
+    )
+    options = options_of(req)
+    key = spec.capture[1] if spec.capture else request_key(req.func, options)
+    request = {"name": req.name, "options": {**options, "compile_flags": portable_flags(options["compile_flags"])}}
+    return {"request_key": key, "request": json.dumps(request, sort_keys=True, default=str)}
 
 
 def _resolve(spec: KernelSpec, arch: Arch, where: str) -> Resolved:

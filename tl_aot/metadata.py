@@ -171,6 +171,8 @@ class ArchVariant:
     nvcc_options: tuple = ()  # the nvcc flags the image was compiled with (from the two above)
     func_hash: str = ""  # structural hash of the prim_func built (what TileLang's JIT would compile)
     resolved: str = ""  # how the kernel was reached from the entry's function
+    request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.capture.request_key)
+    request: str = ""  # that request as JSON: prim_func name and options (portable flags), for ``verify``
 
 
 @dataclass(frozen=True)
@@ -317,6 +319,8 @@ class LoweredVariant:
     compile_flags: tuple = ()  # the kernel's compile_flags (decorator, prim_func, spec), in order
     func_hash: str = ""  # TileLang's structural hash of the prim_func lowered (tl_aot.resolve.func_hash)
     resolved: str = ""  # how the prim_func was reached, e.g. "make_gemm(M=1024) -> kernel(block_m=128)"
+    request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.capture.request_key)
+    request: str = ""  # that request as JSON: prim_func name and options (portable flags)
     inputs: tuple = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale
 
 

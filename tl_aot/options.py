@@ -8,16 +8,18 @@ are recorded with the variant, so an edited header is a cache miss, never a stal
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 from pathlib import Path
 
 from .fileutil import file_digest
 
-__all__ = ["jit_pass_configs", "absolute_flags", "flag_inputs", "nvcc_flags_for"]
+__all__ = ["jit_pass_configs", "absolute_flags", "flag_inputs", "nvcc_flags_for", "portable_flags", "map_flag_paths"]
 
 #: Flags whose value (attached or the next word) is a path nvcc reads.
 _PATH_FLAGS = ("-include", "--pre-include", "-I", "--include-path", "-isystem", "--system-include")
+_FILE_FLAGS = ("-include", "--pre-include")
 _MAX_DIR_FILES = 4000
 
 
@@ -52,46 +54,61 @@ def nvcc_flags_for(pass_configs: dict) -> tuple[str, ...]:
     return absolute_flags(opts)
 
 
-def absolute_flags(opts, cwd: str | os.PathLike | None = None) -> tuple[str, ...]:
-    """Relative paths after ``-I`` / ``-include`` made absolute (nvcc runs in another folder than the JIT would)."""
-    base = Path(cwd or os.getcwd())
+def map_flag_paths(opts, fn) -> list[str]:
+    """The flags with ``fn(path, folder)`` applied to every path they name (``folder``: an ``-I``-like flag's)."""
     out: list[str] = []
-    take_next = False
+    pending = None
     for o in opts:
-        if take_next:
-            out.append(str(base / o) if not os.path.isabs(o) else o)
-            take_next = False
+        o = str(o)
+        if pending is not None:
+            out.append(fn(o, pending not in _FILE_FLAGS))
+            pending = None
             continue
         flag = next((f for f in _PATH_FLAGS if o == f or o.startswith(f + "=") or (f == "-I" and o.startswith("-I"))), None)
         if flag is None:
             out.append(o)
         elif o == flag:
             out.append(o)
-            take_next = True
+            pending = flag
         else:
             sep = "=" if o.startswith(flag + "=") else ""
-            value = o[len(flag) + len(sep) :]
-            out.append(f"{flag}{sep}{value if os.path.isabs(value) else base / value}")
-    return tuple(out)
+            out.append(f"{flag}{sep}{fn(o[len(flag) + len(sep) :], flag not in _FILE_FLAGS)}")
+    return out
+
+
+def absolute_flags(opts, cwd: str | os.PathLike | None = None) -> tuple[str, ...]:
+    """Relative paths after ``-I`` / ``-include`` made absolute (nvcc runs in another folder than the JIT would)."""
+    base = Path(cwd or os.getcwd())
+    return tuple(map_flag_paths(opts, lambda v, _: v if os.path.isabs(v) else str(base / v)))
+
+
+def portable_flags(opts, digests: dict | None = None) -> list[str]:
+    """The flags with every path they name spelled ``<name>#<digest of its contents>``.
+
+    Equal wherever the package lives (a folder's digest covers the headers under it), different
+    when a header changed: what a compile request's identity holds. ``digests`` (path -> SHA-256)
+    stands in for the files on disk, e.g. the headers a capture record carries.
+    """
+    known = {str(Path(f)): d for f, d in (flag_inputs(opts) if digests is None else digests.items())}
+
+    def one(value: str, folder: bool) -> str:
+        p = Path(value)
+        if not folder:
+            return f"{p.name}#{known.get(str(p), 'missing')[:16]}"
+        h = hashlib.sha256()
+        for f, d in sorted(known.items()):
+            if Path(f) != p and Path(f).is_relative_to(p):
+                h.update(f"{Path(f).relative_to(p).as_posix()}\0{d}\0".encode())
+        return f"{p.name}/#{h.hexdigest()[:16]}"
+
+    return map_flag_paths(opts, one)
 
 
 def _paths(opts) -> tuple[list[Path], list[Path]]:
     """Files (``-include``) and folders (``-I``...) the flags name."""
     files: list[Path] = []
     dirs: list[Path] = []
-    it = iter(opts)
-    for o in it:
-        for f in _PATH_FLAGS:
-            if o == f:
-                value = next(it, "")
-            elif o.startswith(f + "="):
-                value = o[len(f) + 1 :]
-            elif f == "-I" and o.startswith("-I") and len(o) > 2:
-                value = o[2:]
-            else:
-                continue
-            (files if f in ("-include", "--pre-include") else dirs).append(Path(value))
-            break
+    map_flag_paths(opts, lambda v, folder: (dirs if folder else files).append(Path(v)) or v)
     return files, dirs
 
 

@@ -165,6 +165,8 @@ class Resolved:
     out_idx: object  # the kernel's own (None: no returned outputs declared)
     choice: object  # autotune.Choice or None
     path: str  # how it was reached, e.g. "make_gemm(M=1024) -> kernel(block_m=128)"
+    execution_backend: object = None  # the request's, as the library passed it
+    target: object = None
     stale: bool = False  # a stand-in from an earlier build step came back (a cache in user code): import afresh
 
 
@@ -300,7 +302,7 @@ def resolve_kernel(spec: KernelSpec, module, where: str, arch: str, *, tuned=Non
         pass_configs = {**pass_configs, **walker.choice.pass_configs}
     pass_configs.update(dict(spec.pass_configs))
     compile_flags = (*compile_flags, *spec.compile_flags)
-    return Resolved(req.func, pass_configs, compile_flags, req.out_idx, walker.choice, path)
+    return Resolved(req.func, pass_configs, compile_flags, req.out_idx, walker.choice, path, req.execution_backend, req.target)
 
 
 def _is_autotuned(obj) -> bool:

@@ -2,8 +2,9 @@
 
 ``tl_aot.serve(path)`` (a library, or a folder of them) patches TileLang's compile
 (``tilelang.jit.cached``) in this process. A compile request whose key (prim_func without source
-locations, options, headers by content: :func:`tl_aot.capture.request_key`) is a captured
-kernel of a loaded library, on a GPU the library has an image for, returns a
+locations, options, headers by content: :func:`tl_aot.capture.request_key`) is the key of a
+loaded library's variant (every kernel built from a capture, or reached through TileLang's JIT
+from a spec entry, records the request it answers), on a GPU the library has an image for, returns a
 :class:`ServedKernel`: the library's entry, called like TileLang's compiled kernel. Any other
 request is a miss: compiled by the JIT with one warning per kernel, or, ``strict``, a
 :class:`KernelNotServed` error naming the kernel and the nearest prebuilt one. A different IR or
@@ -88,11 +89,16 @@ class Server:
                 continue
             self.libraries.append(lib)
             for e in lib.manifest.entries:
-                if not e.capture_key:
-                    continue
-                ccs = {_cc(v.arch) for v in e.variants}
-                self.index[e.capture_key] = (lib, e.name, ccs)
-                self.by_name.setdefault(e.capture_name, []).append(e)
+                if e.export:
+                    continue  # a specialisation is reached through its export's dispatch, which may pick another
+                for v in e.variants:
+                    key = v.request_key or e.capture_key
+                    if not key:
+                        continue  # built before tl_aot recorded request keys, or from a plain prim_func with no request
+                    have = self.index.setdefault(key, (lib, e.name, set()))
+                    if have[1] == e.name and have[0] is lib:
+                        have[2].add(_cc(v.arch))
+                self.by_name.setdefault(e.capture_name or e.function, []).append(e)
 
     def lookup(self, req):
         """The served kernel for ``req``, or None (a miss)."""
@@ -157,7 +163,9 @@ def serve(path: str | os.PathLike, *, strict: bool = False) -> Server:
     Parameters
     ----------
     path : path
-        A library built with ``python -m tl_aot build --capture``, or a folder holding several.
+        A tl_aot library, or a folder holding several: built from a capture (``build --capture``) or
+        from spec files, the CLI, setuptools or CMake (each entry reached through TileLang's JIT is
+        served for the request it answers).
     strict : bool
         A request no library holds raises :class:`KernelNotServed` instead of being compiled by the JIT.
 

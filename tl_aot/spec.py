@@ -124,6 +124,24 @@ def parse_arg(text: str, flag: str = "--arg") -> tuple[str, object]:
     return name, parse_value_text(raw, f"{flag} {text!r}")
 
 
+def parse_pass_config(text: str) -> tuple[str, object]:
+    """Parse ``--pass-config KEY=VALUE`` with a dotted TileLang key (``tl.disable_tma_lower``).
+
+    ``true`` / ``false`` are booleans, as in a spec file; other values parse as ``--arg`` values.
+    """
+    from .values import parse_value_text
+
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key or not all(part.isidentifier() for part in key.split(".")):
+        msg = f"--pass-config {text!r}: expected KEY=VALUE with a TileLang pass config key, e.g. tl.disable_tma_lower=true"
+        raise SpecError(msg)
+    word = raw.strip().lower()
+    if word in ("true", "false"):
+        return key, word == "true"
+    return key, parse_value_text(raw, f"--pass-config {text!r}")
+
+
 def parse_target(text: str) -> tuple[Path, str]:
     """Split ``path/kernels.py:function`` into the file and the function name."""
     path, sep, func = str(text).rpartition(":")

@@ -60,3 +60,30 @@ def test_the_included_header_is_what_runs(tlops, reference):
     x = torch.tensor([-3.0, 0.5, 7.0] + [0.0] * 997, device="cuda")
     y = tlops.relu6_scale(x)
     assert y[:3].tolist() == [0.0, 1.0, 12.0]  # relu6 from tlops_helpers.h, times factor 2
+
+
+SERVED_CHECK = """
+import sys, torch, tl_aot, jit_reference
+from tl_aot import serving
+kernels = jit_reference.jit_kernels()  # the library's own JIT calls, served
+lib = tl_aot.load(sys.argv[1])
+for entry, k in kernels.items():
+    assert type(k).__name__ == "ServedKernel", (entry, k)
+    args = jit_reference.inputs(entry)
+    assert torch.equal(k(*args), getattr(lib, entry)(*args)), entry
+print("served", serving._active.stats.served, "compiled", serving._active.stats.compiled)
+"""
+
+
+def test_the_spec_built_library_serves_the_librarys_own_jit_calls(tlops, tmp_path):
+    """No capture needed: a library built from tlops.toml answers tlops' JIT calls (strict: zero compiles)."""
+    import subprocess
+    import sys
+
+    lib = str(tlops.path)
+    cmd = [sys.executable, "-m", "tl_aot", "run", "--serve", lib, "--strict", "--", sys.executable, "-c", SERVED_CHECK, lib]
+    env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp_path / "tilelang-cache"))
+    proc = subprocess.run(cmd, cwd=PACKAGE, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"served {len(ENTRIES)} compiled 0" in proc.stdout
+    assert not any(p.is_file() for p in (tmp_path / "tilelang-cache").rglob("*"))

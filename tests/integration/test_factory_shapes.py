@@ -164,6 +164,34 @@ def test_checkouts_sharing_a_cache_each_build_with_their_own_headers(package, tm
     assert "nvcc relu6_scale sm_90a" in out and flags == ["-include", str(other / header)]
 
 
+def test_verify_proves_each_entry_is_the_kernel_the_librarys_jit_compiles(package, cache_dir, tmp_path):
+    """``verify`` runs the library's own JIT calls (compiling nothing, as an H100) and finds every entry identical;
+    a build with an option the library does not set is named, with what differs."""
+    env = dict(os.environ, TL_AOT_CACHE_DIR=str(cache_dir))
+    out = tmp_path / "spec"
+    _run([sys.executable, "-m", "tl_aot", "build", "--spec", "tlops.toml", "-o", out, "-q"], package, env)
+    workload = ["--", sys.executable, "-c", "import jit_reference; jit_reference.jit_kernels()"]
+    verify = [sys.executable, "-m", "tl_aot", "verify", "--device", "H100-SXM"]
+    text = _run([*verify[:4], out / "libtlops_aot.so", *verify[4:], *workload], package, env)
+    assert f"{len(ENTRIES)} variants: {len(ENTRIES)} identical: passed" in text
+    for name in ENTRIES:
+        assert f"ok          {name} (sm_90a): " in text
+    assert "ok          gemm (sm_90a): tlops.kernels.gemm.gemm_kernel.<locals>._gemm(block_m=128, num_stages=3)" in text
+
+    other = tmp_path / "other"
+    build = [sys.executable, "-m", "tl_aot", "build", "tlops/kernels/scale.py:relu6_scale", "--arg", "n=1000", "--arg", "factor=2.0"]
+    _run([*build, "--pass-config", "tl.disable_tma_lower=true", "--arch", "90a", "-o", other, "-q"], package, env)
+    proc = subprocess.run(
+        [str(c) for c in [*verify[:4], other, *verify[4:], *workload]], cwd=package, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert (
+        "DIFFERENT   relu6_scale (sm_90a): tlops.kernels.scale.relu6_scale(0=1000, 1=2.0) asks for it with other options: " in proc.stdout
+    )
+    assert "pass_configs: tl.disable_tma_lower = true built, absent requested" in proc.stdout
+    assert "1 different: FAILED" in proc.stdout
+
+
 @pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake and ninja")
 def test_cmake_keywords_reach_every_level(package, jit, cache_dir):
     cmake_dir = _run([sys.executable, "-m", "tl_aot", "--cmake-dir"], package).strip()

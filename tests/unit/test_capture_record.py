@@ -42,3 +42,23 @@ def test_on_import_runs_now_or_when_the_module_is_imported(tmp_path, monkeypatch
     assert seen == ["json", 7]
     sys.modules.pop("tl_aot_hook_probe", None)
     assert isinstance(sys.modules["json"], types.ModuleType)
+
+
+def test_flags_name_headers_by_content_wherever_the_package_lives(tmp_path):
+    from tl_aot.options import portable_flags
+
+    for root in (tmp_path / "a", tmp_path / "b"):
+        (root / "inc" / "sub").mkdir(parents=True)
+        (root / "inc" / "h.h").write_text("#define X 1\n")
+        (root / "inc" / "sub" / "g.cuh").write_text("#define Y 1\n")
+    a, b = tmp_path / "a", tmp_path / "b"
+
+    def spelled(root):
+        return portable_flags(["-include", f"{root}/inc/h.h", f"-I{root}/inc", "--include-path=" + str(root / "inc"), "-O3"])
+
+    assert spelled(a) == spelled(b)
+    assert spelled(a)[0] == "-include" and spelled(a)[1].startswith("h.h#") and spelled(a)[-1] == "-O3"
+    assert spelled(a)[2].startswith("-Iinc/#") and spelled(a)[3].startswith("--include-path=inc/#")
+    (b / "inc" / "sub" / "g.cuh").write_text("#define Y 2\n")  # a header under the -I folder changed
+    assert spelled(a)[2] != spelled(b)[2] and spelled(a)[1] == spelled(b)[1]
+    assert portable_flags(["-include", f"{a}/missing.h"]) == ["-include", "missing.h#missing"]

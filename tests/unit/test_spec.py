@@ -143,3 +143,14 @@ def test_an_entry_and_a_specialised_entry_of_the_same_name_clash(tmp_path):
     (tmp_path / "s.toml").write_text(entry + entry + "specialisations = [{ args = {} }]\n")
     with pytest.raises(SpecError, match="entry 'gemm' is listed twice"):
         load_spec_file(tmp_path / "s.toml")
+
+
+def test_pass_config_flags_take_dotted_keys_and_booleans():
+    from tl_aot.spec import parse_pass_config
+
+    assert parse_pass_config("tl.disable_tma_lower=true") == ("tl.disable_tma_lower", True)
+    assert parse_pass_config("tl.enable_fast_math=False") == ("tl.enable_fast_math", False)
+    assert parse_pass_config("tl.ptxas_register_usage_level=3") == ("tl.ptxas_register_usage_level", 3)
+    for bad in ("tl.disable_tma_lower", "=1", "tl..x=1", "tl.x-y=1"):
+        with pytest.raises(SpecError, match="expected KEY=VALUE with a TileLang pass config key"):
+            parse_pass_config(bad)
