@@ -387,6 +387,8 @@ def describe(manifest) -> str:
                 lines.append(f"    config ({v.config_source}): " + ", ".join(f"{k}={val}" for k, val in v.config))
             if v.resolved:
                 lines.append(f"    built from {v.resolved}  [prim_func {v.func_hash}]")
+            if v.request_key:
+                lines.append(f"    answers the JIT request {v.request_key} (served by tl_aot.serve, checked by verify)")
             if v.pass_configs:
                 lines.append("    pass_configs: " + ", ".join(f"{k}={val}" for k, val in v.pass_configs))
             if v.compile_flags:
