@@ -26,10 +26,9 @@ from pathlib import Path
 
 from . import __version__
 from .arch import Arch
-from .fileutil import file_digest
 from .metadata import LoweredVariant, from_json, to_json
 from .options import inputs_unchanged
-from .source import local_dependencies
+from .source import SourceSnapshot, snapshot_files, snapshot_sources
 from .spec import KernelSpec
 from .toolchain import compiler_launcher
 from .values import spell
@@ -38,7 +37,7 @@ __all__ = ["VariantCache", "variant_key", "default_cache_dir", "package_version"
 
 #: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
 #: so that entries written by an older tl_aot of the same version are never reused.
-CACHE_SCHEMA = 8
+CACHE_SCHEMA = 9
 
 #: Stands for the project root in stored paths (see :func:`relocate`).
 ROOT_TOKEN = "${TL_AOT_PROJECT_ROOT}"
@@ -55,13 +54,19 @@ def package_version(dist: str) -> str:
 def default_cache_dir(out_dir: Path) -> Path:
     """``$TL_AOT_CACHE_DIR`` if set, else ``<out_dir>/.tl_aot/cache``."""
     env = os.environ.get("TL_AOT_CACHE_DIR")
-    return Path(env) if env else Path(out_dir) / ".tl_aot" / "cache"
+    return (Path(env) if env else Path(out_dir) / ".tl_aot" / "cache").resolve()
 
 
-def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str, list[Path]]:
-    """The cache key of ``spec`` built for ``arch``, and the local files it depends on."""
+def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: SourceSnapshot | None = None) -> tuple[str, SourceSnapshot]:
+    """The cache key of ``spec`` built for ``arch``, and the snapshot of the Python sources it was made from.
+
+    ``sources`` (the entry's :func:`~tl_aot.source.snapshot_sources`, read once per entry) is
+    taken when not given; the build checks it again after lowering.
+    """
     src = Path(spec.source).resolve()
-    deps = [] if spec.capture else local_dependencies(src, spec.imports)
+    if sources is None:
+        sources = snapshot_files([]) if spec.capture else snapshot_sources(src, spec.imports)
+    deps = sources.files[1:]
     payload = {
         "schema": CACHE_SCHEMA,
         "tl_aot": __version__,
@@ -83,11 +88,11 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str) -> tuple[str
         # under a compiler launcher nvcc runs in one step, so the image's line table differs
         "tuned": [list(c) for a, c, _ in spec.tuned if a == str(arch).split("+")[0]],
         "one_step_nvcc": bool(compiler_launcher()),
-        "source": f"capture:{spec.capture[1]}" if spec.capture else file_digest(src) if src.is_file() else "missing",
-        "deps": [[p.name, file_digest(p)] for p in deps],
+        "source": f"capture:{spec.capture[1]}" if spec.capture else sources.files[0][3],
+        "deps": [[Path(p).name, d] for p, _, _, d in deps],
     }
     key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
-    return key, deps
+    return key, sources
 
 
 def relocate(variant: LoweredVariant, old: str, new: str) -> LoweredVariant:
@@ -107,30 +112,39 @@ def relocate(variant: LoweredVariant, old: str, new: str) -> LoweredVariant:
 
 
 class VariantCache:
-    """A folder of ``<key>/variant.json`` + ``<key>/image.bin`` (+ its ``image.sha256``) entries."""
+    """A folder of ``<key>/variant.json`` + ``<key>/image.bin`` entries, each with its SHA-256 beside it.
+
+    Every file is checked on read: a damaged, truncated or foreign entry is a miss (rebuilt and
+    overwritten), never an error and never used.
+    """
 
     def __init__(self, root: Path) -> None:
-        self.root = Path(root)
+        self.root = Path(root).resolve()  # the linker and nvcc run in other folders: relative paths would break
 
     def load(self, key: str, project: Path | None = None) -> tuple[LoweredVariant, bytes] | None:
         """The entry for ``key`` with its paths under ``project`` (the kernel's project root), if still valid."""
         d = self.root / key
         try:
-            variant = from_json(LoweredVariant, (d / "variant.json").read_text())
+            text = (d / "variant.json").read_bytes()
             image = (d / "image.bin").read_bytes()
-            digest = (d / "image.sha256").read_text().strip()
-        except (OSError, ValueError, TypeError, KeyError):
+            digests = ((d / "variant.sha256").read_text().strip(), (d / "image.sha256").read_text().strip())
+            if digests != (hashlib.sha256(text).hexdigest(), hashlib.sha256(image).hexdigest()):
+                return None  # damaged (a crash before the data reached the disk, an edit): rebuild it
+            variant = from_json(LoweredVariant, text.decode())
+            if project is not None:
+                variant = relocate(variant, ROOT_TOKEN, str(project))
+            if not inputs_unchanged(variant.inputs):
+                return None  # a header its nvcc flags name (-include, -I) changed since: rebuild it
+        except Exception:  # noqa: BLE001 (unreadable, not JSON, JSON of another shape: a miss, never a crash)
             return None
-        if hashlib.sha256(image).hexdigest() != digest:
-            return None  # damaged (a crash before the data reached the disk): rebuild it
-        if project is not None:
-            variant = relocate(variant, ROOT_TOKEN, str(project))
-        if not inputs_unchanged(variant.inputs):
-            return None  # a header its nvcc flags name (-include, -I) changed since: rebuild it
         return variant, image
 
-    def store(self, key: str, variant: LoweredVariant, image: bytes, project: Path | None = None) -> None:
-        """Write the entry under a temporary name and rename it into place (all or nothing)."""
+    def store(self, key: str, variant: LoweredVariant, image: bytes, project: Path | None = None, *, replace: bool = False) -> None:
+        """Write the entry under a temporary name and rename it into place (all or nothing).
+
+        An entry already there is kept if valid (a concurrent build stored the same key), unless
+        ``replace`` (a ``--force`` build: whatever is there is not trusted).
+        """
         if project is not None:
             variant = relocate(variant, str(project), ROOT_TOKEN)
         self.root.mkdir(parents=True, exist_ok=True)
@@ -138,16 +152,18 @@ class VariantCache:
         final = self.root / key
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root))
         try:
+            text = to_json(variant, indent=1).encode()
             (tmp / "image.bin").write_bytes(image)
-            (tmp / "variant.json").write_text(to_json(variant, indent=1))
+            (tmp / "variant.json").write_bytes(text)
             (tmp / "image.sha256").write_text(hashlib.sha256(image).hexdigest() + "\n")
+            (tmp / "variant.sha256").write_text(hashlib.sha256(text).hexdigest() + "\n")
             try:
                 os.replace(tmp, final)
             except OSError:
-                if self.load(key, project) is not None:
+                if not replace and self.load(key, project) is not None:
                     # A concurrent build stored the same key first: its entry is as good as ours.
                     shutil.rmtree(tmp, ignore_errors=True)
-                else:  # a damaged entry is in the way: move it aside and put ours in its place
+                else:  # a damaged (or distrusted) entry is in the way: move it aside and put ours in its place
                     aside = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root)) / "damaged"
                     with contextlib.suppress(OSError):
                         os.replace(final, aside)

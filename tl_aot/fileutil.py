@@ -1,14 +1,27 @@
-"""Atomic file writes: a reader (or a build killed half way) never sees a partial file."""
+"""Atomic file writes (a reader, or a build killed half way, never sees a partial file), and locks that say who holds them."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
+import sys
 import tempfile
+import time
 from pathlib import Path
 
-__all__ = ["atomic_write", "write_if_different", "atomic_replace", "file_digest"]
+__all__ = [
+    "atomic_write",
+    "write_if_different",
+    "atomic_replace",
+    "file_digest",
+    "exclusive_lock",
+    "pid_alive",
+    "process_state",
+    "record_digest",
+    "verified_file",
+]
 
 
 def atomic_replace(tmp: str | os.PathLike, dest: str | os.PathLike) -> None:
@@ -50,18 +63,86 @@ def file_digest(path: str | os.PathLike) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def record_digest(path: str | os.PathLike) -> None:
+    """Store ``path``'s SHA-256 beside it (``<path>.sha256``), for :func:`verified_file`."""
+    atomic_write(f"{path}.sha256", file_digest(path) + "\n")
+
+
+def verified_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` exists and still has the digest :func:`record_digest` stored (damaged or foreign: False)."""
+    try:
+        return Path(f"{path}.sha256").read_text().strip() == file_digest(path)
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
-def exclusive_lock(path: str | os.PathLike):
+def exclusive_lock(path: str | os.PathLike, *, holder: str = "", log=None, remind_s: float = 30.0):
     """Hold an exclusive advisory lock on ``path`` (two builds of one library, or two capturing processes, take turns).
 
-    (tvm_ffi.utils.FileLock does the same, but importing tvm_ffi imports torch: 1.3 s a no-op build
-    cannot afford.)
+    The holder writes its pid and ``holder`` (what it is doing) into the file; a process that has
+    to wait says who it waits for (``log``, default stderr), and again every ``remind_s`` seconds,
+    naming a holder that is stopped. A holder that died released the lock with its last breath
+    (``flock``), so the next one takes it at once. (tvm_ffi.utils.FileLock does the same, but
+    importing tvm_ffi imports torch: 1.3 s a no-op build cannot afford.)
     """
     import fcntl
 
+    say = log or (lambda text: print(text, file=sys.stderr, flush=True))
     with open(path, "a+") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        waited_since = None
+        while True:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                now = time.monotonic()
+                if waited_since is None or now - waited_since >= remind_s:
+                    say(_waiting_for(path, f))
+                    waited_since = now
+                time.sleep(0.2)
         try:
+            f.seek(0)
+            f.truncate()
+            f.write(json.dumps({"pid": os.getpid(), "holder": holder, "since": time.time()}))
+            f.flush()
             yield
         finally:
+            with contextlib.suppress(OSError):
+                f.truncate(0)
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _waiting_for(path, f) -> str:
+    """``waiting for <lock>, held by pid 123 (building libx.so, for 12 s)``, with a stopped holder named."""
+    try:
+        f.seek(0)
+        info = json.loads(f.read() or "{}")
+        pid = int(info["pid"])
+    except (ValueError, KeyError, TypeError, OSError):
+        return f"tl_aot: waiting for {path}, held by another process"
+    what = f"{info.get('holder') or 'a tl_aot process'}, for {time.time() - float(info.get('since', time.time())):.0f} s"
+    text = f"tl_aot: waiting for {path}, held by pid {pid} ({what})"
+    if process_state(pid) == "T":
+        text += f"; that process is stopped: resume it (kill -CONT {pid}) or end it (kill {pid})"
+    return text
+
+
+def process_state(pid: int) -> str:
+    """The one-letter state of process ``pid`` from /proc (``R``, ``S``, ``T`` stopped, ``Z``), "" if unknown or gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return process_state(pid) != "Z"

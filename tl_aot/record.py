@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import hashlib
 import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import SpecError
-from .fileutil import atomic_write, file_digest
+from .fileutil import atomic_write
 from .spec import KernelSpec, LibrarySpec
 
 __all__ = ["FORMAT", "Candidate", "Item", "Record", "source_digest", "apply_record", "record_path_for"]
@@ -143,14 +142,9 @@ def _strip(args: tuple, config_keys) -> tuple:
 
 def source_digest(spec: KernelSpec) -> str:
     """Digest of the kernel file and the local modules it imports: a record older than them is stale."""
-    from .source import local_dependencies
+    from .source import snapshot_sources
 
-    src = Path(spec.source).resolve()
-    h = hashlib.sha256()
-    for p in [src, *sorted(local_dependencies(src))]:
-        h.update(str(p.name).encode())
-        h.update(file_digest(p).encode() if p.is_file() else b"missing")
-    return h.hexdigest()[:16]
+    return snapshot_sources(spec.source, spec.imports).digest()
 
 
 def record_path_for(spec_file: str | Path) -> Path:

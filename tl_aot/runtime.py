@@ -20,7 +20,16 @@ from .metadata import ABI_VERSION, LoweredEntry, Manifest, from_json, to_json
 __all__ = ["load", "Library", "read_manifest"]
 
 
+#: Library file -> (its identity when loaded, the path the loader was given): see :func:`_load_module`.
+_loaded: dict[str, tuple] = {}
+
+
 def _load_module(path: Path):
+    """Load the library at ``path``; a file rebuilt since this process loaded it is loaded anew.
+
+    The dynamic loader hands back the library it already loaded from a path, whatever is there
+    now, so a rebuilt file is loaded through a private copy named by its contents.
+    """
     try:
         import tvm_ffi
     except ImportError:
@@ -29,11 +38,36 @@ def _load_module(path: Path):
     if not path.is_file():
         msg = f"no such library: {path}"
         raise LibraryError(msg)
+    real = path.resolve()
+    st = real.stat()
+    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    seen = _loaded.get(str(real))
+    target = real if seen is None else seen[1] if seen[0] == identity else _private_copy(real)
     try:
-        return tvm_ffi.load_module(str(path.absolute()))  # dlopen searches the loader path for a bare name
+        module = tvm_ffi.load_module(str(target))  # an absolute path: dlopen searches the loader path for a bare name
     except Exception as e:  # tvm_ffi raises its own error kinds
         msg = f"cannot load {path}: {e}"
         raise LibraryError(msg) from e
+    _loaded[str(real)] = (identity, target)
+    return module
+
+
+def _private_copy(path: Path) -> Path:
+    """``path`` copied to ``$TMPDIR/tl_aot-<uid>/<digest>/<name>`` (once per content), for loading a rebuilt library."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    data = path.read_bytes()
+    folder = Path(tempfile.gettempdir()) / f"tl_aot-{os.getuid()}" / hashlib.sha256(data).hexdigest()[:16]
+    copy = folder / path.name
+    if not copy.is_file() or copy.stat().st_size != len(data):
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{path.name}.{os.getpid()}"
+        tmp.write_bytes(data)
+        os.replace(tmp, copy)
+        shutil.copymode(path, copy)
+    return copy
 
 
 def read_manifest(module, path: Path) -> Manifest:
@@ -142,7 +176,9 @@ def load(path: str | os.PathLike) -> Library:
     """Load ``lib<name>.so`` built by tl_aot and check that this runtime can drive it.
 
     Raises :class:`tl_aot.errors.LibraryError` for a missing file, a non-tl_aot library, or a
-    library built with an incompatible launcher ABI.
+    library built with an incompatible launcher ABI. Loading a path again after the library there
+    was rebuilt (in this process or another) returns the new library; objects loaded before keep
+    the old one.
     """
     path = Path(path)
     module = _load_module(path)

@@ -10,9 +10,11 @@ import ast
 import contextlib
 import hashlib
 import importlib.util
+import os
 import re
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import LoweringError
@@ -25,6 +27,9 @@ __all__ = [
     "format_user_error",
     "display_path",
     "project_root",
+    "SourceSnapshot",
+    "snapshot_files",
+    "snapshot_sources",
     "function_line",
     "touched_cuda",
 ]
@@ -202,15 +207,56 @@ def _on_sys_path(d: Path):
 _imported: dict[str, tuple[str, object]] = {}
 
 
+@dataclass(frozen=True)
+class SourceSnapshot:
+    """A kernel file and the local modules it imports, as read once: path, mtime, size and SHA-256 of each.
+
+    The one fingerprint of a kernel's Python sources: cache keys, tuning records and re-imports
+    all use it, and a build compares it after lowering to know the kernel it lowered is the one it
+    keyed (:meth:`changed`).
+    """
+
+    files: tuple  # (path, mtime_ns, size, sha256 or "missing"); the kernel file first
+
+    @property
+    def paths(self) -> tuple:
+        return tuple(Path(f[0]) for f in self.files)
+
+    def digest(self) -> str:
+        """16 hex digits over each file's name and contents (not its folder: copies of a project agree)."""
+        h = hashlib.sha256()
+        for path, _, _, digest in self.files:
+            h.update(Path(path).name.encode())
+            h.update(digest.encode() if digest != "missing" else b"missing")
+        return h.hexdigest()[:16]
+
+    def changed(self) -> tuple:
+        """The files that differ now from when the snapshot was taken (contents, size or mtime)."""
+        now = snapshot_files(self.paths)
+        return tuple(a[0] for a, b in zip(self.files, now.files) if a != b)
+
+
+def snapshot_files(paths) -> SourceSnapshot:
+    """Read each file once: its stat and its digest (the stat is taken first, so an edit during the read shows)."""
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append((str(p), st.st_mtime_ns, st.st_size, file_digest(p)))
+        except OSError:
+            out.append((str(p), 0, 0, "missing"))
+    return SourceSnapshot(tuple(out))
+
+
+def snapshot_sources(path: str | Path, imports=()) -> SourceSnapshot:
+    """The snapshot of kernel file ``path`` and the local modules it (and ``imports``) import."""
+    path = Path(path).resolve()
+    return snapshot_files([path, *local_dependencies(path, imports)])
+
+
 def _fingerprint(files: set[str]) -> str:
     """Digest of the contents of ``files``: what an imported kernel module was made from."""
-    parts = []
-    for f in sorted(files):
-        try:
-            parts.append(f"{f}={file_digest(f)}")
-        except OSError:
-            parts.append(f"{f}=missing")
-    return "\n".join(parts)
+    return "\n".join(f"{f}={d}" for f, _, _, d in snapshot_files(sorted(files)).files)
 
 
 def _forget(files: set[str], root: Path, names: list[str]) -> None:

@@ -15,6 +15,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from .arch import Arch
 from .errors import CompileError, FailedProcessError, TlAotError, ToolchainNotFound
-from .fileutil import write_if_different
+from .fileutil import record_digest, verified_file, write_if_different
 
 __all__ = [
     "find_nvcc",
@@ -45,13 +46,22 @@ __all__ = [
 ]
 
 
+#: Runs each tool in its own process group, killed with the build (see reaper.py).
+_REAPER = Path(__file__).with_name("reaper.py")
+
+
 def run(cmd: list[str], *, what: str, cwd: str | os.PathLike | None = None, env: dict | None = None) -> str:
-    """Run ``cmd``; raise :class:`FailedProcessError` with its output on failure, else return stdout."""
-    try:
-        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    except FileNotFoundError:
+    """Run ``cmd``; raise :class:`FailedProcessError` with its output on failure, else return stdout.
+
+    On Linux the tool runs under :mod:`tl_aot.reaper`: killing the build (SIGKILL included) kills
+    the tool and every process it started, so no compiler outlives a build.
+    """
+    path = (env or os.environ).get("PATH")
+    if shutil.which(cmd[0], path=path) is None:
         msg = f"{what}: {cmd[0]} was not found"
-        raise ToolchainNotFound(msg) from None
+        raise ToolchainNotFound(msg)
+    full = [sys.executable, "-I", "-S", str(_REAPER), str(os.getpid()), *cmd] if sys.platform == "linux" else list(cmd)
+    proc = subprocess.run(full, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise FailedProcessError(what, cmd, proc.returncode, proc.stdout, proc.stderr)
     return proc.stdout
@@ -105,10 +115,14 @@ def _nvcc_facts(nvcc: str) -> tuple[str, str]:
     return version, inc
 
 
-@functools.cache
 def supported_archs(nvcc: str | None = None) -> frozenset:
-    """Compute capabilities this nvcc can target, as numbers: ``{75, 80, ..., 120}``."""
-    out = run([nvcc or find_nvcc(), "--list-gpu-arch"], what="nvcc --list-gpu-arch")
+    """Compute capabilities this nvcc can target, as numbers: ``{75, 80, ..., 120}`` (asked once per nvcc)."""
+    return _list_gpu_archs(nvcc or find_nvcc())
+
+
+@functools.cache
+def _list_gpu_archs(nvcc: str) -> frozenset:
+    out = run([nvcc, "--list-gpu-arch"], what="nvcc --list-gpu-arch")
     nums = set()
     for line in out.split():
         m = re.fullmatch(r"compute_(\d+)[af]?", line.strip())
@@ -340,12 +354,14 @@ RUNTIME_INCLUDE = Path(__file__).parent / "include"
 RUNTIME_SOURCES = (RUNTIME_INCLUDE / "tl_aot" / "launcher_runtime.h", Path(__file__).parent / "src" / "launcher_runtime.cc")
 
 
-def runtime_object(cache_root: Path, *, extra_key: str = "") -> tuple[Path, bool]:
+def runtime_object(cache_root: Path, *, extra_key: str = "", force: bool = False) -> tuple[Path, bool]:
     """The compiled launcher runtime for this toolchain, built once and kept under ``cache_root``.
 
     Keyed by the runtime's sources, the compile command (compiler, flags, include folders) and
     ``extra_key`` (tl_aot / tvm-ffi versions): every library links the same object, and a library
-    build pays for it only the first time. Returns the object and whether it was compiled now.
+    build pays for it only the first time. The object is checked against the digest stored beside
+    it (a damaged one is compiled again); ``force`` compiles it again regardless. Returns the
+    object and whether it was compiled now.
     """
     src = RUNTIME_SOURCES[1]
     pkg = Path(__file__).parent
@@ -359,19 +375,33 @@ def runtime_object(cache_root: Path, *, extra_key: str = "") -> tuple[Path, bool
         h.update(b"\0")
     folder = Path(cache_root) / ".runtime" / h.hexdigest()[:24]  # dot folder: not a variant entry
     obj = folder / "launcher_runtime.o"
-    if obj.is_file():
+    if not force and verified_file(obj):
         return obj, False
     folder.mkdir(parents=True, exist_ok=True)
+    sweep_dead_temporaries(folder, ".launcher_runtime.")
     tmp = f".launcher_runtime.{os.getpid()}.{threading.get_ident()}.o"
     try:
         cmd = host_command(folder, str(src), tmp)
         cmd[1:1] = remap
         run([*compiler_launcher(), *cmd], what="compiling the tl_aot launcher runtime", cwd=folder)
         os.replace(folder / tmp, obj)  # atomic: concurrent builds (or machines) sharing the cache agree
+        record_digest(obj)
     finally:
         with contextlib.suppress(OSError):
             (folder / tmp).unlink()
     return obj, True
+
+
+def sweep_dead_temporaries(folder: Path, prefix: str) -> None:
+    """Remove ``<prefix><pid>.*`` files and folders whose writer (process ``pid``) is gone: a killed build's debris."""
+    from .fileutil import pid_alive
+
+    with contextlib.suppress(OSError):
+        for p in folder.iterdir():
+            pid = p.name[len(prefix) :].split(".", 1)[0]
+            if p.name.startswith(prefix) and pid.isdigit() and not pid_alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 
 @functools.cache
@@ -379,7 +409,7 @@ def _compiler_id(cxx: str) -> str:
     """The host compiler's version line: part of the runtime object's key."""
     try:
         return run([cxx, "--version"], what=f"{cxx} --version").splitlines()[0]
-    except (CompileError, IndexError, OSError):
+    except (CompileError, ToolchainNotFound, IndexError, OSError):
         return cxx
 
 
@@ -437,7 +467,6 @@ def default_archs() -> tuple:
     """Every default arch this nvcc supports: ``TL_AOT_ARCHS`` unset and no ``--arch`` given."""
     from .arch import parse_arch_list
 
-    out = run([find_nvcc(), "--list-gpu-arch"], what="nvcc --list-gpu-arch")
-    known = {line.strip().removeprefix("compute_") for line in out.splitlines() if line.strip()}
-    picked = [a for a in _DEFAULT_ARCHS if a.rstrip("af") in known]
+    known = supported_archs()
+    picked = [a for a in _DEFAULT_ARCHS if int(a.rstrip("af")) in known]
     return parse_arch_list(picked or ["80"])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tl_aot import build
+from tl_aot import scheduler
 from tl_aot.errors import LoweringError, ToolchainNotFound
 from tl_aot.spec import KernelSpec
 
@@ -16,30 +16,30 @@ KERNELS = Path(__file__).parents[1] / "kernels"
 
 def test_default_jobs_fit_memory(monkeypatch):
     monkeypatch.delenv("MAX_JOBS", raising=False)
-    monkeypatch.setattr(build.os, "sched_getaffinity", lambda _pid: set(range(16)))
-    monkeypatch.setattr(build, "available_memory_gb", lambda: 64.0)
-    assert build.default_jobs() == 16
-    monkeypatch.setattr(build, "available_memory_gb", lambda: 7.0)  # 1.5 GB a job: 4 fit
-    assert build.default_jobs() == 4
-    monkeypatch.setattr(build, "available_memory_gb", lambda: 0.5)
-    assert build.default_jobs() == 1
+    monkeypatch.setattr(scheduler.os, "sched_getaffinity", lambda _pid: set(range(16)))
+    monkeypatch.setattr(scheduler, "available_memory_gb", lambda: 64.0)
+    assert scheduler.default_jobs() == 16
+    monkeypatch.setattr(scheduler, "available_memory_gb", lambda: 7.0)  # 1.5 GB a job: 4 fit
+    assert scheduler.default_jobs() == 4
+    monkeypatch.setattr(scheduler, "available_memory_gb", lambda: 0.5)
+    assert scheduler.default_jobs() == 1
     monkeypatch.setenv("MAX_JOBS", "12")  # the user's word wins
-    assert build.default_jobs() == 12
+    assert scheduler.default_jobs() == 12
 
 
 def test_lowering_workers_take_a_share_of_the_slots(monkeypatch):
-    monkeypatch.setattr(build, "available_memory_gb", lambda: 128.0)
-    assert build.lowering_workers(2, 50) == 1  # one lowering keeps nvcc busy: no worker process
-    assert build.lowering_workers(4, 50) == 2
-    assert build.lowering_workers(16, 104) == 8
-    assert build.lowering_workers(16, 3) == 3  # never more than there is to lower
-    monkeypatch.setattr(build, "available_memory_gb", lambda: 4.0)
-    assert build.lowering_workers(16, 104) == 2  # nor than memory holds
+    monkeypatch.setattr(scheduler, "available_memory_gb", lambda: 128.0)
+    assert scheduler.lowering_workers(2, 50) == 1  # one lowering keeps nvcc busy: no worker process
+    assert scheduler.lowering_workers(4, 50) == 2
+    assert scheduler.lowering_workers(16, 104) == 8
+    assert scheduler.lowering_workers(16, 3) == 3  # never more than there is to lower
+    monkeypatch.setattr(scheduler, "available_memory_gb", lambda: 4.0)
+    assert scheduler.lowering_workers(16, 104) == 2  # nor than memory holds
 
 
 def test_progress_lines_tell_elapsed_time_and_what_is_left():
     lines = []
-    p = build._Progress(10, lines.append)
+    p = scheduler.Progress(10, lines.append)
     for i in range(4):
         p.step(f"step {i}")
     assert lines[0].startswith("[1/10 ") and lines[0].endswith(" s] step 0")

@@ -47,7 +47,7 @@ def test_cache_key_follows_local_modules(tmp_path):
     (tmp_path / "sizes.py").write_text("BLOCK = 128\n")
     (tmp_path / "k.py").write_text("from sizes import BLOCK\n\ndef f():\n    return BLOCK\n")
     spec = KernelSpec.create(name="k", source=tmp_path / "k.py", function="f", archs=["80"])
-    before, deps = variant_key(spec, spec.archs[0], nvcc_version="13.0")
-    assert deps == [tmp_path / "sizes.py"]
+    before, sources = variant_key(spec, spec.archs[0], nvcc_version="13.0")
+    assert sources.paths == ((tmp_path / "k.py").resolve(), (tmp_path / "sizes.py").resolve())
     (tmp_path / "sizes.py").write_text("BLOCK = 256\n")
     assert variant_key(spec, spec.archs[0], nvcc_version="13.0")[0] != before

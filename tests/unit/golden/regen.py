@@ -21,8 +21,10 @@ from tl_aot.metadata import Manifest, from_json, to_json  # noqa: E402
 
 
 def relower() -> Manifest:
-    from tl_aot.build import _manifest
+    from tl_aot.build_plan import Task
+    from tl_aot.build_stages import manifest_of
     from tl_aot.lower import lower_variant
+    from tl_aot.source import snapshot_files
     from tl_aot.spec import KernelSpec, LibrarySpec
 
     kernels = ROOT / "tests" / "kernels"
@@ -54,10 +56,10 @@ def relower() -> Manifest:
     for spec in entries:
         for arch in spec.archs:
             key = f"{spec.name}/{arch}"
-            tasks.append((spec, arch, key))
+            tasks.append(Task(spec, arch, key, snapshot_files([])))
             results[key] = lower_variant(spec, arch)
     os.chdir(ROOT)
-    m = _manifest(lib, tasks, results, "13.0.88", {key: 16 for key in results})
+    m = manifest_of(lib, tasks, results, "13.0.88", {key: 16 for key in results})
     return Manifest(**{**m.__dict__, "tl_aot_version": "0.0.0-golden", "tilelang_version": "0.1.15"})
 
 

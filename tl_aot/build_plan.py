@@ -1,0 +1,144 @@
+"""The first stage of a build: from specs to variants, their keys, and what the cache already holds.
+
+:func:`plan_build` reads each entry's Python sources once (a :class:`~tl_aot.source.SourceSnapshot`:
+the keys are made from exactly those bytes, and the lower stage checks them again), keys every
+(entry, arch) variant, and tells whether the library on disk is still the one these keys make
+(the stamp), all without importing TileLang.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__
+from .arch import Arch
+from .cache import VariantCache, package_version, variant_key
+from .errors import SpecError, ToolchainNotFound
+from .fileutil import file_digest
+from .metadata import ABI_VERSION, Manifest, from_json
+from .options import inputs_unchanged
+from .source import SourceSnapshot, display_path, snapshot_files, snapshot_sources
+from .spec import KernelSpec, LibrarySpec
+
+__all__ = ["Task", "Plan", "plan_build", "check_toolchain", "generator_files", "read_stamp"]
+
+_TEMPLATES = Path(__file__).parent / "templates"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One variant to have in the library: an entry built for one arch, and its cache key."""
+
+    spec: KernelSpec
+    arch: Arch
+    key: str
+    sources: SourceSnapshot  # the entry's kernel file and local modules, as read for the key
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every variant of the library, its key, and what the cache holds already."""
+
+    lib: LibrarySpec
+    tasks: tuple  # Task
+    lib_key: str  # changes with any variant key, the generator files, the versions
+    nvcc_version: str
+    tvm_ffi_version: str
+    hits: dict  # key -> (LoweredVariant, image) found valid in the cache
+    deps: tuple  # every kernel file and local module: what the depfile lists
+
+    @property
+    def todo(self) -> list:
+        """The tasks to lower and compile in this build."""
+        return [t for t in self.tasks if t.key not in self.hits]
+
+
+def check_toolchain(lib: LibrarySpec) -> str:
+    """Find nvcc and check that it can target every arch asked for; returns its version. Errors name the entries."""
+    from .toolchain import find_nvcc, nvcc_version, supported_archs
+
+    try:
+        nvcc = find_nvcc()
+    except ToolchainNotFound as e:
+        msg = f"{_what(lib)}: {e}"
+        raise ToolchainNotFound(msg) from None
+    version = nvcc_version(nvcc)
+    known = supported_archs(nvcc)
+    for spec in lib.entries:
+        for arch in spec.archs:
+            if known and arch.number not in known:
+                msg = (
+                    f"entry {spec.name!r} ({arch}) in {display_path(spec.source)}: nvcc {version} cannot build "
+                    f"{arch.sm}; it targets sm_{', sm_'.join(str(n) for n in sorted(known))}"
+                )
+                raise SpecError(msg)
+    return version
+
+
+def plan_build(lib: LibrarySpec, cache: VariantCache, nvcc_version: str, *, force: bool = False) -> Plan:
+    """Key every variant from its sources read once, and look each key up in the cache (none with ``force``)."""
+    from .build_stages import project_of
+
+    tasks, deps = [], set()
+    for spec in lib.entries:
+        sources = snapshot_files([]) if spec.capture else snapshot_sources(spec.source, spec.imports)
+        deps.update(sources.paths)
+        for arch in spec.archs:
+            key, _ = variant_key(spec, arch, nvcc_version=nvcc_version, sources=sources)
+            tasks.append(Task(spec, arch, key, sources))
+    tvm_ffi = package_version("apache-tvm-ffi")
+    hits = {}
+    if not force:
+        for t in tasks:
+            hit = cache.load(t.key, project_of(t.spec))
+            if hit is not None:
+                hits[t.key] = hit
+    return Plan(lib, tuple(tasks), _lib_key(lib, [t.key for t in tasks], tvm_ffi), nvcc_version, tvm_ffi, hits, tuple(sorted(deps)))
+
+
+def read_stamp(stamp: Path, plan: Plan, library: Path) -> tuple[Manifest, list] | None:
+    """The manifest and header inputs of the library on disk, if the stamp says it is what ``plan`` builds.
+
+    A stamp of another shape, of another key, of a library file that changed since, or naming a
+    header that changed since, is None (the library is built again), never an error.
+    """
+    try:
+        data = json.loads(stamp.read_text())
+        if not isinstance(data, dict) or data.get("key") != plan.lib_key or data.get("library_sha256") != file_digest(library):
+            return None
+        inputs = [tuple(i) for i in data["inputs"]]
+        if not all(len(i) == 2 and all(isinstance(x, str) for x in i) for i in inputs) or not inputs_unchanged(inputs):
+            return None
+        return from_json(Manifest, data["manifest"]), inputs
+    except Exception:  # noqa: BLE001 (missing, not JSON, of another shape: not up to date)
+        return None
+
+
+def _what(lib: LibrarySpec) -> str:
+    """``library 'x' (entries a, b for sm_80, sm_90a)``: the subject of errors raised before any entry runs."""
+    archs = sorted({str(a) for e in lib.entries for a in e.archs})
+    names = ", ".join(e.name for e in lib.entries)
+    return f"library {lib.name!r} (entr{'y' if len(lib.entries) == 1 else 'ies'} {names} for {', '.join(archs)})"
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _lib_key(lib: LibrarySpec, keys: list[str], tvm_ffi_version: str) -> str:
+    templates = "".join(sorted(_digest(f.name, f.read_text()) for f in generator_files()))
+    return _digest(__version__, str(ABI_VERSION), lib.name, tvm_ffi_version, templates, *keys)
+
+
+def generator_files() -> list[Path]:
+    """Files whose content shapes every library besides the kernels: templates and the launcher runtime."""
+    from .toolchain import RUNTIME_SOURCES
+
+    return sorted([*_TEMPLATES.glob("*.j2"), *RUNTIME_SOURCES])

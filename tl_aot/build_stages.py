@@ -1,0 +1,358 @@
+"""The stages of a build after the plan: lower → compile images → launcher → link → publish.
+
+Each stage is a function that takes what the one before produced, says what it returns and what
+it may raise, and knows nothing of threads (:mod:`tl_aot.scheduler` runs them in parallel).
+
+* :meth:`Stages.lower`: a task → its :class:`~tl_aot.metadata.LoweredVariant`; raises
+  :class:`LoweringError`, also when a kernel file or local module changed while it was lowered
+  (the variant would not be the one its key names).
+* :meth:`Stages.compile`: a lowered variant → its image, stored in the cache; raises
+  :class:`CompileError`, also when a header its flags name changed during nvcc.
+* :meth:`Stages.launcher`: the lowered variants → the launcher object and the header's text.
+* :func:`link`: the manifest, images, launcher and runtime objects → ``lib<name>.so`` in the work folder.
+* :func:`publish`: that library, its header, stamp and depfile moved into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__
+from .cache import VariantCache, package_version
+from .codegen import image_symbol, render_header, render_launcher
+from .errors import CompileError, FailedProcessError, LoweringError
+from .fileutil import atomic_write, file_digest, record_digest, verified_file, write_if_different
+from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest, to_json
+from .source import display_path, function_line, project_root, snapshot_files
+from .spec import KernelSpec, LibrarySpec
+from .values import spell
+
+__all__ = ["Stages", "link", "publish", "manifest_of", "project_of", "sweep_debris"]
+
+
+def project_of(spec: KernelSpec) -> Path | None:
+    """The project root of the entry's kernel file (cache entries store paths relative to it)."""
+    src = Path(spec.source)
+    return None if spec.capture or not src.is_file() else project_root(src)
+
+
+@dataclass
+class Stages:
+    """The per-variant stages of one build, bound to its work folder, cache and progress lines."""
+
+    work: Path
+    cache: VariantCache
+    nvcc_version: str
+    tvm_ffi_version: str
+    progress: object
+    force: bool = False
+
+    def lower(self, task, lower_fn=None) -> LoweredVariant:
+        """Lower ``task`` (in a worker process through ``lower_fn``, else here) and check its sources did not move."""
+        from .lower import lower_variant
+
+        variant = (lower_fn or lower_variant)(task.spec, task.arch)
+        changed = task.sources.changed()
+        if changed:
+            files = ", ".join(display_path(f) for f in changed)
+            msg = (
+                f"entry {task.spec.name!r} ({task.arch}): {files} changed while the build was lowering it; "
+                "nothing was built from it. Build again once the file is saved."
+            )
+            raise LoweringError(msg)
+        return variant
+
+    def compile(self, task, variant: LoweredVariant) -> bytes:
+        """Run nvcc for one variant and store it in the cache, unless a header it includes changed meanwhile."""
+        headers = snapshot_files([p for p, _ in variant.inputs])
+        t0 = time.perf_counter()
+        image = _nvcc(variant, task.arch, self.work, _user_location(task.spec))
+        moved = headers.changed() or tuple(p for p, d in variant.inputs if headers.files and _digest_of(headers, p) != d)
+        if moved:
+            msg = (
+                f"entry {task.spec.name!r} ({task.arch}): {', '.join(moved)} changed while nvcc compiled it; "
+                "nothing was stored. Build again."
+            )
+            raise CompileError(msg)
+        self.cache.store(task.key, variant, image, project_of(task.spec), replace=self.force)
+        self.progress.step(f"nvcc {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {time.perf_counter() - t0:.1f} s)")
+        return image
+
+    def launcher(self, run) -> str:
+        """Render the header and launcher of what was lowered and compile the launcher; returns the header text."""
+        lib = LibrarySpec(name=run.lib_name, entries=_entries_of(run.tasks))
+        signatures = manifest_of(lib, run.tasks, run.lowered, self.nvcc_version)
+        header_text = render_header(signatures)
+        write_if_different(self.work / f"{lib.name}.h", header_text)
+        write_if_different(self.work / f"{lib.name}.cc", render_launcher(signatures, header_name=f"{lib.name}.h"))
+        t0 = time.perf_counter()
+        compiled = _compile_launcher(lib.name, self.work, self.tvm_ffi_version, self.force)
+        done = f"{time.perf_counter() - t0:.1f} s" if compiled else "unchanged, reused"
+        self.progress.step(f"launcher {lib.name}.cc ({len(lib.exports)} entries, {done})")
+        return header_text
+
+    def runtime(self) -> Path:
+        """The launcher runtime's object (compiled once per toolchain into the cache; again with ``force``)."""
+        from .toolchain import runtime_object
+
+        obj, _ = runtime_object(self.cache.root, extra_key=f"tl_aot {__version__}, tvm-ffi {self.tvm_ffi_version}", force=self.force)
+        return obj
+
+    @staticmethod
+    def without_failures(run) -> list:
+        """The tasks left once failed variants are dropped (an error if none is left)."""
+        kept = [t for t in run.tasks if t.key in run.lowered]
+        if not kept:
+            shown = "\n".join(f"  {e} {a}: {err}" for e, a, err in run.failures[:5])
+            msg = f"library {run.lib_name!r}: every variant failed; nothing to link:\n{shown}"
+            raise LoweringError(msg)
+        return kept
+
+
+def _digest_of(snapshot, path: str) -> str:
+    return next((d for p, _, _, d in snapshot.files if p == path), "missing")
+
+
+def _entries_of(tasks) -> tuple:
+    """The entries the tasks cover, in the library's order."""
+    seen: dict = {}
+    for t in tasks:
+        seen.setdefault(t.spec.name, t.spec)
+    return tuple(seen.values())
+
+
+def _user_location(spec: KernelSpec) -> str:
+    """``kernels.py:12 (matmul)``: where the user's kernel function is defined."""
+    line = function_line(spec.source, spec.function)
+    return f"{display_path(spec.source)}:{line or '?'} ({spec.function})"
+
+
+def _nvcc(variant: LoweredVariant, arch, work: Path, source: str) -> bytes:
+    """The image of one variant; nvcc's error says which entry and user code it came from."""
+    from .toolchain import compile_image
+
+    stem = f"{variant.entry}__{arch.sm}{'_ptx' if arch.ptx else ''}"
+    try:
+        return compile_image(
+            arch, work / "kernels", stem, variant.cuda_source, variant.nvcc_options, what=f"nvcc ({variant.entry}, {arch})"
+        )
+    except FailedProcessError as e:
+        hint = ""
+        if variant.nvcc_options and re.search(r"Unknown option|unknown option|Unsupported|invalid", e.stderr + e.stdout):
+            hint = (
+                f"\n  the extra nvcc flags ({' '.join(variant.nvcc_options)}) come from the entry's compile_flags / "
+                "--nvcc-flag, or the kernel's TL_DEVICE_COMPILE_FLAGS pass config"
+            )
+        msg = (
+            f"entry {variant.entry!r} ({arch}): nvcc failed on the CUDA code TileLang generated from {source}\n"
+            f"  generated source: {work / 'kernels' / (stem + '.cu')}{hint}\n{e}"
+        )
+        raise CompileError(msg) from e
+
+
+def _compile_launcher(name: str, work: Path, tvm_ffi_version: str, force: bool) -> bool:
+    """Compile ``<name>.cc`` unless the object of this very text and command is there, intact; True if compiled.
+
+    Editing one kernel usually leaves the launcher's text unchanged (same signatures and launch
+    shapes), so such a rebuild skips this 2-3 s compile. The key file names the object's digest
+    too and is removed before compiling, so a compile killed half way, or a damaged object, is
+    never taken for a finished one.
+    """
+    from .toolchain import compiler_launcher, host_command, run
+
+    source, obj = f"{name}.cc", f"{name}.launcher.o"
+    cmd = host_command(work, source, obj)
+    key = hashlib.sha256("\0".join([(work / source).read_text(), *cmd, tvm_ffi_version]).encode()).hexdigest()
+    key_file = work / f"{obj}.key"
+    if not force and _read(key_file) == key and verified_file(work / obj):
+        return False
+    key_file.unlink(missing_ok=True)
+    run([*compiler_launcher(), *cmd], what=f"compiling the launcher of {name}", cwd=work)
+    record_digest(work / obj)
+    atomic_write(key_file, key)
+    return True
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def link(name: str, work: Path, manifest: Manifest, images: dict, runtime_obj: Path) -> Path:
+    """Link ``lib<name>.so`` in the work folder from the images (symbol -> bytes) and the objects.
+
+    Writes the images, compiles the manifest unit, embeds the images into the launcher object and
+    links it with the runtime object.
+    """
+    from .codegen import render_manifest
+    from .toolchain import compile_host, embed_images, link_library
+
+    files = {}
+    for sym, image in images.items():
+        path = work / f"{sym}.bin"
+        if _read_bytes(path) != image:
+            atomic_write(path, image)
+        files[sym] = path
+    write_if_different(work / f"{name}.manifest.cc", render_manifest(manifest))
+    compile_host(work, f"{name}.manifest.cc", f"{name}.manifest.o", what=f"compiling the manifest of {name}")
+    embed_images(work, f"{name}.launcher.o", files, f"{name}.o")
+    link_library(work, [f"{name}.o", f"{name}.manifest.o", str(runtime_obj)], f"lib{name}.so", what=f"linking lib{name}.so")
+    return work / f"lib{name}.so"
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where a build puts what it publishes."""
+
+    library: Path
+    header: Path
+    stamp: Path
+    depfile: Path | None
+
+
+def publish(
+    built: Path, out: Outputs, manifest: Manifest, header_text: str, *, lib_key: str, inputs: list, deps: tuple, stamp: bool
+) -> None:
+    """Move the linked library into place (atomically); write the header, the stamp and the depfile.
+
+    Without ``stamp`` (a build that left variants out) the stamp is removed: the next build tries again.
+    """
+    part = built.with_name(f".{out.library.name}.{os.getpid()}.part")
+    shutil.copyfile(built, part)
+    os.replace(part, out.library)
+    write_if_different(out.header, header_text)
+    if stamp:
+        data = {"key": lib_key, "library_sha256": file_digest(out.library), "manifest": json.loads(to_json(manifest)), "inputs": inputs}
+        atomic_write(out.stamp, json.dumps(data))
+    else:
+        out.stamp.unlink(missing_ok=True)
+    if out.depfile:
+        write_depfile(out.depfile, out.library, tuple(sorted({*deps, *(Path(p) for p, _ in inputs)})))
+
+
+def write_depfile(path: Path, target: Path, deps) -> None:
+    """A Makefile depfile: the library depends on the kernel files, local modules, headers and tl_aot's templates."""
+    from .build_plan import generator_files
+
+    def esc(p) -> str:
+        return str(p).replace("\\", "\\\\").replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
+
+    lines = [f"{esc(target)}: \\"] + [f"  {esc(d)} \\" for d in [*deps, *generator_files()]]
+    lines[-1] = lines[-1][:-2]
+    write_if_different(path, "\n".join(lines) + "\n")
+
+
+def sweep_debris(work: Path) -> None:
+    """Remove what killed builds of this library left in its work folder (the caller holds its lock)."""
+    for p in work.glob(".lib*.part"):
+        with contextlib.suppress(OSError):
+            p.unlink()
+    kernels = work / "kernels"
+    if kernels.is_dir():
+        for p in kernels.iterdir():
+            if p.name.startswith(".") and p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def manifest_of(lib: LibrarySpec, tasks, lowered: dict, nvcc_version: str, image_sizes: dict | None = None) -> Manifest:
+    """The library's manifest from each task's lowered variant; image sizes are 0 until nvcc is done."""
+    entries = []
+    for spec in lib.entries:
+        mine = [t for t in tasks if t.spec is spec]
+        first = lowered[mine[0].key]
+        for t in mine[1:]:
+            v = lowered[t.key]
+            if (v.params, v.symbols) != (first.params, first.symbols):
+                msg = (
+                    f"entry {spec.name!r}: its signature differs between {first.arch} and {v.arch} "
+                    f"({_sig(first)} vs {_sig(v)}); one entry must take the same arguments on every arch"
+                )
+                raise LoweringError(msg)
+        variants = tuple(_arch_variant(t, lowered[t.key], (image_sizes or {}).get(t.key, 0)) for t in mine)
+        entries.append(_entry(spec, first, variants))
+    return Manifest(
+        abi_version=ABI_VERSION,
+        library=lib.name,
+        entries=tuple(entries),
+        tl_aot_version=__version__,
+        tilelang_version=package_version("tilelang"),
+        nvcc_version=nvcc_version,
+    )
+
+
+def _arch_variant(task, v: LoweredVariant, image_bytes: int) -> ArchVariant:
+    arch = task.arch
+    return ArchVariant(
+        arch=arch.sm,
+        ptx=arch.ptx,
+        kernels=v.kernels,
+        tma_descriptors=v.tma_descriptors,
+        image_bytes=image_bytes,
+        image_kind="fatbin" if arch.ptx else "cubin",
+        workspaces=v.workspaces,
+        device=v.device,
+        config=v.config,
+        config_source=v.config_source,
+        pass_configs=v.pass_configs,
+        compile_flags=v.compile_flags,
+        nvcc_options=v.nvcc_options,
+        func_hash=v.func_hash,
+        resolved=v.resolved,
+        request_key=v.request_key,
+        request=v.request,
+    )
+
+
+def _entry(spec: KernelSpec, first: LoweredVariant, variants: tuple) -> LoweredEntry:
+    return LoweredEntry(
+        name=spec.name,
+        source=display_path(spec.source),
+        function=spec.function,
+        args=_spelled_args(spec),
+        params=first.params,
+        symbols=first.symbols,
+        variants=variants,
+        export=spec.export,
+        when=spec.when,
+        fallback=spec.fallback,
+        capture_key=spec.capture[1] if spec.capture else "",
+        capture_name=spec.capture[2] if spec.capture else "",
+    )
+
+
+def _spelled_args(spec: KernelSpec) -> tuple:
+    """The entry's arguments as the manifest shows them; pinned ones as ``factory_args.x`` / ``jit_args.x``."""
+    if spec.capture:
+        return tuple(spec.capture[3])  # the captured call's arguments, as recorded
+    out = [(k, spell(v)) for k, v in spec.args]
+    out += [(f"factory_args.{k}", spell(v)) for k, v in spec.factory_args]
+    out += [(f"jit_args.{k}", spell(v)) for k, v in spec.jit_args]
+    if spec.select:
+        out.append(("select", repr(spec.select)))
+    return tuple(out)
+
+
+def _sig(v: LoweredVariant) -> str:
+    return ", ".join(f"{p.name}:{p.dtype}{list(p.shape) if p.is_tensor else ''}" for p in v.params)
+
+
+def image_files(tasks, images: dict) -> dict:
+    """Image symbol -> bytes for the tasks' variants."""
+    return {image_symbol(t.spec.name, t.arch.sm, t.arch.ptx): images[t.key] for t in tasks}
