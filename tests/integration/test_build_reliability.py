@@ -114,7 +114,7 @@ def _cache_entries_complete(cache: Path) -> int:
         if d.name.startswith("."):
             continue  # a temporary folder: never read as an entry
         files = {p.name for p in d.iterdir()}
-        assert files == {"image.bin", "image.sha256", "variant.json"}, f"partial cache entry {d}: {files}"
+        assert files == {"image.bin", "image.sha256", "variant.json", "variant.sha256"}, f"partial cache entry {d}: {files}"
         assert hashlib.sha256((d / "image.bin").read_bytes()).hexdigest() == (d / "image.sha256").read_text().strip()
         json.loads((d / "variant.json").read_text())
         n += 1
@@ -285,25 +285,36 @@ def test_library_reads_no_code_from_disk_at_run_time(reference):
     assert libs <= needed | {"libcuda.so.1", "libcuda.so", "librel.so"}, libs - needed  # dlopen: the driver only
 
 
-def _group_pids(pgid: int) -> list[tuple[int, str]]:
-    """(pid, command name) of every process in process group ``pgid``."""
-    out = []
+def _descendants(root: int) -> list[tuple[int, str]]:
+    """(pid, command name) of every process below ``root`` (tools run under tl_aot's reaper, in groups of their own)."""
+    table = {}
     for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            stat = (p / "stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid:
-            out.append((int(p.name), name))
+        if p.name.isdigit():
+            try:
+                stat = (p / "stat").read_text()
+            except OSError:
+                continue
+            table[int(p.name)] = (int(stat[stat.rindex(")") + 2 :].split()[1]), stat[stat.index("(") + 1 : stat.rindex(")")])
+    out, todo = [], [root]
+    while todo:
+        parent = todo.pop()
+        for pid, (ppid, name) in table.items():
+            if ppid == parent:
+                out.append((pid, name))
+                todo.append(pid)
     return out
 
 
-def _compiler_running(pgid: int) -> bool:
-    return any(name in ("nvcc", "cicc", "ptxas", "cudafe++") for _, name in _group_pids(pgid))
+def _compilers(root: int) -> list[int]:
+    return [pid for pid, name in _descendants(root) if name in ("nvcc", "cicc", "ptxas", "cudafe++")]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2 :].split()[0] != "Z"
 
 
 def test_sigkill_mid_nvcc_then_rebuild(reference, tmp_path):
@@ -318,7 +329,8 @@ def test_sigkill_mid_nvcc_then_rebuild(reference, tmp_path):
             # Invariants while it runs: no library yet, and only whole cache entries.
             assert not (out / "librel.so").exists()
             stored = _cache_entries_complete(cache)
-            if stored >= 1 and _compiler_running(proc.pid):  # one variant cached, the GEMM in nvcc
+            compilers = _compilers(proc.pid) if stored >= 1 else []
+            if compilers:  # one variant cached, the GEMM in nvcc
                 os.kill(proc.pid, signal.SIGKILL)
                 killed_mid_nvcc = True
                 break
@@ -326,7 +338,11 @@ def test_sigkill_mid_nvcc_then_rebuild(reference, tmp_path):
         proc.wait(timeout=60)
         assert killed_mid_nvcc, f"the build ended before nvcc could be interrupted (exit {proc.returncode})"
         assert proc.returncode == -signal.SIGKILL
-        # After the kill: still no library, only whole cache entries (nvcc it orphaned may still run).
+        end = time.monotonic() + 5
+        while any(_alive(pid) for pid in compilers) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not [pid for pid in compilers if _alive(pid)], "the compilers outlived the killed build"
+        # After the kill: still no library, only whole cache entries.
         assert not (out / "librel.so").exists()
         assert _cache_entries_complete(cache) >= 1
         _out_is_clean(out, "rel")
@@ -354,7 +370,7 @@ def test_sigkill_mid_nvcc_then_rebuild(reference, tmp_path):
         _out_is_clean(out, "rel")
     finally:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # nvcc processes the killed build orphaned
+            os.killpg(proc.pid, signal.SIGKILL)  # the build, if an assertion stopped the test before the kill
         except ProcessLookupError:
             pass
 
