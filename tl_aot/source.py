@@ -269,6 +269,10 @@ def _forget(files: set[str], root: Path, names: list[str]) -> None:
     for f in files:
         with contextlib.suppress(ValueError):
             candidates.add(_module_name(Path(f), root))
+        # Python trusts a .pyc whose source has the same size and mtime second: an edit saved within
+        # the second it was imported would be lowered as the old code. Compile them from source.
+        with contextlib.suppress(OSError, ValueError, NotImplementedError):
+            Path(importlib.util.cache_from_source(f)).unlink(missing_ok=True)
     for name in candidates:
         module = sys.modules.get(name)
         file = getattr(module, "__file__", None)
