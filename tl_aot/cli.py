@@ -35,40 +35,49 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-dir", action="store_true", help="print tl_aot's C++ include folder")
     sub = p.add_subparsers(dest="command")
 
-    def kernels(sp) -> None:  # what to build or tune: the same options for both
-        sp.add_argument("target", nargs="?", help="FILE.py:FUNCTION (or use --spec / --capture)")
-        sp.add_argument("--spec", help="TOML/JSON file listing several entries of one library")
-        sp.add_argument("--name", help="library (and, with FILE.py:FUNCTION, entry) name; default: the function name")
-        sp.add_argument("--entry", help="entry name when it should differ from --name")
-        sp.add_argument("--arch", action="append", default=[], help="target arch: sm_90a, 90a, 9.0a, 80+PTX (repeatable)")
-        sp.add_argument(
-            "--arg",
-            action="append",
-            default=[],
-            help="argument NAME=VALUE for whichever level takes it: a literal, a bare word, or an expression (torch.float16)",
-        )
-        sp.add_argument("--factory-arg", action="append", default=[], help="NAME=VALUE for the function named only")
-        sp.add_argument("--jit-arg", action="append", default=[], help="NAME=VALUE for the @tilelang.jit function it returns only")
-        sp.add_argument("--select", help="the kernel to build when the function gives several (a key or index)")
-        sp.add_argument("--import", dest="imports", action="append", default=[], help="module to import before the kernel file")
-        sp.add_argument("--pass-config", action="append", default=[], help="TileLang pass config KEY=VALUE")
-        sp.add_argument("--nvcc-flag", action="append", default=[], help="extra nvcc flag for the kernel images")
-        sp.add_argument(
-            "--device",
-            help="GPU that device queries made while lowering (driver.get_num_sms(), ...) describe, e.g. H100-PCIe; "
-            "default per arch: A100-SXM (80), A10 (86), L40S (89), H100-SXM (90a), B200 (100a)",
-        )
-        sp.add_argument(
-            "--out-idx",
-            action="append",
-            help="a parameter (index, negative from the end, or name) the entry allocates and returns, like "
-            "@tilelang.jit(out_idx=...) (repeatable; 'none' for no outputs; default: the kernel's own out_idx / T.empty)",
-        )
-        sp.add_argument("-j", "--jobs", type=int, help="jobs at once, shared by lowering and nvcc (default: MAX_JOBS or the CPU count)")
-        sp.add_argument("--cache-dir", help="variant cache (default: TL_AOT_CACHE_DIR or OUTPUT/.tl_aot/cache)")
+    for add in (_add_build, _add_capture, _add_run, _add_verify, _add_tune, _add_inspect):
+        add(sub)
+    return p
 
+
+def _kernel_options(sp) -> None:
+    """What to build or tune: the same options for ``build`` and ``tune``."""
+    sp.add_argument("target", nargs="?", help="FILE.py:FUNCTION (or use --spec / --capture)")
+    sp.add_argument("--spec", help="TOML/JSON file listing several entries of one library")
+    sp.add_argument("--name", help="library (and, with FILE.py:FUNCTION, entry) name; default: the function name")
+    sp.add_argument("--entry", help="entry name when it should differ from --name")
+    sp.add_argument("--arch", action="append", default=[], help="target arch: sm_90a, 90a, 9.0a, 80+PTX (repeatable)")
+    sp.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        help="argument NAME=VALUE for whichever level takes it: a literal, a bare word, or an expression (torch.float16)",
+    )
+    sp.add_argument("--factory-arg", action="append", default=[], help="NAME=VALUE for the function named only")
+    sp.add_argument("--jit-arg", action="append", default=[], help="NAME=VALUE for the @tilelang.jit function it returns only")
+    sp.add_argument("--select", help="the kernel to build when the function gives several (a key or index)")
+    sp.add_argument("--import", dest="imports", action="append", default=[], help="module to import before the kernel file")
+    sp.add_argument("--pass-config", action="append", default=[], help="TileLang pass config KEY=VALUE")
+    sp.add_argument("--nvcc-flag", action="append", default=[], help="extra nvcc flag for the kernel images")
+    sp.add_argument(
+        "--device",
+        help="GPU that device queries made while lowering (driver.get_num_sms(), ...) describe, e.g. H100-PCIe; "
+        "default per arch: A100-SXM (80), A10 (86), L40S (89), H100-SXM (90a), B200 (100a)",
+    )
+    sp.add_argument(
+        "--out-idx",
+        action="append",
+        help="a parameter (index, negative from the end, or name) the entry allocates and returns, like "
+        "@tilelang.jit(out_idx=...) (repeatable; 'none' for no outputs; default: the kernel's own out_idx / T.empty)",
+    )
+    sp.add_argument("-j", "--jobs", type=int, help="jobs at once, shared by lowering and nvcc (default: MAX_JOBS or the CPU count)")
+    sp.add_argument("--cache-dir", help="variant cache (default: TL_AOT_CACHE_DIR or OUTPUT/.tl_aot/cache)")
+
+
+def _add_build(sub) -> None:
+    """``build``: lower, compile and link."""
     b = sub.add_parser("build", help="lower, compile and link kernels into lib<NAME>.so")
-    kernels(b)
+    _kernel_options(b)
     b.add_argument("-o", "--output", default=".", help="output folder (default: .)")
     b.add_argument("--header-dir", help="folder for the C++ header (default: the output folder)")
     b.add_argument("--depfile", help="write a Makefile depfile of every Python file the kernels import")
@@ -91,6 +100,9 @@ def _build_parser() -> argparse.ArgumentParser:
         help="leave out variants that fail to lower or compile, listing them, instead of stopping (default with --capture)",
     )
 
+
+def _add_capture(sub) -> None:
+    """``capture``: record what a command's JIT compiles."""
     c = sub.add_parser(
         "capture",
         help="run a command and record every kernel TileLang's JIT compiles",
@@ -105,6 +117,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
+
+def _add_run(sub) -> None:
+    """``run --serve``: a command with its JIT served."""
     r = sub.add_parser(
         "run",
         help="run a command with TileLang's JIT served from prebuilt libraries",
@@ -114,6 +129,9 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--strict", action="store_true", help="a kernel the libraries do not hold is an error, never compiled")
     r.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
+
+def _add_verify(sub) -> None:
+    """``verify``: a library against its library's own JIT requests."""
     v = sub.add_parser(
         "verify",
         help="check that a library's kernels are the ones the operator library's own JIT compiles",
@@ -130,20 +148,25 @@ def _build_parser() -> argparse.ArgumentParser:
     v.add_argument("--allow-unreached", action="store_true", help="variants the workload never asks for do not fail the check")
     v.add_argument("cmd", nargs="*", help="-- COMMAND [ARGS...]")
 
+
+def _add_tune(sub) -> None:
+    """``tune``: time candidate configs on this GPU."""
     t = sub.add_parser("tune", help="on a GPU host: time each entry's candidate configs, write a tuning record")
-    kernels(t)
+    _kernel_options(t)
     t.add_argument("-o", "--output", help="tuning record to write or update (default: SPEC's <stem>.tune.json, else tune.json)")
     t.add_argument("--dim", action="append", default=[], help="NAME=SIZE for a dynamic dim (or a scalar's value) while timing")
     t.add_argument("--warmup", type=int, help="untimed calls per candidate (default: the decorator's, else 25)")
     t.add_argument("--rep", type=int, help="timed calls per candidate (default: the decorator's, else 100)")
 
+
+def _add_inspect(sub) -> None:
+    """``inspect`` and ``deps``."""
     i = sub.add_parser("inspect", help="show a library's entries, parameters, kernels and versions")
     i.add_argument("library", help="path to lib<NAME>.so")
     i.add_argument("--json", action="store_true", help="print the full manifest as JSON")
 
     d = sub.add_parser("deps", help="print the local Python files a kernel file imports")
     d.add_argument("file")
-    return p
 
 
 def _out_idx(values: list | None) -> tuple | None:
