@@ -147,84 +147,99 @@ def tune_library(lib: LibrarySpec, *, values: dict, jobs: int | None, cache_dir,
     arch = local_arch(torch)
     gpu = torch.cuda.get_device_name(0)
     plans = candidate_plans(lib, arch, log)
-    cand_specs = [c for _, _, cands, _ in plans for c in cands]
+    cand_specs = tuple(c for _, _, cands, _ in plans for c in cands)
     if not plans:
         return []
     with tempfile.TemporaryDirectory(prefix="tl_aot_tune-") as tmp:
         if log:
             log(f"building {len(cand_specs)} candidates of {len(plans)} entries for {arch} ({gpu})")
-        failed: dict[str, str] = {}  # a candidate that does not build is dropped, as TileLang's autotuner drops it
-        while True:
-            keep = tuple(c for c in cand_specs if c.name not in failed)
-            try:
-                result = build_library(LibrarySpec(name="tl_aot_tune", entries=keep), out_dir=tmp, jobs=jobs, cache_dir=cache_dir, log=log)
-                break
-            except TlAotError as e:
-                bad = next((c.name for c in keep if f"entry {c.name!r}" in str(e)), None)
-                if bad is None:
-                    raise
-                failed[bad] = str(e).splitlines()[0][:300]
-                if log:
-                    log(f"  candidate {bad} does not build, dropped: {failed[bad]}")
+        # A candidate that does not build is dropped, as TileLang's autotuner drops it: the build names it.
+        lib_spec = LibrarySpec(name="tl_aot_tune", entries=cand_specs)
+        result = build_library(lib_spec, out_dir=tmp, jobs=jobs, cache_dir=cache_dir, log=log, keep_going=True)
+        failed = {entry: message.splitlines()[0][:300] for entry, _, message in result.failures}
         library = load(result.library)
-        items = []
         versions = (("nvcc", result.manifest.nvcc_version), ("tilelang", tilelang_version()), ("tl_aot", __version__),
                     ("torch", torch.__version__))  # fmt: skip
-        for spec, configs, cands, settings in plans:
-            w, r = warmup or settings.get("warmup", 25), rep or settings.get("rep", 100)
-            alive = [c.name for c in cands if c.name not in failed]
-            if not alive:
-                msg = f"entry {spec.name!r}: no candidate builds; the first error: {failed[cands[0].name]}"
-                raise TlAotError(msg)
-            entry = library.signature(alive[0])
-            base = _inputs(torch, entry, values, seed=0, name=spec.name)
-            reference = None
-            measured = []
-            for cfg, c in zip(configs, cands):
-                if c.name in failed:
-                    measured.append(Candidate(tuple((k, repr(v)) for k, v in cfg.items()), None, f"build failed: {failed[c.name]}"))
-                    continue
-                fn = library[c.name]
-                args = [a.clone() if isinstance(a, torch.Tensor) else a for a in base]
-                try:
-                    fn(*args)
-                    torch.cuda.synchronize()
-                    if reference is None:
-                        reference, why = args, ""
-                    else:
-                        why = _close(torch, args, reference)
-                    ms = None if why else _time_ms(torch, fn, args, w, r)
-                except Exception as e:  # noqa: BLE001 (a candidate that fails is dropped, named in the record)
-                    ms, why = None, f"{type(e).__name__}: {e}"
-                measured.append(Candidate(tuple((k, repr(v)) for k, v in cfg.items()), None if ms is None else round(ms, 5), why))
-                if log:
-                    log(f"  {spec.name} {cfg}: " + (f"{ms:.4f} ms" if ms is not None else f"dropped ({why})"))
-            ok = [m for m in measured if m.ms is not None]
-            if not ok:
-                msg = f"entry {spec.name!r}: every candidate failed on {gpu}; see the lines above"
-                raise TlAotError(msg)
-            best = min(ok, key=lambda m: m.ms)
-            keys = set(configs[0])
-            items.append(
-                Item(
-                    entry=spec.name,
-                    function=spec.function,
-                    source=Path(spec.source).name,
-                    args=tuple(sorted((k, repr(v)) for k, v in spec.args if k not in keys)),
-                    arch=arch,
-                    gpu=gpu,
-                    chosen=best.config,
-                    ms=best.ms,
-                    candidates=tuple(measured),
-                    source_digest=source_digest(spec),
-                    versions=versions,
-                    tuned_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                )
-            )
-            if log:
-                log(f"{spec.name} on {gpu}: {dict(best.config)} ({best.ms:.4f} ms, {len(ok)}/{len(measured)} candidates ran)")
+        run = _Timing(torch, library, values, warmup, rep, failed, log)
+        items = [_item(spec, arch, gpu, versions, run.entry(spec, configs, cands, settings)) for spec, configs, cands, settings in plans]
         library.cleanup()
     return items
+
+
+@dataclasses.dataclass
+class _Timing:
+    """Times the candidates of each entry in one loaded library of candidates."""
+
+    torch: object
+    library: object
+    values: dict
+    warmup: int | None
+    rep: int | None
+    failed: dict  # candidate entry -> why it did not build
+    log: object
+
+    def entry(self, spec: KernelSpec, configs: list, cands: list, settings: dict) -> tuple:
+        """Every candidate of ``spec`` run, checked against the first and timed; (configs measured, best)."""
+        torch, failed = self.torch, self.failed
+        alive = [c.name for c in cands if c.name not in failed]
+        if not alive:
+            msg = f"entry {spec.name!r}: no candidate builds; the first error: {failed[cands[0].name]}"
+            raise TlAotError(msg)
+        base = _inputs(torch, self.library.signature(alive[0]), self.values, seed=0, name=spec.name)
+        w, r = self.warmup or settings.get("warmup", 25), self.rep or settings.get("rep", 100)
+        reference, measured = None, []
+        for cfg, c in zip(configs, cands):
+            config = tuple((k, repr(v)) for k, v in cfg.items())
+            if c.name in failed:
+                measured.append(Candidate(config, None, f"build failed: {failed[c.name]}"))
+                continue
+            ms, why, reference = self._run(self.library[c.name], base, reference, w, r)
+            measured.append(Candidate(config, None if ms is None else round(ms, 5), why))
+            if self.log:
+                self.log(f"  {spec.name} {cfg}: " + (f"{ms:.4f} ms" if ms is not None else f"dropped ({why})"))
+        ok = [m for m in measured if m.ms is not None]
+        if not ok:
+            msg = f"entry {spec.name!r}: every candidate failed on {torch.cuda.get_device_name(0)}; see the lines above"
+            raise TlAotError(msg)
+        best = min(ok, key=lambda m: m.ms)
+        if self.log:
+            gpu = torch.cuda.get_device_name(0)
+            self.log(f"{spec.name} on {gpu}: {dict(best.config)} ({best.ms:.4f} ms, {len(ok)}/{len(measured)} candidates ran)")
+        return set(configs[0]), measured, best
+
+    def _run(self, fn, base: list, reference, warmup: int, rep: int):
+        """(ms or None, why dropped, the reference outputs): the first candidate that runs is the reference."""
+        torch = self.torch
+        args = [a.clone() if isinstance(a, torch.Tensor) else a for a in base]
+        try:
+            fn(*args)
+            torch.cuda.synchronize()
+            if reference is None:
+                reference, why = args, ""
+            else:
+                why = _close(torch, args, reference)
+            return (None if why else _time_ms(torch, fn, args, warmup, rep)), why, reference
+        except Exception as e:  # noqa: BLE001 (a candidate that fails is dropped, named in the record)
+            return None, f"{type(e).__name__}: {e}", reference
+
+
+def _item(spec: KernelSpec, arch: str, gpu: str, versions: tuple, timed: tuple) -> Item:
+    """The record item of one tuned entry."""
+    keys, measured, best = timed
+    return Item(
+        entry=spec.name,
+        function=spec.function,
+        source=Path(spec.source).name,
+        args=tuple(sorted((k, repr(v)) for k, v in spec.args if k not in keys)),
+        arch=arch,
+        gpu=gpu,
+        chosen=best.config,
+        ms=best.ms,
+        candidates=tuple(measured),
+        source_digest=source_digest(spec),
+        versions=versions,
+        tuned_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    )
 
 
 def write_record(path: str | Path, items: list[Item]) -> Record:
