@@ -471,21 +471,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
     ``archs`` (from the command line) and ``TL_AOT_ARCHS`` override the file, as ``device`` does.
     """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        msg = f"cannot read spec file {path}: {e.strerror}"
-        raise SpecError(msg) from None
-    try:
-        if path.suffix == ".json":
-            data = json.loads(text)
-        else:
-            import tomllib
-
-            data = tomllib.loads(text)
-    except ValueError as e:  # JSONDecodeError and TOMLDecodeError are ValueErrors
-        msg = f"{path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {e}"
-        raise SpecError(msg) from None
+    data = _read_spec_data(path)
     lib = data.get("library", {})
     entries_data = data.get("entry", data.get("entries", []))
     captures = lib.get("capture", []) if isinstance(lib, dict) else []
@@ -497,43 +483,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
     lib_archs = archs_from_env(None) or (parse_arch_list(archs) if archs else None)
     entries = []
     for i, ed in enumerate(entries_data):
-        where = f"{path}: entry #{i + 1}"
-        missing = [k for k in ("name", "source", "function") if k not in ed]
-        if missing:
-            msg = f"{where}: missing key(s) {', '.join(missing)}"
-            raise SpecError(msg)
-        e_archs = lib_archs or ed.get("archs") or lib.get("archs")
-        if not e_archs:
-            msg = f"{where} ({ed['name']}): no archs (set [library] archs, the entry's archs, --arch or TL_AOT_ARCHS)"
-            raise SpecError(msg)
-        known = set(ENTRY_KEYS)
-        unknown = set(ed) - known - {"specialisations", "specializations"}
-        if unknown:
-            msg = f"{where} ({ed['name']}): unknown key(s) {', '.join(sorted(unknown))}"
-            raise SpecError(msg)
-        try:
-            ed = {k: (from_spec_value(v, k) if k in _VALUE_KEYS else v) for k, v in ed.items()}
-            made = KernelSpec.create(
-                name=ed["name"],
-                source=(path.parent / ed["source"]),
-                function=ed["function"],
-                args=ed.get("args", {}),
-                factory_args=ed.get("factory_args"),
-                jit_args=ed.get("jit_args"),
-                select=ed.get("select"),
-                imports=ed.get("imports"),
-                archs=e_archs,
-                pass_configs=ed.get("pass_configs"),
-                compile_flags=ed.get("compile_flags"),
-                device=device or ed.get("device", lib.get("device")),
-                out_idx=ed.get("out_idx"),
-                specialisations=ed.get("specialisations", ed.get("specializations")),
-                tune=ed.get("tune"),
-            )
-            entries.extend(made if isinstance(made, tuple) else (made,))
-        except SpecError as e:
-            msg = f"{where}: {e}"
-            raise SpecError(msg) from None
+        entries.extend(_spec_entry(path, i, ed, lib, lib_archs, device))
     if captures:
         from .capture import specs_from_record
 
@@ -544,3 +494,61 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
         for record in captures:
             entries.extend(specs_from_record(path.parent / str(record), c_archs, device=device or lib.get("device", "")))
     return LibrarySpec(name=name or lib.get("name") or path.stem, entries=tuple(entries))
+
+
+def _read_spec_data(path: Path) -> dict:
+    """The spec file's tables (TOML, or JSON for a ``.json`` file); errors name the file."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        msg = f"cannot read spec file {path}: {e.strerror}"
+        raise SpecError(msg) from None
+    try:
+        if path.suffix == ".json":
+            return json.loads(text)
+        import tomllib
+
+        return tomllib.loads(text)
+    except ValueError as e:  # JSONDecodeError and TOMLDecodeError are ValueErrors
+        msg = f"{path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {e}"
+        raise SpecError(msg) from None
+
+
+def _spec_entry(path: Path, i: int, ed: dict, lib: dict, lib_archs, device) -> tuple:
+    """The KernelSpec(s) of entry table #``i`` (several for a table with specialisations)."""
+    where = f"{path}: entry #{i + 1}"
+    missing = [k for k in ("name", "source", "function") if k not in ed]
+    if missing:
+        msg = f"{where}: missing key(s) {', '.join(missing)}"
+        raise SpecError(msg)
+    e_archs = lib_archs or ed.get("archs") or lib.get("archs")
+    if not e_archs:
+        msg = f"{where} ({ed['name']}): no archs (set [library] archs, the entry's archs, --arch or TL_AOT_ARCHS)"
+        raise SpecError(msg)
+    unknown = set(ed) - set(ENTRY_KEYS) - {"specialisations", "specializations"}
+    if unknown:
+        msg = f"{where} ({ed['name']}): unknown key(s) {', '.join(sorted(unknown))}"
+        raise SpecError(msg)
+    try:
+        ed = {k: (from_spec_value(v, k) if k in _VALUE_KEYS else v) for k, v in ed.items()}
+        made = KernelSpec.create(
+            name=ed["name"],
+            source=(path.parent / ed["source"]),
+            function=ed["function"],
+            args=ed.get("args", {}),
+            factory_args=ed.get("factory_args"),
+            jit_args=ed.get("jit_args"),
+            select=ed.get("select"),
+            imports=ed.get("imports"),
+            archs=e_archs,
+            pass_configs=ed.get("pass_configs"),
+            compile_flags=ed.get("compile_flags"),
+            device=device or ed.get("device", lib.get("device")),
+            out_idx=ed.get("out_idx"),
+            specialisations=ed.get("specialisations", ed.get("specializations")),
+            tune=ed.get("tune"),
+        )
+    except SpecError as e:
+        msg = f"{where}: {e}"
+        raise SpecError(msg) from None
+    return made if isinstance(made, tuple) else (made,)
