@@ -117,114 +117,20 @@ def _scalar_getter(dtype: str, name: str, entry: str, entry_name: str = "") -> t
 
 
 def _entry_context(e: LoweredEntry, index: int, label: str = "") -> dict:
+    """Everything the launcher template substitutes for one entry (specialisation)."""
     where = f"entry {e.name!r}"
     # Inputs first: they bind the shape symbols that outputs (possibly allocated) are checked against.
     tensors = [p for p in e.params if p.is_tensor and not p.output] + [p for p in e.params if p.output]
     if not tensors:
         msg = f"{where}: takes no tensor; tl_aot picks the device from the tensors, so an entry needs at least one"
         raise LoweringError(msg)
-    symbols = {s.name: s for s in e.symbols if not s.derived}  # derived ones are solved after the tensors' checks
-    solved_from = {(s.param, s.dim) for s in e.symbols if s.derived}  # dims their own check covers
-    bound: dict[str, tuple[str, int]] = {}
-    t_ctx, late = [], []
-    for p in tensors:
-        shape = "[" + ", ".join(str(d) for d in p.shape) + "]"
-        checks = []
-        for i, (d, cpp) in enumerate(zip(p.shape, p.shape_cpp)):
-            if (p.name, i) in solved_from:
-                continue
-            if isinstance(d, int):
-                checks.append(
-                    {"bind": "", "source": "", "dim": i, "value": str(d), "display": c_string_body(f"{shape} with dim {i} = {d}")}
-                )
-            elif d in symbols and d not in bound:
-                bound[d] = (p.name, i)
-                checks.append({"bind": d, "dim": i})
-            elif d in symbols:
-                src = bound[d]
-                checks.append(
-                    {
-                        "bind": "",
-                        "dim": i,
-                        "value": f"s_{d}",
-                        "display": c_string_body(f"{shape} with dim {i} = {d} = "),
-                        "source": c_string_body(f" (from '{src[0]}' dim {src[1]})"),
-                    }
-                )
-            else:
-                late.append(
-                    {
-                        "param": p.name,
-                        "output": p.output,
-                        "dim": i,
-                        "value": cpp,
-                        "display": c_string_body(f"{shape} with dim {i} = {d} = "),
-                    }
-                )
-        code, bits = DLPACK_DTYPES[p.dtype][0] if p.dtype in DLPACK_DTYPES else (0, 0)
-        t_ctx.append(
-            {
-                "name": p.name,
-                "output": p.output,
-                "shape_cpp": list(p.shape_cpp) or ["1"],
-                "dl_dtype": f"DLDataType{{{code}, {bits}, 1}}",
-                "ndim": len(p.shape),
-                "dtype": p.dtype,
-                "dtype_check": _dtype_check(p.dtype, f"{where}: parameter {p.name!r}"),
-                "dim_checks": checks,
-                "shape_display": c_string_body(shape),
-                "stride_checks": [{"dim": i, "value": cpp} for i, cpp in enumerate(p.strides_cpp)] if p.strides else [],
-                "alignment": p.alignment if p.alignment > 1 and (p.alignment & (p.alignment - 1)) == 0 else 0,
-                "strides_display": c_string_body("(" + ", ".join(str(s) for s in p.strides) + ")"),
-            }
-        )
-    params_ctx, scalars = [], []
-    for p in e.params:
-        if p.is_tensor:
-            params_ctx.append({"name": p.name, "is_tensor": True, "output": p.output, "ctype": "::tvm::ffi::TensorView"})
-        else:
-            ctype, getter = _scalar_getter(p.dtype, p.name, f"{_namespace(index)}::kName", e.name)
-            d = {"name": p.name, "is_tensor": False, "output": False, "ctype": ctype, "getter": getter}
-            params_ctx.append(d)
-            scalars.append(d)
+    t_ctx, late = _tensor_contexts(e, tensors, where)
+    params_ctx, scalars = _param_contexts(e, index)
     sym_ctx = [_symbol_context(s, e) for s in e.symbols]
     # Scalars a dim is computed from (a T.match_buffer dim, a returned output's size) are read in check().
     dims_cpp = " ".join([*(c for p in tensors for c in (*p.shape_cpp, *p.strides_cpp)), *(s.cpp for s in e.symbols)])
     check_scalars = [d for d in scalars if re.search(rf"\ba_{d['name']}\b", dims_cpp)]
-    variants = []
-    for v in e.variants:
-        if len(v.kernels) > _MAX_KERNELS or len(v.workspaces) > _MAX_KERNELS:
-            msg = (
-                f"{where} ({v.arch}): launches {len(v.kernels)} kernels with {len(v.workspaces)} workspaces; "
-                f"the launcher runtime holds at most {_MAX_KERNELS} of each per entry (rt::kMaxKernels)"
-            )
-            raise LoweringError(msg)
-        a = parse_arch(v.arch)
-        kernels = []
-        for k in v.kernels:
-            try:
-                static_smem = int(k.dynamic_smem)
-            except ValueError:
-                static_smem = -1
-            args = [{**_as_dict(arg), "index": i} for i, arg in enumerate(k.args)]
-            kernels.append({**_as_dict(k), "args": args, "static_smem": static_smem, "cluster_size": math.prod(k.cluster_dims or (1,))})
-        workspaces = [
-            {"name": c_string_body(w.name), "cpp": w.cpp, "factors": list(w.factors) or ["1"], "elem_bytes": max(1, (w.elem_bits + 7) // 8)}
-            for w in v.workspaces
-        ]
-        variants.append(
-            {
-                "arch": v.arch,
-                "major": a.major,
-                "minor": a.minor,
-                "arch_specific": "true" if a.suffix == "a" else "false",
-                "ptx_flag": "true" if v.ptx else "false",
-                "image_symbol": image_symbol(e.name, v.arch, v.ptx),
-                "kernels": kernels,
-                "tma_descriptors": [_as_dict(d) for d in v.tma_descriptors],
-                "workspaces": workspaces,
-            }
-        )
+    variants = [_variant_context(e, v, where) for v in e.variants]
     # The header declares parameters by the user's names (C++ keywords get a '_' suffix); the
     # launcher defines them as u_<name>, so no user name meets a generated identifier.
     shown = [cpp_name(p.name) for p in e.params]
@@ -270,6 +176,107 @@ def _entry_context(e: LoweredEntry, index: int, label: str = "") -> dict:
         "in_stream_param": cpp_name("stream", {n for _, n in ins}),
         "cpp_def_params": ", ".join(f"{p['ctype']} u_{p['name']}" for p in params_ctx),
         "cpp_def_args": ", ".join(f"u_{p['name']}" for p in params_ctx),
+    }
+
+
+def _tensor_contexts(e: LoweredEntry, tensors: list, where: str) -> tuple[list, list]:
+    """Each tensor's checks (dtype, dims, strides, alignment), and the dim checks that must wait for solved symbols."""
+    symbols = {s.name: s for s in e.symbols if not s.derived}  # derived ones are solved after the tensors' checks
+    solved_from = {(s.param, s.dim) for s in e.symbols if s.derived}  # dims their own check covers
+    bound: dict[str, tuple[str, int]] = {}
+    t_ctx, late = [], []
+    for p in tensors:
+        shape = "[" + ", ".join(str(d) for d in p.shape) + "]"
+        checks = [
+            c
+            for i, (d, cpp) in enumerate(zip(p.shape, p.shape_cpp))
+            if (p.name, i) not in solved_from and (c := _dim_check(p, i, d, cpp, shape, symbols, bound, late)) is not None
+        ]
+        code, bits = DLPACK_DTYPES[p.dtype][0] if p.dtype in DLPACK_DTYPES else (0, 0)
+        t_ctx.append(
+            {
+                "name": p.name,
+                "output": p.output,
+                "shape_cpp": list(p.shape_cpp) or ["1"],
+                "dl_dtype": f"DLDataType{{{code}, {bits}, 1}}",
+                "ndim": len(p.shape),
+                "dtype": p.dtype,
+                "dtype_check": _dtype_check(p.dtype, f"{where}: parameter {p.name!r}"),
+                "dim_checks": checks,
+                "shape_display": c_string_body(shape),
+                "stride_checks": [{"dim": i, "value": cpp} for i, cpp in enumerate(p.strides_cpp)] if p.strides else [],
+                "alignment": p.alignment if p.alignment > 1 and (p.alignment & (p.alignment - 1)) == 0 else 0,
+                "strides_display": c_string_body("(" + ", ".join(str(s) for s in p.strides) + ")"),
+            }
+        )
+    return t_ctx, late
+
+
+def _dim_check(p, i: int, d, cpp: str, shape: str, symbols: dict, bound: dict, late: list) -> dict | None:
+    """One dim's check: a constant, the binding of a symbol, a symbol bound earlier, or (into ``late``) an expression."""
+    if isinstance(d, int):
+        return {"bind": "", "source": "", "dim": i, "value": str(d), "display": c_string_body(f"{shape} with dim {i} = {d}")}
+    if d in symbols and d not in bound:
+        bound[d] = (p.name, i)
+        return {"bind": d, "dim": i}
+    if d in symbols:
+        src = bound[d]
+        return {
+            "bind": "",
+            "dim": i,
+            "value": f"s_{d}",
+            "display": c_string_body(f"{shape} with dim {i} = {d} = "),
+            "source": c_string_body(f" (from '{src[0]}' dim {src[1]})"),
+        }
+    late.append({"param": p.name, "output": p.output, "dim": i, "value": cpp, "display": c_string_body(f"{shape} with dim {i} = {d} = ")})
+    return None
+
+
+def _param_contexts(e: LoweredEntry, index: int) -> tuple[list, list]:
+    """Every parameter's C++ type (and a scalar's getter), and the scalars among them."""
+    params_ctx, scalars = [], []
+    for p in e.params:
+        if p.is_tensor:
+            params_ctx.append({"name": p.name, "is_tensor": True, "output": p.output, "ctype": "::tvm::ffi::TensorView"})
+        else:
+            ctype, getter = _scalar_getter(p.dtype, p.name, f"{_namespace(index)}::kName", e.name)
+            d = {"name": p.name, "is_tensor": False, "output": False, "ctype": ctype, "getter": getter}
+            params_ctx.append(d)
+            scalars.append(d)
+    return params_ctx, scalars
+
+
+def _variant_context(e: LoweredEntry, v, where: str) -> dict:
+    """One arch's image, kernels (launch configs, arguments), TMA descriptors and workspaces."""
+    if len(v.kernels) > _MAX_KERNELS or len(v.workspaces) > _MAX_KERNELS:
+        msg = (
+            f"{where} ({v.arch}): launches {len(v.kernels)} kernels with {len(v.workspaces)} workspaces; "
+            f"the launcher runtime holds at most {_MAX_KERNELS} of each per entry (rt::kMaxKernels)"
+        )
+        raise LoweringError(msg)
+    a = parse_arch(v.arch)
+    kernels = []
+    for k in v.kernels:
+        try:
+            static_smem = int(k.dynamic_smem)
+        except ValueError:
+            static_smem = -1
+        args = [{**_as_dict(arg), "index": i} for i, arg in enumerate(k.args)]
+        kernels.append({**_as_dict(k), "args": args, "static_smem": static_smem, "cluster_size": math.prod(k.cluster_dims or (1,))})
+    workspaces = [
+        {"name": c_string_body(w.name), "cpp": w.cpp, "factors": list(w.factors) or ["1"], "elem_bytes": max(1, (w.elem_bits + 7) // 8)}
+        for w in v.workspaces
+    ]
+    return {
+        "arch": v.arch,
+        "major": a.major,
+        "minor": a.minor,
+        "arch_specific": "true" if a.suffix == "a" else "false",
+        "ptx_flag": "true" if v.ptx else "false",
+        "image_symbol": image_symbol(e.name, v.arch, v.ptx),
+        "kernels": kernels,
+        "tma_descriptors": [_as_dict(d) for d in v.tma_descriptors],
+        "workspaces": workspaces,
     }
 
 
