@@ -67,7 +67,7 @@ class Stages:
                 f"entry {task.spec.name!r} ({task.arch}): {files} changed while the build was lowering it; "
                 "nothing was built from it. Build again once the file is saved."
             )
-            raise LoweringError(msg)
+            raise LoweringError(msg, entry=task.spec.name, arch=task.arch.sm, location=files)
         return variant
 
     def compile(self, task, variant: LoweredVariant) -> bytes:
@@ -81,7 +81,7 @@ class Stages:
                 f"entry {task.spec.name!r} ({task.arch}): {', '.join(moved)} changed while nvcc compiled it; "
                 "nothing was stored. Build again."
             )
-            raise CompileError(msg)
+            raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm, location=", ".join(moved))
         self.cache.store(task.key, variant, image, project_of(task.spec), replace=self.force)
         self.progress.step(f"nvcc {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {time.perf_counter() - t0:.1f} s)")
         return image
@@ -155,7 +155,7 @@ def _nvcc(variant: LoweredVariant, arch, work: Path, source: str) -> bytes:
             f"entry {variant.entry!r} ({arch}): nvcc failed on the CUDA code TileLang generated from {source}\n"
             f"  generated source: {work / 'kernels' / (stem + '.cu')}{hint}\n{e}"
         )
-        raise CompileError(msg) from e
+        raise CompileError(msg, entry=variant.entry, arch=arch.sm, location=source) from e
 
 
 def _compile_launcher(name: str, work: Path, tvm_ffi_version: str, force: bool) -> bool:

@@ -14,7 +14,20 @@ __all__ = [
 
 
 class TlAotError(Exception):
-    """Base class of every error tl_aot raises on purpose."""
+    """Base class of every error tl_aot raises on purpose.
+
+    Besides its message, an error may say which ``entry`` and ``arch`` it is about and where in
+    the user's code (``location``, ``file:line``): callers (the keep-going build, ``tune``, the
+    lowering workers) read these fields, never the message text.
+    """
+
+    def __init__(self, *args, entry: str | None = None, arch: str | None = None, location: str | None = None) -> None:
+        super().__init__(*args)
+        self.entry, self.arch, self.location = entry, arch, location
+
+    def fields(self) -> dict:
+        """The structured fields, for sending across a process boundary."""
+        return {"entry": self.entry, "arch": self.arch, "location": self.location}
 
 
 class SpecError(TlAotError, ValueError):

@@ -87,13 +87,14 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         source = rename_keyword_params(art.kernel_source)
         check_source_kernels(kernels, source, where)
         nvcc_options = nvcc_flags_for(pass_configs)
-    except TlAotError:
+    except TlAotError as e:
+        e.entry, e.arch = e.entry or spec.name, e.arch or arch.sm
         raise
     except Exception as e:  # TileLang's own errors: keep its message, add where in the user's code
         at = format_user_error(e, files)
         tail = f"\n  at {at}" if at else f"\n  in {spec.source}:{spec.function}"
         msg = f"{where}: TileLang failed to lower {spec.function}{tail}\n  {type(e).__name__}: {_first_lines(e)}"
-        raise LoweringError(msg) from e
+        raise LoweringError(msg, entry=spec.name, arch=arch.sm, location=at or None) from e
     return LoweredVariant(
         entry=spec.name,
         arch=arch.sm,

@@ -57,9 +57,14 @@ def main() -> int:
             reply = ("ok", to_json(lower_variant(spec, arch)))
         except TlAotError as e:
             kind = type(e).__name__ if type(e).__name__ in _ERRORS else "LoweringError"
-            reply = ("error", kind, str(e))
+            reply = ("error", kind, str(e), {**e.fields(), "entry": e.entry or spec.name, "arch": e.arch or str(arch)})
         except Exception as e:  # noqa: BLE001 (lower_variant wraps TileLang's; anything else is still the build's error)
-            reply = ("error", "LoweringError", f"entry {spec.name!r} ({arch}): {type(e).__name__}: {e}")
+            reply = (
+                "error",
+                "LoweringError",
+                f"entry {spec.name!r} ({arch}): {type(e).__name__}: {e}",
+                {"entry": spec.name, "arch": str(arch)},
+            )
         _send(channel_out, reply)
     return 0
 
@@ -109,7 +114,8 @@ class LoweringPool:
             from .metadata import LoweredVariant, from_json
 
             return from_json(LoweredVariant, reply[1])
-        raise _ERRORS.get(reply[1], LoweringError)(reply[2])
+        fields = reply[3] if len(reply) > 3 and isinstance(reply[3], dict) else {}
+        raise _ERRORS.get(reply[1], LoweringError)(reply[2], **{k: fields.get(k) for k in ("entry", "arch", "location")})
 
     def close(self, *, kill: bool = False) -> None:
         """Stop the workers: closing stdin ends them; ``kill`` for a build that failed or was interrupted."""

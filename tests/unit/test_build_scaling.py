@@ -93,3 +93,14 @@ def test_a_worker_reports_the_users_line_and_keeps_working(pool, tmp_path):
         pool.lower(spec, spec.archs[0])
     ok = KernelSpec.create(name="ok", source=KERNELS / "specialised.py", function="rms_norm", args={"N": 1024}, archs=["90a"])
     assert pool.lower(ok, ok.archs[0]).entry == "ok"
+
+
+def test_worker_errors_keep_their_kind_message_and_fields():
+    """An error in a lowering worker reaches the build as the same class, message, entry and arch."""
+    from tl_aot.lower_worker import LoweringPool
+
+    spec = KernelSpec.create(name="nope", source=KERNELS / "elementwise.py", function="no_such_function", archs=["90a"])
+    with LoweringPool(1) as pool, pytest.raises(LoweringError) as info:
+        pool.lower(spec, spec.archs[0])
+    assert "has no function 'no_such_function'" in str(info.value)
+    assert (info.value.entry, info.value.arch) == ("nope", "sm_90a")
