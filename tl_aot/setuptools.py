@@ -39,6 +39,7 @@ builds), ``CUDA_HOME`` (nvcc) and ``CXX`` (host compiler).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -97,11 +98,9 @@ class EntryDecl:
 
 def _entry_decl(raw, ext_name: str) -> EntryDecl:
     """Validate one ``entries=[...]`` item (a dict with the keys of a spec file's ``[[entry]]``)."""
-    if isinstance(raw, KernelSpec):
-        return EntryDecl(
-            raw.name, str(raw.source), raw.function, raw.args, raw.archs, raw.pass_configs, raw.compile_flags, raw.device, raw.out_idx
-        )
     where = f"TileLangExtension({ext_name!r})"
+    if isinstance(raw, KernelSpec):
+        return _decl_of_spec(raw, where)
     if not isinstance(raw, dict):
         msg = f"{where}: each entry must be a dict with name, source, function (and optional args, archs), got {type(raw).__name__}"
         raise SpecError(msg)
@@ -141,6 +140,20 @@ def _entry_decl(raw, ext_name: str) -> EntryDecl:
         select=raw.get("select"),
         imports=tuple(raw.get("imports") or ()),
     )
+
+
+def _decl_of_spec(spec: KernelSpec, where: str) -> EntryDecl:
+    """A KernelSpec given in setup.py, with every field an entry declares (none dropped)."""
+    if spec.export or spec.capture or spec.when or spec.fallback:
+        msg = (
+            f"{where}: KernelSpec {spec.name!r} is one specialisation or a captured kernel; give its entry as a dict "
+            "(specialisations=[...]) or the extension's capture=[...]"
+        )
+        raise SpecError(msg)
+    common = {f.name for f in dataclasses.fields(EntryDecl)} & {f.name for f in dataclasses.fields(KernelSpec)}
+    values = {k: getattr(spec, k) for k in common}
+    tune = [dict(config) for config in spec.tune] or None  # as a dict entry spells it
+    return EntryDecl(**{**values, "source": str(spec.source), "tune": tune, "select": spec.select or None})
 
 
 def _pairs(value, name: str, key: str, where: str) -> tuple:

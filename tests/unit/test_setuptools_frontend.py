@@ -127,3 +127,34 @@ def test_generated_loader_needs_only_tvm_ffi():
         assert all(m.signature() in text for m in members)
     assert "norm__s0" not in text
     assert '"lib_kernels.so"' in text and "pkg._kernels needs apache-tvm-ffi" in text
+
+
+def test_a_kernel_spec_given_in_setup_py_keeps_every_field():
+    import dataclasses
+
+    from tl_aot.setuptools import EntryDecl, _entry_decl
+    from tl_aot.spec import KernelSpec
+
+    spec = KernelSpec.create(
+        name="g",
+        source="k.py",
+        function="gemm",
+        args={"m": 64, "block_m": 128},
+        factory_args={"n": 32},
+        jit_args={"stages": 2},
+        select="fwd",
+        imports=["pkg.ops"],
+        archs=["90a"],
+        pass_configs={"tl.disable_tma_lower": True},
+        compile_flags=["-O3"],
+        device="H100-SXM",
+        out_idx=[-1],
+        tune=[{"block_m": 64}, {"block_m": 128}],
+    )
+    decl = _entry_decl(spec, "pkg._k")
+    shared = {f.name for f in dataclasses.fields(EntryDecl)} & {f.name for f in dataclasses.fields(KernelSpec)}
+    for name in shared - {"source", "tune", "select"}:
+        assert getattr(decl, name) == getattr(spec, name), name
+    assert decl.source == "k.py" and decl.select == "fwd" and decl.tune == [{"block_m": 64}, {"block_m": 128}]
+    again = KernelSpec.create(name="g", source="k.py", function="gemm", archs=["90a"], tune=list(decl.tune))
+    assert again.tune == spec.tune  # what the build makes of the declaration
