@@ -273,10 +273,15 @@ def _forget(files: set[str], root: Path, names: list[str]) -> None:
         # the second it was imported would be lowered as the old code. Compile them from source.
         with contextlib.suppress(OSError, ValueError, NotImplementedError):
             Path(importlib.util.cache_from_source(f)).unlink(missing_ok=True)
+    ours = set()
+    for f in files:
+        with contextlib.suppress(ValueError):
+            ours.add(_module_name(Path(f), root))
     for name in candidates:
         module = sys.modules.get(name)
         file = getattr(module, "__file__", None)
-        if module is not None and file and str(Path(file).resolve()) in files:
+        # ours, to be read again; or a module of the same name from another folder, which would shadow ours
+        if module is not None and file and (str(Path(file).resolve()) in files or name in ours):
             del sys.modules[name]
     tops = {c.split(".")[0] for c in candidates if "." in c or (root / c).is_dir()}
     for top in tops:

@@ -51,3 +51,13 @@ def test_cache_key_follows_local_modules(tmp_path):
     assert sources.paths == ((tmp_path / "k.py").resolve(), (tmp_path / "sizes.py").resolve())
     (tmp_path / "sizes.py").write_text("BLOCK = 256\n")
     assert variant_key(spec, spec.archs[0], nvcc_version="13.0")[0] != before
+
+
+def test_a_same_named_module_of_another_project_never_shadows_ours(tmp_path):
+    for project, block in (("a", 64), ("b", 128)):
+        (tmp_path / project).mkdir()
+        (tmp_path / project / "sizes.py").write_text(f"BLOCK = {block}\n")
+        (tmp_path / project / "kern.py").write_text("from sizes import BLOCK\n\ndef f():\n    return BLOCK\n")
+    assert import_kernel_file(tmp_path / "a" / "kern.py").f() == 64
+    assert import_kernel_file(tmp_path / "b" / "kern.py").f() == 128  # not project a's sizes.py
+    assert import_kernel_file(tmp_path / "a" / "kern.py").f() == 64
