@@ -201,8 +201,13 @@ def _captured_library(args):
     return LibrarySpec(name=args.name or "captured", entries=tuple(entries.values()))
 
 
+#: Options whose argparse dest is not their name.
+_DESTS = {"--import": "imports"}
+
+
 def _library(args, what: str):
     """The LibrarySpec the command line names (FILE.py:FUNCTION with --arg ..., or --spec)."""
+    from .entry_keys import entry_options
     from .spec import KernelSpec, LibrarySpec, archs_from_env, load_spec_file, parse_arg, parse_pass_config, parse_target
 
     if getattr(args, "capture", None):
@@ -210,20 +215,8 @@ def _library(args, what: str):
     if bool(args.target) == bool(args.spec):
         msg = f"{what}: give either FILE.py:FUNCTION or --spec FILE (or --capture RECORD)"
         raise TlAotError(msg)
-    if args.spec and args.out_idx:
-        msg = f"{what}: --out-idx applies to FILE.py:FUNCTION; in a spec file set out_idx per entry"
-        raise TlAotError(msg)
     if args.spec:
-        per_entry = [
-            f
-            for f, v in (
-                ("--factory-arg", args.factory_arg),
-                ("--jit-arg", args.jit_arg),
-                ("--select", args.select),
-                ("--import", args.imports),
-            )
-            if v
-        ]
+        per_entry = [f for f in entry_options() if getattr(args, _DESTS.get(f, f[2:].replace("-", "_"))) not in (None, [])]
         if per_entry:
             msg = f"{what}: {', '.join(per_entry)} apply to FILE.py:FUNCTION; in a spec file set them per entry"
             raise TlAotError(msg)

@@ -20,7 +20,7 @@ from .ir_metadata import host_walk, output_positions, read_kernels, read_signatu
 from .metadata import LoweredVariant
 from .options import flag_inputs, jit_pass_configs, nvcc_flags_for, portable_flags
 from .resolve import CompileRequest, Resolved, func_hash, plain_pass_configs, resolve_kernel
-from .source import format_user_error, import_kernel_file, local_dependencies
+from .source import format_user_error, import_kernel_file, local_dependencies, user_location
 from .spec import KernelSpec
 from .values import spell
 
@@ -60,7 +60,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         from .errors import ToolchainNotFound
 
         msg = f"{where}: TileLang is needed at build time: pip install tilelang==0.1.15 ({e})"
-        raise ToolchainNotFound(msg) from None
+        raise ToolchainNotFound(msg, entry=spec.name, arch=arch.sm) from None
     profile = _profile(spec, arch)
     deps = [] if spec.capture else local_dependencies(spec.source, spec.imports)
     files = {str(spec.source.resolve())} | {str(p) for p in deps}
@@ -78,7 +78,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         host_funcs = list(art.host_mod.functions.values())
         if len(host_funcs) != 1:
             msg = f"{where}: expected one host function after lowering, got {len(host_funcs)}"
-            raise LoweringError(msg)
+            raise LoweringError(msg, entry=spec.name, arch=arch.sm)
         host = host_funcs[0]
         lets, _ = host_walk(host)
         workspaces = read_workspaces(host, names, lets, where)
@@ -87,14 +87,14 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         source = rename_keyword_params(art.kernel_source)
         check_source_kernels(kernels, source, where)
         nvcc_options = nvcc_flags_for(pass_configs)
-    except TlAotError as e:
+    except TlAotError as e:  # raised knowing less (a helper given only `where`): the variant is this one
         e.entry, e.arch = e.entry or spec.name, e.arch or arch.sm
         raise
     except Exception as e:  # TileLang's own errors: keep its message, add where in the user's code
         at = format_user_error(e, files)
         tail = f"\n  at {at}" if at else f"\n  in {spec.source}:{spec.function}"
         msg = f"{where}: TileLang failed to lower {spec.function}{tail}\n  {type(e).__name__}: {_first_lines(e)}"
-        raise LoweringError(msg, entry=spec.name, arch=arch.sm, location=at or None) from e
+        raise LoweringError(msg, entry=spec.name, arch=arch.sm, location=user_location(e, files) or None) from e
     return LoweredVariant(
         entry=spec.name,
         arch=arch.sm,
@@ -159,7 +159,7 @@ def _resolve(spec: KernelSpec, arch: Arch, where: str) -> Resolved:
         if not resolved.stale:
             return resolved
     msg = f"{where}: {spec.function} keeps returning a kernel resolved for another variant (a cache outside its module?)"
-    raise LoweringError(msg)
+    raise LoweringError(msg, entry=spec.name, arch=arch.sm)
 
 
 def _spelled(v) -> str:

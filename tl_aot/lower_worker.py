@@ -5,7 +5,8 @@ build sends it, one at a time: ``(KernelSpec, Arch)`` in, the :class:`~tl_aot.me
 as tl_aot's metadata JSON (plain Python values: no TileLang or tvm_ffi object crosses) or an error
 out, as length-prefixed pickles over its stdin / stdout. A worker is an ordinary
 subprocess, not ``multiprocessing``: that would re-import the parent's ``__main__`` (a user's
-``setup.py``). Errors keep their kind and message (entry, arch, the user's ``file:line``).
+``setup.py``). An error comes back as its class, message and fields (``entry``, ``arch``,
+``location``: the user's ``file:line``, and any other plain attribute), and is raised as it was.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import subprocess
 import sys
 import threading
 
-from .errors import CompileError, LoweringError, SpecError, TlAotError, ToolchainNotFound
+from .errors import LoweringError, TlAotError
 
 __all__ = ["LoweringPool", "main"]
 
-_ERRORS = {c.__name__: c for c in (LoweringError, SpecError, ToolchainNotFound, CompileError)}
+_PLAIN = (str, int, float, bool, type(None), list, tuple)
 
 
 def _send(stream, obj) -> None:
@@ -56,17 +57,28 @@ def main() -> int:
         try:
             reply = ("ok", to_json(lower_variant(spec, arch)))
         except TlAotError as e:
-            kind = type(e).__name__ if type(e).__name__ in _ERRORS else "LoweringError"
-            reply = ("error", kind, str(e), {**e.fields(), "entry": e.entry or spec.name, "arch": e.arch or str(arch)})
+            state = {k: v for k, v in vars(e).items() if isinstance(v, _PLAIN)}
+            reply = ("error", _sendable(type(e)), str(e), {**state, "entry": e.entry or spec.name, "arch": e.arch or arch.sm})
         except Exception as e:  # noqa: BLE001 (lower_variant wraps TileLang's; anything else is still the build's error)
-            reply = (
-                "error",
-                "LoweringError",
-                f"entry {spec.name!r} ({arch}): {type(e).__name__}: {e}",
-                {"entry": spec.name, "arch": str(arch)},
-            )
+            message = f"entry {spec.name!r} ({arch}): {type(e).__name__}: {e}"
+            reply = ("error", LoweringError, message, {"entry": spec.name, "arch": arch.sm})
         _send(channel_out, reply)
     return 0
+
+
+def _sendable(cls: type) -> type:
+    """``cls``, or its nearest base defined by tl_aot: the parent unpickles a class by importing its module."""
+    return next(c for c in cls.__mro__ if issubclass(c, TlAotError) and c.__module__.startswith("tl_aot."))
+
+
+def _rebuilt(cls: type, message: str, state: dict) -> TlAotError:
+    """The worker's error as it was raised there: its class, message and fields (whatever its ``__init__`` takes)."""
+    if not (isinstance(cls, type) and issubclass(cls, TlAotError)):
+        cls = LoweringError
+    err = cls.__new__(cls)
+    TlAotError.__init__(err, message, **{k: state.get(k) for k in ("entry", "arch", "location")})
+    err.__dict__.update(state)
+    return err
 
 
 class LoweringPool:
@@ -108,14 +120,13 @@ class LoweringPool:
         if reply is None:
             code = proc.poll()
             msg = f"entry {spec.name!r} ({arch}): the lowering worker died (exit {code}); its output is above"
-            raise LoweringError(msg)
+            raise LoweringError(msg, entry=spec.name, arch=arch.sm)
         self._idle.put(proc)
         if reply[0] == "ok":
             from .metadata import LoweredVariant, from_json
 
             return from_json(LoweredVariant, reply[1])
-        fields = reply[3] if len(reply) > 3 and isinstance(reply[3], dict) else {}
-        raise _ERRORS.get(reply[1], LoweringError)(reply[2], **{k: fields.get(k) for k in ("entry", "arch", "location")})
+        raise _rebuilt(reply[1], reply[2], reply[3])
 
     def close(self, *, kill: bool = False) -> None:
         """Stop the workers: closing stdin ends them; ``kill`` for a build that failed or was interrupted."""

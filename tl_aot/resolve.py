@@ -278,7 +278,7 @@ def resolve_kernel(spec: KernelSpec, module, where: str, arch: str, *, tuned=Non
     if obj is None:
         names = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
         msg = f"{where}: {spec.source.name} has no function {spec.function!r} (callables there: {', '.join(names) or 'none'})"
-        raise LoweringError(msg)
+        raise LoweringError(msg, entry=spec.name, arch=arch)
     ns = vars(module)
     args = _Args(
         auto=evaluate(spec.kwargs, ns, where),
@@ -293,7 +293,7 @@ def resolve_kernel(spec: KernelSpec, module, where: str, arch: str, *, tuned=Non
         choice = Choice({**args.auto, **tuned[0]}, dict(tuned[0]), f"record ({tuned[1]})", {})
         args.auto = dict(choice.kwargs)
     with intercept_compiles() as state:
-        walker = _Walker(spec, where, state, tuned, choice)
+        walker = _Walker(spec, where, state, tuned, choice, arch)
         req, path = walker.walk(obj, args, level=0)
     if req.session != state.session:
         return Resolved(None, {}, (), None, None, path, stale=True)
@@ -318,23 +318,23 @@ def _check_options(req: CompileRequest, spec: KernelSpec, where: str, arch: str)
             f"{where}: {spec.function} is compiled with TileLang's CuTeDSL backend (execution_backend/target='cutedsl'); "
             "tl_aot builds CUDA C++ kernels only, so it would build a different kernel from the library's"
         )
-        raise LoweringError(msg)
+        raise LoweringError(msg, entry=spec.name, arch=arch)
     if backend not in _CUDA_BACKENDS:
         msg = (
             f"{where}: {spec.function} asks for execution_backend={backend!r}; "
             "tl_aot builds CUDA kernels (backends: tvm_ffi, cython, nvrtc, auto)"
         )
-        raise LoweringError(msg)
+        raise LoweringError(msg, entry=spec.name, arch=arch)
     kind, want_arch = _target_kind_arch(target)
     if kind not in ("cuda", None):
         msg = f"{where}: {spec.function} asks for target {str(target)!r}; tl_aot builds CUDA kernels"
-        raise LoweringError(msg)
+        raise LoweringError(msg, entry=spec.name, arch=arch)
     if want_arch and want_arch != arch:
         msg = (
             f"{where}: {spec.function} asks for target {str(target)!r} ({want_arch}) but this variant is built "
             f'for {arch}; build that entry for {want_arch} only (archs = ["{want_arch.removeprefix("sm_")}"])'
         )
-        raise LoweringError(msg)
+        raise LoweringError(msg, entry=spec.name, arch=arch)
     return dict(req.pass_configs), tuple(req.compile_flags)
 
 
@@ -359,12 +359,13 @@ def _target_kind_arch(target) -> tuple[str | None, str | None]:
 class _Walker:
     """One resolution: calls each level with its arguments and follows what it returns."""
 
-    def __init__(self, spec: KernelSpec, where: str, state: _Interception, tuned, choice) -> None:
-        self.spec, self.where, self.state, self.tuned, self.choice = spec, where, state, tuned, choice
+    def __init__(self, spec: KernelSpec, where: str, state: _Interception, tuned, choice, arch: str | None = None) -> None:
+        self.spec, self.where, self.state, self.tuned, self.choice, self.arch = spec, where, state, tuned, choice, arch
 
     def fail(self, text: str):
+        """Raise the resolution's error: ``text`` after where (entry and arch), which are also its fields."""
         msg = f"{self.where}: {text}"
-        raise LoweringError(msg)
+        raise LoweringError(msg, entry=self.spec.name, arch=self.arch)
 
     def walk(self, obj, args: _Args, level: int):
         """Follow ``obj`` down to one compile request; returns (request, path)."""

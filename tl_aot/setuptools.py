@@ -39,7 +39,6 @@ builds), ``CUDA_HOME`` (nvcc) and ``CXX`` (host compiler).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import re
@@ -52,9 +51,10 @@ from setuptools.command.build_ext import build_ext as _build_ext
 from setuptools.errors import CompileError, OptionError
 
 from .arch import parse_arch_list
+from .entry_keys import ENTRY_KEYS, create_keywords
 from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
-from .spec import ENTRY_KEYS, RESERVED_EXPORTS, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name, check_out_idx
+from .spec import RESERVED_EXPORTS, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name, check_out_idx
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
@@ -77,27 +77,30 @@ class TileLangExtensionError(TlAotError, CompileError):
 
 @dataclass(frozen=True)
 class EntryDecl:
-    """One entry as declared in setup.py; archs are resolved at build time (env, ``--archs``, defaults)."""
+    """One entry as declared in setup.py: a dict with the keys of a spec file's ``[[entry]]``, or a KernelSpec.
+
+    Every key but the name, source and archs is kept as the :meth:`KernelSpec.create` keyword it
+    gives (:mod:`tl_aot.entry_keys`), so a key an entry accepts is never dropped here. Archs are
+    resolved at build time (env, ``--archs``, the extension's, defaults).
+    """
 
     name: str
     source: str
-    function: str
-    args: tuple = ()  # (name, value) pairs
     archs: tuple = ()  # Arch; empty: the extension's archs
-    pass_configs: tuple = ()  # (key, value) pairs
-    compile_flags: tuple = ()
-    device: str = ""  # GPU profile for device queries while lowering (tl_aot.device)
-    out_idx: tuple | None = None  # outputs the entry returns; None: the kernel's own
-    specialisations: tuple | None = None  # ({"args": ..., "when": ..., "fallback": ...}, ...), one function picking
-    tune: tuple | None = None  # candidate configs of a plain factory (python -m tl_aot tune)
-    factory_args: tuple = ()  # (name, value) pairs for the function named only
-    jit_args: tuple = ()  # (name, value) pairs for the @tilelang.jit function it returns only
-    select: object = None  # which kernel when the function gives several
-    imports: tuple = ()  # modules imported before the kernel file
+    keywords: tuple = ()  # (KernelSpec.create keyword, value) of every other key declared
+
+    @property
+    def imports(self) -> tuple:
+        """Modules imported before the kernel file (their local files ship in the sdist too)."""
+        return tuple(dict(self.keywords).get("imports") or ())
+
+    def spec(self, source: Path, archs: tuple):
+        """The KernelSpec (a tuple of them for specialisations) of this entry, built from ``source`` for ``archs``."""
+        return KernelSpec.create(**{**dict(self.keywords), "name": self.name, "source": source, "archs": archs})
 
 
 def _entry_decl(raw, ext_name: str) -> EntryDecl:
-    """Validate one ``entries=[...]`` item (a dict with the keys of a spec file's ``[[entry]]``)."""
+    """Validate one ``entries=[...]`` item (a dict with the keys of a spec file's ``[[entry]]``, or a KernelSpec)."""
     where = f"TileLangExtension({ext_name!r})"
     if isinstance(raw, KernelSpec):
         return _decl_of_spec(raw, where)
@@ -120,43 +123,36 @@ def _entry_decl(raw, ext_name: str) -> EntryDecl:
     if not isinstance(args, dict):
         msg = f"{where}: entry {name!r}: args must be a dict of specialisation arguments, got {type(args).__name__}"
         raise SpecError(msg)
-    flags = raw.get("compile_flags") or ()
-    if isinstance(flags, str):
-        flags = (flags,)
+    for key in ("factory_args", "jit_args"):
+        _pairs(raw.get(key), name, key, where)
+    _specialisations(raw, name, where)
+    check_out_idx(raw.get("out_idx"), name)
+    given = create_keywords(raw)
+    flags = given.get("compile_flags") or ()
+    given.update(function=str(raw["function"]), args=args, compile_flags=(flags,) if isinstance(flags, str) else tuple(flags))
     return EntryDecl(
         name=name,
         source=os.fspath(raw["source"]),
-        function=str(raw["function"]),
-        args=tuple(args.items()),
         archs=parse_arch_list(raw["archs"]) if raw.get("archs") else (),
-        pass_configs=tuple(sorted((raw.get("pass_configs") or {}).items())),
-        compile_flags=tuple(flags),
-        device=str(raw.get("device") or ""),
-        out_idx=check_out_idx(raw.get("out_idx"), name),
-        specialisations=_specialisations(raw, name, where),
-        tune=tuple(raw["tune"]) if isinstance(raw.get("tune"), (list, tuple)) else raw.get("tune"),
-        factory_args=_pairs(raw.get("factory_args"), name, "factory_args", where),
-        jit_args=_pairs(raw.get("jit_args"), name, "jit_args", where),
-        select=raw.get("select"),
-        imports=tuple(raw.get("imports") or ()),
+        keywords=tuple((k, v) for k, v in given.items() if k not in ("name", "source", "archs")),
     )
 
 
 def _decl_of_spec(spec: KernelSpec, where: str) -> EntryDecl:
-    """A KernelSpec given in setup.py, with every field an entry declares (none dropped)."""
+    """A KernelSpec given in setup.py, with every key an entry declares (none dropped)."""
     if spec.export or spec.capture or spec.when or spec.fallback:
         msg = (
             f"{where}: KernelSpec {spec.name!r} is one specialisation or a captured kernel; give its entry as a dict "
             "(specialisations=[...]) or the extension's capture=[...]"
         )
         raise SpecError(msg)
-    common = {f.name for f in dataclasses.fields(EntryDecl)} & {f.name for f in dataclasses.fields(KernelSpec)}
-    values = {k: getattr(spec, k) for k in common}
-    tune = [dict(config) for config in spec.tune] or None  # as a dict entry spells it
-    return EntryDecl(**{**values, "source": str(spec.source), "tune": tune, "select": spec.select or None})
+    given = spec.keywords()
+    keywords = tuple((k, v) for k, v in given.items() if k not in ("name", "source", "archs"))
+    return EntryDecl(name=spec.name, source=str(spec.source), archs=spec.archs, keywords=keywords)
 
 
 def _pairs(value, name: str, key: str, where: str) -> tuple:
+    """An arguments dict (``factory_args``, ``jit_args``) as pairs, refused when it is not a dict."""
     if value is None:
         return ()
     if not isinstance(value, dict):
@@ -166,6 +162,7 @@ def _pairs(value, name: str, key: str, where: str) -> tuple:
 
 
 def _specialisations(raw: dict, name: str, where: str) -> tuple | None:
+    """The entry's specialisations (either spelling), checked to be a list of dicts."""
     items = raw.get("specialisations", raw.get("specializations"))
     if items is None:
         return None
@@ -183,10 +180,12 @@ class TileLangExtension(Extension):
     name : str
         Dotted module name of the generated loader, e.g. ``"tl_gemm._kernels"``: the package gets
         ``tl_gemm/_kernels.py`` (import it) and ``tl_gemm/lib_kernels.so`` (the library).
-    entries : list of dict
-        One dict per exported function, with the keys of a spec file's ``[[entry]]``: ``name``,
-        ``source`` (kernel file, relative to setup.py), ``function``, and optional ``args``
-        (specialisation arguments), ``archs``, ``pass_configs`` and ``compile_flags``.
+    entries : list of dict or KernelSpec
+        One dict per exported function, with the keys of a spec file's ``[[entry]]``
+        (:data:`tl_aot.entry_keys.ENTRY_KEYS`): ``name``, ``source`` (kernel file, relative to
+        setup.py), ``function``, and optional ``args`` (specialisation arguments), ``factory_args``,
+        ``jit_args``, ``select``, ``imports``, ``archs``, ``pass_configs``, ``compile_flags``,
+        ``device``, ``out_idx``, ``tune`` and ``specialisations``; or a :class:`~tl_aot.spec.KernelSpec`.
     archs : list of str, optional
         Target archs of entries without their own (``"90a"``, ``"sm_80"``, ``"80+PTX"``).
         ``TL_AOT_ARCHS`` and ``build_ext --archs`` override every arch; with none given, every
@@ -289,23 +288,7 @@ class TileLangExtension(Extension):
                     f"(relative paths are taken from the folder of setup.py: {Path.cwd()})"
                 )
                 raise SpecError(msg)
-            made = KernelSpec.create(
-                name=d.name,
-                source=source,
-                function=d.function,
-                args=d.args,
-                archs=tuple(use),
-                pass_configs=dict(d.pass_configs),
-                compile_flags=d.compile_flags,
-                device=d.device,
-                out_idx=d.out_idx,
-                specialisations=None if d.specialisations is None else list(d.specialisations),
-                tune=None if d.tune is None else list(d.tune),
-                factory_args=dict(d.factory_args),
-                jit_args=dict(d.jit_args),
-                select=d.select,
-                imports=list(d.imports) or None,
-            )
+            made = d.spec(source, tuple(use))
             entries.extend(made if isinstance(made, tuple) else (made,))
         for record in self.capture:
             from .capture import specs_from_record
@@ -329,7 +312,7 @@ def _kernel_files(decls) -> list[str]:
         src = Path(d.source)
         paths = [src]
         if src.is_file():
-            paths += local_dependencies(src, getattr(d, "imports", ()))
+            paths += local_dependencies(src, d.imports)
         for p in paths:
             try:
                 files[Path(p).resolve().relative_to(root).as_posix()] = None

@@ -25,6 +25,7 @@ __all__ = [
     "import_kernel_file",
     "user_frame",
     "format_user_error",
+    "user_location",
     "display_path",
     "project_root",
     "SourceSnapshot",
@@ -182,12 +183,22 @@ def user_frame(tb, files: set[str]) -> traceback.FrameSummary | None:
 
 def format_user_error(exc: BaseException, files: set[str]) -> str:
     """``file:line: <source line>`` of the innermost user frame of ``exc``, or ''."""
+    where = _user_line(exc, files)
+    return f"{where[0]}:{where[1]}: {where[2]}" if where else ""
+
+
+def user_location(exc: BaseException, files: set[str]) -> str:
+    """``file:line`` of the innermost user frame of ``exc`` (an error's ``location`` field), or ''."""
+    where = _user_line(exc, files)
+    return f"{where[0]}:{where[1]}" if where else ""
+
+
+def _user_line(exc: BaseException, files: set[str]) -> tuple | None:
+    """(file, line, its source) of the innermost frame of ``exc`` in ``files`` (a SyntaxError's own), or None."""
     if isinstance(exc, SyntaxError) and exc.filename:
-        return f"{exc.filename}:{exc.lineno}: {(exc.text or '').strip()}"
+        return exc.filename, exc.lineno, (exc.text or "").strip()
     fs = user_frame(exc.__traceback__, files)
-    if fs is None:
-        return ""
-    return f"{fs.filename}:{fs.lineno}: {(fs.line or '').strip()}"
+    return None if fs is None else (fs.filename, fs.lineno, (fs.line or "").strip())
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ several entries, ``TileLangExtension`` in setup.py, or CMake's ``add_tilelang_ke
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import json
 import keyword
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .arch import Arch, parse_arch_list
+from .entry_keys import ENTRY_KEYS, create_keywords
 from .errors import SpecError
 from .values import from_spec_value
 
@@ -43,25 +45,6 @@ CPP_RESERVED = frozenset(
     sizeof static static_assert static_cast struct switch template this thread_local throw true try
     typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq main
     errno assert""".split()
-)
-#: Keys of a spec file's ``[[entry]]`` (and of a ``TileLangExtension`` entry dict).
-ENTRY_KEYS = (
-    "name",
-    "source",
-    "function",
-    "args",
-    "factory_args",
-    "jit_args",
-    "select",
-    "imports",
-    "archs",
-    "pass_configs",
-    "compile_flags",
-    "device",
-    "out_idx",
-    "tune",
-    "specialisations",
-    "specializations",
 )
 #: Entry keys whose tables may spell values as ``{_expr_ = "..."}`` / ``{_target_ = "..."}``.
 _VALUE_KEYS = frozenset({"args", "factory_args", "jit_args", "specialisations", "specializations"})
@@ -220,6 +203,29 @@ class KernelSpec:
     def exported(self) -> str:
         """The library function this spec is called through."""
         return self.export or self.name
+
+    def keywords(self) -> dict:
+        """The :meth:`create` keywords that make this spec again: every key an entry declares (archs included).
+
+        ``export``, ``when`` and ``fallback`` (a specialisation's), ``tuned`` (from a tuning record) and
+        ``capture`` (from a capture record) are not declared by an entry's keys.
+        """
+        return {
+            "name": self.name,
+            "source": self.source,
+            "function": self.function,
+            "args": dict(self.args),
+            "factory_args": dict(self.factory_args),
+            "jit_args": dict(self.jit_args),
+            "select": self.select or None,
+            "imports": list(self.imports) or None,
+            "archs": self.archs,
+            "pass_configs": dict(self.pass_configs),
+            "compile_flags": list(self.compile_flags),
+            "device": self.device or None,
+            "out_idx": self.out_idx,
+            "tune": [dict(c) for c in self.tune] or None,
+        }
 
     @classmethod
     def create(
@@ -418,17 +424,18 @@ def _check_device(device, archs, entry: str) -> str:
         return ""
     from .device import find_profile
 
+    try:
+        find_profile(str(device))  # a name no profile has
+    except SpecError as e:
+        msg = f"entry {entry!r}: {e}"
+        raise SpecError(msg, entry=entry) from None
     fits = []
     for arch in archs:
-        try:
+        with contextlib.suppress(SpecError):  # a known device of another arch
             fits.append(find_profile(str(device), arch).name)
-        except SpecError as e:
-            if "unknown device" in str(e):
-                msg = f"entry {entry!r}: {e}"
-                raise SpecError(msg) from None
     if not fits:
         msg = f"entry {entry!r}: device {device!r} fits none of its archs ({', '.join(str(a) for a in archs)})"
-        raise SpecError(msg)
+        raise SpecError(msg, entry=entry)
     return fits[0]
 
 
@@ -525,29 +532,17 @@ def _spec_entry(path: Path, i: int, ed: dict, lib: dict, lib_archs, device) -> t
     if not e_archs:
         msg = f"{where} ({ed['name']}): no archs (set [library] archs, the entry's archs, --arch or TL_AOT_ARCHS)"
         raise SpecError(msg)
-    unknown = set(ed) - set(ENTRY_KEYS) - {"specialisations", "specializations"}
+    unknown = set(ed) - set(ENTRY_KEYS)
     if unknown:
         msg = f"{where} ({ed['name']}): unknown key(s) {', '.join(sorted(unknown))}"
         raise SpecError(msg)
     try:
         ed = {k: (from_spec_value(v, k) if k in _VALUE_KEYS else v) for k, v in ed.items()}
-        made = KernelSpec.create(
-            name=ed["name"],
-            source=(path.parent / ed["source"]),
-            function=ed["function"],
-            args=ed.get("args", {}),
-            factory_args=ed.get("factory_args"),
-            jit_args=ed.get("jit_args"),
-            select=ed.get("select"),
-            imports=ed.get("imports"),
-            archs=e_archs,
-            pass_configs=ed.get("pass_configs"),
-            compile_flags=ed.get("compile_flags"),
-            device=device or ed.get("device", lib.get("device")),
-            out_idx=ed.get("out_idx"),
-            specialisations=ed.get("specialisations", ed.get("specializations")),
-            tune=ed.get("tune"),
-        )
+        given = create_keywords(ed)
+        given["source"] = path.parent / ed["source"]  # relative to the spec file
+        given["archs"] = e_archs  # --arch and TL_AOT_ARCHS override the entry's, which overrides [library]
+        given["device"] = device or ed.get("device", lib.get("device"))
+        made = KernelSpec.create(**given)
     except SpecError as e:
         msg = f"{where}: {e}"
         raise SpecError(msg) from None

@@ -95,12 +95,23 @@ def test_a_worker_reports_the_users_line_and_keeps_working(pool, tmp_path):
     assert pool.lower(ok, ok.archs[0]).entry == "ok"
 
 
-def test_worker_errors_keep_their_kind_message_and_fields():
-    """An error in a lowering worker reaches the build as the same class, message, entry and arch."""
-    from tl_aot.lower_worker import LoweringPool
+def test_worker_errors_are_the_errors_lowering_here_raises(pool, tmp_path):
+    """An error in a lowering worker reaches the build as the same class, message, entry, arch and location."""
+    from tl_aot.errors import TlAotError
+    from tl_aot.lower import lower_variant
 
-    spec = KernelSpec.create(name="nope", source=KERNELS / "elementwise.py", function="no_such_function", archs=["90a"])
-    with LoweringPool(1) as pool, pytest.raises(LoweringError) as info:
-        pool.lower(spec, spec.archs[0])
-    assert "has no function 'no_such_function'" in str(info.value)
-    assert (info.value.entry, info.value.arch) == ("nope", "sm_90a")
+    bad = tmp_path / "bad.py"
+    bad.write_text("import tilelang.language as T\n\n\ndef f(N):\n    raise ValueError('N must be even')\n")
+    specs = (
+        KernelSpec.create(name="nope", source=KERNELS / "elementwise.py", function="no_such_function", archs=["90a"]),
+        KernelSpec.create(name="bad", source=bad, function="f", args={"N": 3}, archs=["90a"]),
+    )
+    for spec in specs:
+        with pytest.raises(TlAotError) as here:
+            lower_variant(spec, spec.archs[0])
+        with pytest.raises(TlAotError) as there:
+            pool.lower(spec, spec.archs[0])
+        assert (type(there.value), str(there.value)) == (type(here.value), str(here.value))
+        assert there.value.fields() == here.value.fields()
+        assert (there.value.entry, there.value.arch) == (spec.name, "sm_90a")
+    assert there.value.location == f"{bad}:5"  # the user's file:line, as a field

@@ -129,12 +129,12 @@ def test_generated_loader_needs_only_tvm_ffi():
     assert '"lib_kernels.so"' in text and "pkg._kernels needs apache-tvm-ffi" in text
 
 
-def test_a_kernel_spec_given_in_setup_py_keeps_every_field():
-    import dataclasses
-
-    from tl_aot.setuptools import EntryDecl, _entry_decl
+def test_a_kernel_spec_given_in_setup_py_keeps_every_field(tmp_path, monkeypatch):
     from tl_aot.spec import KernelSpec
 
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TL_AOT_ARCHS", raising=False)
+    (tmp_path / "k.py").write_text("def gemm(m, block_m):\n    pass\n")
     spec = KernelSpec.create(
         name="g",
         source="k.py",
@@ -143,7 +143,7 @@ def test_a_kernel_spec_given_in_setup_py_keeps_every_field():
         factory_args={"n": 32},
         jit_args={"stages": 2},
         select="fwd",
-        imports=["pkg.ops"],
+        imports=["json"],
         archs=["90a"],
         pass_configs={"tl.disable_tma_lower": True},
         compile_flags=["-O3"],
@@ -151,10 +151,7 @@ def test_a_kernel_spec_given_in_setup_py_keeps_every_field():
         out_idx=[-1],
         tune=[{"block_m": 64}, {"block_m": 128}],
     )
-    decl = _entry_decl(spec, "pkg._k")
-    shared = {f.name for f in dataclasses.fields(EntryDecl)} & {f.name for f in dataclasses.fields(KernelSpec)}
-    for name in shared - {"source", "tune", "select"}:
-        assert getattr(decl, name) == getattr(spec, name), name
-    assert decl.source == "k.py" and decl.select == "fwd" and decl.tune == [{"block_m": 64}, {"block_m": 128}]
-    again = KernelSpec.create(name="g", source="k.py", function="gemm", archs=["90a"], tune=list(decl.tune))
-    assert again.tune == spec.tune  # what the build makes of the declaration
+    assert TileLangExtension("pkg._k", entries=[spec]).library_spec().entries == (spec,)
+    one = KernelSpec.create(**spec.keywords(), specialisations=[{"args": {"n": 1}}])[0]
+    with pytest.raises(SpecError, match="KernelSpec 'g__s0' is one specialisation"):
+        TileLangExtension("pkg._k", entries=[one])

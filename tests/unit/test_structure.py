@@ -1,4 +1,4 @@
-"""The package stays readable: no function in tl_aot/ longer than 80 lines (split by job instead)."""
+"""The package stays readable: short functions (split by job instead), and templates that only substitute and loop."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "tl_aot"
 LIMIT = 80
+#: Filters that only spell a value (join a list, count it, indent a macro's lines); anything else decides in a template.
+SPELLING_FILTERS = {"join", "length", "map", "indent"}
 
 
 def test_no_function_is_longer_than_80_lines():
@@ -23,3 +25,23 @@ def test_no_function_is_longer_than_80_lines():
 def test_every_module_says_what_it_is_for():
     missing = [p.name for p in sorted(PKG.glob("*.py")) if not ast.get_docstring(ast.parse(p.read_text()))]
     assert not missing, f"modules without a docstring: {missing}"
+
+
+def test_templates_only_substitute_and_loop():
+    """Decisions and spelling live in Python (tl_aot.launcher_context): a template tests flags, never computes."""
+    import jinja2
+    from jinja2 import nodes
+
+    env = jinja2.Environment()
+    found = []
+    for path in sorted((PKG / "templates").glob("*.j2")):
+        tree = env.parse(path.read_text())
+        where = f"templates/{path.name}"
+        for n in tree.find_all((nodes.Compare, nodes.Concat, nodes.BinExpr, nodes.Getitem, nodes.Slice)):
+            found.append(f"{where}:{n.lineno} {type(n).__name__}")
+        found += [f"{where}:{n.lineno} filter {n.name}" for n in tree.find_all(nodes.Filter) if n.name not in SPELLING_FILTERS]
+        for n in tree.find_all((nodes.If, nodes.CondExpr)):
+            test = n.test.node if isinstance(n.test, nodes.Not) else n.test
+            if not isinstance(test, (nodes.Name, nodes.Getattr)):
+                found.append(f"{where}:{n.lineno} tests {type(test).__name__}")
+    assert not found, "compute these in Python and pass the result:\n" + "\n".join(found)
