@@ -64,6 +64,9 @@ def parse_arch_list(values) -> tuple[Arch, ...]:
     """Parse a list or a ``;``/``,``/space separated string of archs, dropping duplicates in order."""
     if isinstance(values, str):
         values = re.split(r"[;,\s]+", values)
+    if not isinstance(values, (list, tuple)):
+        msg = f'archs must be a list of archs such as ["90a", "80"] (or a string "90a;80"), got {type(values).__name__} {values!r}'
+        raise SpecError(msg)
     out: list[Arch] = []
     for v in values:
         if str(v).strip() == "":

@@ -23,6 +23,7 @@ from pathlib import Path
 from .build_plan import Plan, check_toolchain, plan_build, read_stamp
 from .build_stages import Outputs, Stages, image_files, link, manifest_of, publish, sweep_debris, write_depfile
 from .cache import VariantCache, default_cache_dir
+from .errors import SpecError
 from .fileutil import exclusive_lock
 from .metadata import Manifest
 from .scheduler import Progress, VariantRun, default_jobs, run_variants
@@ -107,6 +108,9 @@ def build_library(
 
     """
     t_start = time.perf_counter()
+    if jobs is not None and (type(jobs) is not int or jobs < 1):
+        msg = f"jobs must be a whole number of at least 1 (or None for MAX_JOBS / the CPU count), got {jobs!r}"
+        raise SpecError(msg)
     out_dir = Path(out_dir).resolve()
     work = out_dir / ".tl_aot" / lib.name
     work.mkdir(parents=True, exist_ok=True)

@@ -70,7 +70,7 @@ def _kernel_options(sp) -> None:
         help="a parameter (index, negative from the end, or name) the entry allocates and returns, like "
         "@tilelang.jit(out_idx=...) (repeatable; 'none' for no outputs; default: the kernel's own out_idx / T.empty)",
     )
-    sp.add_argument("-j", "--jobs", type=int, help="jobs at once, shared by lowering and nvcc (default: MAX_JOBS or the CPU count)")
+    sp.add_argument("-j", "--jobs", type=_job_count, help="jobs at once, shared by lowering and nvcc (default: MAX_JOBS or the CPU count)")
     sp.add_argument("--cache-dir", help="variant cache (default: TL_AOT_CACHE_DIR or OUTPUT/.tl_aot/cache)")
 
 
@@ -169,6 +169,31 @@ def _add_inspect(sub) -> None:
     d.add_argument("file")
 
 
+def _job_count(text: str) -> int:
+    """``-j N``: a whole number of job slots, at least 1 (argparse turns the ValueError into a usage error)."""
+    try:
+        n = int(text)
+    except ValueError:
+        msg = f"expected a whole number of jobs (at least 1), got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    if n < 1:
+        msg = f"must be at least 1, got {n}"
+        raise argparse.ArgumentTypeError(msg)
+    return n
+
+
+def _cli_archs(args, log) -> tuple | list | None:
+    """The archs the command line asks for: ``--arch`` wins; else ``TL_AOT_ARCHS`` (said so in the log); else None."""
+    from .spec import archs_from_env
+
+    if args.arch:
+        return args.arch
+    env = archs_from_env(None)
+    if env and log:
+        log(f"archs {', '.join(str(a) for a in env)} from TL_AOT_ARCHS (no --arch given)")
+    return env
+
+
 def _out_idx(values: list | None) -> tuple | None:
     """``--out-idx`` values: ints or names; a lone ``none`` means the entry has no outputs."""
     if values is None:
@@ -181,12 +206,12 @@ def _out_idx(values: list | None) -> tuple | None:
 def _captured_library(args):
     """The LibrarySpec of ``build --capture RECORD...``: one entry per recorded kernel."""
     from .capture import specs_from_record
-    from .spec import LibrarySpec, archs_from_env
+    from .spec import LibrarySpec
 
     if args.target or args.spec:
         msg = "build: --capture builds the kernels a record holds; give no FILE.py:FUNCTION or --spec with it"
         raise TlAotError(msg)
-    archs = archs_from_env(None) or args.arch or None
+    archs = _cli_archs(args, _log_of(args))
     if archs is None:
         from .toolchain import default_archs
 
@@ -208,7 +233,7 @@ _DESTS = {"--import": "imports"}
 def _library(args, what: str):
     """The LibrarySpec the command line names (FILE.py:FUNCTION with --arg ..., or --spec)."""
     from .entry_keys import entry_options
-    from .spec import KernelSpec, LibrarySpec, archs_from_env, load_spec_file, parse_arg, parse_pass_config, parse_target
+    from .spec import KernelSpec, LibrarySpec, load_spec_file, parse_arg, parse_pass_config, parse_target
 
     if getattr(args, "capture", None):
         return _captured_library(args)
@@ -220,9 +245,9 @@ def _library(args, what: str):
         if per_entry:
             msg = f"{what}: {', '.join(per_entry)} apply to FILE.py:FUNCTION; in a spec file set them per entry"
             raise TlAotError(msg)
-        return load_spec_file(args.spec, archs=args.arch or None, name=args.name, device=args.device)
+        return load_spec_file(args.spec, archs=_cli_archs(args, _log_of(args)), name=args.name, device=args.device)
     source, func = parse_target(args.target)
-    archs = archs_from_env(None) or args.arch or None  # KernelSpec parses them, naming the entry
+    archs = _cli_archs(args, _log_of(args))  # KernelSpec parses them, naming the entry
     if archs is None:
         from .toolchain import default_archs
 
@@ -244,6 +269,11 @@ def _library(args, what: str):
         imports=args.imports or None,
     )
     return LibrarySpec(name=name, entries=(spec,))
+
+
+def _log_of(args):
+    """The progress log of a command (None with --quiet)."""
+    return None if getattr(args, "quiet", False) else (lambda s: print(s, flush=True))
 
 
 def _cmd_build(args) -> int:
@@ -481,6 +511,9 @@ def main(argv=None) -> int:
         if args.command == "deps":
             from .source import local_dependencies
 
+            if not Path(args.file).is_file():
+                msg = f"deps: no such kernel file: {args.file}"
+                raise TlAotError(msg)
             for p in local_dependencies(args.file):
                 print(p)
             return 0

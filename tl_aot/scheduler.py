@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .errors import TlAotError
+from .errors import SpecError, TlAotError
 from .lower_worker import LoweringPool
 
 __all__ = ["default_jobs", "lowering_workers", "Progress", "VariantRun", "run_variants"]
@@ -48,7 +48,10 @@ def default_jobs() -> int:
     theirs), so ``-j`` left to its default never makes a small machine swap.
     """
     env = os.environ.get("MAX_JOBS", "").strip()
-    if env.isdigit() and int(env) > 0:
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            msg = f"MAX_JOBS={env!r}: expected a whole number of jobs, at least 1 (or leave MAX_JOBS unset)"
+            raise SpecError(msg)
         return int(env)
     try:
         cpus = len(os.sched_getaffinity(0))

@@ -54,6 +54,7 @@ from .arch import parse_arch_list
 from .entry_keys import ENTRY_KEYS, create_keywords
 from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
+from .keycheck import check_keys, expect_str, expect_str_list, expect_table
 from .spec import RESERVED_EXPORTS, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name, check_out_idx
 
 try:
@@ -66,7 +67,6 @@ __all__ = ["TileLangExtension", "TileLangExtensionError", "build_ext", "bdist_wh
 #: Progress lines and warnings go through setuptools' logging (shown by default, hidden by -q).
 log = logging.getLogger("tl_aot.setuptools")
 
-_ENTRY_KEYS = frozenset(ENTRY_KEYS)  # one table of entry keys: spec files and setup.py accept the same
 #: Names the generated loader module defines besides the entries.
 _LOADER_NAMES = frozenset({"LIBRARY_PATH", "register_torch_ops"}) | RESERVED_EXPORTS
 
@@ -111,11 +111,10 @@ def _entry_decl(raw, ext_name: str) -> EntryDecl:
     if missing:
         msg = f"{where}: entry {raw.get('name', '?')!r} misses key(s) {', '.join(missing)}"
         raise SpecError(msg)
-    unknown = sorted(set(raw) - _ENTRY_KEYS)
-    if unknown:
-        msg = f"{where}: entry {raw['name']!r} has unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_ENTRY_KEYS))})"
-        raise SpecError(msg)
+    check_keys(raw, ENTRY_KEYS, f"{where}: entry {raw['name']!r}")
     name = check_identifier(raw["name"], f"{where}: entry name")
+    if not isinstance(raw["source"], (str, os.PathLike)):
+        expect_str(raw["source"], "source", f"{where}: entry {name!r}", '"kernels/gemm.py"')
     if name in _LOADER_NAMES:
         msg = f"{where}: entry name {name!r} is taken by the generated loader module; choose another name"
         raise SpecError(msg)
@@ -128,14 +127,24 @@ def _entry_decl(raw, ext_name: str) -> EntryDecl:
     _specialisations(raw, name, where)
     check_out_idx(raw.get("out_idx"), name)
     given = create_keywords(raw)
-    flags = given.get("compile_flags") or ()
-    given.update(function=str(raw["function"]), args=args, compile_flags=(flags,) if isinstance(flags, str) else tuple(flags))
+    flags = expect_str_list(given.get("compile_flags") or (), "compile_flags", f"{where}: entry {name!r}", '["-lineinfo"]')
+    expect_table(given.get("pass_configs") or {}, "pass_configs", f"{where}: entry {name!r}", '{"tl.disable_tma_lower": True}')
+    given.update(function=str(raw["function"]), args=args, compile_flags=flags)
     return EntryDecl(
         name=name,
         source=os.fspath(raw["source"]),
-        archs=parse_arch_list(raw["archs"]) if raw.get("archs") else (),
+        archs=_archs(raw["archs"], f"{where}: entry {name!r}") if raw.get("archs") else (),
         keywords=tuple((k, v) for k, v in given.items() if k not in ("name", "source", "archs")),
     )
+
+
+def _archs(value, where: str) -> tuple:
+    """``archs=`` parsed, a wrong type named with where it was given."""
+    try:
+        return parse_arch_list(value)
+    except SpecError as e:
+        msg = f"{where}: {e}"
+        raise SpecError(msg) from None
 
 
 def _decl_of_spec(spec: KernelSpec, where: str) -> EntryDecl:
@@ -235,6 +244,8 @@ class TileLangExtension(Extension):
         decls = tuple(_entry_decl(e, name) for e in (entries or ()))
         if isinstance(capture, (str, os.PathLike)):
             capture = [capture]
+        if not isinstance(capture, (list, tuple)) or not all(isinstance(c, (str, os.PathLike)) for c in capture):
+            expect_str_list(capture, "capture", f"TileLangExtension({name!r})", '["ops.capture.json"]')
         self.capture = tuple(os.fspath(c) for c in capture or ())
         if not decls and not self.capture:
             msg = f"TileLangExtension({name!r}): no entries (and no capture records)"
@@ -251,7 +262,7 @@ class TileLangExtension(Extension):
         self.entries = decls
         self.torch_ops = torch_ops
         self.tune_file = os.fspath(tune_file) if tune_file else None
-        self.archs = parse_arch_list(archs) if archs else ()
+        self.archs = _archs(archs, f"TileLangExtension({name!r})") if archs else ()
         super().__init__(name, sources=[], depends=[*_kernel_files(decls), *self.capture], optional=optional)
 
     @property
@@ -465,7 +476,10 @@ class build_ext(_build_ext):
         out_dir = Path(self.build_temp) / "tl_aot" / fullname
         jobs = self.parallel if type(self.parallel) is int and self.parallel > 0 else None  # else MAX_JOBS / CPUs
         try:
-            spec = ext.library_spec(archs=self.archs or archs_from_env(None))
+            env_archs = None if self.archs else archs_from_env(None)
+            if env_archs:
+                log.info(f"archs {', '.join(str(a) for a in env_archs)} from TL_AOT_ARCHS (no build_ext --archs given)")
+            spec = ext.library_spec(archs=self.archs or env_archs)
             if ext.tune_file:
                 from .record import Record, apply_record
 

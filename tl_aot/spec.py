@@ -19,6 +19,7 @@ from pathlib import Path
 from .arch import Arch, parse_arch_list
 from .entry_keys import ENTRY_KEYS, create_keywords
 from .errors import SpecError
+from .keycheck import check_keys, expect, expect_str, expect_str_list, expect_table
 from .values import from_spec_value
 
 __all__ = [
@@ -147,7 +148,7 @@ def archs_from_env(default=None) -> tuple[Arch, ...] | None:
 
 def _as_archs(archs) -> tuple:
     """Archs given as Arch objects are kept; any spelling (list or "80;90a" string) is parsed."""
-    if archs and not isinstance(archs, str) and all(isinstance(a, Arch) for a in archs):
+    if archs and isinstance(archs, (list, tuple)) and all(isinstance(a, Arch) for a in archs):
         return tuple(archs)
     return parse_arch_list(archs or ())
 
@@ -259,6 +260,7 @@ class KernelSpec:
             return tuple(dataclasses.replace(m, tune=_check_tune(tune, name)) for m in made)
         args = _check_args(args, name, "args")
         check_identifier(name, "entry name")
+        source, pass_configs, compile_flags = _check_loose(name, source, pass_configs, compile_flags)
         try:
             parsed_archs = _as_archs(archs)
         except SpecError as e:
@@ -277,6 +279,16 @@ class KernelSpec:
             tune=_check_tune(tune, name),
             **levels,
         )
+
+
+def _check_loose(entry: str, source, pass_configs, compile_flags) -> tuple:
+    """``source``, ``pass_configs`` and ``compile_flags`` of entry ``entry`` checked for type (they came from a file or setup.py)."""
+    where = f"entry {entry!r}"
+    if not isinstance(source, (str, os.PathLike)):
+        expect_str(source, "source", where, '"kernels.py"')
+    pass_configs = expect_table(pass_configs or {}, "pass_configs", where, '{"tl.disable_tma_lower" = true}')
+    flags = expect_str_list(compile_flags or (), "compile_flags", where, '["-lineinfo"]')
+    return source, pass_configs, flags
 
 
 def _check_args(args, entry: str, key: str) -> tuple:
@@ -479,15 +491,11 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
     """
     path = Path(path)
     data = _read_spec_data(path)
-    lib = data.get("library", {})
-    entries_data = data.get("entry", data.get("entries", []))
-    captures = lib.get("capture", []) if isinstance(lib, dict) else []
-    if isinstance(captures, str):
-        captures = [captures]
+    lib, entries_data, captures = _spec_tables(path, data)
     if not entries_data and not captures:
         msg = f"{path}: no [[entry]] tables (and no [library] capture records)"
         raise SpecError(msg)
-    lib_archs = archs_from_env(None) or (parse_arch_list(archs) if archs else None)
+    lib_archs = parse_arch_list(archs) if archs else archs_from_env(None)  # an explicit --arch beats TL_AOT_ARCHS
     entries = []
     for i, ed in enumerate(entries_data):
         entries.extend(_spec_entry(path, i, ed, lib, lib_archs, device))
@@ -501,6 +509,46 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
         for record in captures:
             entries.extend(specs_from_record(path.parent / str(record), c_archs, device=device or lib.get("device", "")))
     return LibrarySpec(name=name or lib.get("name") or path.stem, entries=tuple(entries))
+
+
+#: Keys of a spec file's top level and of its ``[library]`` table.
+TOP_KEYS = ("library", "entry", "entries")
+LIBRARY_KEYS = ("name", "archs", "device", "capture")
+
+
+def _spec_tables(path: Path, data) -> tuple:
+    """The ``[library]`` table, the entry tables and the capture records of a spec file, each checked for type and keys."""
+    if not isinstance(data, dict):
+        msg = f"{path}: the top level must be a table holding [library] and [[entry]] tables, got {type(data).__name__}"
+        raise SpecError(msg)
+    check_keys(data, TOP_KEYS, str(path))
+    lib = expect_table(data.get("library", {}), "[library]", str(path), '[library] name = "mylib"')
+    check_keys(lib, LIBRARY_KEYS, f"{path}: [library]")
+    where = f"{path}: [library]"
+    if "name" in lib:
+        expect_str(lib["name"], "name", where, '"mylib"')
+    if "archs" in lib:
+        lib = {**lib, "archs": _archs_of(lib["archs"], where)}
+    if lib.get("device") is not None:
+        expect_str(lib["device"], "device", where, '"H100-SXM"')
+    captures = expect_str_list(lib.get("capture", ()), "capture", where, '["ops.capture.json"]')
+    key = "entries" if "entries" in data and "entry" not in data else "entry"
+    entries = data.get(key, [])
+    if isinstance(entries, dict):
+        entries = [entries]
+    expect(entries, list, f"[[{key}]]", str(path), "a list of tables ([[entry]] blocks)")
+    for i, ed in enumerate(entries):
+        expect_table(ed, "each entry", f"{path}: entry #{i + 1}", '{name = "add", source = "k.py", function = "add"}')
+    return lib, entries, captures
+
+
+def _archs_of(value, where: str) -> tuple:
+    """Archs from a file, parsed now so a wrong type names the file and key."""
+    try:
+        return parse_arch_list(value)
+    except SpecError as e:
+        msg = f"{where}: {e}"
+        raise SpecError(msg) from None
 
 
 def _read_spec_data(path: Path) -> dict:
@@ -524,17 +572,16 @@ def _read_spec_data(path: Path) -> dict:
 def _spec_entry(path: Path, i: int, ed: dict, lib: dict, lib_archs, device) -> tuple:
     """The KernelSpec(s) of entry table #``i`` (several for a table with specialisations)."""
     where = f"{path}: entry #{i + 1}"
+    check_keys(ed, ENTRY_KEYS, where + (f" ({ed['name']})" if isinstance(ed.get("name"), str) else ""))
     missing = [k for k in ("name", "source", "function") if k not in ed]
     if missing:
         msg = f"{where}: missing key(s) {', '.join(missing)}"
         raise SpecError(msg)
-    e_archs = lib_archs or ed.get("archs") or lib.get("archs")
+    where = f"{where} ({ed['name']})"
+    expect_str(ed["source"], "source", where, '"kernels.py"')
+    e_archs = lib_archs or (_archs_of(ed["archs"], where) if "archs" in ed else None) or lib.get("archs")
     if not e_archs:
-        msg = f"{where} ({ed['name']}): no archs (set [library] archs, the entry's archs, --arch or TL_AOT_ARCHS)"
-        raise SpecError(msg)
-    unknown = set(ed) - set(ENTRY_KEYS)
-    if unknown:
-        msg = f"{where} ({ed['name']}): unknown key(s) {', '.join(sorted(unknown))}"
+        msg = f"{where}: no archs (set [library] archs, the entry's archs, --arch or TL_AOT_ARCHS)"
         raise SpecError(msg)
     try:
         ed = {k: (from_spec_value(v, k) if k in _VALUE_KEYS else v) for k, v in ed.items()}

@@ -38,7 +38,7 @@ def test_declaration_names_files_and_records_kernel_sources(in_demo):
     "kwargs,match",
     [
         ({"entries": [{"name": "a", "source": "k.py"}]}, "misses key\\(s\\) function"),
-        ({"entries": [{**ADD_ONE, "arg": {}}]}, "unknown key\\(s\\) arg"),
+        ({"entries": [{**ADD_ONE, "arg": {}}]}, "unknown key 'arg' \\(did you mean 'args'\\?\\)"),
         ({"entries": [{**ADD_ONE, "name": "LIBRARY_PATH"}]}, "taken by the generated loader"),
         ({"entries": [{**ADD_ONE, "name": "cleanup_module"}]}, "taken by the generated loader"),
         ({"entries": [ADD_ONE, ADD_ONE]}, "'add_one' is listed twice"),
