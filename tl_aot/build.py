@@ -14,8 +14,10 @@ first; a damaged one is rebuilt, never used.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +25,8 @@ from pathlib import Path
 from .build_plan import Plan, check_toolchain, plan_build, read_stamp
 from .build_stages import Outputs, Stages, image_files, link, manifest_of, publish, sweep_debris, write_depfile
 from .cache import VariantCache, default_cache_dir
-from .errors import SpecError
+from .destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
+from .errors import FilesystemError, SpecError
 from .fileutil import exclusive_lock
 from .metadata import Manifest
 from .scheduler import Progress, VariantRun, default_jobs, run_variants
@@ -111,26 +114,51 @@ def build_library(
     if jobs is not None and (type(jobs) is not int or jobs < 1):
         msg = f"jobs must be a whole number of at least 1 (or None for MAX_JOBS / the CPU count), got {jobs!r}"
         raise SpecError(msg)
-    out_dir = Path(out_dir).resolve()
-    work = out_dir / ".tl_aot" / lib.name
-    work.mkdir(parents=True, exist_ok=True)
-    header_dir = Path(header_dir).resolve() if header_dir else out_dir
-    out = Outputs(
-        out_dir / f"lib{lib.name}.so", header_dir / f"{lib.name}.h", work / "stamp.json", Path(depfile).resolve() if depfile else None
-    )
-    cache = VariantCache(Path(cache_dir).resolve() if cache_dir else default_cache_dir(out_dir))
-    with exclusive_lock(work / "build.lock", holder=f"building {out.library}", log=log):
-        sweep_debris(work)
+    work, out, cache, lock, unwritable = _destinations(lib.name, out_dir, header_dir, depfile, cache_dir)
+    with exclusive_lock(lock, holder=f"building {out.library}", log=log), filesystem_errors("write", None):
+        if unwritable is None:
+            sweep_debris(work, out)
         plan = plan_build(lib, cache, check_toolchain(lib), force=force)
-        current = None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library)
+        current = None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library, out.header)
         if current is not None:
             if out.depfile:
                 write_depfile(out.depfile, out.library, tuple(sorted({*plan.deps, *(Path(p) for p, _ in current[1])})))
             if log:
                 log(f"lib{lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
             return BuildResult(out.library, out.header, current[0], True, (), (), out.depfile, plan.deps)
+        if unwritable is not None:
+            raise unwritable
         run = _build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=keep_going)
         return _publish(plan, run, work, out, log, t_start, jobs or default_jobs())
+
+
+def _destinations(name: str, out_dir, header_dir, depfile, cache_dir) -> tuple:
+    """The work folder, outputs, cache and lock file of a build, each checked before any work.
+
+    A work folder that cannot be created (a read-only output folder) is not an error yet: the
+    library may be up to date. Its lock is then taken in the temporary folder, and the error is
+    returned for the build to raise if it has to write.
+    """
+    out_dir = ensure_folder(Path(out_dir).resolve(), "output folder")
+    work = out_dir / ".tl_aot" / name
+    header_dir = ensure_folder(Path(header_dir).resolve(), "header folder") if header_dir else out_dir
+    out = Outputs(out_dir / f"lib{name}.so", header_dir / f"{name}.h", work / "stamp.json", Path(depfile).resolve() if depfile else None)
+    check_file_destination(out.library, "library")
+    check_file_destination(out.header, "header")
+    cache_root = Path(cache_dir).resolve() if cache_dir else default_cache_dir(out_dir)
+    if cache_root.exists() and not cache_root.is_dir():
+        msg = f"cache folder {cache_root} is a file, not a folder; remove it or pass another --cache-dir / TL_AOT_CACHE_DIR"
+        raise FilesystemError(msg)
+    try:
+        ensure_folder(work, "work folder")
+        (work / "build.lock").touch()
+        return work, out, VariantCache(cache_root), work / "build.lock", None
+    except (FilesystemError, OSError) as e:
+        problem = e if isinstance(e, FilesystemError) else fs_error(e, "write in the output folder", out_dir)
+        locks = Path(tempfile.gettempdir()) / f"tl_aot-{os.getuid()}" / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        lock = locks / (hashlib.sha256(str(work).encode()).hexdigest()[:16] + ".lock")
+        return work, out, VariantCache(cache_root), lock, problem
 
 
 def _build_variants(plan: Plan, work: Path, cache: VariantCache, jobs: int, log, *, force: bool, keep_going: bool) -> VariantRun:

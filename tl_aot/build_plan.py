@@ -99,16 +99,18 @@ def plan_build(lib: LibrarySpec, cache: VariantCache, nvcc_version: str, *, forc
     return Plan(lib, tuple(tasks), _lib_key(lib, [t.key for t in tasks], tvm_ffi), nvcc_version, tvm_ffi, hits, tuple(sorted(deps)))
 
 
-def read_stamp(stamp: Path, plan: Plan, library: Path) -> tuple[Manifest, list] | None:
+def read_stamp(stamp: Path, plan: Plan, library: Path, header: Path | None = None) -> tuple[Manifest, list] | None:
     """The manifest and header inputs of the library on disk, if the stamp says it is what ``plan`` builds.
 
-    A stamp of another shape, of another key, of a library file that changed since, or naming a
-    header that changed since, is None (the library is built again), never an error.
+    A stamp of another shape, of another key, of a library file or ``header`` that changed since,
+    or naming an input header that changed since, is None (the library is built again), never an error.
     """
     try:
         data = json.loads(stamp.read_text())
         if not isinstance(data, dict) or data.get("key") != plan.lib_key or data.get("library_sha256") != file_digest(library):
             return None
+        if header is not None and data.get("header_sha256") != file_digest(header):
+            return None  # a header truncated or edited since: publish it again
         inputs = [tuple(i) for i in data["inputs"]]
         if not all(len(i) == 2 and all(isinstance(x, str) for x in i) for i in inputs) or not inputs_unchanged(inputs):
             return None

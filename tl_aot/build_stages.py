@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
 import shutil
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from . import __version__
 from .cache import VariantCache, package_version
 from .codegen import image_symbol, render_header, render_launcher
+from .destinations import StagedFiles, filesystem_errors
 from .errors import CompileError, FailedProcessError, LoweringError
 from .fileutil import atomic_write, file_digest, record_digest, verified_file, write_if_different
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest, to_json
@@ -230,19 +230,30 @@ class Outputs:
 def publish(
     built: Path, out: Outputs, manifest: Manifest, header_text: str, *, lib_key: str, inputs: list, deps: tuple, stamp: bool
 ) -> None:
-    """Move the linked library into place (atomically); write the header, the stamp and the depfile.
+    """Swap the linked library and its header into place together; write the stamp and the depfile.
 
     Without ``stamp`` (a build that left variants out) the stamp is removed: the next build tries again.
     """
-    part = built.with_name(f".{out.library.name}.{os.getpid()}.part")
-    shutil.copyfile(built, part)
-    os.replace(part, out.library)
-    write_if_different(out.header, header_text)
-    if stamp:
-        data = {"key": lib_key, "library_sha256": file_digest(out.library), "manifest": json.loads(to_json(manifest)), "inputs": inputs}
-        atomic_write(out.stamp, json.dumps(data))
-    else:
-        out.stamp.unlink(missing_ok=True)
+    staged = StagedFiles()
+    staged.stage(out.library, source=built, role="library")
+    header = header_text.encode()
+    if _read_bytes(out.header) != header:  # an unchanged header keeps its timestamp
+        with filesystem_errors("create the header folder", out.header.parent):
+            out.header.parent.mkdir(parents=True, exist_ok=True)
+        staged.stage(out.header, data=header, role="header")
+    staged.publish()
+    with filesystem_errors("write the build stamp", out.stamp):
+        if stamp:
+            data = {
+                "key": lib_key,
+                "library_sha256": file_digest(out.library),
+                "header_sha256": hashlib.sha256(header).hexdigest(),
+                "manifest": json.loads(to_json(manifest)),
+                "inputs": inputs,
+            }
+            atomic_write(out.stamp, json.dumps(data))
+        else:
+            out.stamp.unlink(missing_ok=True)
     if out.depfile:
         write_depfile(out.depfile, out.library, tuple(sorted({*deps, *(Path(p) for p, _ in inputs)})))
 
@@ -259,9 +270,10 @@ def write_depfile(path: Path, target: Path, deps) -> None:
     write_if_different(path, "\n".join(lines) + "\n")
 
 
-def sweep_debris(work: Path) -> None:
-    """Remove what killed builds of this library left in its work folder (the caller holds its lock)."""
-    for p in work.glob(".lib*.part"):
+def sweep_debris(work: Path, out: Outputs | None = None) -> None:
+    """Remove what killed builds of this library left in its work folder and beside its outputs (the caller holds its lock)."""
+    beside = [p for f in (out.library, out.header) for p in f.parent.glob(f".{f.name}.*") if p.suffix in (".part", ".old")] if out else []
+    for p in [*work.glob(".lib*.part"), *beside]:
         with contextlib.suppress(OSError):
             p.unlink()
     kernels = work / "kernels"

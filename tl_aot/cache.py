@@ -147,10 +147,13 @@ class VariantCache:
         """
         if project is not None:
             variant = relocate(variant, str(project), ROOT_TOKEN)
-        self.root.mkdir(parents=True, exist_ok=True)
+        from .destinations import ensure_folder, filesystem_errors
+
+        ensure_folder(self.root, "cache folder")
         self._sweep(key)
         final = self.root / key
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root))
+        with filesystem_errors("store a variant in the cache folder", self.root, "pass a writable --cache-dir or TL_AOT_CACHE_DIR"):
+            tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root))
         try:
             text = to_json(variant, indent=1).encode()
             (tmp / "image.bin").write_bytes(image)
@@ -172,6 +175,11 @@ class VariantCache:
                     except OSError:
                         shutil.rmtree(tmp, ignore_errors=True)
                     shutil.rmtree(aside.parent, ignore_errors=True)
+        except OSError as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            from .destinations import fs_error
+
+            raise fs_error(e, "store a variant in the cache folder", self.root) from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

@@ -10,6 +10,7 @@ __all__ = [
     "ToolchainNotFound",
     "FailedProcessError",
     "LibraryError",
+    "FilesystemError",
 ]
 
 
@@ -48,6 +49,13 @@ class ToolchainNotFound(TlAotError):
 
 class LibraryError(TlAotError):
     """A built library cannot be loaded or was built by an incompatible tl_aot."""
+
+
+class FilesystemError(TlAotError):
+    """A path tl_aot reads or writes cannot be used (read-only, full, a file where a folder goes, ...).
+
+    The message is one line naming the path and the problem; what was there before is left as it was.
+    """
 
 
 class FailedProcessError(CompileError):
