@@ -119,7 +119,7 @@ class LoweringPool:
             reply = None
         if reply is None:
             code = proc.poll()
-            msg = f"entry {spec.name!r} ({arch}): the lowering worker died (exit {code}); its output is above"
+            msg = f"entry {spec.name!r} ({arch}): the lowering worker died (exit {code}) while lowering {spec.source}; its output is above"
             raise LoweringError(msg, entry=spec.name, arch=arch.sm)
         self._idle.put(proc)
         if reply[0] == "ok":

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .errors import LoweringError
 from .fileutil import file_digest
+from .import_guard import guarded_import
 
 __all__ = [
     "local_dependencies",
@@ -340,7 +341,7 @@ def import_kernel_file(path: str | Path, *, entry: str = "", arch: str = "", fre
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
     private = f"_tl_aot_kernel_{path.stem}_{digest}"
     _forget(files, root, [private])
-    with _on_sys_path(root):
+    with _on_sys_path(root), guarded_import(path, files, entry=entry, arch=str(arch)):
         try:
             for name in imports:
                 importlib.import_module(name)
