@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 
 from .cpp_spelling import DLPACK_DTYPES, c_comment, c_string_body, image_symbol
@@ -64,7 +65,8 @@ def render_manifest(manifest: Manifest) -> str:
     Kept apart from the launcher, whose text never depends on image sizes: the launcher can be
     rendered and compiled as soon as lowering is done, the manifest only once nvcc is.
     """
-    text, delim = _raw_string(to_json(manifest))
+    json_text = to_json(manifest)
+    text, delim = _raw_string(json_text)
     return (
         _env()
         .get_template("manifest.cc.j2")
@@ -75,6 +77,7 @@ def render_manifest(manifest: Manifest) -> str:
             tl_aot_version=manifest.tl_aot_version,
             manifest_json=text,
             manifest_delim=delim,
+            manifest_sha256=hashlib.sha256(json_text.encode()).hexdigest(),
         )
     )
 

@@ -9,11 +9,13 @@ tensor is wrapped to allocate its outputs with torch, when torch is imported, on
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
 
 from . import torch_ops
+from .elf import check_library_file
 from .errors import LibraryError
 from .metadata import ABI_VERSION, LoweredEntry, Manifest, from_json, to_json
 
@@ -38,6 +40,7 @@ def _load_module(path: Path):
     if not path.is_file():
         msg = f"no such library: {path}"
         raise LibraryError(msg)
+    check_library_file(path)  # before dlopen: a truncated file would SIGBUS, a libtvm_ffi copy would abort
     real = path.resolve()
     st = real.stat()
     identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
@@ -71,13 +74,24 @@ def _private_copy(path: Path) -> Path:
 
 
 def read_manifest(module, path: Path) -> Manifest:
-    """The manifest a library carries, checked against this runtime's launcher ABI."""
+    """The manifest a library carries, checked against its digest, this runtime's launcher ABI and the library's exports."""
     try:
         fn = module["tl_aot_manifest"]
     except Exception:
         msg = f"{path} is not a tl_aot library (it exports no tl_aot_manifest)"
         raise LibraryError(msg) from None
-    raw = json.loads(str(fn()))
+    text = str(fn())
+    digest = check_library_file(path).manifest_sha256
+    if digest and hashlib.sha256(text.encode()).hexdigest() != digest:
+        msg = f"{path}: its manifest was altered after the build (its SHA-256 differs from the one recorded then); rebuild the library"
+        raise LibraryError(msg)
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")  # noqa: TRY301 (one message for every malformed manifest)
+    except ValueError as e:
+        msg = f"{path}: its manifest is not valid JSON ({e}); rebuild the library"
+        raise LibraryError(msg) from None
     abi = raw.get("abi_version")
     if abi != ABI_VERSION:
         msg = (
@@ -85,7 +99,23 @@ def read_manifest(module, path: Path) -> Manifest:
             f"understands ABI {ABI_VERSION}. Rebuild the library with this tl_aot, or install the tl_aot that built it."
         )
         raise LibraryError(msg)
-    return from_json(Manifest, raw)
+    try:
+        manifest = from_json(Manifest, raw)
+    except Exception as e:  # noqa: BLE001 (a manifest of another shape)
+        msg = f"{path}: its manifest does not describe a library ({type(e).__name__}: {e}); rebuild the library"
+        raise LibraryError(msg) from None
+    _check_exports(module, manifest, path)
+    return manifest
+
+
+def _check_exports(module, manifest: Manifest, path: Path) -> None:
+    """Every entry the manifest names is a function of the library."""
+    for name in manifest.exports():
+        try:
+            module[name]
+        except Exception:  # noqa: BLE001 (tvm_ffi's own error kinds)
+            msg = f"{path}: its manifest names entry {name!r}, which the library does not export; rebuild the library"
+            raise LibraryError(msg) from None
 
 
 class Library:
