@@ -455,6 +455,11 @@ function(add_tilelang_kernel)
       message(FATAL_ERROR "add_tilelang_kernel(): '${kw}' needs a value (target ${name})")
     endif()
   endforeach()
+  if("ARCHS" IN_LIST ARGN AND NOT ARG_ARCHS)
+    message(FATAL_ERROR "add_tilelang_kernel(): 'ARCHS' is empty (target ${name}): name the archs, "
+                        "e.g. ARCHS 80 90a, or leave ARCHS out to use TL_AOT_ARCHS or "
+                        "CMAKE_CUDA_ARCHITECTURES")
+  endif()
   if(NOT name MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
     message(FATAL_ERROR "add_tilelang_kernel(): target name '${name}' must be a C identifier "
                         "(letters, digits and '_'): it names lib${name}.so and the C++ namespace")
@@ -535,6 +540,8 @@ function(add_tilelang_kernel)
       set(archs_in "${TL_AOT_ARCHS}")
     elseif(NOT "$ENV{TL_AOT_ARCHS}" STREQUAL "")
       string(REGEX REPLACE "[ ,]+" ";" archs_in "$ENV{TL_AOT_ARCHS}")
+      message(STATUS "add_tilelang_kernel(${name}): archs ${archs_in} from the TL_AOT_ARCHS "
+                     "environment variable (no ARCHS given)")
     elseif(CMAKE_CUDA_ARCHITECTURES)
       set(archs_in "${CMAKE_CUDA_ARCHITECTURES}")
     endif()

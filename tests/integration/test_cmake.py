@@ -249,6 +249,8 @@ ERRORS = {
     "missing_file": "nope.py' does not exist",
     "bad_arch": "arch '9z' is not an arch",
     "native_arch": "arch 'native' is not supported",
+    "empty_archs": "add_tilelang_kernel(): 'ARCHS' is empty (target k): name the archs",
+    "empty_archs_variable": "add_tilelang_kernel(): 'ARCHS' is empty (target k): name the archs",
     "bad_arg": "ARGS item 'M4096' must be NAME=VALUE",
     "bad_name": "target name 'my-kernel' must be a C identifier",
     "spec_and_source": "'SPEC' cannot be combined with 'SOURCE'",
