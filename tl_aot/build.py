@@ -128,6 +128,8 @@ def build_library(
             return BuildResult(out.library, out.header, current[0], True, (), (), out.depfile, plan.deps)
         if unwritable is not None:
             raise unwritable
+        if plan.todo:
+            cache.check_writable()  # before minutes of lowering, not after
         run = _build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=keep_going)
         return _publish(plan, run, work, out, log, t_start, jobs or default_jobs())
 

@@ -139,6 +139,14 @@ class VariantCache:
             return None
         return variant, image
 
+    def check_writable(self) -> None:
+        """Raise a :class:`~tl_aot.errors.FilesystemError` unless variants can be stored here."""
+        from .destinations import ensure_folder, filesystem_errors
+
+        ensure_folder(self.root, "cache folder")
+        with filesystem_errors("store variants in the cache folder", self.root, "pass a writable --cache-dir or TL_AOT_CACHE_DIR"):
+            tempfile.TemporaryDirectory(prefix=".probe.", dir=self.root).cleanup()
+
     def store(self, key: str, variant: LoweredVariant, image: bytes, project: Path | None = None, *, replace: bool = False) -> None:
         """Write the entry under a temporary name and rename it into place (all or nothing).
 
