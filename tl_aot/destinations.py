@@ -38,10 +38,15 @@ def fs_error(e: OSError, what: str, path=None, hint: str = "") -> FilesystemErro
 
 @contextlib.contextmanager
 def filesystem_errors(what: str, path=None, hint: str = ""):
-    """Turn an :class:`OSError` raised inside into a :class:`FilesystemError` (``cannot <what> <path>: ...``)."""
+    """Turn a file-system :class:`OSError` raised inside (read-only, full, wrong kind of path) into a :class:`FilesystemError`.
+
+    Other OS errors (a tool that cannot start, a signal) pass through unchanged: they are not about a path.
+    """
     try:
         yield
     except OSError as e:
+        if e.errno not in _HINTS or (path is None and not e.filename):
+            raise
         raise fs_error(e, what, path if path is not None else e.filename, hint) from None
 
 
