@@ -52,6 +52,7 @@ Commands
                         [NVCC_FLAGS <flag>...]
                         [DEVICE <gpu>]
                         [OUT_IDX <index-or-name>...]
+                        [BACKEND cuda|cutedsl]
                         [TUNE_FILE <record.json>]
                         [DEPENDS <file-or-target>...]
                         [OUTPUT_DIRECTORY <dir>]
@@ -132,6 +133,12 @@ Commands
     like ``@tilelang.jit(out_idx=...)``; ``none`` for none. Default: the kernel's own ``out_idx``
     or ``T.empty`` returns. The C++ function then returns ``tvm::ffi::Tensor`` (a ``std::tuple``
     of them for several); the overload taking every parameter writes the outputs in place.
+
+  ``BACKEND``
+    TileLang's code generator for the entry: ``cuda`` (CUDA C++ through nvcc) or ``cutedsl``
+    (TileLang's CuTeDSL backend, compiled to a cubin by CuTeDSL at build time; needs
+    ``pip install 'tl_aot[cutedsl]'``). Default: what the kernel file asks
+    (``@tilelang.jit(target="cutedsl")``), else ``cuda``. With ``SPEC``, set ``backend`` per entry.
 
   Compiler launchers: with ``CMAKE_CUDA_COMPILER_LAUNCHER`` (else ``CMAKE_CXX_COMPILER_LAUNCHER``)
   set, e.g. ``-DCMAKE_CUDA_COMPILER_LAUNCHER=sccache``, tl_aot runs its nvcc and host compiles
@@ -439,7 +446,7 @@ function(add_tilelang_kernel)
     # options
     "EXCLUDE_FROM_ALL;QUIET"
     # one-value keywords
-    "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL;SELECT"
+    "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL;SELECT;BACKEND"
     # multi-value keywords
     "ARGS;FACTORY_ARGS;JIT_ARGS;IMPORTS;CAPTURE;ARCHS;PASS_CONFIGS;NVCC_FLAGS;OUT_IDX;DEPENDS")
   # cmake-format: on
@@ -450,7 +457,7 @@ function(add_tilelang_kernel)
     message(FATAL_ERROR "add_tilelang_kernel(): unknown argument(s) '${unknown}' (target ${name})")
   endif()
   foreach(kw IN ITEMS SOURCE FUNCTION SPEC ENTRY OUTPUT_DIRECTORY HEADER_DIRECTORY CACHE_DIR JOBS
-                      JOB_POOL SELECT)
+                      JOB_POOL SELECT BACKEND)
     if(kw IN_LIST ARG_KEYWORDS_MISSING_VALUES)
       message(FATAL_ERROR "add_tilelang_kernel(): '${kw}' needs a value (target ${name})")
     endif()
@@ -475,7 +482,7 @@ function(add_tilelang_kernel)
       set(what CAPTURE)
     endif()
     foreach(kw IN ITEMS SOURCE FUNCTION ENTRY ARGS FACTORY_ARGS JIT_ARGS SELECT IMPORTS
-                        PASS_CONFIGS NVCC_FLAGS OUT_IDX)
+                        PASS_CONFIGS NVCC_FLAGS OUT_IDX BACKEND)
       if(ARG_${kw})
         message(FATAL_ERROR "add_tilelang_kernel(): '${what}' cannot be combined with '${kw}': "
                             "the ${what} file lists each entry's settings (target ${name})")
@@ -644,6 +651,9 @@ function(add_tilelang_kernel)
   foreach(a IN LISTS ARG_OUT_IDX)
     list(APPEND cmd "--out-idx=${a}")
   endforeach()
+  if(ARG_BACKEND)
+    list(APPEND cmd --backend "${ARG_BACKEND}")
+  endif()
   list(APPEND cmd -o "${out_dir}" --header-dir "${header_dir}" --depfile "${depfile}")
   if(ARG_JOBS)
     list(APPEND cmd -j "${ARG_JOBS}")

@@ -74,7 +74,10 @@ class Stages:
         """Run nvcc for one variant and store it in the cache, unless a header it includes changed meanwhile."""
         headers = snapshot_files([p for p, _ in variant.inputs])
         t0 = time.perf_counter()
-        image = _nvcc(variant, task.arch, self.work, _user_location(task.spec))
+        if variant.backend == "cutedsl":
+            image = _cutedsl(variant, task.arch, self.work)
+        else:
+            image = _nvcc(variant, task.arch, self.work, _user_location(task.spec))
         moved = headers.changed() or tuple(p for p, d in variant.inputs if headers.files and _digest_of(headers, p) != d)
         if moved:
             msg = (
@@ -83,7 +86,8 @@ class Stages:
             )
             raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm, location=", ".join(moved))
         self.cache.store(task.key, variant, image, project_of(task.spec), replace=self.force)
-        self.progress.step(f"nvcc {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {time.perf_counter() - t0:.1f} s)")
+        tool = "cutedsl" if variant.backend == "cutedsl" else "nvcc"
+        self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {time.perf_counter() - t0:.1f} s)")
         return image
 
     def launcher(self, run) -> str:
@@ -156,6 +160,16 @@ def _nvcc(variant: LoweredVariant, arch, work: Path, source: str) -> bytes:
             f"  generated source: {work / 'kernels' / (stem + '.cu')}{hint}\n{e}"
         )
         raise CompileError(msg, entry=variant.entry, arch=arch.sm, location=source) from e
+
+
+def _cutedsl(variant: LoweredVariant, arch, work: Path) -> bytes:
+    """The cubin CuTeDSL compiles from the variant's generated module; every launch's kernel pattern matched once in it."""
+    from .cutedsl import compile_cubin, match_kernels
+
+    image, module = compile_cubin(variant, arch, work, what=f"cutedsl ({variant.entry}, {arch})")
+    match_kernels(variant.kernels, image, entry=variant.entry, arch=arch.sm)
+    shutil.rmtree(module.parent, ignore_errors=True)
+    return image
 
 
 def _compile_launcher(name: str, work: Path, tvm_ffi_version: str, force: bool) -> bool:
@@ -317,6 +331,7 @@ def _arch_variant(task, v: LoweredVariant, image_bytes: int) -> ArchVariant:
         resolved=v.resolved,
         request_key=v.request_key,
         request=v.request,
+        backend=v.backend,
     )
 
 

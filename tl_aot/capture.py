@@ -59,7 +59,10 @@ def backend_kind(execution_backend, target) -> str:
     """``cutedsl`` for TileLang's CuTeDSL backend, else ``cuda`` (every other backend compiles the same CUDA)."""
     if execution_backend in _CUTEDSL or (isinstance(target, str) and target.strip() in _CUTEDSL):
         return "cutedsl"
-    return "cuda"
+    if isinstance(target, dict):
+        return "cutedsl" if target.get("kind") in _CUTEDSL or "cutedsl" in (target.get("keys") or ()) else "cuda"
+    keys = getattr(target, "keys", None)  # a tvm Target: TileLang marks its CuTeDSL targets with a "cutedsl" key
+    return "cutedsl" if keys is not None and not callable(keys) and "cutedsl" in [str(k) for k in keys] else "cuda"
 
 
 def options_of(req) -> dict:

@@ -70,6 +70,12 @@ def _kernel_options(sp) -> None:
         help="a parameter (index, negative from the end, or name) the entry allocates and returns, like "
         "@tilelang.jit(out_idx=...) (repeatable; 'none' for no outputs; default: the kernel's own out_idx / T.empty)",
     )
+    sp.add_argument(
+        "--backend",
+        choices=("cuda", "cutedsl"),
+        help="TileLang code generator: cuda (CUDA C++ through nvcc) or cutedsl (CuTeDSL, needs tl_aot[cutedsl]); "
+        "default: what the kernel file asks (target=/execution_backend=), else cuda",
+    )
     sp.add_argument("-j", "--jobs", type=int, help="jobs at once, shared by lowering and nvcc (default: MAX_JOBS or the CPU count)")
     sp.add_argument("--cache-dir", help="variant cache (default: TL_AOT_CACHE_DIR or OUTPUT/.tl_aot/cache)")
 
@@ -242,6 +248,7 @@ def _library(args, what: str):
         jit_args=dict(parse_arg(a, "--jit-arg") for a in args.jit_arg),
         select=args.select,
         imports=args.imports or None,
+        backend=args.backend,
     )
     return LibrarySpec(name=name, entries=(spec,))
 
@@ -396,7 +403,8 @@ def describe(manifest) -> str:
         if e.symbols:
             lines.append("  dynamic: " + ", ".join(s.spelled() for s in e.symbols))
         for v in e.variants:
-            lines.append(f"  arch {v.arch}{'+PTX' if v.ptx else ''}: {v.image_kind} {v.image_bytes} bytes")
+            backend = "CuTeDSL backend, kernels found by pattern" if v.backend == "cutedsl" else "CUDA C++ backend"
+            lines.append(f"  arch {v.arch}{'+PTX' if v.ptx else ''}: {v.image_kind} {v.image_bytes} bytes ({backend})")
             if v.device:
                 lines.append(f"    device queries answered as {v.device}")
             if v.config:

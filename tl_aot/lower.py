@@ -13,6 +13,7 @@ import logging
 import sys
 
 from .arch import Arch
+from .capture import backend_kind
 from .cuda_source import check_source_kernels, rename_keyword_params
 from .device import default_profile, emulate, find_profile
 from .errors import LoweringError, SpecError, TlAotError
@@ -72,8 +73,10 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
             out_idx = resolved.out_idx if spec.out_idx is None else spec.out_idx
             outputs = output_positions(func, out_idx, where)
             pass_configs = jit_pass_configs(resolved.pass_configs, resolved.compile_flags)
+            backend = spec.backend or backend_kind(resolved.execution_backend, resolved.target)
+            lower_target = _cutedsl_target(spec, arch, target) if backend == "cutedsl" else target
             with tvm.transform.PassContext(opt_level=3, config=pass_configs):
-                art = tilelang.lower(func, target=target)
+                art = tilelang.lower(func, target=lower_target)
         params, symbols, names = read_signature(func, where, outputs)
         host_funcs = list(art.host_mod.functions.values())
         if len(host_funcs) != 1:
@@ -84,9 +87,15 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         workspaces = read_workspaces(host, names, lets, where)
         descs, desc_index = read_tma_descriptors(host, names, lets, where)
         kernels = read_kernels(art, host, names, lets, desc_index, params, where)
-        source = rename_keyword_params(art.kernel_source)
-        check_source_kernels(kernels, source, where)
-        nvcc_options = nvcc_flags_for(pass_configs)
+        if backend == "cutedsl":
+            from .cutedsl import check_kernels, generated_module
+
+            check_kernels(kernels, art.kernel_source, where)
+            source, nvcc_options = generated_module(art, func, lower_target), ()
+        else:
+            source = rename_keyword_params(art.kernel_source)
+            check_source_kernels(kernels, source, where)
+            nvcc_options = nvcc_flags_for(pass_configs)
     except TlAotError as e:  # raised knowing less (a helper given only `where`): the variant is this one
         e.entry, e.arch = e.entry or spec.name, e.arch or arch.sm
         raise
@@ -115,8 +124,24 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         func_hash=func_hash(func),
         resolved=resolved.path,
         inputs=flag_inputs(nvcc_options),
+        backend=backend,
         **_request_identity(spec, resolved, out_idx),
     )
+
+
+def _cutedsl_target(spec: KernelSpec, arch: Arch, target):
+    """The CUDA target of ``arch`` marked for TileLang's CuTeDSL code generator (the extra checked first)."""
+    from tilelang import tvm
+
+    from .cutedsl import require_cutedsl
+
+    require_cutedsl(spec.name, arch.sm)
+    if arch.ptx:
+        msg = f"entry {spec.name!r} ({arch}): the cutedsl backend builds cubins only; build {arch.sm} without +PTX"
+        raise SpecError(msg, entry=spec.name, arch=arch.sm)
+    exported = dict(target.export())
+    exported["keys"] = [*dict.fromkeys([*exported.get("keys", ()), "cutedsl"])]
+    return tvm.target.Target(exported)
 
 
 def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict:

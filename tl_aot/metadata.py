@@ -173,6 +173,7 @@ class ArchVariant:
     resolved: str = ""  # how the kernel was reached from the entry's function
     request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.capture.request_key)
     request: str = ""  # that request as JSON: prim_func name and options (portable flags), for ``verify``
+    backend: str = "cuda"  # TileLang's code generator: "cuda" (CUDA C++, nvcc) or "cutedsl" (CuTeDSL; kernels found by pattern)
 
 
 @dataclass(frozen=True)
@@ -308,7 +309,7 @@ class LoweredVariant:
     symbols: tuple = ()  # Symbol
     kernels: tuple = ()  # DeviceKernel
     tma_descriptors: tuple = ()  # TmaDescriptor
-    cuda_source: str = ""
+    cuda_source: str = ""  # what the image is compiled from: CUDA C++, or for "cutedsl" the generated CuTeDSL module
     nvcc_options: tuple = ()
     deps: tuple = ()  # local .py files the kernel imported
     workspaces: tuple = ()  # Workspace
@@ -322,6 +323,7 @@ class LoweredVariant:
     request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.capture.request_key)
     request: str = ""  # that request as JSON: prim_func name and options (portable flags)
     inputs: tuple = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale
+    backend: str = "cuda"  # "cuda" or "cutedsl": which of TileLang's code generators produced ``cuda_source``
 
 
 _NESTED["LoweredVariant"] = {

@@ -31,6 +31,8 @@ __all__ = [
     "cpp_name",
     "load_spec_file",
     "archs_from_env",
+    "BACKENDS",
+    "check_backend",
 ]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -175,6 +177,7 @@ class KernelSpec:
     select: str = ""  # which kernel, when the factory gives several (a tuple index or dict key)
     imports: tuple = ()  # modules imported before the kernel file (registries they fill)
     capture: tuple = ()  # (record path, key, jit function, its args): a kernel from a capture record, lowered from its IR
+    backend: str = ""  # "cuda" (CUDA C++ through nvcc), "cutedsl" (TileLang's CuTeDSL backend); "": as the kernel file asks
 
     def __post_init__(self) -> None:
         if self.export:  # a specialisation: '<export>__s<i>' (no user name holds '__')
@@ -225,6 +228,7 @@ class KernelSpec:
             "device": self.device or None,
             "out_idx": self.out_idx,
             "tune": [dict(c) for c in self.tune] or None,
+            "backend": self.backend or None,
         }
 
     @classmethod
@@ -246,6 +250,7 @@ class KernelSpec:
         jit_args=None,
         select=None,
         imports=None,
+        backend=None,
     ):
         """Build a spec from loose user values (dicts, arch strings), validating each.
 
@@ -256,7 +261,8 @@ class KernelSpec:
         levels = _check_levels(name, factory_args, jit_args, select, imports)
         if specialisations is not None:
             made = _specialised(name, source, function, args, archs, pass_configs, compile_flags, device, out_idx, specialisations, levels)
-            return tuple(dataclasses.replace(m, tune=_check_tune(tune, name)) for m in made)
+            shared = check_backend(backend, f"entry {name!r}")
+            return tuple(dataclasses.replace(m, tune=_check_tune(tune, name), backend=m.backend or shared) for m in made)
         args = _check_args(args, name, "args")
         check_identifier(name, "entry name")
         try:
@@ -275,8 +281,23 @@ class KernelSpec:
             device=_check_device(device, parsed_archs, name),
             out_idx=check_out_idx(out_idx, name),
             tune=_check_tune(tune, name),
+            backend=check_backend(backend, f"entry {name!r}"),
             **levels,
         )
+
+
+#: The code generators an entry may be built with: TileLang's CUDA C++ (the default) or its CuTeDSL backend.
+BACKENDS = ("cuda", "cutedsl")
+
+
+def check_backend(backend, where: str) -> str:
+    """``backend`` validated: "cuda", "cutedsl", or "" (None) for what the kernel file asks (CUDA C++ by default)."""
+    if backend is None or backend == "":
+        return ""
+    if backend not in BACKENDS:
+        msg = f"{where}: backend {backend!r} is not one of {', '.join(map(repr, BACKENDS))}"
+        raise SpecError(msg)
+    return backend
 
 
 def _check_args(args, entry: str, key: str) -> tuple:
@@ -332,7 +353,7 @@ def _check_tune(tune, entry: str) -> tuple:
     return tuple(tuple(c.items()) for c in tune)
 
 
-_SPECIALISATION_KEYS = frozenset({"args", "when", "fallback", "factory_args", "jit_args"})
+_SPECIALISATION_KEYS = frozenset({"args", "when", "fallback", "factory_args", "jit_args", "backend"})
 
 
 def _specialised(name, source, function, args, archs, pass_configs, compile_flags, device, out_idx, items, levels) -> tuple:
@@ -350,7 +371,7 @@ def _specialised(name, source, function, args, archs, pass_configs, compile_flag
         where = f"entry {name!r}: specialisation #{i + 1}"
         if not isinstance(item, dict) or set(item) - _SPECIALISATION_KEYS:
             extra = sorted(set(item) - _SPECIALISATION_KEYS) if isinstance(item, dict) else [type(item).__name__]
-            msg = f"{where}: expected a table with args, factory_args, jit_args, when, fallback; got {', '.join(map(str, extra))}"
+            msg = f"{where}: expected a table with args, factory_args, jit_args, backend, when, fallback; got {', '.join(map(str, extra))}"
             raise SpecError(msg)
         own = item.get("args") or {}
         if not isinstance(own, dict):
@@ -369,6 +390,7 @@ def _specialised(name, source, function, args, archs, pass_configs, compile_flag
             out_idx=out_idx,
             select=levels["select"] or None,
             imports=levels["imports"],
+            backend=check_backend(item.get("backend"), where) or None,
             **own_levels,
         )
         fallback = item.get("fallback", False)

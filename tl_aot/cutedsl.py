@@ -1,0 +1,180 @@
+"""TileLang's CuTeDSL backend at build time: the extra's check, the generated module, its cubin, its kernels.
+
+A ``cutedsl`` variant is lowered by TileLang as usual (launch metadata from the same host IR as a
+CUDA C++ one) with a CuTeDSL target; its device code is a Python module that CuTeDSL compiles.
+:func:`compile_cubin` runs that compile in a separate process (:mod:`tl_aot.cutedsl_worker`:
+CuTeDSL's MLIR state stays out of the build) for the variant's arch, with no GPU, and
+:func:`match_kernels` finds each launch's kernel in the cubin by pattern (CuTeDSL mangles names),
+with the rule the runtime uses, so a library never holds a pattern that matches none or several.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import sys
+import tempfile
+from pathlib import Path
+
+from .errors import CompileError, FailedProcessError, LoweringError, ToolchainNotFound
+
+__all__ = [
+    "CUTEDSL_DIST",
+    "CUTEDSL_PIN",
+    "cutedsl_version",
+    "require_cutedsl",
+    "generated_module",
+    "check_kernels",
+    "fake_arguments",
+    "compile_cubin",
+    "cubin_kernels",
+    "match_kernels",
+]
+
+#: The distribution that provides CuTeDSL, and the version ``tl_aot[cutedsl]`` pins.
+CUTEDSL_DIST = "nvidia-cutlass-dsl"
+CUTEDSL_PIN = "4.8.1"
+
+
+def cutedsl_version() -> str:
+    """The installed CuTeDSL version ('' when the extra is not installed); imports nothing."""
+    from .cache import package_version
+
+    return package_version(CUTEDSL_DIST)
+
+
+def require_cutedsl(entry: str, arch: str) -> str:
+    """The CuTeDSL version, or :class:`ToolchainNotFound` naming the packages a ``cutedsl`` build needs."""
+    import importlib.util
+
+    version = cutedsl_version()
+    if not version or importlib.util.find_spec("cutlass") is None:
+        msg = (
+            f"entry {entry!r} ({arch}): the cutedsl backend needs CuTeDSL at build time (not at run time): "
+            f"pip install 'tl_aot[cutedsl]' (that is {CUTEDSL_DIST}=={CUTEDSL_PIN}, with its "
+            f"{CUTEDSL_DIST}-libs wheels and cuda-bindings)"
+        )
+        raise ToolchainNotFound(msg, entry=entry, arch=arch)
+    return version
+
+
+def generated_module(art, func, target) -> str:
+    """The Python module TileLang's CuTeDSL JIT would write for this lowering (its cubin step included)."""
+    from tilelang import tvm
+    from tilelang.jit.adapter.wrapper import TLPyWrapper
+
+    wrapper = TLPyWrapper(target)
+    wrapper.assign_optimized_module(tvm.IRModule({"main": func}))
+    wrapper.assign_pass_configs({})
+    wrapper.assign_host_module(art.host_mod)
+    wrapper.assign_device_module(art.device_mod)
+    return wrapper.wrap(art.kernel_source)["host_func"]
+
+
+_KERNEL_DEF = re.compile(r"@cute\.kernel\s*\n\s*def\s+(\w+)\s*\(([^)]*)\)", re.S)
+
+
+def check_kernels(kernels, source: str, where: str) -> None:
+    """Each launch names a ``@cute.kernel`` of the CuTeDSL source taking exactly the arguments the launcher passes."""
+    decls = {m.group(1): [p for p in m.group(2).split(",") if p.strip()] for m in _KERNEL_DEF.finditer(source)}
+    for k in kernels:
+        params = decls.get(k.name)
+        if params is None:
+            msg = f"{where}: TileLang's CuTeDSL source has no kernel {k.name} (kernels: {', '.join(decls) or 'none'})"
+            raise LoweringError(msg)
+        if len(params) != len(k.args):
+            msg = (
+                f"{where}: CuTeDSL kernel {k.name} takes {len(params)} argument(s) but the host code passes "
+                f"{len(k.args)} ({', '.join(a.name for a in k.args)})"
+            )
+            raise LoweringError(msg)
+
+
+def fake_arguments(variant) -> dict:
+    """What the cubin step is called with, per name: a tensor's rank-sized shape and dtype, a scalar's dtype.
+
+    Dynamic dims become 1, as TileLang's own fake tensors make them positive: the kernels take data
+    pointers and dims as scalars, so the cubin does not depend on them.
+    """
+    out = {}
+    for p in variant.params:
+        if p.is_tensor:
+            out[p.name] = {"kind": "tensor", "dtype": p.dtype, "shape": [d if isinstance(d, int) else 1 for d in p.shape]}
+        else:
+            out[p.name] = {"kind": "scalar", "dtype": p.dtype}
+    for s in variant.symbols:
+        out.setdefault(s.name, {"kind": "scalar", "dtype": s.dtype})
+    return out
+
+
+def compile_cubin(variant, arch, work: Path, *, what: str) -> tuple[bytes, Path]:
+    """Compile the variant's generated CuTeDSL module to a cubin for its arch (in a worker process); the bytes and module path."""
+    from .toolchain import run
+
+    folder = Path(work) / "kernels"
+    folder.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f"{variant.entry}__{arch.sm}.cutedsl.", dir=folder))
+    module = stage / "kernel.py"
+    module.write_text(variant.cuda_source)
+    (stage / "arguments.json").write_text(json.dumps(fake_arguments(variant)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    try:
+        run([sys.executable, "-m", "tl_aot.cutedsl_worker", str(stage)], what=what, env=env)
+    except FailedProcessError as e:
+        msg = f"entry {variant.entry!r} ({arch}): CuTeDSL failed to compile the module TileLang generated\n  module: {module}\n{e}"
+        raise CompileError(msg, entry=variant.entry, arch=arch.sm) from e
+    cubin = stage / "kernel.cubin"
+    if not cubin.is_file():
+        msg = f"entry {variant.entry!r} ({arch}): CuTeDSL wrote no cubin for {module}"
+        raise CompileError(msg, entry=variant.entry, arch=arch.sm)
+    return cubin.read_bytes(), module
+
+
+def cubin_kernels(image: bytes) -> list[str]:
+    """The kernel names a cubin (a 64-bit ELF) defines: its ``.text.<name>`` sections."""
+    if image[:4] != b"\x7fELF" or image[4] != 2:
+        msg = "not a 64-bit ELF cubin"
+        raise ValueError(msg)
+    shoff = struct.unpack_from("<Q", image, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", image, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", image, shoff + i * shentsize) for i in range(shnum)]
+    strtab = headers[shstrndx][4]
+    names = []
+    for h in headers:
+        start = strtab + h[0]
+        name = image[start : image.index(b"\0", start)].decode()
+        if name.startswith(".text."):
+            names.append(name[len(".text.") :])
+    return names
+
+
+def _matches(pattern: str, names: list[str]) -> list[str]:
+    """The runtime's rule: names holding ``pattern``; those where it is not followed by ``_<digit>`` win."""
+    base, variants = [], []
+    for n in names:
+        pos = n.find(pattern)
+        if pos < 0:
+            continue
+        after = n[pos + len(pattern) :]
+        (variants if re.match(r"_\d", after) else base).append(n)
+    return base or variants
+
+
+def match_kernels(kernels, image: bytes, *, entry: str, arch: str) -> dict:
+    """Each launch's kernel in the cubin (pattern -> full name); a pattern matching none or several is a build error."""
+    names = cubin_kernels(image)
+    out = {}
+    for k in kernels:
+        found = _matches(k.name, names)
+        if len(found) != 1:
+            what = "no kernel" if not found else f"{len(found)} kernels ({', '.join(found)})"
+            msg = (
+                f"entry {entry!r} ({arch}): kernel pattern {k.name!r} matches {what} in the CuTeDSL cubin; "
+                f"its kernels: {', '.join(names) or 'none'}"
+            )
+            raise CompileError(msg, entry=entry, arch=arch)
+        out[k.name] = found[0]
+    return out
