@@ -76,8 +76,21 @@ def generated_module(art, func, target) -> str:
 _KERNEL_DEF = re.compile(r"@cute\.kernel\s*\n\s*def\s+(\w+)\s*\(([^)]*)\)", re.S)
 
 
-def check_kernels(kernels, source: str, where: str) -> None:
-    """Each launch names a ``@cute.kernel`` of the CuTeDSL source taking exactly the arguments the launcher passes."""
+def check_kernels(kernels, workspaces, source: str, where: str) -> None:
+    """Each launch names a ``@cute.kernel`` of the CuTeDSL source taking exactly the arguments the launcher passes.
+
+    TileLang 0.1.15's CuTeDSL host wrapper does not pass ``T.alloc_global`` workspaces to its
+    kernels (its own JIT fails to bind them), so a kernel taking one is refused here, by name.
+    """
+    scratch = {w.cpp: w.name for w in workspaces}
+    taken = sorted({scratch[a.value] for k in kernels for a in k.args if a.value in scratch})
+    if taken:
+        msg = (
+            f"{where}: TileLang's CuTeDSL backend cannot compile kernels that take T.alloc_global workspaces "
+            f"({', '.join(taken)}): its generated host code does not pass them (TileLang's own JIT fails alike); "
+            'build this entry with backend = "cuda"'
+        )
+        raise LoweringError(msg)
     decls = {m.group(1): [p for p in m.group(2).split(",") if p.strip()] for m in _KERNEL_DEF.finditer(source)}
     for k in kernels:
         params = decls.get(k.name)

@@ -90,7 +90,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         if backend == "cutedsl":
             from .cutedsl import check_kernels, generated_module
 
-            check_kernels(kernels, art.kernel_source, where)
+            check_kernels(kernels, workspaces, art.kernel_source, where)
             source, nvcc_options = generated_module(art, func, lower_target), ()
         else:
             source = rename_keyword_params(art.kernel_source)

@@ -26,6 +26,7 @@ SAMPLES = {
     "compile_flags": ["-lineinfo"],
     "device": "A100-PCIe",
     "out_idx": [-1],
+    "backend": "cutedsl",
     "tune": [{"block": 64}, {"block": 128}],
     "specialisations": [{"args": {"N": 1024}}, {"args": {"N": 2048}, "fallback": True}],
     "specializations": [{"args": {"N": 1024}}, {"args": {"N": 2048}, "fallback": True}],

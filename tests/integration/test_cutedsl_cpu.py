@@ -1,0 +1,120 @@
+"""Entries built with TileLang's CuTeDSL backend, for sm_90a and sm_100a, on a machine without a GPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tilelang")
+
+from tl_aot import cutedsl  # noqa: E402
+from tl_aot.arch import parse_arch  # noqa: E402
+from tl_aot.errors import CompileError, ToolchainNotFound  # noqa: E402
+from tl_aot.spec import KernelSpec  # noqa: E402
+
+KERNELS = Path(__file__).parents[1] / "kernels"
+ENTRIES = {"gemm_tma", "scale", "two", "flash_fwd"}
+
+
+def _needs_extra():
+    if not cutedsl.cutedsl_version():
+        pytest.skip(f"the CuTeDSL backend needs the cutedsl extra: pip install 'tl_aot[cutedsl]' ({cutedsl.CUTEDSL_DIST}=={cutedsl.CUTEDSL_PIN})")
+
+
+@pytest.fixture(scope="module")
+def cutedsl_lib(tmp_path_factory, cache_dir) -> Path:
+    _needs_extra()
+    from tl_aot.build import build_library
+    from tl_aot.spec import load_spec_file
+
+    out = tmp_path_factory.mktemp("cutedsl")
+    return build_library(load_spec_file(KERNELS / "cutedsl.toml"), out_dir=out, cache_dir=cache_dir, log=None, jobs=2).library
+
+
+def test_every_entry_is_a_cutedsl_cubin_for_sm90a_and_sm100a(cutedsl_lib):
+    import tl_aot
+
+    m = tl_aot.load(cutedsl_lib).manifest
+    assert {e.name for e in m.entries} == ENTRIES
+    for e in m.entries:
+        assert [v.arch for v in e.variants] == ["sm_90a", "sm_100a"], e.name
+        for v in e.variants:
+            assert (v.backend, v.image_kind, v.nvcc_options) == ("cutedsl", "cubin", ()), (e.name, v.arch)
+            assert v.image_bytes > 1000, (e.name, v.arch)
+    gemm = m.entry("gemm_tma").variants[0]
+    assert [d.name for d in gemm.tma_descriptors] == ["A_desc", "B_desc"]
+    assert len(m.entry("two").variants[0].kernels) == 2
+    assert [p.name for p in m.entry("flash_fwd").outputs] == ["Out"]
+    assert [s.name for s in m.entry("scale").symbols] == ["n"]
+
+
+def test_inspect_shows_the_backend_of_each_variant(cutedsl_lib):
+    run = [sys.executable, "-m", "tl_aot", "inspect", str(cutedsl_lib)]
+    text = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert text.count("(CuTeDSL backend, kernels found by pattern)") == 2 * len(ENTRIES)
+    assert "scale(X: float32[n], Y: float32[n], alpha: float32)" in text
+    data = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True, check=True).stdout)
+    assert {v["backend"] for e in data["entries"] for v in e["variants"]} == {"cutedsl"}
+
+
+def _cached_image(cache_dir: Path, entry: str, arch: str) -> bytes:
+    for d in Path(cache_dir).iterdir():
+        variant = d / "variant.json"
+        if variant.is_file():
+            v = json.loads(variant.read_text())
+            if (v["entry"], v["arch"], v.get("backend")) == (entry, arch, "cutedsl"):
+                return (d / "image.bin").read_bytes()
+    raise AssertionError(f"no cached cutedsl image of {entry} {arch}")
+
+
+def test_a_pattern_that_matches_no_kernel_of_the_cubin_is_a_build_error(cutedsl_lib, cache_dir):
+    import tl_aot
+
+    kernels = tl_aot.load(cutedsl_lib).manifest.entry("two").variants[1].kernels
+    image = _cached_image(cache_dir, "two", "sm_100a")
+    names = cutedsl.cubin_kernels(image)
+    assert len(names) == 2 and all("kernel_cutlass_main_kernel" in n for n in names)
+    assert set(cutedsl.match_kernels(kernels, image, entry="two", arch="sm_100a")) == {"main_kernel", "main_kernel_1"}
+    renamed = (type(kernels[0])("scale_kernel"),)
+    with pytest.raises(CompileError, match=r"entry 'two' \(sm_100a\): kernel pattern 'scale_kernel' matches no kernel"):
+        cutedsl.match_kernels(renamed, image, entry="two", arch="sm_100a")
+
+
+def _scale_spec(**kw) -> KernelSpec:
+    return KernelSpec.create(name="scale", source=KERNELS / "cutedsl.py", function="scale_cutedsl", archs=["90a"], **kw)
+
+
+def test_a_kernel_file_asking_for_cutedsl_without_the_extra_names_the_packages(monkeypatch):
+    from tl_aot.lower import lower_variant
+
+    monkeypatch.setattr(cutedsl, "cutedsl_version", lambda: "")
+    with pytest.raises(ToolchainNotFound, match=r"entry 'scale' \(sm_90a\): .*pip install 'tl_aot\[cutedsl\]'"):
+        lower_variant(_scale_spec(), parse_arch("90a"))
+
+
+def test_backend_cuda_overrides_the_kernel_files_cutedsl():
+    from tl_aot.lower import lower_variant
+
+    v = lower_variant(_scale_spec(backend="cuda"), parse_arch("90a"))
+    assert v.backend == "cuda" and "__global__" in v.cuda_source
+
+
+def test_a_kernel_taking_workspaces_is_refused_by_name_as_tilelangs_cutedsl_backend_cannot_pass_them():
+    _needs_extra()
+    from tl_aot.errors import LoweringError
+    from tl_aot.lower import lower_variant
+
+    spec = KernelSpec.create(
+        name="decode",
+        source=KERNELS / "conformance" / "splitkv_decode.py",
+        function="decode_splitkv",
+        args={"batch": 2, "heads": 16, "kv_heads": 1, "seqlen": 1024, "dim": 64, "num_split": 4},
+        archs=["90a"],
+        backend="cutedsl",
+    )
+    with pytest.raises(LoweringError, match=r"entry 'decode' \(sm_90a\): .*workspaces \(partial_lse, partial_out\).*backend = \"cuda\""):
+        lower_variant(spec, parse_arch("90a"))
