@@ -22,7 +22,8 @@ ENTRIES = {"gemm_tma", "scale", "two", "flash_fwd"}
 
 def _needs_extra():
     if not cutedsl.cutedsl_version():
-        pytest.skip(f"the CuTeDSL backend needs the cutedsl extra: pip install 'tl_aot[cutedsl]' ({cutedsl.CUTEDSL_DIST}=={cutedsl.CUTEDSL_PIN})")
+        pin = f"{cutedsl.CUTEDSL_DIST}=={cutedsl.CUTEDSL_PIN}"
+        pytest.skip(f"the CuTeDSL backend needs the cutedsl extra: pip install 'tl_aot[cutedsl]' ({pin})")
 
 
 @pytest.fixture(scope="module")

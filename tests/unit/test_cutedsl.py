@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import struct
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tl_aot import cutedsl
 from tl_aot.capture import backend_kind
