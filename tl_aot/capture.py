@@ -313,13 +313,15 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
 
     from .spec import KernelSpec
 
+    from .cutedsl import cutedsl_version
+
     rec = Record.load(path)
     out = []
     for key, item in sorted(rec.kernels.items()):
         if only is not None and key not in only:
             continue
-        if item.get("options", {}).get("backend") == "cutedsl":
-            continue  # the CuTeDSL backend is not built by tl_aot (reported by the build's caller)
+        if item.get("options", {}).get("backend") == "cutedsl" and not cutedsl_version():
+            continue  # built with TileLang's CuTeDSL backend where the cutedsl extra is installed
         jit = next((o["jit"] for o in item.get("origins", []) if o.get("jit")), "")
         base = re.sub(r"\W", "_", jit.rsplit(".", 1)[-1] or str(item.get("name") or "kernel"))[:60].strip("_") or "kernel"
         if not base[0].isalpha():
