@@ -311,9 +311,8 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
     """One :class:`~tl_aot.spec.KernelSpec` per recorded kernel (its entry: ``<name>_<key[:10]>``), sorted by key."""
     import re
 
-    from .spec import KernelSpec
-
     from .cutedsl import cutedsl_version
+    from .spec import KernelSpec
 
     rec = Record.load(path)
     out = []

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import struct
 import sys
 import tempfile
 from pathlib import Path
@@ -29,7 +28,6 @@ __all__ = [
     "check_kernels",
     "fake_arguments",
     "compile_cubin",
-    "cubin_kernels",
     "match_kernels",
 ]
 
@@ -146,24 +144,6 @@ def compile_cubin(variant, arch, work: Path, *, what: str) -> tuple[bytes, Path]
     return cubin.read_bytes(), module
 
 
-def cubin_kernels(image: bytes) -> list[str]:
-    """The kernel names a cubin (a 64-bit ELF) defines: its ``.text.<name>`` sections."""
-    if image[:4] != b"\x7fELF" or image[4] != 2:
-        msg = "not a 64-bit ELF cubin"
-        raise ValueError(msg)
-    shoff = struct.unpack_from("<Q", image, 0x28)[0]
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", image, 0x3A)
-    headers = [struct.unpack_from("<IIQQQQIIQQ", image, shoff + i * shentsize) for i in range(shnum)]
-    strtab = headers[shstrndx][4]
-    names = []
-    for h in headers:
-        start = strtab + h[0]
-        name = image[start : image.index(b"\0", start)].decode()
-        if name.startswith(".text."):
-            names.append(name[len(".text.") :])
-    return names
-
-
 def _matches(pattern: str, names: list[str]) -> list[str]:
     """The runtime's rule: names holding ``pattern``; those where it is not followed by ``_<digit>`` win."""
     base, variants = [], []
@@ -176,9 +156,20 @@ def _matches(pattern: str, names: list[str]) -> list[str]:
     return base or variants
 
 
+#: Bytes of each launcher argument type, as the kernel must declare it.
+_ARG_BYTES = {"void*": 8, "CUtensorMap": 128, "bool": 1, "float": 4, "double": 8}
+_ARG_BYTES.update({f"{s}int{b}_t": b // 8 for s in ("", "u") for b in (8, 16, 32, 64)})
+
+
 def match_kernels(kernels, image: bytes, *, entry: str, arch: str) -> dict:
-    """Each launch's kernel in the cubin (pattern -> full name); a pattern matching none or several is a build error."""
-    names = cubin_kernels(image)
+    """Each launch's kernel in the cubin (pattern -> full name), its parameters the sizes the launcher passes.
+
+    A pattern matching none or several kernels, or a kernel whose parameters differ from the
+    launcher's arguments, is a build error naming the entry and arch.
+    """
+    from .cubin import kernel_names, param_sizes
+
+    names = kernel_names(image)
     out = {}
     for k in kernels:
         found = _matches(k.name, names)
@@ -187,6 +178,14 @@ def match_kernels(kernels, image: bytes, *, entry: str, arch: str) -> dict:
             msg = (
                 f"entry {entry!r} ({arch}): kernel pattern {k.name!r} matches {what} in the CuTeDSL cubin; "
                 f"its kernels: {', '.join(names) or 'none'}"
+            )
+            raise CompileError(msg, entry=entry, arch=arch)
+        sizes, passed = param_sizes(image, found[0]), [_ARG_BYTES.get(a.ctype) for a in k.args]
+        if sizes is not None and sizes != passed:
+            shown = ", ".join(f"{a.name}: {a.ctype}" for a in k.args)
+            msg = (
+                f"entry {entry!r} ({arch}): CuTeDSL kernel {found[0]} takes parameters of {sizes} bytes but the "
+                f"launcher passes {passed} ({shown})"
             )
             raise CompileError(msg, entry=entry, arch=arch)
         out[k.name] = found[0]

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("tilelang")
 
-from tl_aot import cutedsl  # noqa: E402
+from tl_aot import cubin, cutedsl  # noqa: E402
 from tl_aot.arch import parse_arch  # noqa: E402
 from tl_aot.errors import CompileError, ToolchainNotFound  # noqa: E402
 from tl_aot.spec import KernelSpec  # noqa: E402
@@ -77,7 +77,7 @@ def test_a_pattern_that_matches_no_kernel_of_the_cubin_is_a_build_error(cutedsl_
 
     kernels = tl_aot.load(cutedsl_lib).manifest.entry("two").variants[1].kernels
     image = _cached_image(cache_dir, "two", "sm_100a")
-    names = cutedsl.cubin_kernels(image)
+    names = cubin.kernel_names(image)
     assert len(names) == 2 and all("kernel_cutlass_main_kernel" in n for n in names)
     assert set(cutedsl.match_kernels(kernels, image, entry="two", arch="sm_100a")) == {"main_kernel", "main_kernel_1"}
     renamed = (type(kernels[0])("scale_kernel"),)
@@ -119,3 +119,18 @@ def test_a_kernel_taking_workspaces_is_refused_by_name_as_tilelangs_cutedsl_back
     )
     with pytest.raises(LoweringError, match=r"entry 'decode' \(sm_90a\): .*workspaces \(partial_lse, partial_out\).*backend = \"cuda\""):
         lower_variant(spec, parse_arch("90a"))
+
+
+def test_the_cubins_parameters_are_checked_against_the_launchers_arguments(cutedsl_lib, cache_dir):
+    import dataclasses
+
+    import tl_aot
+
+    kernel = tl_aot.load(cutedsl_lib).manifest.entry("gemm_tma").variants[0].kernels[0]
+    image = _cached_image(cache_dir, "gemm_tma", "sm_90a")
+    (name,) = cutedsl.match_kernels((kernel,), image, entry="gemm_tma", arch="sm_90a").values()
+    assert [a.ctype for a in kernel.args] == ["CUtensorMap", "CUtensorMap", "void*"]
+    assert cubin.param_sizes(image, name) == [128, 128, 8]
+    wrong = dataclasses.replace(kernel, args=(*kernel.args[:2], dataclasses.replace(kernel.args[2], ctype="int32_t")))
+    with pytest.raises(CompileError, match=r"entry 'gemm_tma' \(sm_90a\): CuTeDSL kernel .* takes parameters of \[128, 128, 8\] bytes"):
+        cutedsl.match_kernels((wrong,), image, entry="gemm_tma", arch="sm_90a")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from tl_aot import cutedsl
+from tl_aot import cubin, cutedsl
 from tl_aot.capture import backend_kind
 from tl_aot.cli import _build_parser
 from tl_aot.errors import CompileError, SpecError, ToolchainNotFound
@@ -106,7 +106,7 @@ MANGLED = [
 
 def test_each_launch_is_found_by_pattern_a_base_name_winning_over_its_numbered_variants():
     image = _elf(MANGLED)
-    assert cutedsl.cubin_kernels(image) == [n.removeprefix(".text.") for n in MANGLED[:2]]
+    assert cubin.kernel_names(image) == [n.removeprefix(".text.") for n in MANGLED[:2]]
     found = cutedsl.match_kernels((DeviceKernel("main_kernel"), DeviceKernel("main_kernel_1")), image, entry="two", arch="sm_90a")
     assert found == {"main_kernel": MANGLED[0][6:], "main_kernel_1": MANGLED[1][6:]}
 
