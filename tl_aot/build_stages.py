@@ -166,7 +166,7 @@ def _cutedsl(variant: LoweredVariant, arch, work: Path) -> bytes:
     """The cubin CuTeDSL compiles from the variant's generated module; every launch's kernel pattern matched once in it."""
     from .cutedsl import compile_cubin, match_kernels
 
-    image, module = compile_cubin(variant, arch, work, what=f"cutedsl ({variant.entry}, {arch})")
+    image, module = compile_cubin(variant, arch, work)
     match_kernels(variant.kernels, image, entry=variant.entry, arch=arch.sm)
     shutil.rmtree(module.parent, ignore_errors=True)
     return image

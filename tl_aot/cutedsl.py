@@ -2,22 +2,27 @@
 
 A ``cutedsl`` variant is lowered by TileLang as usual (launch metadata from the same host IR as a
 CUDA C++ one) with a CuTeDSL target; its device code is a Python module that CuTeDSL compiles.
-:func:`compile_cubin` runs that compile in a separate process (:mod:`tl_aot.cutedsl_worker`:
-CuTeDSL's MLIR state stays out of the build) for the variant's arch, with no GPU, and
+:func:`compile_cubin` runs that compile in a worker process, reused across variants
+(:mod:`tl_aot.cutedsl_worker`: CuTeDSL's MLIR state stays out of the build), for the variant's
+arch, with no GPU, and
 :func:`match_kernels` finds each launch's kernel in the cubin by pattern (CuTeDSL mangles names),
 with the rule the runtime uses, so a library never holds a pattern that matches none or several.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
-from .errors import CompileError, FailedProcessError, LoweringError, ToolchainNotFound
+from .errors import CompileError, LoweringError, ToolchainNotFound
 
 __all__ = [
     "CUTEDSL_DIST",
@@ -120,26 +125,75 @@ def fake_arguments(variant) -> dict:
     return out
 
 
-def compile_cubin(variant, arch, work: Path, *, what: str) -> tuple[bytes, Path]:
-    """Compile the variant's generated CuTeDSL module to a cubin for its arch (in a worker process); the bytes and module path."""
-    from .toolchain import run
+class _Workers:
+    """CuTeDSL worker processes, started on demand and reused (each imports TileLang and CuTeDSL once); thread safe."""
 
+    def __init__(self) -> None:
+        self._idle: list[subprocess.Popen] = []
+        self._lock = threading.Lock()
+        atexit.register(self.close)
+
+    def compile(self, folder: Path) -> str:
+        """Compile ``folder`` in a worker; '' on success, else the error (with the worker's diagnostics)."""
+        with self._lock:
+            proc = self._idle.pop() if self._idle else None
+        if proc is None:
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+            cmd = [sys.executable, "-m", "tl_aot.cutedsl_worker"]
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        try:
+            proc.stdin.write(f"{folder}\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+        except OSError:
+            line = ""
+        if not line:
+            proc.kill()
+            return f"the CuTeDSL worker died (exit {proc.wait()}){_log_tail(folder)}"
+        with self._lock:
+            self._idle.append(proc)
+        reply = json.loads(line)
+        return "" if reply["ok"] else f"{reply['error']}{_log_tail(folder)}"
+
+    def close(self) -> None:
+        """End the idle workers (closing stdin ends their loop)."""
+        with self._lock:
+            procs, self._idle = self._idle, []
+        for p in procs:
+            with contextlib.suppress(OSError):
+                p.stdin.close()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+_WORKERS = _Workers()
+
+
+def _log_tail(folder: Path, n: int = 30) -> str:
+    try:
+        lines = (folder / "compile.log").read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return "\n  " + "\n  ".join(lines[-n:]) if lines else ""
+
+
+def compile_cubin(variant, arch, work: Path) -> tuple[bytes, Path]:
+    """Compile the variant's generated CuTeDSL module to a cubin for its arch (in a worker process); the bytes and module path."""
     folder = Path(work) / "kernels"
     folder.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f"{variant.entry}__{arch.sm}.cutedsl.", dir=folder))
     module = stage / "kernel.py"
     module.write_text(variant.cuda_source)
     (stage / "arguments.json").write_text(json.dumps(fake_arguments(variant)))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    try:
-        run([sys.executable, "-m", "tl_aot.cutedsl_worker", str(stage)], what=what, env=env)
-    except FailedProcessError as e:
-        msg = f"entry {variant.entry!r} ({arch}): CuTeDSL failed to compile the module TileLang generated\n  module: {module}\n{e}"
-        raise CompileError(msg, entry=variant.entry, arch=arch.sm) from e
+    error = _WORKERS.compile(stage)
     cubin = stage / "kernel.cubin"
-    if not cubin.is_file():
-        msg = f"entry {variant.entry!r} ({arch}): CuTeDSL wrote no cubin for {module}"
+    if not error and not cubin.is_file():
+        error = "CuTeDSL wrote no cubin"
+    if error:
+        msg = f"entry {variant.entry!r} ({arch}): CuTeDSL failed to compile the module TileLang generated\n  module: {module}\n  {error}"
         raise CompileError(msg, entry=variant.entry, arch=arch.sm)
     return cubin.read_bytes(), module
 

@@ -134,3 +134,21 @@ def test_the_cubins_parameters_are_checked_against_the_launchers_arguments(cuted
     wrong = dataclasses.replace(kernel, args=(*kernel.args[:2], dataclasses.replace(kernel.args[2], ctype="int32_t")))
     with pytest.raises(CompileError, match=r"entry 'gemm_tma' \(sm_90a\): CuTeDSL kernel .* takes parameters of \[128, 128, 8\] bytes"):
         cutedsl.match_kernels((wrong,), image, entry="gemm_tma", arch="sm_90a")
+
+
+def test_a_cutedsl_compile_failure_names_entry_arch_and_module_and_the_worker_goes_on(cutedsl_lib, cache_dir, tmp_path):
+    import dataclasses
+
+    from tl_aot.metadata import LoweredVariant, from_json
+
+    for d in Path(cache_dir).iterdir():
+        text = (d / "variant.json").read_text() if (d / "variant.json").is_file() else "{}"
+        if '"backend": "cutedsl"' in text and '"entry": "scale"' in text and '"arch": "sm_90a"' in text:
+            variant = from_json(LoweredVariant, text)
+            break
+    broken = dataclasses.replace(variant, cuda_source=variant.cuda_source.replace("--gpu-arch=sm_90a", "--gpu-arch=sm_1"))
+    with pytest.raises(CompileError, match=r"entry 'scale' \(sm_90a\): CuTeDSL failed to compile the module TileLang generated") as e:
+        cutedsl.compile_cubin(broken, parse_arch("90a"), tmp_path)
+    assert "kernel.py" in str(e.value) and e.value.arch == "sm_90a"
+    image, _ = cutedsl.compile_cubin(variant, parse_arch("90a"), tmp_path)
+    assert image == _cached_image(cache_dir, "scale", "sm_90a")
