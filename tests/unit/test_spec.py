@@ -118,7 +118,7 @@ def test_specialisations_share_one_exported_name(tmp_path):
     ("items", "message"),
     [
         ("[]", "specialisations must be a non-empty list"),
-        ("[{ args = { N = 1 }, size = 3 }]", "specialisation #1: expected a table with args, factory_args, jit_args, when, fallback"),
+        ("[{ args = { N = 1 }, size = 3 }]", "specialisation #1: expected a table with args, factory_args, jit_args, backend, when, fallback"),
         ("[{ when = { m = 0 } }]", "when.m = 0: expected a positive int"),
         ('[{ fallback = "yes" }]', "fallback must be true or false"),
     ],
