@@ -441,10 +441,11 @@ def _check_device(device, archs, entry: str) -> str:
 
 @dataclass(frozen=True)
 class LibrarySpec:
-    """A shared library to build: its name and its entries."""
+    """A shared library to build: its name, its entries, and whether it gets native torch ops (a companion)."""
 
     name: str
     entries: tuple = field(default=())
+    torch_ops: bool = False  # also build lib<name>_torch.so: the entries as native torch operators
 
     @property
     def exports(self) -> tuple:
@@ -476,6 +477,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
     ``function``, optional ``args`` (a table), ``archs``, ``pass_configs``, ``compile_flags`` and
     ``device`` (the GPU profile device queries see while lowering; also a ``[library]`` default).
     ``archs`` (from the command line) and ``TL_AOT_ARCHS`` override the file, as ``device`` does.
+    ``[library] torch_ops = true`` also builds the native torch companion (:mod:`tl_aot.torch_native`).
     """
     path = Path(path)
     data = _read_spec_data(path)
@@ -500,7 +502,11 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
             raise SpecError(msg)
         for record in captures:
             entries.extend(specs_from_record(path.parent / str(record), c_archs, device=device or lib.get("device", "")))
-    return LibrarySpec(name=name or lib.get("name") or path.stem, entries=tuple(entries))
+    torch_ops = lib.get("torch_ops", False)
+    if not isinstance(torch_ops, bool):
+        msg = f"{path}: [library] torch_ops must be true or false, got {torch_ops!r}"
+        raise SpecError(msg)
+    return LibrarySpec(name=name or lib.get("name") or path.stem, entries=tuple(entries), torch_ops=torch_ops)
 
 
 def _read_spec_data(path: Path) -> dict:
