@@ -60,6 +60,7 @@ Commands
                         [JOBS <n>]
                         [JOB_POOL <pool>]
                         [EXCLUDE_FROM_ALL]
+                        [TORCH_OPS]
                         [QUIET])
 
   ``<name>``
@@ -160,6 +161,13 @@ Commands
 
   ``EXCLUDE_FROM_ALL``
     Build the kernel only when something that links it, or ``<name>_tl_aot``, is built.
+
+  ``TORCH_OPS``
+    Also build ``lib<name>_torch.so`` beside the library: the entries as native torch operators
+    over the LibTorch Stable ABI (torch's headers are needed at build time, any torch >= 2.10 at
+    run time; see ``register_torch_ops``). Default: the spec's ``[library] torch_ops``, else
+    off, or the variable ``TL_AOT_TORCH_OPS``. The target property ``TL_AOT_TORCH_COMPANION``
+    names it, and ``install_tilelang_kernels`` installs it beside the library.
 
   ``QUIET``
     Print errors only.
@@ -437,7 +445,7 @@ function(add_tilelang_kernel)
   # cmake-format: off
   cmake_parse_arguments(PARSE_ARGV 1 ARG
     # options
-    "EXCLUDE_FROM_ALL;QUIET"
+    "EXCLUDE_FROM_ALL;QUIET;TORCH_OPS"
     # one-value keywords
     "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL;SELECT"
     # multi-value keywords
@@ -655,6 +663,11 @@ function(add_tilelang_kernel)
   if(ARG_QUIET)
     list(APPEND cmd --quiet)
   endif()
+  set(companion "")
+  if(ARG_TORCH_OPS OR TL_AOT_TORCH_OPS)
+    list(APPEND cmd --torch-ops)
+    set(companion "${out_dir}/lib${name}_torch.so")
+  endif()
 
   # Everything that decides the output, as a file the build step depends on.
   list(JOIN cmd "\n" cmd_text)
@@ -664,8 +677,12 @@ function(add_tilelang_kernel)
   if(ARG_JOB_POOL)
     set(pool_args JOB_POOL "${ARG_JOB_POOL}")
   endif()
+  set(byproducts "")
+  if(companion)
+    set(byproducts BYPRODUCTS "${companion}")
+  endif()
   add_custom_command(
-    OUTPUT "${library}" "${header}"
+    OUTPUT "${library}" "${header}" ${byproducts}
     # tl_aot leaves an up-to-date library untouched; the touch marks the step done for make.
     COMMAND ${cmd}
     COMMAND "${CMAKE_COMMAND}" -E touch_nocreate "${library}"
@@ -695,7 +712,8 @@ function(add_tilelang_kernel)
                INTERFACE_LINK_LIBRARIES tvm_ffi::shared
                TL_AOT_LIBRARY "${library}"
                TL_AOT_HEADER "${header}"
-               TL_AOT_BUILD_TARGET ${name}_tl_aot)
+               TL_AOT_BUILD_TARGET ${name}_tl_aot
+               TL_AOT_TORCH_COMPANION "${companion}")
   # Followed transitively: whatever links ${name} waits for its build step.
   add_dependencies(${name} ${name}_tl_aot)
 endfunction()
@@ -754,6 +772,10 @@ function(install_tilelang_kernels)
     endif()
     list(APPEND libraries "${lib}")
     list(APPEND headers "${hdr}")
+    get_target_property(companion "${t}" TL_AOT_TORCH_COMPANION)
+    if(companion)
+      list(APPEND libraries "${companion}")
+    endif()
   endforeach()
   install(FILES ${libraries} DESTINATION "${lib_dest}" ${component})
   install(FILES ${headers} DESTINATION "${inc_dest}" ${component})

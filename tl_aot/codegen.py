@@ -119,6 +119,7 @@ def render_loader(manifest: Manifest, *, module: str, library_file: str, torch_o
             }
         )
     archs = sorted({v.arch + ("+PTX" if v.ptx else "") for e in manifest.entries for v in e.variants})
+    companion_file = library_file.removesuffix(".so") + "_torch.so"  # as tl_aot.torch_native.companion_path names it
     return (
         _env()
         .get_template("loader.py.j2")
@@ -132,6 +133,8 @@ def render_loader(manifest: Manifest, *, module: str, library_file: str, torch_o
             any_tensorless=any(e["tensorless"] for e in entries),
             namespace_repr=py_str(namespace),
             torch_glue_import=glue,
+            companion_file=companion_file,
+            companion_file_repr=py_str(companion_file),
             torch_ops=bool(torch_ops),
             archs=archs,
             sources=sorted({e.source for e in manifest.entries}),

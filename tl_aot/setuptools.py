@@ -202,6 +202,9 @@ class TileLangExtension(Extension):
         Register the entries as torch operators (``torch.ops.<namespace>.<entry>``) when the
         loader is imported and torch is installed; a string names the namespace (default: the
         package's name). Without it, ``register_torch_ops()`` on the loader does the same on request.
+        With it, the build also ships ``lib<name>_torch.so`` beside the library: native C++ kernels
+        for the ops over the LibTorch Stable ABI (built against the build environment's torch
+        headers, loaded by any torch >= 2.10; older torch falls back to the Python registration).
 
     Kernel files and the local modules they import are recorded as ``depends``, so an sdist
     carries them without a MANIFEST.in.
@@ -472,12 +475,15 @@ class build_ext(_build_ext):
                 spec = apply_record(spec, Record.load(ext.tune_file), where=ext.tune_file)
             log.info(f"building TileLang extension {fullname} ({len(spec.entries)} entries)")
             keep_going = any(e.capture for e in spec.entries)  # a record's kernels that fail are left out, listed
-            result = build_library(spec, out_dir=out_dir, jobs=jobs, log=log.info, force=bool(self.force), keep_going=keep_going)
+            result = build_library(
+                spec, out_dir=out_dir, jobs=jobs, log=log.info, force=bool(self.force), keep_going=keep_going, torch_ops=bool(ext.torch_ops)
+            )
         except TlAotError as e:
             msg = f"building TileLang extension {fullname!r} failed:\n{e}"
             raise TileLangExtensionError(msg) from e
         if _copy_if_different(result.library, library):
             log.info(f"copying {result.library} -> {library.parent}")
+        _place_companion(result.torch_companion, library)
         if write_if_different(loader, render_loader(result.manifest, module=fullname, library_file=library.name, torch_ops=ext.torch_ops)):
             log.info(f"writing {loader}")
         glue = loader.with_name(TORCH_GLUE_MODULE + ".py")
@@ -509,7 +515,8 @@ class build_ext(_build_ext):
         outputs = super().get_outputs()
         if self.inplace:
             return outputs  # the output mapping already lists the loaders
-        return sorted({*outputs, *(regular for regular, _ in self._loader_files())})
+        companions = [str(c) for c in (_companion_of(Path(o)) for o in outputs if o.endswith(".so")) if c is not None]
+        return sorted({*outputs, *companions, *(regular for regular, _ in self._loader_files())})
 
     def _get_output_mapping(self):
         yield from super()._get_output_mapping()
@@ -531,11 +538,27 @@ class build_ext(_build_ext):
             if not os.path.exists(regular_lib) and ext.optional:
                 continue
             _copy_if_different(Path(regular_lib), Path(inplace_lib))
+            _place_companion(_companion_of(Path(regular_lib)), Path(inplace_lib))
         for regular, inplace in self._loader_files():
             if os.path.exists(regular):
                 from .fileutil import write_if_different
 
                 write_if_different(inplace, Path(regular).read_text())
+
+
+def _companion_of(library: Path) -> Path | None:
+    """The native torch companion beside ``library`` (``lib<name>_torch.so``), if one was built."""
+    p = library.with_name(library.name.removesuffix(".so") + "_torch.so")
+    return p if p.is_file() else None
+
+
+def _place_companion(companion: Path | None, library: Path) -> None:
+    """Ship ``companion`` beside ``library``, where the loader looks for it (none: remove a stale one)."""
+    dest = library.with_name(library.name.removesuffix(".so") + "_torch.so")
+    if companion is None:
+        dest.unlink(missing_ok=True)
+    elif _copy_if_different(companion, dest):
+        log.info(f"copying {companion} -> {dest.parent}")
 
 
 class bdist_wheel(_bdist_wheel):

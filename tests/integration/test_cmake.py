@@ -279,6 +279,12 @@ def test_archs_in_every_spelling(tmp_path, cache_dir):
     assert "Building TileLang kernel k (sm_80, sm_90a, sm_80+PTX)" in (tmp_path / "build.ninja").read_text()
 
 
+def test_torch_ops_option_builds_the_companion(tmp_path, cache_dir):
+    _configure(PACKAGES / "cmake_errors", tmp_path, _env(cache_dir), "-DCASE=ok", "-DTL_AOT_TORCH_OPS=ON")
+    assert "--torch-ops" in (tmp_path / "tl_aot" / "k" / "k.options").read_text().splitlines()
+    assert "libk_torch.so" in (tmp_path / "build.ninja").read_text()  # a byproduct of the build step
+
+
 def test_missing_tl_aot_or_tilelang_says_what_to_install(tmp_path, cache_dir):
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
