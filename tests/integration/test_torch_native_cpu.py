@@ -94,3 +94,25 @@ def test_cli_torch_ops_builds_the_companion(tmp_path, cache_dir):
     assert (out / "libtl_outputs_torch.so").is_file()
     subprocess.run([*cmd, "-q"], check=True, capture_output=True, text=True)  # built without: no stale companion stays
     assert not (out / "libtl_outputs_torch.so").exists()
+
+
+def test_a_generated_loader_registers_the_companion_shipped_beside_it(built, tmp_path, monkeypatch):
+    import importlib
+    import shutil
+
+    from tl_aot.codegen import TORCH_GLUE_MODULE, render_loader
+
+    result, _ = built
+    pkg = tmp_path / "tlnpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for f in (result.library, result.torch_companion):  # as TileLangExtension(torch_ops=True) places them
+        shutil.copy(f, pkg / f.name)
+    (pkg / "_kernels.py").write_text(render_loader(result.manifest, module="tlnpkg._kernels", library_file=result.library.name))
+    shutil.copy(Path(__file__).parents[2] / "tl_aot" / "torch_ops.py", pkg / f"{TORCH_GLUE_MODULE}.py")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    loader = importlib.import_module("tlnpkg._kernels")
+    ops = loader.register_torch_ops("tll_" + uuid.uuid4().hex[:8])
+    assert ops.backend == "native"
+    with pytest.raises(RuntimeError, match="expected a CUDA tensor"):
+        ops.scale_add(torch.zeros(2, 1024, dtype=torch.float16), torch.zeros(1024, dtype=torch.float16))
