@@ -43,7 +43,10 @@ def _native_goals(records, fmt) -> list[dict]:
     in_graph = _find(records, sec, "native_in_compiled_graph", "us")
     d8 = _find(records, sec, "native_in_compiled_graph", "direct_us")
     anchor = f"; torch.add {fmt(add)}"
+    cpp = _find(records, sec, "native_in_compiled_graph_cpp_wrapper", "adds_us")
+    cpp_us = _find(records, sec, "native_in_compiled_graph_cpp_wrapper", "us")
     return [
+        _goal("native op in a compiled graph (C++ wrapper) − direct call (µs)", 27, cpp, 1.0, "<=", f"{fmt(cpp_us)} vs {fmt(d8)}"),
         _goal("native op in a compiled graph − direct call (µs)", 27, adds, 1.0, "<=", f"{fmt(in_graph)} vs {fmt(d8)} per call{anchor}"),
         _goal("native op eager / direct call", 27, _ratio(eager, direct), 1.05, "<=", f"{fmt(eager)} vs {fmt(direct)}{anchor}"),
         _goal("native op (returning) / JIT out_idx", 27, _ratio(eager, jit), 0.6, "<=", f"{fmt(eager)} vs JIT {fmt(jit)}{anchor}"),

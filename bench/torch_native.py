@@ -9,6 +9,9 @@ Timed like ``returns`` (interleaved batches, synchronised outside the timed regi
 * ``compiled_native`` / ``compiled_native_x8`` — ``torch.compile(fullgraph=True)`` of one / 8
   chained native ops: the op's cost inside a graph is ``(x8 - x1) / 7``, beside the direct call's
   ``(direct_x8 - direct) / 7`` (the compiled wrapper's fixed cost drops out);
+* ``native_op_default`` — ``torch.ops.tl_aot_bench.add_one_ret.default(x)``, the overload a compiled
+  graph's Python wrapper calls; ``compiled_native_cpp`` / ``_x8`` — the same graphs with Inductor's
+  C++ wrapper (``options={"cpp_wrapper": True}``), which calls the op without Python;
 * anchors: ``jit_tvm_ffi_returns`` (TileLang's JIT, ``out_idx=[-1]``) and ``torch_add``
   (``torch.add(x, 1)``, a plain torch op of the same work).
 
@@ -59,8 +62,8 @@ def run(ctx, rec) -> None:
         except Exception as e:  # noqa: BLE001 (one candidate failing must not lose the others)
             rec.emit("torch_native", name, error=f"{type(e).__name__}: {e}")
 
-    def compiled(body):
-        fn = torch.compile(body, fullgraph=True)
+    def compiled(body, **options):
+        fn = torch.compile(body, fullgraph=True, options=options or None)
         for _ in range(3):
             fn(x)
         return fn, (x,)
@@ -72,6 +75,9 @@ def run(ctx, rec) -> None:
     add("python_op", lambda: (getattr(python, ENTRY), (x,)))
     add("compiled_native", lambda: compiled(lambda t: torch.ops.tl_aot_bench.add_one_ret(t)))
     add("compiled_native_x8", lambda: compiled(_chain(lambda t: torch.ops.tl_aot_bench.add_one_ret(t))), check=False)
+    add("native_op_default", lambda: (op.default, (x,)))
+    add("compiled_native_cpp", lambda: compiled(lambda t: torch.ops.tl_aot_bench.add_one_ret(t), cpp_wrapper=True))
+    add("compiled_native_cpp_x8", lambda: compiled(_chain(lambda t: torch.ops.tl_aot_bench.add_one_ret(t)), cpp_wrapper=True), check=False)
     add("torch_add", lambda: (torch.add, (x, 1)))
     if not opts.no_jit:
         add("jit_tvm_ffi_returns", lambda: (ctx.jit(ENTRY, "tvm_ffi", rec, "torch_native"), (x,)))
@@ -81,3 +87,7 @@ def run(ctx, rec) -> None:
         direct = (figures["direct_x8"] - figures["direct"]) / 7
         figs = {"us": round(in_graph, 4), "direct_us": round(direct, 4), "adds_us": round(in_graph - direct, 4)}
         rec.emit("torch_native", "native_in_compiled_graph", **figs)
+        if all(k in figures for k in ("compiled_native_cpp", "compiled_native_cpp_x8")):
+            cpp = (figures["compiled_native_cpp_x8"] - figures["compiled_native_cpp"]) / 7
+            figs = {"us": round(cpp, 4), "direct_us": round(direct, 4), "adds_us": round(cpp - direct, 4)}
+            rec.emit("torch_native", "native_in_compiled_graph_cpp_wrapper", **figs)
