@@ -1,9 +1,11 @@
 """Spelling values in generated C++: string literals, comments, DLPack dtypes, booleans, image symbols.
 
-Names and text from the user's code reach the generated C++ only through these.
+Names and text from the user's code reach the generated C++ only through these (text: :mod:`tl_aot.escaping`).
 """
 
 from __future__ import annotations
+
+from .escaping import c_comment, c_string_body
 
 __all__ = ["DLPACK_DTYPES", "c_comment", "c_string_body", "cpp_bool", "image_symbol"]
 
@@ -27,25 +29,6 @@ DLPACK_DTYPES = {
     "float8_e5m2": [(12, 8)],
     "float8_e8m0fnu": [(14, 8)],
 }
-
-
-def c_string_body(text) -> str:
-    """``text`` escaped to sit between the quotes of a C++ string literal (octal escapes, never hex)."""
-    out = []
-    for b in str(text).encode():
-        ch = chr(b)
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif 0x20 <= b < 0x7F and ch != "?":  # '?' escaped: no trigraph can form
-            out.append(ch)
-        else:
-            out.append(f"\\{b:03o}")
-    return "".join(out)
-
-
-def c_comment(text) -> str:
-    """``text`` made safe for a ``//`` comment: one line, printable ASCII, no line-splicing backslash."""
-    return "".join(c if " " <= c <= "~" and c != "\\" else ("/" if c == "\\" else "?") for c in str(text))
 
 
 def image_symbol(entry: str, arch: str, ptx: bool) -> str:
