@@ -44,6 +44,9 @@ def c_comment(text) -> str:
     return "".join(c if " " <= c <= "~" and c != "\\" else ("/" if c == "\\" else "?") for c in str(text))
 
 
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def _visible(text: str, escape: str = "") -> str:
     """``text`` with every unprintable character (and each of ``escape``) spelled as a Python escape."""
     out = []
@@ -52,6 +55,8 @@ def _visible(text: str, escape: str = "") -> str:
             out.append("\\" + c)
         elif c.isprintable() and not 0xD800 <= ord(c) <= 0xDFFF:
             out.append(c)
+        elif c in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[c])
         elif ord(c) < 0x100:
             out.append(f"\\x{ord(c):02x}")
         else:
