@@ -406,3 +406,14 @@ def test_macro_named_params_and_dims_lower_with_renamed_cuda_names():
     words = set(re.findall(r"\w+", decl))
     assert not words & {"NULL", "SIZE_MAX", "EOF", "errno"}
     assert {"NULL_", "SIZE_MAX_", "EOF_"} <= words
+
+
+def test_entries_named_after_macros_get_distinct_cpp_names(tmp_path):
+    """Entries ``EOF`` and ``EOF_`` (and ``new``) are separate C++ functions in one header that compiles."""
+    m = golden()
+    e = m.entries[0]
+    m = dataclasses.replace(m, entries=(*(dataclasses.replace(e, name=n) for n in ("EOF", "EOF_", "new")), *m.entries[1:]))
+    header = render_header(m)
+    assert "void EOF_2(" in header and "void EOF_(" in header and "void new_(" in header
+    files = {"golden.h": header, "launcher.cc": render_launcher(m, header_name="golden.h")}
+    compile_cxx(tmp_path, files, "launcher.cc", "#include <cstdio>\n")
