@@ -4,15 +4,21 @@ import tilelang.language as T
 
 
 def macro_names(dtype="float32", block=128):
-    """Parameters, a dynamic dim and a scalar named after C/C++ macros (NULL, EOF, SIZE_MAX, errno)."""
+    """Parameters, a dynamic dim, a scalar and locals named after C/C++ macros (NULL, EOF, SIZE_MAX, errno, INFINITY)."""
     EOF = T.dynamic("EOF")
 
     @T.prim_func
     def main(NULL: T.Tensor((EOF,), dtype), SIZE_MAX: T.Tensor((EOF,), dtype), errno: T.float32):
         with T.Kernel(T.ceildiv(EOF, block), threads=block) as bx:
+            INFINITY = T.alloc_fragment((block,), dtype)
+            stdout = T.alloc_shared((block,), dtype)
+            for i in T.Parallel(block):
+                stdout[i] = T.if_then_else(bx * block + i < EOF, NULL[bx * block + i], T.cast(0, dtype))
+            for i in T.Parallel(block):
+                INFINITY[i] = stdout[i] * errno
             for i in T.Parallel(block):
                 if bx * block + i < EOF:
-                    SIZE_MAX[bx * block + i] = NULL[bx * block + i] * errno
+                    SIZE_MAX[bx * block + i] = INFINITY[i]
 
     return main
 

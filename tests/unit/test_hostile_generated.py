@@ -406,6 +406,7 @@ def test_macro_named_params_and_dims_lower_with_renamed_cuda_names():
     words = set(re.findall(r"\w+", decl))
     assert not words & {"NULL", "SIZE_MAX", "EOF", "errno"}
     assert {"NULL_", "SIZE_MAX_", "EOF_"} <= words
+    assert "float INFINITY_[1];" in v.cuda_source and "stdout_[]" in v.cuda_source  # locals too
 
 
 def test_entries_named_after_macros_get_distinct_cpp_names(tmp_path):
