@@ -61,6 +61,7 @@ Commands
                         [JOBS <n>]
                         [JOB_POOL <pool>]
                         [EXCLUDE_FROM_ALL]
+                        [TORCH_OPS]
                         [QUIET])
 
   ``<name>``
@@ -167,6 +168,13 @@ Commands
 
   ``EXCLUDE_FROM_ALL``
     Build the kernel only when something that links it, or ``<name>_tl_aot``, is built.
+
+  ``TORCH_OPS``
+    Also build ``lib<name>_torch.so`` beside the library: the entries as native torch operators
+    over the LibTorch Stable ABI (torch's headers are needed at build time, any torch >= 2.10 at
+    run time; see ``register_torch_ops``). Default: the spec's ``[library] torch_ops``, else
+    off, or the variable ``TL_AOT_TORCH_OPS``. The target property ``TL_AOT_TORCH_COMPANION``
+    names it, and ``install_tilelang_kernels`` installs it beside the library.
 
   ``QUIET``
     Print errors only.
@@ -444,7 +452,7 @@ function(add_tilelang_kernel)
   # cmake-format: off
   cmake_parse_arguments(PARSE_ARGV 1 ARG
     # options
-    "EXCLUDE_FROM_ALL;QUIET"
+    "EXCLUDE_FROM_ALL;QUIET;TORCH_OPS"
     # one-value keywords
     "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL;SELECT;BACKEND"
     # multi-value keywords
@@ -532,6 +540,16 @@ function(add_tilelang_kernel)
     message(FATAL_ERROR "add_tilelang_kernel(): ${err}")
   endif()
   get_property(python GLOBAL PROPERTY _TL_AOT_PYTHON)
+  # The name makes lib<name>.so and a C++ namespace: tl_aot refuses C++ keywords and macros and the
+  # file names of the libraries it loads (tvm_ffi, cuda, ...), with the same message as a spec file.
+  execute_process(
+    COMMAND "${python}" -c "import sys, tl_aot.spec as s\ntry:\n s.check_library_name(sys.argv[1], 'target name')\nexcept s.SpecError as e:\n sys.exit(str(e))"
+            "${name}"
+    RESULT_VARIABLE name_rc ERROR_VARIABLE name_err)
+  if(NOT name_rc EQUAL 0)
+    string(STRIP "${name_err}" name_err)
+    message(FATAL_ERROR "add_tilelang_kernel(): ${name_err}")
+  endif()
   get_property(templates GLOBAL PROPERTY _TL_AOT_TEMPLATES)
   get_property(versions GLOBAL PROPERTY _TL_AOT_VERSIONS)
 
@@ -665,6 +683,11 @@ function(add_tilelang_kernel)
   if(ARG_QUIET)
     list(APPEND cmd --quiet)
   endif()
+  set(companion "")
+  if(ARG_TORCH_OPS OR TL_AOT_TORCH_OPS)
+    list(APPEND cmd --torch-ops)
+    set(companion "${out_dir}/lib${name}_torch.so")
+  endif()
 
   # Everything that decides the output, as a file the build step depends on.
   list(JOIN cmd "\n" cmd_text)
@@ -674,8 +697,12 @@ function(add_tilelang_kernel)
   if(ARG_JOB_POOL)
     set(pool_args JOB_POOL "${ARG_JOB_POOL}")
   endif()
+  set(byproducts "")
+  if(companion)
+    set(byproducts BYPRODUCTS "${companion}")
+  endif()
   add_custom_command(
-    OUTPUT "${library}" "${header}"
+    OUTPUT "${library}" "${header}" ${byproducts}
     # tl_aot leaves an up-to-date library untouched; the touch marks the step done for make.
     COMMAND ${cmd}
     COMMAND "${CMAKE_COMMAND}" -E touch_nocreate "${library}"
@@ -705,7 +732,8 @@ function(add_tilelang_kernel)
                INTERFACE_LINK_LIBRARIES tvm_ffi::shared
                TL_AOT_LIBRARY "${library}"
                TL_AOT_HEADER "${header}"
-               TL_AOT_BUILD_TARGET ${name}_tl_aot)
+               TL_AOT_BUILD_TARGET ${name}_tl_aot
+               TL_AOT_TORCH_COMPANION "${companion}")
   # Followed transitively: whatever links ${name} waits for its build step.
   add_dependencies(${name} ${name}_tl_aot)
 endfunction()
@@ -764,6 +792,10 @@ function(install_tilelang_kernels)
     endif()
     list(APPEND libraries "${lib}")
     list(APPEND headers "${hdr}")
+    get_target_property(companion "${t}" TL_AOT_TORCH_COMPANION)
+    if(companion)
+      list(APPEND libraries "${companion}")
+    endif()
   endforeach()
   install(FILES ${libraries} DESTINATION "${lib_dest}" ${component})
   install(FILES ${headers} DESTINATION "${inc_dest}" ${component})

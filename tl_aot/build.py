@@ -17,12 +17,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .build_plan import Plan, check_toolchain, plan_build, read_stamp
 from .build_stages import Outputs, Stages, image_files, link, manifest_of, publish, sweep_debris, write_depfile
 from .cache import VariantCache, default_cache_dir
+from .escaping import depfile_path
 from .fileutil import exclusive_lock
 from .metadata import Manifest
 from .scheduler import Progress, VariantRun, default_jobs, run_variants
@@ -55,6 +56,7 @@ class BuildResult:
     depfile: Path | None = None
     deps: tuple = ()
     failures: tuple = ()  # (entry, arch, error) left out by a keep-going build
+    torch_companion: Path | None = None  # lib<name>_torch.so, when built with torch ops
 
     def summary(self) -> str:
         """A table: entry, arch, image size, seconds (cached variants marked)."""
@@ -78,6 +80,7 @@ def build_library(
     log=print,
     force: bool = False,
     keep_going: bool = False,
+    torch_ops: bool | None = None,
 ) -> BuildResult:
     """Build ``lib`` into ``out_dir/lib<name>.so`` (+ ``<name>.h``); return what was built.
 
@@ -104,9 +107,13 @@ def build_library(
         Leave out variants that fail to lower or compile (listed in ``failures`` and the log)
         instead of stopping; entries left with no arch are left out. A library with failures
         writes no up-to-date stamp, so the next build tries them again.
+    torch_ops : bool, optional
+        Also build ``lib<name>_torch.so``, the entries as native torch operators (needs torch's
+        headers, torch >= 2.10); default: the spec's ``torch_ops``. Without, a stale one is removed.
 
     """
     t_start = time.perf_counter()
+    torch_ops = lib.torch_ops if torch_ops is None else torch_ops
     out_dir = Path(out_dir).resolve()
     work = out_dir / ".tl_aot" / lib.name
     work.mkdir(parents=True, exist_ok=True)
@@ -118,15 +125,28 @@ def build_library(
     with exclusive_lock(work / "build.lock", holder=f"building {out.library}", log=log):
         sweep_debris(work)
         plan = plan_build(lib, cache, check_toolchain(lib), force=force)
+        if out.depfile:  # a path the depfile cannot spell is refused before anything is replaced
+            for p in (out.library, *plan.deps):
+                depfile_path(p)
         current = None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library)
         if current is not None:
             if out.depfile:
                 write_depfile(out.depfile, out.library, tuple(sorted({*plan.deps, *(Path(p) for p, _ in current[1])})))
             if log:
                 log(f"lib{lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
-            return BuildResult(out.library, out.header, current[0], True, (), (), out.depfile, plan.deps)
+            return _with_companion(BuildResult(out.library, out.header, current[0], True, (), (), out.depfile, plan.deps), torch_ops, log)
         run = _build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=keep_going)
-        return _publish(plan, run, work, out, log, t_start, jobs or default_jobs())
+        return _with_companion(_publish(plan, run, work, out, log, t_start, jobs or default_jobs()), torch_ops, log)
+
+
+def _with_companion(result: BuildResult, torch_ops: bool, log) -> BuildResult:
+    """``result`` with the library's native torch companion built beside it (or a stale one removed)."""
+    from .torch_native import build_companion, companion_path
+
+    if not torch_ops:
+        companion_path(result.library).unlink(missing_ok=True)
+        return result
+    return replace(result, torch_companion=build_companion(result.manifest, result.library, result.header, log=log))
 
 
 def _build_variants(plan: Plan, work: Path, cache: VariantCache, jobs: int, log, *, force: bool, keep_going: bool) -> VariantRun:

@@ -105,6 +105,13 @@ def _add_build(sub) -> None:
         action="store_true",
         help="leave out variants that fail to lower or compile, listing them, instead of stopping (default with --capture)",
     )
+    b.add_argument(
+        "--torch-ops",
+        action="store_true",
+        default=None,
+        help="also build lib<NAME>_torch.so: the entries as native torch operators (LibTorch Stable ABI, torch >= 2.10; "
+        "needs torch's headers; default: the spec's [library] torch_ops)",
+    )
 
 
 def _add_capture(sub) -> None:
@@ -277,6 +284,7 @@ def _cmd_build(args) -> int:
         log=log,
         force=args.force,
         keep_going=args.keep_going or bool(args.capture),
+        torch_ops=args.torch_ops,
     )
     return 0
 

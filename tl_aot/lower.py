@@ -14,14 +14,15 @@ import sys
 
 from .arch import Arch
 from .capture import backend_kind
-from .cuda_source import check_source_kernels, rename_keyword_params
+from .cuda_source import check_source_kernels, rename_reserved_names, static_shared_bytes
 from .device import default_profile, emulate, find_profile
 from .errors import LoweringError, SpecError, TlAotError
 from .ir_metadata import host_walk, output_positions, read_kernels, read_signature, read_tma_descriptors, read_workspaces
+from .launch_limits import check_launch_limits
 from .metadata import LoweredVariant
 from .options import flag_inputs, jit_pass_configs, nvcc_flags_for, portable_flags
 from .resolve import CompileRequest, Resolved, func_hash, plain_pass_configs, resolve_kernel
-from .source import format_user_error, import_kernel_file, local_dependencies, user_location
+from .source import format_user_error, function_line, import_kernel_file, local_dependencies, user_location
 from .spec import KernelSpec
 from .values import spell
 
@@ -91,11 +92,13 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
             from .cutedsl import check_kernels, generated_module
 
             check_kernels(kernels, workspaces, art.kernel_source, where)
-            source, nvcc_options = generated_module(art, func, lower_target), ()
+            source, nvcc_options, static_shared = generated_module(art, func, lower_target), (), {}
         else:
-            source = rename_keyword_params(art.kernel_source)
+            source = rename_reserved_names(art.kernel_source)
             check_source_kernels(kernels, source, where)
-            nvcc_options = nvcc_flags_for(pass_configs)
+            nvcc_options, static_shared = nvcc_flags_for(pass_configs), static_shared_bytes(source)
+        line = None if spec.capture else function_line(spec.source, spec.function)
+        check_launch_limits(kernels, static_shared, arch, where, location=f"{spec.source}:{line}" if line else None)
     except TlAotError as e:  # raised knowing less (a helper given only `where`): the variant is this one
         e.entry, e.arch = e.entry or spec.name, e.arch or arch.sm
         raise

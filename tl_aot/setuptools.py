@@ -54,7 +54,7 @@ from .arch import parse_arch_list
 from .entry_keys import ENTRY_KEYS, create_keywords
 from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
-from .spec import RESERVED_EXPORTS, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name, check_out_idx
+from .spec import RESERVED_ENTRY_NAMES, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name, check_out_idx
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
@@ -67,8 +67,8 @@ __all__ = ["TileLangExtension", "TileLangExtensionError", "build_ext", "bdist_wh
 log = logging.getLogger("tl_aot.setuptools")
 
 _ENTRY_KEYS = frozenset(ENTRY_KEYS)  # one table of entry keys: spec files and setup.py accept the same
-#: Names the generated loader module defines besides the entries.
-_LOADER_NAMES = frozenset({"LIBRARY_PATH", "register_torch_ops"}) | RESERVED_EXPORTS
+#: Names the generated loader module (and tl_aot.load's Library) define besides the entries.
+_LOADER_NAMES = RESERVED_ENTRY_NAMES
 
 
 class TileLangExtensionError(TlAotError, CompileError):
@@ -117,7 +117,8 @@ def _entry_decl(raw, ext_name: str) -> EntryDecl:
         raise SpecError(msg)
     name = check_identifier(raw["name"], f"{where}: entry name")
     if name in _LOADER_NAMES:
-        msg = f"{where}: entry name {name!r} is taken by the generated loader module; choose another name"
+        hint = name.strip("_") + "_kernel"
+        msg = f"{where}: entry name {name!r} is reserved by tl_aot (the loaders define it); rename the entry, e.g. {hint!r}"
         raise SpecError(msg)
     args = raw.get("args") or {}
     if not isinstance(args, dict):
@@ -202,6 +203,9 @@ class TileLangExtension(Extension):
         Register the entries as torch operators (``torch.ops.<namespace>.<entry>``) when the
         loader is imported and torch is installed; a string names the namespace (default: the
         package's name). Without it, ``register_torch_ops()`` on the loader does the same on request.
+        With it, the build also ships ``lib<name>_torch.so`` beside the library: native C++ kernels
+        for the ops over the LibTorch Stable ABI (built against the build environment's torch
+        headers, loaded by any torch >= 2.10; older torch falls back to the Python registration).
 
     Kernel files and the local modules they import are recorded as ``depends``, so an sdist
     carries them without a MANIFEST.in.
@@ -472,12 +476,15 @@ class build_ext(_build_ext):
                 spec = apply_record(spec, Record.load(ext.tune_file), where=ext.tune_file)
             log.info(f"building TileLang extension {fullname} ({len(spec.entries)} entries)")
             keep_going = any(e.capture for e in spec.entries)  # a record's kernels that fail are left out, listed
-            result = build_library(spec, out_dir=out_dir, jobs=jobs, log=log.info, force=bool(self.force), keep_going=keep_going)
+            result = build_library(
+                spec, out_dir=out_dir, jobs=jobs, log=log.info, force=bool(self.force), keep_going=keep_going, torch_ops=bool(ext.torch_ops)
+            )
         except TlAotError as e:
             msg = f"building TileLang extension {fullname!r} failed:\n{e}"
             raise TileLangExtensionError(msg) from e
         if _copy_if_different(result.library, library):
             log.info(f"copying {result.library} -> {library.parent}")
+        _place_companion(result.torch_companion, library)
         if write_if_different(loader, render_loader(result.manifest, module=fullname, library_file=library.name, torch_ops=ext.torch_ops)):
             log.info(f"writing {loader}")
         glue = loader.with_name(TORCH_GLUE_MODULE + ".py")
@@ -509,7 +516,8 @@ class build_ext(_build_ext):
         outputs = super().get_outputs()
         if self.inplace:
             return outputs  # the output mapping already lists the loaders
-        return sorted({*outputs, *(regular for regular, _ in self._loader_files())})
+        companions = [str(c) for c in (_companion_of(Path(o)) for o in outputs if o.endswith(".so")) if c is not None]
+        return sorted({*outputs, *companions, *(regular for regular, _ in self._loader_files())})
 
     def _get_output_mapping(self):
         yield from super()._get_output_mapping()
@@ -531,11 +539,27 @@ class build_ext(_build_ext):
             if not os.path.exists(regular_lib) and ext.optional:
                 continue
             _copy_if_different(Path(regular_lib), Path(inplace_lib))
+            _place_companion(_companion_of(Path(regular_lib)), Path(inplace_lib))
         for regular, inplace in self._loader_files():
             if os.path.exists(regular):
                 from .fileutil import write_if_different
 
                 write_if_different(inplace, Path(regular).read_text())
+
+
+def _companion_of(library: Path) -> Path | None:
+    """The native torch companion beside ``library`` (``lib<name>_torch.so``), if one was built."""
+    p = library.with_name(library.name.removesuffix(".so") + "_torch.so")
+    return p if p.is_file() else None
+
+
+def _place_companion(companion: Path | None, library: Path) -> None:
+    """Ship ``companion`` beside ``library``, where the loader looks for it (none: remove a stale one)."""
+    dest = library.with_name(library.name.removesuffix(".so") + "_torch.so")
+    if companion is None:
+        dest.unlink(missing_ok=True)
+    elif _copy_if_different(companion, dest):
+        log.info(f"copying {companion} -> {dest.parent}")
 
 
 class bdist_wheel(_bdist_wheel):

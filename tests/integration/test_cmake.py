@@ -251,6 +251,8 @@ ERRORS = {
     "native_arch": "arch 'native' is not supported",
     "bad_arg": "ARGS item 'M4096' must be NAME=VALUE",
     "bad_name": "target name 'my-kernel' must be a C identifier",
+    "dependency_name": "target name 'tvm_ffi' would make libtvm_ffi.so, the file name of a library tl_aot's libraries load",
+    "macro_name": "target name 'EOF' is a C/C++ macro",
     "spec_and_source": "'SPEC' cannot be combined with 'SOURCE'",
     "duplicate": "a target named 'k' already exists",
     "install_not_a_kernel": "'other' was not made by add_tilelang_kernel()",
@@ -277,6 +279,12 @@ def test_archs_in_every_spelling(tmp_path, cache_dir):
     archs = [options[i + 1] for i, a in enumerate(options) if a == "--arch"]
     assert archs == ["80", "90a", "80+PTX"]  # 80-real, 90a-real, 80-virtual; sm_80 is a duplicate
     assert "Building TileLang kernel k (sm_80, sm_90a, sm_80+PTX)" in (tmp_path / "build.ninja").read_text()
+
+
+def test_torch_ops_option_builds_the_companion(tmp_path, cache_dir):
+    _configure(PACKAGES / "cmake_errors", tmp_path, _env(cache_dir), "-DCASE=ok", "-DTL_AOT_TORCH_OPS=ON")
+    assert "--torch-ops" in (tmp_path / "tl_aot" / "k" / "k.options").read_text().splitlines()
+    assert "libk_torch.so" in (tmp_path / "build.ninja").read_text()  # a byproduct of the build step
 
 
 def test_missing_tl_aot_or_tilelang_says_what_to_install(tmp_path, cache_dir):

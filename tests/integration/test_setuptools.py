@@ -306,3 +306,23 @@ def test_isolated_build_pins_cpu_torch_with_a_constraint(tmp_path, cache_dir):
     assert f"torch-{torch_pin}" in installed.group(1).split()
     assert "nvidia" not in installed.group(1), installed.group(1)
     assert len(list((src / "dist").glob("tl_demo-*.whl"))) == 1
+
+
+def test_torch_ops_wheel_ships_the_native_companion_its_loader_registers(tmp_path, cache_dir):
+    """``TileLangExtension(torch_ops=True)``: ``lib_kernels_torch.so`` beside the library, the tag unchanged, native ops on import."""
+    torch = pytest.importorskip("torch")
+    src = _copy(DEMO, tmp_path / "setuptools_wheel")
+    setup = src / "setup.py"
+    setup.write_text(setup.read_text().replace('archs=["80"],', 'archs=["80"],\n            torch_ops="tlw_demo",'))
+    _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", "dist", "."], src, _env(cache_dir))
+    (wheel,) = (src / "dist").glob("*.whl")
+    assert wheel.name == f"tl_demo-0.1.0-{PY_TAG}-{PY_TAG}-linux_x86_64.whl"  # torch_ops adds no CPython module
+    files = _wheel_files(wheel)
+    assert "tl_demo/lib_kernels_torch.so" in files
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(tmp_path / "site")
+    code = "import tl_demo._kernels as k, torch; print(torch.ops.tlw_demo.backend, torch.ops.tlw_demo.scale.default._schema)"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
+    out = _run([sys.executable, "-c", code], tmp_path, env).stdout  # registered on import (torch_ops=...)
+    assert out.split()[0] == "native", out
+    assert torch.__version__ and "tlw_demo::scale(" in out
