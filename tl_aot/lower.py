@@ -88,15 +88,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         workspaces = read_workspaces(host, names, lets, where)
         descs, desc_index = read_tma_descriptors(host, names, lets, where)
         kernels = read_kernels(art, host, names, lets, desc_index, params, where)
-        if backend == "cutedsl":
-            from .cutedsl import check_kernels, generated_module
-
-            check_kernels(kernels, workspaces, art.kernel_source, where)
-            source, nvcc_options, static_shared = generated_module(art, func, lower_target), (), {}
-        else:
-            source = rename_reserved_names(art.kernel_source)
-            check_source_kernels(kernels, source, where)
-            nvcc_options, static_shared = nvcc_flags_for(pass_configs), static_shared_bytes(source)
+        source, nvcc_options, static_shared = _device_code(backend, art, func, lower_target, kernels, workspaces, pass_configs, where)
         line = None if spec.capture else function_line(spec.source, spec.function)
         check_launch_limits(kernels, static_shared, arch, where, location=f"{spec.source}:{line}" if line else None)
     except TlAotError as e:  # raised knowing less (a helper given only `where`): the variant is this one
@@ -130,6 +122,21 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         backend=backend,
         **_request_identity(spec, resolved, out_idx),
     )
+
+
+def _device_code(backend: str, art, func, target, kernels, workspaces, pass_configs, where: str) -> tuple:
+    """The source the image is compiled from, its nvcc flags and its kernels' static shared memory, checked.
+
+    CUDA C++ (reserved names renamed) for nvcc, or the module TileLang's CuTeDSL JIT would generate.
+    """
+    if backend == "cutedsl":
+        from .cutedsl import check_kernels, generated_module
+
+        check_kernels(kernels, workspaces, art.kernel_source, where)
+        return generated_module(art, func, target), (), {}
+    source = rename_reserved_names(art.kernel_source)
+    check_source_kernels(kernels, source, where)
+    return source, nvcc_flags_for(pass_configs), static_shared_bytes(source)
 
 
 def _cutedsl_target(spec: KernelSpec, arch: Arch, target):
