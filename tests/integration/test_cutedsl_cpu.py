@@ -152,3 +152,13 @@ def test_a_cutedsl_compile_failure_names_entry_arch_and_module_and_the_worker_go
     assert "kernel.py" in str(e.value) and e.value.arch == "sm_90a"
     image, _ = cutedsl.compile_cubin(variant, parse_arch("90a"), tmp_path)
     assert image == _cached_image(cache_dir, "scale", "sm_90a")
+
+
+def test_the_cli_builds_a_plain_kernel_file_with_backend_cutedsl(tmp_path, cache_dir):
+    _needs_extra()
+    build = [sys.executable, "-m", "tl_aot", "build", f"{KERNELS / 'elementwise.py'}:add_one", "--backend", "cutedsl"]
+    build += ["--arch", "100a", "-o", str(tmp_path), "--cache-dir", str(cache_dir), "-q"]
+    subprocess.run(build, capture_output=True, text=True, check=True)
+    run = [sys.executable, "-m", "tl_aot", "inspect", "--json", str(tmp_path / "libadd_one.so")]
+    data = json.loads(subprocess.run(run, capture_output=True, text=True, check=True).stdout)
+    assert [(v["arch"], v["backend"]) for v in data["entries"][0]["variants"]] == [("sm_100a", "cutedsl")]
