@@ -161,7 +161,12 @@ def _build_variants(plan: Plan, work: Path, cache: VariantCache, jobs: int, log,
         tasks=list(plan.tasks),
         progress=progress,
     )
-    return run_variants(todo, run, stages, jobs=jobs, keep_going=keep_going, progress=progress)
+    try:
+        return run_variants(todo, run, stages, jobs=jobs, keep_going=keep_going, progress=progress)
+    finally:
+        from .cutedsl import close_workers
+
+        close_workers()  # a build's CuTeDSL workers do not outlive it (each holds TileLang and CuTeDSL)
 
 
 def _publish(plan: Plan, run: VariantRun, work: Path, out: Outputs, log, t_start: float, jobs: int) -> BuildResult:

@@ -33,6 +33,7 @@ __all__ = [
     "check_kernels",
     "fake_arguments",
     "compile_cubin",
+    "close_workers",
     "match_kernels",
 ]
 
@@ -170,6 +171,11 @@ class _Workers:
 
 
 _WORKERS = _Workers()
+
+
+def close_workers() -> None:
+    """End the CuTeDSL worker processes started so far (the next compile starts new ones)."""
+    _WORKERS.close()
 
 
 def _log_tail(folder: Path, n: int = 30) -> str:
