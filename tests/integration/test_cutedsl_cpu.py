@@ -162,3 +162,40 @@ def test_the_cli_builds_a_plain_kernel_file_with_backend_cutedsl(tmp_path, cache
     run = [sys.executable, "-m", "tl_aot", "inspect", "--json", str(tmp_path / "libadd_one.so")]
     data = json.loads(subprocess.run(run, capture_output=True, text=True, check=True).stdout)
     assert [(v["arch"], v["backend"]) for v in data["entries"][0]["variants"]] == [("sm_100a", "cutedsl")]
+
+
+#: TileLang's CuTeDSL JIT at its first call: the generated module's cubin step, given the call's real tensors.
+_JIT_CUBIN_STEP = """
+import importlib.util, inspect, json, sys
+import torch, tilelang
+folder, shapes, floats = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+spec = importlib.util.spec_from_file_location("jit_module", folder + "/kernel.py")
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+step = module._generate_cubin_if_needed
+def value(n):
+    return torch.empty(shapes[n][0], dtype=getattr(torch, shapes[n][1])) if n in shapes else 1.5 if n in floats else 7
+step(*[value(n) for n in inspect.signature(step).parameters])
+"""
+
+
+@pytest.mark.parametrize(("entry", "n"), [("gemm_tma", None), ("scale", 1 << 20)])
+def test_the_cubin_is_the_one_tilelangs_cutedsl_jit_makes_from_real_tensors(cutedsl_lib, cache_dir, tmp_path, entry, n):
+    from tl_aot.metadata import LoweredVariant, from_json
+
+    for d in Path(cache_dir).iterdir():
+        text = (d / "variant.json").read_text() if (d / "variant.json").is_file() else "{}"
+        if '"backend": "cutedsl"' in text and f'"entry": "{entry}"' in text and '"arch": "sm_90a"' in text:
+            variant = from_json(LoweredVariant, text)
+    (tmp_path / "kernel.py").write_text(variant.cuda_source)
+    shapes = {p.name: ([d if isinstance(d, int) else n for d in p.shape], p.dtype) for p in variant.params if p.is_tensor}
+    floats = [p.name for p in variant.params if not p.is_tensor and p.dtype.startswith("float")]
+    step = [sys.executable, "-c", _JIT_CUBIN_STEP, str(tmp_path), json.dumps(shapes), json.dumps(floats)]
+    subprocess.run(step, check=True, capture_output=True)
+    jit, ours = (tmp_path / "kernel.cubin").read_bytes(), _cached_image(cache_dir, entry, "sm_90a")
+    if n is None:
+        assert jit == ours  # static shapes: byte for byte
+    else:  # a dynamic dim: the same machine code; CuTeDSL spells the first call's shape into the kernel's name
+        code = [{k: v for k, v in cubin.sections(img).items() if k.startswith(".text.")} for img in (jit, ours)]
+        assert [list(c.values()) for c in code] == [list(code[1].values())] * 2
+        assert str(n) in cubin.kernel_names(jit)[0] and cubin.kernel_names(ours) != cubin.kernel_names(jit)
