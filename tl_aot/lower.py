@@ -149,6 +149,12 @@ def _cutedsl_target(spec: KernelSpec, arch: Arch, target):
     if arch.ptx:
         msg = f"entry {spec.name!r} ({arch}): the cutedsl backend builds cubins only; build {arch.sm} without +PTX"
         raise SpecError(msg, entry=spec.name, arch=arch.sm)
+    if spec.compile_flags:
+        msg = (
+            f"entry {spec.name!r} ({arch}): nvcc flags ({' '.join(spec.compile_flags)}) do not apply to the cutedsl "
+            "backend: CuTeDSL compiles its images, not nvcc"
+        )
+        raise SpecError(msg, entry=spec.name, arch=arch.sm)
     exported = dict(target.export())
     exported["keys"] = [*dict.fromkeys([*exported.get("keys", ()), "cutedsl"])]
     return tvm.target.Target(exported)

@@ -97,6 +97,21 @@ def test_a_kernel_file_asking_for_cutedsl_without_the_extra_names_the_packages(m
         lower_variant(_scale_spec(), parse_arch("90a"))
 
 
+REFUSED = [("90+PTX", {}, "cubins only"), ("90a", {"compile_flags": ["-lineinfo"]}, "-lineinfo")]
+
+
+@pytest.mark.parametrize(("arch", "kw", "fragment"), REFUSED)
+def test_what_the_cutedsl_backend_cannot_honour_is_refused_by_name(arch, kw, fragment):
+    _needs_extra()
+    from tl_aot.errors import SpecError
+    from tl_aot.lower import lower_variant
+
+    spec = KernelSpec.create(name="scale", source=KERNELS / "cutedsl.py", function="scale_cutedsl", archs=[arch], **kw)
+    with pytest.raises(SpecError, match=r"entry 'scale' \(sm_90") as e:
+        lower_variant(spec, parse_arch(arch))
+    assert fragment in str(e.value)
+
+
 def test_backend_cuda_overrides_the_kernel_files_cutedsl():
     from tl_aot.lower import lower_variant
 
