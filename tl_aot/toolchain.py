@@ -336,6 +336,8 @@ def host_command(workdir: Path, source: str, obj: str) -> list[str]:
         ".",
         "-I",
         str(RUNTIME_INCLUDE),
+        "-include",
+        "tl_aot/glibc_compat.h",  # pre-2.34 symbol versions: the library loads on older glibc (manylinux)
         "-I",
         p["include"],
         "-I",
@@ -351,7 +353,11 @@ def host_command(workdir: Path, source: str, obj: str) -> list[str]:
 
 #: tl_aot's fixed launcher runtime: a public header and one source file, shipped in the package.
 RUNTIME_INCLUDE = Path(__file__).parent / "include"
-RUNTIME_SOURCES = (RUNTIME_INCLUDE / "tl_aot" / "launcher_runtime.h", Path(__file__).parent / "src" / "launcher_runtime.cc")
+RUNTIME_SOURCES = (
+    RUNTIME_INCLUDE / "tl_aot" / "launcher_runtime.h",
+    Path(__file__).parent / "src" / "launcher_runtime.cc",
+    RUNTIME_INCLUDE / "tl_aot" / "glibc_compat.h",
+)
 
 
 def runtime_object(cache_root: Path, *, extra_key: str = "", force: bool = False) -> tuple[Path, bool]:
@@ -446,8 +452,12 @@ def link_library(workdir: Path, objs: list[str], output: str, *, what: str) -> N
         *objs,
         "-L" + p["libdir"],
         "-ltvm_ffi",
-        "-ldl",
-        "-lpthread",
+        # By name and always recorded: on glibc < 2.34 the pre-2.34 dlopen / pthread_once that
+        # glibc_compat.h binds to live in these two (on newer glibc they are empty stubs).
+        "-Wl,--push-state,--no-as-needed",
+        "-l:libdl.so.2",
+        "-l:libpthread.so.0",
+        "-Wl,--pop-state",
         "-Wl,--no-undefined",
         "-Wl,--build-id=sha1",
         # A SONAME, so programs linked against it (CMake's IMPORTED target) record `lib<name>.so`, not a path.
