@@ -70,7 +70,7 @@ class _Reader:
     def unpack(self, fmt: str, offset: int) -> tuple:
         try:
             return struct.unpack_from(self.order + fmt, self.data, offset)
-        except struct.error as e:
+        except (struct.error, OverflowError) as e:
             msg = f"truncated ELF file ({e})"
             raise ElfError(msg) from None
 

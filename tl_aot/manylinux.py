@@ -115,4 +115,3 @@ POLICIES = {"x86_64": _build("x86_64", _X86_64), "aarch64": _build("aarch64", _A
 def policies_for(arch: str) -> tuple:
     """The policies of ``arch``, oldest first (empty for an architecture the table does not hold)."""
     return POLICIES.get(arch, ())
-

@@ -149,7 +149,9 @@ def tilelang_include_dirs() -> list[str]:
     """TileLang's bundled device headers and CUTLASS, located without importing TileLang."""
     spec = importlib.util.find_spec("tilelang")
     if spec is None or not spec.submodule_search_locations:
-        msg = "TileLang is needed at build time: pip install tilelang==0.1.15"
+        from .tilelang_compat import INSTALL_HINT
+
+        msg = f"TileLang is needed at build time: {INSTALL_HINT}"
         raise ToolchainNotFound(msg)
     root = Path(next(iter(spec.submodule_search_locations)))
     dirs = [root / "src", root / "3rdparty" / "cutlass" / "include"]

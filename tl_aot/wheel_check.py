@@ -21,7 +21,17 @@ from .elf_deps import ElfDeps, ElfError, is_elf, parse_elf_deps
 from .errors import TlAotError
 from .manylinux import CHECKED_NAMESPACES, Policy, policies_for, version_key
 
-__all__ = ["WheelCheckError", "LibraryReport", "WheelReport", "check_files", "check_folder", "check_wheel", "check_claim", "retag_wheel", "TVM_FFI_LIB"]
+__all__ = [
+    "WheelCheckError",
+    "LibraryReport",
+    "WheelReport",
+    "check_files",
+    "check_folder",
+    "check_wheel",
+    "check_claim",
+    "retag_wheel",
+    "TVM_FFI_LIB",
+]
 
 #: Provided at run time by the apache-tvm-ffi package, never by the wheel.
 TVM_FFI_LIB = "libtvm_ffi.so"
@@ -211,7 +221,9 @@ def retag_wheel(wheel: str | os.PathLike, platform: str, out_dir: str | os.PathL
             data = text.encode() if info.filename == wheel_meta else src.read(info)
             out.writestr(info, data)
         lines = [ln for ln in src.read(record).decode().splitlines() if ln and not ln.startswith(wheel_meta + ",")]
-        lines.insert(len(lines) - 1 if lines and lines[-1].startswith(record + ",") else len(lines), _record_line(wheel_meta, text.encode()))
+        lines.insert(
+            len(lines) - 1 if lines and lines[-1].startswith(record + ",") else len(lines), _record_line(wheel_meta, text.encode())
+        )
         out.writestr(src.getinfo(record), "\n".join(lines) + "\n")
     os.replace(tmp, dest)
     if dest != wheel and dest.parent == wheel.parent:

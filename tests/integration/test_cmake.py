@@ -307,7 +307,7 @@ def test_missing_tl_aot_or_tilelang_says_what_to_install(tmp_path, cache_dir):
     proc = _run(cmd, tmp_path, {**env, "PYTHONPATH": str(stub.parent)}, check=False)
     assert proc.returncode != 0
     assert f"TileLang is not installed in {python}" in _unwrap(proc.stderr)
-    assert "pip install tilelang==0.1.15" in _unwrap(proc.stderr)
+    assert 'pip install "tilelang>=0.1.12,<=0.1.15"' in _unwrap(proc.stderr)
 
 
 # ---------------------------------------------------------------------------------------------
