@@ -99,7 +99,8 @@ class WheelReport:
 
 
 def _vendored_tvm_ffi(names) -> list[str]:
-    return [n for n in names if re.fullmatch(r"libtvm_ffi\.so(\.[\d.]+)?", Path(n).name)]
+    """Copies of libtvm_ffi among ``names``, also as auditwheel renames them (``libtvm_ffi-bb2bb475.so``)."""
+    return [n for n in names if re.fullmatch(r"libtvm_ffi(-[0-9a-f]+)?\.so(\.[\d.]+)*", Path(n).name)]
 
 
 def check_files(files: dict) -> WheelReport:
@@ -146,8 +147,13 @@ def check_files(files: dict) -> WheelReport:
 
 def check_wheel(wheel: str | os.PathLike) -> WheelReport:
     """:func:`check_files` of a ``.whl`` file."""
-    with zipfile.ZipFile(wheel) as z:
-        return check_files({n: z.read(n) for n in z.namelist() if not n.endswith("/")})
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            files = {n: z.read(n) for n in z.namelist() if not n.endswith("/")}
+    except (OSError, zipfile.BadZipFile) as e:
+        msg = f"cannot read the wheel {wheel}: {e}"
+        raise WheelCheckError(msg) from None
+    return check_files(files)
 
 
 def check_folder(folder: str | os.PathLike) -> WheelReport:
