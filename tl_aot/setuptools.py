@@ -29,8 +29,9 @@ live there), and places two files in the package (``build_ext --inplace``, ``pip
   apache-tvm-ffi alone (not on tl_aot, TileLang or torch).
 
 Ordinary ``Extension`` objects in the same ``setup()`` build as usual. :class:`bdist_wheel` tags a
-wheel whose only compiled parts are tl_aot libraries ``py3-none-<platform>`` (they are not CPython
-extensions, so one wheel serves every Python 3).
+wheel whose only compiled parts are tl_aot libraries ``py3-none-manylinux_X_Y_<arch>`` (they are not
+CPython extensions, so one wheel serves every Python 3; the manylinux tag is the oldest their
+symbol versions fit, so PyPI takes the wheel as built).
 
 Environment variables: ``TL_AOT_ARCHS`` (``"90a;80"``: overrides ``archs=``), ``MAX_JOBS``
 (concurrent build jobs when ``-j`` is not given), ``TL_AOT_CACHE_DIR`` (variant cache shared between
