@@ -23,6 +23,7 @@ from pathlib import Path
 from .build_plan import Plan, check_toolchain, plan_build, read_stamp
 from .build_stages import Outputs, Stages, image_files, link, manifest_of, publish, sweep_debris, write_depfile
 from .cache import VariantCache, default_cache_dir
+from .escaping import depfile_path
 from .fileutil import exclusive_lock
 from .metadata import Manifest
 from .scheduler import Progress, VariantRun, default_jobs, run_variants
@@ -120,6 +121,9 @@ def build_library(
     with exclusive_lock(work / "build.lock", holder=f"building {out.library}", log=log):
         sweep_debris(work)
         plan = plan_build(lib, cache, check_toolchain(lib), force=force)
+        if out.depfile:  # a path the depfile cannot spell is refused before anything is replaced
+            for p in (out.library, *plan.deps):
+                depfile_path(p)
         current = None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library)
         if current is not None:
             if out.depfile:

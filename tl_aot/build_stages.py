@@ -29,6 +29,7 @@ from . import __version__
 from .cache import VariantCache, package_version
 from .codegen import image_symbol, render_header, render_launcher
 from .errors import CompileError, FailedProcessError, LoweringError
+from .escaping import depfile_path, encode_text
 from .fileutil import atomic_write, file_digest, record_digest, verified_file, write_if_different
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest, to_json
 from .source import display_path, function_line, project_root, snapshot_files
@@ -251,12 +252,9 @@ def write_depfile(path: Path, target: Path, deps) -> None:
     """A Makefile depfile: the library depends on the kernel files, local modules, headers and tl_aot's templates."""
     from .build_plan import generator_files
 
-    def esc(p) -> str:
-        return str(p).replace("\\", "\\\\").replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
-
-    lines = [f"{esc(target)}: \\"] + [f"  {esc(d)} \\" for d in [*deps, *generator_files()]]
+    lines = [f"{depfile_path(target)}: \\"] + [f"  {depfile_path(d)} \\" for d in [*deps, *generator_files()]]
     lines[-1] = lines[-1][:-2]
-    write_if_different(path, "\n".join(lines) + "\n")
+    write_if_different(path, encode_text("\n".join(lines) + "\n"))
 
 
 def sweep_debris(work: Path) -> None:

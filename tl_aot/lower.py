@@ -13,14 +13,15 @@ import logging
 import sys
 
 from .arch import Arch
-from .cuda_source import check_source_kernels, rename_keyword_params
+from .cuda_source import check_source_kernels, rename_reserved_names, static_shared_bytes
 from .device import default_profile, emulate, find_profile
 from .errors import LoweringError, SpecError, TlAotError
 from .ir_metadata import host_walk, output_positions, read_kernels, read_signature, read_tma_descriptors, read_workspaces
+from .launch_limits import check_launch_limits
 from .metadata import LoweredVariant
 from .options import flag_inputs, jit_pass_configs, nvcc_flags_for, portable_flags
 from .resolve import CompileRequest, Resolved, func_hash, plain_pass_configs, resolve_kernel
-from .source import format_user_error, import_kernel_file, local_dependencies, user_location
+from .source import format_user_error, function_line, import_kernel_file, local_dependencies, user_location
 from .spec import KernelSpec
 from .values import spell
 
@@ -85,8 +86,10 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         workspaces = read_workspaces(host, names, lets, where)
         descs, desc_index = read_tma_descriptors(host, names, lets, where)
         kernels = read_kernels(art, host, names, lets, desc_index, params, where)
-        source = rename_keyword_params(art.kernel_source)
+        source = rename_reserved_names(art.kernel_source)
         check_source_kernels(kernels, source, where)
+        line = None if spec.capture else function_line(spec.source, spec.function)
+        check_launch_limits(kernels, static_shared_bytes(source), arch, where, location=f"{spec.source}:{line}" if line else None)
         nvcc_options = nvcc_flags_for(pass_configs)
     except TlAotError as e:  # raised knowing less (a helper given only `where`): the variant is this one
         e.entry, e.arch = e.entry or spec.name, e.arch or arch.sm

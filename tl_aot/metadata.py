@@ -12,6 +12,8 @@ import json
 import typing
 from dataclasses import dataclass, field
 
+from .escaping import json_text
+
 __all__ = [
     "ABI_VERSION",
     "Param",
@@ -288,7 +290,7 @@ def _from_plain(cls: type, data: dict) -> typing.Any:
 
 def to_json(obj: typing.Any, *, indent: int | None = None) -> str:
     """Serialise a metadata dataclass to JSON with stable key order (reproducible builds)."""
-    return json.dumps(_to_plain(obj), indent=indent, sort_keys=True)
+    return json_text(_to_plain(obj), indent=indent)
 
 
 def from_json(cls: type, text: str | dict) -> typing.Any:

@@ -55,7 +55,7 @@ from .arch import parse_arch_list
 from .entry_keys import ENTRY_KEYS, create_keywords
 from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
-from .spec import RESERVED_EXPORTS, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name, check_out_idx
+from .spec import RESERVED_ENTRY_NAMES, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name, check_out_idx
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
@@ -68,8 +68,8 @@ __all__ = ["TileLangExtension", "TileLangExtensionError", "build_ext", "bdist_wh
 log = logging.getLogger("tl_aot.setuptools")
 
 _ENTRY_KEYS = frozenset(ENTRY_KEYS)  # one table of entry keys: spec files and setup.py accept the same
-#: Names the generated loader module defines besides the entries.
-_LOADER_NAMES = frozenset({"LIBRARY_PATH", "register_torch_ops"}) | RESERVED_EXPORTS
+#: Names the generated loader module (and tl_aot.load's Library) define besides the entries.
+_LOADER_NAMES = RESERVED_ENTRY_NAMES
 
 
 class TileLangExtensionError(TlAotError, CompileError):
@@ -118,7 +118,8 @@ def _entry_decl(raw, ext_name: str) -> EntryDecl:
         raise SpecError(msg)
     name = check_identifier(raw["name"], f"{where}: entry name")
     if name in _LOADER_NAMES:
-        msg = f"{where}: entry name {name!r} is taken by the generated loader module; choose another name"
+        hint = name.strip("_") + "_kernel"
+        msg = f"{where}: entry name {name!r} is reserved by tl_aot (the loaders define it); rename the entry, e.g. {hint!r}"
         raise SpecError(msg)
     args = raw.get("args") or {}
     if not isinstance(args, dict):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .arch import Arch, parse_arch_list
+from .cpp_spelling import CPP_RESERVED, cpp_macros, cpp_name, cpp_reserved
 from .entry_keys import ENTRY_KEYS, create_keywords
 from .errors import SpecError
 from .values import from_spec_value
@@ -28,28 +29,27 @@ __all__ = [
     "parse_arg",
     "check_identifier",
     "check_library_name",
+    "check_entry_name",
+    "CPP_RESERVED",
+    "RESERVED_ENTRY_NAMES",
     "cpp_name",
     "load_spec_file",
     "archs_from_env",
 ]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Words that are identifiers in Python but keywords (or reserved) in C++: they reach generated C++.
-#: C++ keywords and names the standard reserves: never spelled bare in generated C++.
-CPP_RESERVED = frozenset(
-    """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
-    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
-    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export extern
-    false float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr
-    operator or or_eq private protected public register reinterpret_cast requires return short signed
-    sizeof static static_assert static_cast struct switch template this thread_local throw true try
-    typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq main
-    errno assert""".split()
-)
 #: Entry keys whose tables may spell values as ``{_expr_ = "..."}`` / ``{_target_ = "..."}``.
 _VALUE_KEYS = frozenset({"args", "factory_args", "jit_args", "specialisations", "specializations"})
 #: Names the library exports itself; an entry may not take them.
 RESERVED_EXPORTS = frozenset({"cleanup_module", "tl_aot_manifest", "tl_aot_prepare"})
+#: Names an entry may not take: the exports above, what :func:`tl_aot.load`'s Library defines
+#: (``lib.cleanup``), what a wheel's generated loader module defines, and its torch helper module.
+RESERVED_ENTRY_NAMES = RESERVED_EXPORTS | frozenset(
+    """cleanup prepare path manifest entries signature specialisations register_torch_ops LIBRARY_PATH
+    _tl_aot_torch""".split()
+)
+#: Libraries a tl_aot library loads by file name (``lib<name>.so``): a library named after one would shadow it.
+DEPENDENCY_LIBRARIES = frozenset("tvm_ffi tvm_ffi_testing cuda cudart nvrtc c m dl pthread rt gcc_s stdc util resolv".split())
 
 
 def check_identifier(name: str, what: str) -> str:
@@ -72,20 +72,34 @@ def check_identifier(name: str, what: str) -> str:
 
 
 def check_library_name(name: str, what: str = "library name") -> str:
-    """A library name is also a C++ namespace (``tl_aot::<name>``) and a file name: no C++ keywords."""
+    """A library name is also a C++ namespace (``tl_aot::<name>``) and a file name (``lib<name>.so``).
+
+    C++ keywords and macros (it would not compile) and the file names of the libraries it loads
+    (``tvm_ffi``: the dynamic loader would find it instead of theirs) are refused.
+    """
     check_identifier(name, what)
-    if name in CPP_RESERVED:
-        msg = f"{what} {name!r} is reserved in C++ (it names the C++ API's namespace); choose another name"
+    if cpp_reserved(name):
+        kind = "a C/C++ macro of the headers the generated code includes" if name in cpp_macros() else "reserved in C++"
+        msg = f"{what} {name!r} is {kind} (it names the C++ API's namespace); choose another name, e.g. {name.lower() + '_kernels'!r}"
+        raise SpecError(msg)
+    if name in DEPENDENCY_LIBRARIES or re.fullmatch(r"python\d*", name):
+        msg = (
+            f"{what} {name!r} would make lib{name}.so, the file name of a library tl_aot's libraries load: "
+            f"the loader would find one in place of the other; choose another name, e.g. {name + '_kernels'!r}"
+        )
         raise SpecError(msg)
     return name
 
 
-def cpp_name(name: str, taken=()) -> str:
-    """``name`` spelled for a readable C++ declaration: C++ keywords and ``taken`` names get a ``_`` suffix."""
-    out = name
-    while out in CPP_RESERVED or out in taken:
-        out += "_"
-    return out
+def check_entry_name(name: str, library: str) -> str:
+    """An entry's (exported) name must not be one tl_aot's loaders define for themselves."""
+    if name in RESERVED_ENTRY_NAMES:
+        msg = (
+            f"library {library!r}: entry name {name!r} is reserved by tl_aot (the loaders define it: lib.{name}, "
+            f"or the library exports it); rename the entry, e.g. {name.strip('_') + '_kernel'!r}"
+        )
+        raise SpecError(msg)
+    return name
 
 
 def parse_arg(text: str, flag: str = "--arg") -> tuple[str, object]:
@@ -456,9 +470,7 @@ class LibrarySpec:
         seen = set()
         exports: dict[str, bool] = {}  # exported name -> is it specialised
         for e in self.entries:
-            if e.exported in RESERVED_EXPORTS:
-                msg = f"entry name {e.exported!r} is reserved by tl_aot (the library exports it)"
-                raise SpecError(msg)
+            check_entry_name(e.exported, self.name)
             if e.name in seen or (e.exported in exports and not (e.export and exports[e.exported])):
                 msg = f"library {self.name!r}: entry {e.exported!r} is listed twice"
                 raise SpecError(msg)

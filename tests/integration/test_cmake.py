@@ -252,6 +252,8 @@ ERRORS = {
     "native_arch": "arch 'native' is not supported",
     "bad_arg": "ARGS item 'M4096' must be NAME=VALUE",
     "bad_name": "target name 'my-kernel' must be a C identifier",
+    "dependency_name": "target name 'tvm_ffi' would make libtvm_ffi.so, the file name of a library tl_aot's libraries load",
+    "macro_name": "target name 'EOF' is a C/C++ macro",
     "spec_and_source": "'SPEC' cannot be combined with 'SOURCE'",
     "duplicate": "a target named 'k' already exists",
     "install_not_a_kernel": "'other' was not made by add_tilelang_kernel()",

@@ -39,8 +39,8 @@ def test_declaration_names_files_and_records_kernel_sources(in_demo):
     [
         ({"entries": [{"name": "a", "source": "k.py"}]}, "misses key\\(s\\) function"),
         ({"entries": [{**ADD_ONE, "arg": {}}]}, "unknown key\\(s\\) arg"),
-        ({"entries": [{**ADD_ONE, "name": "LIBRARY_PATH"}]}, "taken by the generated loader"),
-        ({"entries": [{**ADD_ONE, "name": "cleanup_module"}]}, "taken by the generated loader"),
+        ({"entries": [{**ADD_ONE, "name": "LIBRARY_PATH"}]}, "reserved by tl_aot"),
+        ({"entries": [{**ADD_ONE, "name": "cleanup_module"}]}, "reserved by tl_aot"),
         ({"entries": [ADD_ONE, ADD_ONE]}, "'add_one' is listed twice"),
         ({"entries": [{**ADD_ONE, "args": [1, 2]}]}, "args must be a dict"),
         ({"entries": [{**ADD_ONE, "archs": ["sm_90x"]}]}, "unsupported arch name"),

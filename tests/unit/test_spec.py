@@ -63,7 +63,8 @@ def test_cpp_name_suffixes_keywords_and_taken_names():
     assert cpp_name("x") == "x"
     assert cpp_name("new") == "new_"
     assert cpp_name("stream", {"stream"}) == "stream_"
-    assert cpp_name("new", {"new_"}) == "new__"
+    assert cpp_name("new", {"new_"}) == "new_2"
+    assert cpp_name("NULL") == "NULL_" and cpp_name("EOF", {"EOF_", "EOF_2"}) == "EOF_3"
 
 
 def test_library_rejects_duplicate_and_reserved_entries(tmp_path):
