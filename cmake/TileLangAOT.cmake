@@ -536,9 +536,12 @@ function(add_tilelang_kernel)
   # The name makes lib<name>.so and a C++ namespace: tl_aot refuses C++ keywords and macros and the
   # file names of the libraries it loads (tvm_ffi, cuda, ...), with the same message as a spec file.
   execute_process(
-    COMMAND "${python}" -c "import sys, tl_aot.spec as s\ntry:\n s.check_library_name(sys.argv[1], 'target name')\nexcept s.SpecError as e:\n sys.exit(str(e))"
-            "${name}"
-    RESULT_VARIABLE name_rc ERROR_VARIABLE name_err)
+    COMMAND
+      "${python}" -c
+      "import sys, tl_aot.spec as s\ntry:\n s.check_library_name(sys.argv[1], 'target name')\nexcept s.SpecError as e:\n sys.exit(str(e))"
+      "${name}"
+    RESULT_VARIABLE name_rc
+    ERROR_VARIABLE name_err)
   if(NOT name_rc EQUAL 0)
     string(STRIP "${name_err}" name_err)
     message(FATAL_ERROR "add_tilelang_kernel(): ${name_err}")
