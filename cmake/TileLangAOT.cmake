@@ -332,7 +332,7 @@ function(_tl_aot_init out_error)
         # cmake-format: off
         string(CONCAT err "TileLang is not installed in ${python} (Python ${py_version}); tl_aot "
                           "needs it to build kernels: run `${python} -m pip install "
-                          "\"tl_aot[build]\"` (or `pip install tilelang==0.1.15`), or set "
+                          "\"tl_aot[build]\"` (or `pip install \"tilelang>=0.1.12,<=0.1.15\"`), or set "
                           "TL_AOT_PYTHON")
         # cmake-format: on
       endif()

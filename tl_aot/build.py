@@ -28,6 +28,7 @@ from .fileutil import exclusive_lock
 from .metadata import Manifest
 from .scheduler import Progress, VariantRun, default_jobs, run_variants
 from .spec import LibrarySpec
+from .tilelang_compat import warn_if_untested
 
 __all__ = ["build_library", "BuildResult", "default_jobs"]
 
@@ -122,6 +123,7 @@ def build_library(
         out_dir / f"lib{lib.name}.so", header_dir / f"{lib.name}.h", work / "stamp.json", Path(depfile).resolve() if depfile else None
     )
     cache = VariantCache(Path(cache_dir).resolve() if cache_dir else default_cache_dir(out_dir))
+    warn_if_untested(log)
     with exclusive_lock(work / "build.lock", holder=f"building {out.library}", log=log):
         sweep_debris(work)
         plan = plan_build(lib, cache, check_toolchain(lib), force=force)
@@ -202,7 +204,7 @@ def _log_summary(log, result: BuildResult, run: VariantRun, plan: Plan, jobs: in
             f"job time: lowering {spent['lowering']:.1f} s ({where}), nvcc {spent['nvcc']:.1f} s, "
             f"host compile {spent['host']:.1f} s, link {spent['link']:.1f} s; -j {jobs}"
         )
-    log(f"built {result.library} in {time.perf_counter() - t_start:.1f} s")
+    log(f"built {result.library} in {time.perf_counter() - t_start:.1f} s with TileLang {result.manifest.tilelang_version}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -181,6 +181,16 @@ def _add_inspect(sub) -> None:
     d = sub.add_parser("deps", help="print the local Python files a kernel file imports")
     d.add_argument("file")
 
+    w = sub.add_parser(
+        "check-wheel",
+        help="find a wheel's oldest true manylinux tag from its libraries' symbol versions (refuses a vendored libtvm_ffi.so)",
+        description="For CMake / scikit-build-core projects: `pip wheel . -w dist && python -m tl_aot check-wheel --retag dist/*.whl` "
+        "gives the wheel the manylinux tag its libraries fit, with no auditwheel repair step.",
+    )
+    w.add_argument("wheels", nargs="+", metavar="WHEEL")
+    w.add_argument("--retag", action="store_true", help="rewrite a linux_* wheel with its oldest true manylinux tag")
+    w.add_argument("-w", "--wheel-dir", help="write retagged wheels here (default: replace them in place)")
+
 
 def _out_idx(values: list | None) -> tuple | None:
     """``--out-idx`` values: ints or names; a lone ``none`` means the entry has no outputs."""
@@ -453,6 +463,19 @@ def _cmd_inspect(args) -> int:
     return 0
 
 
+def _cmd_check_wheel(args) -> int:
+    from .wheel_check import check_claim, check_wheel, retag_wheel
+
+    for wheel in map(Path, args.wheels):
+        report = check_wheel(wheel)
+        platform = wheel.stem.split("-")[-1]
+        check_claim(report, platform)
+        print(f"{wheel.name}: {report.summary()}")
+        if args.retag and report.platform and platform.startswith("linux_"):
+            print(f"  -> {retag_wheel(wheel, report.platform, args.wheel_dir)}")
+    return 0
+
+
 def _manifest_json(text: str) -> str:
     """The manifest as JSON, each variant's ``pass_configs`` an object (key -> value) as used."""
     data = json.loads(text)
@@ -494,6 +517,8 @@ def main(argv=None) -> int:
             return _cmd_verify(args)
         if args.command == "inspect":
             return _cmd_inspect(args)
+        if args.command == "check-wheel":
+            return _cmd_check_wheel(args)
         if args.command == "deps":
             from .source import local_dependencies
 

@@ -60,8 +60,9 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         from tilelang import tvm
     except ImportError as e:
         from .errors import ToolchainNotFound
+        from .tilelang_compat import INSTALL_HINT
 
-        msg = f"{where}: TileLang is needed at build time: pip install tilelang==0.1.15 ({e})"
+        msg = f"{where}: TileLang is needed at build time: {INSTALL_HINT} ({e})"
         raise ToolchainNotFound(msg, entry=spec.name, arch=arch.sm) from None
     profile = _profile(spec, arch)
     deps = [] if spec.capture else local_dependencies(spec.source, spec.imports)

@@ -29,8 +29,9 @@ live there), and places two files in the package (``build_ext --inplace``, ``pip
   apache-tvm-ffi alone (not on tl_aot, TileLang or torch).
 
 Ordinary ``Extension`` objects in the same ``setup()`` build as usual. :class:`bdist_wheel` tags a
-wheel whose only compiled parts are tl_aot libraries ``py3-none-<platform>`` (they are not CPython
-extensions, so one wheel serves every Python 3).
+wheel whose only compiled parts are tl_aot libraries ``py3-none-manylinux_X_Y_<arch>`` (they are not
+CPython extensions, so one wheel serves every Python 3; the manylinux tag is the oldest their
+symbol versions fit, so PyPI takes the wheel as built).
 
 Environment variables: ``TL_AOT_ARCHS`` (``"90a;80"``: overrides ``archs=``), ``MAX_JOBS``
 (concurrent build jobs when ``-j`` is not given), ``TL_AOT_CACHE_DIR`` (variant cache shared between
@@ -563,14 +564,32 @@ def _place_companion(companion: Path | None, library: Path) -> None:
 
 
 class bdist_wheel(_bdist_wheel):
-    """``bdist_wheel`` that tags a wheel whose only compiled parts are tl_aot libraries ``py3-none-<platform>``.
+    """``bdist_wheel`` that tags a wheel whose only compiled parts are tl_aot libraries ``py3-none-manylinux_X_Y_<arch>``.
 
     The libraries link no libpython and hold no CPython module, so one wheel serves every Python 3
-    on the platform. A project that also has ordinary C extensions keeps setuptools' own tag.
+    on the platform; the platform tag is the oldest manylinux tag their symbol versions fit
+    (:mod:`tl_aot.wheel_check`), so PyPI takes the wheel with no repair step. A ``--plat-name`` the
+    libraries exceed is refused, naming the symbol; a vendored libtvm_ffi.so is refused. A project
+    that also has ordinary C extensions keeps setuptools' own tag.
     """
+
+    _tl_aot_platform = None
 
     def get_tag(self) -> tuple[str, str, str]:
         impl, abi, plat = super().get_tag()
-        if _only_tilelang(self.distribution):
-            return "py3", "none", plat
-        return impl, abi, plat
+        if not _only_tilelang(self.distribution):
+            return impl, abi, plat
+        if self._tl_aot_platform is None and self.bdist_dir and os.path.isdir(self.bdist_dir):
+            from .wheel_check import WheelCheckError, check_claim, check_folder
+
+            try:
+                report = check_folder(self.bdist_dir)
+                if self.plat_name_supplied:
+                    check_claim(report, plat)
+            except WheelCheckError as e:
+                raise TileLangExtensionError(str(e)) from None
+            if report.libraries:  # staged: decide once (get_tag is asked again for the WHEEL file)
+                keep = self.plat_name_supplied or not plat.startswith("linux_") or report.platform is None
+                self._tl_aot_platform = plat if keep else report.platform
+                log.info("tl_aot: wheel platform tag %s (%s)", self._tl_aot_platform, report.summary().splitlines()[0])
+        return "py3", "none", self._tl_aot_platform or plat
