@@ -22,6 +22,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .cache import package_version
 from .errors import CompileError, LoweringError, ToolchainNotFound
 
 __all__ = [
@@ -42,10 +43,12 @@ CUTEDSL_DIST = "nvidia-cutlass-dsl"
 CUTEDSL_PIN = "4.8.1"
 
 
+#: TileLang releases whose generated CuTeDSL module (its cubin step) tl_aot is tested with.
+CUTEDSL_TILELANG = ("0.1.15",)
+
+
 def cutedsl_version() -> str:
     """The installed CuTeDSL version ('' when the extra is not installed); imports nothing."""
-    from .cache import package_version
-
     return package_version(CUTEDSL_DIST)
 
 
@@ -59,6 +62,13 @@ def require_cutedsl(entry: str, arch: str) -> str:
             f"entry {entry!r} ({arch}): the cutedsl backend needs CuTeDSL at build time (not at run time): "
             f"pip install 'tl_aot[cutedsl]' (that is {CUTEDSL_DIST}=={CUTEDSL_PIN}, with its "
             f"{CUTEDSL_DIST}-libs wheels and cuda-bindings)"
+        )
+        raise ToolchainNotFound(msg, entry=entry, arch=arch)
+    tilelang = package_version("tilelang")
+    if tilelang.split("+", 1)[0] not in CUTEDSL_TILELANG:
+        msg = (
+            f"entry {entry!r} ({arch}): the cutedsl backend drives the CuTeDSL module TileLang {', '.join(CUTEDSL_TILELANG)} "
+            f"generates; TileLang {tilelang or '(none)'} is installed: pip install tilelang=={CUTEDSL_TILELANG[-1]}"
         )
         raise ToolchainNotFound(msg, entry=entry, arch=arch)
     return version

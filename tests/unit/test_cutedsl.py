@@ -74,6 +74,14 @@ def test_without_the_extra_a_cutedsl_build_names_the_packages_to_install(monkeyp
     assert (e.value.entry, e.value.arch) == ("gemm", "sm_90a")
 
 
+def test_another_tilelang_than_the_one_whose_cutedsl_module_tl_aot_drives_is_named(monkeypatch):
+    monkeypatch.setattr(cutedsl, "cutedsl_version", lambda: "4.8.1")
+    monkeypatch.setattr(cutedsl, "package_version", lambda dist: "0.1.12")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: object())
+    with pytest.raises(ToolchainNotFound, match=r"TileLang 0.1.12 is installed: pip install tilelang==0.1.15"):
+        cutedsl.require_cutedsl("gemm", "sm_90a")
+
+
 def test_the_extra_pins_the_cutedsl_version_tl_aot_names():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert extras["cutedsl"] == [f"{cutedsl.CUTEDSL_DIST}=={cutedsl.CUTEDSL_PIN}"]
