@@ -6,6 +6,14 @@ Per kernel of tests/kernels/cutedsl.toml: TileLang's CuTeDSL JIT (``target="cute
 same prim_func; outputs are compared bit for bit on the same inputs, and device times measured with
 CUDA events in one run (median of repeats): the JIT, tl_aot's CuTeDSL entry, tl_aot's CUDA entry.
 Host launch overhead: a loop of calls of the small ``scale`` entry (n = 256), both backends.
+
+On the GPU machine (CUDA 13, Python 3.12) TileLang's JIT needs CuTeDSL: nvidia-cutlass-dsl,
+-libs-base, -libs-core and -libs-cu13 4.8.1 (cp312; the cu13 wheel is ~92 MB, so split it with
+``split -b 33000000`` and ``cat`` the parts there) and protobuf, all in ONE ``pip install --target
+/tmp/site`` (they share the ``nvidia_cutlass_dsl`` folder). ``--target`` skips the wheel's .pth
+file, so add ``/tmp/site/nvidia_cutlass_dsl/dsl_packages`` to PYTHONPATH. The libraries are built
+on the CPU machine: ``python -m tl_aot build --spec tests/kernels/cutedsl.toml --arch 90a`` and the
+same entries with ``backend = "cuda"`` as ``tl_aot_cutedsl_cuda``.
 """
 
 from __future__ import annotations
