@@ -12,8 +12,8 @@ On the GPU machine (CUDA 13, Python 3.12) TileLang's JIT needs CuTeDSL: nvidia-c
 ``split -b 33000000`` and ``cat`` the parts there) and protobuf, all in ONE ``pip install --target
 /tmp/site`` (they share the ``nvidia_cutlass_dsl`` folder). ``--target`` skips the wheel's .pth
 file, so add ``/tmp/site/nvidia_cutlass_dsl/dsl_packages`` to PYTHONPATH. The libraries are built
-on the CPU machine: ``python -m tl_aot build --spec tests/kernels/cutedsl.toml --arch 90a`` and the
-same entries with ``backend = "cuda"`` as ``tl_aot_cutedsl_cuda``.
+on the CPU machine: ``python -m tl_aot build --spec tests/kernels/cutedsl.toml --arch 90a`` and
+``python -m tl_aot build --spec bench/cutedsl_cuda.toml`` (the same entries as CUDA C++).
 """
 
 from __future__ import annotations
