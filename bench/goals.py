@@ -1,4 +1,4 @@
-"""Goals of issues 2, 5, 12, 13, 14 and 16 as ratios computed from the records of one run (plus the build machine's)."""
+"""Goals of issues 2, 5, 12, 13, 14, 16 and 27 as ratios computed from the records of one run (plus the build machine's)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,27 @@ def _ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
 
 
+def _native_goals(records, fmt) -> list[dict]:
+    """Issue 27: the returning entry as a native torch op (the companion) beside the direct call and the JIT."""
+    sec = "torch_native"
+    direct = _find(records, sec, "direct", "us")
+    eager = _find(records, sec, "native_op", "us")
+    jit = _find(records, sec, "jit_tvm_ffi_returns", "us")
+    add = _find(records, sec, "torch_add", "us")
+    adds = _find(records, sec, "native_in_compiled_graph", "adds_us")
+    in_graph = _find(records, sec, "native_in_compiled_graph", "us")
+    d8 = _find(records, sec, "native_in_compiled_graph", "direct_us")
+    anchor = f"; torch.add {fmt(add)}"
+    cpp = _find(records, sec, "native_in_compiled_graph_cpp_wrapper", "adds_us")
+    cpp_us = _find(records, sec, "native_in_compiled_graph_cpp_wrapper", "us")
+    return [
+        _goal("native op in a compiled graph (C++ wrapper) − direct call (µs)", 27, cpp, 1.0, "<=", f"{fmt(cpp_us)} vs {fmt(d8)}"),
+        _goal("native op in a compiled graph − direct call (µs)", 27, adds, 1.0, "<=", f"{fmt(in_graph)} vs {fmt(d8)} per call{anchor}"),
+        _goal("native op eager / direct call", 27, _ratio(eager, direct), 1.05, "<=", f"{fmt(eager)} vs {fmt(direct)}{anchor}"),
+        _goal("native op (returning) / JIT out_idx", 27, _ratio(eager, jit), 0.6, "<=", f"{fmt(eager)} vs JIT {fmt(jit)}{anchor}"),
+    ]
+
+
 def compute(records) -> list[dict]:
     """Each goal with its measured value, target and whether it is met (None: not measured)."""
     g = []
@@ -62,6 +83,7 @@ def compute(records) -> list[dict]:
     direct = _find(records, "returns", "op_in_compiled_graph", "direct_us")
     detail = f"{fmt(in_graph)} per op in a compiled graph vs {fmt(direct)} per direct call"
     g.append(_goal("op in a torch.compile'd graph − direct call (µs)", 12, adds, 1.0, "<=", detail))
+    g.extend(_native_goals(records, fmt))
     disp = _find(records, "launch", "dispatch_from_cpp", "adds_us")
     d_us = _find(records, "launch", "dispatch_from_cpp", "us")
     d_direct = _find(records, "launch", "dispatch_from_cpp", "direct_us")

@@ -9,6 +9,7 @@ failure never loses the others:
   size        library bytes per entry and per arch (from the manifest)
   launch      host launch overhead per call: tl_aot, TileLang JIT (tvm_ffi, cython), torch, floor
   returns     the same when the call returns its output: tl_aot, JIT out_idx, torch op, torch.compile
+  torch_native  the returning entry as a native torch op (the companion): eager, in torch.compile, vs direct
   throughput  8192³ fp16/bf16 GEMM and row softmax: tl_aot vs JIT vs torch, CUDA events
   coldstart   process start → first correct result, fresh processes: tl_aot vs JIT warm/empty cache
 
@@ -33,7 +34,7 @@ if __package__ in (None, ""):
 
 from bench.common import ROOT, Deadline, Recorder, environment, load_jsonl, section
 
-SECTIONS = ("size", "launch", "returns", "throughput", "coldstart")
+SECTIONS = ("size", "launch", "returns", "torch_native", "throughput", "coldstart")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -86,7 +87,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("TILELANG_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")) / "tl_aot_bench" / "tilelang-cache"))
     if str(ROOT) not in os.environ.get("PYTHONPATH", "").split(os.pathsep):  # children import tl_aot and bench from here
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    from bench import anchors, coldstart, goals, launch, returns, size, throughput
+    from bench import anchors, coldstart, goals, launch, returns, size, throughput, torch_native
 
     libs = Path(opts.libs).resolve()
     rec = Recorder(opts.out)
@@ -102,7 +103,14 @@ def main(argv=None) -> int:
         rec.emit("env", "environment", **info, libs=str(libs), tilelang_cache_dir=os.environ["TILELANG_CACHE_DIR"], no_gpu=no_gpu or None)
     if not libs.is_dir():
         rec.emit("env", "error", error=f"{libs} does not exist: run python bench/build_libs.py -o {libs} first (on the CPU machine)")
-    runners = {"size": size.run, "launch": launch.run, "returns": returns.run, "throughput": throughput.run, "coldstart": coldstart.run}
+    runners = {
+        "size": size.run,
+        "launch": launch.run,
+        "returns": returns.run,
+        "torch_native": torch_native.run,
+        "throughput": throughput.run,
+        "coldstart": coldstart.run,
+    }
     for name in wanted:
         if name != "size" and no_gpu:
             rec.emit(name, "skipped", skipped=no_gpu)

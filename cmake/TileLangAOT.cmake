@@ -52,6 +52,7 @@ Commands
                         [NVCC_FLAGS <flag>...]
                         [DEVICE <gpu>]
                         [OUT_IDX <index-or-name>...]
+                        [BACKEND cuda|cutedsl]
                         [TUNE_FILE <record.json>]
                         [DEPENDS <file-or-target>...]
                         [OUTPUT_DIRECTORY <dir>]
@@ -60,6 +61,7 @@ Commands
                         [JOBS <n>]
                         [JOB_POOL <pool>]
                         [EXCLUDE_FROM_ALL]
+                        [TORCH_OPS]
                         [QUIET])
 
   ``<name>``
@@ -133,6 +135,12 @@ Commands
     or ``T.empty`` returns. The C++ function then returns ``tvm::ffi::Tensor`` (a ``std::tuple``
     of them for several); the overload taking every parameter writes the outputs in place.
 
+  ``BACKEND``
+    TileLang's code generator for the entry: ``cuda`` (CUDA C++ through nvcc) or ``cutedsl``
+    (TileLang's CuTeDSL backend, compiled to a cubin by CuTeDSL at build time; needs
+    ``pip install 'tl_aot[cutedsl]'``). Default: what the kernel file asks
+    (``@tilelang.jit(target="cutedsl")``), else ``cuda``. With ``SPEC``, set ``backend`` per entry.
+
   Compiler launchers: with ``CMAKE_CUDA_COMPILER_LAUNCHER`` (else ``CMAKE_CXX_COMPILER_LAUNCHER``)
   set, e.g. ``-DCMAKE_CUDA_COMPILER_LAUNCHER=sccache``, tl_aot runs its nvcc and host compiles
   through it (``TL_AOT_COMPILER_LAUNCHER``). Many kernels in one project: give them one
@@ -160,6 +168,13 @@ Commands
 
   ``EXCLUDE_FROM_ALL``
     Build the kernel only when something that links it, or ``<name>_tl_aot``, is built.
+
+  ``TORCH_OPS``
+    Also build ``lib<name>_torch.so`` beside the library: the entries as native torch operators
+    over the LibTorch Stable ABI (torch's headers are needed at build time, any torch >= 2.10 at
+    run time; see ``register_torch_ops``). Default: the spec's ``[library] torch_ops``, else
+    off, or the variable ``TL_AOT_TORCH_OPS``. The target property ``TL_AOT_TORCH_COMPANION``
+    names it, and ``install_tilelang_kernels`` installs it beside the library.
 
   ``QUIET``
     Print errors only.
@@ -317,7 +332,7 @@ function(_tl_aot_init out_error)
         # cmake-format: off
         string(CONCAT err "TileLang is not installed in ${python} (Python ${py_version}); tl_aot "
                           "needs it to build kernels: run `${python} -m pip install "
-                          "\"tl_aot[build]\"` (or `pip install tilelang==0.1.15`), or set "
+                          "\"tl_aot[build]\"` (or `pip install \"tilelang>=0.1.12,<=0.1.15\"`), or set "
                           "TL_AOT_PYTHON")
         # cmake-format: on
       endif()
@@ -437,9 +452,9 @@ function(add_tilelang_kernel)
   # cmake-format: off
   cmake_parse_arguments(PARSE_ARGV 1 ARG
     # options
-    "EXCLUDE_FROM_ALL;QUIET"
+    "EXCLUDE_FROM_ALL;QUIET;TORCH_OPS"
     # one-value keywords
-    "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL;SELECT"
+    "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL;SELECT;BACKEND"
     # multi-value keywords
     "ARGS;FACTORY_ARGS;JIT_ARGS;IMPORTS;CAPTURE;ARCHS;PASS_CONFIGS;NVCC_FLAGS;OUT_IDX;DEPENDS")
   # cmake-format: on
@@ -450,7 +465,7 @@ function(add_tilelang_kernel)
     message(FATAL_ERROR "add_tilelang_kernel(): unknown argument(s) '${unknown}' (target ${name})")
   endif()
   foreach(kw IN ITEMS SOURCE FUNCTION SPEC ENTRY OUTPUT_DIRECTORY HEADER_DIRECTORY CACHE_DIR JOBS
-                      JOB_POOL SELECT)
+                      JOB_POOL SELECT BACKEND)
     if(kw IN_LIST ARG_KEYWORDS_MISSING_VALUES)
       message(FATAL_ERROR "add_tilelang_kernel(): '${kw}' needs a value (target ${name})")
     endif()
@@ -480,7 +495,7 @@ function(add_tilelang_kernel)
       set(what CAPTURE)
     endif()
     foreach(kw IN ITEMS SOURCE FUNCTION ENTRY ARGS FACTORY_ARGS JIT_ARGS SELECT IMPORTS
-                        PASS_CONFIGS NVCC_FLAGS OUT_IDX)
+                        PASS_CONFIGS NVCC_FLAGS OUT_IDX BACKEND)
       if(ARG_${kw})
         message(FATAL_ERROR "add_tilelang_kernel(): '${what}' cannot be combined with '${kw}': "
                             "the ${what} file lists each entry's settings (target ${name})")
@@ -530,6 +545,19 @@ function(add_tilelang_kernel)
     message(FATAL_ERROR "add_tilelang_kernel(): ${err}")
   endif()
   get_property(python GLOBAL PROPERTY _TL_AOT_PYTHON)
+  # The name makes lib<name>.so and a C++ namespace: tl_aot refuses C++ keywords and macros and the
+  # file names of the libraries it loads (tvm_ffi, cuda, ...), with the same message as a spec file.
+  execute_process(
+    COMMAND
+      "${python}" -c
+      "import sys, tl_aot.spec as s\ntry:\n s.check_library_name(sys.argv[1], 'target name')\nexcept s.SpecError as e:\n sys.exit(str(e))"
+      "${name}"
+    RESULT_VARIABLE name_rc
+    ERROR_VARIABLE name_err)
+  if(NOT name_rc EQUAL 0)
+    string(STRIP "${name_err}" name_err)
+    message(FATAL_ERROR "add_tilelang_kernel(): ${name_err}")
+  endif()
   get_property(templates GLOBAL PROPERTY _TL_AOT_TEMPLATES)
   get_property(versions GLOBAL PROPERTY _TL_AOT_VERSIONS)
 
@@ -651,6 +679,9 @@ function(add_tilelang_kernel)
   foreach(a IN LISTS ARG_OUT_IDX)
     list(APPEND cmd "--out-idx=${a}")
   endforeach()
+  if(ARG_BACKEND)
+    list(APPEND cmd --backend "${ARG_BACKEND}")
+  endif()
   list(APPEND cmd -o "${out_dir}" --header-dir "${header_dir}" --depfile "${depfile}")
   if(ARG_JOBS)
     list(APPEND cmd -j "${ARG_JOBS}")
@@ -662,6 +693,11 @@ function(add_tilelang_kernel)
   if(ARG_QUIET)
     list(APPEND cmd --quiet)
   endif()
+  set(companion "")
+  if(ARG_TORCH_OPS OR TL_AOT_TORCH_OPS)
+    list(APPEND cmd --torch-ops)
+    set(companion "${out_dir}/lib${name}_torch.so")
+  endif()
 
   # Everything that decides the output, as a file the build step depends on.
   list(JOIN cmd "\n" cmd_text)
@@ -671,8 +707,12 @@ function(add_tilelang_kernel)
   if(ARG_JOB_POOL)
     set(pool_args JOB_POOL "${ARG_JOB_POOL}")
   endif()
+  set(byproducts "")
+  if(companion)
+    set(byproducts BYPRODUCTS "${companion}")
+  endif()
   add_custom_command(
-    OUTPUT "${library}" "${header}"
+    OUTPUT "${library}" "${header}" ${byproducts}
     # tl_aot leaves an up-to-date library untouched; the touch marks the step done for make.
     COMMAND ${cmd}
     COMMAND "${CMAKE_COMMAND}" -E touch_nocreate "${library}"
@@ -702,7 +742,8 @@ function(add_tilelang_kernel)
                INTERFACE_LINK_LIBRARIES tvm_ffi::shared
                TL_AOT_LIBRARY "${library}"
                TL_AOT_HEADER "${header}"
-               TL_AOT_BUILD_TARGET ${name}_tl_aot)
+               TL_AOT_BUILD_TARGET ${name}_tl_aot
+               TL_AOT_TORCH_COMPANION "${companion}")
   # Followed transitively: whatever links ${name} waits for its build step.
   add_dependencies(${name} ${name}_tl_aot)
 endfunction()
@@ -761,6 +802,10 @@ function(install_tilelang_kernels)
     endif()
     list(APPEND libraries "${lib}")
     list(APPEND headers "${hdr}")
+    get_target_property(companion "${t}" TL_AOT_TORCH_COMPANION)
+    if(companion)
+      list(APPEND libraries "${companion}")
+    endif()
   endforeach()
   install(FILES ${libraries} DESTINATION "${lib_dest}" ${component})
   install(FILES ${headers} DESTINATION "${inc_dest}" ${component})

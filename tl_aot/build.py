@@ -19,7 +19,7 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .build_plan import Plan, check_toolchain, plan_build, read_stamp
@@ -27,10 +27,12 @@ from .build_stages import Outputs, Stages, image_files, link, manifest_of, publi
 from .cache import VariantCache, default_cache_dir
 from .destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
 from .errors import FilesystemError, SpecError
+from .escaping import depfile_path
 from .fileutil import exclusive_lock
 from .metadata import Manifest
 from .scheduler import Progress, VariantRun, default_jobs, run_variants
 from .spec import LibrarySpec
+from .tilelang_compat import warn_if_untested
 
 __all__ = ["build_library", "BuildResult", "default_jobs"]
 
@@ -59,6 +61,7 @@ class BuildResult:
     depfile: Path | None = None
     deps: tuple = ()
     failures: tuple = ()  # (entry, arch, error) left out by a keep-going build
+    torch_companion: Path | None = None  # lib<name>_torch.so, when built with torch ops
 
     def summary(self) -> str:
         """A table: entry, arch, image size, seconds (cached variants marked)."""
@@ -82,6 +85,7 @@ def build_library(
     log=print,
     force: bool = False,
     keep_going: bool = False,
+    torch_ops: bool | None = None,
 ) -> BuildResult:
     """Build ``lib`` into ``out_dir/lib<name>.so`` (+ ``<name>.h``); return what was built.
 
@@ -108,30 +112,48 @@ def build_library(
         Leave out variants that fail to lower or compile (listed in ``failures`` and the log)
         instead of stopping; entries left with no arch are left out. A library with failures
         writes no up-to-date stamp, so the next build tries them again.
+    torch_ops : bool, optional
+        Also build ``lib<name>_torch.so``, the entries as native torch operators (needs torch's
+        headers, torch >= 2.10); default: the spec's ``torch_ops``. Without, a stale one is removed.
 
     """
     t_start = time.perf_counter()
+    torch_ops = lib.torch_ops if torch_ops is None else torch_ops
     if jobs is not None and (type(jobs) is not int or jobs < 1):
         msg = f"jobs must be a whole number of at least 1 (or None for MAX_JOBS / the CPU count), got {jobs!r}"
         raise SpecError(msg)
     work, out, cache, lock, unwritable = _destinations(lib.name, out_dir, header_dir, depfile, cache_dir)
+    warn_if_untested(log)
     with exclusive_lock(lock, holder=f"building {out.library}", log=log), filesystem_errors("write", None):
         if unwritable is None:
             sweep_debris(work, out)
         plan = plan_build(lib, cache, check_toolchain(lib), force=force)
+        if out.depfile:  # a path the depfile cannot spell is refused before anything is replaced
+            for p in (out.library, *plan.deps):
+                depfile_path(p)
         current = None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library, out.header)
         if current is not None:
             if out.depfile:
                 write_depfile(out.depfile, out.library, tuple(sorted({*plan.deps, *(Path(p) for p, _ in current[1])})))
             if log:
                 log(f"lib{lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
-            return BuildResult(out.library, out.header, current[0], True, (), (), out.depfile, plan.deps)
+            return _with_companion(BuildResult(out.library, out.header, current[0], True, (), (), out.depfile, plan.deps), torch_ops, log)
         if unwritable is not None:
             raise unwritable
         if plan.todo:
             cache.check_writable()  # before minutes of lowering, not after
         run = _build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=keep_going)
-        return _publish(plan, run, work, out, log, t_start, jobs or default_jobs())
+        return _with_companion(_publish(plan, run, work, out, log, t_start, jobs or default_jobs()), torch_ops, log)
+
+
+def _with_companion(result: BuildResult, torch_ops: bool, log) -> BuildResult:
+    """``result`` with the library's native torch companion built beside it (or a stale one removed)."""
+    from .torch_native import build_companion, companion_path
+
+    if not torch_ops:
+        companion_path(result.library).unlink(missing_ok=True)
+        return result
+    return replace(result, torch_companion=build_companion(result.manifest, result.library, result.header, log=log))
 
 
 def _destinations(name: str, out_dir, header_dir, depfile, cache_dir) -> tuple:
@@ -175,7 +197,12 @@ def _build_variants(plan: Plan, work: Path, cache: VariantCache, jobs: int, log,
         tasks=list(plan.tasks),
         progress=progress,
     )
-    return run_variants(todo, run, stages, jobs=jobs, keep_going=keep_going, progress=progress)
+    try:
+        return run_variants(todo, run, stages, jobs=jobs, keep_going=keep_going, progress=progress)
+    finally:
+        from .cutedsl import close_workers
+
+        close_workers()  # a build's CuTeDSL workers do not outlive it (each holds TileLang and CuTeDSL)
 
 
 def _publish(plan: Plan, run: VariantRun, work: Path, out: Outputs, log, t_start: float, jobs: int) -> BuildResult:
@@ -211,7 +238,7 @@ def _log_summary(log, result: BuildResult, run: VariantRun, plan: Plan, jobs: in
             f"job time: lowering {spent['lowering']:.1f} s ({where}), nvcc {spent['nvcc']:.1f} s, "
             f"host compile {spent['host']:.1f} s, link {spent['link']:.1f} s; -j {jobs}"
         )
-    log(f"built {result.library} in {time.perf_counter() - t_start:.1f} s")
+    log(f"built {result.library} in {time.perf_counter() - t_start:.1f} s with TileLang {result.manifest.tilelang_version}")
 
 
 if __name__ == "__main__":  # pragma: no cover

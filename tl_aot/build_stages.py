@@ -29,6 +29,7 @@ from .cache import VariantCache, package_version
 from .codegen import image_symbol, render_header, render_launcher
 from .destinations import StagedFiles, filesystem_errors
 from .errors import CompileError, FailedProcessError, LoweringError
+from .escaping import depfile_path, encode_text
 from .fileutil import atomic_write, file_digest, record_digest, verified_file, write_if_different
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest, to_json
 from .source import display_path, function_line, project_root, snapshot_files
@@ -74,7 +75,10 @@ class Stages:
         """Run nvcc for one variant and store it in the cache, unless a header it includes changed meanwhile."""
         headers = snapshot_files([p for p, _ in variant.inputs])
         t0 = time.perf_counter()
-        image = _nvcc(variant, task.arch, self.work, _user_location(task.spec))
+        if variant.backend == "cutedsl":
+            image = _cutedsl(variant, task.arch, self.work)
+        else:
+            image = _nvcc(variant, task.arch, self.work, _user_location(task.spec))
         moved = headers.changed() or tuple(p for p, d in variant.inputs if headers.files and _digest_of(headers, p) != d)
         if moved:
             msg = (
@@ -83,7 +87,8 @@ class Stages:
             )
             raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm, location=", ".join(moved))
         self.cache.store(task.key, variant, image, project_of(task.spec), replace=self.force)
-        self.progress.step(f"nvcc {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {time.perf_counter() - t0:.1f} s)")
+        tool = "cutedsl" if variant.backend == "cutedsl" else "nvcc"
+        self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {time.perf_counter() - t0:.1f} s)")
         return image
 
     def launcher(self, run) -> str:
@@ -156,6 +161,16 @@ def _nvcc(variant: LoweredVariant, arch, work: Path, source: str) -> bytes:
             f"  generated source: {work / 'kernels' / (stem + '.cu')}{hint}\n{e}"
         )
         raise CompileError(msg, entry=variant.entry, arch=arch.sm, location=source) from e
+
+
+def _cutedsl(variant: LoweredVariant, arch, work: Path) -> bytes:
+    """The cubin CuTeDSL compiles from the variant's generated module; every launch's kernel pattern matched once in it."""
+    from .cutedsl import compile_cubin, match_kernels
+
+    image, module = compile_cubin(variant, arch, work)
+    match_kernels(variant.kernels, image, entry=variant.entry, arch=arch.sm)
+    shutil.rmtree(module.parent, ignore_errors=True)
+    return image
 
 
 def _compile_launcher(name: str, work: Path, tvm_ffi_version: str, force: bool) -> bool:
@@ -262,12 +277,9 @@ def write_depfile(path: Path, target: Path, deps) -> None:
     """A Makefile depfile: the library depends on the kernel files, local modules, headers and tl_aot's templates."""
     from .build_plan import generator_files
 
-    def esc(p) -> str:
-        return str(p).replace("\\", "\\\\").replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
-
-    lines = [f"{esc(target)}: \\"] + [f"  {esc(d)} \\" for d in [*deps, *generator_files()]]
+    lines = [f"{depfile_path(target)}: \\"] + [f"  {depfile_path(d)} \\" for d in [*deps, *generator_files()]]
     lines[-1] = lines[-1][:-2]
-    write_if_different(path, "\n".join(lines) + "\n")
+    write_if_different(path, encode_text("\n".join(lines) + "\n"))
 
 
 def sweep_debris(work: Path, out: Outputs | None = None) -> None:
@@ -329,6 +341,7 @@ def _arch_variant(task, v: LoweredVariant, image_bytes: int) -> ArchVariant:
         resolved=v.resolved,
         request_key=v.request_key,
         request=v.request,
+        backend=v.backend,
     )
 
 

@@ -1,8 +1,8 @@
 """Content-addressed cache of lowered + compiled variants (one per entry and arch).
 
 A key covers everything that can change an image: the kernel file and the local modules it
-imports, function, arguments, arch, pass configs and flags, and the TileLang, nvcc and tl_aot
-versions. Entries are written to a temporary folder and renamed into place, so a killed build
+imports, function, arguments, arch, pass configs and flags, backend, and the TileLang, nvcc,
+CuTeDSL and tl_aot versions. Entries are written to a temporary folder and renamed into place, so a killed build
 never leaves a half entry, and entries of kernels that failed stay valid.
 
 Entries are relocatable: paths inside the kernel's project (the headers its ``-include`` / ``-I``
@@ -37,7 +37,7 @@ __all__ = ["VariantCache", "variant_key", "default_cache_dir", "package_version"
 
 #: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
 #: so that entries written by an older tl_aot of the same version are never reused.
-CACHE_SCHEMA = 9
+CACHE_SCHEMA = 10
 
 #: Stands for the project root in stored paths (see :func:`relocate`).
 ROOT_TOKEN = "${TL_AOT_PROJECT_ROOT}"
@@ -85,6 +85,9 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: Sou
         "entry": spec.name,
         "device": spec.device,
         "out_idx": None if spec.out_idx is None else list(spec.out_idx),
+        "backend": spec.backend,
+        # an entry that may be built by CuTeDSL (asked for, or left to its kernel file) is keyed by its version
+        "cutedsl": "" if spec.backend == "cuda" else package_version("nvidia-cutlass-dsl"),
         # under a compiler launcher nvcc runs in one step, so the image's line table differs
         "tuned": [list(c) for a, c, _ in spec.tuned if a == str(arch).split("+")[0]],
         "one_step_nvcc": bool(compiler_launcher()),

@@ -59,7 +59,10 @@ def backend_kind(execution_backend, target) -> str:
     """``cutedsl`` for TileLang's CuTeDSL backend, else ``cuda`` (every other backend compiles the same CUDA)."""
     if execution_backend in _CUTEDSL or (isinstance(target, str) and target.strip() in _CUTEDSL):
         return "cutedsl"
-    return "cuda"
+    if isinstance(target, dict):
+        return "cutedsl" if target.get("kind") in _CUTEDSL or "cutedsl" in (target.get("keys") or ()) else "cuda"
+    keys = getattr(target, "keys", None)  # a tvm Target: TileLang marks its CuTeDSL targets with a "cutedsl" key
+    return "cutedsl" if keys is not None and not callable(keys) and "cutedsl" in [str(k) for k in keys] else "cuda"
 
 
 def options_of(req) -> dict:
@@ -308,6 +311,7 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
     """One :class:`~tl_aot.spec.KernelSpec` per recorded kernel (its entry: ``<name>_<key[:10]>``), sorted by key."""
     import re
 
+    from .cutedsl import cutedsl_version
     from .spec import KernelSpec
 
     rec = Record.load(path)
@@ -315,8 +319,8 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
     for key, item in sorted(rec.kernels.items()):
         if only is not None and key not in only:
             continue
-        if item.get("options", {}).get("backend") == "cutedsl":
-            continue  # the CuTeDSL backend is not built by tl_aot (reported by the build's caller)
+        if item.get("options", {}).get("backend") == "cutedsl" and not cutedsl_version():
+            continue  # built with TileLang's CuTeDSL backend where the cutedsl extra is installed
         jit = next((o["jit"] for o in item.get("origins", []) if o.get("jit")), "")
         base = re.sub(r"\W", "_", jit.rsplit(".", 1)[-1] or str(item.get("name") or "kernel"))[:60].strip("_") or "kernel"
         if not base[0].isalpha():

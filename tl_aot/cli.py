@@ -70,6 +70,12 @@ def _kernel_options(sp) -> None:
         help="a parameter (index, negative from the end, or name) the entry allocates and returns, like "
         "@tilelang.jit(out_idx=...) (repeatable; 'none' for no outputs; default: the kernel's own out_idx / T.empty)",
     )
+    sp.add_argument(
+        "--backend",
+        choices=("cuda", "cutedsl"),
+        help="TileLang code generator: cuda (CUDA C++ through nvcc) or cutedsl (CuTeDSL, needs tl_aot[cutedsl]); "
+        "default: what the kernel file asks (target=/execution_backend=), else cuda",
+    )
     sp.add_argument("-j", "--jobs", type=_job_count, help="jobs at once, shared by lowering and nvcc (default: MAX_JOBS or the CPU count)")
     sp.add_argument("--cache-dir", help="variant cache (default: TL_AOT_CACHE_DIR or OUTPUT/.tl_aot/cache)")
 
@@ -98,6 +104,13 @@ def _add_build(sub) -> None:
         "--keep-going",
         action="store_true",
         help="leave out variants that fail to lower or compile, listing them, instead of stopping (default with --capture)",
+    )
+    b.add_argument(
+        "--torch-ops",
+        action="store_true",
+        default=None,
+        help="also build lib<NAME>_torch.so: the entries as native torch operators (LibTorch Stable ABI, torch >= 2.10; "
+        "needs torch's headers; default: the spec's [library] torch_ops)",
     )
 
 
@@ -167,6 +180,16 @@ def _add_inspect(sub) -> None:
 
     d = sub.add_parser("deps", help="print the local Python files a kernel file imports")
     d.add_argument("file")
+
+    w = sub.add_parser(
+        "check-wheel",
+        help="find a wheel's oldest true manylinux tag from its libraries' symbol versions (refuses a vendored libtvm_ffi.so)",
+        description="For CMake / scikit-build-core projects: `pip wheel . -w dist && python -m tl_aot check-wheel --retag dist/*.whl` "
+        "gives the wheel the manylinux tag its libraries fit, with no auditwheel repair step.",
+    )
+    w.add_argument("wheels", nargs="+", metavar="WHEEL")
+    w.add_argument("--retag", action="store_true", help="rewrite a linux_* wheel with its oldest true manylinux tag")
+    w.add_argument("-w", "--wheel-dir", help="write retagged wheels here (default: replace them in place)")
 
 
 def _job_count(text: str) -> int:
@@ -267,6 +290,7 @@ def _library(args, what: str):
         jit_args=dict(parse_arg(a, "--jit-arg") for a in args.jit_arg),
         select=args.select,
         imports=args.imports or None,
+        backend=args.backend,
     )
     return LibrarySpec(name=name, entries=(spec,))
 
@@ -300,6 +324,7 @@ def _cmd_build(args) -> int:
         log=log,
         force=args.force,
         keep_going=args.keep_going or bool(args.capture),
+        torch_ops=args.torch_ops,
     )
     return 0
 
@@ -426,7 +451,8 @@ def describe(manifest) -> str:
         if e.symbols:
             lines.append("  dynamic: " + ", ".join(s.spelled() for s in e.symbols))
         for v in e.variants:
-            lines.append(f"  arch {v.arch}{'+PTX' if v.ptx else ''}: {v.image_kind} {v.image_bytes} bytes")
+            backend = "CuTeDSL backend, kernels found by pattern" if v.backend == "cutedsl" else "CUDA C++ backend"
+            lines.append(f"  arch {v.arch}{'+PTX' if v.ptx else ''}: {v.image_kind} {v.image_bytes} bytes ({backend})")
             if v.device:
                 lines.append(f"    device queries answered as {v.device}")
             if v.config:
@@ -464,6 +490,19 @@ def _cmd_inspect(args) -> int:
     path = Path(args.library)
     manifest = read_manifest(_load_module(path), path)
     print(_manifest_json(to_json(manifest)) if args.json else describe(manifest))
+    return 0
+
+
+def _cmd_check_wheel(args) -> int:
+    from .wheel_check import check_claim, check_wheel, retag_wheel
+
+    for wheel in map(Path, args.wheels):
+        report = check_wheel(wheel)
+        platform = wheel.stem.split("-")[-1]
+        check_claim(report, platform)
+        print(f"{wheel.name}: {report.summary()}")
+        if args.retag and report.platform and platform.startswith("linux_"):
+            print(f"  -> {retag_wheel(wheel, report.platform, args.wheel_dir)}")
     return 0
 
 
@@ -508,6 +547,8 @@ def main(argv=None) -> int:
             return _cmd_verify(args)
         if args.command == "inspect":
             return _cmd_inspect(args)
+        if args.command == "check-wheel":
+            return _cmd_check_wheel(args)
         if args.command == "deps":
             from .source import local_dependencies
 

@@ -2,6 +2,7 @@
 
 Templates substitute and loop; what they substitute for the launcher and header, with every
 decision and C++ spelling, is built by :mod:`tl_aot.launcher_context` (C++ spelling of values: :mod:`tl_aot.cpp_spelling`).
+User text reaches every template spelled by :mod:`tl_aot.escaping`.
 """
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import json
 
 from .cpp_spelling import DLPACK_DTYPES, c_comment, c_string_body, image_symbol
+from .escaping import py_comment, py_doc_line, py_str
 from .launcher_context import library_code
 from .metadata import ABI_VERSION, Manifest, to_json
 
@@ -104,9 +105,6 @@ def render_loader(manifest: Manifest, *, module: str, library_file: str, torch_o
     namespace = torch_ops if isinstance(torch_ops, str) else package.replace(".", "_").lstrip("_") or manifest.library.lstrip("_")
     glue = f"from . import {TORCH_GLUE_MODULE}" if "." in module else f"import {TORCH_GLUE_MODULE}"
 
-    def py_str(text: str) -> str:  # a double-quoted Python literal, as ruff format writes it
-        return json.dumps(text)
-
     entries = []
     for name, ms in manifest.exports().items():
         raw = f"__tl_aot_module[{py_str(name)}]"
@@ -115,19 +113,20 @@ def render_loader(manifest: Manifest, *, module: str, library_file: str, torch_o
             {
                 "name": name,
                 "name_repr": py_str(name),
-                "signatures": [m.signature() for m in ms],
+                "signatures": [py_doc_line(m.signature()) for m in ms],
                 "tuple": several,
                 "function": f"__tl_aot_tuple({raw})" if several else raw,
                 "tensorless": bool(ms[0].outputs) and not any(p.is_tensor for p in ms[0].inputs),
             }
         )
-    archs = sorted({v.arch + ("+PTX" if v.ptx else "") for e in manifest.entries for v in e.variants})
+    archs = sorted({py_comment(v.arch) + ("+PTX" if v.ptx else "") for e in manifest.entries for v in e.variants})
+    companion_file = library_file.removesuffix(".so") + "_torch.so"  # as tl_aot.torch_native.companion_path names it
     return (
         _env()
         .get_template("loader.py.j2")
         .render(
-            package=package,
-            library_file=library_file,
+            package=py_doc_line(package),
+            library_file=py_comment(library_file),
             library_file_repr=py_str(library_file),
             missing_tvm_ffi_msg=py_str(f"{module} needs apache-tvm-ffi: pip install apache-tvm-ffi"),
             entries=entries,
@@ -135,11 +134,13 @@ def render_loader(manifest: Manifest, *, module: str, library_file: str, torch_o
             any_tensorless=any(e["tensorless"] for e in entries),
             namespace_repr=py_str(namespace),
             torch_glue_import=glue,
+            companion_file=py_doc_line(companion_file),
+            companion_file_repr=py_str(companion_file),
             torch_ops=bool(torch_ops),
             archs=archs,
-            sources=sorted({e.source for e in manifest.entries}),
-            tl_aot_version=manifest.tl_aot_version,
-            tilelang_version=manifest.tilelang_version,
-            nvcc_version=manifest.nvcc_version,
+            sources=sorted({py_comment(e.source) for e in manifest.entries}),
+            tl_aot_version=py_comment(manifest.tl_aot_version),
+            tilelang_version=py_comment(manifest.tilelang_version),
+            nvcc_version=py_comment(manifest.nvcc_version),
         )
     )

@@ -1,7 +1,7 @@
 """Edits of the CUDA source TileLang generates, and checks of it against the lowered kernels.
 
-The only place tl_aot reads generated C++ as text: keyword-named kernel parameters are renamed
-(nvcc refuses them), and every lowered kernel must be a ``__global__`` of the source with the
+The only place tl_aot reads generated C++ as text: parameters and locals named after C++ keywords
+or macros are renamed (nvcc refuses them), and every lowered kernel must be a ``__global__`` of the source with the
 parameters the launcher passes.
 """
 
@@ -11,7 +11,7 @@ import re
 
 from .errors import LoweringError
 
-__all__ = ["check_source_kernels", "rename_keyword_params"]
+__all__ = ["check_source_kernels", "rename_reserved_names", "static_shared_bytes"]
 
 _GLOBAL_RE = re.compile(r'(?:extern\s+"C"\s+)?__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(([^)]*)\)')
 
@@ -34,26 +34,37 @@ def check_source_kernels(kernels, source: str, where: str) -> None:
             raise LoweringError(msg)
 
 
-_KEYWORD_PARAMS = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?\w+\s*\(([^)]*)\)")
+_KERNEL_DECL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?\w+\s*\(([^)]*)\)")
+#: A local declared at the start of a statement: ``float EOF[4];``, ``half_t* NULL = ...``.
+_LOCAL_DECL = re.compile(
+    r"(?:^|[;{])\s*(?:(?:const|volatile|static|extern|__shared__|__align__\(\d+\))\s+)*"
+    r"([A-Za-z_][\w:]*)(?:<[^;{}]*?>)?\s*[*&]*\s*(?:__restrict__\s+)?([A-Za-z_]\w*)\s*(?=[\[=;])",
+    re.M,
+)
+#: Words that start a statement but are not a type: ``return NULL;`` declares nothing.
+_NOT_TYPES = frozenset({"return", "goto", "case", "else", "throw", "delete", "co_return", "co_yield", "do"})
 
 
-def rename_keyword_params(source: str) -> str:
-    """Rename kernel parameters that are C++ keywords (``new``, ``this``, ``delete``) in TileLang's CUDA source.
+def rename_reserved_names(source: str) -> str:
+    """Rename parameters and locals named after C++ keywords or macros (``new``, ``NULL``, ``EOF``) in TileLang's CUDA source.
 
-    TileLang accepts such names and spells them verbatim in the ``__global__`` signature and body,
-    which nvcc refuses. The rename is confined to each kernel's own declaration and body; the
-    launcher passes arguments by position, so nothing else changes.
+    TileLang accepts such names (parameters, dynamic dims, buffers) and spells them verbatim, which
+    nvcc refuses or the preprocessor replaces. The rename is confined to each kernel's own
+    declaration and body; the launcher passes arguments by position, so nothing else changes.
     """
-    from .spec import CPP_RESERVED
+    from .cpp_spelling import cpp_reserved
 
     out, pos = [], 0
-    for m in _KEYWORD_PARAMS.finditer(source):
-        names = {re.findall(r"\w+", p)[-1] for p in m.group(1).split(",") if re.findall(r"\w+", p)}
-        bad = sorted(n for n in names if n in CPP_RESERVED)
-        if not bad or m.start() < pos:
+    for m in _KERNEL_DECL.finditer(source):
+        if m.start() < pos:
             continue
         end = _function_end(source, m.end())
         span = source[m.start() : end]
+        names = {re.findall(r"\w+", p)[-1] for p in m.group(1).split(",") if re.findall(r"\w+", p)}
+        names |= {d.group(2) for d in _LOCAL_DECL.finditer(span) if d.group(1) not in _NOT_TYPES}
+        bad = sorted(n for n in names if cpp_reserved(n))
+        if not bad:
+            continue
         for n in bad:
             new = f"{n}_"
             while re.search(rf"\b{new}\b", source):
@@ -80,3 +91,26 @@ def _function_end(source: str, i: int) -> int:
             if depth == 0:
                 return j + 1
     return len(source)
+
+
+#: Bytes of the element types TileLang declares static ``__shared__`` arrays with.
+_TYPE_BYTES = {"char": 1, "signed char": 1, "uchar": 1, "int8_t": 1, "uint8_t": 1, "bool": 1, "half_t": 2, "half": 2,
+               "bfloat16_t": 2, "__nv_bfloat16": 2, "short": 2, "int16_t": 2, "uint16_t": 2, "float": 4, "int": 4,
+               "uint": 4, "unsigned": 4, "int32_t": 4, "uint32_t": 4, "double": 8, "int64_t": 8, "uint64_t": 8,
+               "float2": 8, "int2": 8, "float4": 16, "int4": 16, "uint4": 16}  # fmt: skip
+_STATIC_SHARED = re.compile(r"(?<!extern )__shared__\s+(?:__align__\(\d+\)\s+)?([\w ]+?)\s+\w+((?:\[\d+\])+)\s*;")
+
+
+def static_shared_bytes(source: str) -> dict:
+    """Bytes of static ``__shared__`` arrays each ``__global__`` of ``source`` declares (types of known size)."""
+    out = {}
+    for m in _GLOBAL_RE.finditer(source):
+        body = source[m.end() : _function_end(source, m.end())]
+        total = 0
+        for d in _STATIC_SHARED.finditer(body):
+            count = 1
+            for n in re.findall(r"\d+", d.group(2)):
+                count *= int(n)
+            total += _TYPE_BYTES.get(d.group(1).strip(), 0) * count
+        out[m.group(1)] = max(out.get(m.group(1), 0), total)
+    return out

@@ -37,6 +37,7 @@ ENTRY_TABLE = (
     EntryKey("compile_flags", "compile_flags", "--nvcc-flag", "NVCC_FLAGS"),
     EntryKey("device", "device", "--device", "DEVICE", library_wide=True),
     EntryKey("out_idx", "out_idx", "--out-idx", "OUT_IDX"),
+    EntryKey("backend", "backend", "--backend", "BACKEND"),
     # Lists of tables: a command line has no spelling for them.
     EntryKey("tune", "tune"),
     EntryKey("specialisations", "specialisations"),

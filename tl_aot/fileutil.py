@@ -46,11 +46,11 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) 
         raise
 
 
-def write_if_different(path: str | os.PathLike, text: str) -> bool:
+def write_if_different(path: str | os.PathLike, text: str | bytes) -> bool:
     """Write ``text`` unless the file already holds it (keeps timestamps for make/ninja); True if written."""
     path = Path(path)
     try:
-        if path.read_text() == text:
+        if (path.read_bytes() == text) if isinstance(text, bytes) else (path.read_text() == text):
             return False
     except (OSError, UnicodeDecodeError):
         pass

@@ -235,8 +235,11 @@ def _overloads(members: list) -> dict:
     }
 
 
-def _export_code(name: str, j: int, members: tuple, codes: list) -> ExportCode:
-    """The ``j``-th export, ``name``, over its specialisations ``members`` ((entry index, LoweredEntry))."""
+def _export_code(name: str, j: int, members: tuple, codes: list, others: frozenset = frozenset()) -> ExportCode:
+    """The ``j``-th export, ``name``, over its specialisations ``members`` ((entry index, LoweredEntry)).
+
+    ``others``: the library's other exports, which its C++ spelling (``EOF_`` for ``EOF``) must not take.
+    """
     first = codes[members[0][0]]
     ns = first.ns
     picker = None
@@ -244,7 +247,7 @@ def _export_code(name: str, j: int, members: tuple, codes: list) -> ExportCode:
         picker = _picker(name, f"export{j}", members, codes)
     return ExportCode(
         name=name,
-        cpp_name=cpp_name(name),
+        cpp_name=cpp_name(name, others),
         first=first,
         signatures=tuple(codes[i].signature for i, _ in members),
         ffi_call=(
@@ -329,7 +332,10 @@ def library_code(manifest: Manifest, header_name: str) -> LibraryCode:
     label = {m.name: f"{x} (specialisation {i + 1}/{len(ms)})" for x, ms in exports.items() if len(ms) > 1 for i, m in enumerate(ms)}
     entries = [entry_code(e, i, label.get(e.name, "")) for i, e in enumerate(manifest.entries)]
     index = {e.name: i for i, e in enumerate(manifest.entries)}
-    codes = tuple(_export_code(name, j, tuple((index[m.name], m) for m in ms), entries) for j, (name, ms) in enumerate(exports.items()))
+    codes = tuple(
+        _export_code(name, j, tuple((index[m.name], m) for m in ms), entries, frozenset(exports) - {name})
+        for j, (name, ms) in enumerate(exports.items())
+    )
     return LibraryCode(
         lib=manifest.library,
         api=f"TL_AOT_{manifest.library.upper()}_API",

@@ -13,14 +13,16 @@ import logging
 import sys
 
 from .arch import Arch
-from .cuda_source import check_source_kernels, rename_keyword_params
+from .capture import backend_kind
+from .cuda_source import check_source_kernels, rename_reserved_names, static_shared_bytes
 from .device import default_profile, emulate, find_profile
 from .errors import LoweringError, SpecError, TlAotError
 from .ir_metadata import host_walk, output_positions, read_kernels, read_signature, read_tma_descriptors, read_workspaces
+from .launch_limits import check_launch_limits
 from .metadata import LoweredVariant
 from .options import flag_inputs, jit_pass_configs, nvcc_flags_for, portable_flags
 from .resolve import CompileRequest, Resolved, func_hash, plain_pass_configs, resolve_kernel
-from .source import format_user_error, import_kernel_file, local_dependencies, user_location
+from .source import format_user_error, function_line, import_kernel_file, local_dependencies, user_location
 from .spec import KernelSpec
 from .values import spell
 
@@ -58,8 +60,9 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         from tilelang import tvm
     except ImportError as e:
         from .errors import ToolchainNotFound
+        from .tilelang_compat import INSTALL_HINT
 
-        msg = f"{where}: TileLang is needed at build time: pip install tilelang==0.1.15 ({e})"
+        msg = f"{where}: TileLang is needed at build time: {INSTALL_HINT} ({e})"
         raise ToolchainNotFound(msg, entry=spec.name, arch=arch.sm) from None
     profile = _profile(spec, arch)
     deps = [] if spec.capture else local_dependencies(spec.source, spec.imports)
@@ -72,8 +75,10 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
             out_idx = resolved.out_idx if spec.out_idx is None else spec.out_idx
             outputs = output_positions(func, out_idx, where)
             pass_configs = jit_pass_configs(resolved.pass_configs, resolved.compile_flags)
+            backend = spec.backend or backend_kind(resolved.execution_backend, resolved.target)
+            lower_target = _cutedsl_target(spec, arch, target) if backend == "cutedsl" else target
             with tvm.transform.PassContext(opt_level=3, config=pass_configs):
-                art = tilelang.lower(func, target=target)
+                art = tilelang.lower(func, target=lower_target)
         params, symbols, names = read_signature(func, where, outputs)
         host_funcs = list(art.host_mod.functions.values())
         if len(host_funcs) != 1:
@@ -84,9 +89,9 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         workspaces = read_workspaces(host, names, lets, where)
         descs, desc_index = read_tma_descriptors(host, names, lets, where)
         kernels = read_kernels(art, host, names, lets, desc_index, params, where)
-        source = rename_keyword_params(art.kernel_source)
-        check_source_kernels(kernels, source, where)
-        nvcc_options = nvcc_flags_for(pass_configs)
+        source, nvcc_options, static_shared = _device_code(backend, art, func, lower_target, kernels, workspaces, pass_configs, where)
+        line = None if spec.capture else function_line(spec.source, spec.function)
+        check_launch_limits(kernels, static_shared, arch, where, location=f"{spec.source}:{line}" if line else None)
     except TlAotError as e:  # raised knowing less (a helper given only `where`): the variant is this one
         e.entry, e.arch = e.entry or spec.name, e.arch or arch.sm
         raise
@@ -115,8 +120,45 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         func_hash=func_hash(func),
         resolved=resolved.path,
         inputs=flag_inputs(nvcc_options),
+        backend=backend,
         **_request_identity(spec, resolved, out_idx),
     )
+
+
+def _device_code(backend: str, art, func, target, kernels, workspaces, pass_configs, where: str) -> tuple:
+    """The source the image is compiled from, its nvcc flags and its kernels' static shared memory, checked.
+
+    CUDA C++ (reserved names renamed) for nvcc, or the module TileLang's CuTeDSL JIT would generate.
+    """
+    if backend == "cutedsl":
+        from .cutedsl import check_kernels, generated_module
+
+        check_kernels(kernels, workspaces, art.kernel_source, where)
+        return generated_module(art, func, target), (), {}
+    source = rename_reserved_names(art.kernel_source)
+    check_source_kernels(kernels, source, where)
+    return source, nvcc_flags_for(pass_configs), static_shared_bytes(source)
+
+
+def _cutedsl_target(spec: KernelSpec, arch: Arch, target):
+    """The CUDA target of ``arch`` marked for TileLang's CuTeDSL code generator (the extra checked first)."""
+    from tilelang import tvm
+
+    from .cutedsl import require_cutedsl
+
+    require_cutedsl(spec.name, arch.sm)
+    if arch.ptx:
+        msg = f"entry {spec.name!r} ({arch}): the cutedsl backend builds cubins only; build {arch.sm} without +PTX"
+        raise SpecError(msg, entry=spec.name, arch=arch.sm)
+    if spec.compile_flags:
+        msg = (
+            f"entry {spec.name!r} ({arch}): nvcc flags ({' '.join(spec.compile_flags)}) do not apply to the cutedsl "
+            "backend: CuTeDSL compiles its images, not nvcc"
+        )
+        raise SpecError(msg, entry=spec.name, arch=arch.sm)
+    exported = dict(target.export())
+    exported["keys"] = [*dict.fromkeys([*exported.get("keys", ()), "cutedsl"])]
+    return tvm.target.Target(exported)
 
 
 def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict:

@@ -12,6 +12,8 @@ import json
 import typing
 from dataclasses import dataclass, field
 
+from .escaping import json_text
+
 __all__ = [
     "ABI_VERSION",
     "Param",
@@ -173,6 +175,7 @@ class ArchVariant:
     resolved: str = ""  # how the kernel was reached from the entry's function
     request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.capture.request_key)
     request: str = ""  # that request as JSON: prim_func name and options (portable flags), for ``verify``
+    backend: str = "cuda"  # TileLang's code generator: "cuda" (CUDA C++, nvcc) or "cutedsl" (CuTeDSL; kernels found by pattern)
 
 
 @dataclass(frozen=True)
@@ -288,7 +291,7 @@ def _from_plain(cls: type, data: dict) -> typing.Any:
 
 def to_json(obj: typing.Any, *, indent: int | None = None) -> str:
     """Serialise a metadata dataclass to JSON with stable key order (reproducible builds)."""
-    return json.dumps(_to_plain(obj), indent=indent, sort_keys=True)
+    return json_text(_to_plain(obj), indent=indent)
 
 
 def from_json(cls: type, text: str | dict) -> typing.Any:
@@ -308,7 +311,7 @@ class LoweredVariant:
     symbols: tuple = ()  # Symbol
     kernels: tuple = ()  # DeviceKernel
     tma_descriptors: tuple = ()  # TmaDescriptor
-    cuda_source: str = ""
+    cuda_source: str = ""  # what the image is compiled from: CUDA C++, or for "cutedsl" the generated CuTeDSL module
     nvcc_options: tuple = ()
     deps: tuple = ()  # local .py files the kernel imported
     workspaces: tuple = ()  # Workspace
@@ -322,6 +325,7 @@ class LoweredVariant:
     request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.capture.request_key)
     request: str = ""  # that request as JSON: prim_func name and options (portable flags)
     inputs: tuple = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale
+    backend: str = "cuda"  # "cuda" or "cutedsl": which of TileLang's code generators produced ``cuda_source``
 
 
 _NESTED["LoweredVariant"] = {

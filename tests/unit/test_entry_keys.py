@@ -26,13 +26,14 @@ SAMPLES = {
     "compile_flags": ["-lineinfo"],
     "device": "A100-PCIe",
     "out_idx": [-1],
+    "backend": "cutedsl",
     "tune": [{"block": 64}, {"block": 128}],
     "specialisations": [{"args": {"N": 1024}}, {"args": {"N": 2048}, "fallback": True}],
     "specializations": [{"args": {"N": 1024}}, {"args": {"N": 2048}, "fallback": True}],
 }
 #: add_tilelang_kernel() keywords about the library or the build, not an entry.
 LIBRARY_KEYWORDS = {"SPEC", "CAPTURE", "TUNE_FILE", "OUTPUT_DIRECTORY", "HEADER_DIRECTORY", "CACHE_DIR", "JOBS", "JOB_POOL", "DEPENDS"}
-LIBRARY_KEYWORDS |= {"EXCLUDE_FROM_ALL", "QUIET"}
+LIBRARY_KEYWORDS |= {"EXCLUDE_FROM_ALL", "QUIET", "TORCH_OPS"}  # TORCH_OPS: the library gets a native torch companion
 
 
 @pytest.fixture

@@ -137,8 +137,6 @@ def test_registry_filled_by_imports():
 @pytest.mark.parametrize(
     ("decorator", "fragment"),
     [
-        ('target="cutedsl"', "CuTeDSL backend"),
-        ('execution_backend="cutedsl"', "CuTeDSL backend"),
         ('execution_backend="torch"', "execution_backend='torch'"),
         ('target="hip"', "target 'hip'"),
         ('target="cuda -arch=sm_80"', "but this variant is built for sm_90a"),
@@ -153,6 +151,24 @@ def test_options_tl_aot_cannot_honour_are_errors_naming_them(kernels, decorator,
     with pytest.raises(LoweringError, match="entry 'k' \\(sm_90a\\)") as e:
         lower(src, "k", args={"n": 256})
     assert fragment in str(e.value)
+
+
+@pytest.mark.parametrize("decorator", ['target="cutedsl"', 'execution_backend="cutedsl"'])
+def test_a_kernel_asking_for_cutedsl_is_built_with_it_or_names_the_extra(kernels, decorator):
+    from tl_aot.cutedsl import cutedsl_version
+    from tl_aot.errors import ToolchainNotFound
+
+    src = kernels(f"""
+        @tilelang.jit({decorator})
+        def k(n):
+            return body(n)
+    """)
+    if not cutedsl_version():
+        with pytest.raises(ToolchainNotFound, match=r"pip install 'tl_aot\[cutedsl\]'"):
+            lower(src, "k", args={"n": 256})
+        return
+    v = lower(src, "k", args={"n": 256})
+    assert v.backend == "cutedsl" and "@cute.kernel" in v.cuda_source and v.nvcc_options == ()
 
 
 def test_honoured_targets_and_verbose_build(kernels):

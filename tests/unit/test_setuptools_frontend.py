@@ -39,8 +39,8 @@ def test_declaration_names_files_and_records_kernel_sources(in_demo):
     [
         ({"entries": [{"name": "a", "source": "k.py"}]}, "misses key\\(s\\) function"),
         ({"entries": [{**ADD_ONE, "arg": {}}]}, "unknown key 'arg' \\(did you mean 'args'\\?\\)"),
-        ({"entries": [{**ADD_ONE, "name": "LIBRARY_PATH"}]}, "taken by the generated loader"),
-        ({"entries": [{**ADD_ONE, "name": "cleanup_module"}]}, "taken by the generated loader"),
+        ({"entries": [{**ADD_ONE, "name": "LIBRARY_PATH"}]}, "reserved by tl_aot"),
+        ({"entries": [{**ADD_ONE, "name": "cleanup_module"}]}, "reserved by tl_aot"),
         ({"entries": [ADD_ONE, ADD_ONE]}, "'add_one' is listed twice"),
         ({"entries": [{**ADD_ONE, "args": [1, 2]}]}, "args must be a dict"),
         ({"entries": [{**ADD_ONE, "archs": ["sm_90x"]}]}, "unsupported arch name"),
@@ -114,8 +114,9 @@ def test_generated_loader_needs_only_tvm_ffi():
     compile(text, "_kernels.py", "exec")
     imports = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(("import ", "from "))]
     # tvm_ffi at import; the torch glue (shipped beside the loader, importing no torch) for entries taking
-    # no input tensor, and inside register_torch_ops()
-    assert imports == ["import os", "import tvm_ffi", "import json", "from . import _tl_aot_torch", "from . import _tl_aot_torch"]
+    # no input tensor, and inside register_torch_ops() (with os, to find the native companion beside the library)
+    glue = "from . import _tl_aot_torch"
+    assert imports == ["import os", "import tvm_ffi", "import json", glue, glue, "import os as __tl_aot_os"]
     assert "import torch" not in text and "__tl_aot_register_if_torch" not in text
     for name, members in manifest.exports().items():
         raw = f'__tl_aot_module["{name}"]'

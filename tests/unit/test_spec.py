@@ -63,7 +63,8 @@ def test_cpp_name_suffixes_keywords_and_taken_names():
     assert cpp_name("x") == "x"
     assert cpp_name("new") == "new_"
     assert cpp_name("stream", {"stream"}) == "stream_"
-    assert cpp_name("new", {"new_"}) == "new__"
+    assert cpp_name("new", {"new_"}) == "new_2"
+    assert cpp_name("NULL") == "NULL_" and cpp_name("EOF", {"EOF_", "EOF_2"}) == "EOF_3"
 
 
 def test_library_rejects_duplicate_and_reserved_entries(tmp_path):
@@ -118,7 +119,7 @@ def test_specialisations_share_one_exported_name(tmp_path):
     ("items", "message"),
     [
         ("[]", "specialisations must be a non-empty list"),
-        ("[{ args = { N = 1 }, size = 3 }]", "specialisation #1: expected a table with args, factory_args, jit_args, when, fallback"),
+        ("[{ args = { N = 1 }, size = 3 }]", "specialisation #1: expected a table with args, factory_args, jit_args, backend, when"),
         ("[{ when = { m = 0 } }]", "when.m = 0: expected a positive int"),
         ('[{ fallback = "yes" }]', "fallback must be true or false"),
     ],

@@ -1,6 +1,6 @@
 """Regenerate the codegen golden files.
 
-    python tests/unit/golden/regen.py              # re-render launcher.cc.ref / header.h.ref / manifest.cc.ref
+    python tests/unit/golden/regen.py              # re-render launcher.cc.ref / header.h.ref / manifest.cc.ref / torch_companion.cc.ref
     python tests/unit/golden/regen.py --relower    # also re-lower manifest.json (needs TileLang)
 
 Run the first after any template change, and review the diff of the .ref files like code.
@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from tl_aot.codegen import render_header, render_launcher, render_manifest  # noqa: E402
 from tl_aot.metadata import Manifest, from_json, to_json  # noqa: E402
+from tl_aot.torch_native import render_companion  # noqa: E402
 
 
 def relower() -> Manifest:
@@ -70,6 +71,7 @@ def main() -> None:
     (HERE / "launcher.cc.ref").write_text(render_launcher(manifest, header_name="golden.h"))
     (HERE / "header.h.ref").write_text(render_header(manifest))
     (HERE / "manifest.cc.ref").write_text(render_manifest(manifest))
+    (HERE / "torch_companion.cc.ref").write_text(render_companion(manifest, header_name="golden.h"))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,420 @@
+"""Hostile strings and names in generated code, and launches past an arch's limits (CPU only).
+
+Every user string reaching generated Python, C++, depfiles or JSON either reads back exactly
+(the generated text parses or compiles) or is refused with a SpecError naming it; any name
+TileLang accepts builds; a launch no GPU of the arch can make fails the build, naming the limit.
+"""
+
+import ast
+import dataclasses
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from tl_aot.codegen import render_header, render_launcher, render_loader
+from tl_aot.cpp_spelling import cpp_macros, cpp_name, cpp_reserved
+from tl_aot.cuda_source import rename_reserved_names, static_shared_bytes
+from tl_aot.errors import LoweringError, SpecError
+from tl_aot.escaping import c_string_body, depfile_path, json_text, py_comment, py_doc_line, py_str
+from tl_aot.launch_limits import max_shared_bytes, static_int
+from tl_aot.metadata import Manifest, from_json, to_json
+from tl_aot.spec import RESERVED_ENTRY_NAMES, KernelSpec, LibrarySpec
+
+GOLDEN = Path(__file__).parent / "golden"
+KERNELS = Path(__file__).parents[1] / "kernels"
+HOSTILE = {
+    "newline": "k.py\nimport os; os.system('echo PWNED')",
+    "carriage_return": "k.py\rimport os",
+    "triple_quotes": "k\"\"\"x'''.py",
+    "backslashes": "k\\N{x}\\.py\\",
+    "hash": "k#x.py",
+    "comment_end": "k*/x/*.py",
+    "nul": "k\x00.py",
+    "non_utf8": os.fsdecode(b"k\xff\xfe.py"),
+    "dollar_space": "my $dir/k (1).py",
+    "line_separator": "k\u2028x\u0085.py",
+    "trigraph": "k??/x.py",
+    "form_feed": "k\x0cimport os.py",
+}
+MACRO_PAIRS = [("NULL", "EOF"), ("SIZE_MAX", "INT32_MAX"), ("errno", "assert"), ("CHAR_BIT", "INFINITY"), ("NAN", "HUGE_VAL")]
+
+
+def golden() -> Manifest:
+    return from_json(Manifest, (GOLDEN / "manifest.json").read_text())
+
+
+def with_source(source: str) -> Manifest:
+    m = golden()
+    return dataclasses.replace(m, entries=tuple(dataclasses.replace(e, source=source) for e in m.entries))
+
+
+def with_param_names(pairs) -> Manifest:
+    """The golden manifest plus one copy of its first entry (X, Y renamed) per pair of names."""
+    m = golden()
+    e = m.entries[0]
+    copies = []
+    for i, pair in enumerate(pairs):
+        names = dict(zip(("X", "Y"), pair))
+        params = tuple(dataclasses.replace(p, name=names.get(p.name, p.name)) for p in e.params)
+        symbols = tuple(dataclasses.replace(s, param=names.get(s.param, s.param)) for s in e.symbols)
+        variants = tuple(dataclasses.replace(v, kernels=tuple(_renamed_args(k, names) for k in v.kernels)) for v in e.variants)
+        copies.append(dataclasses.replace(e, name=f"copy{i}", params=params, symbols=symbols, variants=variants))
+    return dataclasses.replace(m, entries=(*m.entries, *copies))
+
+
+def _renamed_args(kernel, names: dict):
+    """``kernel`` passing the renamed parameters (the launcher's ``p_<name>`` values)."""
+    args = tuple(
+        dataclasses.replace(a, name=names.get(a.name, a.name), value=f"p_{names[a.name]}" if a.name in names else a.value)
+        for a in kernel.args
+    )
+    return dataclasses.replace(kernel, args=args)
+
+
+def compile_cxx(tmp_path: Path, files: dict, main: str, prelude: str = "") -> None:
+    """``g++ -fsyntax-only`` of ``main`` among ``files`` (written as generated: UTF-8, path bytes kept)."""
+    tvm_ffi = pytest.importorskip("tvm_ffi")  # noqa: F841
+    from tl_aot.toolchain import RUNTIME_INCLUDE, cuda_include_dir, find_cxx, tvm_ffi_paths
+
+    for name, text in files.items():
+        (tmp_path / name).write_bytes(text.encode("utf-8", "surrogateescape"))
+    (tmp_path / "tu.cc").write_text(prelude + f'#include "{main}"\n')
+    p = tvm_ffi_paths()
+    inc = ["-I", str(RUNTIME_INCLUDE), "-I", p["include"], "-I", p["dlpack"], "-I", cuda_include_dir(), "-I", str(tmp_path)]
+    proc = subprocess.run([find_cxx(), "-std=c++17", "-fsyntax-only", *inc, str(tmp_path / "tu.cc")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+# --------------------------------------------------------------------------------------------
+# One spelling per language: each reads back exactly
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
+def test_python_literal_reads_back(text):
+    assert ast.literal_eval(py_str(text)) == text
+
+
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
+def test_docstring_line_cannot_close_the_docstring(text):
+    spelled = py_doc_line(text)
+    assert "\n" not in spelled and "\r" not in spelled
+    assert ast.literal_eval(f'"""{spelled}"""') == text
+
+
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
+def test_python_comment_stays_one_comment(text):
+    line = f"# {py_comment(text)}\nx = 1\n"
+    tokens = [t for t in tokenize.generate_tokens(io.StringIO(line).readline) if t.type not in (tokenize.NL, tokenize.NEWLINE)]
+    assert tokens[0].type == tokenize.COMMENT
+    assert [t.string for t in tokens[1:4]] == ["x", "=", "1"]
+
+
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
+def test_json_is_ascii_and_reads_back(text):
+    spelled = json_text({"source": text})
+    assert spelled.isascii()
+    assert json.loads(spelled) == {"source": text}
+
+
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
+def test_c_string_body_is_printable_ascii_without_bare_quotes(text):
+    body = c_string_body(text)
+    assert body.isascii() and body.isprintable()
+    assert '"' not in body.replace('\\"', "")
+
+
+DEPFILE_NAMES = {
+    "space": "a b.py",
+    "hash": "a#b.py",
+    "dollar": "a$b.py",
+    "backslash": "a\\b.py",
+    "backslash_space": "a\\ b.py",
+    "colon": "a:b.py",
+    "percent": "a%b.py",
+    "non_utf8": os.fsdecode(b"a\xffb.py"),
+    "trailing_backslash": "ab\\",
+}
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+@pytest.mark.parametrize("name", DEPFILE_NAMES.values(), ids=DEPFILE_NAMES.keys())
+def test_depfile_names_each_file_make_reads_back(tmp_path, name):
+    """Touching the dependency (and only it) makes the library out of date for make."""
+    from tl_aot.build_stages import write_depfile
+
+    dep, target = tmp_path / name, tmp_path / "libk.so"
+    dep.write_text("x")
+    target.write_text("t")
+    write_depfile(tmp_path / "k.d", target, (dep,))
+    (tmp_path / "Makefile").write_bytes(b"all: " + bytes(target) + b"\n" + bytes(target) + b":\n\t@echo REBUILD\ninclude k.d\n")
+
+    def rebuilds() -> bool:
+        proc = subprocess.run(["make", "-C", str(tmp_path)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        return "REBUILD" in proc.stdout
+
+    now = time.time()
+    for f in tmp_path.iterdir():
+        os.utime(f, (now - 100, now - 100))
+    os.utime(target, (now - 50, now - 50))  # newer than the dependency and than tl_aot's templates
+    assert not rebuilds()
+    os.utime(dep, (now, now))
+    assert rebuilds()
+
+
+@pytest.mark.parametrize("name", ["a\nb.py", "a\rb.py", "a\x00b.py"], ids=["newline", "carriage_return", "nul"])
+def test_depfile_refuses_what_it_cannot_spell(name):
+    with pytest.raises(SpecError, match="cannot be written to a Makefile depfile"):
+        depfile_path(f"/src/{name}")
+
+
+# --------------------------------------------------------------------------------------------
+# The generated files with hostile kernel source paths
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", HOSTILE.values(), ids=HOSTILE.keys())
+def test_wheel_loader_with_hostile_source_path_is_inert(source):
+    """The path sits in the loader's first comment: nothing of it may become a statement."""
+    text = render_loader(with_source(source), module="pkg._kernels", library_file="lib_kernels.so")
+    text.encode("utf-8")  # the file is written as UTF-8
+    plain = render_loader(with_source("kernels/k.py"), module="pkg._kernels", library_file="lib_kernels.so")
+    assert ast.dump(ast.parse(text)) == ast.dump(ast.parse(plain))  # the same module, only a comment differs
+    first = text.splitlines()[0]
+    assert first.startswith("# Generated by tl_aot") and first.endswith("Do not edit.")
+
+
+def test_wheel_loader_docstring_reads_signatures_back():
+    m = golden()
+    text = render_loader(m, module="pkg._kernels", library_file="lib_kernels.so")
+    doc = ast.get_docstring(ast.parse(text))
+    assert all(e.signature() in doc for e in m.entries)
+
+
+def test_header_with_hostile_source_paths_compiles(tmp_path):
+    """Every hostile path at once, one per entry's doc comment (one compile keeps the test fast)."""
+    m = golden()
+    paths = list(HOSTILE.values())
+    m = dataclasses.replace(m, entries=tuple(dataclasses.replace(e, source=paths[i % len(paths)]) for i, e in enumerate(m.entries)))
+    header = render_header(m)
+    assert all(c not in header for c in "\r\x00\x0c\u2028")
+    compile_cxx(tmp_path, {"golden.h": header}, "golden.h")
+
+
+def test_launcher_with_hostile_source_path_compiles(tmp_path):
+    m = with_source("".join(HOSTILE.values()))
+    compile_cxx(tmp_path, {"golden.h": render_header(m), "launcher.cc": render_launcher(m, header_name="golden.h")}, "launcher.cc")
+
+
+@pytest.mark.parametrize("source", HOSTILE.values(), ids=HOSTILE.keys())
+def test_manifest_json_reads_back(source):
+    m = with_source(source)
+    assert from_json(Manifest, to_json(m)) == m
+    assert to_json(m).isascii()
+
+
+# --------------------------------------------------------------------------------------------
+# Names: C/C++ keywords and the macros of the headers generated code includes
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["NULL", "EOF", "SIZE_MAX", "INT32_MAX", "errno", "assert", "stdout", "INFINITY", "CUDA_VERSION", "NAN"])
+def test_macro_names_are_listed_and_renamed(name):
+    assert name in cpp_macros() or name in ("errno", "assert")
+    assert cpp_reserved(name)
+    spelled = cpp_name(name)
+    assert spelled != name and not cpp_reserved(spelled)
+
+
+def test_renamed_names_never_clash():
+    assert cpp_name("NULL", {"NULL_"}) == "NULL_2"
+    assert cpp_name("x", {"x"}) == "x_"
+    assert cpp_name("count") == "count"
+
+
+def test_header_and_launcher_with_macro_named_params_compile(tmp_path):
+    """A user's program may include <cstdio>, <climits>, ... before the header: it still compiles."""
+    m = with_param_names(MACRO_PAIRS)
+    prelude = "".join(f"#include <{h}>\n" for h in ("cstdio", "climits", "cmath", "cassert", "cstdlib", "cerrno", "cstdint", "cfloat"))
+    compile_cxx(tmp_path, {"golden.h": render_header(m)}, "golden.h", prelude)
+    compile_cxx(tmp_path, {"launcher.cc": render_launcher(m, header_name="golden.h")}, "launcher.cc")
+
+
+CUDA = """extern "C" __global__ void __launch_bounds__(128, 1) main_kernel(const float* __restrict__ NULL, int EOF, float x);
+extern "C" __global__ void __launch_bounds__(128, 1) main_kernel(const float* __restrict__ NULL, int EOF, float x) {
+  float INFINITY[4];
+  __shared__ float SIZE_MAX[256];
+  if (x < EOF) { INFINITY[0] = NULL[0] * x * NAN; }
+}
+"""
+
+
+def test_cuda_source_renames_macro_params_and_locals_only():
+    out = rename_reserved_names(CUDA)
+    assert "const float* __restrict__ NULL_, int EOF_, float x" in out
+    assert "float INFINITY_[4];" in out and "float SIZE_MAX_[256];" in out
+    assert "NULL_[0] * x * NAN" in out  # a macro the kernel uses is left alone
+    assert rename_reserved_names(out) == out
+
+
+def test_static_shared_arrays_are_counted():
+    assert static_shared_bytes(CUDA) == {"main_kernel": 1024}
+
+
+@pytest.mark.parametrize("name", sorted(RESERVED_ENTRY_NAMES))
+def test_entries_may_not_take_the_loaders_names(name, tmp_path):
+    e = KernelSpec.create(name=name, source=tmp_path / "k.py", function="f", archs=["80"])
+    with pytest.raises(SpecError, match=f"entry name '{name}' is reserved by tl_aot"):
+        LibrarySpec("lib", (e,))
+
+
+def test_reserved_entry_names_cover_the_library_object_and_the_wheel_loader():
+    from tl_aot.runtime import Library
+
+    public = {n for n in dir(Library) if not n.startswith("_")}
+    loader = ast.parse(render_loader(golden(), module="pkg._kernels", library_file="lib_kernels.so"))
+    defined = {t.id for n in loader.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    defined |= {n.name for n in loader.body if isinstance(n, ast.FunctionDef)}
+    entries = {e.exported for e in golden().entries}
+    assert public <= RESERVED_ENTRY_NAMES
+    assert {n for n in defined - entries if not n.startswith("__")} - {"__all__"} <= RESERVED_ENTRY_NAMES
+    assert "_tl_aot_torch" in RESERVED_ENTRY_NAMES
+
+
+LIBRARY_NAMES = {
+    "tvm_ffi": "the file name of a library",
+    "cuda": "the file name of a library",
+    "cudart": "the file name of a library",
+    "c": "the file name of a library",
+    "m": "the file name of a library",
+    "dl": "the file name of a library",
+    "pthread": "the file name of a library",
+    "rt": "the file name of a library",
+    "gcc_s": "the file name of a library",
+    "python3": "the file name of a library",
+    "NULL": "a C/C++ macro",
+    "EOF": "a C/C++ macro",
+    "SIZE_MAX": "a C/C++ macro",
+    "new": "reserved in C++",
+}
+
+
+@pytest.mark.parametrize("name", LIBRARY_NAMES, ids=LIBRARY_NAMES.keys())
+def test_library_names_that_would_shadow_or_not_compile_are_refused(name, tmp_path):
+    e = KernelSpec.create(name="k", source=tmp_path / "k.py", function="f", archs=["80"])
+    with pytest.raises(SpecError, match=f"library name '{name}' .*{re.escape(LIBRARY_NAMES[name])}"):
+        LibrarySpec(name, (e,))
+
+
+# --------------------------------------------------------------------------------------------
+# Launch limits, per arch, at build time
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arch", "kib"),
+    [("75", 64), ("80", 163), ("86", 99), ("87", 163), ("89", 99), ("90a", 227), ("100a", 227), ("120", 99)],
+)
+def test_shared_memory_limit_per_arch(arch, kib):
+    from tl_aot.arch import parse_arch
+
+    assert max_shared_bytes(parse_arch(arch)) == kib * 1024
+
+
+@pytest.mark.parametrize(
+    ("expr", "value"), [("4", 4), ("int64_t(1099511627776)", 2**40), ("(int64_t)7", 7), ("rt::floordiv((s_n + 255), 256)", None)]
+)
+def test_static_launch_dims(expr, value):
+    assert static_int(expr) == value
+
+
+LIMITS = [
+    ("shared", "90a", {"nbytes": 4 << 20}, "4194304 bytes of shared memory per block, more than the limit of 232448"),
+    ("shared", "86", {"nbytes": 100 * 1024}, "more than the limit of 101376 (99 KiB) on sm_86"),
+    ("shared", "80", {"nbytes": 164 * 1024}, "more than the limit of 166912"),
+    ("launch", "90a", {"gx": 2**40}, "grid x = 1099511627776 blocks, more than the limit of 2147483647"),
+    ("launch", "90a", {"gz": 65536}, "grid z = 65536 blocks, more than the limit of 65535"),
+    ("launch", "90a", {"threads": 4096}, "block x = 4096 threads, more than the limit of 1024"),
+    ("launch", "80", {"threads": (32, 8, 8)}, "2048 threads per block, more than the limit of 1024"),
+    ("launch", "80", {"gx": 4, "cluster": (2, 1, 1)}, "thread-block clusters (2, 1, 1) need sm_90 or newer"),
+    ("launch", "90a", {"gx": 64, "cluster": (32, 1, 1)}, "a cluster of 32 blocks (32, 1, 1), more than the limit of 16"),
+    ("launch", "90a", {"gx": 3, "cluster": (2, 1, 1)}, "grid x = 3 is not a multiple of the cluster's 2"),
+]
+
+
+def _lower(function, arch, args):
+    pytest.importorskip("tilelang")
+    from tl_aot.arch import parse_arch
+    from tl_aot.lower import lower_variant
+
+    spec = KernelSpec.create(name=f"hostile_{function}", source=KERNELS / "hostile.py", function=function, args=args, archs=[arch])
+    return lower_variant(spec, parse_arch(arch))
+
+
+@pytest.mark.parametrize(("function", "arch", "args", "fragment"), LIMITS, ids=[f[3][:40] for f in LIMITS])
+def test_impossible_launches_fail_the_build(function, arch, args, fragment):
+    with pytest.raises(LoweringError) as info:
+        _lower(function, arch, args)
+    e = info.value
+    assert fragment in str(e)
+    assert f"entry 'hostile_{function}'" in str(e) and "kernel main_kernel" in str(e)
+    assert (e.entry, e.arch) == (f"hostile_{function}", _lower_arch(arch))
+    assert e.location and e.location.endswith(".py:" + str(_def_line(function)))
+
+
+def _lower_arch(arch: str) -> str:
+    from tl_aot.arch import parse_arch
+
+    return parse_arch(arch).sm
+
+
+def _def_line(function: str) -> int:
+    from tl_aot.source import function_line
+
+    return function_line(KERNELS / "hostile.py", function)
+
+
+@pytest.mark.parametrize(
+    ("function", "arch", "args"),
+    [
+        ("shared", "80", {"nbytes": 48 * 1024}),
+        ("shared", "90a", {"nbytes": 227 * 1024}),
+        ("launch", "90a", {"gy": 65535}),
+        ("launch", "80", {"threads": 1024}),
+        ("launch", "90a", {"gx": 4, "cluster": (2, 1, 1)}),
+        ("launch", "90a", {"gx": 32, "cluster": (16, 1, 1)}),
+    ],
+    ids=["48KiB-sm80", "227KiB-sm90a", "grid-65535", "threads-1024", "cluster-2", "cluster-16"],
+)
+def test_launches_at_the_limits_build(function, arch, args):
+    assert _lower(function, arch, args).kernels
+
+
+def test_macro_named_params_and_dims_lower_with_renamed_cuda_names():
+    v = _lower("macro_names", "80", {})
+    assert [p.name for p in v.params] == ["NULL", "SIZE_MAX", "errno"]  # the user's names, as the launcher checks them
+    decl = next(line for line in v.cuda_source.splitlines() if "__global__" in line)
+    words = set(re.findall(r"\w+", decl))
+    assert not words & {"NULL", "SIZE_MAX", "EOF", "errno"}
+    assert {"NULL_", "SIZE_MAX_", "EOF_"} <= words
+    assert "float INFINITY_[1];" in v.cuda_source and "stdout_[]" in v.cuda_source  # locals too
+
+
+def test_entries_named_after_macros_get_distinct_cpp_names(tmp_path):
+    """Entries ``EOF`` and ``EOF_`` (and ``new``) are separate C++ functions in one header that compiles."""
+    m = golden()
+    e = m.entries[0]
+    m = dataclasses.replace(m, entries=(*(dataclasses.replace(e, name=n) for n in ("EOF", "EOF_", "new")), *m.entries[1:]))
+    header = render_header(m)
+    assert "void EOF_2(" in header and "void EOF_(" in header and "void new_(" in header
+    files = {"golden.h": header, "launcher.cc": render_launcher(m, header_name="golden.h")}
+    compile_cxx(tmp_path, files, "launcher.cc", "#include <cstdio>\n")
