@@ -471,9 +471,10 @@ function(add_tilelang_kernel)
     endif()
   endforeach()
   if("ARCHS" IN_LIST ARGN AND NOT ARG_ARCHS)
-    message(FATAL_ERROR "add_tilelang_kernel(): 'ARCHS' is empty (target ${name}): name the archs, "
-                        "e.g. ARCHS 80 90a, or leave ARCHS out to use TL_AOT_ARCHS or "
-                        "CMAKE_CUDA_ARCHITECTURES")
+    message(
+      FATAL_ERROR
+        "add_tilelang_kernel(): 'ARCHS' is empty (target ${name}): name the archs, "
+        "e.g. ARCHS 80 90a, or leave ARCHS out to use TL_AOT_ARCHS or " "CMAKE_CUDA_ARCHITECTURES")
   endif()
   if(NOT name MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
     message(FATAL_ERROR "add_tilelang_kernel(): target name '${name}' must be a C identifier "
