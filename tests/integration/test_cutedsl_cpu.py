@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -214,3 +216,82 @@ def test_the_cubin_is_the_one_tilelangs_cutedsl_jit_makes_from_real_tensors(cute
         code = [{k: v for k, v in cubin.sections(img).items() if k.startswith(".text.")} for img in (jit, ours)]
         assert [list(c.values()) for c in code] == [list(code[1].values())] * 2
         assert str(n) in cubin.kernel_names(jit)[0] and cubin.kernel_names(ours) != cubin.kernel_names(jit)
+
+
+def _jit_launcher(entry: str) -> str:
+    """The C++ launcher TileLang's CuTeDSL JIT generates for ``entry`` of cutedsl.toml on an H100 (sm_90a)."""
+    import tilelang
+    import tomllib
+    from tilelang import tvm
+    from tilelang.jit.adapter.wrapper import TLPyWrapper
+
+    e = next(x for x in tomllib.loads((KERNELS / "cutedsl.toml").read_text())["entry"] if x["name"] == entry)
+    spec = importlib.util.spec_from_file_location(f"jit_{entry}", KERNELS / e["source"])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = getattr(module, e["function"])
+    func = fn.jit_impl.get_tir(**e["args"]) if hasattr(fn, "jit_impl") else fn(**e["args"])
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a", "keys": ["cuda", "gpu", "cutedsl"]})
+    with tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}), tvm.transform.PassContext(opt_level=3):
+        art = tilelang.lower(func, target=target)
+    wrapper = TLPyWrapper(target)  # as CuTeDSLKernelAdapter builds it
+    wrapper.assign_optimized_module(tvm.IRModule({"main": func}))
+    wrapper.assign_pass_configs({})
+    wrapper.assign_host_module(art.host_mod)
+    wrapper.assign_device_module(art.device_mod)
+    return wrapper.wrap(art.kernel_source)["launcher_cpp_code"]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in re.findall(r"\b\d+\b", text)]
+
+
+def _jit_launch(code: str) -> dict:
+    """Grid, block, dynamic shared memory (launch and attribute), launch API and TMA encodings of a JIT launcher."""
+    (launch,) = re.findall(r"cuLaunchKernel\(\s*kernels\[0\],([^;]*?),\s*stream", code)
+    (attr,) = re.findall(r"CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,\s*(\d+)\)", code)
+    descs = {}
+    for name, body in re.findall(r"// Descriptor \d+: \w+ \(tensor: (\w+)\)(.*?)if \(result", code, re.S):
+        n = _ints(" ".join(re.findall(r"static_cast<\w+>\((\d+)\)", body)))
+        r = (len(n) - 4) // 4  # rank r: dims r, strides r-1, box r, element strides r, then dtype and 4 enums
+        descs[name] = (n[4 * r - 1], r, n[:r], n[r : 2 * r - 1], n[2 * r - 1 : 3 * r - 1], n[3 * r - 1 : 4 * r - 1], n[4 * r :])
+    return {
+        "grid_block_smem": _ints(launch),
+        "smem_attribute": int(attr),
+        "api": "cuLaunchKernel" if "cuLaunchKernelEx" not in code else "cuLaunchKernelEx",
+        "tma": descs,
+    }
+
+
+def _our_launch(cc: str, entry: str) -> dict:
+    """The same for tl_aot's launcher of ``entry`` (its sm_90a variant, launch_v0)."""
+    body = cc.split(f'constexpr const char* kName = "{entry}";')[1].split("void launch_v0(")[1].split("\n}\n")[0]
+    grid = _ints(re.search(r"grid0\[3\] = \{([^}]*)\}", body).group(1))
+    block = _ints(re.search(r"block\[3\] = \{([^}]*)\}", body).group(1))
+    smem = int(re.search(r"smem0 = (\d+);", body).group(1))
+    descs = {}
+    for dims, strides, estr, box, call in re.findall(
+        r"dims\[\] = \{([^}]*)\};\s*const int64_t strides\[\] = \{([^}]*)\};\s*const cuuint32_t estr\[\] = \{([^}]*)\};"
+        r"\s*const cuuint32_t box\[\] = \{([^}]*)\};\s*rt::encode_tiled\(([^;]*)\);",
+        body,
+    ):
+        name = re.search(r'kName, "(\w+)"', call).group(1)
+        n = _ints(call.split(",", 3)[3])  # dtype, rank, then after the pointer and arrays: the 4 enums
+        descs[name] = (n[0], n[1], _ints(dims), _ints(strides), _ints(box), _ints(estr), n[-4:])
+    (launch,) = re.findall(r"rt::launch\(kName, \"\w+\", [^;]*?args, (nullptr|cluster), (\w+), (\w+)\);", body)
+    plain = launch == ("nullptr", "false", "false")  # no cluster, not cooperative, no PDL: rt::launch calls cuLaunchKernel
+    return {
+        "grid_block_smem": grid + block + [smem],
+        "smem_attribute": smem,
+        "api": "cuLaunchKernel" if plain else "cuLaunchKernelEx",
+        "tma": descs,
+    }
+
+
+@pytest.mark.parametrize("entry", ["gemm_tma", "flash_fwd"])
+def test_the_launch_is_the_one_tilelangs_cutedsl_jit_makes(cutedsl_lib, entry):
+    """Grid, block, dynamic shared memory, launch API and every TMA descriptor as TileLang's JIT launcher has them."""
+    cc = (cutedsl_lib.parent / ".tl_aot" / "tl_aot_cutedsl" / "tl_aot_cutedsl.cc").read_text()
+    jit, ours = _jit_launch(_jit_launcher(entry)), _our_launch(cc, entry)
+    assert jit["tma"] and jit["grid_block_smem"][-1] > 48 * 1024
+    assert ours == jit
