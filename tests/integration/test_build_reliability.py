@@ -218,7 +218,7 @@ def test_unsupported_arch(tmp_path, arch, needles):
 
 def test_unsupported_arch_in_a_spec_file(tmp_path):
     spec = _write_spec(tmp_path, SPEC_SMALL.replace('archs = ["90a"]', 'archs = ["sm_9000"]'))
-    _fails(tl_aot("build", "--spec", spec, "-o", tmp_path / "out"), "lib.toml: entry #1", "'add_one'", "unsupported arch name 'sm_9000'")
+    _fails(tl_aot("build", "--spec", spec, "-o", tmp_path / "out"), "lib.toml: [library]", "unsupported arch name 'sm_9000'", "'90a'")
 
 
 # ---------------------------------------------------------------------------------------------
