@@ -39,11 +39,16 @@ def shared(nbytes, threads=128):
 
 def launch(gx=1, gy=1, gz=1, threads=128, cluster=None):
     """An empty-ish kernel launched on a (gx, gy, gz) grid of ``threads`` threads, optionally in clusters."""
-    extra = {"cluster_dims": cluster} if cluster else {}
+    from tl_aot.tilelang_compat import cluster_kernel
+
+    def kernel():
+        if cluster:  # the spelling every supported TileLang release accepts
+            return cluster_kernel(gx, gy, gz, threads=threads, cluster_dims=cluster)
+        return T.Kernel(gx, gy, gz, threads=threads)
 
     @T.prim_func
     def main(Y: T.Tensor((4,), "int32")):
-        with T.Kernel(gx, gy, gz, threads=threads, **extra) as (bx, by, bz):
+        with kernel() as (bx, by, bz):
             if bx == 0 and by == 0 and bz == 0:
                 for i in T.serial(4):
                     Y[i] = i
