@@ -56,7 +56,16 @@ from .entry_keys import ENTRY_KEYS, create_keywords
 from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
 from .keycheck import check_keys, expect_str, expect_str_list, expect_table
-from .spec import RESERVED_ENTRY_NAMES, KernelSpec, LibrarySpec, archs_from_env, check_identifier, check_library_name, check_out_idx
+from .spec import (
+    RESERVED_ENTRY_NAMES,
+    KernelSpec,
+    LibrarySpec,
+    archs_at,
+    archs_from_env,
+    check_identifier,
+    check_library_name,
+    check_out_idx,
+)
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
@@ -135,18 +144,9 @@ def _entry_decl(raw, ext_name: str) -> EntryDecl:
     return EntryDecl(
         name=name,
         source=os.fspath(raw["source"]),
-        archs=_archs(raw["archs"], f"{where}: entry {name!r}") if raw.get("archs") else (),
+        archs=archs_at(raw["archs"], f"{where}: entry {name!r}") if raw.get("archs") else (),
         keywords=tuple((k, v) for k, v in given.items() if k not in ("name", "source", "archs")),
     )
-
-
-def _archs(value, where: str) -> tuple:
-    """``archs=`` parsed, a wrong type named with where it was given."""
-    try:
-        return parse_arch_list(value)
-    except SpecError as e:
-        msg = f"{where}: {e}"
-        raise SpecError(msg) from None
 
 
 def _decl_of_spec(spec: KernelSpec, where: str) -> EntryDecl:
@@ -267,7 +267,7 @@ class TileLangExtension(Extension):
         self.entries = decls
         self.torch_ops = torch_ops
         self.tune_file = os.fspath(tune_file) if tune_file else None
-        self.archs = _archs(archs, f"TileLangExtension({name!r})") if archs else ()
+        self.archs = archs_at(archs, f"TileLangExtension({name!r})") if archs else ()
         super().__init__(name, sources=[], depends=[*_kernel_files(decls), *self.capture], optional=optional)
 
     @property

@@ -568,7 +568,7 @@ def _spec_tables(path: Path, data) -> tuple:
     if "name" in lib:
         expect_str(lib["name"], "name", where, '"mylib"')
     if "archs" in lib:
-        lib = {**lib, "archs": _archs_of(lib["archs"], where)}
+        lib = {**lib, "archs": archs_at(lib["archs"], where)}
     if lib.get("device") is not None:
         expect_str(lib["device"], "device", where, '"H100-SXM"')
     captures = expect_str_list(lib.get("capture", ()), "capture", where, '["ops.capture.json"]')
@@ -582,8 +582,8 @@ def _spec_tables(path: Path, data) -> tuple:
     return lib, entries, captures
 
 
-def _archs_of(value, where: str) -> tuple:
-    """Archs from a file, parsed now so a wrong type names the file and key."""
+def archs_at(value, where: str) -> tuple:
+    """Archs parsed now, so a wrong type names where they were given (a file and key, a setup.py argument)."""
     try:
         return parse_arch_list(value)
     except SpecError as e:
@@ -619,7 +619,7 @@ def _spec_entry(path: Path, i: int, ed: dict, lib: dict, lib_archs, device) -> t
         raise SpecError(msg)
     where = f"{where} ({ed['name']})"
     expect_str(ed["source"], "source", where, '"kernels.py"')
-    e_archs = lib_archs or (_archs_of(ed["archs"], where) if "archs" in ed else None) or lib.get("archs")
+    e_archs = lib_archs or (archs_at(ed["archs"], where) if "archs" in ed else None) or lib.get("archs")
     if not e_archs:
         msg = f"{where}: no archs (set [library] archs, the entry's archs, --arch or TL_AOT_ARCHS)"
         raise SpecError(msg)
