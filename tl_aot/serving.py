@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cuda_driver import current_gpu
 from .errors import TlAotError
 
 __all__ = ["serve", "stop", "Server", "ServedKernel", "KernelNotServed", "install_from_env"]
@@ -97,18 +98,18 @@ class Server:
                         continue  # built before tl_aot recorded request keys, or from a plain prim_func with no request
                     have = self.index.setdefault(key, (lib, e.name, set()))
                     if have[1] == e.name and have[0] is lib:
-                        have[2].add(_cc(v.arch))
+                        have[2].add(_image(v.arch, v.ptx))
                 self.by_name.setdefault(e.capture_name or e.function, []).append(e)
 
     def lookup(self, req):
-        """The served kernel for ``req``, or None (a miss)."""
+        """The served kernel for ``req``, or None (a miss): its key names a prebuilt image that runs on the current GPU."""
         from .capture import options_of, request_key
 
         t0 = time.perf_counter()
         key = request_key(req.func, options_of(req))
         hit = self.index.get(key)
         served = None
-        if hit is not None and _current_cc() in hit[2]:
+        if hit is not None and _runs_on(hit[2], current_gpu().cc):
             with self._lock:
                 served = self._served.get(key)
                 if served is None:
@@ -118,40 +119,52 @@ class Server:
         return served, key
 
     def miss_message(self, req, key: str, jit_call=None) -> str:
-        """Which kernel missed and the nearest prebuilt ones: the same jit function, closest arguments first."""
+        """Which kernel missed and why: no GPU visible, or the nearest prebuilt ones (same jit function, closest arguments first)."""
         from .capture import _jit_origin
 
         origin = _jit_origin(jit_call)
         jit, args = origin.get("jit", ""), origin.get("args", {})
         what = f"{jit}({', '.join(f'{k}={v}' for k, v in args.items())})" if jit else f"prim_func {req.name!r}"
+        gpu = current_gpu()
+        if not gpu:
+            held = "a library holds it" if key in self.index else "no library holds it either"
+            return (
+                f"tl_aot.serve: {what} (key {key}) cannot be served: no GPU is visible to this process ({gpu.why_none}); "
+                f"served kernels run on an NVIDIA GPU ({held})"
+            )
         near = sorted(self.by_name.get(jit, []), key=lambda e: -sum(1 for k, v in e.args if args.get(k) == v))
-        if near:
+        if key in self.index:
+            archs = ", ".join(sorted(f"sm_{cc}" for cc, *_ in self.index[key][2]))
+            hint = f"{self.index[key][1]} holds it for {archs} only"
+        elif near:
             listing = "; ".join(f"{e.name} ({', '.join(f'{k}={v}' for k, v in e.args[:8])})" for e in near[:3])
             hint = f"nearest prebuilt: {listing}"
         else:
             hint = f"no prebuilt kernel comes from that function ({len(self.index)} kernels loaded)"
         return (
-            f"tl_aot.serve: {what} (key {key}) is not in the served libraries for this GPU (sm_{_current_cc() or '?'}); "
+            f"tl_aot.serve: {what} (key {key}) is not in the served libraries for this GPU ({gpu.sm}); "
             f"{hint}. Capture a workload that asks for it and rebuild (python -m tl_aot capture / build --capture)"
         )
 
 
-def _cc(arch: str) -> str:
-    """``sm_90a`` -> ``90``: the compute capability an image runs on."""
-    return "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
+def _image(arch: str, ptx: bool) -> tuple:
+    """``sm_90a`` -> ``("90", 9, 0, True, False)``: what the launcher's image selection reads of a variant."""
+    digits = "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
+    return (digits, int(digits[:-1] or 0), int(digits[-1:] or 0), arch.endswith("a"), bool(ptx))
 
 
-def _current_cc() -> str:
-    import sys
+def _runs_on(images, cc: str) -> bool:
+    """Whether the launcher finds an image for a GPU of compute capability ``cc`` (its ``select_image`` rule).
 
-    torch = sys.modules.get("torch")
-    try:
-        if torch is not None and torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability()
-            return f"{major}{minor}"
-    except Exception:  # noqa: BLE001
-        pass
-    return ""
+    An exact match; else SASS of the same major from an older minor (not arch-specific); else PTX no newer than the GPU.
+    """
+    if not cc:
+        return False
+    major, minor = int(cc[:-1]), int(cc[-1])
+    for digits, maj, mnr, specific, ptx in images:
+        if digits == cc or (maj == major and mnr <= minor and not specific) or (ptx and maj * 10 + mnr <= major * 10 + minor):
+            return True
+    return False
 
 
 _active: Server | None = None
