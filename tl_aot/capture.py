@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .errors import SpecError
 from .fileutil import atomic_write
+from .jit_seam import CompiledStandIn, Interception, install
 from .options import flag_inputs, map_flag_paths, portable_flags
 
 __all__ = ["RECORD_SCHEMA", "request_key", "Record", "Capturer", "install_from_env", "normalized_ir"]
@@ -188,7 +189,6 @@ class Capturer:
         self.kernels: dict = {}
         self.errors = 0
         self._lock = threading.RLock()
-        self._last_jit_call = threading.local()
         self._flushed = time.monotonic()
 
     def record(self, req, jit_call=None) -> None:
@@ -237,39 +237,11 @@ class Capturer:
         on_import("tilelang.jit", self._patch)
 
     def _patch(self, tl_jit) -> None:
-        real_cached = tl_jit.cached
-        real_compile = tl_jit.JITImpl.compile
-        capturer = self
+        install(Interception(self._on_request, name="capture"), tl_jit)
 
-        def compile_method(self, *args, **kwargs):
-            capturer._last_jit_call.value = (self, args, dict(kwargs))
-            try:
-                return real_compile(self, *args, **kwargs)
-            finally:
-                capturer._last_jit_call.value = None
-
-        def cached(func=None, out_idx=None, *args, **kwargs):
-            from .resolve import CompiledStandIn, CompileRequest
-
-            flags = kwargs.get("compile_flags")
-            flags = [flags] if isinstance(flags, str) else list(flags or ())
-            req = CompileRequest(
-                func,
-                out_idx,
-                kwargs.get("execution_backend"),
-                kwargs.get("target"),
-                kwargs.get("target_host"),
-                dict(kwargs.get("pass_configs") or {}),
-                tuple(str(f) for f in flags),
-                0,
-            )
-            capturer.record(req, getattr(capturer._last_jit_call, "value", None))
-            if capturer.compile_for_real:
-                return real_cached(func, out_idx, *args, **kwargs)
-            return CompiledStandIn(req)
-
-        tl_jit.cached = cached
-        tl_jit.JITImpl.compile = compile_method
+    def _on_request(self, req, jit_call, proceed):
+        self.record(req, jit_call)
+        return proceed() if self.compile_for_real else CompiledStandIn(req)
 
 
 #: Contexts entered for the whole process (kept alive: a collected generator would undo them).

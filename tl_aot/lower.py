@@ -18,10 +18,11 @@ from .cuda_source import check_source_kernels, rename_reserved_names, static_sha
 from .device import default_profile, emulate, find_profile
 from .errors import LoweringError, SpecError, TlAotError
 from .ir_metadata import host_walk, output_positions, read_kernels, read_signature, read_tma_descriptors, read_workspaces
+from .jit_seam import CompileRequest
 from .launch_limits import check_launch_limits
 from .metadata import LoweredVariant
 from .options import flag_inputs, jit_pass_configs, nvcc_flags_for, portable_flags
-from .resolve import CompileRequest, Resolved, func_hash, plain_pass_configs, resolve_kernel
+from .resolve import Resolved, func_hash, plain_pass_configs, resolve_kernel
 from .source import format_user_error, function_line, import_kernel_file, local_dependencies, user_location
 from .spec import KernelSpec
 from .values import spell
@@ -168,15 +169,13 @@ def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict:
     """
     from .capture import options_of, request_key
 
-    req = CompileRequest(
+    req = CompileRequest.of(
         resolved.func,
         None if out_idx is None else list(out_idx),
-        resolved.execution_backend,
-        resolved.target,
-        None,
-        dict(resolved.pass_configs),
-        tuple(str(f) for f in resolved.compile_flags),
-        0,
+        execution_backend=resolved.execution_backend,
+        target=resolved.target,
+        pass_configs=resolved.pass_configs,
+        compile_flags=resolved.compile_flags,
     )
     options = options_of(req)
     key = spec.capture[1] if spec.capture else request_key(req.func, options)
