@@ -13,6 +13,7 @@ different options are always a miss: nothing else is ever served for them.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -70,6 +71,68 @@ class Stats:
     missed: dict = field(default_factory=dict)  # kernel name -> key
 
 
+class RequestKeys:
+    """:func:`tl_aot.capture.request_key` of each request, computed once per prim_func and per ``@tilelang.jit`` call.
+
+    The key serialises the whole prim_func (TVM JSON) and hashes it: about as long as building a
+    small prim_func. A request seen before is not hashed again: the same prim_func object with the
+    same options, or the same ``@tilelang.jit`` object compiled with the same arguments and options
+    (what TileLang's own per-object kernel cache assumes gives the same kernel; direct
+    ``JITImpl.compile`` calls, the autotuner's among them, bypass that cache). Each memo holds
+    what it is keyed by alive, so an id is never reused while remembered; both are bounded.
+    """
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._by_func: dict = {}  # (id(func), options) -> (func, key)
+        self._by_call: dict = {}  # (id(jit), args, options) -> (jit, key)
+        self.hashed = 0  # requests hashed (not answered from a memo)
+
+    def key(self, req, jit_call=None) -> str:
+        from .capture import options_of, request_key
+
+        options = options_of(req)
+        spelled = json.dumps(options, sort_keys=True, default=str)
+        fkey = (id(req.func), spelled)
+        have = self._by_func.get(fkey)
+        if have is not None and have[0] is req.func:
+            return have[1]
+        ckey = _call_key(jit_call, spelled + current_gpu().cc)  # a factory may pick its tiles by the GPU
+        have = self._by_call.get(ckey) if ckey is not None else None
+        if have is not None and have[0] is jit_call.jit:
+            key = have[1]
+        else:
+            key = request_key(req.func, options)
+            self.hashed += 1
+            if ckey is not None:
+                _remember(self._by_call, ckey, (jit_call.jit, key), self.LIMIT)
+        _remember(self._by_func, fkey, (req.func, key), self.LIMIT)
+        return key
+
+
+def _call_key(jit_call, options: str):
+    """``(id(jit), args, kwargs, options)`` of a ``@tilelang.jit`` compile, or None when an argument is not hashable.
+
+    Arguments compare as TileLang's own kernel cache compares them (it keys on them too); the memo
+    holds them, so an identity-hashed one stays alive while remembered.
+    """
+    if jit_call is None:
+        return None
+    try:
+        k = (id(jit_call.jit), jit_call.args, tuple(sorted(jit_call.kwargs.items())), options)
+        hash(k)
+    except TypeError:
+        return None
+    return k
+
+
+def _remember(memo: dict, key, value, limit: int) -> None:
+    if len(memo) >= limit:
+        memo.pop(next(iter(memo)))  # the oldest
+    memo[key] = value
+
+
 class Server:
     """Prebuilt kernels by capture key, from one or more libraries."""
 
@@ -80,6 +143,7 @@ class Server:
         self.by_name: dict[str, list] = {}
         self._served: dict[str, ServedKernel] = {}
         self._lock = threading.Lock()
+        self.keys = RequestKeys()
         self.libraries: list = []
         self.add(libraries)
 
@@ -102,12 +166,10 @@ class Server:
                         have[2].add(_image(v.arch, v.ptx))
                 self.by_name.setdefault(e.capture_name or e.function, []).append(e)
 
-    def lookup(self, req):
+    def lookup(self, req, jit_call=None):
         """The served kernel for ``req``, or None (a miss): its key names a prebuilt image that runs on the current GPU."""
-        from .capture import options_of, request_key
-
         t0 = time.perf_counter()
-        key = request_key(req.func, options_of(req))
+        key = self.keys.key(req, jit_call)
         hit = self.index.get(key)
         served = None
         if hit is not None and _runs_on(hit[2], current_gpu().cc):
@@ -224,7 +286,7 @@ def _patch(tl_jit) -> None:
             server = _active
             if server is None:
                 return proceed()
-            served, key = server.lookup(req)
+            served, key = server.lookup(req, jit_call)
             if served is not None:
                 server.stats.served += 1
                 return served
