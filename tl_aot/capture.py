@@ -22,7 +22,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SpecError
+from .cuda_driver import current_gpu, emulating
+from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
 from .jit_seam import CompiledStandIn, Interception, install
 from .options import flag_inputs, map_flag_paths, portable_flags
@@ -92,10 +93,16 @@ def request_key(func, options: dict) -> str:
 
 @dataclass
 class Record:
-    """A capture record: kernels by key, each with its IR, options, devices and origins."""
+    """A capture record: kernels by key, each with its IR, options, devices and origins; and the autotuner's choices.
+
+    ``tunings`` maps a tuning key (:func:`tl_aot.tuning.tuning_key`) to the choice TileLang's
+    autotuner made in the captured run: the config, its index among the candidates, the request
+    key of the chosen kernel (one of ``kernels``), the GPU and the latency measured.
+    """
 
     path: Path
     kernels: dict
+    tunings: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, missing_ok: bool = False) -> Record:
@@ -114,10 +121,17 @@ class Record:
         if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA or not isinstance(data.get("kernels"), dict):
             msg = f"{path} is not a tl_aot capture record (schema {RECORD_SCHEMA})"
             raise SpecError(msg)
-        return cls(path, data["kernels"])
+        tunings = data.get("tunings", {})
+        return cls(path, data["kernels"], tunings if isinstance(tunings, dict) else {})
 
-    def merge(self, other: dict) -> int:
-        """Add ``other``'s kernels (key -> item); devices and origins of known keys are merged. Returns how many are new."""
+    def merge(self, other: dict, tunings: dict | None = None) -> int:
+        """Add ``other``'s kernels (key -> item); devices and origins of known keys are merged. Returns how many are new.
+
+        ``tunings`` (tuning key -> choice) are added too; a tuning already recorded keeps its first choice
+        (a record is reproducible: tuning again, with its timing noise, does not change what is served).
+        """
+        for key, item in (tunings or {}).items():
+            self.tunings.setdefault(key, item)
         new = 0
         for key, item in other.items():
             have = self.kernels.get(key)
@@ -135,6 +149,8 @@ class Record:
     def save(self) -> None:
         """Write the record atomically, kernels sorted by key (stable diffs)."""
         data = {"schema": RECORD_SCHEMA, "kernels": dict(sorted(self.kernels.items()))}
+        if self.tunings:
+            data["tunings"] = dict(sorted(self.tunings.items()))
         atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
@@ -187,12 +203,14 @@ class Capturer:
         self.path = Path(path)
         self.compile_for_real = compile_for_real
         self.kernels: dict = {}
+        self.tunings: dict = {}
         self.errors = 0
         self._lock = threading.RLock()
         self._flushed = time.monotonic()
+        self._kernel_keys: dict = {}  # id(kernel TileLang compiled) -> (kernel, request key): which kernel a tuner chose
 
-    def record(self, req, jit_call=None) -> None:
-        """Add one request (never raises: a capture must not break the workload)."""
+    def record(self, req, jit_call=None) -> str | None:
+        """Add one request and return its key (never raises: a capture must not break the workload)."""
         try:
             from tilelang import tvm
 
@@ -211,22 +229,59 @@ class Capturer:
                 Record(self.path, self.kernels).merge({key: item})
             if time.monotonic() - self._flushed > 15:  # a killed workload keeps what it captured
                 self.flush()
+            return key
+        except Exception:  # noqa: BLE001
+            self.errors += 1
+            traceback.print_exc()
+            return None
+
+    def record_tuning(self, tuner, result) -> None:
+        """Add the choice TileLang's autotuner made (never raises): tuning key -> config and the chosen kernel's request key."""
+        from .tuning import chosen_index, describe, resolved_configs, spelled_config, tuning_key
+
+        try:
+            config = getattr(result, "config", None)
+            if config is None:
+                return  # the tunable arguments were given: nothing was tuned, the one kernel is an ordinary request
+            have = self._kernel_keys.get(id(getattr(result, "kernel", None)))
+            key, material = tuning_key(tuner, current_gpu().cc)
+            if have is None or have[0] is not result.kernel:
+                print(
+                    f"tl_aot capture: the autotuner's choice for {describe(material)} is not recorded: its kernel was not "
+                    "compiled in this run (a cache of TileLang's answered?); serving will not know it",
+                    file=sys.stderr,
+                )
+                return
+            item = {
+                "function": material["function"],
+                "args": json.dumps(material["args"], separators=(",", ":"))[:400],
+                "config": spelled_config(config),
+                "index": chosen_index(tuner, config),
+                "candidates": len(resolved_configs(tuner)),
+                "request_key": have[1],
+                "cc": material["cc"],
+                "device": _device().get("name", ""),
+                "latency_ms": float(getattr(result, "latency", 0.0) or 0.0),
+                "time": int(time.time()),
+            }
+            with self._lock:
+                self.tunings.setdefault(key, item)
         except Exception:  # noqa: BLE001
             self.errors += 1
             traceback.print_exc()
 
     def flush(self) -> int:
         """Merge what was captured into the record file (under a lock: several processes may capture). Returns new kernels."""
-        if not self.kernels:
+        if not self.kernels and not self.tunings:
             return 0
         from .fileutil import exclusive_lock
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock, exclusive_lock(self.path.with_name(self.path.name + ".lock")):
             rec = Record.load(self.path, missing_ok=True)
-            new = rec.merge(self.kernels)
+            new = rec.merge(self.kernels, self.tunings)
             rec.save()
-            self.kernels = {}
+            self.kernels, self.tunings = {}, {}
             self._flushed = time.monotonic()
         return new
 
@@ -237,11 +292,34 @@ class Capturer:
         on_import("tilelang.jit", self._patch)
 
     def _patch(self, tl_jit) -> None:
-        install(Interception(self._on_request, name="capture"), tl_jit)
+        install(Interception(self._on_request, name="capture", on_tune=self._on_tune), tl_jit)
 
     def _on_request(self, req, jit_call, proceed):
-        self.record(req, jit_call)
-        return proceed() if self.compile_for_real else CompiledStandIn(req)
+        key = self.record(req, jit_call)
+        kernel = proceed() if self.compile_for_real else CompiledStandIn(req)
+        if key is not None:
+            with self._lock:
+                self._kernel_keys[id(kernel)] = (kernel, key)
+        return kernel
+
+    def _on_tune(self, tuner, proceed):
+        """One run of TileLang's autotuner: let it tune (it compiles and times every candidate), then record its choice."""
+        try:
+            result = proceed()
+        except Exception:
+            if self.compile_for_real:
+                raise
+            from .tuning import describe, tuning_key
+
+            _, material = tuning_key(tuner, current_gpu().cc)
+            msg = (
+                f"tl_aot capture --device: {describe(material)} is tuned by TileLang's autotuner at run time, which times "
+                "every candidate on the GPU; a capture without one cannot record the tuner's choice. Capture this workload "
+                "on the GPU (python -m tl_aot capture -o RECORD -- CMD), or give the op its config instead of tuning it"
+            )
+            raise TlAotError(msg) from None
+        self.record_tuning(tuner, result)
+        return result
 
 
 #: Contexts entered for the whole process (kept alive: a collected generator would undo them).
@@ -268,10 +346,13 @@ def install_from_env() -> Capturer | None:
         return None
     device = os.environ.get("TL_AOT_CAPTURE_DEVICE", "")
     cap = Capturer(path, compile_for_real=not device)
+    # a tuning must run to be recorded: TileLang's own tuning cache would answer it unseen
+    os.environ.setdefault("TILELANG_AUTO_TUNING_DISABLE_CACHE", "1")
     if device:
         from .device import _emulate_tilelang, _emulate_torch, find_profile
 
         profile = find_profile(device)
+        _enter(emulating(profile.cc))
         on_import("torch", lambda _m: _enter(_emulate_torch(profile)))
         on_import("tilelang.carver.arch.driver.cuda_driver", lambda _m: _enter(_emulate_tilelang(profile)))
     cap.install()

@@ -20,6 +20,7 @@ __all__ = [
     "Symbol",
     "TmaDescriptor",
     "Workspace",
+    "Tuning",
     "KernelArg",
     "L2Window",
     "DeviceKernel",
@@ -224,6 +225,22 @@ class LoweredEntry:
 
 
 @dataclass(frozen=True)
+class Tuning:
+    """A run-time autotuning a captured run did, shipped so serving answers TileLang's autotuner (:mod:`tl_aot.tuning`)."""
+
+    key: str  # the tuning key: function, source, closure, arguments, candidate configs, options, compute capability
+    function: str  # module.qualname of the tuned function
+    args: str = ""  # the arguments it was tuned for, spelled (for messages)
+    config: str = ""  # the chosen config, spelled as JSON
+    index: int = -1  # its index among the candidate configs
+    candidates: int = 0
+    request_key: str = ""  # the request key of the chosen kernel: an entry of this library
+    cc: str = ""  # the compute capability it was tuned on
+    device: str = ""  # the GPU's name
+    latency_ms: float = 0.0  # what the tuner measured for the chosen config
+
+
+@dataclass(frozen=True)
 class Manifest:
     """Everything a library says about itself; embedded as JSON and checked by :func:`tl_aot.load`."""
 
@@ -234,6 +251,7 @@ class Manifest:
     tilelang_version: str = ""
     nvcc_version: str = ""
     build_flags: tuple = field(default=())
+    tunings: tuple = ()  # Tuning: the autotuner's choices recorded with the captured kernels this library holds
 
     def entry(self, name: str) -> LoweredEntry:
         """The entry ``name``; for a specialised export, its first specialisation."""
@@ -257,7 +275,7 @@ _NESTED: dict[str, dict[str, type]] = {
     "LoweredEntry": {"params": Param, "symbols": Symbol, "variants": ArchVariant},
     "ArchVariant": {"kernels": DeviceKernel, "tma_descriptors": TmaDescriptor, "workspaces": Workspace},
     "DeviceKernel": {"args": KernelArg, "l2_windows": L2Window},
-    "Manifest": {"entries": LoweredEntry},
+    "Manifest": {"entries": LoweredEntry, "tunings": Tuning},
 }
 
 

@@ -47,6 +47,16 @@ class ServedKernel:
         self.compile_flags = list(request.compile_flags)
         self.execution_backend = "tl_aot"
         self.adapter = None  # no TileLang adapter: callers that look for one launch through __call__
+        self.latency = self.config = self.ref_latency = None  # set when it answers TileLang's autotuner
+
+    def update_tuner_result(self, latency, config, ref_latency):
+        """As ``JITKernel.update_tuner_result``: the tuning this kernel answered (recorded, not measured here)."""
+        self.latency, self.config, self.ref_latency = latency, config, ref_latency
+        return self
+
+    def get_tuner_result(self) -> dict:
+        """As ``JITKernel.get_tuner_result``."""
+        return {"latency": self.latency, "config": self.config, "ref_latency": self.ref_latency}
 
     def __call__(self, *args):
         return self._fn(*args)
@@ -67,6 +77,9 @@ class Stats:
     served: int = 0
     compiled: int = 0  # misses passed on to TileLang's JIT
     refused: int = 0  # strict misses
+    tunings_served: int = 0  # autotuner runs answered with a recorded choice (nothing compiled or timed)
+    tunings_run: int = 0  # autotuner runs passed on to TileLang (not strict)
+    tunings_refused: int = 0  # strict autotuner runs with no recorded choice
     lookup_s: float = 0.0
     missed: dict = field(default_factory=dict)  # kernel name -> key
 
@@ -143,7 +156,9 @@ class Server:
         self.by_name: dict[str, list] = {}
         self._served: dict[str, ServedKernel] = {}
         self._lock = threading.Lock()
+        self._warned_tunings: set = set()
         self.keys = RequestKeys()
+        self.tunings: dict = {}  # tuning key -> (library, Tuning)
         self.libraries: list = []
         self.add(libraries)
 
@@ -165,6 +180,8 @@ class Server:
                     if have[1] == e.name and have[0] is lib:
                         have[2].add(_image(v.arch, v.ptx))
                 self.by_name.setdefault(e.capture_name or e.function, []).append(e)
+            for t in getattr(lib.manifest, "tunings", ()):
+                self.tunings.setdefault(t.key, (lib, t))
 
     def lookup(self, req, jit_call=None):
         """The served kernel for ``req``, or None (a miss): its key names a prebuilt image that runs on the current GPU."""
@@ -180,6 +197,62 @@ class Server:
                     served = self._served[key] = ServedKernel(lib[name], name, lib, req)
         self.stats.lookup_s += time.perf_counter() - t0
         return served, key
+
+    def tune(self, tuner, proceed):
+        """Answer one run of TileLang's autotuner: the recorded choice, served; else refused (strict) or run by TileLang.
+
+        A recorded tuning is answered by asking for its chosen kernel (served like any request:
+        nothing is compiled or timed). Strict serving with no recorded tuning lets TileLang's tuner
+        go on only as far as serving allows: a run whose tunable arguments were given compiles one
+        kernel, served; one that would tune has every candidate refused, and fails naming the tuning.
+        """
+        from .tuning import answer, describe, tuning_key
+
+        gpu = current_gpu()
+        key, material = tuning_key(tuner, gpu.cc)
+        hit = self.tunings.get(key)
+        if hit is not None:
+            result = answer(tuner, hit[1])
+            if result is not None:
+                self.stats.tunings_served += 1
+                return result
+        if self.strict:
+            try:
+                return proceed()  # a kernel refused outside tuning (tunable arguments given) raises its own KernelNotServed
+            except RuntimeError as e:  # every candidate refused: "Auto-tuning failed: No configuration successfully compiled ..."
+                if "Auto-tuning failed" not in str(e):
+                    raise
+            self.stats.tunings_refused += 1
+            raise KernelNotServed(self.tuning_message(material, key, gpu)) from None
+        with self._lock:
+            first = key not in self._warned_tunings
+            self._warned_tunings.add(key)
+        if first:
+            _log.warning("%s; TileLang's autotuner tunes it (compiling and timing each candidate)", self.tuning_message(material, key, gpu))
+        self.stats.tunings_run += 1
+        _fallback_tunings.append(describe(material))
+        try:
+            return proceed()
+        finally:
+            _fallback_tunings.pop()
+
+    def tuning_message(self, material: dict, key: str, gpu) -> str:
+        """Why a tuning is not served: no GPU visible, or no library holds it (with the tunings of that function it holds)."""
+        from .tuning import describe
+
+        what = f"TileLang's autotuner was asked to tune {describe(material)}"
+        if not gpu:
+            return f"tl_aot.serve: {what}; it cannot be served: no GPU is visible to this process ({gpu.why_none})"
+        same = [t for _, t in self.tunings.values() if t.function == material["function"]]
+        if same:
+            listing = "; ".join(f"{t.args[:80]} on sm_{t.cc}" for t in same[:3])
+            hint = f"the libraries hold {len(same)} tuning(s) of that function, for other arguments, candidates or GPUs: {listing}"
+        else:
+            hint = f"no served library holds a tuning of that function ({len(self.tunings)} tunings loaded)"
+        return (
+            f"tl_aot.serve: {what} on {gpu.sm} (tuning key {key}); {hint}. Capture a run that tunes it on this GPU "
+            "and rebuild (python -m tl_aot capture / build --capture)"
+        )
 
     def miss_message(self, req, key: str, jit_call=None) -> str:
         """Which kernel missed and why: no GPU visible, or the nearest prebuilt ones (same jit function, closest arguments first)."""
@@ -274,6 +347,7 @@ def stop() -> None:
 
 
 _installed: list = []  # the serving interception, once installed
+_fallback_tunings: list = []  # tunings TileLang's autotuner runs now (not strict, not recorded): its candidates compile quietly
 
 
 def _patch(tl_jit) -> None:
@@ -294,13 +368,17 @@ def _patch(tl_jit) -> None:
             if server.strict:
                 server.stats.refused += 1
                 raise KernelNotServed(server.miss_message(req, key, jit_call))
-            if key not in warned:
+            if key not in warned and not _fallback_tunings:  # a tuning TileLang runs was warned about once, not per candidate
                 warned.add(key)
                 _log.warning("%s; compiling it with TileLang's JIT", server.miss_message(req, key, jit_call))
             server.stats.compiled += 1
             return proceed()
 
-        _installed.append(Interception(on_request, name="serving"))
+        def on_tune(tuner, proceed):
+            server = _active
+            return proceed() if server is None else server.tune(tuner, proceed)
+
+        _installed.append(Interception(on_request, name="serving", on_tune=on_tune))
         install(_installed[0], tl_jit)
 
 
@@ -321,6 +399,7 @@ def install_from_env() -> Server | None:
         st = server.stats
         print(
             f"tl_aot serve (pid {os.getpid()}): {st.served} served, {st.compiled} compiled by the JIT, {st.refused} refused; "
+            f"tunings {st.tunings_served} served, {st.tunings_run} run by TileLang, {st.tunings_refused} refused; "
             f"lookups {st.lookup_s * 1e3:.1f} ms in all",
             file=sys.stderr,
         )
