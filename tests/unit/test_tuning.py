@@ -95,3 +95,24 @@ def test_the_seam_puts_the_tuner_back(tuner_keys):
     with jit_seam.intercepting(jit_seam.Interception(lambda r, c, p: p(), on_tune=lambda t, p: p())):
         assert AutoTuner.run is not real
     assert AutoTuner.run is real
+
+
+def test_a_capture_without_a_gpu_says_it_cannot_record_a_tuning(tmp_path, monkeypatch):
+    pytest.importorskip("tilelang")
+    monkeypatch.setenv("TILELANG_DEFAULT_TARGET", '{"kind": "cuda", "arch": "sm_90a"}')
+    monkeypatch.syspath_prepend(str(KERNELS))
+    import tuned
+
+    from tl_aot import jit_seam
+    from tl_aot.capture import Capturer
+    from tl_aot.errors import TlAotError
+
+    def no_gpu_tuner(tuner, proceed):  # what TileLang's tuner ends with when no candidate can be timed
+        raise RuntimeError("Auto-tuning failed: No configuration successfully compiled and passed benchmarking/validation.")
+
+    cap = Capturer(tmp_path / "r.json", compile_for_real=False)
+    stand_in = jit_seam.Interception(lambda r, c, p: jit_seam.CompiledStandIn(r), on_tune=no_gpu_tuner)
+    with jit_seam.intercepting(stand_in), jit_seam.intercepting(jit_seam.Interception(cap._on_request, on_tune=cap._on_tune)):
+        with pytest.raises(TlAotError, match=r"tl_aot capture --device: tuned\.gemm\(\[\[128,128,128\],\[\]\]\) over 15 configs is tuned"):
+            dataclasses.replace(tuned.gemm)(128, 128, 128)
+    assert cap.tunings == {}
