@@ -536,7 +536,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
     for i, ed in enumerate(entries_data):
         entries.extend(_spec_entry(path, i, ed, lib, lib_archs, device))
     if captures:
-        from .capture import specs_from_record
+        from .captured import specs_from_record
 
         c_archs = lib_archs or lib.get("archs")
         if not c_archs:
