@@ -21,7 +21,7 @@ from .fileutil import atomic_write
 from .ir_record import load_ir
 from .options import map_flag_paths
 
-__all__ = ["specs_from_record", "resolve_captured", "unbuildable_reason", "origin_text", "origin_of_spec"]
+__all__ = ["specs_from_record", "proof_of", "resolve_captured", "unbuildable_reason", "origin_text", "origin_of_spec"]
 
 
 def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=None) -> list:
@@ -46,8 +46,17 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
         spec = KernelSpec.create(name=name, source=Path(path).resolve(), function="captured", archs=archs, device=device or None)
         origin = next((o for o in item.get("origins", []) if o.get("jit")), {})
         args = tuple(sorted((str(k), str(v)) for k, v in origin.get("args", {}).items()))
-        out.append(dataclasses.replace(spec, capture=(str(Path(path).resolve()), key, jit, args)))
+        out.append(dataclasses.replace(spec, capture=(str(Path(path).resolve()), key, jit, args, proof_of(item))))
     return out
+
+
+def proof_of(item: dict) -> str:
+    """What a built variant of a recorded kernel must match, as JSON: the device code digest per arch, the capture's verdict.
+
+    Part of the variant's cache key: a record whose digest or verdict changed is lowered (and checked) again.
+    """
+    code = {arch: c.get("sha256", "") for arch, c in (item.get("device_code") or {}).items() if isinstance(c, dict)}
+    return json.dumps({"sha256": code, "unfaithful": item.get("unfaithful", "")}, sort_keys=True)
 
 
 def unbuildable_reason(item: dict) -> str:
