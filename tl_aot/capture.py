@@ -23,29 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cuda_driver import current_gpu, emulating
+from .device_code import arch_of_cc, jit_kernel_code, lowered_code
 from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
+from .ir_record import normalized_ir, round_trip_problem, save_ir
 from .jit_seam import CompiledStandIn, Interception, install
-from .options import flag_inputs, map_flag_paths, portable_flags
+from .options import flag_inputs, portable_flags
 
 __all__ = ["RECORD_SCHEMA", "request_key", "Record", "Capturer", "install_from_env", "normalized_ir"]
 
 RECORD_SCHEMA = 1
 _CUTEDSL = ("cutedsl",)
-
-
-def normalized_ir(func) -> str:
-    """The prim_func as TVM JSON with source locations blanked (they name the build machine's paths)."""
-    from tilelang import tvm
-
-    data = json.loads(tvm.ir.save_json(func))
-    for node in data.get("nodes", []):
-        kind = node.get("type")
-        if kind == "ir.SourceName":
-            node["data"] = ""
-        elif kind == "ir.Span" and isinstance(node.get("data"), dict):
-            node["data"] = {k: (v if k == "source_name" else 0) for k, v in node["data"].items()}
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
 def recorded_flags(item: dict) -> list[str]:
@@ -136,6 +124,8 @@ class Record:
         for key, item in other.items():
             have = self.kernels.get(key)
             if have is None:
+                if "ir" not in item:
+                    continue  # device code of a request this record does not hold
                 self.kernels[key] = item
                 new += 1
                 continue
@@ -144,6 +134,10 @@ class Record:
                 for x in item.get(field, []):
                     if json.dumps(x, sort_keys=True) not in seen and len(have.setdefault(field, [])) < 32:
                         have[field].append(x)
+            for arch, code in (item.get("device_code") or {}).items():  # the first digest of an arch is kept
+                have.setdefault("device_code", {}).setdefault(arch, code)
+            if item.get("unfaithful") and not have.get("unfaithful"):
+                have["unfaithful"] = item["unfaithful"]
         return new
 
     def save(self) -> None:
@@ -199,32 +193,46 @@ def _device() -> dict:
 class Capturer:
     """Records compile requests into a record; ``compile_for_real`` passes them on to TileLang (a GPU run)."""
 
-    def __init__(self, path: str | os.PathLike, *, compile_for_real: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike, *, compile_for_real: bool = True, lower_arch: str = "") -> None:
         self.path = Path(path)
         self.compile_for_real = compile_for_real
+        self.lower_arch = lower_arch  # without a GPU: lower each new request for this arch to record its device code
+        self.lowering_s = 0.0
         self.kernels: dict = {}
         self.tunings: dict = {}
         self.errors = 0
+        self.unfaithful = 0
+        self._checked: set = set()
         self._lock = threading.RLock()
         self._flushed = time.monotonic()
         self._kernel_keys: dict = {}  # id(kernel TileLang compiled) -> (kernel, request key): which kernel a tuner chose
 
-    def record(self, req, jit_call=None) -> str | None:
-        """Add one request and return its key (never raises: a capture must not break the workload)."""
-        try:
-            from tilelang import tvm
+    def record(self, req, jit_call=None) -> str:
+        """Add one request; returns its key ('' on failure: a capture never breaks the workload).
 
+        A request seen for the first time is checked: its stored IR must load back into the
+        prim_func the JIT got (:func:`tl_aot.ir_record.round_trip_problem`); if not, the item
+        says why (``unfaithful``) and a warning is printed once.
+        """
+        try:
             options = options_of(req)
             key = request_key(req.func, options)
             headers = {p: base64.b64encode(Path(p).read_bytes()).decode() for p, _ in flag_inputs(options["compile_flags"])}
+            text = save_ir(req.func)
             item = {
                 "name": req.name,
-                "ir": tvm.ir.save_json(req.func),
+                "ir": text,
                 "options": options,
                 "headers": headers,
                 "devices": [d] if (d := _device()) else [],
                 "origins": [{**_origin(), **_jit_origin(jit_call), "time": int(time.time())}],
             }
+            if key not in self._checked:
+                self._checked.add(key)
+                problem = round_trip_problem(req.func, text)
+                if problem:
+                    item["unfaithful"] = problem
+                    self._warn_unfaithful(req.name, problem)
             with self._lock:
                 Record(self.path, self.kernels).merge({key: item})
             if time.monotonic() - self._flushed > 15:  # a killed workload keeps what it captured
@@ -233,7 +241,7 @@ class Capturer:
         except Exception:  # noqa: BLE001
             self.errors += 1
             traceback.print_exc()
-            return None
+            return ""
 
     def record_tuning(self, tuner, result) -> None:
         """Add the choice TileLang's autotuner made (never raises): tuning key -> config and the chosen kernel's request key."""
@@ -270,6 +278,34 @@ class Capturer:
             self.errors += 1
             traceback.print_exc()
 
+    def _is_new(self, req) -> bool:
+        """Whether this process has not recorded ``req`` yet (a repeated request is not lowered again)."""
+        try:
+            return request_key(req.func, options_of(req)) not in self._checked
+        except Exception:  # noqa: BLE001
+            return False
+
+    def record_device_code(self, key: str, code: dict) -> None:
+        """Add the device code digests (arch -> {sha256, tilelang, from}) of a recorded request."""
+        if not key or not code:
+            return
+        with self._lock:
+            item = self.kernels.get(key)
+            if item is None:  # flushed since: merged into the file with the next flush
+                item = self.kernels[key] = {"devices": [], "origins": []}
+            for arch, c in code.items():
+                item.setdefault("device_code", {}).setdefault(arch, c)
+
+    def _warn_unfaithful(self, name: str, problem: str) -> None:
+        self.unfaithful += 1
+        if self.unfaithful == 1:
+            print(
+                f"tl_aot capture: warning: kernel {name!r} is recorded but its IR does not rebuild into what the JIT compiled: "
+                f"{problem}; a build from this record refuses it (further such kernels are marked in the record silently)",
+                file=sys.stderr,
+                flush=True,
+            )
+
     def flush(self) -> int:
         """Merge what was captured into the record file (under a lock: several processes may capture). Returns new kernels."""
         if not self.kernels and not self.tunings:
@@ -295,9 +331,26 @@ class Capturer:
         install(Interception(self._on_request, name="capture", on_tune=self._on_tune), tl_jit)
 
     def _on_request(self, req, jit_call, proceed):
+        new = self._is_new(req)
         key = self.record(req, jit_call)
-        kernel = proceed() if self.compile_for_real else CompiledStandIn(req)
-        if key is not None:
+        if not self.compile_for_real:
+            if new and self.lower_arch and key and backend_kind(req.execution_backend, req.target) == "cuda":
+                t0 = time.perf_counter()
+                code = lowered_code(req, self.lower_arch)
+                self.lowering_s += time.perf_counter() - t0
+                if code is not None:
+                    made = {"sha256": code[1], "tilelang": _tilelang_version(), "from": "lowered at capture"}
+                    self.record_device_code(key, {code[0]: made})
+            return self._remember(CompiledStandIn(req), key)
+        kernel = proceed()
+        code = jit_kernel_code(kernel) if backend_kind(req.execution_backend, req.target) == "cuda" else None
+        if code is not None:
+            self.record_device_code(key, {code[0]: {"sha256": code[1], "tilelang": _tilelang_version(), "from": "JIT"}})
+        return self._remember(kernel, key)
+
+    def _remember(self, kernel, key: str):
+        """Note which request ``kernel`` answers (a tuner's result names its kernel, not the request)."""
+        if key:
             with self._lock:
                 self._kernel_keys[id(kernel)] = (kernel, key)
         return kernel
@@ -353,6 +406,8 @@ def install_from_env() -> Capturer | None:
 
         profile = find_profile(device)
         _enter(emulating(profile.cc))
+        if os.environ.get("TL_AOT_CAPTURE_LOWER", "1") != "0":
+            cap.lower_arch = arch_of_cc(profile.cc)
         on_import("torch", lambda _m: _enter(_emulate_torch(profile)))
         on_import("tilelang.carver.arch.driver.cuda_driver", lambda _m: _enter(_emulate_tilelang(profile)))
     cap.install()
@@ -360,82 +415,7 @@ def install_from_env() -> Capturer | None:
     return cap
 
 
-def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=None) -> list:
-    """One :class:`~tl_aot.spec.KernelSpec` per recorded kernel (its entry: ``<name>_<key[:10]>``), sorted by key."""
-    import re
+def _tilelang_version() -> str:
+    import tilelang
 
-    from .cutedsl import cutedsl_version
-    from .spec import KernelSpec
-
-    rec = Record.load(path)
-    out = []
-    for key, item in sorted(rec.kernels.items()):
-        if only is not None and key not in only:
-            continue
-        if item.get("options", {}).get("backend") == "cutedsl" and not cutedsl_version():
-            continue  # built with TileLang's CuTeDSL backend where the cutedsl extra is installed
-        jit = next((o["jit"] for o in item.get("origins", []) if o.get("jit")), "")
-        base = re.sub(r"\W", "_", jit.rsplit(".", 1)[-1] or str(item.get("name") or "kernel"))[:60].strip("_") or "kernel"
-        if not base[0].isalpha():
-            base = f"k_{base}"
-        name = f"{base}_{key[:10]}"
-        spec = KernelSpec.create(name=name, source=Path(path).resolve(), function="captured", archs=archs, device=device or None)
-        origin = next((o for o in item.get("origins", []) if o.get("jit")), {})
-        args = tuple(sorted((str(k), str(v)) for k, v in origin.get("args", {}).items()))
-        out.append(dataclasses.replace(spec, capture=(str(Path(path).resolve()), key, jit, args)))
-    return out
-
-
-def resolve_captured(spec, where: str):
-    """The :class:`~tl_aot.resolve.Resolved` of a captured kernel: its IR and options from the record."""
-    from tilelang import tvm
-
-    from .errors import LoweringError
-    from .resolve import Resolved
-
-    record_path, key = spec.capture[:2]
-    item = Record.load(record_path).kernels.get(key)
-    if item is None:
-        msg = f"{where}: kernel {key} is no longer in {record_path}"
-        raise LoweringError(msg)
-    func = tvm.ir.load_json(item["ir"])
-    options = item["options"]
-    flags = _materialise_headers(list(options["compile_flags"]), item.get("headers", {}), Path(record_path))
-    origin = (item.get("origins") or [{}])[0]
-    path = f"capture {origin.get('jit') or origin.get('function', '?')} -> {item.get('name', 'main')}"
-    return Resolved(
-        func, dict(options["pass_configs"]), tuple(flags), options["out_idx"], None, path, options["backend"], options["target"]
-    )
-
-
-def _materialise_headers(flags: list, headers: dict, record: Path) -> list:
-    """The recorded headers written beside the record, and the flags pointing at them.
-
-    Each is stored by content; an ``-I`` folder keeps its layout.
-    """
-    if not headers:
-        return flags
-    root = record.parent / ".tl_aot_headers"
-
-    def write(dest: Path, b64: str) -> None:
-        if not dest.is_file():
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(dest, base64.b64decode(b64))
-
-    def place(value: str, folder: bool) -> str:
-        p = Path(value)
-        if not folder:
-            if value not in headers:
-                return value
-            dest = root / hashlib.sha256(base64.b64decode(headers[value])).hexdigest()[:16] / p.name
-            write(dest, headers[value])
-            return str(dest)
-        under = sorted((Path(f).relative_to(p).as_posix(), b64) for f, b64 in headers.items() if Path(f).is_relative_to(p))
-        if not under:
-            return value
-        dest = root / hashlib.sha256(json.dumps(under).encode()).hexdigest()[:16] / p.name
-        for rel, b64 in under:
-            write(dest / rel, b64)
-        return str(dest)
-
-    return map_flag_paths(flags, place)
+    return str(getattr(tilelang, "__version__", "unknown"))

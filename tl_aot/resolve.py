@@ -110,6 +110,7 @@ class Resolved:
     path: str  # how it was reached, e.g. "make_gemm(M=1024) -> kernel(block_m=128)"
     execution_backend: object = None  # the request's, as the library passed it
     target: object = None
+    captured: object = None  # a captured kernel's record item (its device code digests are checked after lowering)
     stale: bool = False  # a stand-in from an earlier build step came back (a cache in user code): import afresh
 
 

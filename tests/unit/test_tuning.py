@@ -22,11 +22,11 @@ def _tuning(index: int = 0) -> dict:
 
 def test_a_record_keeps_its_first_choice_and_survives_a_round_trip(tmp_path):
     rec = Record(tmp_path / "r.json", {})
-    rec.merge({"k1": {"name": "main"}}, {"t1": {**_tuning(), "request_key": "k1"}})
+    rec.merge({"k1": {"name": "main", "ir": "{}"}}, {"t1": {**_tuning(), "request_key": "k1"}})
     rec.merge({}, {"t1": {**_tuning(1), "request_key": "k2"}})  # tuned again: noise must not change what is served
     rec.save()
     back = Record.load(tmp_path / "r.json")
-    assert back.tunings["t1"]["request_key"] == "k1" and back.kernels == {"k1": {"name": "main"}}
+    assert back.tunings["t1"]["request_key"] == "k1" and back.kernels == {"k1": {"name": "main", "ir": "{}"}}
     (tmp_path / "old.json").write_text(json.dumps({"schema": 1, "kernels": {}}))  # a record from before tunings
     assert Record.load(tmp_path / "old.json").tunings == {}
 
