@@ -13,6 +13,7 @@ different options are always a miss: nothing else is ever served for them.
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import os
@@ -125,19 +126,29 @@ class RequestKeys:
 
 
 def _call_key(jit_call, options: str):
-    """``(id(jit), args, kwargs, options)`` of a ``@tilelang.jit`` compile, or None when an argument is not hashable.
+    """``(id(jit), args, kwargs, options)`` of a ``@tilelang.jit`` compile, or None when an argument is not a plain value.
 
-    Arguments compare as TileLang's own kernel cache compares them (it keys on them too); the memo
-    holds them, so an identity-hashed one stays alive while remembered.
+    Only values that compare by content and cannot change in place key the memo (numbers,
+    strings, tuples of them, torch dtypes, enum members): a tensor (an eager kernel's argument) or
+    any object hashed by identity is asked for afresh, since its shape or contents may differ.
     """
     if jit_call is None:
         return None
-    try:
-        k = (id(jit_call.jit), jit_call.args, tuple(sorted(jit_call.kwargs.items())), options)
-        hash(k)
-    except TypeError:
+    values = (*jit_call.args, *jit_call.kwargs.values())
+    if not all(_plain(v) for v in values):
         return None
-    return k
+    return (id(jit_call.jit), jit_call.args, tuple(sorted(jit_call.kwargs.items())), options)
+
+
+def _plain(v) -> bool:
+    if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
+        return True
+    if isinstance(v, (tuple, frozenset)):
+        return all(_plain(x) for x in v)
+    if isinstance(v, enum.Enum):
+        return True
+    t = type(v)
+    return t.__name__ == "dtype" and t.__module__ == "torch"  # torch.float16 and the like: immutable singletons
 
 
 def _remember(memo: dict, key, value, limit: int) -> None:
