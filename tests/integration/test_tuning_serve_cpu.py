@@ -106,6 +106,10 @@ def test_the_library_ships_the_tuning(served_lib, record):
     (t,) = lib.manifest.tunings
     recorded = json.loads(record.read_text())["tunings"]
     assert t.key in recorded and t.index == CHOSEN and t.request_key == lib.manifest.entries[0].capture_key
+    from tl_aot.cli import describe
+
+    text = describe(lib.manifest)  # what inspect prints
+    assert "run-time tunings served: 1" in text and f"tuned.gemm([[512,512,512],[]]) on sm_90: candidate {CHOSEN + 1}/15" in text
 
 
 SERVE = """
