@@ -220,7 +220,14 @@ class Server:
         from .tuning import answer, describe, tuning_key
 
         gpu = current_gpu()
-        key, material = tuning_key(tuner, gpu.cc)
+        try:
+            key, material = tuning_key(tuner, gpu.cc)
+        except Exception as e:  # noqa: BLE001 (a tuner tl_aot cannot key is never answered from a record)
+            what = f"TileLang's autotuner ran for {getattr(tuner, 'fn', '?')!r}, whose tuning tl_aot cannot key ({type(e).__name__}: {e})"
+            if self.strict:
+                raise KernelNotServed(f"tl_aot.serve: {what}") from None
+            _log.warning("tl_aot.serve: %s; TileLang tunes it", what)
+            return proceed()
         hit = self.tunings.get(key)
         if hit is not None:
             result = answer(tuner, hit[1])
