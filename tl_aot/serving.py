@@ -343,6 +343,14 @@ def serve(path: str | os.PathLike, *, strict: bool = False) -> Server:
 
     """
     from .hooks import on_import
+
+    server = _load(path, strict)
+    on_import("tilelang.jit", _patch)
+    return server
+
+
+def _load(path, strict: bool) -> Server:
+    """The libraries at ``path`` loaded and added to the process's server (made on first use)."""
     from .runtime import load
 
     p = Path(path)
@@ -354,7 +362,6 @@ def serve(path: str | os.PathLike, *, strict: bool = False) -> Server:
     else:
         _active.add(libs)
         _active.strict = _active.strict or strict
-    on_import("tilelang.jit", _patch)
     return _active
 
 
@@ -400,21 +407,33 @@ def _patch(tl_jit) -> None:
         install(_installed[0], tl_jit)
 
 
-def install_from_env() -> Server | None:
+def install_from_env() -> None:
     """Serve ``$TL_AOT_SERVE`` (strict when ``$TL_AOT_SERVE_STRICT`` is 1): an unchanged program, served.
 
-    At exit the process prints one line to stderr: kernels served, compiled by the JIT, refused.
+    The libraries are loaded when the process imports TileLang's JIT, not at start-up: a process of
+    the command that never uses TileLang (a tool, a worker, a test's subprocess) does not pay for
+    loading them (nor for the tvm-ffi and torch imports that come with it). At exit a process that
+    served prints one line to stderr: kernels served, compiled by the JIT, refused; tunings likewise.
     """
     import atexit
     import sys
 
+    from .hooks import on_import
+
     path = os.environ.get("TL_AOT_SERVE")
     if not path:
-        return None
-    server = serve(path, strict=os.environ.get("TL_AOT_SERVE_STRICT", "") in ("1", "true", "yes"))
+        return
+    strict = os.environ.get("TL_AOT_SERVE_STRICT", "") in ("1", "true", "yes")
+    started: list = []
+
+    def start(tl_jit) -> None:  # tilelang.jit has just executed (its import is still in progress)
+        started.append(_load(path, strict))
+        _patch(tl_jit)
 
     def report() -> None:
-        st = server.stats
+        if not started:
+            return
+        st = started[0].stats
         print(
             f"tl_aot serve (pid {os.getpid()}): {st.served} served, {st.compiled} compiled by the JIT, {st.refused} refused; "
             f"tunings {st.tunings_served} served, {st.tunings_run} run by TileLang, {st.tunings_refused} refused; "
@@ -422,5 +441,5 @@ def install_from_env() -> Server | None:
             file=sys.stderr,
         )
 
+    on_import("tilelang.jit", start)
     atexit.register(report)
-    return server

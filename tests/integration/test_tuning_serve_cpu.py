@@ -183,3 +183,15 @@ def test_non_strict_serving_warns_once_and_lets_tilelang_tune(served_lib):
     assert out["fake_runs"] == [n] and out["stats"]["tunings_run"] == 1 and out["stats"]["compiled"] == n
     assert err.count("TileLang's autotuner tunes it") == 1, err  # one warning for the tuning...
     assert "compiling it with TileLang's JIT" not in err  # ...none per candidate
+
+
+def test_run_serve_loads_the_library_when_tilelang_is_imported(served_lib):
+    probe = (
+        "import sys; before = 'tl_aot.runtime' in sys.modules; import tilelang; from tl_aot import serving; "
+        "print(before, [lib.path.name for lib in serving._active.libraries], len(serving._active.tunings))"
+    )
+    cmd = [sys.executable, "-m", "tl_aot", "run", "--serve", str(served_lib), "--strict", "--", sys.executable, "-c", probe]
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[0] == "False ['libtuned_served.so'] 1"
+    assert "tl_aot serve (pid" in proc.stderr and "0 compiled by the JIT" in proc.stderr
