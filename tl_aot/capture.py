@@ -224,6 +224,14 @@ class Capturer:
             traceback.print_exc()
             return ""
 
+    def report(self) -> None:
+        """One line to stderr at exit when the capture lowered kernels (what the device code digests cost) or found unfaithful ones."""
+        if self.lowering_s or self.unfaithful:
+            what = f"lowered new kernels for {self.lower_arch} in {self.lowering_s:.1f} s to record their device code"
+            what = what if self.lowering_s else ""
+            bad = f"{self.unfaithful} kernel(s) marked unfaithful (a build refuses them)" if self.unfaithful else ""
+            print(f"tl_aot capture (pid {os.getpid()}): " + "; ".join(x for x in (what, bad) if x), file=sys.stderr, flush=True)
+
     def _is_new(self, req) -> bool:
         """Whether this process has not recorded ``req`` yet (a repeated request is not lowered again)."""
         try:
@@ -308,7 +316,10 @@ def install_from_env() -> Capturer | None:
     """In a process started by ``python -m tl_aot capture``: capture into ``$TL_AOT_CAPTURE`` until exit.
 
     With ``$TL_AOT_CAPTURE_DEVICE`` (a device profile) nothing is compiled (there may be no GPU):
-    device queries answer as that GPU and each compile returns a stand-in.
+    device queries answer as that GPU and each compile returns a stand-in. Each new request is
+    then lowered by TileLang for that GPU's arch to record its device code digest (about the
+    build's own lowering time per kernel; ``$TL_AOT_CAPTURE_LOWER=0`` skips it, and the build
+    then has no digest to prove its device code against).
     """
     import atexit
 
@@ -328,7 +339,8 @@ def install_from_env() -> Capturer | None:
         on_import("torch", lambda _m: _enter(_emulate_torch(profile)))
         on_import("tilelang.carver.arch.driver.cuda_driver", lambda _m: _enter(_emulate_tilelang(profile)))
     cap.install()
-    atexit.register(cap.flush)
+    atexit.register(cap.report)
+    atexit.register(cap.flush)  # runs first: atexit calls in reverse order
     return cap
 
 
