@@ -71,10 +71,13 @@ def options_of(req) -> dict:
     }
 
 
-def request_key(func, options: dict) -> str:
-    """The identity of a compile request: prim_func (without locations) and options (headers by content)."""
+def request_key(func, options: dict, *, text: str | None = None) -> str:
+    """The identity of a compile request: prim_func (without locations) and options (headers by content).
+
+    ``text``: the prim_func already saved as JSON (:func:`tl_aot.ir_record.save_ir`).
+    """
     keyed = {**options, "compile_flags": portable_flags(options["compile_flags"])}
-    h = hashlib.sha256(normalized_ir(func).encode())
+    h = hashlib.sha256(normalized_ir(func, text).encode())
     h.update(json.dumps(keyed, sort_keys=True, default=str).encode())
     return h.hexdigest()[:32]
 
@@ -202,7 +205,8 @@ class Capturer:
         self.tunings: dict = {}
         self.errors = 0
         self.unfaithful = 0
-        self._checked: set = set()
+        self._checked: set = set()  # keys whose round trip was checked in this process
+        self._lowered: set = set()  # keys lowered here for their device code
         self._lock = threading.RLock()
         self._flushed = time.monotonic()
         self._kernel_keys: dict = {}  # id(kernel TileLang compiled) -> (kernel, request key): which kernel a tuner chose
@@ -216,9 +220,9 @@ class Capturer:
         """
         try:
             options = options_of(req)
-            key = request_key(req.func, options)
-            headers = {p: base64.b64encode(Path(p).read_bytes()).decode() for p, _ in flag_inputs(options["compile_flags"])}
             text = save_ir(req.func)
+            key = request_key(req.func, options, text=text)
+            headers = {p: base64.b64encode(Path(p).read_bytes()).decode() for p, _ in flag_inputs(options["compile_flags"])}
             item = {
                 "name": req.name,
                 "ir": text,
@@ -278,12 +282,13 @@ class Capturer:
             self.errors += 1
             traceback.print_exc()
 
-    def _is_new(self, req) -> bool:
-        """Whether this process has not recorded ``req`` yet (a repeated request is not lowered again)."""
-        try:
-            return request_key(req.func, options_of(req)) not in self._checked
-        except Exception:  # noqa: BLE001
-            return False
+    def report(self) -> None:
+        """One line to stderr at exit when the capture lowered kernels (what the device code digests cost) or found unfaithful ones."""
+        if self.lowering_s or self.unfaithful:
+            what = f"lowered new kernels for {self.lower_arch} in {self.lowering_s:.1f} s to record their device code"
+            what = what if self.lowering_s else ""
+            bad = f"{self.unfaithful} kernel(s) marked unfaithful (a build refuses them)" if self.unfaithful else ""
+            print(f"tl_aot capture (pid {os.getpid()}): " + "; ".join(x for x in (what, bad) if x), file=sys.stderr, flush=True)
 
     def record_device_code(self, key: str, code: dict) -> None:
         """Add the device code digests (arch -> {sha256, tilelang, from}) of a recorded request."""
@@ -331,10 +336,10 @@ class Capturer:
         install(Interception(self._on_request, name="capture", on_tune=self._on_tune), tl_jit)
 
     def _on_request(self, req, jit_call, proceed):
-        new = self._is_new(req)
         key = self.record(req, jit_call)
         if not self.compile_for_real:
-            if new and self.lower_arch and key and backend_kind(req.execution_backend, req.target) == "cuda":
+            if key and key not in self._lowered and self.lower_arch and backend_kind(req.execution_backend, req.target) == "cuda":
+                self._lowered.add(key)
                 t0 = time.perf_counter()
                 code = lowered_code(req, self.lower_arch)
                 self.lowering_s += time.perf_counter() - t0
@@ -388,7 +393,10 @@ def install_from_env() -> Capturer | None:
     """In a process started by ``python -m tl_aot capture``: capture into ``$TL_AOT_CAPTURE`` until exit.
 
     With ``$TL_AOT_CAPTURE_DEVICE`` (a device profile) nothing is compiled (there may be no GPU):
-    device queries answer as that GPU and each compile returns a stand-in.
+    device queries answer as that GPU and each compile returns a stand-in. Each new request is
+    then lowered by TileLang for that GPU's arch to record its device code digest (about the
+    build's own lowering time per kernel; ``$TL_AOT_CAPTURE_LOWER=0`` skips it, and the build
+    then has no digest to prove its device code against).
     """
     import atexit
 
@@ -411,7 +419,8 @@ def install_from_env() -> Capturer | None:
         on_import("torch", lambda _m: _enter(_emulate_torch(profile)))
         on_import("tilelang.carver.arch.driver.cuda_driver", lambda _m: _enter(_emulate_tilelang(profile)))
     cap.install()
-    atexit.register(cap.flush)
+    atexit.register(cap.report)
+    atexit.register(cap.flush)  # runs first: atexit calls in reverse order
     return cap
 
 

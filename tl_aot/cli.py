@@ -128,7 +128,8 @@ def _add_capture(sub) -> None:
     c.add_argument(
         "--device",
         help="compile nothing and answer device queries (torch.cuda, TileLang's driver) as this GPU, e.g. H100-SXM: "
-        "a capture on a machine without one",
+        "a capture on a machine without one. Each new kernel is lowered for that GPU's arch to record a digest of its "
+        "device code, which the build checks (TL_AOT_CAPTURE_LOWER=0 skips it)",
     )
     c.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 

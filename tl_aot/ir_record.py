@@ -34,9 +34,12 @@ def save_ir(func) -> str:
     return tvm.ir.save_json(func)
 
 
-def normalized_ir(func) -> str:
-    """The prim_func as TVM JSON with source locations blanked (they name the build machine's paths)."""
-    data = json.loads(save_ir(func))
+def normalized_ir(func, text: str | None = None) -> str:
+    """The prim_func as TVM JSON with source locations blanked (they name the build machine's paths).
+
+    ``text``: the prim_func already saved (:func:`save_ir`), so it is not saved twice.
+    """
+    data = json.loads(save_ir(func) if text is None else text)
     for node in data.get("nodes", []):
         kind = node.get("type")
         if kind == "ir.SourceName":

@@ -56,6 +56,7 @@ def test_captured_kernels_serve_the_jits_results_bit_for_bit(tmp_path, cache_dir
     _run([*tl_aot, "capture", "-o", record, "--", sys.executable, "script.py", tmp_path / "jit.pt"], tmp_path)
     kernels = json.loads(record.read_text())["kernels"]
     assert len(kernels) == 3 and not any("unfaithful" in k for k in kernels.values())
+    assert all(f"sm_{arch}" in item.get("device_code", {}) for item in kernels.values()), [k.get("device_code") for k in kernels.values()]
     recorded = {key: item["device_code"][f"sm_{arch}"] for key, item in kernels.items()}
     assert all(c["from"] == "JIT" for c in recorded.values())
 
