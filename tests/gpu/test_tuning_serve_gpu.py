@@ -87,7 +87,9 @@ def test_strict_serving_answers_the_tuner_with_no_compile_and_no_timing(tuned_ru
     empty = tmp / "served-cache"
     empty.mkdir()
     env = dict(env, TILELANG_CACHE_DIR=str(empty))
-    served = _run([sys.executable, "-m", "tl_aot", "run", "--serve", tmp / "lib", "--strict", "--", sys.executable, script, tmp / "served.pt"], env)
+    served = _run(
+        [sys.executable, "-m", "tl_aot", "run", "--serve", tmp / "lib", "--strict", "--", sys.executable, script, tmp / "served.pt"], env
+    )
     assert served["type"] == "ServedKernel" and served["config"] == jit["config"]  # the same config chosen
     assert served["timed"] == 0  # no candidate timed
     st = served["stats"]
