@@ -400,7 +400,7 @@ def nvrtc_options(arch: Arch, options=()) -> tuple[list[str], list[str]]:
 
 def _nvrtc_image(tk: Toolkit, arch: Arch, workdir: Path, tmp: Path, cu: str, source_text: str, options, *, what: str) -> bytes:
     """The CUDA 12 pip compiler's image: NVRTC (CUDA C++ → PTX, paths made stable) then ptxas (PTX → cubin)."""
-    from .nvrtc_compile import compile_ptx
+    from .nvrtc_compile import compile_ptx, drop_unused_globals
 
     if arch.ptx:
         msg = (
@@ -410,7 +410,7 @@ def _nvrtc_image(tk: Toolkit, arch: Arch, workdir: Path, tmp: Path, cu: str, sou
         )
         raise CompileError(msg)
     nv, px = nvrtc_options(arch, options)
-    ptx = compile_ptx(tk.nvrtc, source_text, cu, nv, what=f"{what}: {workdir / cu}")
+    ptx = drop_unused_globals(compile_ptx(tk.nvrtc, source_text, cu, nv, what=f"{what}: {workdir / cu}"))
     (tmp / f"{Path(cu).stem}.ptx").write_text(map_ptx_paths(ptx, source_prefix_map(workdir)))
     out = f"{Path(cu).stem}.cubin"
     run([tk.ptxas, *px, f"{Path(cu).stem}.ptx", "-o", out], what=what, cwd=tmp)
