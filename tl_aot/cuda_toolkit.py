@@ -78,7 +78,7 @@ class Toolkit:
     def describe(self) -> str:
         """Where the compiler came from, for the build log and ``inspect``: ``pip (nvidia-cuda-nvcc 13.0.88)``."""
         if self.origin == "pip":
-            return "pip (" + ", ".join(f"{n} {v}" for n, v in self.packages) + ")"
+            return "pip (" + (", ".join(f"{n} {v}" for n, v in self.packages) or self.home or self.ptxas) + ")"
         return f"{self.origin} ({self.nvcc or self.ptxas})"
 
 
