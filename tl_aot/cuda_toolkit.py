@@ -44,6 +44,7 @@ __all__ = [
     "find_toolkit",
     "pip_toolkits",
     "pin_toolkit",
+    "export_cuda_home",
     "INSTALL_HINT",
     "SEARCH_ORDER",
 ]
@@ -121,6 +122,18 @@ def pip_toolkits() -> list[Toolkit]:
 
 
 _pinned: Toolkit | None = None
+_exported_home = ""
+
+
+def export_cuda_home(home: str) -> None:
+    """Set ``CUDA_HOME`` to ``home`` for TileLang (this process and its workers) unless the user set one.
+
+    The search ignores a ``CUDA_HOME`` set here: it is not a user's choice, and a later build in
+    the same process must find (and describe) the compiler as the first one did.
+    """
+    global _exported_home
+    if home and not os.environ.get("CUDA_HOME"):
+        os.environ["CUDA_HOME"] = _exported_home = home
 
 
 def pin_toolkit(tk: Toolkit | None) -> None:
@@ -167,9 +180,10 @@ def find_toolkit() -> Toolkit:
     if _pinned is not None:
         return _pinned
     env = os.environ
+    home = env.get("CUDA_HOME") or env.get("CUDA_PATH") or ""
     return _search(
         env.get("TL_AOT_NVCC", ""),
-        env.get("CUDA_HOME") or env.get("CUDA_PATH") or "",
+        "" if home and home == _exported_home else home,  # set by export_cuda_home for TileLang, not by the user
         env.get("PATH", ""),
         env.get("TL_AOT_CUDA", "").strip(),
     )

@@ -195,8 +195,10 @@ def point_tilelang_at_toolkit() -> None:
     and nvcc; set before that, lowering and the image compile agree on one toolkit. An explicit
     ``CUDA_HOME`` is kept (it chose the toolkit in the first place).
     """
+    from .cuda_toolkit import export_cuda_home
+
     if not os.environ.get("CUDA_HOME"):
-        os.environ["CUDA_HOME"] = cuda_home()
+        export_cuda_home(cuda_home())
 
 
 def tilelang_include_dirs() -> list[str]:

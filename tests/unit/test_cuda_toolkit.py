@@ -161,6 +161,8 @@ def test_tilelang_is_pointed_at_the_same_toolkit(world, monkeypatch):
     monkeypatch.delenv("CUDA_HOME", raising=False)
     toolchain.point_tilelang_at_toolkit()
     assert os.environ["CUDA_HOME"] == str(root)
+    pin_toolkit(None)
+    assert _find().origin == "pip"  # the CUDA_HOME set for TileLang is not taken for a user's choice
     monkeypatch.setenv("CUDA_HOME", str(world["home"]))  # an explicit one is kept (it chose the toolkit)
     toolchain.point_tilelang_at_toolkit()
     assert os.environ["CUDA_HOME"] == str(world["home"])
