@@ -122,18 +122,19 @@ def pip_toolkits() -> list[Toolkit]:
 
 
 _pinned: Toolkit | None = None
-_exported_home = ""
+#: Names the CUDA_HOME tl_aot set for TileLang (export_cuda_home), in this process and its children.
+_EXPORTED = "_TL_AOT_EXPORTED_CUDA_HOME"
 
 
 def export_cuda_home(home: str) -> None:
     """Set ``CUDA_HOME`` to ``home`` for TileLang (this process and its workers) unless the user set one.
 
-    The search ignores a ``CUDA_HOME`` set here: it is not a user's choice, and a later build in
-    the same process must find (and describe) the compiler as the first one did.
+    The search ignores a ``CUDA_HOME`` set here (marked in ``_TL_AOT_EXPORTED_CUDA_HOME``, which
+    child processes inherit): it is not a user's choice, and a later build, in this process or a
+    child, must find (and describe) the compiler as this one did.
     """
-    global _exported_home
     if home and not os.environ.get("CUDA_HOME"):
-        os.environ["CUDA_HOME"] = _exported_home = home
+        os.environ["CUDA_HOME"] = os.environ[_EXPORTED] = home
 
 
 def pin_toolkit(tk: Toolkit | None) -> None:
@@ -183,7 +184,7 @@ def find_toolkit() -> Toolkit:
     home = env.get("CUDA_HOME") or env.get("CUDA_PATH") or ""
     return _search(
         env.get("TL_AOT_NVCC", ""),
-        "" if home and home == _exported_home else home,  # set by export_cuda_home for TileLang, not by the user
+        "" if home and home == env.get(_EXPORTED) else home,  # set by export_cuda_home for TileLang, not by the user
         env.get("PATH", ""),
         env.get("TL_AOT_CUDA", "").strip(),
     )

@@ -51,7 +51,7 @@ def _pip_cu12(site: Path) -> Path:
 @pytest.fixture
 def world(tmp_path, monkeypatch):
     """Every kind of compiler on disk; the environment names none of them until a test says so."""
-    for var in ("TL_AOT_NVCC", "CUDA_HOME", "CUDA_PATH", "TL_AOT_CUDA"):
+    for var in ("TL_AOT_NVCC", "CUDA_HOME", "CUDA_PATH", "TL_AOT_CUDA", "_TL_AOT_EXPORTED_CUDA_HOME"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     site = tmp_path / "site"
