@@ -371,9 +371,10 @@ def nvrtc_options(arch: Arch, options=()) -> tuple[list[str], list[str]]:
 
     NVRTC gets what nvcc gives ``cicc`` (arch, C++20, line info, TileLang's and the toolkit's
     headers, the kernel's ``-I`` / ``-D`` / ``--use_fast_math`` ...); ``--ptxas-options`` /
-    ``-Xptxas`` go to ptxas; ``-O<n>`` (nvcc's host optimisation level) has no device effect.
-    ``-default-device``: TileLang's headers call unannotated constexpr helpers from device code,
-    which nvcc allows and NVRTC only in this mode (as TileLang's own NVRTC backend does).
+    ``-Xptxas`` go to ptxas; ``-O<n>`` (nvcc's host optimisation level) and ``-Xcompiler`` (host
+    compiler) options have no device effect and are dropped. ``-default-device``: TileLang's
+    headers call unannotated constexpr helpers from device code, which nvcc allows and NVRTC only
+    in this mode (as TileLang's own NVRTC backend does).
     """
     nv = [f"--gpu-architecture={arch.compute}", "-std=c++20", "-lineinfo", "-w", "-default-device"]
     nv += [f"-I{d}" for d in (*tilelang_include_dirs(), *find_toolkit().include_dirs)]
@@ -384,6 +385,9 @@ def nvrtc_options(arch: Arch, options=()) -> tuple[list[str], list[str]]:
         o = opts[i]
         if o in ("-Xptxas", "--ptxas-options") and i + 1 < len(opts):
             px += opts[i + 1].split(",")
+            i += 2
+            continue
+        if o in ("-Xcompiler", "--compiler-options") and i + 1 < len(opts):  # host compiler only: no device effect
             i += 2
             continue
         if o.startswith(("--ptxas-options=", "-Xptxas=")):

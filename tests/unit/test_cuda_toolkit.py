@@ -230,12 +230,14 @@ def test_nvrtc_options_mirror_what_nvcc_gives_cicc_and_ptxas(world, monkeypatch)
     _find()
     monkeypatch.setattr(toolchain, "tilelang_include_dirs", lambda: ["/tl/src", "/tl/cutlass"])
     nv, px = toolchain.nvrtc_options(
-        parse_arch("90a"), ["--use_fast_math", "-O3", "--ptxas-options=--register-usage-level=5", "-I", "/inc", "-DX=1", "-include", "h.h"]
+        parse_arch("90a"),
+        ["--use_fast_math", "-O3", "--ptxas-options=--register-usage-level=5", "-Xcompiler", "-fPIC"]
+        + ["-I", "/inc", "-DX=1", "-include", "h.h"],
     )
     assert nv[:5] == ["--gpu-architecture=compute_90a", "-std=c++20", "-lineinfo", "-w", "-default-device"]
     assert "-I/tl/src" in nv and any(o.endswith("cuda_runtime/include") for o in nv)
     assert ["--use_fast_math", "-I/inc", "-DX=1", "--pre-include=h.h"] == nv[-4:]
-    assert "-O3" not in nv
+    assert "-O3" not in nv and "-fPIC" not in nv
     assert px == ["-w", "-arch=sm_90a", "-m64", "--generate-line-info", "--register-usage-level=5"]
 
 
