@@ -78,8 +78,10 @@ def check_toolchain(lib: LibrarySpec) -> str:
         msg = f"{_what(lib)}: {e}"
         raise ToolchainNotFound(msg) from None
     wanted = {arch.number for spec in lib.entries for arch in spec.archs}
+    ptx = any(arch.ptx for spec in lib.entries for arch in spec.archs)
     if tk.origin == "pip" and not os.environ.get("TL_AOT_CUDA", "").strip():
-        tk = next((t for t in pip_toolkits() if wanted <= supported_archs_of(t)), tk)
+        fits = (t for t in pip_toolkits() if wanted <= supported_archs_of(t) and not (ptx and t.kind == "nvrtc"))
+        tk = next(fits, tk)
     pin_toolkit(tk)  # this build's compiler, whatever CUDA_HOME says next (point_tilelang_at_toolkit sets it)
     point_tilelang_at_toolkit()
     version = nvcc_version()
@@ -93,6 +95,13 @@ def check_toolchain(lib: LibrarySpec) -> str:
                     f"entry {spec.name!r} ({arch}) in {display_path(spec.source)}: {compiler_description()} cannot build "
                     f"{arch.sm}; it targets sm_{', sm_'.join(str(n) for n in sorted(known))}. {arch.sm} needs CUDA {need} "
                     f"or newer{hint}"
+                )
+                raise SpecError(msg)
+            if arch.ptx and tk.kind == "nvrtc":
+                msg = (
+                    f"entry {spec.name!r} ({arch}) in {display_path(spec.source)}: {compiler_description()} cannot pack "
+                    "a PTX fallback with the image (NVIDIA publishes no fatbinary for CUDA 12 on PyPI); build "
+                    f"--arch {arch.sm.removeprefix('sm_')} without +PTX, or with tl_aot[build-cu13] or a CUDA toolkit"
                 )
                 raise SpecError(msg)
     return version if tk.kind == "nvcc" else f"{version} (NVRTC)"
