@@ -365,6 +365,7 @@ def _arch_variant(task, v: LoweredVariant, image_bytes: int, compiler_version: s
         backend=v.backend,
         cuda_version=cuda,
         min_driver_cuda=f"{floor[0]}.{floor[1]}",
+        device_code=v.device_code,
     )
 
 

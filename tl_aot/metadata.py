@@ -25,6 +25,7 @@ __all__ = [
     "DeviceKernel",
     "ArchVariant",
     "LoweredEntry",
+    "LeftOut",
     "Manifest",
     "to_json",
     "from_json",
@@ -178,6 +179,7 @@ class ArchVariant:
     backend: str = "cuda"  # TileLang's code generator: "cuda" (CUDA C++, nvcc) or "cutedsl" (CuTeDSL; kernels found by pattern)
     cuda_version: str = ""  # the CUDA release of the compiler that made the image ("13.0.88"; "" for CuTeDSL's own)
     min_driver_cuda: str = ""  # the oldest driver that loads this image, as a CUDA version (tl_aot.cuda_compat)
+    device_code: str = ""  # digest of the CUDA source TileLang generated, before tl_aot's edits (tl_aot.device_code)
 
 
 @dataclass(frozen=True)
@@ -226,6 +228,20 @@ class LoweredEntry:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A variant a ``--keep-going`` build left out: which, why (the first line of its error) and where it came from."""
+
+    entry: str
+    arch: str
+    error: str
+    origin: str = ""  # a captured kernel's origin (jit function and arguments, or file:line), else source:function
+
+    def spelled(self) -> str:
+        """``gemm_0a1b (sm_90a): ValueError: ... [from ops.gemm(M=128) at run.py:12]``."""
+        return f"{self.entry} ({self.arch}): {self.error}" + (f"  [from {self.origin}]" if self.origin else "")
+
+
+@dataclass(frozen=True)
 class Manifest:
     """Everything a library says about itself; embedded as JSON and checked by :func:`tl_aot.load`."""
 
@@ -239,6 +255,7 @@ class Manifest:
     compiler: str = ""  # which compiler made the images and where it came from (tl_aot.toolchain.compiler_description)
     driver_min_cuda: str = ""  # the oldest driver that loads the library, as the CUDA version it supports ("12.0")
     driver_min_version: str = ""  # the same as a Linux driver version ("525.60.13"; "" if not in tl_aot's table)
+    left_out: tuple = ()  # LeftOut: variants a --keep-going build could not build
 
     def entry(self, name: str) -> LoweredEntry:
         """The entry ``name``; for a specialised export, its first specialisation."""
@@ -262,7 +279,7 @@ _NESTED: dict[str, dict[str, type]] = {
     "LoweredEntry": {"params": Param, "symbols": Symbol, "variants": ArchVariant},
     "ArchVariant": {"kernels": DeviceKernel, "tma_descriptors": TmaDescriptor, "workspaces": Workspace},
     "DeviceKernel": {"args": KernelArg, "l2_windows": L2Window},
-    "Manifest": {"entries": LoweredEntry},
+    "Manifest": {"entries": LoweredEntry, "left_out": LeftOut},
 }
 
 
@@ -331,6 +348,7 @@ class LoweredVariant:
     request: str = ""  # that request as JSON: prim_func name and options (portable flags)
     inputs: tuple = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale
     backend: str = "cuda"  # "cuda" or "cutedsl": which of TileLang's code generators produced ``cuda_source``
+    device_code: str = ""  # digest of TileLang's CUDA source before tl_aot's edits (tl_aot.device_code.digest)
 
 
 _NESTED["LoweredVariant"] = {
