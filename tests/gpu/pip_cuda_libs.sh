@@ -29,7 +29,7 @@ for whl in pathlib.Path(sys.argv[1]).glob("cuda_toolkit-*.whl"):
             print(f"{m.group(1)}=={m.group(2)}")
 PY
     )
-  env -u CUDA_HOME -u CUDA_PATH PATH="$scrubbed" PYTHONPATH="$PWD/$wheels" "$python" -m tl_aot build \
+  env -u CUDA_HOME -u CUDA_PATH PATH="$scrubbed" PYTHONPATH="$PWD/$wheels" TL_AOT_CUDA=$major "$python" -m tl_aot build \
     samples/quickstart/kernels.py:matmul --name gemm_fp16 --arch 90a \
     --arg M=2048 --arg N=2048 --arg K=2048 -o "$out/cu$major" --cache-dir "$out/cache-cu$major"
 done
