@@ -263,3 +263,45 @@ def test_unreferenced_globals_are_dropped_from_nvrtc_ptx():
 def test_module_has_no_import_time_search():
     src = Path(cuda_toolkit.__file__).read_text()
     assert "\nfind_toolkit()" not in src and "\n_search(" not in src
+
+
+# --- a build's choice among pip compilers: the widest driver reach that builds every arch -------
+
+
+@pytest.mark.parametrize("archs,kind", [(["90a"], "nvrtc"), (["90a", "110"], "nvcc"), (["80+PTX"], "nvcc")])
+def test_build_takes_cuda12_unless_an_arch_needs_cuda13(world, monkeypatch, archs, kind):
+    from tl_aot import toolchain
+    from tl_aot.build_plan import check_toolchain
+    from tl_aot.spec import KernelSpec, LibrarySpec
+
+    nv = _pip_cu12(world["site"])
+    (nv / "cuda_runtime" / "include" / "cuda.h").write_text("")
+    root = _pip_cu13(world["site"])
+    (root / "include" / "cuda.h").write_text("")
+    monkeypatch.setattr(toolchain, "supported_archs_of", lambda tk: frozenset({80, 90} | ({110} if tk.kind == "nvcc" else set())))
+    monkeypatch.setattr(toolchain, "_nvcc_facts", lambda tool: ("12.9.86" if tool.endswith("ptxas") else "13.0.88", str(Path(tool).parent)))
+    monkeypatch.setattr(toolchain, "cuda_include_dir", lambda nvcc=None: str(nv / "cuda_runtime" / "include"))
+    kernels = Path(__file__).parents[1] / "kernels"
+    lib = LibrarySpec("lib", (KernelSpec.create(name="add_one", source=kernels / "elementwise.py", function="add_one", archs=archs),))
+    version = check_toolchain(lib)
+    assert find_toolkit().kind == kind
+    assert version == ("12.9.86 (NVRTC)" if kind == "nvrtc" else "13.0.88")
+
+
+def test_an_arch_the_only_compiler_cannot_build_names_the_cuda_it_needs(world, monkeypatch):
+    from tl_aot import toolchain
+    from tl_aot.build_plan import check_toolchain
+    from tl_aot.errors import SpecError
+    from tl_aot.spec import KernelSpec, LibrarySpec
+
+    nv = _pip_cu12(world["site"])
+    (nv / "cuda_runtime" / "include" / "cuda.h").write_text("")
+    monkeypatch.setattr(toolchain, "supported_archs_of", lambda tk: frozenset({80, 90, 100, 120}))
+    monkeypatch.setattr(toolchain, "_nvcc_facts", lambda tool: ("12.9.86", str(nv / "cuda_runtime" / "include")))
+    kernels = Path(__file__).parents[1] / "kernels"
+    lib = LibrarySpec("lib", (KernelSpec.create(name="add_one", source=kernels / "elementwise.py", function="add_one", archs=["110"]),))
+    with pytest.raises(SpecError) as e:
+        check_toolchain(lib)
+    msg = str(e.value)
+    assert "entry 'add_one' (sm_110)" in msg and "NVRTC + ptxas 12.9.86 from pip" in msg
+    assert "sm_110 needs CUDA 13.0 or newer (pip install 'tl_aot[build-cu13]')" in msg
