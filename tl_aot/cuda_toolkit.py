@@ -26,13 +26,10 @@ The chosen :class:`Toolkit` says where it came from (``origin``), which the buil
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import importlib.metadata
 import os
-import re
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,18 +188,3 @@ def find_toolkit() -> Toolkit:
 
 
 find_toolkit.cache_clear = _search.cache_clear  # type: ignore[attr-defined]
-
-
-def nvrtc_version(libnvrtc: str) -> tuple[int, int]:
-    """(major, minor) of an NVRTC library."""
-    lib = ctypes.CDLL(libnvrtc)
-    major, minor = ctypes.c_int(), ctypes.c_int()
-    lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
-    return major.value, minor.value
-
-
-def ptxas_version(ptxas: str) -> str:
-    """``12.9.86``: the release a ptxas reports."""
-    out = subprocess.run([ptxas, "--version"], capture_output=True, text=True, check=False).stdout
-    m = re.search(r"V(\d+\.\d+\.\d+)", out)
-    return m.group(1) if m else ""
