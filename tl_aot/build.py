@@ -282,6 +282,10 @@ def _log_summary(log, result: BuildResult, run: VariantRun, plan: Plan, jobs: in
             f"host compile {spent['host']:.1f} s, link {spent['link']:.1f} s; -j {jobs}"
         )
     log(f"built {result.library} in {time.perf_counter() - t_start:.1f} s with TileLang {result.manifest.tilelang_version}")
+    m = result.manifest
+    if m.compiler:
+        driver = f" ({m.driver_min_version}+)" if m.driver_min_version else ""
+        log(f"compiler: {m.compiler}; loads on NVIDIA drivers supporting CUDA {m.driver_min_cuda} or newer{driver}")
 
 
 if __name__ == "__main__":  # pragma: no cover

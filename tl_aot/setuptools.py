@@ -35,7 +35,8 @@ symbol versions fit, so PyPI takes the wheel as built).
 
 Environment variables: ``TL_AOT_ARCHS`` (``"90a;80"``: overrides ``archs=``), ``MAX_JOBS``
 (concurrent build jobs when ``-j`` is not given), ``TL_AOT_CACHE_DIR`` (variant cache shared between
-builds), ``CUDA_HOME`` (nvcc) and ``CXX`` (host compiler).
+builds), ``TL_AOT_NVCC`` / ``CUDA_HOME`` (the CUDA compiler; else nvcc on PATH, else the one
+``tl_aot[build]`` installed from PyPI: :mod:`tl_aot.cuda_toolkit`) and ``CXX`` (host compiler).
 """
 
 from __future__ import annotations
