@@ -182,7 +182,7 @@ class ExportCode:
     cpp_name: str
     first: EntryCode
     signatures: tuple
-    ffi_call: str
+    ffi_call: str  # the rt::FfiFn its TVM FFI export calls
     picker: Picker | None
     call: Overload
     call_stream: Overload
@@ -231,11 +231,7 @@ def _export_code(name: str, j: int, members: tuple, codes: list, others: frozens
         cpp_name=cpp_name(name, others),
         first=first,
         signatures=tuple(codes[i].signature for i, _ in members),
-        ffi_call=(
-            f"{picker.ns}::invoke(a, num_args, result)"  # picks a specialisation, then as below
-            if picker
-            else f"rt::call<{ns}::Args>({ns}::entry, a, num_args, result)"
-        ),
+        ffi_call=f"{picker.ns}::invoke" if picker else f"(rt::call<{ns}::Args, {ns}::entry>)",  # a picker picks, then as rt::call
         picker=picker,
         **_overloads([(i, codes[i]) for i, _ in members]),
     )

@@ -935,6 +935,12 @@ const DLTensor* view(const ::tvm::ffi::TensorView& v, DLTensor* dl) {
 // ------------------------------------------------------------------------------------------------
 // The library-wide exports
 // ------------------------------------------------------------------------------------------------
+int safe_call(FfiFn fn, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result) {
+  TVM_FFI_SAFE_CALL_BEGIN();
+  fn(reinterpret_cast<const ::tvm::ffi::AnyView*>(raw), num_args, result);
+  TVM_FFI_SAFE_CALL_END();
+}
+
 int ffi_cleanup(const Library& lib, int32_t num_args, TVMFFIAny* result) {
   TVM_FFI_SAFE_CALL_BEGIN();
   if (num_args != 0) fail("TypeError", "cleanup_module() takes no arguments");

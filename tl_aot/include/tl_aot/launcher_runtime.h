@@ -572,11 +572,15 @@ void invoke(const Entry& e, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMF
   A x;
   invoke(e, x, a, num_args, result, alloc);
 }
-// The exported call of an entry without specialisations: its form, then as above.
-template <class A>
-void call(const Entry& e, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result) {
-  invoke<A>(e, a, num_args, result, call_form(e, a, num_args, e.name));
+// The exported call of entry E (storage A) without specialisations: its form, then as above.
+template <class A, const Entry& E>
+void call(const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result) {
+  invoke<A>(E, a, num_args, result, call_form(E, a, num_args, E.name));
 }
+
+// A TVM FFI function's body: runs `fn`, an error becoming the call's (the safe-call convention).
+using FfiFn = void (*)(const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result);
+int safe_call(FfiFn fn, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result);
 
 // The C++ API's tensor `v`, viewed in `dl`.
 const DLTensor* view(const ::tvm::ffi::TensorView& v, DLTensor* dl);
@@ -591,16 +595,12 @@ int ffi_manifest(const char* json, TVMFFIAny* result);
 }  // namespace rt
 }  // namespace tl_aot
 
-// TVM FFI export `name` of a library: runs the statement `...` with `a` (the arguments as
-// AnyViews), `num_args` and `result` in scope. `name` is only pasted (##), never expanded, so an
-// entry named like a macro keeps its name.
-#define TL_AOT_EXPORT(name, ...)                                                                              \
-  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_##name(void*, const TVMFFIAny* raw, int32_t num_args,           \
-                                                     TVMFFIAny* result) {                                     \
-    TVM_FFI_SAFE_CALL_BEGIN();                                                                                \
-    const ::tvm::ffi::AnyView* a = reinterpret_cast<const ::tvm::ffi::AnyView*>(raw);                         \
-    __VA_ARGS__;                                                                                              \
-    TVM_FFI_SAFE_CALL_END();                                                                                  \
+// TVM FFI export `name` of a library, calling `fn` (an FfiFn). `name` is only pasted (##), never
+// expanded, so an entry named like a macro keeps its name.
+#define TL_AOT_EXPORT(name, fn)                                                                            \
+  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_##name(void*, const TVMFFIAny* raw, int32_t num_args,        \
+                                                     TVMFFIAny* result) {                                  \
+    return ::tl_aot::rt::safe_call(fn, raw, num_args, result);                                             \
   }
 
 // What every library defines besides its entries: the TVM FFI exports cleanup_module,
