@@ -48,6 +48,7 @@ class EntryCode:
     tensorless: bool  # no input tensor: the device is the current one when allocating, else the first output's
     every: CallForm  # every parameter
     inputs_only: CallForm  # the inputs alone (the outputs returned)
+    forms: tuple  # rt::Form of every parameter and of the inputs alone ({nullptr, 0, ""}: one form), reading `reads`
     decide_at: int  # where the two forms differ (launcher_args.form_decided_at)
     decide_tensor: str  # C++ bool: every-parameter form has a tensor at decide_at
     returns: Returns
@@ -98,6 +99,10 @@ def entry_code(e: LoweredEntry, index: int, label: str = "") -> EntryCode:
         tensorless=not any(not p.output for p in tensors),
         every=every,
         inputs_only=inputs_only,
+        forms=(
+            f'{{reads, {every.count}, "{every.names}"}}',
+            f'{{reads + {every.count}, {inputs_only.count}, "{inputs_only.names}"}}' if e.outputs else '{nullptr, 0, ""}',
+        ),
         decide_at=at,
         decide_tensor=cpp_bool(bool(e.params) and e.params[at].is_tensor),
         returns=returns_of(e.outputs),

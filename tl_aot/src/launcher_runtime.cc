@@ -440,7 +440,8 @@ void prepare(const Library& lib, int device) {
   }
   for (int i = 0; i < lib.num_entries; ++i) {
     const Entry& e = *lib.entries[i];
-    if (e.slots[device].loaded.load(std::memory_order_acquire) == 0) init_entry(lib, e, device, "device", nullptr, true);
+    if (e.slots[device].loaded.load(std::memory_order_acquire) == 0)
+      init_entry(lib, e, device, "device", nullptr, true);
   }
 }
 
@@ -792,7 +793,8 @@ static void check_late(const char* entry, const Checks& c, const Frame& x, int f
     const LateCheck& l = c.late[k];
     const DLTensor* t = x.t[l.tensor];
     const int64_t want = value_of(l.value, x, c.eval);
-    if (TL_AOT_UNLIKELY(t->shape[l.dim] != want)) bad_dim_from(entry, c.tensors[l.tensor].name, l.expected, want, "", t);
+    if (TL_AOT_UNLIKELY(t->shape[l.dim] != want))
+      bad_dim_from(entry, c.tensors[l.tensor].name, l.expected, want, "", t);
   }
 }
 
@@ -843,7 +845,8 @@ int check_args(const Entry& e, Frame& x, bool alloc) {
   const char* first = c.tensors[0].name;
   int device = c.num_inputs > 0 ? x.t[0]->device.device_id : 0;
   for (int i = 1; i < c.num_inputs; ++i)
-    if (TL_AOT_UNLIKELY(x.t[i]->device.device_id != device)) bad_device(entry, c.tensors[i].name, first, device, x.t[i]);
+    if (TL_AOT_UNLIKELY(x.t[i]->device.device_id != device))
+      bad_device(entry, c.tensors[i].name, first, device, x.t[i]);
   check_symbols(entry, c, x);
   check_late(entry, c, x, 0, c.num_late_inputs);
   if (c.num_tensors > c.num_inputs) {
@@ -875,7 +878,8 @@ bool call_form(const Entry& e, const ::tvm::ffi::AnyView* a, int32_t num_args, c
   return false;
 }
 
-void run(const Entry& e, Frame& x, const ::tvm::ffi::AnyView* stream_view, bool has_stream, void* stream_ptr, bool alloc) {
+void run(const Entry& e, Frame& x, const ::tvm::ffi::AnyView* stream_view, bool has_stream, void* stream_ptr,
+         bool alloc) {
   const int device = check_args(e, x, alloc);
   const bool explicit_stream =
       has_stream || (stream_view != nullptr && stream_view->type_index() != ::tvm::ffi::TypeIndex::kTVMFFINone);

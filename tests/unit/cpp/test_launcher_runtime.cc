@@ -5,9 +5,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <thread>
-#include <initializer_list>
 #include <vector>
 
 namespace rt = ::tl_aot::rt;
@@ -136,7 +136,6 @@ static std::string error_of(F fn) {
   return "";
 }
 
-
 // ---- the table-driven argument checker --------------------------------------------------------
 // An entry pair(X: float16[n * 2, 8], Y: float16[m, n], k: int32) whose Y's dim 1 is solved n and
 // whose X dim 0 is checked against it (a late check), plus a derived symbol: the shapes of the
@@ -145,21 +144,35 @@ static int64_t pair_eval(const rt::Frame& x, int i) {
   const int64_t s_n = x.s[1];
   const int32_t a_k = static_cast<int32_t>(x.a[0].i);
   switch (i) {
-    case 0: return s_n * 2;
-    case 1: return rt::floordiv(x.t[1]->shape[1] + a_k, 1) - a_k;  // solved from Y dim 1
-    case 2: return s_n;
+    case 0:
+      return s_n * 2;
+    case 1:
+      return rt::floordiv(x.t[1]->shape[1] + a_k, 1) - a_k;  // solved from Y dim 1
+    case 2:
+      return s_n;
   }
   return 0;
 }
 static const rt::Value kPairValues[] = {{rt::kConst, 8}, {rt::kConst, 1}, {rt::kExpr, 2}, {rt::kConst, 1}, {}};
-static const rt::Dim kPairDims[] = {
-    {rt::kSkip, {rt::kConst, 0}, "", ""},
-    {rt::kEqual, {rt::kConst, 8}, "[n * 2, 8] with dim 1 = 8", ""},
-    {rt::kBind, {rt::kSymbol, 0}, "", ""},
-    {rt::kSkip, {rt::kConst, 0}, "", ""},
-    {}};
+static const rt::Dim kPairDims[] = {{rt::kSkip, {rt::kConst, 0}, "", ""},
+                                    {rt::kEqual, {rt::kConst, 8}, "[n * 2, 8] with dim 1 = 8", ""},
+                                    {rt::kBind, {rt::kSymbol, 0}, "", ""},
+                                    {rt::kSkip, {rt::kConst, 0}, "", ""},
+                                    {}};
 static const rt::TensorSpec kPairTensors[] = {
-    {"X", 2, "[n * 2, 8]", "float16", {{2, 16}}, 1, kPairDims + 0, kPairValues + 0, "(8, 1)", 64, {2, 16, 1}, nullptr, 0},
+    {"X",
+     2,
+     "[n * 2, 8]",
+     "float16",
+     {{2, 16}},
+     1,
+     kPairDims + 0,
+     kPairValues + 0,
+     "(8, 1)",
+     64,
+     {2, 16, 1},
+     nullptr,
+     0},
     {"Y", 2, "[m, n]", "float16", {{2, 16}}, 1, kPairDims + 2, kPairValues + 2, "(n, 1)", 0, {2, 16, 1}, nullptr, 0},
     {}};
 static const rt::SymbolSpec kPairSymbols[] = {
@@ -167,10 +180,13 @@ static const rt::SymbolSpec kPairSymbols[] = {
     {"n", 1, 1, 2147483647, 1, {rt::kExpr, 2}, "[m, n] with dim 1 = n for an integer n in [1, 2147483647]"},
     {}};
 static const rt::LateCheck kPairLate[] = {{0, 0, {rt::kExpr, 0}, "[n * 2, 8] with dim 0 = n * 2 = "}, {}};
-static const rt::ArgRead kPairReads[] = {
-    {"X", rt::kTensorArg, 0, 0, 0, ""}, {"Y", rt::kTensorArg, 1, 0, 0, ""}, {"k", rt::kIntArg, 0, -2147483648LL, 2147483647, "int32"}, {}};
-static const rt::Checks kPairChecks{kPairTensors, 2, 2, kPairSymbols, 2, kPairLate, 1, 1, pair_eval,
-                                    {kPairReads, 3, "X, Y, k"}, {nullptr, 0, ""}, 0, true};
+static const rt::ArgRead kPairReads[] = {{"X", rt::kTensorArg, 0, 0, 0, ""},
+                                         {"Y", rt::kTensorArg, 1, 0, 0, ""},
+                                         {"k", rt::kIntArg, 0, -2147483648LL, 2147483647, "int32"},
+                                         {}};
+static const rt::Checks kPairChecks{kPairTensors,     2, 2,   kPairSymbols, 2,
+                                    kPairLate,        1, 1,   pair_eval,    {kPairReads, 3, "X, Y, k"},
+                                    {nullptr, 0, ""}, 0, true};
 static rt::EntrySlot g_pair_slots[rt::kMaxDevices];
 static const rt::Entry kPair{"pair", kImages, 2, g_pair_slots, nullptr, &kPairChecks, nullptr};
 
@@ -186,7 +202,8 @@ struct FakeTensor {
   }
 };
 
-static std::string check_pair(FakeTensor& x, FakeTensor& y, int64_t k, int* device = nullptr, rt::Frame* out = nullptr) {
+static std::string check_pair(FakeTensor& x, FakeTensor& y, int64_t k, int* device = nullptr,
+                              rt::Frame* out = nullptr) {
   static rt::Args<2, 2, 1, 0> args;
   args.t[0] = &x.t;
   args.t[1] = &y.t;
@@ -218,12 +235,15 @@ static void test_checker() {
   FakeTensor ym(buf, 1, f16, {0, 3});
   CHECK(check_pair(x, ym, 4) == "pair: argument 'Y' expected dim 0 ('m') in [1, 2147483647], got [0, 3]");
   FakeTensor yn(buf, 1, f16, {5, 0});
-  CHECK(check_pair(x, yn, 4) == "pair: argument 'Y' expected shape [m, n] with dim 1 = n for an integer n in [1, 2147483647], got [5, 0]");
+  CHECK(check_pair(x, yn, 4) ==
+        "pair: argument 'Y' expected shape [m, n] with dim 1 = n for an integer n in [1, 2147483647], got [5, 0]");
   FakeTensor x7(buf, 1, f16, {7, 8});  // n = 3 from Y: X dim 0 must be 6
   CHECK(check_pair(x7, y, 4) == "pair: argument 'X' expected shape [n * 2, 8] with dim 0 = n * 2 = 6, got [7, 8]");
   FakeTensor ys(buf, 1, f16, {5, 3}, true);
   ys.strides[0] = 4;  // a sliced view
-  CHECK(check_pair(x, ys, 4) == "pair: argument 'Y' expected a contiguous tensor with strides (n, 1), got strides (4, 1) (a transposed or sliced view? call .contiguous())");
+  CHECK(check_pair(x, ys, 4) ==
+        "pair: argument 'Y' expected a contiguous tensor with strides (n, 1), got strides (4, 1) (a transposed or "
+        "sliced view? call .contiguous())");
   FakeTensor xa(buf + 2, 1, f16, {6, 8});
   CHECK(check_pair(xa, y, 4).find("pair: argument 'X' expected a data pointer aligned to 64 bytes") == 0);
   FakeTensor xc(buf, 1, f16, {6, 8});

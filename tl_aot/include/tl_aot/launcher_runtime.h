@@ -553,8 +553,8 @@ struct Checks {
   int num_late;
   EvalFn eval;  // null when no value is an expression
   Form every;
-  Form inputs;       // inputs.reads null: no outputs, one form
-  int decide_at;     // where a call of inputs + 1 arguments shows its form (see returns_outputs)
+  Form inputs;    // inputs.reads null: no outputs, one form
+  int decide_at;  // where a call of inputs + 1 arguments shows its form (see returns_outputs)
   bool decide_tensor;
 };
 
@@ -590,41 +590,41 @@ int ffi_cleanup(const Library& lib, int32_t num_args, TVMFFIAny* result);
 int ffi_prepare(const Library& lib, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result);
 int ffi_manifest(const char* json, TVMFFIAny* result);
 
-
 }  // namespace v2
 }  // namespace rt
 }  // namespace tl_aot
 
 // TVM FFI export `name` of a library, calling `fn` (an FfiFn). `name` is only pasted (##), never
 // expanded, so an entry named like a macro keeps its name.
-#define TL_AOT_EXPORT(name, fn)                                                                            \
-  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_##name(void*, const TVMFFIAny* raw, int32_t num_args,        \
-                                                     TVMFFIAny* result) {                                  \
-    return ::tl_aot::rt::safe_call(fn, raw, num_args, result);                                             \
+#define TL_AOT_EXPORT(name, fn)                                                                     \
+  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_##name(void*, const TVMFFIAny* raw, int32_t num_args, \
+                                                     TVMFFIAny* result) {                           \
+    return ::tl_aot::rt::safe_call(fn, raw, num_args, result);                                      \
   }
 
 // What every library defines besides its entries: the TVM FFI exports cleanup_module,
 // tl_aot_prepare and tl_aot_manifest, and the C++ API's cleanup_module(), prepare() and manifest()
 // in namespace tl_aot::<lib>. `library` is the rt::Library, `json` the manifest's text.
-#define TL_AOT_DEFINE_LIBRARY(lib, library, json)                                                        \
-  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_cleanup_module(void*, const TVMFFIAny*, int32_t num_args,  \
-                                                             TVMFFIAny* result) {                        \
-    return ::tl_aot::rt::ffi_cleanup(library, num_args, result);                                         \
-  }                                                                                                      \
-  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_tl_aot_prepare(void*, const TVMFFIAny* raw, int32_t num_args, \
-                                                             TVMFFIAny* result) {                        \
-    return ::tl_aot::rt::ffi_prepare(library, raw, num_args, result);                                    \
-  }                                                                                                      \
-  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_tl_aot_manifest(void*, const TVMFFIAny*, int32_t,          \
-                                                              TVMFFIAny* result) {                       \
-    return ::tl_aot::rt::ffi_manifest(json, result);                                                     \
-  }                                                                                                      \
-  namespace tl_aot {                                                                                     \
-  namespace lib {                                                                                        \
-  int cleanup_module() { return ::tl_aot::rt::cleanup(library); }                                        \
-  void prepare(int device) { ::tl_aot::rt::prepare(library, device); }                                   \
-  const char* manifest() { return json; }                                                                \
-  }                                                                                                      \
+// clang-format off: one short definition a line
+#define TL_AOT_DEFINE_LIBRARY(lib, library, json)                                                                    \
+  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_cleanup_module(void*, const TVMFFIAny*, int32_t num_args,              \
+                                                             TVMFFIAny* result) {                                    \
+    return ::tl_aot::rt::ffi_cleanup(library, num_args, result);                                                     \
+  }                                                                                                                  \
+  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_tl_aot_prepare(void*, const TVMFFIAny* raw, int32_t num_args,          \
+                                                             TVMFFIAny* result) {                                    \
+    return ::tl_aot::rt::ffi_prepare(library, raw, num_args, result);                                                \
+  }                                                                                                                  \
+  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_tl_aot_manifest(void*, const TVMFFIAny*, int32_t, TVMFFIAny* result) { \
+    return ::tl_aot::rt::ffi_manifest(json, result);                                                                 \
+  }                                                                                                                  \
+  namespace tl_aot {                                                                                                 \
+  namespace lib {                                                                                                    \
+  int cleanup_module() { return ::tl_aot::rt::cleanup(library); }                                                    \
+  void prepare(int device) { ::tl_aot::rt::prepare(library, device); }                                               \
+  const char* manifest() { return json; }                                                                            \
+  }                                                                                                                  \
   }
+// clang-format on
 
 #endif  // TL_AOT_LAUNCHER_RUNTIME_H_
