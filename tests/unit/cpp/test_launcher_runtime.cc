@@ -215,7 +215,35 @@ static std::string check_pair(FakeTensor& x, FakeTensor& y, int64_t k, int* devi
   });
 }
 
+// An entry arange(out: int32[n], n: int32) with no input tensor: the device is its output's.
+static int64_t arange_eval(const rt::Frame& x, int) {
+  return static_cast<int32_t>(x.a[0].i);
+}
+static const rt::Value kArangeValues[] = {{rt::kExpr, 0}, {}};
+static const rt::Dim kArangeDims[] = {{rt::kSkip, {rt::kConst, 0}, "", ""}, {}};
+static const rt::TensorSpec kArangeTensors[] = {
+    {"out", 1, "[n]", "int32", {{0, 32}}, 1, kArangeDims, nullptr, "()", 64, {0, 32, 1}, kArangeValues, 1}, {}};
+static const rt::LateCheck kArangeLate[] = {{0, 0, {rt::kExpr, 0}, "[n] with dim 0 = n = "}, {}};
+static const rt::Checks kArangeChecks{kArangeTensors,    1, 0,   nullptr,     0,
+                                      kArangeLate,       0, 1,   arange_eval, {nullptr, 2, "out, n"},
+                                      {nullptr, 1, "n"}, 0, true};
+static const rt::Entry kArange{"arange", kImages, 2, g_pair_slots, nullptr, &kArangeChecks, nullptr};
+
+static void test_tensorless() {
+  alignas(64) static char buf[64];
+  FakeTensor out(buf, 1, DLDataType{kDLInt, 32, 1}, {5});
+  rt::Args<1, 0, 1, 1> args;
+  args.t[0] = &out.t;
+  args.a[0].i = 5;
+  int device = -1;
+  CHECK(error_of([&] { device = rt::check_args(kArange, args, false); }) == "" && device == 1);
+  args.a[0].i = 4;
+  CHECK(error_of([&] { rt::check_args(kArange, args, false); }) ==
+        "arange: argument 'out' expected shape [n] with dim 0 = n = 4, got [5]");
+}
+
 static void test_checker() {
+  test_tensorless();
   alignas(64) static char buf[64];
   const DLDataType f16{kDLFloat, 16, 1};
   FakeTensor x(buf, 1, f16, {6, 8}), y(buf, 1, f16, {5, 3}, true);
