@@ -17,7 +17,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v2 {
+inline namespace v3 {  // v3: Entry and EntrySlot for table-driven checks
 
 // ------------------------------------------------------------------------------------------------
 // Errors
@@ -971,6 +971,6 @@ int ffi_manifest(const char* json, TVMFFIAny* result) {
   TVM_FFI_SAFE_CALL_END();
 }
 
-}  // namespace v2
+}  // namespace v3
 }  // namespace rt
 }  // namespace tl_aot

@@ -27,7 +27,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v2 {
+inline namespace v3 {  // v3: Entry and EntrySlot for table-driven checks
 
 constexpr int kMaxDevices = 64;
 constexpr int kMaxKernels = 16;  // device kernels one entry may launch
@@ -590,7 +590,7 @@ int ffi_cleanup(const Library& lib, int32_t num_args, TVMFFIAny* result);
 int ffi_prepare(const Library& lib, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result);
 int ffi_manifest(const char* json, TVMFFIAny* result);
 
-}  // namespace v2
+}  // namespace v3
 }  // namespace rt
 }  // namespace tl_aot
 
