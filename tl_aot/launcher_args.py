@@ -63,8 +63,9 @@ class CallForm:
 
     @property
     def internal(self) -> str:
-        """Parameters of the launcher's internal call/alloc function: these, then the stream."""
-        return ", ".join([*self.defined, "bool has_stream", "void* stream"])
+        """Parameters of the launcher's internal call/alloc function: these (tensors by reference), then the stream."""
+        byref = (f"const {d.replace(' u_', '& u_', 1)}" if d.startswith(_TENSOR_CTYPE + " ") else d for d in self.defined)
+        return ", ".join([*byref, "bool has_stream", "void* stream"])
 
 
 def scalar_ctype(p: Param, entry: str) -> str:

@@ -39,7 +39,8 @@ class EntryCode:
     args_display: str
     archs: tuple  # "sm_90a", "sm_80+PTX"
     variants: tuple  # VariantCode
-    args_type: str  # its rt::Args<tensors, symbols, scalars, outputs>
+    args_type: str  # its rt::Args<tensors, symbols, scalars, outputs> (the C++ API's frame)
+    num_scalars: int
     checks: CheckTables
     tables: tuple  # launcher_tables.Table: the checks' and the argument reads' (rt::ArgRead of both forms)
     locals: tuple  # C++ declarations a launch starts with: its symbols, tensors' data and scalars, by name
@@ -87,6 +88,7 @@ def entry_code(e: LoweredEntry, index: int, label: str = "") -> EntryCode:
         archs=tuple(v.arch + ("+PTX" if v.ptx else "") for v in e.variants),
         variants=tuple(variant_code(e, v, where) for v in e.variants),
         args_type=f"rt::Args<{len(tensors)}, {len(e.symbols)}, {len(scalars)}, {len(e.outputs)}>",
+        num_scalars=len(scalars),
         checks=checks,
         tables=(*checks.tables, Table("ArgRead", "reads", every.reads + (inputs_only.reads if e.outputs else ()))),
         locals=(
@@ -187,7 +189,7 @@ class ExportCode:
     cpp_name: str
     first: EntryCode
     signatures: tuple
-    ffi_call: str  # the rt::FfiFn its TVM FFI export calls
+    ffi_call: str  # the rt::FfiFn its TVM FFI export calls, and its context
     picker: Picker | None
     call: Overload
     call_stream: Overload
@@ -236,7 +238,7 @@ def _export_code(name: str, j: int, members: tuple, codes: list, others: frozens
         cpp_name=cpp_name(name, others),
         first=first,
         signatures=tuple(codes[i].signature for i, _ in members),
-        ffi_call=f"{picker.ns}::invoke" if picker else f"(rt::call<{ns}::Args, {ns}::entry>)",  # a picker picks, then as rt::call
+        ffi_call=f"{picker.ns}::invoke, nullptr" if picker else f"rt::call_entry, &{ns}::entry",  # a picker picks, then invokes
         picker=picker,
         **_overloads([(i, codes[i]) for i, _ in members]),
     )

@@ -923,12 +923,16 @@ void invoke(const Entry& e, Frame& x, const ::tvm::ffi::AnyView* a, int32_t num_
   }
 }
 
-void make_outputs(::tvm::ffi::Tensor* o, int n) {
-  for (int i = 0; i < n; ++i) new (&o[i])::tvm::ffi::Tensor();
+void start_frame(Frame& x, int nt, int ns, int na, int no) {
+  std::memset(static_cast<void*>(x.t), 0, sizeof(*x.t) * nt);
+  std::memset(static_cast<void*>(x.p), 0, sizeof(*x.p) * nt);
+  std::memset(static_cast<void*>(x.s), 0, sizeof(*x.s) * (ns + 1));
+  std::memset(static_cast<void*>(x.a), 0, sizeof(*x.a) * (na + 1));
+  for (int i = 0; i < no; ++i) new (&x.o[i])::tvm::ffi::Tensor();
 }
 
-void drop_outputs(::tvm::ffi::Tensor* o, int n) {
-  for (int i = 0; i < n; ++i) o[i].~Tensor();
+void end_frame(Frame& x, int no) {
+  for (int i = 0; i < no; ++i) x.o[i].~Tensor();
 }
 
 const DLTensor* view(const ::tvm::ffi::TensorView& v, DLTensor* dl) {
@@ -939,10 +943,49 @@ const DLTensor* view(const ::tvm::ffi::TensorView& v, DLTensor* dl) {
 // ------------------------------------------------------------------------------------------------
 // The library-wide exports
 // ------------------------------------------------------------------------------------------------
-int safe_call(FfiFn fn, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result) {
+int safe_call(FfiFn fn, const void* ctx, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result) {
   TVM_FFI_SAFE_CALL_BEGIN();
-  fn(reinterpret_cast<const ::tvm::ffi::AnyView*>(raw), num_args, result);
+  fn(ctx, reinterpret_cast<const ::tvm::ffi::AnyView*>(raw), num_args, result);
   TVM_FFI_SAFE_CALL_END();
+}
+
+namespace {
+// Releases a frame's outputs however the call ends.
+struct FrameEnd {
+  Frame& x;
+  int no;
+  ~FrameEnd() { end_frame(x, no); }
+};
+}  // namespace
+
+void invoke(const Entry& e, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result, bool alloc) {
+  constexpr int kMax = 16;
+  const Checks& c = *e.checks;
+  const int nt = c.num_tensors, ns = c.num_symbols + 1, na = c.num_scalars + 1, no = c.num_tensors - c.num_inputs;
+  if (TL_AOT_LIKELY(nt <= kMax && ns <= kMax && na <= kMax)) {
+    const DLTensor* t[kMax];
+    void* p[kMax];
+    int64_t s[kMax];
+    Scalar sc[kMax];
+    alignas(::tvm::ffi::Tensor) unsigned char o[sizeof(::tvm::ffi::Tensor) * kMax];
+    Frame x{t, p, s, sc, reinterpret_cast<::tvm::ffi::Tensor*>(o)};
+    start_frame(x, nt, ns, na, no);
+    FrameEnd end{x, no};
+    invoke(e, x, a, num_args, result, alloc);
+    return;
+  }
+  std::vector<const DLTensor*> t(nt);
+  std::vector<void*> p(nt);
+  std::vector<int64_t> s(ns);
+  std::vector<Scalar> sc(na);
+  std::vector<::tvm::ffi::Tensor> o(no + 1);
+  Frame x{t.data(), p.data(), s.data(), sc.data(), o.data()};
+  invoke(e, x, a, num_args, result, alloc);
+}
+
+void call_entry(const void* entry, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result) {
+  const Entry& e = *static_cast<const Entry*>(entry);
+  invoke(e, a, num_args, result, call_form(e, a, num_args, e.name));
 }
 
 int ffi_cleanup(const Library& lib, int32_t num_args, TVMFFIAny* result) {

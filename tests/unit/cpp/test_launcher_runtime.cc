@@ -184,9 +184,10 @@ static const rt::ArgRead kPairReads[] = {{"X", rt::kTensorArg, 0, 0, 0, ""},
                                          {"Y", rt::kTensorArg, 1, 0, 0, ""},
                                          {"k", rt::kIntArg, 0, -2147483648LL, 2147483647, "int32"},
                                          {}};
-static const rt::Checks kPairChecks{kPairTensors,     2, 2,   kPairSymbols, 2,
-                                    kPairLate,        1, 1,   pair_eval,    {kPairReads, 3, "X, Y, k"},
-                                    {nullptr, 0, ""}, 0, true};
+// clang-format off: the fields of rt::Checks, in order
+static const rt::Checks kPairChecks{kPairTensors, 2, 2, kPairSymbols, 2, 1, kPairLate, 1, 1, pair_eval,
+                                    {kPairReads, 3, "X, Y, k"}, {nullptr, 0, ""}, 0, true};
+// clang-format on
 static rt::EntrySlot g_pair_slots[rt::kMaxDevices];
 static const rt::Entry kPair{"pair", kImages, 2, g_pair_slots, nullptr, &kPairChecks, nullptr};
 
@@ -224,9 +225,10 @@ static const rt::Dim kArangeDims[] = {{rt::kSkip, {rt::kConst, 0}, "", ""}, {}};
 static const rt::TensorSpec kArangeTensors[] = {
     {"out", 1, "[n]", "int32", {{0, 32}}, 1, kArangeDims, nullptr, "()", 64, {0, 32, 1}, kArangeValues, 1}, {}};
 static const rt::LateCheck kArangeLate[] = {{0, 0, {rt::kExpr, 0}, "[n] with dim 0 = n = "}, {}};
-static const rt::Checks kArangeChecks{kArangeTensors,    1, 0,   nullptr,     0,
-                                      kArangeLate,       0, 1,   arange_eval, {nullptr, 2, "out, n"},
-                                      {nullptr, 1, "n"}, 0, true};
+// clang-format off: the fields of rt::Checks, in order
+static const rt::Checks kArangeChecks{kArangeTensors, 1, 0, nullptr, 0, 1, kArangeLate, 0, 1, arange_eval,
+                                      {nullptr, 2, "out, n"}, {nullptr, 1, "n"}, 0, true};
+// clang-format on
 static const rt::Entry kArange{"arange", kImages, 2, g_pair_slots, nullptr, &kArangeChecks, nullptr};
 
 static void test_tensorless() {

@@ -441,23 +441,23 @@ struct Frame {
   ::tvm::ffi::Tensor* o;
 };
 
-// The outputs a call allocated: constructed and released out of line (one call each, not
-// inlined per entry); `n` of them at `o`.
-void make_outputs(::tvm::ffi::Tensor* o, int n);
-void drop_outputs(::tvm::ffi::Tensor* o, int n);
+// A frame's start (arrays zeroed, `no` empty outputs) and end (the outputs released): out of
+// line, one call each instead of code inlined at every call site of every entry.
+void start_frame(Frame& x, int nt, int ns, int na, int no);
+void end_frame(Frame& x, int no);
 
 // An entry's call storage: NT tensors, NS symbols, NA scalars, NO outputs.
 template <int NT, int NS, int NA, int NO>
 struct Args : Frame {
-  Args() : Frame{t_, p_, s_, a_, reinterpret_cast<::tvm::ffi::Tensor*>(o_)} { make_outputs(o, NO); }
-  ~Args() { drop_outputs(o, NO); }
+  Args() : Frame{t_, p_, s_, a_, reinterpret_cast<::tvm::ffi::Tensor*>(o_)} { start_frame(*this, NT, NS, NA, NO); }
+  ~Args() { end_frame(*this, NO); }
   Args(const Args&) = delete;
   Args& operator=(const Args&) = delete;
   DLTensor dl[NT];  // the C++ API's tensors, viewed as DLTensors
-  const DLTensor* t_[NT] = {};
-  void* p_[NT] = {};
-  int64_t s_[NS + 1] = {};
-  Scalar a_[NA + 1] = {};
+  const DLTensor* t_[NT];
+  void* p_[NT];
+  int64_t s_[NS + 1];
+  Scalar a_[NA + 1];
   alignas(::tvm::ffi::Tensor) unsigned char o_[sizeof(::tvm::ffi::Tensor) * (NO + 1)];
 };
 
@@ -548,6 +548,7 @@ struct Checks {
   int num_inputs;  // 0: no input tensor (the device is the current one, or the first output's)
   const SymbolSpec* symbols;
   int num_symbols;
+  int num_scalars;
   const LateCheck* late;  // those of the inputs, then of the outputs
   int num_late_inputs;
   int num_late;
@@ -567,20 +568,15 @@ void run(const Entry& e, Frame& x, const ::tvm::ffi::AnyView* stream_view, bool 
 // A TVM FFI call of `e` in the given form: reads the arguments, runs, sets the result.
 void invoke(const Entry& e, Frame& x, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result, bool alloc);
 
-template <class A>
-void invoke(const Entry& e, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result, bool alloc) {
-  A x;
-  invoke(e, x, a, num_args, result, alloc);
-}
-// The exported call of entry E (storage A) without specialisations: its form, then as above.
-template <class A, const Entry& E>
-void call(const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result) {
-  invoke<A>(E, a, num_args, result, call_form(E, a, num_args, E.name));
-}
+// The same on a frame of its own (on the stack; on the heap past 16 tensors, symbols or scalars).
+void invoke(const Entry& e, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result, bool alloc);
 
-// A TVM FFI function's body: runs `fn`, an error becoming the call's (the safe-call convention).
-using FfiFn = void (*)(const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result);
-int safe_call(FfiFn fn, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result);
+// A TVM FFI function's body: runs `fn` on `ctx`, an error becoming the call's (the safe-call
+// convention). `fn` is call_entry for an entry (`ctx` the Entry), or a picker's invoke.
+using FfiFn = void (*)(const void* ctx, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result);
+int safe_call(FfiFn fn, const void* ctx, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result);
+// The exported call of an entry without specialisations (`entry`, an Entry): its form, then invoke.
+void call_entry(const void* entry, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result);
 
 // The C++ API's tensor `v`, viewed in `dl`.
 const DLTensor* view(const ::tvm::ffi::TensorView& v, DLTensor* dl);
@@ -594,12 +590,12 @@ int ffi_manifest(const char* json, TVMFFIAny* result);
 }  // namespace rt
 }  // namespace tl_aot
 
-// TVM FFI export `name` of a library, calling `fn` (an FfiFn). `name` is only pasted (##), never
-// expanded, so an entry named like a macro keeps its name.
-#define TL_AOT_EXPORT(name, fn)                                                                     \
+// TVM FFI export `name` of a library, calling `fn` (an FfiFn) on `ctx`. `name` is only pasted
+// (##), never expanded, so an entry named like a macro keeps its name.
+#define TL_AOT_EXPORT(name, fn, ctx)                                                                \
   extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_##name(void*, const TVMFFIAny* raw, int32_t num_args, \
                                                      TVMFFIAny* result) {                           \
-    return ::tl_aot::rt::safe_call(fn, raw, num_args, result);                                      \
+    return ::tl_aot::rt::safe_call(fn, ctx, raw, num_args, result);                                 \
   }
 
 // What every library defines besides its entries: the TVM FFI exports cleanup_module,
