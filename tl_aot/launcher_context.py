@@ -40,7 +40,6 @@ class EntryCode:
     archs: tuple  # "sm_90a", "sm_80+PTX"
     variants: tuple  # VariantCode
     args_type: str  # its rt::Args<tensors, symbols, scalars, outputs> (the C++ API's frame)
-    num_scalars: int
     checks: CheckTables
     tables: tuple  # launcher_tables.Table: the checks' and the argument reads' (rt::ArgRead of both forms)
     locals: tuple  # C++ declarations a launch starts with: its symbols, tensors' data and scalars, by name
@@ -88,7 +87,6 @@ def entry_code(e: LoweredEntry, index: int, label: str = "") -> EntryCode:
         archs=tuple(v.arch + ("+PTX" if v.ptx else "") for v in e.variants),
         variants=tuple(variant_code(e, v, where) for v in e.variants),
         args_type=f"rt::Args<{len(tensors)}, {len(e.symbols)}, {len(scalars)}, {len(e.outputs)}>",
-        num_scalars=len(scalars),
         checks=checks,
         tables=(*checks.tables, Table("ArgRead", "reads", every.reads + (inputs_only.reads if e.outputs else ()))),
         locals=(

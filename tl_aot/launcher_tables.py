@@ -44,6 +44,7 @@ class CheckTables:
     num_tensors: int
     num_inputs: int
     num_symbols: int
+    num_scalars: int
     num_late_inputs: int
     num_late: int
 
@@ -181,6 +182,7 @@ def check_tables(e: LoweredEntry, tensors: list, scalar_reads: dict, where: str)
         num_tensors=len(tensors),
         num_inputs=n_inputs,
         num_symbols=len(e.symbols),
+        num_scalars=sum(1 for p in e.params if not p.is_tensor),
         num_late_inputs=sum(1 for output, _ in late if not output),
         num_late=len(late),
     )
