@@ -119,6 +119,9 @@ def _tensor_rows(e: LoweredEntry, tensors: list, values: _Values, where: str) ->
             solved = (p.name, i) in solved_from  # its derived symbol's own check covers it
             dims.append(_SKIP if solved else _dim_row(p, i, d, cpp, shape, values, free, bound, late))
         strides = "nullptr"
+        if p.strides and len(p.strides_cpp) != len(p.shape):  # the checker reads one stride per dim
+            msg = f"{where}: parameter {p.name!r} has {len(p.strides_cpp)} strides for {len(p.shape)} dims"
+            raise LoweringError(msg, entry=e.name)
         if p.strides:
             strides = f"values + {len(flat)}"
             flat += [values.of(c) for c in p.strides_cpp]
