@@ -34,6 +34,7 @@ from .fileutil import atomic_write, file_digest, record_digest, verified_file, w
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest, to_json
 from .source import display_path, function_line, project_root, snapshot_files
 from .spec import KernelSpec, LibrarySpec
+from .tuning import recorded_tunings
 from .values import spell
 
 __all__ = ["Stages", "link", "publish", "manifest_of", "project_of", "sweep_debris"]
@@ -311,6 +312,7 @@ def manifest_of(lib: LibrarySpec, tasks, lowered: dict, nvcc_version: str, image
                 raise LoweringError(msg)
         variants = tuple(_arch_variant(t, lowered[t.key], (image_sizes or {}).get(t.key, 0)) for t in mine)
         entries.append(_entry(spec, first, variants))
+    records = {spec.capture[0] for spec in lib.entries if spec.capture}
     return Manifest(
         abi_version=ABI_VERSION,
         library=lib.name,
@@ -318,6 +320,7 @@ def manifest_of(lib: LibrarySpec, tasks, lowered: dict, nvcc_version: str, image
         tl_aot_version=__version__,
         tilelang_version=package_version("tilelang"),
         nvcc_version=nvcc_version,
+        tunings=recorded_tunings(records, {e.capture_key for e in entries}) if records else (),
     )
 
 
@@ -342,6 +345,7 @@ def _arch_variant(task, v: LoweredVariant, image_bytes: int) -> ArchVariant:
         request_key=v.request_key,
         request=v.request,
         backend=v.backend,
+        device_code=v.device_code,
     )
 
 
