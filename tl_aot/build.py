@@ -151,7 +151,10 @@ def _with_companion(result: BuildResult, torch_ops: bool, log) -> BuildResult:
     from .torch_native import build_companion, companion_path
 
     if not torch_ops:
-        companion_path(result.library).unlink(missing_ok=True)
+        stale = companion_path(result.library)
+        if os.path.lexists(stale):  # never touch a read-only folder (an up-to-date build there) for nothing
+            with filesystem_errors("remove the stale torch companion", stale):
+                stale.unlink()
         return result
     return replace(result, torch_companion=build_companion(result.manifest, result.library, result.header, log=log))
 

@@ -66,9 +66,20 @@ class FailedProcessError(CompileError):
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
-        lines = [f"{what} failed with exit status {returncode}", "  command: " + " ".join(cmd)]
+        lines = [f"{what} failed with {_status(returncode)}", "  command: " + " ".join(cmd)]
         for label, text in (("stdout", stdout), ("stderr", stderr)):
             if text.strip():
                 lines.append(f"  {label}:")
                 lines.extend("    " + ln for ln in text.rstrip().splitlines())
         super().__init__("\n".join(lines))
+
+
+def _status(returncode: int) -> str:
+    """``exit status 1``, or ``signal SIGSEGV (exit status 139)`` for a tool that died of one."""
+    import signal
+
+    number = -returncode if returncode < 0 else returncode - 128 if 128 < returncode < 128 + 65 else 0
+    try:
+        return f"signal {signal.Signals(number).name} (exit status {returncode})" if number else f"exit status {returncode}"
+    except ValueError:
+        return f"exit status {returncode}"

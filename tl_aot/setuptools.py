@@ -49,7 +49,7 @@ from pathlib import Path
 
 from setuptools import Extension
 from setuptools.command.build_ext import build_ext as _build_ext
-from setuptools.errors import CompileError, OptionError
+from setuptools.errors import CompileError, OptionError, SetupError
 
 from .arch import parse_arch_list
 from .entry_keys import ENTRY_KEYS, create_keywords
@@ -72,7 +72,7 @@ try:
 except ImportError:  # setuptools < 70.1 keeps it in the wheel package
     from wheel.bdist_wheel import bdist_wheel as _bdist_wheel
 
-__all__ = ["TileLangExtension", "TileLangExtensionError", "build_ext", "bdist_wheel"]
+__all__ = ["TileLangExtension", "TileLangExtensionError", "TileLangDeclarationError", "build_ext", "bdist_wheel"]
 
 #: Progress lines and warnings go through setuptools' logging (shown by default, hidden by -q).
 log = logging.getLogger("tl_aot.setuptools")
@@ -83,6 +83,20 @@ _LOADER_NAMES = RESERVED_ENTRY_NAMES
 
 class TileLangExtensionError(TlAotError, CompileError):
     """A TileLang extension failed to build; setuptools prints it as ``error: ...`` without a traceback."""
+
+
+class TileLangDeclarationError(SpecError, SetupError, SystemExit):
+    """A ``TileLangExtension(...)`` declared wrongly in setup.py: ``error: ...`` and exit status 1, no traceback.
+
+    It is raised while setup.py builds the arguments of ``setup()``, before setuptools can catch
+    anything; as a :class:`SystemExit` whose code is ``error: <message>`` it ends setup.py the way
+    setuptools ends it for its own bad arguments, and code that catches :class:`SpecError` (or
+    setuptools' :class:`~setuptools.errors.SetupError`) still catches it.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.code = f"error: {message}"
 
 
 @dataclass(frozen=True)
@@ -234,6 +248,14 @@ class TileLangExtension(Extension):
         capture=(),
         **kwargs,
     ) -> None:
+        try:
+            options = {"archs": archs, "optional": optional, "torch_ops": torch_ops, "tune_file": tune_file, "capture": capture}
+            self._declare(name, entries, **options, **kwargs)
+        except SpecError as e:
+            raise TileLangDeclarationError(str(e)) from None
+
+    def _declare(self, name, entries, *, archs, optional, torch_ops, tune_file, capture, **kwargs) -> None:
+        """Check the declaration and set the extension up (``__init__``'s work; its errors become ``error: ...``)."""
         if kwargs:
             msg = (
                 f"TileLangExtension({name!r}): unsupported argument(s) {', '.join(sorted(kwargs))}; "
