@@ -284,32 +284,40 @@ class Outputs:
 def publish(
     built: Path, out: Outputs, manifest: Manifest, header_text: str, *, lib_key: str, inputs: list, deps: tuple, stamp: bool
 ) -> None:
-    """Swap the linked library and its header into place together; write the stamp and the depfile.
+    """Swap the linked library and its header into place together, after writing the stamp and the depfile.
 
-    Without ``stamp`` (a build that left variants out) the stamp is removed: the next build tries again.
+    The stamp names the new library's digest, so written first it cannot make the library that
+    is still in place look up to date; a fault before the swap leaves library and header as they
+    were. Without ``stamp`` (a build that left variants out) the stamp is removed: the next build
+    tries again.
     """
     staged = StagedFiles()
-    staged.stage(out.library, source=built, role="library")
-    header = header_text.encode()
-    if _read_bytes(out.header) != header:  # an unchanged header keeps its timestamp
-        with filesystem_errors("create the header folder", out.header.parent):
-            out.header.parent.mkdir(parents=True, exist_ok=True)
-        staged.stage(out.header, data=header, role="header")
+    try:
+        staged.stage(out.library, source=built, role="library")
+        header = header_text.encode()
+        if _read_bytes(out.header) != header:  # an unchanged header keeps its timestamp
+            with filesystem_errors("create the header folder", out.header.parent):
+                out.header.parent.mkdir(parents=True, exist_ok=True)
+            staged.stage(out.header, data=header, role="header")
+        with filesystem_errors("write the build stamp", out.stamp):
+            if stamp:
+                data = {
+                    "key": lib_key,
+                    "library_sha256": file_digest(built),
+                    "header_sha256": hashlib.sha256(header).hexdigest(),
+                    "manifest": json.loads(to_json(manifest)),
+                    "inputs": inputs,
+                }
+                atomic_write(out.stamp, json.dumps(data))
+            else:
+                out.stamp.unlink(missing_ok=True)
+        if out.depfile:
+            with filesystem_errors("write the depfile", out.depfile):
+                write_depfile(out.depfile, out.library, tuple(sorted({*deps, *(Path(p) for p, _ in inputs)})))
+    except BaseException:
+        staged.discard()
+        raise
     staged.publish()
-    with filesystem_errors("write the build stamp", out.stamp):
-        if stamp:
-            data = {
-                "key": lib_key,
-                "library_sha256": file_digest(out.library),
-                "header_sha256": hashlib.sha256(header).hexdigest(),
-                "manifest": json.loads(to_json(manifest)),
-                "inputs": inputs,
-            }
-            atomic_write(out.stamp, json.dumps(data))
-        else:
-            out.stamp.unlink(missing_ok=True)
-    if out.depfile:
-        write_depfile(out.depfile, out.library, tuple(sorted({*deps, *(Path(p) for p, _ in inputs)})))
 
 
 def write_depfile(path: Path, target: Path, deps) -> None:

@@ -115,16 +115,22 @@ class StagedFiles:
     def __init__(self) -> None:
         self._parts: list[tuple[Path, Path]] = []  # (part, destination)
 
-    def stage(self, dest: Path, *, data: bytes | None = None, source: Path | None = None, role: str = "file") -> None:
-        """Write ``data`` (or a copy of ``source``) to a part file beside ``dest``."""
+    def stage(
+        self, dest: Path, *, data: bytes | None = None, source: Path | None = None, role: str = "file", mode: int | None = None
+    ) -> None:
+        """Write ``data`` (or a copy of ``source``) to a part file beside ``dest`` (with permissions ``mode``, if given)."""
         check_file_destination(dest, role)
         part = dest.with_name(f".{dest.name}.{os.getpid()}.part")
         self._parts.append((part, dest))
         try:
             if source is not None:
                 shutil.copyfile(source, part)
+                if part.stat().st_size != Path(source).stat().st_size:  # a copy cut short that did not say so
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(part))
             else:
                 part.write_bytes(data or b"")
+            if mode is not None:
+                os.chmod(part, mode)
         except OSError as e:
             self.discard()
             raise fs_error(e, f"write the {role}", dest) from None

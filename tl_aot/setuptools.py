@@ -492,7 +492,6 @@ class build_ext(_build_ext):
         """Build ``ext`` with :func:`tl_aot.build.build_library` in build_temp, then place library and loader."""
         from .build import build_library
         from .codegen import TORCH_GLUE_MODULE, render_loader
-        from .fileutil import write_if_different
 
         fullname = self.get_ext_fullname(ext.name)
         library = Path(self.get_ext_fullpath(ext.name))
@@ -519,14 +518,16 @@ class build_ext(_build_ext):
         except TlAotError as e:
             msg = f"building TileLang extension {fullname!r} failed:\n{e}"
             raise TileLangExtensionError(msg) from e
-        if _copy_if_different(result.library, library):
-            log.info(f"copying {result.library} -> {library.parent}")
-        _place_companion(result.torch_companion, library)
-        if write_if_different(loader, render_loader(result.manifest, module=fullname, library_file=library.name, torch_ops=ext.torch_ops)):
-            log.info(f"writing {loader}")
         glue = loader.with_name(TORCH_GLUE_MODULE + ".py")
-        if write_if_different(glue, (Path(__file__).parent / "torch_ops.py").read_text()):
-            log.info(f"writing {glue}")
+        loader_text = render_loader(result.manifest, module=fullname, library_file=library.name, torch_ops=ext.torch_ops)
+        try:
+            _place_together(
+                [(library, result.library, "library"), (loader, loader_text.encode(), "loader"), (glue, _GLUE.read_bytes(), "torch glue")],
+                result.torch_companion,
+            )
+        except TlAotError as e:
+            msg = f"building TileLang extension {fullname!r} failed:\n{e}"
+            raise TileLangExtensionError(msg) from e
 
     def get_ext_filename(self, fullname: str) -> str:
         """``pkg/lib_kernels.so`` for a TileLang extension (no Python ABI suffix: it is not a CPython module)."""
@@ -590,11 +591,48 @@ def _companion_of(library: Path) -> Path | None:
     return p if p.is_file() else None
 
 
+#: The torch glue module shipped beside every loader.
+_GLUE = Path(__file__).parent / "torch_ops.py"
+
+
+def _place_together(files: list, companion: Path | None) -> None:
+    """Put each ``(destination, bytes or a file to copy, role)`` in place, all or none (the first is the library).
+
+    Files that already hold the content are left alone (their timestamps stay); the rest are
+    written beside their destinations and swapped in together, so a fault (a full disk, a read-only
+    build folder) leaves the library and its loader as they were: never a new library with an old
+    loader. A stale torch companion goes first when the library has none.
+    """
+    from .destinations import StagedFiles, filesystem_errors
+
+    library = files[0][0]
+    dest = library.with_name(library.name.removesuffix(".so") + "_torch.so")
+    if companion is None and os.path.lexists(dest):
+        with filesystem_errors("remove the stale torch companion", dest):
+            dest.unlink()
+    if companion is not None:
+        files = [*files, (dest, companion, "torch companion")]
+    staged = StagedFiles()
+    for path, content, role in files:
+        data = content.read_bytes() if isinstance(content, Path) else content
+        try:
+            same = path.read_bytes() == data
+        except OSError:
+            same = False
+        if not same:
+            with filesystem_errors(f"create the folder of the {role}", path.parent):
+                path.parent.mkdir(parents=True, exist_ok=True)
+            staged.stage(path, data=data, role=role, mode=0o755 if path.suffix == ".so" else 0o644)
+            log.info(f"writing {path}")
+    staged.publish()
+
+
 def _place_companion(companion: Path | None, library: Path) -> None:
     """Ship ``companion`` beside ``library``, where the loader looks for it (none: remove a stale one)."""
     dest = library.with_name(library.name.removesuffix(".so") + "_torch.so")
     if companion is None:
-        dest.unlink(missing_ok=True)
+        if os.path.lexists(dest):
+            dest.unlink()
     elif _copy_if_different(companion, dest):
         log.info(f"copying {companion} -> {dest.parent}")
 
