@@ -1,8 +1,8 @@
 """Every file-system operation of a build, failed in turn: the SQLite way of testing I/O errors.
 
 For each build kind (the CLI with ``FILE.py:FUNCTION``, a spec file with a header folder and a
-depfile, ``setuptools build_ext``), a previous build of the project is in place (its library,
-header and cache: ``N=256``); the build under test changes the kernel (``N=512``), so success and
+depfile, ``setuptools build_ext``, ``build --capture`` of a JIT capture record), a previous build
+of the project is in place (its library, header and cache: ``N=256``); the build under test changes the kernel (``N=512``), so success and
 failure tell apart. Its trace of file-system operations is recorded once; then each operation is
 failed (see :data:`faultfs.FAULTS`; the fault kinds of an operation taken in turn across the
 trace) and after each:
@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import io
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -73,6 +74,33 @@ def _spec(root: Path, n: int) -> tuple[int, str]:
     return _call(lambda: cli.main([*args, "--cache-dir", "cache", "-j", "1", "-q"]))
 
 
+#: A workload whose JIT compiles are captured (``tl_aot capture --device``: nothing compiled, no GPU).
+WORKLOAD = """import sys
+import tilelang
+from k import add
+
+tilelang.jit(add)(int(sys.argv[1]))
+"""
+
+
+def _capture(root: Path, n: int) -> tuple[int, str]:
+    from tl_aot import cli
+
+    args = ["build", "--capture", f"rec{n}.json", "--arch", "90a", "--name", "cap", "-o", "out"]
+    return _call(lambda: cli.main([*args, "--cache-dir", "cache", "-j", "1", "-q"]))
+
+
+def _record(work: Path, n: int) -> None:
+    """``rec<n>.json``: the capture of the workload's JIT compile of ``add(N=n)`` (a subprocess, once per size)."""
+    import subprocess
+
+    (work / "workload.py").write_text(WORKLOAD)
+    workload = [sys.executable, "workload.py", str(n)]
+    cmd = [sys.executable, "-m", "tl_aot", "capture", "-o", f"rec{n}.json", "--device", "H100-SXM", "--", *workload]
+    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and "1 kernels" in proc.stdout, proc.stdout + proc.stderr
+
+
 def _setuptools(root: Path, n: int) -> tuple[int, str]:
     import setuptools
 
@@ -99,6 +127,7 @@ KINDS = {
     "cli": (_cli, ("out/libadd.so", "out/add.h")),
     "spec": (_spec, ("out/libfm.so", "include/fm.h")),
     "setuptools": (_setuptools, ("blib/fmpkg/lib_k.so", "blib/fmpkg/_k.py")),
+    "capture": (_capture, ("out/libcap.so", "out/cap.h")),
 }
 
 
@@ -177,6 +206,9 @@ def states(memo, tmp_path_factory):
         (work / "k.py").write_text(KERNEL)
         (work / "tmp").mkdir()
         (work / "kernels.toml").write_text(SPEC.format(n=256))
+        if kind == "capture":
+            _record(work, 256)
+            _record(work, 512)
         with _in(work):
             code, err = build(work, 256)
         assert code == 0, err
@@ -265,6 +297,19 @@ def test_every_file_system_operation_of_a_build_failed_in_turn(kind, states, mem
     assert not failures, f"{len(failures)} of {len(schedule)}:\n" + "\n".join(failures[:40])
 
 
+_TEMPORARY = re.compile(r"^\.(.+)\.(\d+\.part|\d+\.old|[a-z0-9_]{8}\.tmp)$")
+
+
+def _names_of(path: Path, root: Path) -> list:
+    """What a message may call ``path``: itself, a folder holding it (inside the build folder), the file a temporary stands for."""
+    full = path if path.is_absolute() else root / path
+    names = [path, full, *[p for p in full.parents if len(str(p)) > len(str(root))], *path.parents[:-1]]
+    m = _TEMPORARY.match(path.name)
+    if m:
+        names += [path.with_name(m.group(1)), full.with_name(m.group(1))]
+    return names
+
+
 def _judge(code: int, err: str, fs: FaultFS, root: Path, kind: str, before: dict, clean: dict, fault) -> str | None:
     """What is wrong with a build that ran under a fault (None: nothing)."""
     if "Traceback" in err or code not in (0, 1):
@@ -282,8 +327,7 @@ def _judge(code: int, err: str, fs: FaultFS, root: Path, kind: str, before: dict
         return f"no error line: {err[-800:]}"
     _, path, _ = fs.fired
     text = err
-    named = any(str(p) in text for p in (Path(path), *Path(path).parents) if len(str(p)) > len(str(root)))
-    if not named and Path(path).name not in text:
+    if not any(str(p) in text for p in _names_of(Path(path), root)):
         return f"the message names neither {path} nor a folder holding it: {text[-600:]}"
     if not any(w in text for w in _cause_words(fault)):
         return f"the message does not say {_cause_words(fault)}: {text[-600:]}"

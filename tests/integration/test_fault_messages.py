@@ -168,3 +168,38 @@ def test_a_misspelt_cmake_keyword_after_archs_is_named(tmp_path):
     text = " ".join(proc.stderr.split())
     assert "unknown keyword 'ARG' (target k): it follows ARCHS, so it was read as one of its values; did you mean ARGS?" in text
     assert "is not an arch" not in text
+
+
+CUTTER = """#!/bin/sh
+# a compiler launcher that runs the tool, then (with CUT_OUTPUT set) cuts its -o output in half and exits 0,
+# as ptxas did on a nearly full disk
+"$@" || exit $?
+[ -n "$CUT_OUTPUT" ] || exit 0
+out=""; prev=""
+for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
+case "$out" in *.cubin|*.fatbin) size=$(stat -c %s "$out"); truncate -s $((size / 2)) "$out";; esac
+exit 0
+"""
+
+
+def test_a_cubin_cut_short_by_a_tool_that_exits_0_is_never_linked_or_cached(project, tmp_path, monkeypatch):
+    from tl_aot.cache import VariantCache
+
+    launcher = tmp_path / "cut.sh"
+    launcher.write_text(CUTTER)
+    launcher.chmod(0o755)
+    monkeypatch.setenv("TL_AOT_COMPILER_LAUNCHER", str(launcher))
+    monkeypatch.setenv("CUT_OUTPUT", "1")
+    code, err = _build(project, "k.py:add", "--arg", "N=384", "-o", "cut")
+    assert code == 1
+    assert "entry 'add' (sm_90a): nvcc made a damaged image, not a complete cubin:" in err and "nothing was stored" in err
+    assert not (project / "cut" / "libadd.so").exists()
+    cache = project / "cache"
+    for entry in (p for p in cache.iterdir() if not p.name.startswith(".")):
+        assert VariantCache(cache).load(entry.name) is not None  # whatever is there is whole
+    monkeypatch.delenv("CUT_OUTPUT")
+    code, err = _build(project, "k.py:add", "--arg", "N=384", "-o", "cut")
+    assert code == 0, err
+    import tl_aot
+
+    assert tl_aot.load(project / "cut" / "libadd.so").signature("add").params[0].shape == (384,)
