@@ -183,7 +183,8 @@ def _destinations(name: str, out_dir, header_dir, depfile, cache_dir) -> tuple:
     except (FilesystemError, OSError) as e:
         problem = e if isinstance(e, FilesystemError) else fs_error(e, "write in the output folder", out_dir)
         locks = Path(tempfile.gettempdir()) / f"tl_aot-{os.getuid()}" / "locks"
-        locks.mkdir(parents=True, exist_ok=True)
+        with filesystem_errors("create the lock folder", locks, "set TMPDIR to a writable folder"):
+            locks.mkdir(parents=True, exist_ok=True)
         lock = locks / (hashlib.sha256(str(work).encode()).hexdigest()[:16] + ".lock")
         return work, out, VariantCache(cache_root), lock, problem
 

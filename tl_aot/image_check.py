@@ -23,16 +23,17 @@ _ENTRY_HEADER = struct.Struct("<HHIQ")  # kind (1 PTX, 2 ELF), version, header s
 _ET_EXEC, _ET_REL = 2, 1
 
 
-def image_problem(data: bytes, *, fatbin: bool, kernels=()) -> str | None:
+def image_problem(data: bytes, *, fatbin: bool, kernels=(), any_elf_type: bool = False) -> str | None:
     """What is wrong with ``data`` as a cubin (or with ``fatbin`` a fatbin) defining ``kernels``; None if nothing.
 
     A kernel counts as defined when a function of the image contains its name (the launcher's
     ``find_kernel_by_pattern`` matches the same way). A compressed fatbin entry is checked for its
-    size only.
+    size only. nvcc's cubins are ELF executables; ``any_elf_type`` accepts another compiler's
+    cubin of any ELF type (its bounds are still checked).
     """
     if fatbin:
         return _fatbin_problem(data, tuple(kernels))
-    problem = elf_problem(data, elf_type=_ET_EXEC)
+    problem = elf_problem(data, elf_type=None if any_elf_type else _ET_EXEC)
     if problem:
         return f"not a complete cubin: {problem}"
     return _missing_kernels(data, kernels)
@@ -86,5 +87,6 @@ def variant_image_problem(variant, image: bytes) -> str | None:
     CuTeDSL images name their kernels by pattern (checked once when compiled, by
     :func:`tl_aot.cutedsl.match_kernels`); here they are checked as ELF files only.
     """
-    kernels = () if variant.backend == "cutedsl" else tuple(k.name for k in variant.kernels)
-    return image_problem(image, fatbin=variant.ptx, kernels=kernels)
+    if variant.backend == "cutedsl":
+        return image_problem(image, fatbin=False, any_elf_type=True)
+    return image_problem(image, fatbin=variant.ptx, kernels=tuple(k.name for k in variant.kernels))

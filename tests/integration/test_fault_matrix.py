@@ -29,9 +29,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from faultfs import FAULTS, FaultFS, ToolMemo  # noqa: E402
+from faultfs import FAULTS, FaultFS, ToolMemo
 
 pytest.importorskip("tilelang")
 

@@ -8,37 +8,13 @@ import struct
 from pathlib import Path
 
 import pytest
+from elf_images import elf, fatbin
 
 from tl_aot.cache import VariantCache
 from tl_aot.destinations import disk_full_note
 from tl_aot.errors import CompileError, FailedProcessError
-from tl_aot.image_check import FATBIN_MAGIC, image_problem, object_problem, variant_image_problem
+from tl_aot.image_check import image_problem, object_problem, variant_image_problem
 from tl_aot.metadata import DeviceKernel, LoweredVariant
-
-
-def elf(sections: dict, *, elf_type: int = 2) -> bytes:
-    """A 64-bit little-endian ELF file holding ``sections`` (name -> bytes), like a cubin's layout."""
-    names = b"\0" + b"".join(n.encode() + b"\0" for n in [".shstrtab", *sections])
-    body, offsets = b"", []
-    for data in [names, *sections.values()]:
-        offsets.append(64 + len(body))
-        body += data
-    shoff = 64 + len(body)
-    header = b"\x7fELF" + bytes([2, 1, 1]) + bytes(9)
-    header += struct.pack("<HHIQQQIHHHHHH", elf_type, 190, 1, 0, 0, shoff, 0, 64, 0, 0, 64, len(sections) + 2, 1)
-    table = bytes(64)  # the null section
-    at = 1
-    for i, (name, data) in enumerate([(".shstrtab", names), *sections.items()]):
-        table += struct.pack("<IIQQQQIIQQ", at, 3 if i == 0 else 1, 0, 0, offsets[i], len(data), 0, 0, 1, 0)
-        at += len(name) + 1
-    return header + body + table
-
-
-def fatbin(*payloads: tuple) -> bytes:
-    """A fatbin of (kind, bytes) entries (2: ELF, 1: PTX)."""
-    entries = b"".join(struct.pack("<HHIQ", kind, 0x101, 16, len(data)) + data for kind, data in payloads)
-    return struct.pack("<IHHQ", FATBIN_MAGIC, 1, 16, len(entries)) + entries
-
 
 CUBIN = elf({".text.main_kernel": b"\x00" * 64, ".nv.info.main_kernel": b"\x04\x17"})
 
