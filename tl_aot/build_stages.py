@@ -30,7 +30,7 @@ from . import __version__
 from .cache import VariantCache, package_version
 from .codegen import image_symbol, render_header, render_launcher
 from .destinations import StagedFiles, disk_full_note, filesystem_errors
-from .errors import CompileError, FailedProcessError, LoweringError
+from .errors import CompileError, FailedProcessError, LoweringError, tool_signal
 from .escaping import depfile_path, encode_text
 from .fileutil import atomic_write, file_digest, record_digest, verified_file, write_if_different
 from .image_check import variant_image_problem
@@ -176,22 +176,13 @@ def _nvcc(variant: LoweredVariant, arch, work: Path, source: str) -> bytes:
         raise CompileError(msg, entry=variant.entry, arch=arch.sm, location=source) from e
 
 
-def _signal_of(returncode: int) -> signal.Signals | None:
-    """The signal a tool died of: a negative status, or 128 + N as the reaper (and a shell) reports it."""
-    number = -returncode if returncode < 0 else returncode - 128 if 128 < returncode < 128 + 65 else 0
-    try:
-        return signal.Signals(number) if number else None
-    except ValueError:
-        return None
-
-
 def _crash_of(e: FailedProcessError, work: Path) -> str:
     """For a tool that died of a signal on a nearly full disk: what happened, in words ("" otherwise).
 
     cicc and ptxas crash (SIGSEGV, SIGBUS) rather than report a failed write when the disk fills
     under them; the CUDA code is not at fault then, and saying so would send the user the wrong way.
     """
-    sig = _signal_of(e.returncode)
+    sig = tool_signal(e.returncode)
     if sig is None or sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL, signal.SIGHUP):
         return ""
     disk = disk_full_note(work, tempfile.gettempdir())

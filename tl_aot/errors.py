@@ -11,6 +11,7 @@ __all__ = [
     "FailedProcessError",
     "LibraryError",
     "FilesystemError",
+    "tool_signal",
 ]
 
 
@@ -74,12 +75,18 @@ class FailedProcessError(CompileError):
         super().__init__("\n".join(lines))
 
 
-def _status(returncode: int) -> str:
-    """``exit status 1``, or ``signal SIGSEGV (exit status 139)`` for a tool that died of one."""
+def tool_signal(returncode: int):
+    """The :class:`signal.Signals` a tool died of (a negative status, or 128 + N as a shell or the reaper reports it), else None."""
     import signal
 
     number = -returncode if returncode < 0 else returncode - 128 if 128 < returncode < 128 + 65 else 0
     try:
-        return f"signal {signal.Signals(number).name} (exit status {returncode})" if number else f"exit status {returncode}"
+        return signal.Signals(number) if number else None
     except ValueError:
-        return f"exit status {returncode}"
+        return None
+
+
+def _status(returncode: int) -> str:
+    """``exit status 1``, or ``signal SIGSEGV (exit status 139)`` for a tool that died of one."""
+    sig = tool_signal(returncode)
+    return f"signal {sig.name} (exit status {returncode})" if sig else f"exit status {returncode}"
