@@ -290,11 +290,13 @@ def publish(
             with filesystem_errors("create the header folder", out.header.parent):
                 out.header.parent.mkdir(parents=True, exist_ok=True)
             staged.stage(out.header, data=header, role="header")
+        with filesystem_errors("read the linked library", built):
+            library_sha256 = file_digest(built)
         with filesystem_errors("write the build stamp", out.stamp):
             if stamp:
                 data = {
                     "key": lib_key,
-                    "library_sha256": file_digest(built),
+                    "library_sha256": library_sha256,
                     "header_sha256": hashlib.sha256(header).hexdigest(),
                     "manifest": json.loads(to_json(manifest)),
                     "inputs": inputs,
