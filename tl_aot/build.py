@@ -161,7 +161,10 @@ def _with_companion(result: BuildResult, torch_ops: bool, log) -> BuildResult:
     from .torch_native import build_companion, companion_path
 
     if not torch_ops:
-        companion_path(result.library).unlink(missing_ok=True)
+        stale = companion_path(result.library)
+        if os.path.lexists(stale):  # never touch a read-only folder (an up-to-date build there) for nothing
+            with filesystem_errors("remove the stale torch companion", stale):
+                stale.unlink()
         return result
     return replace(result, torch_companion=build_companion(result.manifest, result.library, result.header, log=log))
 
@@ -190,7 +193,8 @@ def _destinations(name: str, out_dir, header_dir, depfile, cache_dir) -> tuple:
     except (FilesystemError, OSError) as e:
         problem = e if isinstance(e, FilesystemError) else fs_error(e, "write in the output folder", out_dir)
         locks = Path(tempfile.gettempdir()) / f"tl_aot-{os.getuid()}" / "locks"
-        locks.mkdir(parents=True, exist_ok=True)
+        with filesystem_errors("create the lock folder", locks, "set TMPDIR to a writable folder"):
+            locks.mkdir(parents=True, exist_ok=True)
         lock = locks / (hashlib.sha256(str(work).encode()).hexdigest()[:16] + ".lock")
         return work, out, VariantCache(cache_root), lock, problem
 

@@ -20,6 +20,8 @@ import hashlib
 import json
 import re
 import shutil
+import signal
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,15 +30,16 @@ from . import __version__
 from .cache import VariantCache, package_version
 from .codegen import image_symbol, render_header, render_launcher
 from .cuda_compat import image_floor, library_floor
-from .destinations import StagedFiles, filesystem_errors
-from .errors import CompileError, FailedProcessError, LoweringError, ToolchainNotFound
+from .destinations import StagedFiles, disk_full_note, filesystem_errors
+from .errors import CompileError, FailedProcessError, LoweringError, ToolchainNotFound, tool_signal
 from .escaping import depfile_path, encode_text
 from .fileutil import atomic_write, file_digest, record_digest, verified_file, write_if_different
+from .image_check import variant_image_problem
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest, to_json
 from .source import display_path, function_line, project_root, snapshot_files
 from .spec import KernelSpec, LibrarySpec
-from .tuning import recorded_tunings
 from .toolchain import compiler_description
+from .tuning import recorded_tunings
 from .values import spell
 
 __all__ = ["Stages", "link", "publish", "manifest_of", "project_of", "sweep_debris"]
@@ -89,6 +92,13 @@ class Stages:
                 "nothing was stored. Build again."
             )
             raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm, location=", ".join(moved))
+        problem = variant_image_problem(variant, image)
+        if problem:
+            tool = "CuTeDSL" if variant.backend == "cutedsl" else "nvcc"
+            disk = disk_full_note(self.work, tempfile.gettempdir())
+            cause = f"; {disk}: free some space and build again" if disk else " (a tool that ran out of space, or was killed?)"
+            msg = f"entry {task.spec.name!r} ({task.arch}): {tool} made a damaged image, {problem}; nothing was stored{cause}"
+            raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
         self.cache.store(task.key, variant, image, project_of(task.spec), replace=self.force)
         tool = "cutedsl" if variant.backend == "cutedsl" else "nvcc"
         self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {time.perf_counter() - t0:.1f} s)")
@@ -153,6 +163,9 @@ def _nvcc(variant: LoweredVariant, arch, work: Path, source: str) -> bytes:
             arch, work / "kernels", stem, variant.cuda_source, variant.nvcc_options, what=f"nvcc ({variant.entry}, {arch})"
         )
     except FailedProcessError as e:
+        crash = _crash_of(e, work)
+        if crash:
+            raise CompileError(f"entry {variant.entry!r} ({arch}): {crash}", entry=variant.entry, arch=arch.sm, location=source) from e
         hint = ""
         if variant.nvcc_options and re.search(r"Unknown option|unknown option|Unsupported|invalid", e.stderr + e.stdout):
             hint = (
@@ -164,6 +177,22 @@ def _nvcc(variant: LoweredVariant, arch, work: Path, source: str) -> bytes:
             f"  generated source: {work / 'kernels' / (stem + '.cu')}{hint}\n{e}"
         )
         raise CompileError(msg, entry=variant.entry, arch=arch.sm, location=source) from e
+
+
+def _crash_of(e: FailedProcessError, work: Path) -> str:
+    """For a tool that died of a signal on a nearly full disk: what happened, in words ("" otherwise).
+
+    cicc and ptxas crash (SIGSEGV, SIGBUS) rather than report a failed write when the disk fills
+    under them; the CUDA code is not at fault then, and saying so would send the user the wrong way.
+    """
+    sig = tool_signal(e.returncode)
+    if sig is None or sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL, signal.SIGHUP):
+        return ""
+    disk = disk_full_note(work, tempfile.gettempdir())
+    tool = Path(e.cmd[0]).name if e.cmd else "the tool"
+    if disk:
+        return f"{tool} died of {sig.name} with the {disk}; free some space and build again"
+    return ""
 
 
 def _cutedsl(variant: LoweredVariant, arch, work: Path) -> bytes:
@@ -184,7 +213,7 @@ def _compile_launcher(name: str, work: Path, tvm_ffi_version: str, force: bool) 
     too and is removed before compiling, so a compile killed half way, or a damaged object, is
     never taken for a finished one.
     """
-    from .toolchain import compiler_launcher, host_command, run
+    from .toolchain import check_output_file, compiler_launcher, host_command, run
 
     source, obj = f"{name}.cc", f"{name}.launcher.o"
     cmd = host_command(work, source, obj)
@@ -194,6 +223,7 @@ def _compile_launcher(name: str, work: Path, tvm_ffi_version: str, force: bool) 
         return False
     key_file.unlink(missing_ok=True)
     run([*compiler_launcher(), *cmd], what=f"compiling the launcher of {name}", cwd=work)
+    check_output_file(work / obj, what=f"compiling the launcher of {name}")
     record_digest(work / obj)
     atomic_write(key_file, key)
     return True
@@ -248,32 +278,42 @@ class Outputs:
 def publish(
     built: Path, out: Outputs, manifest: Manifest, header_text: str, *, lib_key: str, inputs: list, deps: tuple, stamp: bool
 ) -> None:
-    """Swap the linked library and its header into place together; write the stamp and the depfile.
+    """Swap the linked library and its header into place together, after writing the stamp and the depfile.
 
-    Without ``stamp`` (a build that left variants out) the stamp is removed: the next build tries again.
+    The stamp names the new library's digest, so written first it cannot make the library that
+    is still in place look up to date; a fault before the swap leaves library and header as they
+    were. Without ``stamp`` (a build that left variants out) the stamp is removed: the next build
+    tries again.
     """
     staged = StagedFiles()
-    staged.stage(out.library, source=built, role="library")
-    header = header_text.encode()
-    if _read_bytes(out.header) != header:  # an unchanged header keeps its timestamp
-        with filesystem_errors("create the header folder", out.header.parent):
-            out.header.parent.mkdir(parents=True, exist_ok=True)
-        staged.stage(out.header, data=header, role="header")
+    try:
+        staged.stage(out.library, source=built, role="library")
+        header = header_text.encode()
+        if _read_bytes(out.header) != header:  # an unchanged header keeps its timestamp
+            with filesystem_errors("create the header folder", out.header.parent):
+                out.header.parent.mkdir(parents=True, exist_ok=True)
+            staged.stage(out.header, data=header, role="header")
+        with filesystem_errors("read the linked library", built):
+            library_sha256 = file_digest(built)
+        with filesystem_errors("write the build stamp", out.stamp):
+            if stamp:
+                data = {
+                    "key": lib_key,
+                    "library_sha256": library_sha256,
+                    "header_sha256": hashlib.sha256(header).hexdigest(),
+                    "manifest": json.loads(to_json(manifest)),
+                    "inputs": inputs,
+                }
+                atomic_write(out.stamp, json.dumps(data))
+            else:
+                out.stamp.unlink(missing_ok=True)
+        if out.depfile:
+            with filesystem_errors("write the depfile", out.depfile):
+                write_depfile(out.depfile, out.library, tuple(sorted({*deps, *(Path(p) for p, _ in inputs)})))
+    except BaseException:
+        staged.discard()
+        raise
     staged.publish()
-    with filesystem_errors("write the build stamp", out.stamp):
-        if stamp:
-            data = {
-                "key": lib_key,
-                "library_sha256": file_digest(out.library),
-                "header_sha256": hashlib.sha256(header).hexdigest(),
-                "manifest": json.loads(to_json(manifest)),
-                "inputs": inputs,
-            }
-            atomic_write(out.stamp, json.dumps(data))
-        else:
-            out.stamp.unlink(missing_ok=True)
-    if out.depfile:
-        write_depfile(out.depfile, out.library, tuple(sorted({*deps, *(Path(p) for p, _ in inputs)})))
 
 
 def write_depfile(path: Path, target: Path, deps) -> None:

@@ -608,6 +608,13 @@ def main(argv=None) -> int:
     except TlAotError as e:
         print(f"tl_aot: error: {e}", file=sys.stderr)
         return 1
+    except OSError as e:
+        from .destinations import fs_error
+
+        if not e.filename:  # not about a path: a bug to report with its traceback
+            raise
+        print(f"tl_aot: error: {fs_error(e, 'use', e.filename)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("tl_aot: interrupted", file=sys.stderr)
         return 130

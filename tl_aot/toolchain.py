@@ -49,6 +49,7 @@ __all__ = [
     "runtime_object",
     "link_library",
     "run",
+    "check_output_file",
 ]
 
 
@@ -69,8 +70,34 @@ def run(cmd: list[str], *, what: str, cwd: str | os.PathLike | None = None, env:
     full = [sys.executable, "-I", "-S", str(_REAPER), str(os.getpid()), *cmd] if sys.platform == "linux" else list(cmd)
     proc = subprocess.run(full, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise FailedProcessError(what, cmd, proc.returncode, proc.stdout, proc.stderr)
+        from .destinations import disk_full_note
+
+        disk = disk_full_note(cwd or ".", tempfile.gettempdir())
+        raise FailedProcessError(f"{what} (with the {disk})" if disk else what, cmd, proc.returncode, proc.stdout, proc.stderr)
     return proc.stdout
+
+
+def check_output_file(path: Path, *, what: str, library: bool = False) -> None:
+    """Raise :class:`CompileError` unless the tool's output ``path`` is a complete object (or shared ``library``).
+
+    A compiler or linker on a full disk may leave a file cut short and still exit 0: such a file is
+    never recorded, embedded, cached or published.
+    """
+    from .destinations import disk_full_note
+    from .elf import elf_problem
+    from .image_check import object_problem
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        msg = f"{what}: cannot read its output {path}: {e.strerror}"
+        raise CompileError(msg) from None
+    problem = elf_problem(data, elf_type=3, segments=True) if library else object_problem(data)
+    if problem:
+        disk = disk_full_note(Path(path).parent, tempfile.gettempdir())
+        cause = f"; {disk}: free some space and build again" if disk else ""
+        msg = f"{what} wrote a damaged {Path(path).name} ({problem}){cause}"
+        raise CompileError(msg)
 
 
 def compiler_launcher() -> list[str]:
@@ -437,6 +464,7 @@ def _sweep_stale(folder: Path, prefix: str, age_s: float = 3600.0) -> None:
 def compile_host(workdir: Path, source: str, obj: str, *, what: str) -> None:
     """Compile a generated host C++ unit (the launcher, the manifest) into an object."""
     run([*compiler_launcher(), *host_command(workdir, source, obj)], what=what, cwd=workdir)
+    check_output_file(Path(workdir) / obj, what=what)
 
 
 def host_command(workdir: Path, source: str, obj: str) -> list[str]:
@@ -508,6 +536,7 @@ def runtime_object(cache_root: Path, *, extra_key: str = "", force: bool = False
         cmd = host_command(folder, str(src), tmp)
         cmd[1:1] = remap
         run([*compiler_launcher(), *cmd], what="compiling the tl_aot launcher runtime", cwd=folder)
+        check_output_file(folder / tmp, what="compiling the tl_aot launcher runtime")
         os.replace(folder / tmp, obj)  # atomic: concurrent builds (or machines) sharing the cache agree
         record_digest(obj)
     finally:
@@ -557,6 +586,7 @@ def embed_images(workdir: Path, obj: str, images: dict[str, Path], out: str) -> 
         current = nxt
     if not images:
         shutil.copyfile(workdir / obj, workdir / out)
+    check_output_file(workdir / out, what=f"embedding the images into {obj}")
 
 
 def link_library(workdir: Path, objs: list[str], output: str, *, what: str) -> None:
@@ -584,6 +614,7 @@ def link_library(workdir: Path, objs: list[str], output: str, *, what: str) -> N
         "-Wl,-rpath,$ORIGIN:$ORIGIN/../tvm_ffi/lib:$ORIGIN/../../tvm_ffi/lib",
     ]
     run(cmd, what=what, cwd=workdir)
+    check_output_file(Path(workdir) / output, what=what, library=True)
 
 
 #: Archs built by default (from sm_80 up), kept to those this nvcc can target. sm_120 is left out:
