@@ -136,8 +136,9 @@ DAMAGE = {
     "variant.json of another shape": lambda c, w: (_entry_dir(c) / "variant.json").write_text("[]"),
     "one digit of variant.json changed": lambda c, w: _change_a_digit(_entry_dir(c) / "variant.json"),
     "image truncated": lambda c, w: _truncate(_entry_dir(c) / "image.bin"),
-    "runtime object truncated": lambda c, w: _truncate(next(c.glob(".runtime/*/launcher_runtime.o"))),
-    "launcher object truncated": lambda c, w: _truncate(w / "faults.launcher.o"),
+    "runtime object truncated": lambda c, w: _truncate(next(c.glob(".objects/*/launcher_runtime.o"))),
+    "launcher object truncated": lambda c, w: _truncate(next(c.glob(".objects/*/faults.launcher.o"))),
+    "manifest object truncated": lambda c, w: _truncate(next(c.glob(".objects/*/faults.manifest.o"))),
     "stamp of another shape": lambda c, w: (w / "stamp.json").write_text('{"key": 1, "inputs": {}}'),
     "stamp not JSON": lambda c, w: (w / "stamp.json").write_text("{{{"),
 }
@@ -218,8 +219,8 @@ def test_a_killed_build_leaves_no_compiler_and_no_debris(stage, clean, tmp_path)
     _build(root, tmp_path / "cache")
     assert _library(root) == clean
     work = root / "out" / ".tl_aot" / "faults"
-    debris = [*work.glob(".lib*"), *(work / "kernels").glob(".*"), *(tmp_path / "cache").glob(".runtime/*/.launcher_runtime.*")]
-    debris += [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".") and p.name != ".runtime"]
+    debris = [*work.glob(".lib*"), *(work / "kernels").glob(".*"), *(tmp_path / "cache").glob(".objects/*/.*")]
+    debris += [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".") and p.name != ".objects"]
     assert not debris
 
 
