@@ -180,7 +180,7 @@ def add(N, block={block}):
 """
 
 
-def test_editing_one_kernel_reuses_the_launcher_unless_its_launch_changes(tmp_path, cache_dir):
+def test_editing_one_kernel_reuses_the_launcher_unless_its_launch_changes(tmp_path, fresh_cache):
     """A kernel body edit rebuilds that entry only and reuses the compiled launcher; a launch change recompiles it."""
     from tl_aot.build import build_library
     from tl_aot.spec import KernelSpec, LibrarySpec
@@ -195,7 +195,7 @@ def test_editing_one_kernel_reuses_the_launcher_unless_its_launch_changes(tmp_pa
 
     def build():
         lines = []
-        result = build_library(lib, out_dir=out, cache_dir=cache_dir, log=lines.append)
+        result = build_library(lib, out_dir=out, cache_dir=fresh_cache, log=lines.append)  # its own: no launcher of another run
         return result, next(line for line in lines if "launcher pair.cc" in line)
 
     first, _ = build()
