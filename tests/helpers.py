@@ -7,14 +7,17 @@ inherit, how a failure is shown) is made once.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
-__all__ = ["ROOT", "KERNELS", "child_env", "run", "run_ok", "tl_aot_cli", "ok", "fails"]
+__all__ = ["ROOT", "KERNELS", "child_env", "run", "run_ok", "tl_aot_cli", "tl_aot_here", "ok", "fails"]
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "tests" / "kernels"
@@ -58,6 +61,31 @@ def tl_aot_cli(*args, cwd: Path | str | None = None, env: dict | None = None, ti
     """``python -m tl_aot ARGS`` in a child process (for what only a process shows: exit status, streams, no traceback)."""
     env = child_env(checkout_first=True) if env is None else env
     return run([sys.executable, "-m", "tl_aot", *args], cwd or ROOT, env, timeout=timeout)
+
+
+def tl_aot_here(*args, cwd: Path | str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m tl_aot ARGS`` run in this process, its exit status and both streams as a child's would be.
+
+    For tests of what a command builds or prints: TileLang is imported once per session instead of
+    once per command (4 s each). Tests of the process itself (exit status of a crash, no traceback,
+    what reaches each stream from a real process) use :func:`tl_aot_cli`. ``cwd``: the folder the
+    command runs in; ``env``: the environment it sees (default :func:`child_env`).
+    """
+    from tl_aot.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    env = child_env() if env is None else env
+    with (
+        mock.patch.dict(os.environ, env, clear=True),
+        contextlib.chdir(cwd or os.getcwd()),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:  # argparse's errors, and commands that exit
+            code = e.code if isinstance(e.code, int) else 1
+    return subprocess.CompletedProcess([sys.executable, "-m", "tl_aot", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
 def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:

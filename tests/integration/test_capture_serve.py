@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_ok
+from helpers import ok, run_ok, tl_aot_here
 
 pytest.importorskip("tilelang")
 
@@ -44,8 +44,8 @@ def record(copies, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def served_lib(record, tmp_path_factory, cache_dir) -> Path:
     out = tmp_path_factory.mktemp("served")
-    cmd = [sys.executable, "-m", "tl_aot", "build", "--capture", record, "--arch", "90a", "--name", "tlops_served", "-o", out]
-    run_ok([*cmd, "--cache-dir", cache_dir, "-q"], out)
+    cmd = ["build", "--capture", record, "--arch", "90a", "--name", "tlops_served", "-o", out]
+    ok(tl_aot_here(*cmd, "--cache-dir", cache_dir, "-q", cwd=out))
     return out / "libtlops_served.so"
 
 
@@ -73,7 +73,7 @@ def test_captures_merge_and_keys_do_not_depend_on_the_install_path(copies, recor
 
 
 def test_build_from_the_record_has_one_entry_per_kernel_with_its_key(record, served_lib):
-    man = json.loads(run_ok([sys.executable, "-m", "tl_aot", "inspect", "--json", served_lib], served_lib.parent).stdout)
+    man = json.loads(ok(tl_aot_here("inspect", "--json", served_lib)).stdout)
     assert sorted(e["capture_key"] for e in man["entries"]) == sorted(json.loads(record.read_text())["kernels"])
     gemm = [e for e in man["entries"] if e["capture_name"].endswith("_gemm")]
     assert len(gemm) == 3 and all(e["variants"][0]["arch"] == "sm_90a" for e in gemm)

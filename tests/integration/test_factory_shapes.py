@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_ok
+from helpers import ok, run_ok, tl_aot_here
 
 pytest.importorskip("tilelang")
 
@@ -42,7 +42,7 @@ def jit(package, tmp_path_factory) -> dict:
 
 
 def _variants(library: Path) -> dict:
-    text = run_ok([sys.executable, "-m", "tl_aot", "inspect", "--json", library], PACKAGE.parent).stdout
+    text = ok(tl_aot_here("inspect", "--json", library, cwd=PACKAGE.parent)).stdout
     return {e["name"]: e["variants"][0] for e in json.loads(text)["entries"]}
 
 
@@ -56,7 +56,7 @@ def _assert_same_as_jit(variants: dict, jit: dict, entries=ENTRIES) -> None:
 
 def test_spec_file_builds_every_shape_as_the_jit_compiles_it(package, jit, cache_dir):
     out = package / "build-spec"
-    run_ok([sys.executable, "-m", "tl_aot", "build", "--spec", "tlops.toml", "-o", out, "--cache-dir", cache_dir, "-q"], package)
+    ok(tl_aot_here("build", "--spec", "tlops.toml", "-o", out, "--cache-dir", cache_dir, "-q", cwd=package))
     variants = _variants(out / "libtlops_aot.so")
     assert sorted(variants) == sorted(ENTRIES)
     _assert_same_as_jit(variants, jit)
@@ -89,7 +89,7 @@ def test_cli_reaches_every_level(package, jit, cache_dir):
     }
     for name, args in builds.items():
         out = package / f"build-cli-{name}"
-        run_ok([sys.executable, "-m", "tl_aot", "build", *args, "--name", name, "-o", out, *common], package)
+        ok(tl_aot_here("build", *args, "--name", name, "-o", out, *common, cwd=package))
         _assert_same_as_jit(_variants(out / f"lib{name}.so"), jit, entries=(name,))
 
 
@@ -103,16 +103,16 @@ def test_setuptools_takes_the_objects_the_library_passes(package, jit, cache_dir
 
 
 def test_editing_an_included_header_rebuilds_the_image(package, cache_dir, tmp_path):
-    args = [sys.executable, "-m", "tl_aot", "build", "tlops/kernels/scale.py:relu6_scale", "--arg", "n=1000", "--arg", "factor=2.0"]
+    args = ["build", "tlops/kernels/scale.py:relu6_scale", "--arg", "n=1000", "--arg", "factor=2.0"]
     args += ["--arch", "90a", "--cache-dir", tmp_path / "cache", "-o", tmp_path / "out"]
-    run_ok(args, package)
-    assert "is up to date" in run_ok(args, package).stdout
+    ok(tl_aot_here(*args, cwd=package))
+    assert "is up to date" in ok(tl_aot_here(*args, cwd=package)).stdout
     header = package / "tlops" / "kernels" / "include" / "tlops_helpers.h"
     before = (tmp_path / "out" / "librelu6_scale.so").read_bytes()
     original = header.read_text()
     try:
         header.write_text(original.replace("6.0f", "5.0f"))
-        out = run_ok(args, package).stdout
+        out = ok(tl_aot_here(*args, cwd=package)).stdout
         assert "nvcc relu6_scale sm_90a" in out  # the cached image was compiled from the old header
         assert (tmp_path / "out" / "librelu6_scale.so").read_bytes() != before
     finally:
@@ -127,26 +127,8 @@ def test_checkouts_sharing_a_cache_each_build_with_their_own_headers(package, tm
     cache = tmp_path / "cache"
 
     def build(root: Path) -> tuple[str, list]:
-        out = run_ok(
-            [
-                sys.executable,
-                "-m",
-                "tl_aot",
-                "build",
-                "tlops/kernels/scale.py:relu6_scale",
-                "--arg",
-                "n=1000",
-                "--arg",
-                "factor=2.0",
-                "--arch",
-                "90a",
-                "--cache-dir",
-                cache,
-                "-o",
-                root / "out-shared",
-            ],
-            root,
-        ).stdout
+        args = ["build", "tlops/kernels/scale.py:relu6_scale", "--arg", "n=1000", "--arg", "factor=2.0", "--arch", "90a"]
+        out = ok(tl_aot_here(*args, "--cache-dir", cache, "-o", root / "out-shared", cwd=root)).stdout
         return out, _variants(root / "out-shared" / "librelu6_scale.so")["relu6_scale"]["compile_flags"]
 
     header = Path("tlops") / "kernels" / "include" / "tlops_helpers.h"
