@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 import tempfile
 import time
@@ -26,10 +27,10 @@ from .build_plan import Plan, check_toolchain, plan_build, read_stamp
 from .build_stages import Outputs, Stages, image_files, link, manifest_of, objects_key, publish, sweep_debris, write_depfile
 from .cache import VariantCache, default_cache_dir
 from .destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
-from .errors import FilesystemError, SpecError
+from .errors import FilesystemError, LoweringError, SpecError
 from .escaping import depfile_path
 from .fileutil import exclusive_lock
-from .metadata import Manifest
+from .metadata import LeftOut, Manifest
 from .scheduler import Progress, VariantRun, default_jobs, run_variants
 from .spec import LibrarySpec
 from .tilelang_compat import warn_if_untested
@@ -86,6 +87,7 @@ def build_library(
     force: bool = False,
     keep_going: bool = False,
     torch_ops: bool | None = None,
+    report_all: bool = False,
 ) -> BuildResult:
     """Build ``lib`` into ``out_dir/lib<name>.so`` (+ ``<name>.h``); return what was built.
 
@@ -111,7 +113,12 @@ def build_library(
     keep_going : bool
         Leave out variants that fail to lower or compile (listed in ``failures`` and the log)
         instead of stopping; entries left with no arch are left out. A library with failures
-        writes no up-to-date stamp, so the next build tries them again.
+        writes no up-to-date stamp, so the next build tries them again. What was left out is
+        recorded in the manifest (``left_out``: ``inspect`` lists it).
+    report_all : bool
+        Without ``keep_going``: try every variant even after one failed, then raise one
+        :class:`~tl_aot.errors.LoweringError` naming each failed variant (its first error line and
+        where it came from) and write nothing. Libraries with captured kernels always build this way.
     torch_ops : bool, optional
         Also build ``lib<name>_torch.so``, the entries as native torch operators (needs torch's
         headers, torch >= 2.10); default: the spec's ``torch_ops``. Without, a stale one is removed.
@@ -142,7 +149,10 @@ def build_library(
             raise unwritable
         if plan.todo:
             cache.check_writable()  # before minutes of lowering, not after
-        run = _build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=keep_going)
+        report_all = report_all or any(e.capture for e in lib.entries)  # a record's kernels: every failure named
+        run = _build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=keep_going or report_all)
+        if run.failures and not keep_going:
+            raise _all_failed(plan, run)
         result = _publish(plan, run, work, out, log, t_start, jobs or default_jobs(), cache=cache, force=force)
         return _with_companion(result, torch_ops, log)
 
@@ -206,12 +216,45 @@ def _build_variants(plan: Plan, work: Path, cache: VariantCache, jobs: int, log,
         close_workers()  # a build's CuTeDSL workers do not outlive it (each holds TileLang and CuTeDSL)
 
 
+def left_out_of(plan: Plan, run: VariantRun) -> tuple:
+    """The failed variants of a build as :class:`~tl_aot.metadata.LeftOut`: first error line and origin of each."""
+    from .captured import origin_of_spec
+
+    specs = {s.name: s for s in plan.lib.entries}
+    out = []
+    for entry, arch, msg in run.failures:
+        text = first_error_line(msg).removeprefix(f"entry {entry!r} ({arch}): ")
+        out.append(LeftOut(entry, arch, text, origin_of_spec(specs.get(entry))))
+    return tuple(out)
+
+
+def first_error_line(message: str) -> str:
+    """The line of an error that says what went wrong: the underlying exception's (``ValueError: ...``), else the first."""
+    lines = [ln.strip() for ln in str(message).strip().splitlines() if ln.strip()]
+    if not lines:
+        return "unknown error"
+    cause = next((ln for ln in lines[1:] if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Failure)\b.*:", ln)), None)
+    return (cause or lines[0])[:300]
+
+
+def _all_failed(plan: Plan, run: VariantRun) -> LoweringError:
+    """The error of a build whose variants failed: each named, nothing written."""
+    left = left_out_of(plan, run)
+    listing = "\n".join(f"  {x.spelled()}" for x in left)
+    msg = (
+        f"{len(left)} of {len(run.tasks) + len(left)} variant(s) of lib{plan.lib.name}.so failed to build; nothing was written "
+        f"(--keep-going builds the rest and records what it left out):\n{listing}"
+    )
+    return LoweringError(msg, entry=left[0].entry if len(left) == 1 else None, arch=left[0].arch if len(left) == 1 else None)
+
+
 def _publish(
     plan: Plan, run: VariantRun, work: Path, out: Outputs, log, t_start: float, jobs: int, *, cache: VariantCache, force: bool
 ) -> BuildResult:
     """Stages link and publish, then the summary."""
     lib = LibrarySpec(name=plan.lib.name, entries=tuple(e for e in plan.lib.entries if any(t.spec is e for t in run.tasks)))
     manifest = manifest_of(lib, run.tasks, run.lowered, plan.nvcc_version, {t.key: len(run.images[t.key]) for t in run.tasks})
+    manifest = replace(manifest, left_out=left_out_of(plan, run))
     t0 = time.perf_counter()
     objects = (run.launcher_obj, run.runtime_obj)
     key = objects_key(plan.nvcc_version, plan.tvm_ffi_version)
@@ -231,10 +274,10 @@ def _publish(
 
 
 def _log_summary(log, result: BuildResult, run: VariantRun, plan: Plan, jobs: int, t_start: float) -> None:
-    if run.failures:
-        log(f"left out {len(run.failures)} variant(s) that failed (--keep-going):")
-        for entry, arch, error in run.failures:
-            log(f"  {entry} {arch}: {error.splitlines()[0][:300]}")
+    if result.manifest.left_out:
+        log(f"left out {len(result.manifest.left_out)} variant(s) that failed (--keep-going):")
+        for x in result.manifest.left_out:
+            log(f"  {x.spelled()}")
     log(result.summary())
     if plan.todo:
         where = f"{run.workers} worker processes" if run.workers > 1 else "this process"
@@ -244,6 +287,10 @@ def _log_summary(log, result: BuildResult, run: VariantRun, plan: Plan, jobs: in
             f"host compile {spent['host']:.1f} s, link {spent['link']:.1f} s; -j {jobs}"
         )
     log(f"built {result.library} in {time.perf_counter() - t_start:.1f} s with TileLang {result.manifest.tilelang_version}")
+    m = result.manifest
+    if m.compiler:
+        driver = f" ({m.driver_min_version}+)" if m.driver_min_version else ""
+        log(f"compiler: {m.compiler}; loads on NVIDIA drivers supporting CUDA {m.driver_min_cuda} or newer{driver}")
 
 
 if __name__ == "__main__":  # pragma: no cover

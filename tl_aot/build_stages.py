@@ -27,14 +27,17 @@ from pathlib import Path
 from . import __version__
 from .cache import VariantCache, package_version
 from .codegen import image_symbol, render_header, render_launcher
+from .cuda_compat import image_floor, library_floor
 from .destinations import StagedFiles, filesystem_errors
-from .errors import CompileError, FailedProcessError, LoweringError
+from .errors import CompileError, FailedProcessError, LoweringError, ToolchainNotFound
 from .escaping import depfile_path, encode_text
 from .fileutil import atomic_write, file_digest, write_if_different
 from .host_objects import generated_object, runtime_object
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest, to_json
 from .source import display_path, function_line, project_root, snapshot_files
 from .spec import KernelSpec, LibrarySpec
+from .toolchain import compiler_description
+from .tuning import recorded_tunings
 from .values import spell
 
 __all__ = ["Stages", "link", "publish", "manifest_of", "objects_key", "project_of", "sweep_debris"]
@@ -317,8 +320,10 @@ def manifest_of(lib: LibrarySpec, tasks, lowered: dict, nvcc_version: str, image
                     f"({_sig(first)} vs {_sig(v)}); one entry must take the same arguments on every arch"
                 )
                 raise LoweringError(msg)
-        variants = tuple(_arch_variant(t, lowered[t.key], (image_sizes or {}).get(t.key, 0)) for t in mine)
+        variants = tuple(_arch_variant(t, lowered[t.key], (image_sizes or {}).get(t.key, 0), nvcc_version) for t in mine)
         entries.append(_entry(spec, first, variants))
+    records = {spec.capture[0] for spec in lib.entries if spec.capture}
+    floor = library_floor(_pair(v.min_driver_cuda) for e in entries for v in e.variants)
     return Manifest(
         abi_version=ABI_VERSION,
         library=lib.name,
@@ -326,11 +331,30 @@ def manifest_of(lib: LibrarySpec, tasks, lowered: dict, nvcc_version: str, image
         tl_aot_version=__version__,
         tilelang_version=package_version("tilelang"),
         nvcc_version=nvcc_version,
+        tunings=recorded_tunings(records, {e.capture_key for e in entries}) if records else (),
+        compiler=_compiler(),
+        driver_min_cuda=floor.min_cuda,
+        driver_min_version=floor.min_version,
     )
 
 
-def _arch_variant(task, v: LoweredVariant, image_bytes: int) -> ArchVariant:
+def _compiler() -> str:
+    """The compiler's description, or "" where none is found (a manifest made without building images)."""
+    try:
+        return compiler_description()
+    except ToolchainNotFound:
+        return ""
+
+
+def _pair(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _arch_variant(task, v: LoweredVariant, image_bytes: int, compiler_version: str) -> ArchVariant:
     arch = task.arch
+    cuda = compiler_version.split()[0] if v.backend == "cuda" else ""  # CuTeDSL images come from its own compiler
+    floor = image_floor(cuda or "12.0", ptx=arch.ptx, backend=v.backend)
     return ArchVariant(
         arch=arch.sm,
         ptx=arch.ptx,
@@ -350,6 +374,9 @@ def _arch_variant(task, v: LoweredVariant, image_bytes: int) -> ArchVariant:
         request_key=v.request_key,
         request=v.request,
         backend=v.backend,
+        cuda_version=cuda,
+        min_driver_cuda=f"{floor[0]}.{floor[1]}",
+        device_code=v.device_code,
     )
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .errors import TlAotError
+from .errors import TlAotError, ToolchainNotFound
 
 __all__ = ["main"]
 
@@ -33,6 +33,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="store_true", help="print the tl_aot version")
     p.add_argument("--cmake-dir", action="store_true", help="print the folder of TileLangAOTConfig.cmake")
     p.add_argument("--include-dir", action="store_true", help="print tl_aot's C++ include folder")
+    p.add_argument("--nvcc", action="store_true", help="print the nvcc tl_aot builds with (TL_AOT_NVCC, CUDA_HOME, PATH, then pip's)")
+    p.add_argument("--cuda-home", action="store_true", help="print the root of the CUDA toolkit tl_aot builds with")
     sub = p.add_subparsers(dest="command")
 
     for add in (_add_build, _add_capture, _add_run, _add_verify, _add_tune, _add_inspect):
@@ -103,7 +105,9 @@ def _add_build(sub) -> None:
     b.add_argument(
         "--keep-going",
         action="store_true",
-        help="leave out variants that fail to lower or compile, listing them, instead of stopping (default with --capture)",
+        help="leave out variants that fail to lower or compile instead of failing the build; what was left out is listed "
+        "(even with -q) and recorded in the library (inspect shows it). Without it a build fails, and --capture names "
+        "every kernel that failed",
     )
     b.add_argument(
         "--torch-ops",
@@ -126,7 +130,8 @@ def _add_capture(sub) -> None:
     c.add_argument(
         "--device",
         help="compile nothing and answer device queries (torch.cuda, TileLang's driver) as this GPU, e.g. H100-SXM: "
-        "a capture on a machine without one",
+        "a capture on a machine without one. Each new kernel is lowered for that GPU's arch to record a digest of its "
+        "device code, which the build checks (TL_AOT_CAPTURE_LOWER=0 skips it)",
     )
     c.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
@@ -228,7 +233,7 @@ def _out_idx(values: list | None) -> tuple | None:
 
 def _captured_library(args):
     """The LibrarySpec of ``build --capture RECORD...``: one entry per recorded kernel."""
-    from .capture import specs_from_record
+    from .captured import specs_from_record
     from .spec import LibrarySpec
 
     if args.target or args.spec:
@@ -314,7 +319,7 @@ def _cmd_build(args) -> int:
         tuned = sum(1 for e in lib.entries if e.tuned)
         if log:
             log(f"tuning record {Path(tune_file).name}: configs for {tuned} of {len(lib.entries)} entries")
-    build_library(
+    result = build_library(
         lib,
         out_dir=args.output,
         jobs=args.jobs,
@@ -323,9 +328,15 @@ def _cmd_build(args) -> int:
         depfile=args.depfile,
         log=log,
         force=args.force,
-        keep_going=args.keep_going or bool(args.capture),
+        keep_going=args.keep_going,
+        report_all=bool(args.capture),
         torch_ops=args.torch_ops,
     )
+    if result.manifest.left_out and not log:  # the summary lists them; with -q this line does
+        left = result.manifest.left_out
+        print(f"tl_aot build: left out {len(left)} variant(s) (--keep-going):", file=sys.stderr)
+        for x in left:
+            print(f"  {x.spelled()}", file=sys.stderr)
     return 0
 
 
@@ -434,6 +445,22 @@ def describe(manifest) -> str:
         f"  built with tl_aot {manifest.tl_aot_version}, TileLang {manifest.tilelang_version}, "
         f"nvcc {manifest.nvcc_version}, launcher ABI {manifest.abi_version}",
     ]
+    if manifest.compiler:
+        lines.append(f"  compiler: {manifest.compiler}")
+    if manifest.driver_min_cuda:
+        driver = f" ({manifest.driver_min_version} or newer on Linux)" if manifest.driver_min_version else ""
+        lines.append(f"  loads on NVIDIA drivers supporting CUDA {manifest.driver_min_cuda} or newer{driver}")
+    if manifest.left_out:
+        lines.append(f"  LEFT OUT by a --keep-going build: {len(manifest.left_out)} variant(s)")
+        lines.extend(f"    {x.spelled()}" for x in manifest.left_out)
+    if manifest.tunings:
+        lines.append(f"  run-time tunings served: {len(manifest.tunings)} (TileLang's autotuner answered with the recorded choice)")
+        by_key = {e.capture_key: e.name for e in manifest.entries if e.capture_key}
+        for t in manifest.tunings:
+            lines.append(
+                f"    {t.function}({t.args[:80]}) on sm_{t.cc}: candidate {t.index + 1}/{t.candidates} {t.config} "
+                f"-> {by_key.get(t.request_key, t.request_key)}"
+            )
     position = {e.name: (i, len(ms)) for ms in exports.values() for i, e in enumerate(ms)}
     for e in manifest.entries:
         lines.append("")
@@ -483,6 +510,22 @@ def describe(manifest) -> str:
     return "\n".join(lines)
 
 
+def _cmd_locate_cuda(args) -> int:
+    """``--nvcc`` / ``--cuda-home``: the compiler tl_aot builds with, for CMake (``CMAKE_CUDA_COMPILER``) and scripts."""
+    from .cuda_toolkit import find_toolkit
+    from .toolchain import cuda_home
+
+    tk = find_toolkit()
+    if args.nvcc:
+        if not tk.nvcc:
+            msg = f"the CUDA compiler found ({tk.describe}) has no nvcc (none is on PyPI for CUDA 12)"
+            raise ToolchainNotFound(msg)
+        print(tk.nvcc)
+    if args.cuda_home:
+        print(cuda_home())
+    return 0
+
+
 def _cmd_inspect(args) -> int:
     from .metadata import to_json
     from .runtime import _load_module, read_manifest
@@ -509,6 +552,8 @@ def _cmd_check_wheel(args) -> int:
 def _manifest_json(text: str) -> str:
     """The manifest as JSON, each variant's ``pass_configs`` an object (key -> value) as used."""
     data = json.loads(text)
+    if data.get("driver_min_cuda"):  # the oldest driver that loads the library, as its own key
+        data["driver"] = {"min_cuda": data["driver_min_cuda"], "min_version": data.get("driver_min_version", "")}
     for e in data.get("entries", []):
         for v in e.get("variants", []):
             v["pass_configs"] = {k: json.loads(val) for k, val in v.get("pass_configs", [])}
@@ -535,6 +580,8 @@ def main(argv=None) -> int:
         print(include_dir())
         return 0
     try:
+        if args.nvcc or args.cuda_home:
+            return _cmd_locate_cuda(args)
         if args.command == "build":
             return _cmd_build(args)
         if args.command == "tune":

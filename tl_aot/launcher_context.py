@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from . import dispatch
 from .cpp_spelling import DLPACK_DTYPES, c_comment, c_string_body, cpp_bool
+from .cuda_compat import cuda_int
 from .errors import LoweringError
 from .launcher_args import (
     CallForm,
@@ -324,6 +325,9 @@ class LibraryCode:
     tilelang_version: str
     nvcc_version: str
     abi_version: int
+    min_driver: int  # the driver floor as cuDriverGetVersion spells it (13000), 0 for none
+    min_driver_version: str  # C++ string literals: the floor as a Linux driver version, the compiler
+    built_with: str
 
 
 def library_code(manifest: Manifest, header_name: str) -> LibraryCode:
@@ -349,4 +353,7 @@ def library_code(manifest: Manifest, header_name: str) -> LibraryCode:
         tilelang_version=manifest.tilelang_version,
         nvcc_version=manifest.nvcc_version,
         abi_version=ABI_VERSION,
+        min_driver=cuda_int(manifest.driver_min_cuda) if manifest.driver_min_cuda else 0,
+        min_driver_version=f'"{c_string_body(manifest.driver_min_version)}"',
+        built_with=f'"{c_string_body(manifest.compiler or "nvcc " + manifest.nvcc_version)}"',
     )

@@ -20,11 +20,13 @@ __all__ = [
     "Symbol",
     "TmaDescriptor",
     "Workspace",
+    "Tuning",
     "KernelArg",
     "L2Window",
     "DeviceKernel",
     "ArchVariant",
     "LoweredEntry",
+    "LeftOut",
     "Manifest",
     "to_json",
     "from_json",
@@ -176,6 +178,9 @@ class ArchVariant:
     request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.capture.request_key)
     request: str = ""  # that request as JSON: prim_func name and options (portable flags), for ``verify``
     backend: str = "cuda"  # TileLang's code generator: "cuda" (CUDA C++, nvcc) or "cutedsl" (CuTeDSL; kernels found by pattern)
+    cuda_version: str = ""  # the CUDA release of the compiler that made the image ("13.0.88"; "" for CuTeDSL's own)
+    min_driver_cuda: str = ""  # the oldest driver that loads this image, as a CUDA version (tl_aot.cuda_compat)
+    device_code: str = ""  # digest of the CUDA source TileLang generated, before tl_aot's edits (tl_aot.device_code)
 
 
 @dataclass(frozen=True)
@@ -224,6 +229,36 @@ class LoweredEntry:
 
 
 @dataclass(frozen=True)
+class Tuning:
+    """A run-time autotuning a captured run did, shipped so serving answers TileLang's autotuner (:mod:`tl_aot.tuning`)."""
+
+    key: str  # the tuning key: function, source, closure, arguments, candidate configs, options, compute capability
+    function: str  # module.qualname of the tuned function
+    args: str = ""  # the arguments it was tuned for, spelled (for messages)
+    config: str = ""  # the chosen config, spelled as JSON
+    index: int = -1  # its index among the candidate configs
+    candidates: int = 0
+    request_key: str = ""  # the request key of the chosen kernel: an entry of this library
+    cc: str = ""  # the compute capability it was tuned on
+    device: str = ""  # the GPU's name
+    latency_ms: float = 0.0  # what the tuner measured for the chosen config
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A variant a ``--keep-going`` build left out: which, why (the first line of its error) and where it came from."""
+
+    entry: str
+    arch: str
+    error: str
+    origin: str = ""  # a captured kernel's origin (jit function and arguments, or file:line), else source:function
+
+    def spelled(self) -> str:
+        """``gemm_0a1b (sm_90a): ValueError: ... [from ops.gemm(M=128) at run.py:12]``."""
+        return f"{self.entry} ({self.arch}): {self.error}" + (f"  [from {self.origin}]" if self.origin else "")
+
+
+@dataclass(frozen=True)
 class Manifest:
     """Everything a library says about itself; embedded as JSON and checked by :func:`tl_aot.load`."""
 
@@ -234,6 +269,11 @@ class Manifest:
     tilelang_version: str = ""
     nvcc_version: str = ""
     build_flags: tuple = field(default=())
+    tunings: tuple = ()  # Tuning: the autotuner's choices recorded with the captured kernels this library holds
+    compiler: str = ""  # which compiler made the images and where it came from (tl_aot.toolchain.compiler_description)
+    driver_min_cuda: str = ""  # the oldest driver that loads the library, as the CUDA version it supports ("12.0")
+    driver_min_version: str = ""  # the same as a Linux driver version ("525.60.13"; "" if not in tl_aot's table)
+    left_out: tuple = ()  # LeftOut: variants a --keep-going build could not build
 
     def entry(self, name: str) -> LoweredEntry:
         """The entry ``name``; for a specialised export, its first specialisation."""
@@ -257,7 +297,7 @@ _NESTED: dict[str, dict[str, type]] = {
     "LoweredEntry": {"params": Param, "symbols": Symbol, "variants": ArchVariant},
     "ArchVariant": {"kernels": DeviceKernel, "tma_descriptors": TmaDescriptor, "workspaces": Workspace},
     "DeviceKernel": {"args": KernelArg, "l2_windows": L2Window},
-    "Manifest": {"entries": LoweredEntry},
+    "Manifest": {"entries": LoweredEntry, "tunings": Tuning, "left_out": LeftOut},
 }
 
 
@@ -326,6 +366,7 @@ class LoweredVariant:
     request: str = ""  # that request as JSON: prim_func name and options (portable flags)
     inputs: tuple = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale
     backend: str = "cuda"  # "cuda" or "cutedsl": which of TileLang's code generators produced ``cuda_source``
+    device_code: str = ""  # digest of TileLang's CUDA source before tl_aot's edits (tl_aot.device_code.digest)
 
 
 _NESTED["LoweredVariant"] = {

@@ -35,7 +35,8 @@ symbol versions fit, so PyPI takes the wheel as built).
 
 Environment variables: ``TL_AOT_ARCHS`` (``"90a;80"``: overrides ``archs=``), ``MAX_JOBS``
 (concurrent build jobs when ``-j`` is not given), ``TL_AOT_CACHE_DIR`` (variant cache shared between
-builds), ``CUDA_HOME`` (nvcc) and ``CXX`` (host compiler).
+builds), ``TL_AOT_NVCC`` / ``CUDA_HOME`` (the CUDA compiler; else nvcc on PATH, else the one
+``tl_aot[build]`` installed from PyPI: :mod:`tl_aot.cuda_toolkit`) and ``CXX`` (host compiler).
 """
 
 from __future__ import annotations
@@ -307,7 +308,7 @@ class TileLangExtension(Extension):
             made = d.spec(source, tuple(use))
             entries.extend(made if isinstance(made, tuple) else (made,))
         for record in self.capture:
-            from .capture import specs_from_record
+            from .captured import specs_from_record
 
             use = archs or self.archs
             if not use:

@@ -174,14 +174,18 @@ def test_invalid_nvcc_flag_from_compile_flags(tmp_path, cache_dir):
     )
 
 
-def test_nvcc_missing_from_path(tmp_path):
+def test_no_cuda_compiler_anywhere(tmp_path):
+    """No nvcc on PATH, no CUDA_HOME and no pip-installed compiler (hidden here): one error naming the way out."""
     path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "nvcc").exists())
-    env = {k: v for k, v in _env(PATH=path).items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env = {k: v for k, v in _env(PATH=path).items() if k not in ("CUDA_HOME", "CUDA_PATH", "TL_AOT_NVCC")}
+    hide_pip = "import sys, tl_aot.cuda_toolkit as c; c.pip_toolkits = list; from tl_aot.cli import main; sys.exit(main(sys.argv[1:]))"
+    cmd = [sys.executable, "-c", hide_pip, "build", str(KERNELS / "elementwise.py:add_one"), "--arch", "90a", "-o", str(tmp_path)]
     fails(
-        tl_aot("build", KERNELS / "elementwise.py:add_one", "--arch", "90a", "-o", tmp_path, env=env),
+        subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False),
         "library 'add_one' (entry add_one for sm_90a)",
-        "nvcc was not found",
-        "CUDA_HOME",
+        "no CUDA compiler was found",
+        "TL_AOT_NVCC, CUDA_HOME/CUDA_PATH, nvcc on PATH",
+        "pip install 'tl_aot[build]'",
     )
 
 

@@ -219,6 +219,41 @@ void set_driver_for_testing(const Driver& d) {
   g_driver = d;
 }
 
+static int read_driver_version() {
+  if (const char* fake = std::getenv("TL_AOT_TESTING_DRIVER_VERSION")) {  // tests only: see the header
+    const char* dot = std::strchr(fake, '.');
+    return dot ? std::atoi(fake) * 1000 + std::atoi(dot + 1) * 10 : std::atoi(fake);
+  }
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return 0;
+  using GetVersionFn = CUresult (*)(int*);
+  auto get = reinterpret_cast<GetVersionFn>(dlsym(lib, "cuDriverGetVersion"));
+  int v = 0;
+  if (get == nullptr || get(&v) != CUDA_SUCCESS) v = 0;
+  dlclose(lib);  // the driver() path opens it again (a reference count: nothing is unloaded while used)
+  return v;
+}
+
+int driver_version() {
+  static const int version = read_driver_version();
+  return version;
+}
+
+static std::string cuda_str(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+
+std::string driver_too_old(const Library& lib) {
+  int have = driver_version();
+  if (have <= 0 || have >= lib.min_driver) return "";
+  std::string need = cuda_str(lib.min_driver);
+  std::string driver = lib.min_driver_version[0] ? std::string(lib.min_driver_version) : "one supporting CUDA " + need;
+  std::string older = lib.min_driver >= 13000
+                          ? "pip install 'tl_aot[build-cu12]' (CUDA 12: loads on drivers >= 525.60.13) and rebuild"
+                          : "rebuild with an older CUDA, or without +PTX archs (a cubin loads on any driver of its CUDA major)";
+  return std::string("library ") + lib.name + " was built with " + lib.built_with +
+         " and needs an NVIDIA driver supporting CUDA " + need + " or newer; this machine's driver supports CUDA " +
+         cuda_str(have) + ". Either " + older + ", or update the NVIDIA driver to " + driver + " or newer.";
+}
+
 std::string cu_error(CUresult r) {
   const char* name = nullptr;
   const char* text = nullptr;
@@ -378,6 +413,8 @@ static CUresult allow_smem(const char* entry, const Image& img, int k, CUfunctio
 void init_entry(const Library& lib, const Entry& entry, int device, const char* arg, CUstream stream, bool prepare) {
   Driver& d = driver();
   const char* name = entry.name;
+  std::string old_driver = driver_too_old(lib);
+  if (!old_driver.empty()) fail("RuntimeError", std::string(name) + ": " + old_driver);
   if (!d.ok) fail("RuntimeError", std::string(name) + ": " + d.error);
   std::lock_guard<std::mutex> lock(g_mutex);
   EntrySlot& slot = entry.slots[device];
@@ -431,6 +468,8 @@ void prepare(const Library& lib, int device) {
   if (device < 0 || device >= kMaxDevices)
     bad_arg("ValueError", "tl_aot_prepare", "device", "a device id in [0, " + std::to_string(kMaxDevices) + ")",
             std::to_string(device));
+  std::string old_driver = driver_too_old(lib);
+  if (!old_driver.empty()) fail("RuntimeError", "tl_aot_prepare: " + old_driver);
   Driver& d = driver();
   if (!d.ok) fail("RuntimeError", std::string("tl_aot_prepare: ") + d.error);
   {

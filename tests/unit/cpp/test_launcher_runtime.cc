@@ -3,6 +3,7 @@
 #include <tl_aot/launcher_runtime.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -134,7 +135,30 @@ static std::string error_of(void (*fn)()) {
   return "";
 }
 
+static const rt::Library kLib13{"lib13", kEntries, 1, 13000, "580.65.06", "nvcc 13.0.88 from pip (nvidia-cuda-nvcc 13.0.88)"};
+static const rt::Library kLib12{"lib12", kEntries, 1, 12000, "525.60.13", "NVRTC + ptxas 12.9.86 from pip"};
+static const rt::Library kLibPtx{"libptx", kEntries, 1, 12090, "575.51.03", "nvcc 12.9.86 from PATH"};
+
 int main() {
+  // The driver floor: the driver's CUDA version (faked: one process, one reading) against each library's.
+  setenv("TL_AOT_TESTING_DRIVER_VERSION", "12.8", 1);
+  CHECK(rt::driver_version() == 12080);
+  CHECK(rt::driver_too_old(kLib12).empty());
+  CHECK(rt::driver_too_old(kLib).empty());  // no floor recorded
+  std::string old = rt::driver_too_old(kLib13);
+  CHECK(old ==
+        "library lib13 was built with nvcc 13.0.88 from pip (nvidia-cuda-nvcc 13.0.88) and needs an NVIDIA driver "
+        "supporting CUDA 13.0 or newer; this machine's driver supports CUDA 12.8. Either pip install "
+        "'tl_aot[build-cu12]' (CUDA 12: loads on drivers >= 525.60.13) and rebuild, or update the NVIDIA driver to "
+        "580.65.06 or newer.");
+  CHECK(rt::driver_too_old(kLibPtx).find("rebuild with an older CUDA, or without +PTX archs") != std::string::npos);
+  CHECK(rt::driver_too_old(kLibPtx).find("supporting CUDA 12.9 or newer") != std::string::npos);
+  // Refused at the first call and by prepare, before the driver is touched: one message naming the entry.
+  std::string msg = error_of([] { rt::init_entry(kLib13, kEntry, 0, "A", nullptr); });
+  CHECK(msg == "gemm: " + old);
+  msg = error_of([] { rt::prepare(kLib13, 0); });
+  CHECK(msg == "tl_aot_prepare: " + old);
+
   rt::set_driver_for_testing(fake_driver());
 
   // Image selection: exact match; same-major older minor SASS; never an arch-specific image elsewhere; PTX.
@@ -186,7 +210,7 @@ int main() {
   // A kernel needing more shared memory than the device allows: a clear error, module unloaded.
   g_optin = 48 * 1024 + 512;  // static 1024 + dynamic 48 KiB does not fit
   int unloads = g_unloads;
-  std::string msg = error_of([] { rt::loaded_variant(kLib, kEntry, 0, "A", nullptr); });
+  msg = error_of([] { rt::loaded_variant(kLib, kEntry, 0, "A", nullptr); });
   CHECK(msg.find("gemm: kernel gemm_kernel needs 50176 bytes of shared memory (49152 dynamic + 1024 static)") == 0);
   CHECK(msg.find("allows a block at most 49664") != std::string::npos);
   CHECK(g_unloads == unloads + 1 && g_slots[0].variant.load() == -1);

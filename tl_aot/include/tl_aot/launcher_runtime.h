@@ -95,6 +95,10 @@ struct Driver {
 
 // The process's driver, loaded once (thread-safe). `ok` is false with `error` set when there is none.
 Driver& driver();
+// The CUDA version the installed driver supports (cuDriverGetVersion: 12040 for 12.4), read without
+// cuInit; 0 without a driver. TL_AOT_TESTING_DRIVER_VERSION (e.g. "12040" or "12.4") replaces it: for
+// tests of the check below only, never a way to run a library on a driver that cannot load it.
+int driver_version();
 // Tests: replace the driver (fake functions); call before any other runtime function.
 void set_driver_for_testing(const Driver& d);
 std::string cu_error(CUresult r);
@@ -141,12 +145,19 @@ struct Entry {
   EntrySlot* slots;  // kMaxDevices of them
 };
 
-// The library: every entry, for prepare and cleanup.
+// The library: every entry, for prepare and cleanup, and the oldest driver that loads it.
 struct Library {
   const char* name;
   const Entry* const* entries;
   int num_entries;
+  int min_driver = 0;              // as cuDriverGetVersion reports it: 13000 for CUDA 13.0 (0: no floor)
+  const char* min_driver_version = "";  // the same as a Linux driver version, "580.65.06" ("" if unknown)
+  const char* built_with = "";          // the compiler that made the images, "nvcc 13.0.88 from pip (...)"
 };
+
+// "" when this machine's driver loads `lib` (or there is no driver); else the one message saying
+// which driver it needs and the two ways out (an older-CUDA build, a driver update).
+std::string driver_too_old(const Library& lib);
 
 extern DeviceSlot g_devices[kMaxDevices];
 
