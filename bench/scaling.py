@@ -34,8 +34,8 @@ def build(spec: Path, jobs: int, work: Path, runtime_cache: Path) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(cache, ignore_errors=True)
     cache.mkdir(parents=True)
-    if runtime_cache.is_dir():  # the runtime object is per toolchain, not per build: share it
-        shutil.copytree(runtime_cache, cache / ".runtime")
+    if runtime_cache.is_dir():  # the runtime object is per toolchain, not per build: share it (not the launchers)
+        shutil.copytree(runtime_cache, cache / ".objects")
     cmd = [sys.executable, "-m", "tl_aot", "build", "--spec", str(spec), "-o", str(out), "-j", str(jobs), "--cache-dir", str(cache)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
@@ -43,8 +43,9 @@ def build(spec: Path, jobs: int, work: Path, runtime_cache: Path) -> dict:
     if proc.returncode != 0:
         msg = f"build -j {jobs} of {spec.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         raise RuntimeError(msg)
-    if not runtime_cache.is_dir() and (cache / ".runtime").is_dir():
-        shutil.copytree(cache / ".runtime", runtime_cache)
+    if not runtime_cache.is_dir():
+        for obj in (cache / ".objects").glob("*/launcher_runtime.o"):
+            shutil.copytree(obj.parent, runtime_cache / obj.parent.name)
     variants = len(re.findall(r"\] nvcc ", proc.stdout))
     rec = {"spec": spec.name, "jobs": jobs, "wall_s": round(wall, 2), "variants": variants, "variants_per_s": round(variants / wall, 3)}
     m = _JOB_TIME.search(proc.stdout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,34 @@ def cache_dir(tmp_path_factory) -> Path:
     """One variant cache for the whole session (or TL_AOT_CACHE_DIR), so repeated builds are cheap."""
     env = os.environ.get("TL_AOT_CACHE_DIR")
     return Path(env) if env else tmp_path_factory.mktemp("variant-cache")
+
+
+@pytest.fixture(scope="session")
+def session_runtime(cache_dir) -> Path:
+    """The launcher runtime's object in the session cache (compiled once per session, as a build would)."""
+    from tl_aot.build_stages import objects_key
+    from tl_aot.cache import package_version
+    from tl_aot.host_objects import runtime_object
+    from tl_aot.toolchain import nvcc_version
+
+    obj, _ = runtime_object(cache_dir, extra_key=objects_key(nvcc_version(), package_version("apache-tvm-ffi")))
+    return obj
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, session_runtime) -> Path:
+    """A variant cache of this test's own (``tmp_path/cache``), empty but for a copy of the session's runtime object.
+
+    For tests of what builds do with variants and libraries (damage, edits, kills, locks, reuse):
+    the runtime object depends only on the toolchain, and compiling it in every such cache cost
+    each test ~8 s. Tests of a clean build from nothing (reproducibility, concurrent writers) use
+    an empty folder instead.
+    """
+    from tl_aot.host_objects import OBJECTS_FOLDER
+
+    cache = tmp_path / "cache"
+    shutil.copytree(session_runtime.parent, cache / OBJECTS_FOLDER / session_runtime.parent.name)
+    return cache
 
 
 @pytest.fixture(scope="session")

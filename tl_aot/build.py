@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .build_plan import Plan, check_toolchain, plan_build, read_stamp
-from .build_stages import Outputs, Stages, image_files, link, manifest_of, publish, sweep_debris, write_depfile
+from .build_stages import Outputs, Stages, image_files, link, manifest_of, objects_key, publish, sweep_debris, write_depfile
 from .cache import VariantCache, default_cache_dir
 from .destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
 from .errors import FilesystemError, LoweringError, SpecError
@@ -153,7 +153,8 @@ def build_library(
         run = _build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=keep_going or report_all)
         if run.failures and not keep_going:
             raise _all_failed(plan, run)
-        return _with_companion(_publish(plan, run, work, out, log, t_start, jobs or default_jobs()), torch_ops, log)
+        result = _publish(plan, run, work, out, log, t_start, jobs or default_jobs(), cache=cache, force=force)
+        return _with_companion(result, torch_ops, log)
 
 
 def _with_companion(result: BuildResult, torch_ops: bool, log) -> BuildResult:
@@ -251,13 +252,17 @@ def _all_failed(plan: Plan, run: VariantRun) -> LoweringError:
     return LoweringError(msg, entry=left[0].entry if len(left) == 1 else None, arch=left[0].arch if len(left) == 1 else None)
 
 
-def _publish(plan: Plan, run: VariantRun, work: Path, out: Outputs, log, t_start: float, jobs: int) -> BuildResult:
+def _publish(
+    plan: Plan, run: VariantRun, work: Path, out: Outputs, log, t_start: float, jobs: int, *, cache: VariantCache, force: bool
+) -> BuildResult:
     """Stages link and publish, then the summary."""
     lib = LibrarySpec(name=plan.lib.name, entries=tuple(e for e in plan.lib.entries if any(t.spec is e for t in run.tasks)))
     manifest = manifest_of(lib, run.tasks, run.lowered, plan.nvcc_version, {t.key: len(run.images[t.key]) for t in run.tasks})
     manifest = replace(manifest, left_out=left_out_of(plan, run))
     t0 = time.perf_counter()
-    built = link(lib.name, work, manifest, image_files(run.tasks, run.images), run.runtime_obj)
+    objects = (run.launcher_obj, run.runtime_obj)
+    key = objects_key(plan.nvcc_version, plan.tvm_ffi_version)
+    built = link(lib.name, work, manifest, image_files(run.tasks, run.images), objects, cache=cache.root, key=key, force=force)
     run.spent["link"] = time.perf_counter() - t0
     run.progress.step(f"link lib{lib.name}.so")
     inputs = sorted({tuple(i) for t in run.tasks for i in run.lowered[t.key].inputs})

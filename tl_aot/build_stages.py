@@ -33,7 +33,8 @@ from .cuda_compat import image_floor, library_floor
 from .destinations import StagedFiles, disk_full_note, filesystem_errors
 from .errors import CompileError, FailedProcessError, LoweringError, ToolchainNotFound, tool_signal
 from .escaping import depfile_path, encode_text
-from .fileutil import atomic_write, file_digest, record_digest, verified_file, write_if_different
+from .fileutil import atomic_write, file_digest, write_if_different
+from .host_objects import generated_object, runtime_object
 from .image_check import variant_image_problem
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest, to_json
 from .source import display_path, function_line, project_root, snapshot_files
@@ -42,7 +43,7 @@ from .toolchain import compiler_description
 from .tuning import recorded_tunings
 from .values import spell
 
-__all__ = ["Stages", "link", "publish", "manifest_of", "project_of", "sweep_debris"]
+__all__ = ["Stages", "link", "publish", "manifest_of", "objects_key", "project_of", "sweep_debris"]
 
 
 def project_of(spec: KernelSpec) -> Path | None:
@@ -104,25 +105,43 @@ class Stages:
         self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {time.perf_counter() - t0:.1f} s)")
         return image
 
-    def launcher(self, run) -> str:
-        """Render the header and launcher of what was lowered and compile the launcher; returns the header text."""
+    def launcher(self, run) -> tuple[str, Path]:
+        """Render the header and launcher of what was lowered and compile the launcher; returns the header text and the object.
+
+        The object comes from the cache when a build (of this library or another, into any folder)
+        compiled the same text with the same toolchain: editing one kernel usually leaves the
+        launcher's text unchanged (same signatures and launch shapes), and a fresh output folder
+        with a warm cache needs no compile at all.
+        """
         lib = LibrarySpec(name=run.lib_name, entries=_entries_of(run.tasks))
         signatures = manifest_of(lib, run.tasks, run.lowered, self.nvcc_version)
         header_text = render_header(signatures)
-        write_if_different(self.work / f"{lib.name}.h", header_text)
-        write_if_different(self.work / f"{lib.name}.cc", render_launcher(signatures, header_name=f"{lib.name}.h"))
+        launcher_text = render_launcher(signatures, header_name=f"{lib.name}.h")
+        write_if_different(self.work / f"{lib.name}.h", header_text)  # kept to read, and named in compile errors
+        write_if_different(self.work / f"{lib.name}.cc", launcher_text)
         t0 = time.perf_counter()
-        compiled = _compile_launcher(lib.name, self.work, self.tvm_ffi_version, self.force)
+        obj, compiled = generated_object(
+            self.cache.root,
+            {f"{lib.name}.cc": launcher_text, f"{lib.name}.h": header_text},
+            f"{lib.name}.cc",
+            f"{lib.name}.launcher.o",
+            extra_key=self.objects_key,
+            what=f"compiling the launcher of {lib.name} ({self.work / (lib.name + '.cc')})",
+            force=self.force,
+        )
         done = f"{time.perf_counter() - t0:.1f} s" if compiled else "unchanged, reused"
         self.progress.step(f"launcher {lib.name}.cc ({len(lib.exports)} entries, {done})")
-        return header_text
+        return header_text, obj
 
     def runtime(self) -> Path:
         """The launcher runtime's object (compiled once per toolchain into the cache; again with ``force``)."""
-        from .toolchain import runtime_object
-
-        obj, _ = runtime_object(self.cache.root, extra_key=f"tl_aot {__version__}, tvm-ffi {self.tvm_ffi_version}", force=self.force)
+        obj, _ = runtime_object(self.cache.root, extra_key=self.objects_key, force=self.force)
         return obj
+
+    @property
+    def objects_key(self) -> str:
+        """See :func:`objects_key`."""
+        return objects_key(self.nvcc_version, self.tvm_ffi_version)
 
     @staticmethod
     def without_failures(run) -> list:
@@ -133,6 +152,11 @@ class Stages:
             msg = f"library {run.lib_name!r}: every variant failed; nothing to link:\n{shown}"
             raise LoweringError(msg)
         return kept
+
+
+def objects_key(nvcc_version: str, tvm_ffi_version: str) -> str:
+    """The versions the host objects kept in the cache are keyed by, beside their text and command."""
+    return f"tl_aot {__version__}, tvm-ffi {tvm_ffi_version}, nvcc {nvcc_version}"
 
 
 def _digest_of(snapshot, path: str) -> str:
@@ -205,56 +229,39 @@ def _cutedsl(variant: LoweredVariant, arch, work: Path) -> bytes:
     return image
 
 
-def _compile_launcher(name: str, work: Path, tvm_ffi_version: str, force: bool) -> bool:
-    """Compile ``<name>.cc`` unless the object of this very text and command is there, intact; True if compiled.
-
-    Editing one kernel usually leaves the launcher's text unchanged (same signatures and launch
-    shapes), so such a rebuild skips this 2-3 s compile. The key file names the object's digest
-    too and is removed before compiling, so a compile killed half way, or a damaged object, is
-    never taken for a finished one.
-    """
-    from .toolchain import check_output_file, compiler_launcher, host_command, run
-
-    source, obj = f"{name}.cc", f"{name}.launcher.o"
-    cmd = host_command(work, source, obj)
-    key = hashlib.sha256("\0".join([(work / source).read_text(), *cmd, tvm_ffi_version]).encode()).hexdigest()
-    key_file = work / f"{obj}.key"
-    if not force and _read(key_file) == key and verified_file(work / obj):
-        return False
-    key_file.unlink(missing_ok=True)
-    run([*compiler_launcher(), *cmd], what=f"compiling the launcher of {name}", cwd=work)
-    check_output_file(work / obj, what=f"compiling the launcher of {name}")
-    record_digest(work / obj)
-    atomic_write(key_file, key)
-    return True
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
-
-
-def link(name: str, work: Path, manifest: Manifest, images: dict, runtime_obj: Path) -> Path:
+def link(
+    name: str, work: Path, manifest: Manifest, images: dict, objects: tuple[Path, Path], *, cache: Path, key: str, force: bool = False
+) -> Path:
     """Link ``lib<name>.so`` in the work folder from the images (symbol -> bytes) and the objects.
 
-    Writes the images, compiles the manifest unit, embeds the images into the launcher object and
-    links it with the runtime object.
+    Writes the images, compiles the manifest unit (or takes its object from ``cache``, keyed with
+    ``key``: :func:`objects_key`), embeds the images into a copy of the launcher object and links
+    it with the runtime object. ``objects``: the launcher's and the runtime's, both in the cache
+    (read, never modified).
     """
     from .codegen import render_manifest
-    from .toolchain import compile_host, embed_images, link_library
+    from .toolchain import embed_images, link_library
 
+    launcher_obj, runtime_obj = objects
     files = {}
     for sym, image in images.items():
         path = work / f"{sym}.bin"
         if _read_bytes(path) != image:
             atomic_write(path, image)
         files[sym] = path
-    write_if_different(work / f"{name}.manifest.cc", render_manifest(manifest))
-    compile_host(work, f"{name}.manifest.cc", f"{name}.manifest.o", what=f"compiling the manifest of {name}")
-    embed_images(work, f"{name}.launcher.o", files, f"{name}.o")
-    link_library(work, [f"{name}.o", f"{name}.manifest.o", str(runtime_obj)], f"lib{name}.so", what=f"linking lib{name}.so")
+    text = render_manifest(manifest)
+    write_if_different(work / f"{name}.manifest.cc", text)
+    manifest_obj, _ = generated_object(
+        cache,
+        {f"{name}.manifest.cc": text},
+        f"{name}.manifest.cc",
+        f"{name}.manifest.o",
+        extra_key=key,
+        what=f"compiling the manifest of {name}",
+        force=force,
+    )
+    embed_images(work, str(launcher_obj), files, f"{name}.o")
+    link_library(work, [f"{name}.o", str(manifest_obj), str(runtime_obj)], f"lib{name}.so", what=f"linking lib{name}.so")
     return work / f"lib{name}.so"
 
 

@@ -113,6 +113,7 @@ class VariantRun:
     spent: dict = field(default_factory=lambda: {"lowering": 0.0, "nvcc": 0.0, "host": 0.0, "link": 0.0})
     workers: int = 1
     runtime_obj: object = None
+    launcher_obj: object = None
     progress: object = None
 
 
@@ -120,7 +121,7 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
     """Lower and compile ``todo`` (plan tasks) and compile the launcher, in parallel within ``jobs`` slots.
 
     ``stages`` gives ``lower(task, lower_fn)``, ``compile(task, variant)``, ``launcher(run)`` (renders
-    and compiles the launcher of ``run.tasks``; returns the header text) and ``runtime()``. A
+    and compiles the launcher of ``run.tasks``; returns the header text and the object) and ``runtime()``. A
     failing variant stops the build, or with ``keep_going`` is recorded in ``run.failures``.
     """
     slots = threading.BoundedSemaphore(max(1, jobs))
@@ -181,7 +182,7 @@ def _result(fut, task, run: VariantRun, keep_going: bool):
 
 def _launcher(run: VariantRun, stages, held) -> None:
     run.tasks = stages.without_failures(run)
-    run.header_text, seconds = held(stages.launcher, run)
+    (run.header_text, run.launcher_obj), seconds = held(stages.launcher, run)
     run.spent["host"] += seconds
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import importlib.util
 import os
 import re
@@ -17,14 +16,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from .arch import Arch
 from .cuda_toolkit import Toolkit, find_toolkit
 from .errors import CompileError, FailedProcessError, TlAotError, ToolchainNotFound
-from .fileutil import record_digest, verified_file, write_if_different
+from .fileutil import write_if_different
 
 __all__ = [
     "find_nvcc",
@@ -46,7 +44,8 @@ __all__ = [
     "compile_host",
     "host_command",
     "embed_images",
-    "runtime_object",
+    "compiler_id",
+    "sweep_dead_temporaries",
     "link_library",
     "run",
     "check_output_file",
@@ -506,45 +505,6 @@ RUNTIME_SOURCES = (
 )
 
 
-def runtime_object(cache_root: Path, *, extra_key: str = "", force: bool = False) -> tuple[Path, bool]:
-    """The compiled launcher runtime for this toolchain, built once and kept under ``cache_root``.
-
-    Keyed by the runtime's sources, the compile command (compiler, flags, include folders) and
-    ``extra_key`` (tl_aot / tvm-ffi versions): every library links the same object, and a library
-    build pays for it only the first time. The object is checked against the digest stored beside
-    it (a damaged one is compiled again); ``force`` compiles it again regardless. Returns the
-    object and whether it was compiled now.
-    """
-    src = RUNTIME_SOURCES[1]
-    pkg = Path(__file__).parent
-    # No build-machine path in the object (reproducible libraries): the package is spelled tl_aot/.
-    remap = [f"-ffile-prefix-map={pkg}=tl_aot", f"-ffile-prefix-map={pkg.resolve()}=tl_aot"]
-    probe = host_command(Path("."), str(src), "launcher_runtime.o")
-    probe[1:1] = remap
-    h = hashlib.sha256()
-    for part in [*probe, extra_key, *(f.read_text() for f in RUNTIME_SOURCES), _compiler_id(probe[0])]:
-        h.update(part.encode())
-        h.update(b"\0")
-    folder = Path(cache_root) / ".runtime" / h.hexdigest()[:24]  # dot folder: not a variant entry
-    obj = folder / "launcher_runtime.o"
-    if not force and verified_file(obj):
-        return obj, False
-    folder.mkdir(parents=True, exist_ok=True)
-    sweep_dead_temporaries(folder, ".launcher_runtime.")
-    tmp = f".launcher_runtime.{os.getpid()}.{threading.get_ident()}.o"
-    try:
-        cmd = host_command(folder, str(src), tmp)
-        cmd[1:1] = remap
-        run([*compiler_launcher(), *cmd], what="compiling the tl_aot launcher runtime", cwd=folder)
-        check_output_file(folder / tmp, what="compiling the tl_aot launcher runtime")
-        os.replace(folder / tmp, obj)  # atomic: concurrent builds (or machines) sharing the cache agree
-        record_digest(obj)
-    finally:
-        with contextlib.suppress(OSError):
-            (folder / tmp).unlink()
-    return obj, True
-
-
 def sweep_dead_temporaries(folder: Path, prefix: str) -> None:
     """Remove ``<prefix><pid>.*`` files and folders whose writer (process ``pid``) is gone: a killed build's debris."""
     from .fileutil import pid_alive
@@ -558,8 +518,8 @@ def sweep_dead_temporaries(folder: Path, prefix: str) -> None:
 
 
 @functools.cache
-def _compiler_id(cxx: str) -> str:
-    """The host compiler's version line: part of the runtime object's key."""
+def compiler_id(cxx: str) -> str:
+    """The host compiler's version line: part of the keys of the host objects kept in the cache."""
     try:
         return run([cxx, "--version"], what=f"{cxx} --version").splitlines()[0]
     except (CompileError, ToolchainNotFound, IndexError, OSError):

@@ -98,28 +98,28 @@ def _launcher(root: Path, body: str) -> str:
     return str(script)
 
 
-def test_a_module_edited_while_lowering_is_refused_and_never_cached(clean, tmp_path):
+def test_a_module_edited_while_lowering_is_refused_and_never_cached(clean, tmp_path, fresh_cache):
     root = _project(tmp_path / "p")
-    proc = _build(root, tmp_path / "cache", env={"EDIT_WHILE_LOWERING": "1"}, check=False)
+    proc = _build(root, fresh_cache, env={"EDIT_WHILE_LOWERING": "1"}, check=False)
     assert proc.returncode == 1
     assert "entry 'add' (sm_90a): sizes.py changed while the build was lowering it; nothing was built from it" in proc.stderr
     (root / "sizes.py").write_text("BLOCK = 128\n")  # reverted
-    assert "nvcc add sm_90a" in _build(root, tmp_path / "cache").stdout
+    assert "nvcc add sm_90a" in _build(root, fresh_cache).stdout
     assert _library(root) == clean
     other = _project(tmp_path / "other")  # another project sharing the cache gets the clean kernel too
-    _build(other, tmp_path / "cache")
+    _build(other, fresh_cache)
     assert _library(other) == clean
 
 
-def test_a_header_edited_while_nvcc_runs_is_refused_and_never_cached(tmp_path):
+def test_a_header_edited_while_nvcc_runs_is_refused_and_never_cached(tmp_path, fresh_cache):
     root = _project(tmp_path / "a" / "p")  # under a launcher images keep paths: the reference's is as long
     edit = f'case "$*" in *nvcc*) [ -e {root}/mark ] || {{ touch {root}/mark; echo "// edited" >> {root}/h.h; }};; esac'
     env = {"TL_AOT_COMPILER_LAUNCHER": _launcher(root, edit)}
-    proc = _build(root, tmp_path / "cache", env=env, check=False)
+    proc = _build(root, fresh_cache, env=env, check=False)
     assert proc.returncode == 1
     assert f"entry 'add' (sm_90a): {root / 'h.h'} changed while nvcc compiled it; nothing was stored" in proc.stderr
     (root / "h.h").write_text("#define TL_AOT_FAULTS 1\n")  # reverted (the mark stays: no more edits)
-    _build(root, tmp_path / "cache", env=env)
+    _build(root, fresh_cache, env=env)
     ref = _project(tmp_path / "b" / "p")  # a clean build under the same launcher
     (ref / "mark").write_text("")
     _build(ref, tmp_path / "ref-cache", env={"TL_AOT_COMPILER_LAUNCHER": _launcher(ref, "")})
@@ -136,8 +136,9 @@ DAMAGE = {
     "variant.json of another shape": lambda c, w: (_entry_dir(c) / "variant.json").write_text("[]"),
     "one digit of variant.json changed": lambda c, w: _change_a_digit(_entry_dir(c) / "variant.json"),
     "image truncated": lambda c, w: _truncate(_entry_dir(c) / "image.bin"),
-    "runtime object truncated": lambda c, w: _truncate(next(c.glob(".runtime/*/launcher_runtime.o"))),
-    "launcher object truncated": lambda c, w: _truncate(w / "faults.launcher.o"),
+    "runtime object truncated": lambda c, w: _truncate(next(c.glob(".objects/*/launcher_runtime.o"))),
+    "launcher object truncated": lambda c, w: _truncate(next(c.glob(".objects/*/faults.launcher.o"))),
+    "manifest object truncated": lambda c, w: _truncate(next(c.glob(".objects/*/faults.manifest.o"))),
     "stamp of another shape": lambda c, w: (w / "stamp.json").write_text('{"key": 1, "inputs": {}}'),
     "stamp not JSON": lambda c, w: (w / "stamp.json").write_text("{{{"),
 }
@@ -154,9 +155,9 @@ def _change_a_digit(path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
-def test_damaged_cache_and_work_files_are_rebuilt_never_used(damage, clean, tmp_path):
+def test_damaged_cache_and_work_files_are_rebuilt_never_used(damage, clean, tmp_path, fresh_cache):
     root = _project(tmp_path / "p")
-    cache, work = tmp_path / "cache", root / "out" / ".tl_aot" / "faults"
+    cache, work = fresh_cache, root / "out" / ".tl_aot" / "faults"
     _build(root, cache)
     for force in ((), ("--force",)):
         DAMAGE[damage](cache, work)
@@ -206,7 +207,7 @@ def test_a_killed_build_leaves_no_compiler_and_no_debris(stage, clean, tmp_path)
     root = _project(tmp_path / "p")
     marker = f"{61 + len(stage)}.{os.getpid()}"  # a sleep no other test runs
     env = {"TL_AOT_COMPILER_LAUNCHER": _launcher(root, f"touch {root}/started; sleep {marker}")} if stage == "compiling" else {}
-    proc = _start(root, tmp_path / "cache", env)
+    proc = _start(root, tmp_path / "cache", env)  # an empty cache: the first compile is the runtime's
     if stage == "compiling":
         _wait_for(lambda: (root / "started").exists() and _running(f"sleep {marker}"))
     else:
@@ -218,19 +219,19 @@ def test_a_killed_build_leaves_no_compiler_and_no_debris(stage, clean, tmp_path)
     _build(root, tmp_path / "cache")
     assert _library(root) == clean
     work = root / "out" / ".tl_aot" / "faults"
-    debris = [*work.glob(".lib*"), *(work / "kernels").glob(".*"), *(tmp_path / "cache").glob(".runtime/*/.launcher_runtime.*")]
-    debris += [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".") and p.name != ".runtime"]
+    debris = [*work.glob(".lib*"), *(work / "kernels").glob(".*"), *(tmp_path / "cache").glob(".objects/*/.*")]
+    debris += [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".") and p.name != ".objects"]
     assert not debris
 
 
-def test_a_lock_says_who_holds_it_and_a_dead_holder_releases_it(clean, tmp_path):
+def test_a_lock_says_who_holds_it_and_a_dead_holder_releases_it(clean, tmp_path, fresh_cache):
     root = _project(tmp_path / "p")
     marker = f"67.{os.getpid()}"
-    holder = _start(root, tmp_path / "cache", {"TL_AOT_COMPILER_LAUNCHER": _launcher(root, f"sleep {marker}")})
+    holder = _start(root, fresh_cache, {"TL_AOT_COMPILER_LAUNCHER": _launcher(root, f"sleep {marker}")})
     try:
         _wait_for(lambda: _running(f"sleep {marker}"))
         os.kill(holder.pid, signal.SIGSTOP)
-        waiter = _start(root, tmp_path / "cache", {})
+        waiter = _start(root, fresh_cache, {})
         lines = []
         _wait_for(lambda: lines.append(waiter.stdout.readline()) or "that process is stopped" in lines[-1], timeout=60)
         text = lines[-1]
@@ -244,7 +245,7 @@ def test_a_lock_says_who_holds_it_and_a_dead_holder_releases_it(clean, tmp_path)
     assert _library(root) == clean
 
 
-def test_load_after_a_rebuild_in_one_process_returns_the_new_library(tmp_path):
+def test_load_after_a_rebuild_in_one_process_returns_the_new_library(tmp_path, fresh_cache):
     import tl_aot
     from tl_aot.build import build_library
     from tl_aot.spec import KernelSpec, LibrarySpec
@@ -253,7 +254,7 @@ def test_load_after_a_rebuild_in_one_process_returns_the_new_library(tmp_path):
 
     def build(n: int):
         spec = KernelSpec.create(name="add", source=root / "k.py", function="add", args={"N": n}, archs=["90a"])
-        return build_library(LibrarySpec("grow", (spec,)), out_dir=root / "lib", cache_dir=tmp_path / "cache", log=None).library
+        return build_library(LibrarySpec("grow", (spec,)), out_dir=root / "lib", cache_dir=fresh_cache, log=None).library
 
     first = tl_aot.load(build(1024))
     assert first.signature("add").params[0].shape == (1024,)

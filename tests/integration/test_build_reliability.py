@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import child_env, fails, ok, tl_aot_cli
 
 pytest.importorskip("tilelang")
 
@@ -66,32 +67,12 @@ function = "add_one"
 
 
 def _env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("TL_AOT_ARCHS", "TL_AOT_CACHE_DIR", "MAX_JOBS")}
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env.update(extra)
-    return env
+    return child_env(checkout_first=True, **extra)
 
 
 def tl_aot(*args, cwd: Path | None = None, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     """``python -m tl_aot ARGS`` in a subprocess (an argument list, never a shell)."""
-    cmd = [sys.executable, "-m", "tl_aot", *map(str, args)]
-    return subprocess.run(cmd, cwd=cwd or ROOT, env=env or _env(), capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def _ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert proc.returncode == 0, f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
-    return proc
-
-
-def _fails(proc: subprocess.CompletedProcess, *needles: str) -> str:
-    """The build failed with exit status 1 and one tl_aot error (no traceback) containing every needle."""
-    err = proc.stderr
-    assert proc.returncode == 1, f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{err}"
-    assert "tl_aot: error:" in err and "Traceback" not in err, err
-    for n in needles:
-        assert n in err, f"{n!r} not in:\n{err}"
-    return err
+    return tl_aot_cli(*args, cwd=cwd, env=env or _env(), timeout=timeout)
 
 
 def _write_spec(folder: Path, text: str, name: str = "lib.toml") -> Path:
@@ -147,11 +128,11 @@ def add_one(N=1024):
 """
 
 
-def test_python_syntax_error(tmp_path):
+def test_python_syntax_error(tmp_path, cache_dir):
     src = tmp_path / "syntax_error.py"  # written here: a checked-in file with a syntax error breaks linters
     src.write_text(SYNTAX_ERROR)
-    err = _fails(
-        tl_aot("build", f"{src}:add_one", "--arch", "90a", "-o", tmp_path / "out"),
+    err = fails(
+        tl_aot("build", f"{src}:add_one", "--arch", "90a", "-o", tmp_path / "out", "--cache-dir", cache_dir),
         "entry 'add_one' (sm_90a)",
         "syntax_error.py:7",
         "SyntaxError",
@@ -160,9 +141,9 @@ def test_python_syntax_error(tmp_path):
     assert not (tmp_path / "out" / "libadd_one.so").exists()
 
 
-def test_kernel_tilelang_refuses(tmp_path):
-    err = _fails(
-        tl_aot("build", BROKEN / "tilelang_error.py:bad_gemm", "--arch", "90a", "-o", tmp_path),
+def test_kernel_tilelang_refuses(tmp_path, cache_dir):
+    err = fails(
+        tl_aot("build", BROKEN / "tilelang_error.py:bad_gemm", "--arch", "90a", "-o", tmp_path, "--cache-dir", cache_dir),
         "entry 'bad_gemm' (sm_90a): TileLang failed to lower bad_gemm",
         "tilelang_error.py:14: T.gemm(A_shared, B_shared, C_local)",
         "K shape check failed",
@@ -170,9 +151,9 @@ def test_kernel_tilelang_refuses(tmp_path):
     assert "__tb" not in err, "TileLang's internal closure dump should not reach the user"
 
 
-def test_cuda_nvcc_refuses(tmp_path):
-    err = _fails(
-        tl_aot("build", BROKEN / "nvcc_error.py:broken", "--arch", "90a", "-o", tmp_path),
+def test_cuda_nvcc_refuses(tmp_path, cache_dir):
+    err = fails(
+        tl_aot("build", BROKEN / "nvcc_error.py:broken", "--arch", "90a", "-o", tmp_path, "--cache-dir", cache_dir),
         "entry 'broken' (sm_90a): nvcc failed on the CUDA code TileLang generated from",
         "nvcc_error.py:13 (broken)",
         'error: expected a ";"',
@@ -182,10 +163,10 @@ def test_cuda_nvcc_refuses(tmp_path):
     assert kept.is_file() and "broken_kernel" in kept.read_text()  # the source nvcc refused is kept to look at
 
 
-def test_invalid_nvcc_flag_from_compile_flags(tmp_path):
+def test_invalid_nvcc_flag_from_compile_flags(tmp_path, cache_dir):
     spec = _write_spec(tmp_path, SPEC_SMALL.replace('function = "add_one"', 'function = "add_one"\ncompile_flags = ["--no-such-flag"]'))
-    _fails(
-        tl_aot("build", "--spec", spec, "-o", tmp_path / "out"),
+    fails(
+        tl_aot("build", "--spec", spec, "-o", tmp_path / "out", "--cache-dir", cache_dir),
         "entry 'add_one' (sm_90a)",
         "elementwise.py:6 (add_one)",
         "Unknown option '--no-such-flag'",
@@ -199,7 +180,7 @@ def test_no_cuda_compiler_anywhere(tmp_path):
     env = {k: v for k, v in _env(PATH=path).items() if k not in ("CUDA_HOME", "CUDA_PATH", "TL_AOT_NVCC")}
     hide_pip = "import sys, tl_aot.cuda_toolkit as c; c.pip_toolkits = list; from tl_aot.cli import main; sys.exit(main(sys.argv[1:]))"
     cmd = [sys.executable, "-c", hide_pip, "build", str(KERNELS / "elementwise.py:add_one"), "--arch", "90a", "-o", str(tmp_path)]
-    _fails(
+    fails(
         subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False),
         "library 'add_one' (entry add_one for sm_90a)",
         "no CUDA compiler was found",
@@ -217,12 +198,12 @@ def test_no_cuda_compiler_anywhere(tmp_path):
     ],
 )
 def test_unsupported_arch(tmp_path, arch, needles):
-    _fails(tl_aot("build", KERNELS / "elementwise.py:add_one", "--arch", arch, "-o", tmp_path), *needles)
+    fails(tl_aot("build", KERNELS / "elementwise.py:add_one", "--arch", arch, "-o", tmp_path), *needles)
 
 
 def test_unsupported_arch_in_a_spec_file(tmp_path):
     spec = _write_spec(tmp_path, SPEC_SMALL.replace('archs = ["90a"]', 'archs = ["sm_9000"]'))
-    _fails(tl_aot("build", "--spec", spec, "-o", tmp_path / "out"), "lib.toml: [library]", "unsupported arch name 'sm_9000'", "'90a'")
+    fails(tl_aot("build", "--spec", spec, "-o", tmp_path / "out"), "lib.toml: [library]", "unsupported arch name 'sm_9000'", "'90a'")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,7 +218,7 @@ def reference(tmp_path_factory) -> Path:
     spec = _write_spec(base, SPEC)
     cwd = base / "cwd_a"
     cwd.mkdir()
-    _ok(tl_aot("build", "--spec", spec, "-o", base / "out", "--cache-dir", base / "cache", "-j", "2", cwd=cwd))
+    ok(tl_aot("build", "--spec", spec, "-o", base / "out", "--cache-dir", base / "cache", "-j", "2", cwd=cwd))
     return base / "out"
 
 
@@ -259,7 +240,7 @@ def test_reproducible_from_other_folders(reference, tmp_path):
     cwd = tmp_path / "somewhere" / "else"
     cwd.mkdir(parents=True)
     out = tmp_path / "deeper" / "out"
-    _ok(tl_aot("build", "--spec", spec, "-o", out, "--cache-dir", tmp_path / "cache", "-j", "2", cwd=cwd))
+    ok(tl_aot("build", "--spec", spec, "-o", out, "--cache-dir", tmp_path / "cache", "-j", "2", cwd=cwd))
     assert (out / "librel.so").read_bytes() == (reference / "librel.so").read_bytes()
     assert (out / "rel.h").read_text() == (reference / "rel.h").read_text()
     # ... because no build-machine path reaches the library: not the output, working or temp folder,
@@ -477,19 +458,19 @@ def test_function_names_and_reserved_exports_are_refused():
 
 
 def test_bad_names_on_the_command_line_and_in_spec_files(tmp_path):
-    _fails(
+    fails(
         tl_aot("build", KERNELS / "elementwise.py:add_one", "--name", "x;system()", "--arch", "90a", "-o", tmp_path),
         "'x;system()' is not a valid identifier",
     )
     spec = _write_spec(tmp_path, SPEC_SMALL.replace('name = "add_one"', 'name = "class"'))
-    _fails(tl_aot("build", "--spec", spec, "-o", tmp_path / "out"), "entry #1", "'class' is reserved in Python")
+    fails(tl_aot("build", "--spec", spec, "-o", tmp_path / "out"), "entry #1", "'class' is reserved in Python")
     spec = _write_spec(tmp_path, SPEC_SMALL.replace('function = "add_one"', 'function = "add_one(); evil"'), "fn.toml")
-    _fails(tl_aot("build", "--spec", spec, "-o", tmp_path / "out"), "is not a Python function name")
+    fails(tl_aot("build", "--spec", spec, "-o", tmp_path / "out"), "is not a Python function name")
 
 
-def test_kernel_parameters_named_like_cpp_keywords_build(tmp_path):
+def test_kernel_parameters_named_like_cpp_keywords_build(tmp_path, cache_dir):
     """TileLang accepts a tensor named ``delete``; so does tl_aot (TileLang's own CUDA spells it raw, which nvcc refuses)."""
-    proc = tl_aot("build", KERNELS / "conformance" / "keyword_param.py:copy", "--arch", "90a", "-o", tmp_path)
+    proc = tl_aot("build", KERNELS / "conformance" / "keyword_param.py:copy", "--arch", "90a", "-o", tmp_path, "--cache-dir", cache_dir)
     assert proc.returncode == 0, proc.stderr
     header = (tmp_path / "copy.h").read_text()
     assert "void copy(::tvm::ffi::TensorView X, ::tvm::ffi::TensorView delete_);" in header
@@ -533,7 +514,7 @@ def test_wheel_reproducible_with_source_date_epoch(tmp_path, cache_dir):
         src = shutil.copytree(pkg, tmp_path / where / "pkg", ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "*.so"))
         env = _env(SOURCE_DATE_EPOCH="1700000000", TL_AOT_CACHE_DIR=str(cache_dir), CFLAGS=f"-ffile-prefix-map={src}=.")
         cmd = [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / where / "dist")]
-        _ok(subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True, timeout=900, check=False))
+        ok(subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True, timeout=900, check=False))
         (wheel,) = (tmp_path / where / "dist").glob("*.whl")
         wheels.append(wheel)
     assert wheels[0].name == wheels[1].name

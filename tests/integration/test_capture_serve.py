@@ -6,26 +6,20 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import ok, run_ok, tl_aot_here
 
 pytest.importorskip("tilelang")
 
 PACKAGE = Path(__file__).parents[1] / "packages" / "factory_shapes"
 
 
-def _run(cmd, cwd, env=None) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env or os.environ.copy(), capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc
-
-
 def _capture(package: Path, record: Path, *workload) -> str:
     cmd = [sys.executable, "-m", "tl_aot", "capture", "-o", record, "--device", "H100-SXM", "--", sys.executable, "workload.py", *workload]
-    return _run(cmd, package).stdout
+    return run_ok(cmd, package).stdout
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +44,8 @@ def record(copies, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def served_lib(record, tmp_path_factory, cache_dir) -> Path:
     out = tmp_path_factory.mktemp("served")
-    cmd = [sys.executable, "-m", "tl_aot", "build", "--capture", record, "--arch", "90a", "--name", "tlops_served", "-o", out]
-    _run([*cmd, "--cache-dir", cache_dir, "-q"], out)
+    cmd = ["build", "--capture", record, "--arch", "90a", "--name", "tlops_served", "-o", out]
+    ok(tl_aot_here(*cmd, "--cache-dir", cache_dir, "-q", cwd=out))
     return out / "libtlops_served.so"
 
 
@@ -79,7 +73,7 @@ def test_captures_merge_and_keys_do_not_depend_on_the_install_path(copies, recor
 
 
 def test_build_from_the_record_has_one_entry_per_kernel_with_its_key(record, served_lib):
-    man = json.loads(_run([sys.executable, "-m", "tl_aot", "inspect", "--json", served_lib], served_lib.parent).stdout)
+    man = json.loads(ok(tl_aot_here("inspect", "--json", served_lib)).stdout)
     assert sorted(e["capture_key"] for e in man["entries"]) == sorted(json.loads(record.read_text())["kernels"])
     gemm = [e for e in man["entries"] if e["capture_name"].endswith("_gemm")]
     assert len(gemm) == 3 and all(e["variants"][0]["arch"] == "sm_90a" for e in gemm)
@@ -153,10 +147,10 @@ def test_a_package_ships_its_served_library_from_a_record(copies, record, cache_
     pkg = copies[0]
     shutil.copy(record, pkg / "tlops.capture.json")
     env = dict(os.environ, TL_AOT_CACHE_DIR=str(cache_dir))
-    _run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], pkg, env)
+    run_ok([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], pkg, env)
     lib = pkg / "tlops" / "lib_served.so"
-    man = json.loads(_run([sys.executable, "-m", "tl_aot", "inspect", "--json", lib], PACKAGE.parent).stdout)
+    man = json.loads(run_ok([sys.executable, "-m", "tl_aot", "inspect", "--json", lib], PACKAGE.parent).stdout)
     assert len(man["entries"]) == 8 and all(e["capture_key"] for e in man["entries"])
     probe = "import tlops, tl_aot.serving as s; print(len(s._active.index), [l.path.name for l in s._active.libraries])"
-    out = _run([sys.executable, "-c", probe], pkg).stdout
+    out = run_ok([sys.executable, "-c", probe], pkg).stdout
     assert out.strip() == "8 ['lib_served.so']"

@@ -21,6 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import child_env, run, run_ok
 
 pytest.importorskip("tilelang")
 CMAKE = shutil.which("cmake")
@@ -39,19 +40,6 @@ _IGNORE = shutil.ignore_patterns("build", "dist", "*.egg-info", "*.so", "__pycac
 _KERNEL_LINE = re.compile(r"Building TileLang kernel (\w+) \(")
 
 
-def _env(cache_dir: Path, **extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("TL_AOT_ARCHS", "MAX_JOBS", "PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT")}
-    env.update(TL_AOT_CACHE_DIR=str(cache_dir), PYTHONUNBUFFERED="1", PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
-    return env
-
-
-def _run(cmd: list, cwd: Path, env: dict, *, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    if check and proc.returncode != 0:
-        pytest.fail(f"{' '.join(map(str, cmd))} exited with {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
-    return proc
-
-
 def _cmake_dir() -> str:
     return subprocess.run([sys.executable, "-m", "tl_aot", "--cmake-dir"], capture_output=True, text=True, check=True).stdout.strip()
 
@@ -59,7 +47,8 @@ def _cmake_dir() -> str:
 def _configure(src: Path, build: Path, env: dict, *args: str, generator: str = "Ninja", check: bool = True) -> subprocess.CompletedProcess:
     """``cmake -S src -B build``, with TileLangAOT_DIR from ``python -m tl_aot --cmake-dir`` and this interpreter."""
     py = [f"-DTL_AOT_PYTHON={sys.executable}", f"-DPython_EXECUTABLE={sys.executable}", f"-DTileLangAOT_DIR={_cmake_dir()}"]
-    return _run([CMAKE, "-S", src, "-B", build, "-G", generator, *py, *args], src, env, check=check)
+    cmd = [CMAKE, "-S", src, "-B", build, "-G", generator, *py, *args]
+    return run_ok(cmd, src, env) if check else run(cmd, src, env)
 
 
 def _kernels_built(output: str) -> set[str]:
@@ -92,7 +81,7 @@ def test_cmake_code_is_formatted():
         pytest.skip("cmake-format is not installed (pip install 'cmakelang[YAML]')")
     files = [*sorted((ROOT / "cmake").glob("*.cmake")), ROOT / "CMakeLists.txt", *sorted((ROOT / "samples").glob("*/CMakeLists.txt"))]
     files += sorted((PACKAGES / "cmake_subdir").rglob("CMakeLists.txt")) + [PACKAGES / "cmake_installed" / "CMakeLists.txt"]
-    _run(["cmake-format", "--check", *files], ROOT, dict(os.environ))
+    run_ok(["cmake-format", "--check", *files], ROOT, dict(os.environ))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,9 +99,9 @@ def toplevel(tmp_path_factory, cache_dir):
     shutil.copytree(ROOT / "cmake", src / "cmake", ignore=_IGNORE)
     shutil.copytree(ROOT / "samples" / "cmake_app", src / "samples" / "cmake_app", ignore=_IGNORE)
     build = base / "build"
-    env = _env(cache_dir)
+    env = child_env(cache_dir)
     _configure(src, build, env, "-DTL_AOT_ARCHS=80")
-    out = _run([NINJA, "-C", build], src, env).stdout
+    out = run_ok([NINJA, "-C", build], src, env).stdout
     return src, build, env, out
 
 
@@ -128,18 +117,18 @@ def test_toplevel_builds_every_kernel_and_program(toplevel):
 
 def test_noop_rebuild_does_nothing(toplevel):
     src, build, env, _ = toplevel
-    assert "no work to do" in _run([NINJA, "-C", build, "-n"], src, env).stdout
-    assert "no work to do" in _run([NINJA, "-C", build], src, env).stdout
+    assert "no work to do" in run_ok([NINJA, "-C", build, "-n"], src, env).stdout
+    assert "no work to do" in run_ok([NINJA, "-C", build], src, env).stdout
 
 
 def test_touching_one_kernel_file_rebuilds_only_that_kernel(toplevel):
     src, build, env, _ = toplevel
     kernels = src / "samples" / "cmake_app" / "kernels"
     _touch(kernels / "tiles.py")  # imported by gemm.py only: found through tl_aot's depfile
-    assert _kernels_built(_run([NINJA, "-C", build], src, env).stdout) == {"sample_gemm"}
+    assert _kernels_built(run_ok([NINJA, "-C", build], src, env).stdout) == {"sample_gemm"}
     _touch(kernels / "elementwise.py")  # both elementwise kernels come from it
-    assert _kernels_built(_run([NINJA, "-C", build], src, env).stdout) == {"sample_add_one", "sample_axpy"}
-    assert "no work to do" in _run([NINJA, "-C", build], src, env).stdout
+    assert _kernels_built(run_ok([NINJA, "-C", build], src, env).stdout) == {"sample_add_one", "sample_axpy"}
+    assert "no work to do" in run_ok([NINJA, "-C", build], src, env).stdout
 
 
 def test_libraries_have_a_soname_and_link_tvm_ffi_but_not_libcuda(toplevel):
@@ -156,19 +145,19 @@ def test_libraries_have_a_soname_and_link_tvm_ffi_but_not_libcuda(toplevel):
 
 def test_ctest_cpu_tests_pass_and_gpu_tests_skip_without_a_gpu(toplevel):
     src, build, env, _ = toplevel
-    out = _run(["ctest", "--test-dir", build, "-LE", "gpu", "--output-on-failure"], src, env).stdout
+    out = run_ok(["ctest", "--test-dir", build, "-LE", "gpu", "--output-on-failure"], src, env).stdout
     assert "100% tests passed" in out and "out of 4" in out
     for name in ("cpu.manifest", "cpu.refuse-cpu-tensor", "cpu.refuse-bad-arguments", "cpu.returned-output"):
         assert name in out
     if not cuda_available():
-        gpu = _run(["ctest", "--test-dir", build, "-L", "gpu"], src, env).stdout
+        gpu = run_ok(["ctest", "--test-dir", build, "-L", "gpu"], src, env).stdout
         assert "gpu.app" in gpu and "Skipped" in gpu
 
 
 def test_installed_kernels_are_found_by_a_downstream_project(toplevel, tmp_path):
     src, build, env, _ = toplevel
     prefix = tmp_path / "prefix"
-    _run([CMAKE, "--install", build, "--prefix", prefix], src, env)
+    run_ok([CMAKE, "--install", build, "--prefix", prefix], src, env)
     for f in ("lib/libsample_gemm.so", "include/sample_gemm.h", "lib/cmake/TlAotSampleKernels/TlAotSampleKernelsConfig.cmake"):
         assert (prefix / f).is_file(), f
     assert not (prefix / "lib" / "libtvm_ffi.so").exists()  # the symlink stays in the build tree
@@ -176,16 +165,16 @@ def test_installed_kernels_are_found_by_a_downstream_project(toplevel, tmp_path)
     # tests/packages/cmake_installed: find_package(TlAotSampleKernels), no tl_aot involved.
     consumer = tmp_path / "consumer"
     _configure(PACKAGES / "cmake_installed", consumer, env, f"-DCMAKE_PREFIX_PATH={prefix}")
-    _run([NINJA, "-C", consumer], src, env)
-    out = _run([consumer / "installed_app"], src, env).stdout
+    run_ok([NINJA, "-C", consumer], src, env)
+    out = run_ok([consumer / "installed_app"], src, env).stdout
     assert '"library": "sample_gemm"' in out and "expected a CUDA tensor" in out
 
     # The sample itself, as the GPU machine builds it: prebuilt kernels, its ctest CPU tests.
     app = tmp_path / "app"
     _configure(src / "samples" / "cmake_app", app, env, "-DTL_AOT_APP_PREBUILT=ON", f"-DCMAKE_PREFIX_PATH={prefix}")
-    out = _run([NINJA, "-C", app], src, env).stdout
+    out = run_ok([NINJA, "-C", app], src, env).stdout
     assert not _kernels_built(out)
-    assert "100% tests passed" in _run(["ctest", "--test-dir", app, "-LE", "gpu"], src, env).stdout
+    assert "100% tests passed" in run_ok(["ctest", "--test-dir", app, "-LE", "gpu"], src, env).stdout
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,45 +185,45 @@ def test_installed_kernels_are_found_by_a_downstream_project(toplevel, tmp_path)
 def test_args_and_archs_changes_rebuild_and_makefiles_work(tmp_path, cache_dir):
     src = tmp_path / "src"
     shutil.copytree(PACKAGES / "cmake_subdir", src, ignore=_IGNORE)
-    env = _env(cache_dir)
+    env = child_env(cache_dir)
     build = tmp_path / "ninja"
     app = build / "app" / "subdir_app"
 
     _configure(src, build, env)
-    assert _kernels_built(_run([NINJA, "-C", build], src, env).stdout) == {"subdir_add_one"}
-    assert '["block", "256"]' in _run([app], src, env).stdout
-    assert "no work to do" in _run([NINJA, "-C", build, "-n"], src, env).stdout
+    assert _kernels_built(run_ok([NINJA, "-C", build], src, env).stdout) == {"subdir_add_one"}
+    assert '["block", "256"]' in run_ok([app], src, env).stdout
+    assert "no work to do" in run_ok([NINJA, "-C", build, "-n"], src, env).stdout
 
     # The same arch in CMAKE_CUDA_ARCHITECTURES spelling: same command, nothing to do.
     _configure(src, build, env, "-DSUBDIR_ARCHS=80-real")
-    assert "no work to do" in _run([NINJA, "-C", build, "-n"], src, env).stdout
+    assert "no work to do" in run_ok([NINJA, "-C", build, "-n"], src, env).stdout
 
     # Another ARGS value: that kernel is rebuilt and the program sees it.
     _configure(src, build, env, "-DSUBDIR_BLOCK=128")
-    assert _kernels_built(_run([NINJA, "-C", build], src, env).stdout) == {"subdir_add_one"}
-    assert '["block", "128"]' in _run([app], src, env).stdout
-    assert "no work to do" in _run([NINJA, "-C", build], src, env).stdout
+    assert _kernels_built(run_ok([NINJA, "-C", build], src, env).stdout) == {"subdir_add_one"}
+    assert '["block", "128"]' in run_ok([app], src, env).stdout
+    assert "no work to do" in run_ok([NINJA, "-C", build], src, env).stdout
 
     # A local module the kernel imports.
     _touch(src / "kernels" / "values.py")
-    assert _kernels_built(_run([NINJA, "-C", build], src, env).stdout) == {"subdir_add_one"}
+    assert _kernels_built(run_ok([NINJA, "-C", build], src, env).stdout) == {"subdir_add_one"}
 
     # Another arch list: the build step would run (dry run; not built).
     _configure(src, build, env, "-DSUBDIR_ARCHS=80;90a")
-    assert "Building TileLang kernel subdir_add_one (sm_80, sm_90a)" in _run([NINJA, "-C", build, "-n"], src, env).stdout
+    assert "Building TileLang kernel subdir_add_one (sm_80, sm_90a)" in run_ok([NINJA, "-C", build, "-n"], src, env).stdout
 
     # Unix Makefiles: the same project, its variants now cached.
     make_build = tmp_path / "make"
     _configure(src, make_build, env, "-DSUBDIR_ARCHS=80", "-DSUBDIR_BLOCK=256", generator="Unix Makefiles")
     make = ["make", "-C", make_build, "-j2"]
-    assert _kernels_built(_run(make, src, env).stdout) == {"subdir_add_one"}
-    assert not _kernels_built(_run(make, src, env).stdout)
+    assert _kernels_built(run_ok(make, src, env).stdout) == {"subdir_add_one"}
+    assert not _kernels_built(run_ok(make, src, env).stdout)
     _touch(src / "kernels" / "values.py")
-    assert _kernels_built(_run(make, src, env).stdout) == {"subdir_add_one"}
+    assert _kernels_built(run_ok(make, src, env).stdout) == {"subdir_add_one"}
     _configure(src, make_build, env, "-DSUBDIR_BLOCK=128", generator="Unix Makefiles")
-    assert _kernels_built(_run(make, src, env).stdout) == {"subdir_add_one"}
-    assert not _kernels_built(_run(make, src, env).stdout)
-    assert '["block", "128"]' in _run([make_build / "app" / "subdir_app"], src, env).stdout
+    assert _kernels_built(run_ok(make, src, env).stdout) == {"subdir_add_one"}
+    assert not _kernels_built(run_ok(make, src, env).stdout)
+    assert '["block", "128"]' in run_ok([make_build / "app" / "subdir_app"], src, env).stdout
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,13 +259,13 @@ def _unwrap(text: str) -> str:
 
 @pytest.mark.parametrize("case", sorted(ERRORS))
 def test_configure_errors(case, tmp_path, cache_dir):
-    proc = _configure(PACKAGES / "cmake_errors", tmp_path, _env(cache_dir), f"-DCASE={case}", check=False)
+    proc = _configure(PACKAGES / "cmake_errors", tmp_path, child_env(cache_dir), f"-DCASE={case}", check=False)
     assert proc.returncode != 0
     assert ERRORS[case] in _unwrap(proc.stderr), proc.stderr
 
 
 def test_archs_in_every_spelling(tmp_path, cache_dir):
-    proc = _configure(PACKAGES / "cmake_errors", tmp_path, _env(cache_dir), "-DCASE=ok")
+    proc = _configure(PACKAGES / "cmake_errors", tmp_path, child_env(cache_dir), "-DCASE=ok")
     assert "configured" in proc.stdout
     options = (tmp_path / "tl_aot" / "k" / "k.options").read_text().splitlines()
     archs = [options[i + 1] for i, a in enumerate(options) if a == "--arch"]
@@ -285,7 +274,7 @@ def test_archs_in_every_spelling(tmp_path, cache_dir):
 
 
 def test_torch_ops_option_builds_the_companion(tmp_path, cache_dir):
-    _configure(PACKAGES / "cmake_errors", tmp_path, _env(cache_dir), "-DCASE=ok", "-DTL_AOT_TORCH_OPS=ON")
+    _configure(PACKAGES / "cmake_errors", tmp_path, child_env(cache_dir), "-DCASE=ok", "-DTL_AOT_TORCH_OPS=ON")
     assert "--torch-ops" in (tmp_path / "tl_aot" / "k" / "k.options").read_text().splitlines()
     assert "libk_torch.so" in (tmp_path / "build.ninja").read_text()  # a byproduct of the build step
 
@@ -294,7 +283,7 @@ def test_missing_tl_aot_or_tilelang_says_what_to_install(tmp_path, cache_dir):
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     python = bare / "bin" / "python"
-    env = _env(cache_dir)
+    env = child_env(cache_dir)
     env.pop("PYTHONPATH", None)
     cmd = [
         CMAKE,
@@ -306,7 +295,7 @@ def test_missing_tl_aot_or_tilelang_says_what_to_install(tmp_path, cache_dir):
         f"-DTileLangAOT_DIR={_cmake_dir()}",
         "-DCASE=ok",
     ]
-    proc = _run(cmd, tmp_path, env, check=False)
+    proc = run(cmd, tmp_path, env)
     assert proc.returncode != 0
     assert f"tl_aot is not installed in {python}" in _unwrap(proc.stderr)
     assert 'pip install "tl_aot[build]"' in _unwrap(proc.stderr)
@@ -315,7 +304,7 @@ def test_missing_tl_aot_or_tilelang_says_what_to_install(tmp_path, cache_dir):
     stub.mkdir(parents=True)
     (stub / "__init__.py").write_text("")
     cmd[4] = tmp_path / "b2"
-    proc = _run(cmd, tmp_path, {**env, "PYTHONPATH": str(stub.parent)}, check=False)
+    proc = run(cmd, tmp_path, {**env, "PYTHONPATH": str(stub.parent)})
     assert proc.returncode != 0
     assert f"TileLang is not installed in {python}" in _unwrap(proc.stderr)
     assert 'pip install "tilelang>=0.1.12,<=0.1.15"' in _unwrap(proc.stderr)
@@ -332,21 +321,21 @@ def _build_skbuild_wheel(tmp_path: Path, env: dict) -> tuple[Path, str]:
     shutil.copytree(SKBUILD_SAMPLE, src, ignore=_IGNORE)
     dist = tmp_path / "dist"
     cmd = [sys.executable, "-m", "pip", "wheel", src, "--no-build-isolation", "--no-deps", "-w", dist, "-v"]
-    proc = _run(cmd, tmp_path, {**env, "TL_AOT_ARCHS": "80"})
+    proc = run_ok(cmd, tmp_path, {**env, "TL_AOT_ARCHS": "80"})
     (wheel,) = dist.glob("tl_skb_sample-*.whl")
     return wheel, proc.stdout + proc.stderr  # pip -v passes CMake's output on to either
 
 
 def _load_and_refuse_cpu_tensor(wheel: Path, tmp_path: Path, env: dict, extra_path: str = "") -> str:
     site = tmp_path / "site"
-    _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site, wheel], tmp_path, env)
+    run_ok([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site, wheel], tmp_path, env)
     code = "import torch, tl_skb_sample as s\nx = torch.ones(16)\ntry:\n    s.add_one(x, x)\nexcept ValueError as e:\n    print(e)\n"
     path = os.pathsep.join(p for p in (str(site), extra_path) if p)
-    return _run([sys.executable, "-c", code], tmp_path, {**env, "PYTHONPATH": path}).stdout
+    return run_ok([sys.executable, "-c", code], tmp_path, {**env, "PYTHONPATH": path}).stdout
 
 
 def test_skbuild_wheel_ships_kernels_built_by_cmake(tmp_path, cache_dir):
-    env = _env(cache_dir)
+    env = child_env(cache_dir)
     wheel, out = _build_skbuild_wheel(tmp_path, env)
     assert "Building TileLang kernel skb_add_one (sm_80)" in out
     names = zipfile.ZipFile(wheel).namelist()
@@ -361,45 +350,45 @@ def test_skbuild_wheel_ships_kernels_built_by_cmake(tmp_path, cache_dir):
     assert "skb_add_one: argument 'X' expected a CUDA tensor, got a tensor on cpu" in _load_and_refuse_cpu_tensor(wheel, tmp_path, env)
 
     # scikit-build-core tags linux_x86_64, which PyPI refuses: check-wheel --retag gives the true manylinux tag.
-    out = _run([sys.executable, "-m", "tl_aot", "check-wheel", "--retag", wheel], tmp_path, env).stdout
+    out = run_ok([sys.executable, "-m", "tl_aot", "check-wheel", "--retag", wheel], tmp_path, env).stdout
     (retagged,) = wheel.parent.glob("tl_skb_sample-*.whl")
     tag = re.fullmatch(r"tl_skb_sample-0\.1\.0-py3-none-manylinux_2_(\d+)_x86_64\.whl", retagged.name)
     assert tag and int(tag[1]) <= 28, out
     assert f"-> {retagged}" in out and "tl_skb_sample/libskb_axpy.so: GLIBC_2." in out
     if importlib.util.find_spec("auditwheel"):  # its symbol-versions verdict: the same tag
-        show = _run([sys.executable, "-m", "auditwheel", "show", retagged], tmp_path, env).stdout.replace("\n", " ")
+        show = run_ok([sys.executable, "-m", "auditwheel", "show", retagged], tmp_path, env).stdout.replace("\n", " ")
         assert f'constrains the platform tag to "manylinux_2_{tag[1]}_x86_64"' in show, show
 
     # Installed into a fresh venv with apache-tvm-ffi alone (no tl_aot, no torch): it imports.
     venv = tmp_path / "rt"
-    _run([sys.executable, "-m", "venv", venv], tmp_path, env)
+    run_ok([sys.executable, "-m", "venv", venv], tmp_path, env)
     clean = {k: v for k, v in env.items() if k not in ("PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT", "PYTHONPATH")}
-    _run([venv / "bin" / "python", "-m", "pip", "install", "-q", retagged], tmp_path, clean)
-    names = _run([venv / "bin" / "python", "-m", "pip", "list", "--format=freeze"], tmp_path, clean).stdout
+    run_ok([venv / "bin" / "python", "-m", "pip", "install", "-q", retagged], tmp_path, clean)
+    names = run_ok([venv / "bin" / "python", "-m", "pip", "list", "--format=freeze"], tmp_path, clean).stdout
     installed = {re.sub(r"[-_.]+", "-", n).lower() for n in re.findall(r"^([\w.-]+)==", names, re.M)}
     assert installed <= {"apache-tvm-ffi", "pip", "setuptools", "typing-extensions", "tl-skb-sample"}, installed
     code = "import sys, tl_skb_sample as s\n"
     code += (
         "print(callable(s.add_one), callable(s.axpy), sorted(m for m in sys.modules if m.split('.')[0] in ('tl_aot', 'torch', 'tilelang')))"
     )
-    assert _run([venv / "bin" / "python", "-c", code], tmp_path, clean).stdout.strip() == "True True []"
+    assert run_ok([venv / "bin" / "python", "-c", code], tmp_path, clean).stdout.strip() == "True True []"
 
 
 def test_skbuild_finds_an_installed_tl_aot_through_its_cmake_root_entry_point(tmp_path, cache_dir):
     """A non-editable tl_aot wheel (with tl_aot/cmake inside): scikit-build-core alone locates TileLangAOT."""
     pytest.importorskip("setuptools")
-    env = _env(cache_dir)
+    env = child_env(cache_dir)
     src = tmp_path / "tl_aot_src"
     src.mkdir()
     for f in ("setup.py", "pyproject.toml", "README.md"):
         shutil.copy(ROOT / f, src)
     for d in ("tl_aot", "cmake"):
         shutil.copytree(ROOT / d, src / d, ignore=_IGNORE)
-    _run([sys.executable, "-m", "pip", "wheel", src, "--no-deps", "--no-build-isolation", "-w", tmp_path / "tl_dist"], tmp_path, env)
+    run_ok([sys.executable, "-m", "pip", "wheel", src, "--no-deps", "--no-build-isolation", "-w", tmp_path / "tl_dist"], tmp_path, env)
     (tl_wheel,) = (tmp_path / "tl_dist").glob("tl_aot-*.whl")
     assert "tl_aot/cmake/TileLangAOTConfig.cmake" in zipfile.ZipFile(tl_wheel).namelist()
     tl_site = tmp_path / "tl_site"
-    _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", tl_site, tl_wheel], tmp_path, env)
+    run_ok([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", tl_site, tl_wheel], tmp_path, env)
 
     env = {**env, "PYTHONPATH": str(tl_site)}
     wheel, out = _build_skbuild_wheel(tmp_path, env)

@@ -85,7 +85,7 @@ def test_hostile_names_are_named_in_errors(conformance, bad):
         lib.hostile(*[FakeCudaTensor([4096]) for _ in names], 1.0, 2.0, 3, "four")
 
 
-def test_autotune_without_a_config_lists_the_candidates(tmp_path):
+def test_autotune_without_a_config_lists_the_candidates(tmp_path, cache_dir):
     proc = subprocess.run(
         [
             sys.executable,
@@ -105,6 +105,8 @@ def test_autotune_without_a_config_lists_the_candidates(tmp_path):
             "seq_len=128",
             "--arg",
             "dim=64",
+            "--cache-dir",
+            str(cache_dir),
         ],
         capture_output=True,
         text=True,

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import ok, tl_aot_here
 
 pytest.importorskip("tilelang")
 
@@ -173,11 +174,9 @@ def test_a_cutedsl_compile_failure_names_entry_arch_and_module_and_the_worker_go
 
 def test_the_cli_builds_a_plain_kernel_file_with_backend_cutedsl(tmp_path, cache_dir):
     _needs_extra()
-    build = [sys.executable, "-m", "tl_aot", "build", f"{KERNELS / 'elementwise.py'}:add_one", "--backend", "cutedsl"]
-    build += ["--arch", "100a", "-o", str(tmp_path), "--cache-dir", str(cache_dir), "-q"]
-    subprocess.run(build, capture_output=True, text=True, check=True)
-    run = [sys.executable, "-m", "tl_aot", "inspect", "--json", str(tmp_path / "libadd_one.so")]
-    data = json.loads(subprocess.run(run, capture_output=True, text=True, check=True).stdout)
+    build = ["build", f"{KERNELS / 'elementwise.py'}:add_one", "--backend", "cutedsl"]
+    ok(tl_aot_here(*build, "--arch", "100a", "-o", tmp_path, "--cache-dir", cache_dir, "-q"))
+    data = json.loads(ok(tl_aot_here("inspect", "--json", tmp_path / "libadd_one.so")).stdout)
     assert [(v["arch"], v["backend"]) for v in data["entries"][0]["variants"]] == [("sm_100a", "cutedsl")]
 
 

@@ -16,17 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import ok, run_ok, tl_aot_here
 
 pytest.importorskip("tilelang")
 
 PACKAGE = Path(__file__).parents[1] / "packages" / "factory_shapes"
 ENTRIES = ("gemm", "relu6_scale", "relu6_half", "rms_norm", "act_fwd", "act_bwd", "negate", "fill_like")
-
-
-def _run(cmd, cwd, env=None) -> str:
-    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env or os.environ.copy(), capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +37,12 @@ def jit(package, tmp_path_factory) -> dict:
     """What TileLang's JIT compiles for each of the library's calls (real compiles, target sm_90a, no GPU)."""
     out = tmp_path_factory.mktemp("jit") / "jit.json"
     env = dict(os.environ, TILELANG_DEFAULT_TARGET='{"kind": "cuda", "arch": "sm_90a"}', TILELANG_CACHE_DIR=str(out.parent / "cache"))
-    _run([sys.executable, "jit_reference.py", out], package, env)
+    run_ok([sys.executable, "jit_reference.py", out], package, env)
     return json.loads(out.read_text())
 
 
 def _variants(library: Path) -> dict:
-    text = _run([sys.executable, "-m", "tl_aot", "inspect", "--json", library], PACKAGE.parent)
+    text = ok(tl_aot_here("inspect", "--json", library, cwd=PACKAGE.parent)).stdout
     return {e["name"]: e["variants"][0] for e in json.loads(text)["entries"]}
 
 
@@ -61,7 +56,7 @@ def _assert_same_as_jit(variants: dict, jit: dict, entries=ENTRIES) -> None:
 
 def test_spec_file_builds_every_shape_as_the_jit_compiles_it(package, jit, cache_dir):
     out = package / "build-spec"
-    _run([sys.executable, "-m", "tl_aot", "build", "--spec", "tlops.toml", "-o", out, "--cache-dir", cache_dir, "-q"], package)
+    ok(tl_aot_here("build", "--spec", "tlops.toml", "-o", out, "--cache-dir", cache_dir, "-q", cwd=package))
     variants = _variants(out / "libtlops_aot.so")
     assert sorted(variants) == sorted(ENTRIES)
     _assert_same_as_jit(variants, jit)
@@ -94,30 +89,30 @@ def test_cli_reaches_every_level(package, jit, cache_dir):
     }
     for name, args in builds.items():
         out = package / f"build-cli-{name}"
-        _run([sys.executable, "-m", "tl_aot", "build", *args, "--name", name, "-o", out, *common], package)
+        ok(tl_aot_here("build", *args, "--name", name, "-o", out, *common, cwd=package))
         _assert_same_as_jit(_variants(out / f"lib{name}.so"), jit, entries=(name,))
 
 
 def test_setuptools_takes_the_objects_the_library_passes(package, jit, cache_dir):
     env = dict(os.environ, TL_AOT_CACHE_DIR=str(cache_dir))
-    _run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], package, env)
+    run_ok([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], package, env)
     _assert_same_as_jit(_variants(package / "tlops" / "lib_aot.so"), jit)
-    man = json.loads(_run([sys.executable, "-m", "tl_aot", "inspect", "--json", package / "tlops" / "lib_aot.so"], package))
+    man = json.loads(run_ok([sys.executable, "-m", "tl_aot", "inspect", "--json", package / "tlops" / "lib_aot.so"], package).stdout)
     gemm = next(e for e in man["entries"] if e["name"] == "gemm")
     assert ["jit_args.block_m", "128"] in gemm["args"] and ["dtype", "torch.float16"] in gemm["args"]
 
 
 def test_editing_an_included_header_rebuilds_the_image(package, cache_dir, tmp_path):
-    args = [sys.executable, "-m", "tl_aot", "build", "tlops/kernels/scale.py:relu6_scale", "--arg", "n=1000", "--arg", "factor=2.0"]
+    args = ["build", "tlops/kernels/scale.py:relu6_scale", "--arg", "n=1000", "--arg", "factor=2.0"]
     args += ["--arch", "90a", "--cache-dir", tmp_path / "cache", "-o", tmp_path / "out"]
-    _run(args, package)
-    assert "is up to date" in _run(args, package)
+    ok(tl_aot_here(*args, cwd=package))
+    assert "is up to date" in ok(tl_aot_here(*args, cwd=package)).stdout
     header = package / "tlops" / "kernels" / "include" / "tlops_helpers.h"
     before = (tmp_path / "out" / "librelu6_scale.so").read_bytes()
     original = header.read_text()
     try:
         header.write_text(original.replace("6.0f", "5.0f"))
-        out = _run(args, package)
+        out = ok(tl_aot_here(*args, cwd=package)).stdout
         assert "nvcc relu6_scale sm_90a" in out  # the cached image was compiled from the old header
         assert (tmp_path / "out" / "librelu6_scale.so").read_bytes() != before
     finally:
@@ -132,26 +127,8 @@ def test_checkouts_sharing_a_cache_each_build_with_their_own_headers(package, tm
     cache = tmp_path / "cache"
 
     def build(root: Path) -> tuple[str, list]:
-        out = _run(
-            [
-                sys.executable,
-                "-m",
-                "tl_aot",
-                "build",
-                "tlops/kernels/scale.py:relu6_scale",
-                "--arg",
-                "n=1000",
-                "--arg",
-                "factor=2.0",
-                "--arch",
-                "90a",
-                "--cache-dir",
-                cache,
-                "-o",
-                root / "out-shared",
-            ],
-            root,
-        )
+        args = ["build", "tlops/kernels/scale.py:relu6_scale", "--arg", "n=1000", "--arg", "factor=2.0", "--arch", "90a"]
+        out = ok(tl_aot_here(*args, "--cache-dir", cache, "-o", root / "out-shared", cwd=root)).stdout
         return out, _variants(root / "out-shared" / "librelu6_scale.so")["relu6_scale"]["compile_flags"]
 
     header = Path("tlops") / "kernels" / "include" / "tlops_helpers.h"
@@ -169,10 +146,10 @@ def test_verify_proves_each_entry_is_the_kernel_the_librarys_jit_compiles(packag
     a build with an option the library does not set is named, with what differs."""
     env = dict(os.environ, TL_AOT_CACHE_DIR=str(cache_dir))
     out = tmp_path / "spec"
-    _run([sys.executable, "-m", "tl_aot", "build", "--spec", "tlops.toml", "-o", out, "-q"], package, env)
+    run_ok([sys.executable, "-m", "tl_aot", "build", "--spec", "tlops.toml", "-o", out, "-q"], package, env)
     workload = ["--", sys.executable, "-c", "import jit_reference; jit_reference.jit_kernels()"]
     verify = [sys.executable, "-m", "tl_aot", "verify", "--device", "H100-SXM"]
-    text = _run([*verify[:4], out / "libtlops_aot.so", *verify[4:], *workload], package, env)
+    text = run_ok([*verify[:4], out / "libtlops_aot.so", *verify[4:], *workload], package, env).stdout
     assert f"{len(ENTRIES)} variants: {len(ENTRIES)} identical: passed" in text
     for name in ENTRIES:
         assert f"ok          {name} (sm_90a): " in text
@@ -180,7 +157,7 @@ def test_verify_proves_each_entry_is_the_kernel_the_librarys_jit_compiles(packag
 
     other = tmp_path / "other"
     build = [sys.executable, "-m", "tl_aot", "build", "tlops/kernels/scale.py:relu6_scale", "--arg", "n=1000", "--arg", "factor=2.0"]
-    _run([*build, "--pass-config", "tl.disable_tma_lower=true", "--arch", "90a", "-o", other, "-q"], package, env)
+    run_ok([*build, "--pass-config", "tl.disable_tma_lower=true", "--arch", "90a", "-o", other, "-q"], package, env)
     proc = subprocess.run(
         [str(c) for c in [*verify[:4], other, *verify[4:], *workload]], cwd=package, env=env, capture_output=True, text=True
     )
@@ -194,12 +171,12 @@ def test_verify_proves_each_entry_is_the_kernel_the_librarys_jit_compiles(packag
 
 @pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake and ninja")
 def test_cmake_keywords_reach_every_level(package, jit, cache_dir):
-    cmake_dir = _run([sys.executable, "-m", "tl_aot", "--cmake-dir"], package).strip()
+    cmake_dir = run_ok([sys.executable, "-m", "tl_aot", "--cmake-dir"], package).stdout.strip()
     build = package / "build-cmake"
     env = dict(os.environ, TL_AOT_CACHE_DIR=str(cache_dir))
     py = [f"-DTL_AOT_PYTHON={sys.executable}", f"-DPython_EXECUTABLE={sys.executable}", f"-DTileLangAOT_DIR={cmake_dir}"]
-    _run(["cmake", "-S", package, "-B", build, "-G", "Ninja", *py], package, env)
-    _run(["cmake", "--build", build], package, env)
+    run_ok(["cmake", "-S", package, "-B", build, "-G", "Ninja", *py], package, env)
+    run_ok(["cmake", "--build", build], package, env)
     for name in ("gemm", "act_bwd", "negate"):
         _assert_same_as_jit(_variants(build / f"lib{name}.so"), jit, entries=(name,))
-    assert "no work to do" in _run(["cmake", "--build", build], package, env)
+    assert "no work to do" in run_ok(["cmake", "--build", build], package, env).stdout

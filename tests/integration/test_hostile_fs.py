@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import child_env, run
 
 pytest.importorskip("tilelang")
 
@@ -35,8 +36,7 @@ def add(N=256):
 
 def _cli(root: Path, *args, cache: Path) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "tl_aot", "build", "k.py:add", "--arch", "90a", "--cache-dir", str(cache), "-j", "2", *args]
-    env = {k: v for k, v in os.environ.items() if k not in ("TL_AOT_ARCHS", "MAX_JOBS")}
-    return subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False, timeout=300)
+    return run(cmd, root, child_env(), timeout=300)
 
 
 @pytest.fixture(scope="module")

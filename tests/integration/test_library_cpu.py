@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
 from fake_cuda import FakeCudaTensor  # noqa: E402
+from helpers import child_env, ok, tl_aot_here  # noqa: E402
 
 pytest.importorskip("tilelang")
 
@@ -145,18 +145,10 @@ def test_default_archs_each_get_their_own_cubin(tmp_path, cache_dir):
     archs = [str(a) for a in default_archs()]
     assert {"sm_80", "sm_89", "sm_90a"} <= set(archs)  # nvcc 12.4+ supports all of these
     kernels = Path(__file__).parents[1] / "kernels"
-    cmd = [sys.executable, "-m", "tl_aot", "build", f"{kernels / 'gemm.py'}:matmul", "--name", "gemm_all"]
+    cmd = ["build", f"{kernels / 'gemm.py'}:matmul", "--name", "gemm_all"]
     cmd += ["--arg", "M=256", "--arg", "N=256", "--arg", "K=256", "-o", str(tmp_path), "--cache-dir", str(cache_dir)]
-    env = {k: v for k, v in os.environ.items() if k != "TL_AOT_ARCHS"}
-    subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
-    info = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "tl_aot", "inspect", str(tmp_path / "libgemm_all.so"), "--json"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
+    ok(tl_aot_here(*cmd, env=child_env()))  # TL_AOT_ARCHS unset
+    info = json.loads(ok(tl_aot_here("inspect", str(tmp_path / "libgemm_all.so"), "--json")).stdout)
     (entry,) = info["entries"]
     variants = {v["arch"]: v for v in entry["variants"]}
     assert list(variants) == archs
@@ -180,7 +172,7 @@ def add(N, block={block}):
 """
 
 
-def test_editing_one_kernel_reuses_the_launcher_unless_its_launch_changes(tmp_path, cache_dir):
+def test_editing_one_kernel_reuses_the_launcher_unless_its_launch_changes(tmp_path, fresh_cache):
     """A kernel body edit rebuilds that entry only and reuses the compiled launcher; a launch change recompiles it."""
     from tl_aot.build import build_library
     from tl_aot.spec import KernelSpec, LibrarySpec
@@ -195,7 +187,7 @@ def test_editing_one_kernel_reuses_the_launcher_unless_its_launch_changes(tmp_pa
 
     def build():
         lines = []
-        result = build_library(lib, out_dir=out, cache_dir=cache_dir, log=lines.append)
+        result = build_library(lib, out_dir=out, cache_dir=fresh_cache, log=lines.append)  # its own: no launcher of another run
         return result, next(line for line in lines if "launcher pair.cc" in line)
 
     first, _ = build()
@@ -211,3 +203,33 @@ def test_editing_one_kernel_reuses_the_launcher_unless_its_launch_changes(tmp_pa
     assert "unchanged" not in line
     block = third.manifest.entry("a").variants[0].kernels[0].block
     assert [str(b) for b in block] == ["256", "1", "1"]
+
+
+def test_a_fresh_output_folder_with_a_warm_cache_compiles_nothing(tmp_path, fresh_cache):
+    """Launcher, manifest and runtime objects come from the cache by content: a second folder only links, to the same bytes."""
+    from tl_aot.build import build_library
+    from tl_aot.spec import KernelSpec, LibrarySpec
+
+    kernels = Path(__file__).parents[1] / "kernels"
+    lib = LibrarySpec("fresh", (KernelSpec.create(name="add_one", source=kernels / "elementwise.py", function="add_one", archs=["80"]),))
+    first = build_library(lib, out_dir=tmp_path / "a", cache_dir=fresh_cache, log=None)
+    objects = {p: p.stat().st_mtime_ns for p in fresh_cache.glob(".objects/*/*.o")}
+    assert sorted(p.name for p in objects) == ["fresh.launcher.o", "fresh.manifest.o", "launcher_runtime.o"]
+    lines = []
+    second = build_library(lib, out_dir=tmp_path / "b", cache_dir=fresh_cache, log=lines.append)
+    assert second.rebuilt == () and any("launcher fresh.cc (1 entries, unchanged, reused)" in line for line in lines)
+    assert {p: p.stat().st_mtime_ns for p in fresh_cache.glob(".objects/*/*.o")} == objects  # nothing compiled again
+    assert second.library.read_bytes() == first.library.read_bytes()
+    assert not list((tmp_path / "b" / ".tl_aot" / "fresh").glob("*.launcher.o"))  # no per-folder copy to go stale
+
+
+def test_the_runtime_objects_key_does_not_depend_on_the_working_folder(session_runtime, cache_dir, tmp_path, monkeypatch):
+    """Builds started from any folder share one runtime object (its key spells the compile for a fixed folder)."""
+    from tl_aot.build_stages import objects_key
+    from tl_aot.cache import package_version
+    from tl_aot.host_objects import runtime_object
+    from tl_aot.toolchain import nvcc_version
+
+    monkeypatch.chdir(tmp_path)
+    obj, compiled = runtime_object(cache_dir, extra_key=objects_key(nvcc_version(), package_version("apache-tvm-ffi")))
+    assert obj == session_runtime and not compiled

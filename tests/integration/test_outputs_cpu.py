@@ -88,7 +88,7 @@ def test_inputs_plus_stream_and_every_parameter_are_told_apart(outputs):
     assert "allocating" not in str(e.value) and "argument" not in str(e.value)
 
 
-def test_build_refuses_outputs_it_cannot_allocate(tmp_path):
+def test_build_refuses_outputs_it_cannot_allocate(tmp_path, cache_dir):
     src = tmp_path / "k.py"
     src.write_text(
         "import tilelang.language as T\n\n\n"
@@ -103,7 +103,8 @@ def test_build_refuses_outputs_it_cannot_allocate(tmp_path):
     )
 
     def build(*extra):
-        cmd = [sys.executable, "-m", "tl_aot", "build", f"{src}:k", "--arch", "90a", "-o", str(tmp_path / "out"), *extra]
+        cmd = [sys.executable, "-m", "tl_aot", "build", f"{src}:k", "--arch", "90a", "-o", str(tmp_path / "out")]
+        cmd += ["--cache-dir", str(cache_dir), *extra]
         return subprocess.run(cmd, capture_output=True, text=True)
 
     no_input_gives = "output 'o' has dim 'n', which no input tensor's shape or scalar argument gives"

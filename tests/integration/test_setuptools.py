@@ -20,6 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import child_env, run, run_ok
 
 from tl_aot.manylinux import version_key
 from tl_aot.wheel_check import check_wheel
@@ -33,19 +34,6 @@ FAKE_TENSORS = ROOT / "tests" / "unit"
 PY_TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 SAMPLE_ENTRIES = ["gemm_fp16_4096", "gemm_fp16_8192", "gemm_bf16_4096", "gemm_bf16_8192", "softmax_fp16"]
 _IGNORE = shutil.ignore_patterns("build", "dist", "*.egg-info", "*.so", "_kernels.py", "__pycache__")
-
-
-def _env(cache_dir: Path, **extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("TL_AOT_ARCHS", "MAX_JOBS", "PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT")}
-    env.update(TL_AOT_CACHE_DIR=str(cache_dir), PYTHONUNBUFFERED="1", PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
-    return env
-
-
-def _run(cmd: list, cwd: Path, env: dict, *, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    if check and proc.returncode != 0:
-        pytest.fail(f"{' '.join(map(str, cmd))} exited with {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
-    return proc
 
 
 def _copy(src: Path, dest: Path) -> Path:
@@ -84,7 +72,7 @@ def _dist_info(files: dict, name: str) -> str:
 def demo(tmp_path_factory, cache_dir):
     """A copy of the demo package and its wheel, built with ``python -m build --wheel`` (no isolation)."""
     src = _copy(DEMO, tmp_path_factory.mktemp("demo") / "setuptools_wheel")
-    _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", "dist"], src, _env(cache_dir))
+    run_ok([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", "dist"], src, child_env(cache_dir))
     (wheel,) = (src / "dist").glob("*.whl")
     return src, wheel
 
@@ -98,7 +86,7 @@ def sample_wheel(tmp_path_factory, cache_dir) -> Path:
     """
     src = _copy(SAMPLE, tmp_path_factory.mktemp("sample") / "gemm_package")
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", "dist", "."]
-    _run(cmd, src, _env(cache_dir, TL_AOT_ARCHS="80"))
+    run_ok(cmd, src, child_env(cache_dir, TL_AOT_ARCHS="80"))
     (wheel,) = (src / "dist").glob("*.whl")
     return wheel
 
@@ -107,12 +95,12 @@ def sample_wheel(tmp_path_factory, cache_dir) -> Path:
 def runtime_venv(tmp_path_factory, demo, sample_wheel) -> Path:
     """A fresh venv into which pip installs both wheels: they bring apache-tvm-ffi and nothing else."""
     venv = tmp_path_factory.mktemp("runtime") / "venv"
-    _run([sys.executable, "-m", "venv", venv], venv.parent, os.environ.copy())
+    run_ok([sys.executable, "-m", "venv", venv], venv.parent, os.environ.copy())
     python = venv / "bin" / "python"
     pin = venv.parent / "constraints.txt"  # the tvm-ffi the libraries were built with: no network surprise
     pin.write_text(f"apache-tvm-ffi=={importlib.metadata.version('apache-tvm-ffi')}\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT")}
-    _run([python, "-m", "pip", "install", "-q", "-c", pin, demo[1], sample_wheel], venv.parent, env)
+    run_ok([python, "-m", "pip", "install", "-q", "-c", pin, demo[1], sample_wheel], venv.parent, env)
     return python
 
 
@@ -152,7 +140,7 @@ def test_sample_wheel_is_py3_none_manylinux_and_needs_only_tvm_ffi(sample_wheel)
 
 
 def test_installed_wheels_import_in_a_venv_with_only_tvm_ffi(runtime_venv):
-    names = json.loads(_run([runtime_venv, "-m", "pip", "list", "--format=json"], runtime_venv.parent, os.environ.copy()).stdout)
+    names = json.loads(run_ok([runtime_venv, "-m", "pip", "list", "--format=json"], runtime_venv.parent, os.environ.copy()).stdout)
     installed = {re.sub(r"[-_.]+", "-", d["name"]).lower() for d in names}
     assert installed <= {"pip", "setuptools", "apache-tvm-ffi", "typing-extensions", "tl-demo", "tl-gemm"}, installed
     script = """
@@ -175,14 +163,14 @@ except ValueError as e:
 print(json.dumps(out))
 """
     env = {**os.environ, "PYTHONPATH": str(FAKE_TENSORS)}
-    out = json.loads(_run([runtime_venv, "-c", script], runtime_venv.parent, env).stdout)
+    out = json.loads(run_ok([runtime_venv, "-c", script], runtime_venv.parent, env).stdout)
     assert out["heavy"] == []
     assert out["demo"] == [42, ["add_one", "scale"]]
     assert out["entries"] == {name: ["sm_80"] for name in SAMPLE_ENTRIES}  # TL_AOT_ARCHS=80 won over setup.py
     assert out["all"] == sorted([*SAMPLE_ENTRIES, "register_torch_ops"])
     assert out["cpu_call"] == "softmax_fp16: argument 'X' expected a CUDA tensor, got a tensor on cpu"
     # ... and tl_aot (in this environment) describes the installed library.
-    text = _run([sys.executable, "-m", "tl_aot", "inspect", out["path"]], ROOT, os.environ.copy()).stdout
+    text = run_ok([sys.executable, "-m", "tl_aot", "inspect", out["path"]], ROOT, os.environ.copy()).stdout
     assert "softmax_fp16(X: float16[m, 1024]) -> Y: float16[m, 1024]" in text  # the sample returns Y (out_idx=[-1])
     assert "dynamic: m = X.shape[0]" in text
     assert "gemm_bf16_8192(A: bfloat16[8192, 8192], B: bfloat16[8192, 8192]) -> C: bfloat16[8192, 8192]" in text
@@ -203,7 +191,7 @@ def test_the_tag_is_true_and_auditwheel_agrees(sample_wheel, tmp_path):
     assert version_key(report.newest("CXXABI")) <= (1, 3, 10), report.summary()
     lib = next(lib for lib in report.libraries if lib.path == "tl_gemm/lib_kernels.so")
     assert {v.version for v in lib.deps.versions if "dlopen" in v.symbols} == {"GLIBC_2.2.5"}
-    show = _run([*_auditwheel(), "show", sample_wheel], tmp_path, os.environ.copy()).stdout.replace("\n", " ")
+    show = run_ok([*_auditwheel(), "show", sample_wheel], tmp_path, os.environ.copy()).stdout.replace("\n", " ")
     assert f'constrains the platform tag to "{report.platform}"' in show, show
 
 
@@ -216,10 +204,10 @@ def test_auditwheel_repair_vendors_tvm_ffi_and_the_check_refuses_that_wheel(samp
         "LD_LIBRARY_PATH": str(Path(tvm_ffi.__file__).parent / "lib"),
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
     }
-    _run([*_auditwheel(), "repair", "-w", tmp_path / "out", sample_wheel], tmp_path, env)
+    run_ok([*_auditwheel(), "repair", "-w", tmp_path / "out", sample_wheel], tmp_path, env)
     (repaired,) = (tmp_path / "out").glob("*.whl")
     assert any(re.search(r"\.libs/libtvm_ffi", n) for n in _wheel_files(repaired))
-    proc = _run([sys.executable, "-m", "tl_aot", "check-wheel", repaired], tmp_path, os.environ.copy(), check=False)
+    proc = run([sys.executable, "-m", "tl_aot", "check-wheel", repaired], tmp_path, os.environ.copy())
     assert proc.returncode == 1
     assert "the wheel vendors tl_gemm.libs/libtvm_ffi" in proc.stderr and "aborts the process on import" in proc.stderr
 
@@ -237,20 +225,20 @@ def _pyenv_python(version: str) -> Path:
 @pytest.mark.parametrize(("python", "tvm_ffi_version"), RUNTIMES)
 def test_the_wheel_installs_and_loads_with_only_tvm_ffi(sample_wheel, tmp_path, python, tvm_ffi_version):
     venv = tmp_path / "venv"
-    _run([_pyenv_python(python), "-m", "venv", venv], tmp_path, os.environ.copy())
+    run_ok([_pyenv_python(python), "-m", "venv", venv], tmp_path, os.environ.copy())
     env = {k: v for k, v in os.environ.items() if k not in ("PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT", "PYTHONPATH")}
-    _run([venv / "bin" / "python", "-m", "pip", "install", "-q", f"apache-tvm-ffi=={tvm_ffi_version}", sample_wheel], tmp_path, env)
+    run_ok([venv / "bin" / "python", "-m", "pip", "install", "-q", f"apache-tvm-ffi=={tvm_ffi_version}", sample_wheel], tmp_path, env)
     code = "import json, sys, tvm_ffi, tl_gemm\nm = json.loads(str(tl_gemm._kernels.tl_aot_manifest()))\n"
     code += "print(sys.version_info[:2], tvm_ffi.__version__, sorted(e['name'] for e in m['entries']))"
-    out = _run([venv / "bin" / "python", "-c", code], tmp_path, env).stdout.strip()
+    out = run_ok([venv / "bin" / "python", "-c", code], tmp_path, env).stdout.strip()
     assert out == f"({python.replace('.', ', ')}) {tvm_ffi_version} {sorted(SAMPLE_ENTRIES)}"
 
 
 def test_a_plat_name_the_libraries_exceed_is_refused_and_a_true_one_kept(sample_wheel, tmp_path, cache_dir):
     src = _copy(SAMPLE, tmp_path / "gemm_package")
-    env = _env(cache_dir, TL_AOT_ARCHS="80")
+    env = child_env(cache_dir, TL_AOT_ARCHS="80")
     cmd = [sys.executable, "setup.py", "bdist_wheel", "--plat-name", "manylinux_2_17_x86_64", "-d", "dist"]
-    proc = _run(cmd, src, env, check=False)
+    proc = run(cmd, src, env)
     assert proc.returncode != 0
     err = " ".join(proc.stderr.split())
     assert "do not fit manylinux_2_17_x86_64 (the oldest true tag is manylinux_2_" in err, err[-2000:]
@@ -258,7 +246,7 @@ def test_a_plat_name_the_libraries_exceed_is_refused_and_a_true_one_kept(sample_
     assert "manylinux_2_17 allows GLIBCXX up to 3.4.19" in err
     assert not list((src / "dist").glob("*.whl"))
     cmd[4] = "manylinux_2_28_x86_64"  # true (and newer than the oldest): the author's choice stands
-    _run(cmd, src, env)
+    run_ok(cmd, src, env)
     assert [w.name for w in (src / "dist").glob("*.whl")] == ["tl_gemm-0.1.0-py3-none-manylinux_2_28_x86_64.whl"]
 
 
@@ -267,7 +255,7 @@ def test_rebuild_with_nothing_changed_rebuilds_nothing(demo, cache_dir):
     library = next((src / "build").glob("lib.*/tl_demo/lib_kernels.so"))
     before = library.stat().st_mtime_ns
     (src / "kernels" / "scale.py").touch()  # a new timestamp, the same content: the cache is content-addressed
-    out = _run([sys.executable, "setup.py", "build_ext"], src, _env(cache_dir)).stdout
+    out = run_ok([sys.executable, "setup.py", "build_ext"], src, child_env(cache_dir)).stdout
     assert _lowered(out) == []
     seconds = float(re.search(r"lib_kernels\.so is up to date \(([\d.]+) s\)", out).group(1))
     assert seconds < 1.0
@@ -276,18 +264,18 @@ def test_rebuild_with_nothing_changed_rebuilds_nothing(demo, cache_dir):
 
 def test_editing_one_kernel_rebuilds_only_it_and_a_broken_one_fails_cleanly(demo, cache_dir):
     src, _ = demo
-    env = _env(cache_dir)
+    env = child_env(cache_dir)
     scale = src / "kernels" / "scale.py"
     original = scale.read_text()
     scale.write_text(original + "\n# edited\n")
-    out = _run([sys.executable, "setup.py", "build_ext"], src, env).stdout
+    out = run_ok([sys.executable, "setup.py", "build_ext"], src, env).stdout
     assert _lowered(out) == ["scale"]
     assert re.search(r"^add_one\s+sm_80\s+[\d.]+ KiB\s+cached$", out, re.M)
 
     library = next((src / "build").glob("lib.*/tl_demo/lib_kernels.so"))
     good = library.read_bytes()
     scale.write_text(original.replace("alpha * X[bx * block + i]", "alpha * X[bx * block + i] * undefined_scale"))
-    proc = _run([sys.executable, "setup.py", "build_ext"], src, env, check=False)
+    proc = run([sys.executable, "setup.py", "build_ext"], src, env)
     assert proc.returncode != 0
     err = proc.stderr
     assert "error: building TileLang extension 'tl_demo._kernels' failed" in err
@@ -299,7 +287,7 @@ def test_editing_one_kernel_rebuilds_only_it_and_a_broken_one_fails_cleanly(demo
     assert leftovers == []
 
     scale.write_text(original)  # fixed: add_one's cache entry is still valid, nothing is lowered again
-    out = _run([sys.executable, "setup.py", "build_ext"], src, env).stdout
+    out = run_ok([sys.executable, "setup.py", "build_ext"], src, env).stdout
     assert _lowered(out) == []
 
 
@@ -307,7 +295,7 @@ def test_first_build_of_a_broken_kernel_leaves_no_library(tmp_path, cache_dir):
     src = _copy(DEMO, tmp_path / "broken")
     scale = src / "kernels" / "scale.py"
     scale.write_text(scale.read_text().replace("alpha * X[", "alpha * Z["))
-    proc = _run([sys.executable, "setup.py", "build_ext", "--inplace"], src, _env(cache_dir), check=False)
+    proc = run([sys.executable, "setup.py", "build_ext", "--inplace"], src, child_env(cache_dir))
     assert proc.returncode != 0 and "entry 'scale' (sm_80)" in proc.stderr and "kernels/scale.py:" in proc.stderr
     assert sorted(p.name for p in src.rglob("lib_kernels.so")) == []
     assert not (src / "tl_demo" / "_kernels.py").exists()
@@ -315,20 +303,20 @@ def test_first_build_of_a_broken_kernel_leaves_no_library(tmp_path, cache_dir):
 
 def test_inplace_build_and_pip_install_place_the_library_in_the_package(demo, cache_dir, tmp_path):
     src, _ = demo
-    env = _env(cache_dir)
-    _run([sys.executable, "setup.py", "build_ext", "--inplace"], src, env)
+    env = child_env(cache_dir)
+    run_ok([sys.executable, "setup.py", "build_ext", "--inplace"], src, env)
     assert (src / "tl_demo" / "lib_kernels.so").is_file() and (src / "tl_demo" / "_kernels.py").is_file()
     code = "import tl_demo; print(tl_demo.answer(), tl_demo.add_one, tl_demo._kernels.LIBRARY_PATH)"
-    out = _run([sys.executable, "-c", code], src, env).stdout
+    out = run_ok([sys.executable, "-c", code], src, env).stdout
     assert out.startswith("42 ") and str(src / "tl_demo" / "lib_kernels.so") in out
     cmd = [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--target", tmp_path / "site", "."]
-    _run(cmd, src, env)
+    run_ok(cmd, src, env)
     assert {p.name for p in (tmp_path / "site" / "tl_demo").iterdir()} >= {"__init__.py", "_kernels.py", "lib_kernels.so"}
 
 
 def test_sdist_carries_the_kernel_sources_and_their_local_imports(demo, cache_dir):
     src, _ = demo
-    _run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", "sdist"], src, _env(cache_dir))
+    run_ok([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", "sdist"], src, child_env(cache_dir))
     (sdist,) = (src / "sdist").glob("*.tar.gz")
     import tarfile
 
@@ -356,18 +344,19 @@ def test_isolated_build_pins_cpu_torch_with_a_constraint(tmp_path, cache_dir):
         elif (ROOT / item).exists():
             shutil.copy(ROOT / item, repo / item)
     wheels = tmp_path / "wheels"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", wheels, repo], tmp_path, _env(cache_dir))
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", wheels, repo]
+    run_ok(cmd, tmp_path, child_env(cache_dir))
     constraints = tmp_path / "constraints.txt"
     pins = (SAMPLE / "build-constraints.txt").read_text()
     constraints.write_text(pins + f"tl_aot=={importlib.metadata.version('tl_aot')}\n")
     torch_pin = re.search(r"^torch==(\S+)$", pins, re.M).group(1)
     links = " ".join([*_pip_find_links(), str(wheels)])  # PIP_FIND_LINKS replaces pip.conf's: keep those
-    env = _env(cache_dir, PIP_CONSTRAINT=str(constraints), PIP_BUILD_CONSTRAINT=str(constraints), PIP_FIND_LINKS=links)
+    env = child_env(cache_dir, PIP_CONSTRAINT=str(constraints), PIP_BUILD_CONSTRAINT=str(constraints), PIP_FIND_LINKS=links)
     env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "nvcc").exists())
     for var in ("CUDA_HOME", "CUDA_PATH", "TL_AOT_NVCC"):
         env.pop(var, None)
     src = _copy(DEMO, tmp_path / "demo")
-    proc = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", "dist", "."], src, env)
+    proc = run_ok([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", "dist", "."], src, env)
     out = proc.stdout + proc.stderr
     installed = re.search(r"Successfully installed (.*tilelang.*)$", out, re.M)
     assert installed, "the isolated build env did not install tl_aot[build]"
@@ -386,7 +375,7 @@ def test_torch_ops_wheel_ships_the_native_companion_its_loader_registers(tmp_pat
     src = _copy(DEMO, tmp_path / "setuptools_wheel")
     setup = src / "setup.py"
     setup.write_text(setup.read_text().replace('archs=["80"],', 'archs=["80"],\n            torch_ops="tlw_demo",'))
-    _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", "dist", "."], src, _env(cache_dir))
+    run_ok([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", "dist", "."], src, child_env(cache_dir))
     (wheel,) = (src / "dist").glob("*.whl")
     assert wheel.name == f"tl_demo-0.1.0-{PY_TAG}-{PY_TAG}-linux_x86_64.whl"  # torch_ops adds no CPython module
     files = _wheel_files(wheel)
@@ -395,6 +384,6 @@ def test_torch_ops_wheel_ships_the_native_companion_its_loader_registers(tmp_pat
         z.extractall(tmp_path / "site")
     code = "import tl_demo._kernels as k, torch; print(torch.ops.tlw_demo.backend, torch.ops.tlw_demo.scale.default._schema)"
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
-    out = _run([sys.executable, "-c", code], tmp_path, env).stdout  # registered on import (torch_ops=...)
+    out = run_ok([sys.executable, "-c", code], tmp_path, env).stdout  # registered on import (torch_ops=...)
     assert out.split()[0] == "native", out
     assert torch.__version__ and "tlw_demo::scale(" in out

@@ -9,12 +9,12 @@ CPU tensor reaches the native kernel, which passes the library's own argument ch
 from __future__ import annotations
 
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from conftest import build_spec
+from helpers import ok, tl_aot_here
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("tilelang")
@@ -89,10 +89,10 @@ def test_a_cpu_tensor_gets_the_librarys_own_message(built, ops):
 
 def test_cli_torch_ops_builds_the_companion(tmp_path, cache_dir):
     out = tmp_path / "o"
-    cmd = [sys.executable, "-m", "tl_aot", "build", "--spec", str(KERNELS / "outputs.toml"), "-o", str(out), "--cache-dir", str(cache_dir)]
-    subprocess.run([*cmd, "--torch-ops", "-q"], check=True, capture_output=True, text=True)
+    cmd = ["build", "--spec", KERNELS / "outputs.toml", "-o", out, "--cache-dir", cache_dir]
+    ok(tl_aot_here(*cmd, "--torch-ops", "-q"))
     assert (out / "libtl_outputs_torch.so").is_file()
-    subprocess.run([*cmd, "-q"], check=True, capture_output=True, text=True)  # built without: no stale companion stays
+    ok(tl_aot_here(*cmd, "-q"))  # built without: no stale companion stays
     assert not (out / "libtl_outputs_torch.so").exists()
 
 
