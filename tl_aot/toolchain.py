@@ -67,6 +67,10 @@ def run(cmd: list[str], *, what: str, cwd: str | os.PathLike | None = None, env:
         msg = f"{what}: {cmd[0]} was not found"
         raise ToolchainNotFound(msg)
     full = [sys.executable, "-I", "-S", str(_REAPER), str(os.getpid()), *cmd] if sys.platform == "linux" else list(cmd)
+    # An explicit environment, snapshotted under the GIL: with env=None the child execs on the C
+    # ``environ`` itself, which a lowering thread importing TileLang may be rewriting at that moment
+    # (seen as "Bad address" from exec when builds run threads beside each other).
+    env = dict(os.environ) if env is None else env
     proc = subprocess.run(full, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         from .destinations import disk_full_note
