@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cuda_driver import current_gpu, emulating
-from .device_code import arch_of_cc, jit_kernel_code, lowered_code
+from .device_code import arch_of_cc, jit_kernel_code, jit_target, lowered_code
 from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
 from .ir_record import normalized_ir, round_trip_problem, save_ir
@@ -291,7 +291,7 @@ class Capturer:
             print(f"tl_aot capture (pid {os.getpid()}): " + "; ".join(x for x in (what, bad) if x), file=sys.stderr, flush=True)
 
     def record_device_code(self, key: str, code: dict) -> None:
-        """Add the device code digests (arch -> {sha256, tilelang, from}) of a recorded request."""
+        """Add the device code digests (arch -> {sha256, tilelang, from[, target]}) of a recorded request."""
         if not key or not code:
             return
         with self._lock:
@@ -350,7 +350,8 @@ class Capturer:
         kernel = proceed()
         code = jit_kernel_code(kernel) if backend_kind(req.execution_backend, req.target) == "cuda" else None
         if code is not None:
-            self.record_device_code(key, {code[0]: {"sha256": code[1], "tilelang": _tilelang_version(), "from": "JIT"}})
+            made = {"sha256": code[1], "tilelang": _tilelang_version(), "from": "JIT", "target": jit_target(kernel)}
+            self.record_device_code(key, {code[0]: made})
         return self._remember(kernel, key)
 
     def _remember(self, kernel, key: str):
