@@ -26,6 +26,7 @@ from pathlib import Path
 
 from . import __version__
 from .cache import VariantCache, package_version
+from .captured import recorded_calls
 from .codegen import image_symbol, render_header, render_launcher
 from .cuda_compat import image_floor, library_floor
 from .destinations import StagedFiles, filesystem_errors
@@ -35,8 +36,8 @@ from .fileutil import atomic_write, file_digest, record_digest, verified_file, w
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest, to_json
 from .source import display_path, function_line, project_root, snapshot_files
 from .spec import KernelSpec, LibrarySpec
-from .tuning import recorded_tunings
 from .toolchain import compiler_description
+from .tuning import recorded_tunings
 from .values import spell
 
 __all__ = ["Stages", "link", "publish", "manifest_of", "project_of", "sweep_debris"]
@@ -324,6 +325,7 @@ def manifest_of(lib: LibrarySpec, tasks, lowered: dict, nvcc_version: str, image
         tilelang_version=package_version("tilelang"),
         nvcc_version=nvcc_version,
         tunings=recorded_tunings(records, {e.capture_key for e in entries}) if records else (),
+        calls=recorded_calls(records, {e.capture_key for e in entries}) if records else (),
         compiler=_compiler(),
         driver_min_cuda=floor.min_cuda,
         driver_min_version=floor.min_version,

@@ -22,6 +22,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from .call_key import call_key
 from .cuda_driver import current_gpu, emulating
 from .device_code import arch_of_cc, jit_kernel_code, jit_target, lowered_code
 from .errors import SpecError, TlAotError
@@ -132,7 +133,7 @@ class Record:
                 self.kernels[key] = item
                 new += 1
                 continue
-            for field in ("devices", "origins"):
+            for field in ("devices", "origins", "calls"):
                 seen = {json.dumps(x, sort_keys=True) for x in have.get(field, [])}
                 for x in item.get(field, []):
                     if json.dumps(x, sort_keys=True) not in seen and len(have.setdefault(field, [])) < 32:
@@ -231,6 +232,9 @@ class Capturer:
                 "devices": [d] if (d := _device()) else [],
                 "origins": [{**_origin(), **_jit_origin(jit_call), "time": int(time.time())}],
             }
+            call = call_key(*jit_call, current_gpu().cc) if jit_call is not None else None
+            if call:
+                item["calls"] = [call]  # serving answers this @tilelang.jit call before TileLang traces it
             if key not in self._checked:
                 self._checked.add(key)
                 problem = round_trip_problem(req.func, text)

@@ -21,7 +21,16 @@ from .fileutil import atomic_write
 from .ir_record import load_ir
 from .options import map_flag_paths
 
-__all__ = ["specs_from_record", "recorded_device", "proof_of", "resolve_captured", "unbuildable_reason", "origin_text", "origin_of_spec"]
+__all__ = [
+    "specs_from_record",
+    "recorded_device",
+    "recorded_calls",
+    "proof_of",
+    "resolve_captured",
+    "unbuildable_reason",
+    "origin_text",
+    "origin_of_spec",
+]
 
 
 def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=None) -> list:
@@ -66,6 +75,27 @@ def recorded_device(item: dict) -> str:
     names = {str(d.get("name", "")) for d in item.get("devices", []) if isinstance(d, dict) and d.get("name")}
     found = {p.name for p in PROFILES.values() for n in names if p.reported_name == n}
     return found.pop() if len(found) == 1 and len(names) == 1 else ""
+
+
+def recorded_calls(records, built) -> tuple:
+    """The :class:`~tl_aot.metadata.Call` s a library built from capture ``records`` ships: those whose kernel it holds.
+
+    ``built`` is the request keys of the captured kernels the library holds. A call key recorded
+    for two different requests (a function that reads something its key does not cover) is
+    shipped for neither: serving then keys those calls by their prim_func.
+    """
+    from .metadata import Call
+
+    seen: dict = {}
+    for path in sorted(records):
+        try:
+            kernels = Record.load(path).kernels
+        except SpecError:  # the record was read moments ago to build the entries; a vanished one ships none
+            continue
+        for request_key, item in kernels.items():
+            for call in item.get("calls", []):
+                seen.setdefault(str(call), set()).add(request_key)
+    return tuple(Call(key=k, request_key=next(iter(v))) for k, v in sorted(seen.items()) if len(v) == 1 and next(iter(v)) in built)
 
 
 def proof_of(item: dict) -> str:
