@@ -4,7 +4,8 @@ A request key (:func:`tl_aot.capture.request_key`) is a digest of the prim_func,
 must first build by running the user's function (``JITImpl.get_tir``): most of what a warm JIT
 spends. The call key names the same kernel from the call alone: the function (module, name, a
 digest of its source), every value it reads from its closure and its module's globals (numbers,
-strings, dtypes, modules by name, helper functions by their own source and values, recursively),
+strings, dtypes, TileLang's and torch's modules by name, helper functions by their own source and
+values, recursively, and the defaults of its parameters),
 the call's arguments, the ``@tilelang.jit`` options, the GPU's compute capability (a factory may
 pick tiles by it) and TileLang's version. A capture records it beside the request key it led to;
 serving answers a call whose key a library holds with that request's kernel, without tracing.
@@ -52,8 +53,10 @@ def _spell(v, depth: int):
         return ["dict", [[_spell(k, depth), _spell(x, depth)] for k, x in v.items()]]
     if isinstance(v, enum.Enum):
         return ["enum", f"{type(v).__module__}.{type(v).__qualname__}", v.name]
-    if isinstance(v, types.ModuleType):
-        return ["module", v.__name__]
+    if isinstance(v, types.ModuleType):  # a user's module: the values read from it are not covered
+        if _library(v.__name__):
+            return ["module", v.__name__]
+        raise Unkeyable(f"module {v.__name__}")
     t = type(v)
     if t.__name__ == "dtype" and t.__module__ == "torch":
         return ["torch.dtype", str(v)]
@@ -88,7 +91,8 @@ def _spell_function(fn, depth: int):
         closure[var] = _spell(value, depth - 1)
     glb = getattr(fn, "__globals__", {})
     used = {n: _spell(glb[n], depth - 1) for n in sorted(_global_names(code)) if n in glb}
-    return ["function", name, source, closure, used]
+    defaults = [_spell(list(fn.__defaults__ or ()), depth - 1), _spell(dict(fn.__kwdefaults__ or {}), depth - 1)]
+    return ["function", name, source, closure, used, defaults]
 
 
 def _global_names(code) -> set:

@@ -135,3 +135,12 @@ def test_a_call_that_cannot_be_spelled_is_not_keyed(kmod):
     text = KERNEL.replace("SCALE = 2.0", "class Scale:\n    value = 2.0\n\n\nSCALE = Scale()").replace("SCALE +", "SCALE.value +")
     assert call_key(kmod("kern_d", text).make(1.0), (256,), {}, "90") is None  # an object that may change in place
     assert call_key(kmod("kern_e").make(1.0), (object(),), {}, "90") is None  # an argument compared by identity
+    helper = kmod("kern_cfg", "BLOCK = 128\n")
+    text = KERNEL.replace("import tilelang\n", "import tilelang\nimport kern_cfg\n").replace("+ shift", "+ shift + kern_cfg.BLOCK")
+    assert call_key(kmod("kern_f", text).make(1.0), (256,), {}, "90") is None  # a value read from a user's module
+    assert helper.BLOCK == 128
+
+
+def test_a_parameter_default_is_part_of_the_key(kmod):
+    k = kmod("kern_g", KERNEL.replace("def add(N):", "def add(N, bias=shift):").replace("+ shift", "+ bias"))
+    assert call_key(k.make(1.0), (256,), {}, "90") != call_key(k.make(2.0), (256,), {}, "90")
