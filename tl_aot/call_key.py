@@ -5,15 +5,17 @@ must first build by running the user's function (``JITImpl.get_tir``): most of w
 spends. The call key names the same kernel from the call alone: the function (module, name, a
 digest of its source), every value it reads from its closure and its module's globals (numbers,
 strings, dtypes, TileLang's and torch's modules by name, helper functions by their own source and
-values, recursively, and the defaults of its parameters),
-the call's arguments, the ``@tilelang.jit`` options, the GPU's compute capability (a factory may
-pick tiles by it) and TileLang's version. A capture records it beside the request key it led to;
-serving answers a call whose key a library holds with that request's kernel, without tracing.
+values, recursively, and the defaults of its parameters), the call's arguments, the
+``@tilelang.jit`` options, the GPU (compute capability and what a factory may size its kernel
+by: SM count, shared memory, L2; :func:`tl_aot.cuda_driver.gpu_identity`) and TileLang's
+version. A capture records it beside the request key it led to; serving answers a call whose key
+a library holds with that request's kernel, without tracing.
 
 Anything that cannot be spelled the same way in every process (a tensor, an object compared by
-identity, a class, a function without source) makes the call unkeyed: :func:`call_key` returns
-None and serving falls back to the request key. A call key never names another kernel: what the
-function could read that the key does not cover makes it None, never a guess.
+identity, a class, a user's module, a function without source) makes the call unkeyed:
+:func:`call_key` returns None and serving falls back to the request key. A call key never names
+another kernel: what the function could read that the key does not cover makes it None, never a
+guess.
 """
 
 from __future__ import annotations
@@ -104,8 +106,11 @@ def _global_names(code) -> set:
     return names
 
 
-def call_key(jit, args: tuple, kwargs: dict, cc: str) -> str | None:
-    """The key of ``jit(*args, **kwargs)`` (a ``JITImpl`` compile) on a GPU of ``cc``; None when it cannot be keyed."""
+def call_key(jit, args: tuple, kwargs: dict, gpu: str) -> str | None:
+    """The key of ``jit(*args, **kwargs)`` (a ``JITImpl`` compile) on ``gpu`` (:func:`tl_aot.cuda_driver.gpu_identity`).
+
+    None when it cannot be keyed.
+    """
     from .resolve import plain_pass_configs
 
     try:
@@ -123,7 +128,7 @@ def call_key(jit, args: tuple, kwargs: dict, cc: str) -> str | None:
             "target_host": str(getattr(jit, "target_host", None)),
             "pass_configs": _spell(plain_pass_configs(dict(getattr(jit, "pass_configs", None) or {})), 0),
             "compile_flags": _spell(getattr(jit, "compile_flags", None), 0),
-            "cc": cc,
+            "gpu": gpu,
         }
     except (Unkeyable, RecursionError):
         return None

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .call_key import call_key
-from .cuda_driver import current_gpu, emulating
+from .cuda_driver import current_gpu, emulating, gpu_identity
 from .device_code import arch_of_cc, jit_kernel_code, jit_target, lowered_code
 from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
@@ -232,7 +232,7 @@ class Capturer:
                 "devices": [d] if (d := _device()) else [],
                 "origins": [{**_origin(), **_jit_origin(jit_call), "time": int(time.time())}],
             }
-            call = call_key(*jit_call, current_gpu().cc) if jit_call is not None else None
+            call = call_key(*jit_call, gpu_identity()) if jit_call is not None else None
             if call:
                 item["calls"] = [call]  # serving answers this @tilelang.jit call before TileLang traces it
             if key not in self._checked:
@@ -415,10 +415,10 @@ def install_from_env() -> Capturer | None:
     # a tuning must run to be recorded: TileLang's own tuning cache would answer it unseen
     os.environ.setdefault("TILELANG_AUTO_TUNING_DISABLE_CACHE", "1")
     if device:
-        from .device import _emulate_tilelang, _emulate_torch, find_profile
+        from .device import _emulate_tilelang, _emulate_torch, find_profile, traits_of
 
         profile = find_profile(device)
-        _enter(emulating(profile.cc))
+        _enter(emulating(profile.cc, traits_of(profile)))
         if os.environ.get("TL_AOT_CAPTURE_LOWER", "1") != "0":
             cap.lower_arch = arch_of_cc(profile.cc)
         on_import("torch", lambda _m: _enter(_emulate_torch(profile)))

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cuda_driver import current_gpu
+from .cuda_driver import current_gpu, gpu_identity
 from .errors import TlAotError
 from .jit_seam import Interception, install
 
@@ -220,7 +220,8 @@ class Server:
         t0 = time.perf_counter()
         gpu = current_gpu()
         served = None
-        key = call_key(*jit_call, gpu.cc) if gpu else None
+        identity = gpu_identity() if gpu else ""
+        key = call_key(*jit_call, identity) if identity else None
         request_key = self.calls.get(key) if key else None
         hit = self.index.get(request_key) if request_key else None
         if hit is not None and _runs_on(hit[2], gpu.cc):

@@ -14,7 +14,8 @@ from tl_aot import serving  # noqa: E402
 from tl_aot.call_key import call_key  # noqa: E402
 from tl_aot.capture import Capturer, Record  # noqa: E402
 from tl_aot.captured import recorded_calls  # noqa: E402
-from tl_aot.cuda_driver import emulating  # noqa: E402
+from tl_aot.cuda_driver import emulating, gpu_identity  # noqa: E402
+from tl_aot.device import PROFILES, emulate  # noqa: E402
 from tl_aot.jit_seam import Interception, intercepting, jit_module, uninstall  # noqa: E402
 
 KERNEL = """
@@ -124,6 +125,7 @@ def test_the_call_key_covers_source_closure_globals_arguments_and_gpu(kmod):
     assert key and key == call_key(a.make(1.0), (256,), {}, "90")
     assert key != call_key(a.make(1.0), (512,), {}, "90")
     assert key != call_key(a.make(1.0), (256,), {}, "80")
+    assert call_key(a.make(1.0), (256,), {}, "90:sms=132") != call_key(a.make(1.0), (256,), {}, "90:sms=114")  # SXM, PCIe
     assert key != call_key(a.make(1.5), (256,), {}, "90")
     b = kmod("kern_b", KERNEL.replace("X[i] * SCALE + shift", "X[i] * SCALE - shift"))
     assert call_key(b.make(1.0), (256,), {}, "90") not in (None, key)  # same name, other source
@@ -139,6 +141,16 @@ def test_a_call_that_cannot_be_spelled_is_not_keyed(kmod):
     text = KERNEL.replace("import tilelang\n", "import tilelang\nimport kern_cfg\n").replace("+ shift", "+ shift + kern_cfg.BLOCK")
     assert call_key(kmod("kern_f", text).make(1.0), (256,), {}, "90") is None  # a value read from a user's module
     assert helper.BLOCK == 128
+
+
+def test_a_gpu_is_identified_by_what_a_factory_may_read_of_it():
+    with emulate(PROFILES["H100-SXM"]):
+        sxm = gpu_identity()
+    with emulate(PROFILES["H100-PCIe"]):
+        pcie = gpu_identity()
+    assert sxm.startswith("90:sms=132,") and pcie.startswith("90:sms=114,")
+    with emulating("90"):
+        assert gpu_identity() == "90:"
 
 
 def test_a_parameter_default_is_part_of_the_key(kmod):
