@@ -59,6 +59,8 @@ def _spell(v, depth: int):
         if _library(v.__name__):
             return ["module", v.__name__]
         raise Unkeyable(f"module {v.__name__}")
+    if isinstance(v, type) and _library(v.__module__):  # TileLang's classes (Fragment, ...): covered by its version
+        return ["class", f"{v.__module__}.{v.__qualname__}"]
     t = type(v)
     if t.__name__ == "dtype" and t.__module__ == "torch":
         return ["torch.dtype", str(v)]

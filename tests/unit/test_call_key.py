@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -156,3 +157,19 @@ def test_a_gpu_is_identified_by_what_a_factory_may_read_of_it():
 def test_a_parameter_default_is_part_of_the_key(kmod):
     k = kmod("kern_g", KERNEL.replace("def add(N):", "def add(N, bias=shift):").replace("+ shift", "+ bias"))
     assert call_key(k.make(1.0), (256,), {}, "90") != call_key(k.make(2.0), (256,), {}, "90")
+
+
+def test_the_kernels_of_a_library_are_keyed():
+    """Helpers, TileLang's classes and modules read by the function are spelled: every @tilelang.jit kernel here is keyed."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "kernels"))
+    import faithful
+
+    calls = [
+        (faithful.gemm_jit, (512, 512, 512)),
+        (faithful.flashattn_fwd, (1, 2, 256, 64)),
+        (faithful.flashattn_bwd, (1, 2, 256, 64)),  # reads a helper of its module that builds a tl.Fragment
+        (faithful.bmm_fp8_persistent, (4, 256, 256, 256)),
+        (faithful.attn_fwd_persistent_causal, (1, 2, 256, 128)),
+    ]
+    keys = [call_key(jit, args, {}, "90:sms=132") for jit, args in calls]
+    assert all(keys) and len(set(keys)) == len(keys)
