@@ -14,7 +14,15 @@ All times are CPU time of the measuring process (``time.process_time``), robust 
   prim_funcs: building the prim_func (what the library does anyway) and TileLang's own warm-cache
   key (``KernelCache._generate_key``: what the JIT hashes before it can load a cached kernel).
 
-``python bench/serve_cpu.py [--libs DIR] [--entries N] [--json OUT]``. The GPU part (the whole
+``--calls``: a ``@tilelang.jit`` call answered before TileLang traces, against what TileLang's
+warm-cache path must do before it can even look in its cache (trace the prim_func, ``get_tir``,
+and hash it, ``KernelCache._generate_key``), each in a fresh process, on the @tilelang.jit
+kernels of tests/kernels/faithful.py (GEMM, flash attention forward and backward, persistent FP8
+batched GEMM, persistent causal attention) over several sizes. The calls are captured (nothing
+compiled), their record indexed by a served library stand-in (the library's own entry lookup is
+what ``requests`` measures), and each call answered through the seam as a test run asks it.
+
+``python bench/serve_cpu.py [--libs DIR] [--entries N] [--json OUT]``, ``python bench/serve_cpu.py --calls``. The GPU part (the whole
 served test slice against the JIT's warm and empty caches) is bench/tileops_serve_gpu.sh.
 """
 
@@ -162,6 +170,114 @@ def _inner_requests(lib: str) -> dict:
     return {"rows": rows}
 
 
+def _jit_calls() -> list:
+    """(name, @tilelang.jit object, args) of the calls ``--calls`` times."""
+    sys.path.insert(0, str(KERNELS))
+    import faithful
+
+    out = []
+    for n in (256, 512, 1024, 2048):
+        out.append((f"gemm_jit_{n}", faithful.gemm_jit, (n, n, n)))
+        out.append((f"flashattn_fwd_{n}", faithful.flashattn_fwd, (1, 8, n, 64)))
+        out.append((f"bmm_fp8_persistent_{n}", faithful.bmm_fp8_persistent, (4, n, n, n)))
+    out.append(("flashattn_bwd_256", faithful.flashattn_bwd, (1, 2, 256, 64)))
+    out.append(("attn_fwd_persistent_causal_512", faithful.attn_fwd_persistent_causal, (1, 8, 512, 128)))
+    return out
+
+
+def _inner_calls(mode: str, record: str) -> dict:
+    """``capture``: record the calls; ``anchor``: trace + TileLang's key per call; ``served``: each call answered, untraced."""
+    from tilelang.cache.kernel_cache import KernelCache
+
+    from tl_aot import serving
+    from tl_aot.capture import Capturer, Record
+    from tl_aot.captured import recorded_calls
+    from tl_aot.device import emulate, find_profile
+    from tl_aot.jit_seam import Interception, intercepting, jit_module
+
+    rows = []
+    with emulate(find_profile("H100-SXM")):
+        calls = _jit_calls()
+        if mode == "capture":
+            cap = Capturer(Path(record), compile_for_real=False)
+            with intercepting(Interception(cap._on_request, name="capture")):
+                for _, jit, args in calls:
+                    jit.compile(*args)
+            cap.flush()
+            return {"kernels": len(Record.load(record).kernels)}
+        if mode == "anchor":
+            for name, jit, args in calls:
+                t0 = CLOCK()
+                func = jit.get_tir(*args)
+                KernelCache()._generate_key(
+                    func, out_idx=jit.out_idx, execution_backend="tvm_ffi", args=(), target="cuda", target_host=None,
+                    pass_configs=jit.pass_configs or None, compile_flags=jit.compile_flags or None,
+                )  # fmt: skip
+                rows.append({"call": name, "s": CLOCK() - t0})
+            return {"rows": rows}
+        kernels = Record.load(record).kernels
+        lib = _StandIn(kernels, recorded_calls([record], set(kernels)))
+        serving._active = serving.Server([lib], strict=True)
+        serving._patch(jit_module())
+        for name, jit, args in calls:
+            t0 = CLOCK()
+            kernel = jit.compile(*args)  # JITImpl.compile: what TileLang's __call__ runs on a miss of its in-process cache
+            rows.append({"call": name, "s": CLOCK() - t0})
+            assert type(kernel).__name__ == "ServedKernel", kernel
+        assert serving._active.stats.served_untraced == len(calls), serving._active.stats
+    return {"rows": rows}
+
+
+class _StandIn:
+    """A served library's shape (manifest, path, entries by name) holding the captured kernels' request keys."""
+
+    def __init__(self, kernels: dict, calls: tuple) -> None:
+        import types
+
+        entries = [
+            types.SimpleNamespace(
+                export="", name=f"k_{key[:10]}", capture_key=key, capture_name="", function="captured", args=(),
+                variants=[types.SimpleNamespace(request_key=key, arch="sm_90a", ptx=False)],
+            )
+            for key in kernels
+        ]  # fmt: skip
+        self.manifest = types.SimpleNamespace(entries=entries, tunings=(), calls=calls)
+        self.path = Path("libstand_in.so")
+
+    def __getitem__(self, name: str):
+        return lambda *args: name
+
+
+def calls_bench(repeat: int) -> dict:
+    """Served @tilelang.jit calls against trace + TileLang's key, per call, medians over ``repeat`` fresh processes."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        record = str(Path(tmp) / "calls.capture.json")
+        kernels = _sub("calls-capture", Path(record))["kernels"]
+        anchor = [_sub("calls-anchor", Path(record))["rows"] for _ in range(repeat)]
+        served = [_sub("calls-served", Path(record))["rows"] for _ in range(repeat)]
+    med = statistics.median
+    names = [r["call"] for r in anchor[0]]
+    per = {
+        n: {
+            "trace_and_key_ms": round(med([a[i]["s"] for a in anchor]) * 1e3, 3),
+            "served_ms": round(med([s[i]["s"] for s in served]) * 1e3, 3),
+        }
+        for i, n in enumerate(names)
+    }
+    total_anchor = sum(v["trace_and_key_ms"] for v in per.values())
+    total_served = sum(v["served_ms"] for v in per.values())
+    return {
+        "calls": len(names),
+        "kernels_captured": kernels,
+        "trace_and_key_ms_total": round(total_anchor, 2),
+        "served_ms_total": round(total_served, 2),
+        "served_vs_trace_and_key": round(total_served / total_anchor, 4),
+        "per_call": per,
+    }
+
+
 def _sub(mode: str, lib: Path) -> dict:
     out = subprocess.run([sys.executable, __file__, "--inner", mode, "--lib", str(lib)], capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -194,9 +310,19 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json")
+    p.add_argument("--calls", action="store_true", help="served @tilelang.jit calls (untraced) against trace + TileLang's key")
     a = p.parse_args(argv)
     if a.inner:
-        print(json.dumps(_inner_load(a.lib) if a.inner == "load" else _inner_requests(a.lib)))
+        if a.inner.startswith("calls-"):
+            print(json.dumps(_inner_calls(a.inner.removeprefix("calls-"), a.lib)))
+        else:
+            print(json.dumps(_inner_load(a.lib) if a.inner == "load" else _inner_requests(a.lib)))
+        return 0
+    if a.calls:
+        result = calls_bench(a.repeat)
+        print(json.dumps({k: v for k, v in result.items() if k != "per_call"}, indent=1))
+        if a.json:
+            Path(a.json).write_text(json.dumps(result, indent=1))
         return 0
     lib = build(Path(a.libs), a.entries, a.jobs)
     load = [_sub("load", lib) for _ in range(a.repeat)]

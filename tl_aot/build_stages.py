@@ -28,6 +28,7 @@ from pathlib import Path
 
 from . import __version__
 from .cache import VariantCache, package_version
+from .captured import recorded_calls
 from .codegen import image_symbol, render_header, render_launcher
 from .cuda_compat import image_floor, library_floor
 from .destinations import StagedFiles, disk_full_note, filesystem_errors
@@ -371,6 +372,7 @@ def manifest_of(lib: LibrarySpec, tasks, lowered: dict, nvcc_version: str, image
         tilelang_version=package_version("tilelang"),
         nvcc_version=nvcc_version,
         tunings=recorded_tunings(records, {e.capture_key for e in entries}) if records else (),
+        calls=recorded_calls(records, {e.capture_key for e in entries}) if records else (),
         compiler=_compiler(),
         driver_min_cuda=floor.min_cuda,
         driver_min_version=floor.min_version,

@@ -22,8 +22,9 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cuda_driver import current_gpu, emulating
-from .device_code import arch_of_cc, jit_kernel_code, lowered_code
+from .call_key import call_key
+from .cuda_driver import current_gpu, emulating, gpu_identity
+from .device_code import arch_of_cc, jit_kernel_code, jit_target, lowered_code
 from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
 from .ir_record import normalized_ir, round_trip_problem, save_ir
@@ -132,7 +133,7 @@ class Record:
                 self.kernels[key] = item
                 new += 1
                 continue
-            for field in ("devices", "origins"):
+            for field in ("devices", "origins", "calls"):
                 seen = {json.dumps(x, sort_keys=True) for x in have.get(field, [])}
                 for x in item.get(field, []):
                     if json.dumps(x, sort_keys=True) not in seen and len(have.setdefault(field, [])) < 32:
@@ -231,6 +232,9 @@ class Capturer:
                 "devices": [d] if (d := _device()) else [],
                 "origins": [{**_origin(), **_jit_origin(jit_call), "time": int(time.time())}],
             }
+            call = call_key(*jit_call, gpu_identity()) if jit_call is not None else None
+            if call:
+                item["calls"] = [call]  # serving answers this @tilelang.jit call before TileLang traces it
             if key not in self._checked:
                 self._checked.add(key)
                 problem = round_trip_problem(req.func, text)
@@ -291,7 +295,7 @@ class Capturer:
             print(f"tl_aot capture (pid {os.getpid()}): " + "; ".join(x for x in (what, bad) if x), file=sys.stderr, flush=True)
 
     def record_device_code(self, key: str, code: dict) -> None:
-        """Add the device code digests (arch -> {sha256, tilelang, from}) of a recorded request."""
+        """Add the device code digests (arch -> {sha256, tilelang, from[, target]}) of a recorded request."""
         if not key or not code:
             return
         with self._lock:
@@ -350,7 +354,8 @@ class Capturer:
         kernel = proceed()
         code = jit_kernel_code(kernel) if backend_kind(req.execution_backend, req.target) == "cuda" else None
         if code is not None:
-            self.record_device_code(key, {code[0]: {"sha256": code[1], "tilelang": _tilelang_version(), "from": "JIT"}})
+            made = {"sha256": code[1], "tilelang": _tilelang_version(), "from": "JIT", "target": jit_target(kernel)}
+            self.record_device_code(key, {code[0]: made})
         return self._remember(kernel, key)
 
     def _remember(self, kernel, key: str):
@@ -410,10 +415,10 @@ def install_from_env() -> Capturer | None:
     # a tuning must run to be recorded: TileLang's own tuning cache would answer it unseen
     os.environ.setdefault("TILELANG_AUTO_TUNING_DISABLE_CACHE", "1")
     if device:
-        from .device import _emulate_tilelang, _emulate_torch, find_profile
+        from .device import _emulate_tilelang, _emulate_torch, find_profile, traits_of
 
         profile = find_profile(device)
-        _enter(emulating(profile.cc))
+        _enter(emulating(profile.cc, traits_of(profile)))
         if os.environ.get("TL_AOT_CAPTURE_LOWER", "1") != "0":
             cap.lower_arch = arch_of_cc(profile.cc)
         on_import("torch", lambda _m: _enter(_emulate_torch(profile)))

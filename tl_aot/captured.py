@@ -21,11 +21,23 @@ from .fileutil import atomic_write
 from .ir_record import load_ir
 from .options import map_flag_paths
 
-__all__ = ["specs_from_record", "proof_of", "resolve_captured", "unbuildable_reason", "origin_text", "origin_of_spec"]
+__all__ = [
+    "specs_from_record",
+    "recorded_device",
+    "recorded_calls",
+    "proof_of",
+    "resolve_captured",
+    "unbuildable_reason",
+    "origin_text",
+    "origin_of_spec",
+]
 
 
 def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=None) -> list:
-    """One :class:`~tl_aot.spec.KernelSpec` per recorded kernel (its entry: ``<name>_<key[:10]>``), sorted by key."""
+    """One :class:`~tl_aot.spec.KernelSpec` per recorded kernel (its entry: ``<name>_<key[:10]>``), sorted by key.
+
+    ``device``: the GPU profile for every kernel; by default each kernel's :func:`recorded_device`.
+    """
     import re
 
     from .cutedsl import cutedsl_version
@@ -43,11 +55,47 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
         if not base[0].isalpha():
             base = f"k_{base}"
         name = f"{base}_{key[:10]}"
-        spec = KernelSpec.create(name=name, source=Path(path).resolve(), function="captured", archs=archs, device=device or None)
+        use = device or recorded_device(item)
+        spec = KernelSpec.create(name=name, source=Path(path).resolve(), function="captured", archs=archs, device=use or None)
         origin = next((o for o in item.get("origins", []) if o.get("jit")), {})
         args = tuple(sorted((str(k), str(v)) for k, v in origin.get("args", {}).items()))
         out.append(dataclasses.replace(spec, capture=(str(Path(path).resolve()), key, jit, args, proof_of(item))))
     return out
+
+
+def recorded_device(item: dict) -> str:
+    """The device profile of the GPU a kernel was captured on ('' when unknown, or when it was seen on several models).
+
+    A build from the record answers the device queries of its lowering as that GPU (unless
+    ``--device`` names another): a kernel sized by the SM count or shared memory is then built as
+    the JIT built it, and the device code check proves it.
+    """
+    from .device import PROFILES
+
+    names = {str(d.get("name", "")) for d in item.get("devices", []) if isinstance(d, dict) and d.get("name")}
+    found = {p.name for p in PROFILES.values() for n in names if p.reported_name == n}
+    return found.pop() if len(found) == 1 and len(names) == 1 else ""
+
+
+def recorded_calls(records, built) -> tuple:
+    """The :class:`~tl_aot.metadata.Call` s a library built from capture ``records`` ships: those whose kernel it holds.
+
+    ``built`` is the request keys of the captured kernels the library holds. A call key recorded
+    for two different requests (a function that reads something its key does not cover) is
+    shipped for neither: serving then keys those calls by their prim_func.
+    """
+    from .metadata import Call
+
+    seen: dict = {}
+    for path in sorted(records):
+        try:
+            kernels = Record.load(path).kernels
+        except SpecError:  # the record was read moments ago to build the entries; a vanished one ships none
+            continue
+        for request_key, item in kernels.items():
+            for call in item.get("calls", []):
+                seen.setdefault(str(call), set()).add(request_key)
+    return tuple(Call(key=k, request_key=next(iter(v))) for k, v in sorted(seen.items()) if len(v) == 1 and next(iter(v)) in built)
 
 
 def proof_of(item: dict) -> str:

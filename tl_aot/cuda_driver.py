@@ -17,11 +17,15 @@ import ctypes
 import threading
 from dataclasses import dataclass
 
-__all__ = ["Gpu", "current_gpu", "emulating", "reset"]
+__all__ = ["Gpu", "current_gpu", "gpu_identity", "traits_text", "emulating", "reset"]
 
 #: The names the launcher runtime dlopens, in order (tl_aot/src/launcher_runtime.cc).
 DRIVER_NAMES = ("libcuda.so.1", "libcuda.so")
 _CC_MAJOR, _CC_MINOR = 75, 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
+#: What a kernel factory may size its kernel by, besides the compute capability: SM count, opt-in shared memory per
+#: block, shared memory per SM, L2 size (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ..._MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+#: ..._MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, ..._L2_CACHE_SIZE).
+_TRAITS = (("sms", 16), ("smem_optin", 97), ("smem_sm", 81), ("l2", 38))
 _CUDA_SUCCESS = 0
 
 
@@ -50,6 +54,7 @@ class _Driver:
         self.error = ""
         self.count = 0
         self.ccs: dict[int, str] = {}
+        self.trait_text: dict[int, str] = {}
         self._load(names)
 
     def _load(self, names) -> None:
@@ -105,10 +110,24 @@ class _Driver:
             have = self.ccs[device] = f"{major.value}{minor.value}" if ok else ""
         return have
 
+    def traits(self, device: int) -> str:
+        """``sms=132,smem_optin=232448,...`` of ``device`` ('' when the driver does not say)."""
+        have = self.trait_text.get(device)
+        if have is None:
+            handle, value, parts = ctypes.c_int(0), ctypes.c_int(0), []
+            if self.lib.cuDeviceGet(ctypes.byref(handle), device) == _CUDA_SUCCESS:
+                for name, attr in _TRAITS:
+                    if self.lib.cuDeviceGetAttribute(ctypes.byref(value), attr, handle) != _CUDA_SUCCESS:
+                        parts = []
+                        break
+                    parts.append(f"{name}={value.value}")
+            have = self.trait_text[device] = ",".join(parts)
+        return have
+
 
 _driver: _Driver | None = None
 _lock = threading.Lock()
-_emulated: list[str] = []  # compute capabilities of the profiles being emulated, innermost last
+_emulated: list[tuple] = []  # (compute capability, traits) of the profiles being emulated, innermost last
 
 
 def _the_driver(names=DRIVER_NAMES) -> _Driver:
@@ -123,7 +142,7 @@ def _the_driver(names=DRIVER_NAMES) -> _Driver:
 def current_gpu(*, names=DRIVER_NAMES) -> Gpu:
     """The GPU a kernel launched now would run on, from the driver (``names``: the libraries tried, for tests)."""
     if _emulated:
-        return Gpu(_emulated[-1], 0)
+        return Gpu(_emulated[-1][0], 0)
     d = _the_driver(names)
     if d.error:
         return Gpu("", 0, d.error)
@@ -134,10 +153,30 @@ def current_gpu(*, names=DRIVER_NAMES) -> Gpu:
     return Gpu(cc, dev)
 
 
+def gpu_identity() -> str:
+    """``90:sms=132,smem_optin=232448,smem_sm=233472,l2=52428800``: what a kernel factory may read of the current GPU.
+
+    '' with no GPU. A kernel keyed by its call (:mod:`tl_aot.call_key`) is keyed by this, not by
+    the compute capability alone: GPUs of one arch differ in SM count (H100 SXM and PCIe).
+    """
+    if _emulated:
+        cc, traits = _emulated[-1]
+        return f"{cc}:{traits}"
+    gpu = current_gpu()
+    if not gpu:
+        return ""
+    return f"{gpu.cc}:{_the_driver().traits(gpu.device)}"
+
+
+def traits_text(sms: int, smem_optin: int, smem_sm: int, l2: int) -> str:
+    """The traits :func:`gpu_identity` reports, spelled from known values (a device profile's)."""
+    return f"sms={sms},smem_optin={smem_optin},smem_sm={smem_sm},l2={l2}"
+
+
 @contextlib.contextmanager
-def emulating(cc: str):
-    """Meanwhile :func:`current_gpu` answers a GPU of compute capability ``cc`` (a device profile's)."""
-    _emulated.append(cc)
+def emulating(cc: str, traits: str = ""):
+    """Meanwhile :func:`current_gpu` answers a GPU of compute capability ``cc`` (a device profile's, with its ``traits``)."""
+    _emulated.append((cc, traits))
     try:
         yield
     finally:

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from .arch import Arch
 from .cuda_driver import emulating as _emulating_gpu
+from .cuda_driver import traits_text
 from .errors import SpecError
 
-__all__ = ["DeviceProfile", "PROFILES", "default_profile", "find_profile", "emulate"]
+__all__ = ["DeviceProfile", "PROFILES", "default_profile", "find_profile", "emulate", "traits_of"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,11 @@ def find_profile(name: str, arch: Arch | None = None) -> DeviceProfile:
     raise SpecError(msg)
 
 
+def traits_of(p: DeviceProfile) -> str:
+    """The GPU traits (:func:`tl_aot.cuda_driver.gpu_identity`) the driver reports on a GPU of this profile."""
+    return traits_text(p.sm_count, p.smem_per_block_optin, p.smem_per_sm, p.l2_bytes)
+
+
 def _properties(p: DeviceProfile):
     """An object shaped like ``torch.cuda.get_device_properties()``, as TileLang's driver reads it."""
     return types.SimpleNamespace(
@@ -120,7 +126,7 @@ def emulate(profile: DeviceProfile):
     the shared memory a block may opt in to; on the build machine (no GPU, or another one) those
     answer as the GPU being built for: one device, index 0, of this profile.
     """
-    with _emulate_torch(profile), _emulate_tilelang(profile), _emulating_gpu(profile.cc):
+    with _emulate_torch(profile), _emulate_tilelang(profile), _emulating_gpu(profile.cc, traits_of(profile)):
         yield
 
 

@@ -13,7 +13,17 @@ import hashlib
 
 from .errors import LoweringError
 
-__all__ = ["digest", "jit_kernel_code", "recorded", "check_against_record", "lower", "lowered_code", "arch_of_cc"]
+__all__ = [
+    "digest",
+    "jit_kernel_code",
+    "jit_target",
+    "spell_target",
+    "recorded",
+    "check_against_record",
+    "lower",
+    "lowered_code",
+    "arch_of_cc",
+]
 
 
 def digest(source: str) -> str:
@@ -34,6 +44,32 @@ def jit_kernel_code(kernel) -> tuple[str, str] | None:
     if not arch or not isinstance(source, str) or not source:
         return None
     return arch, digest(source)
+
+
+def jit_target(kernel) -> str:
+    """The target a JIT kernel was lowered for, spelled with every attribute ('' when unknown).
+
+    Recorded beside the digest: a GPU's JIT may carry attributes a build's target lacks, and a
+    digest mismatch names both targets.
+    """
+    try:
+        return spell_target(kernel.target)
+    except Exception:  # noqa: BLE001 (not a JIT kernel)
+        return ""
+
+
+def spell_target(target) -> str:
+    """A target's attributes as sorted JSON, its host left out (the device code does not depend on it)."""
+    import json
+
+    exported = target.export() if hasattr(target, "export") else {}
+
+    def plain(v):
+        if isinstance(v, (str, int, float, bool)) or v is None:
+            return v
+        return [plain(x) for x in v] if hasattr(v, "__iter__") and not hasattr(v, "items") else str(v)
+
+    return json.dumps({str(k): plain(v) for k, v in dict(exported).items() if k != "host"}, sort_keys=True)
 
 
 def lower(func, target, pass_configs: dict):
@@ -76,13 +112,19 @@ def recorded(item: dict, arch: str) -> dict:
     return got if isinstance(got, dict) and got.get("sha256") else {}
 
 
-def check_against_record(item: dict, arch: str, source: str, where: str, *, tilelang_version: str) -> str:
-    """The digest of ``source`` (TileLang's, for ``arch``); raises when the record holds another for that arch."""
+def check_against_record(item: dict, arch: str, source: str, where: str, *, tilelang_version: str, target: str = "") -> str:
+    """The digest of ``source`` (TileLang's, for ``arch``); raises when the record holds another for that arch.
+
+    ``target``: the build's target, spelled; named beside the JIT's (when the record has it) if they differ.
+    """
     mine = digest(source)
     want = recorded(item, arch)
     if want and want["sha256"] != mine:
         then = want.get("tilelang", "?")
         versions = f" (captured with TileLang {then}, built with {tilelang_version})" if then != tilelang_version else ""
+        theirs = str(want.get("target", ""))
+        if theirs and target and theirs != target:
+            versions += f"; the JIT's target was {theirs}, the build's {target}"
         msg = (
             f"{where}: the device code TileLang generates from the record is not the code the JIT generated for this kernel "
             f"when the workload ran ({want.get('from', 'JIT')}): digest {mine} built, {want['sha256']} captured{versions}; "

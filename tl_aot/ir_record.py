@@ -11,8 +11,14 @@ unevaluated map plus one and lowering fails or, worse, differs. :func:`load_ir` 
 rebuilds every layout it finds -- in block and loop annotations, attribute statements and the
 function's attributes, inside maps and arrays -- through TileLang's own constructors, which put
 the global placeholders back. :func:`round_trip_problem` says whether a stored text rebuilds into
-the prim_func it was made from: the structural hash (free variables by identity, which is what
-changed) and, for each layout, the facts TileLang derives from it (output shape, thread extent).
+the prim_func it was made from: for each layout, its structural hash with free variables by
+identity (TileLang's placeholders are process-global: a fresh ``_i`` is what broke) and the facts
+TileLang derives from it (output shape, thread extent); and the function's structural hash with
+the *other* free variables mapped in order of use. Those cannot keep their identity across
+processes and need not: a prim_func may use a variable before the statement that binds it
+(``T.Persistent`` computes its tile indices from the wave loop's variable ahead of that loop),
+which the hash sees as free, and the round trip keeps it one variable, renamed consistently.
+Comparing such variables by identity refused faithful records of every persistent kernel.
 ``structural_equal`` alone is not enough: it called a broken layout equal.
 
 Everything that reads a record's IR goes through :func:`load_ir`.
@@ -275,8 +281,9 @@ def _facts(lay) -> str:
 def round_trip_problem(func, text: str | None = None) -> str:
     """Why ``text`` (default: ``func`` saved now) does not rebuild into ``func``; '' when it does.
 
-    Compared: the structural hash (free variables by identity: TileLang's placeholders are
-    process-global) and each layout's derived facts. Never raises: a failure to load is a reason.
+    Compared: each layout's derived facts and structural hash (its placeholders by identity:
+    TileLang's are process-global), then the function's structural hash with other free variables
+    mapped consistently. Never raises: a failure to load is a reason.
     """
     from tilelang import tvm
 
@@ -292,7 +299,10 @@ def round_trip_problem(func, text: str | None = None) -> str:
             fa, fb = _facts(a), _facts(b)
             if fa != fb:
                 return f"a layout changed across the round trip: {fa} came back as {fb}"
-        if int(tvm.ir.structural_hash(func)) != int(tvm.ir.structural_hash(back)):
+        for a, b in zip(mine, theirs):
+            if int(tvm.ir.structural_hash(a)) != int(tvm.ir.structural_hash(b)):
+                return f"a layout's placeholders changed across the round trip: {_facts(a)} no longer maps TileLang's own variables"
+        if int(tvm.ir.structural_hash(func, map_free_vars=True)) != int(tvm.ir.structural_hash(back, map_free_vars=True)):
             kinds = ", ".join(sorted(tl_types(save_ir(func)))) or "no TileLang objects"
             return f"the structural hash changed across the round trip (the prim_func holds {kinds})"
     except Exception as e:  # noqa: BLE001

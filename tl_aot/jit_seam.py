@@ -100,12 +100,16 @@ class Interception:
     compile before it runs. ``on_tune(tuner, proceed)``, if given, answers one run of TileLang's
     autotuner (``tuner`` is the ``AutoTuner``, about to run): ``proceed()`` runs the interceptions
     installed earlier, then TileLang's tuner, and returns its ``AutotuneResult``.
+    ``on_compile(jit_call, proceed)``, if given, answers a ``@tilelang.jit`` compile before
+    TileLang builds its prim_func: return ``proceed()`` (the interceptions installed earlier, then
+    TileLang's ``JITImpl.compile``, whose request reaches ``on_request``) or a kernel.
     """
 
     on_request: Callable
     on_jit: Optional[Callable] = None
     name: str = ""
     on_tune: Optional[Callable] = None
+    on_compile: Optional[Callable] = None
 
 
 class StandInUsed(LoweringError, AttributeError):
@@ -193,7 +197,7 @@ class intercepting:  # noqa: N801 (used as a context manager, like contextlib's)
 
 
 def _compile(self, *args, **kwargs):
-    """``JITImpl.compile``: remembers which ``@tilelang.jit`` call is compiling, tells the interceptions, runs TileLang's."""
+    """``JITImpl.compile``: tells the interceptions, lets them answer, else runs TileLang's remembering which call compiles."""
     call = JitCall(self, args, dict(kwargs))
     with _lock:
         chain = list(_installed)
@@ -201,12 +205,19 @@ def _compile(self, *args, **kwargs):
     for icp in chain:
         if icp.on_jit is not None:
             icp.on_jit(call)
-    before = getattr(_local, "call", None)
-    _local.call = call
-    try:
-        return (real or jit_module().JITImpl.compile)(self, *args, **kwargs)
-    finally:
-        _local.call = before
+    answering = [icp for icp in chain if icp.on_compile is not None]
+
+    def at(i: int):
+        if i >= 0:
+            return answering[i].on_compile(call, lambda: at(i - 1))
+        before = getattr(_local, "call", None)
+        _local.call = call
+        try:
+            return (real or jit_module().JITImpl.compile)(self, *args, **kwargs)
+        finally:
+            _local.call = before
+
+    return at(len(answering) - 1)
 
 
 def _cached(func=None, out_idx=None, *args, **kwargs):

@@ -16,7 +16,7 @@ from .arch import Arch
 from .capture import backend_kind
 from .cuda_source import check_source_kernels, rename_reserved_names, static_shared_bytes
 from .device import default_profile, emulate, find_profile
-from .device_code import check_against_record, digest, lower
+from .device_code import check_against_record, digest, lower, spell_target
 from .errors import LoweringError, SpecError, TlAotError
 from .import_guard import guarded_call
 from .ir_metadata import host_walk, output_positions, read_kernels, read_signature, read_tma_descriptors, read_workspaces
@@ -135,7 +135,8 @@ def _code_digest(backend: str, art, resolved: Resolved, arch: Arch, where: str) 
         return ""
     if resolved.captured is None:
         return digest(art.kernel_source)
-    return check_against_record(resolved.captured, arch.sm, art.kernel_source, where, tilelang_version=tilelang_version())
+    spelled = spell_target(art.target) if getattr(art, "target", None) is not None else ""
+    return check_against_record(resolved.captured, arch.sm, art.kernel_source, where, tilelang_version=tilelang_version(), target=spelled)
 
 
 def _device_code(backend: str, art, func, target, kernels, workspaces, pass_configs, where: str) -> tuple:

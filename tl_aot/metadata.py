@@ -21,6 +21,7 @@ __all__ = [
     "TmaDescriptor",
     "Workspace",
     "Tuning",
+    "Call",
     "KernelArg",
     "L2Window",
     "DeviceKernel",
@@ -245,6 +246,17 @@ class Tuning:
 
 
 @dataclass(frozen=True)
+class Call:
+    """A ``@tilelang.jit`` call a captured run made, and the request it led to: serving answers it without tracing.
+
+    See :mod:`tl_aot.call_key`.
+    """
+
+    key: str  # the call key: function, source, closure and globals it reads, arguments, jit options, compute capability
+    request_key: str  # the request key of the kernel it compiled: an entry of this library
+
+
+@dataclass(frozen=True)
 class LeftOut:
     """A variant a ``--keep-going`` build left out: which, why (the first line of its error) and where it came from."""
 
@@ -274,6 +286,7 @@ class Manifest:
     driver_min_cuda: str = ""  # the oldest driver that loads the library, as the CUDA version it supports ("12.0")
     driver_min_version: str = ""  # the same as a Linux driver version ("525.60.13"; "" if not in tl_aot's table)
     left_out: tuple = ()  # LeftOut: variants a --keep-going build could not build
+    calls: tuple = ()  # Call: @tilelang.jit calls recorded with the captured kernels this library holds
 
     def entry(self, name: str) -> LoweredEntry:
         """The entry ``name``; for a specialised export, its first specialisation."""
@@ -297,7 +310,7 @@ _NESTED: dict[str, dict[str, type]] = {
     "LoweredEntry": {"params": Param, "symbols": Symbol, "variants": ArchVariant},
     "ArchVariant": {"kernels": DeviceKernel, "tma_descriptors": TmaDescriptor, "workspaces": Workspace},
     "DeviceKernel": {"args": KernelArg, "l2_windows": L2Window},
-    "Manifest": {"entries": LoweredEntry, "tunings": Tuning, "left_out": LeftOut},
+    "Manifest": {"entries": LoweredEntry, "tunings": Tuning, "left_out": LeftOut, "calls": Call},
 }
 
 

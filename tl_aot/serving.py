@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cuda_driver import current_gpu
+from .cuda_driver import current_gpu, gpu_identity
 from .errors import TlAotError
 from .jit_seam import Interception, install
 
@@ -38,17 +38,25 @@ class KernelNotServed(TlAotError, LookupError):
 class ServedKernel:
     """A prebuilt entry standing in for ``tilelang.jit.JITKernel``: same call forms (``out_idx`` outputs returned)."""
 
-    def __init__(self, fn, entry: str, library, request) -> None:
+    def __init__(self, fn, entry: str, library, request, trace=None) -> None:
         self._fn = fn
         self.entry = entry
         self.library = library
-        self.prim_func = request.func
+        self._func = request.func
+        self._trace = trace  # served from its @tilelang.jit call: the prim_func is built only if asked for
         self.out_idx = request.out_idx
         self.pass_configs = dict(request.pass_configs)
         self.compile_flags = list(request.compile_flags)
         self.execution_backend = "tl_aot"
         self.adapter = None  # no TileLang adapter: callers that look for one launch through __call__
         self.latency = self.config = self.ref_latency = None  # set when it answers TileLang's autotuner
+
+    @property
+    def prim_func(self):
+        """The prim_func this kernel was built from (traced by TileLang on first use when the call was served untraced)."""
+        if self._func is None and self._trace is not None:
+            self._func = self._trace()
+        return self._func
 
     def update_tuner_result(self, latency, config, ref_latency):
         """As ``JITKernel.update_tuner_result``: the tuning this kernel answered (recorded, not measured here)."""
@@ -76,6 +84,7 @@ class Stats:
     """What serving did in this process."""
 
     served: int = 0
+    served_untraced: int = 0  # of which answered from the @tilelang.jit call's key, before TileLang built the prim_func
     compiled: int = 0  # misses passed on to TileLang's JIT
     refused: int = 0  # strict misses
     tunings_served: int = 0  # autotuner runs answered with a recorded choice (nothing compiled or timed)
@@ -170,6 +179,7 @@ class Server:
         self._warned_tunings: set = set()
         self.keys = RequestKeys()
         self.tunings: dict = {}  # tuning key -> (library, Tuning)
+        self.calls: dict = {}  # call key -> request key (tl_aot.call_key)
         self.libraries: list = []
         self.add(libraries)
 
@@ -193,6 +203,39 @@ class Server:
                 self.by_name.setdefault(e.capture_name or e.function, []).append(e)
             for t in getattr(lib.manifest, "tunings", ()):
                 self.tunings.setdefault(t.key, (lib, t))
+            for c in getattr(lib.manifest, "calls", ()):
+                self.calls.setdefault(c.key, c.request_key)
+
+    def answer_call(self, jit_call):
+        """The served kernel for a ``@tilelang.jit`` compile, by its call key, before TileLang traces; None to go on.
+
+        None when the call cannot be keyed, no library recorded it, or its kernel has no image for
+        this GPU: the compile then proceeds and its request is looked up by its prim_func.
+        """
+        from .call_key import call_key
+        from .jit_seam import CompileRequest
+
+        if not self.calls:
+            return None
+        t0 = time.perf_counter()
+        gpu = current_gpu()
+        served = None
+        identity = gpu_identity() if gpu else ""
+        key = call_key(*jit_call, identity) if identity else None
+        request_key = self.calls.get(key) if key else None
+        hit = self.index.get(request_key) if request_key else None
+        if hit is not None and _runs_on(hit[2], gpu.cc):
+            jit, args, kwargs = jit_call
+            with self._lock:
+                served = self._served.get(request_key)
+                if served is None:
+                    lib, name, _ = hit
+                    req = CompileRequest.of(
+                        None, jit.out_idx, pass_configs=jit.pass_configs, compile_flags=jit.compile_flags, target=jit.target
+                    )
+                    served = self._served[request_key] = ServedKernel(lib[name], name, lib, req, lambda: jit.get_tir(*args, **kwargs))
+        self.stats.lookup_s += time.perf_counter() - t0
+        return served
 
     def lookup(self, req, jit_call=None):
         """The served kernel for ``req``, or None (a miss): its key names a prebuilt image that runs on the current GPU."""
@@ -403,7 +446,16 @@ def _patch(tl_jit) -> None:
             server = _active
             return proceed() if server is None else server.tune(tuner, proceed)
 
-        _installed.append(Interception(on_request, name="serving", on_tune=on_tune))
+        def on_compile(jit_call, proceed):
+            server = _active
+            served = None if server is None else server.answer_call(jit_call)
+            if served is None:
+                return proceed()
+            server.stats.served += 1
+            server.stats.served_untraced += 1
+            return served
+
+        _installed.append(Interception(on_request, name="serving", on_tune=on_tune, on_compile=on_compile))
         install(_installed[0], tl_jit)
 
 
@@ -437,7 +489,7 @@ def install_from_env() -> None:
         print(
             f"tl_aot serve (pid {os.getpid()}): {st.served} served, {st.compiled} compiled by the JIT, {st.refused} refused; "
             f"tunings {st.tunings_served} served, {st.tunings_run} run by TileLang, {st.tunings_refused} refused; "
-            f"lookups {st.lookup_s * 1e3:.1f} ms in all",
+            f"lookups {st.lookup_s * 1e3:.1f} ms in all ({st.served_untraced} kernels served before TileLang traced them)",
             file=sys.stderr,
         )
 

@@ -1,5 +1,6 @@
-"""On the GPU: capture a swizzled GEMM and flash attention forward and backward for real, build the record, serve it
-strictly, and get the JIT's results bit for bit from kernels whose device code digests are the JIT's."""
+"""On the GPU: capture a swizzled GEMM, flash attention forward and backward, a persistent FP8 batched GEMM and a
+persistent causal attention for real, build the record, serve it strictly, and get the JIT's results bit for bit from
+kernels whose device code digests are the JIT's; the @tilelang.jit calls are served before TileLang traces them."""
 
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ dq = torch.zeros(1, 256, 2, 64, device=dev, dtype=torch.float32)
 dk, dv = (torch.empty(1, 256, 2, 64, device=dev, dtype=torch.float16) for _ in range(2))
 faithful.flashattn_bwd(1, 2, 256, 64)(q, k, v, do, lse, delta, dq, dk, dv)
 out.update(dq=dq, dk=dk, dv=dv)
+a8, b8 = (torch.randn(4, 256, 256, device=dev).to(torch.float8_e4m3fn) for _ in range(2))
+out["bmm_fp8_persistent"] = faithful.bmm_fp8_persistent(4, 256, 256, 256)(a8, b8, torch.rand(4, device=dev))
+q2, k2, v2 = (torch.randn(1, 256, 2, 128, device=dev, dtype=torch.float16) for _ in range(3))
+out["attn_persistent"] = faithful.attn_fwd_persistent_causal(1, 2, 256, 128)(q2, k2, v2)
 torch.cuda.synchronize()
 torch.save({{n: t.cpu() for n, t in out.items()}}, sys.argv[1])
 """
@@ -55,7 +60,8 @@ def test_captured_kernels_serve_the_jits_results_bit_for_bit(tmp_path, cache_dir
     tl_aot = [sys.executable, "-m", "tl_aot"]
     _run([*tl_aot, "capture", "-o", record, "--", sys.executable, "script.py", tmp_path / "jit.pt"], tmp_path)
     kernels = json.loads(record.read_text())["kernels"]
-    assert len(kernels) == 3 and not any("unfaithful" in k for k in kernels.values())
+    assert len(kernels) == 5 and not any("unfaithful" in k for k in kernels.values())
+    assert sum(1 for k in kernels.values() if k.get("calls")) == 4  # every @tilelang.jit call (not tilelang.compile) is keyed
     assert all(f"sm_{arch}" in item.get("device_code", {}) for item in kernels.values()), [k.get("device_code") for k in kernels.values()]
     recorded = {key: item["device_code"][f"sm_{arch}"] for key, item in kernels.items()}
     assert all(c["from"] == "JIT" for c in recorded.values())
@@ -69,8 +75,9 @@ def test_captured_kernels_serve_the_jits_results_bit_for_bit(tmp_path, cache_dir
     assert built == {key: c["sha256"] for key, c in recorded.items()}  # the build's device code is the JIT's
 
     run = _run([*tl_aot, "run", "--serve", lib_dir, "--strict", "--", sys.executable, "script.py", tmp_path / "served.pt"], tmp_path)
-    assert "3 served, 0 compiled by the JIT, 0 refused" in run.stderr
+    assert "5 served, 0 compiled by the JIT, 0 refused" in run.stderr
+    assert "(4 kernels served before TileLang traced them)" in run.stderr
     jit, served = torch.load(tmp_path / "jit.pt"), torch.load(tmp_path / "served.pt")
-    for name in ("gemm", "fwd", "dk", "dv"):
+    for name in ("gemm", "fwd", "dk", "dv", "bmm_fp8_persistent", "attn_persistent"):
         assert torch.equal(jit[name], served[name]), name
     torch.testing.assert_close(jit["dq"], served["dq"], rtol=1e-3, atol=1e-3)  # atomics: summation order varies per run

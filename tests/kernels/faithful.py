@@ -292,3 +292,100 @@ def row_sum_fragment(M=64, N=128, threads=128):
             T.copy(y, Y)
 
     return main
+
+
+@tilelang.jit(out_idx=[-1], pass_configs={tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True})
+def bmm_fp8_persistent(batch, M, N, K, sm_num=132, block_M=128, block_N=128, block_K=128, num_stages=3, threads=256):
+    """A persistent FP8 batched GEMM: one wave of ``sm_num`` blocks walks (batch, M, N) tiles with ``T.Persistent``.
+
+    The tile indices are computed from the wave loop's variable ahead of that loop (a variable
+    used before the statement binding it, as TileLang's persistent loop builds it), and every
+    shared tile is swizzled by hand.
+    """
+    in_dtype, accum, out_dtype = "float8_e4m3", "float32", "bfloat16"
+    tiles_m, tiles_n = T.ceildiv(M, block_M), T.ceildiv(N, block_N)
+
+    @T.prim_func
+    def main(
+        A: T.Tensor((batch, M, K), in_dtype),
+        B: T.Tensor((batch, N, K), in_dtype),
+        scale: T.Tensor((batch,), accum),
+        C: T.Tensor((batch, M, N), out_dtype),
+    ):
+        with T.Kernel(sm_num, threads=threads) as block_id:
+            A_shared = T.alloc_shared((block_M, block_K), in_dtype)
+            B_shared = T.alloc_shared((block_N, block_K), in_dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum)
+            C_shared = T.alloc_shared((block_M, block_N), out_dtype)
+            T.annotate_layout(
+                {
+                    A_shared: make_swizzled_layout(A_shared),
+                    B_shared: make_swizzled_layout(B_shared),
+                    C_shared: make_swizzled_layout(C_shared),
+                }
+            )
+            for b, bm, bn in T.Persistent([batch, tiles_m, tiles_n], sm_num, block_id):
+                T.clear(C_local)
+                for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                    T.copy(A[b, bm * block_M, k * block_K], A_shared)
+                    T.copy(B[b, bn * block_N, k * block_K], B_shared)
+                    T.gemm(A_shared, B_shared, C_local, transpose_B=True)
+                for i, j in T.Parallel(block_M, block_N):
+                    C_shared[i, j] = C_local[i, j] * scale[b]
+                T.copy(C_shared, C[b, bm * block_M, bn * block_N])
+
+    return main
+
+
+@tilelang.jit(out_idx=[3], pass_configs={tilelang.PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC: True})
+def attn_fwd_persistent_causal(batch, heads, seq_len, dim, sm_num=132, block_M=128, block_N=128, threads=256):
+    """A persistent causal attention forward: ``T.Persistent`` over (batch, head, query block), online softmax,
+    swizzled K/V tiles; on sm_90a TileLang warp-specialises its pipelined loads (producer / consumer warps).
+    """
+    scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e)
+    dtype, accum = "float16", "float32"
+    shape = (batch, seq_len, heads, dim)
+
+    @T.prim_func
+    def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype), Out: T.Tensor(shape, dtype)):
+        with T.Kernel(sm_num, threads=threads) as block_id:
+            Q_shared = T.alloc_shared((block_M, dim), dtype)
+            K_shared = T.alloc_shared((block_N, dim), dtype)
+            V_shared = T.alloc_shared((block_N, dim), dtype)
+            acc_s = T.alloc_fragment((block_M, block_N), accum)
+            acc_s_cast = T.alloc_fragment((block_M, block_N), dtype)
+            acc_o = T.alloc_fragment((block_M, dim), accum)
+            m = T.alloc_fragment((block_M,), accum)
+            m_prev = T.alloc_fragment((block_M,), accum)
+            r = T.alloc_fragment((block_M,), accum)
+            l = T.alloc_fragment((block_M,), accum)  # noqa: E741
+            T.annotate_layout({K_shared: make_swizzled_layout(K_shared), V_shared: make_swizzled_layout(V_shared)})
+            for bz, by, bx in T.Persistent([batch, heads, T.ceildiv(seq_len, block_M)], sm_num, block_id):
+                T.copy(Q[bz, bx * block_M : (bx + 1) * block_M, by, :], Q_shared)
+                T.fill(acc_o, 0)
+                T.fill(l, 0)
+                T.fill(m, -T.infinity(accum))
+                for k in T.Pipelined(T.ceildiv((bx + 1) * block_M, block_N), num_stages=2):
+                    T.copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_shared)
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(accum))
+                    T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                    T.copy(m, m_prev)
+                    T.reduce_max(acc_s, m, dim=1, clear=False)
+                    for i in T.Parallel(block_M):
+                        r[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                    for i, j in T.Parallel(block_M, dim):
+                        acc_o[i, j] *= r[i]
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+                    T.copy(acc_s, acc_s_cast)
+                    T.copy(V[bz, k * block_N : (k + 1) * block_N, by, :], V_shared)
+                    T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
+                    T.reduce_sum(acc_s, m_prev, dim=1)
+                    for i in T.Parallel(block_M):
+                        l[i] = l[i] * r[i] + m_prev[i]
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] /= l[i]
+                T.copy(acc_o, Out[bz, bx * block_M : (bx + 1) * block_M, by, :])
+
+    return main

@@ -111,3 +111,32 @@ def test_the_first_error_line_is_the_underlying_exception():
     msg = "entry 'g' (sm_90a): TileLang failed to lower captured\n  at run.py:3\n  ValueError: Invalid layout for shared buffer a\n  more"
     assert first_error_line(msg) == "ValueError: Invalid layout for shared buffer a"
     assert first_error_line("entry 'g' (sm_90a): the device code differs") == "entry 'g' (sm_90a): the device code differs"
+
+
+def test_a_digest_mismatch_names_the_jit_target_beside_the_build_target():
+    from tl_aot.device_code import check_against_record, digest
+    from tl_aot.errors import LoweringError
+
+    jit = "cuda -keys=cuda,gpu -arch=sm_90a -max_num_threads=1024 -l2_cache_size_bytes=52428800"
+    item = {"device_code": {"sm_90a": {"sha256": "0" * 24, "tilelang": "0.1.15", "from": "JIT", "target": jit}}}
+    with pytest.raises(LoweringError) as e:
+        check_against_record(item, "sm_90a", "kernel text", "entry 'k'", tilelang_version="0.1.15", target="cuda -arch=sm_90a")
+    assert f"digest {digest('kernel text')} built, {'0' * 24} captured" in str(e.value)
+    assert f"the JIT's target was {jit}, the build's cuda -arch=sm_90a" in str(e.value)
+    same = {"device_code": {"sm_90a": {**item["device_code"]["sm_90a"], "sha256": digest("kernel text")}}}
+    assert check_against_record(same, "sm_90a", "kernel text", "entry 'k'", tilelang_version="0.1.15", target="x") == digest("kernel text")
+
+
+def test_a_build_from_a_record_answers_device_queries_as_the_gpu_that_captured(tmp_path):
+    from tl_aot import captured
+
+    h200 = {"ir": "{}", "devices": [{"arch": "sm_90a", "name": "NVIDIA H200"}], "origins": [], "options": {}}
+    pcie = {**h200, "devices": [{"arch": "sm_90a", "name": "NVIDIA H100 PCIe"}]}
+    both = {**h200, "devices": [*h200["devices"], *pcie["devices"]]}
+    unknown = {**h200, "devices": [{"arch": "sm_90a", "name": "NVIDIA GH200 480GB"}]}
+    assert [captured.recorded_device(i) for i in (h200, pcie, both, unknown)] == ["H200", "H100-PCIe", "", ""]
+    Record(tmp_path / "r.json", {"k1": h200, "k2": pcie, "k3": unknown}).save()
+    specs = {s.capture[1]: s for s in captured.specs_from_record(tmp_path / "r.json", ["90a"])}
+    assert (specs["k1"].device, specs["k2"].device, specs["k3"].device) == ("H200", "H100-PCIe", "")
+    chosen = captured.specs_from_record(tmp_path / "r.json", ["90a"], device="H100-SXM")
+    assert {s.device for s in chosen} == {"H100-SXM"}

@@ -1,0 +1,175 @@
+"""Serving answers a ``@tilelang.jit`` call by its call key, before TileLang traces; anything the key misses is a miss."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tilelang")
+
+from tl_aot import serving  # noqa: E402
+from tl_aot.call_key import call_key  # noqa: E402
+from tl_aot.capture import Capturer, Record  # noqa: E402
+from tl_aot.captured import recorded_calls  # noqa: E402
+from tl_aot.cuda_driver import emulating, gpu_identity  # noqa: E402
+from tl_aot.device import PROFILES, emulate  # noqa: E402
+from tl_aot.jit_seam import Interception, intercepting, jit_module, uninstall  # noqa: E402
+
+KERNEL = """
+import tilelang
+import tilelang.language as T
+
+SCALE = 2.0
+
+
+def make(shift):
+    @tilelang.jit(out_idx=[-1])
+    def add(N):
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=128) as _:
+                for i in T.Parallel(N):
+                    Y[i] = X[i] * SCALE + shift
+
+        return main
+
+    return add
+"""
+
+
+@pytest.fixture
+def kmod(tmp_path, monkeypatch):
+    """A user's kernel module, imported from a file (its source is what the key digests)."""
+
+    def load(name: str, text: str = KERNEL):
+        (tmp_path / f"{name}.py").write_text(text)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        sys.modules.pop(name, None)
+        return importlib.import_module(name)
+
+    return load
+
+
+@pytest.fixture
+def traces(monkeypatch):
+    """How many times TileLang built a prim_func (``JITImpl.get_tir``)."""
+    calls = []
+    real = jit_module().JITImpl.get_tir
+
+    def counting(self, *args, **kwargs):
+        calls.append(args)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(jit_module().JITImpl, "get_tir", counting)
+    return calls
+
+
+def _library(record, request_key: str):
+    """A library holding the captured kernel (what ``build --capture`` makes of the record), calls included."""
+    variant = types.SimpleNamespace(request_key=request_key, arch="sm_90a", ptx=False)
+    entry = types.SimpleNamespace(
+        export="", variants=[variant], capture_key=request_key, name="add_k", capture_name="add", function="captured", args=()
+    )
+    manifest = types.SimpleNamespace(entries=[entry], tunings=(), calls=recorded_calls([record], {request_key}))
+    return _Lib(manifest=manifest, path=record.parent / "libfake.so")
+
+
+class _Lib(types.SimpleNamespace):
+    """A loaded library's shape as serving reads it: its manifest, its path and its entries by name."""
+
+    def __getitem__(self, name: str):
+        return lambda *args: ("ran", name, args)
+
+
+def _capture(tmp_path, jit, n: int) -> str:
+    cap = Capturer(tmp_path / "r.json", compile_for_real=False)
+    with intercepting(Interception(cap._on_request, name="capture")):
+        jit.compile(n)
+    cap.flush()
+    [(key, item)] = Record.load(tmp_path / "r.json").kernels.items()
+    assert item["calls"], "the capture recorded the call's key"
+    return key
+
+
+def test_a_served_jit_call_never_traces_and_a_changed_closure_or_global_misses(tmp_path, kmod, traces, monkeypatch):
+    k = kmod("kern_a")
+    with emulating("90"):
+        request_key = _capture(tmp_path, k.make(1.0), 256)
+        assert len(traces) == 1  # the capture traced once
+        monkeypatch.setattr(serving, "_installed", [])
+        monkeypatch.setattr(serving, "_active", serving.Server([_library(tmp_path / "r.json", request_key)], strict=True))
+        serving._patch(jit_module())
+        try:
+            kernel = k.make(1.0)(256)  # a new @tilelang.jit object, called as a library calls it
+            assert isinstance(kernel, serving.ServedKernel) and kernel(1, 2)[:2] == ("ran", "add_k")
+            assert len(traces) == 1, "served before TileLang built the prim_func"
+            assert serving._active.stats.served_untraced == 1
+            assert kernel.prim_func is not None and len(traces) == 2  # traced only when asked for
+            with pytest.raises(serving.KernelNotServed):
+                k.make(2.0)(256)  # another value in its closure: another kernel
+            assert len(traces) == 3  # it was keyed by its prim_func, which no library holds
+            monkeypatch.setattr(k, "SCALE", 3.0)
+            with pytest.raises(serving.KernelNotServed):
+                k.make(1.0)(256)  # a global it reads changed
+            assert serving._active.stats.served_untraced == 1
+        finally:
+            uninstall(serving._installed[0])
+
+
+def test_the_call_key_covers_source_closure_globals_arguments_and_gpu(kmod):
+    a = kmod("kern_b")
+    key = call_key(a.make(1.0), (256,), {}, "90")
+    assert key and key == call_key(a.make(1.0), (256,), {}, "90")
+    assert key != call_key(a.make(1.0), (512,), {}, "90")
+    assert key != call_key(a.make(1.0), (256,), {}, "80")
+    assert call_key(a.make(1.0), (256,), {}, "90:sms=132") != call_key(a.make(1.0), (256,), {}, "90:sms=114")  # SXM, PCIe
+    assert key != call_key(a.make(1.5), (256,), {}, "90")
+    b = kmod("kern_b", KERNEL.replace("X[i] * SCALE + shift", "X[i] * SCALE - shift"))
+    assert call_key(b.make(1.0), (256,), {}, "90") not in (None, key)  # same name, other source
+
+
+def test_a_call_that_cannot_be_spelled_is_not_keyed(kmod):
+    k = kmod("kern_c", KERNEL.replace("def make(shift):", "def make(shift, box=object()):\n    _ = box"))
+    assert call_key(k.make(1.0), (256,), {}, "90") is not None  # box is not read by the jit function
+    text = KERNEL.replace("SCALE = 2.0", "class Scale:\n    value = 2.0\n\n\nSCALE = Scale()").replace("SCALE +", "SCALE.value +")
+    assert call_key(kmod("kern_d", text).make(1.0), (256,), {}, "90") is None  # an object that may change in place
+    assert call_key(kmod("kern_e").make(1.0), (object(),), {}, "90") is None  # an argument compared by identity
+    helper = kmod("kern_cfg", "BLOCK = 128\n")
+    text = KERNEL.replace("import tilelang\n", "import tilelang\nimport kern_cfg\n").replace("+ shift", "+ shift + kern_cfg.BLOCK")
+    assert call_key(kmod("kern_f", text).make(1.0), (256,), {}, "90") is None  # a value read from a user's module
+    assert helper.BLOCK == 128
+
+
+def test_a_gpu_is_identified_by_what_a_factory_may_read_of_it():
+    with emulate(PROFILES["H100-SXM"]):
+        sxm = gpu_identity()
+    with emulate(PROFILES["H100-PCIe"]):
+        pcie = gpu_identity()
+    assert sxm.startswith("90:sms=132,") and pcie.startswith("90:sms=114,")
+    with emulating("90"):
+        assert gpu_identity() == "90:"
+
+
+def test_a_parameter_default_is_part_of_the_key(kmod):
+    k = kmod("kern_g", KERNEL.replace("def add(N):", "def add(N, bias=shift):").replace("+ shift", "+ bias"))
+    assert call_key(k.make(1.0), (256,), {}, "90") != call_key(k.make(2.0), (256,), {}, "90")
+
+
+def test_the_kernels_of_a_library_are_keyed():
+    """Helpers, TileLang's classes and modules read by the function are spelled: every @tilelang.jit kernel here is keyed."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "kernels"))
+    import faithful
+
+    calls = [
+        (faithful.gemm_jit, (512, 512, 512)),
+        (faithful.flashattn_fwd, (1, 2, 256, 64)),
+        (faithful.flashattn_bwd, (1, 2, 256, 64)),  # reads a helper of its module that builds a tl.Fragment
+        (faithful.bmm_fp8_persistent, (4, 256, 256, 256)),
+        (faithful.attn_fwd_persistent_causal, (1, 2, 256, 128)),
+    ]
+    keys = [call_key(jit, args, {}, "90:sms=132") for jit, args in calls]
+    assert all(keys) and len(set(keys)) == len(keys)
