@@ -19,18 +19,20 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from .build_plan import Plan, check_toolchain, plan_build, read_stamp
 from .build_stages import Outputs, Stages, image_files, link, manifest_of, publish, sweep_debris, write_depfile
 from .cache import VariantCache, default_cache_dir
+from .cluster import CLUSTER_ENV
 from .destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
 from .errors import FilesystemError, SpecError
 from .escaping import depfile_path
 from .fileutil import exclusive_lock
 from .metadata import Manifest
 from .scheduler import Progress, VariantRun, default_jobs, run_variants
+from .shared_cache import CACHE_URL_ENV, SharedCache
 from .spec import LibrarySpec
 from .tilelang_compat import warn_if_untested
 
@@ -86,6 +88,9 @@ def build_library(
     force: bool = False,
     keep_going: bool = False,
     torch_ops: bool | None = None,
+    cluster: str | None = None,
+    cache_url: str | None = None,
+    shard: str | None = None,
 ) -> BuildResult:
     """Build ``lib`` into ``out_dir/lib<name>.so`` (+ ``<name>.h``); return what was built.
 
@@ -115,6 +120,17 @@ def build_library(
     torch_ops : bool, optional
         Also build ``lib<name>_torch.so``, the entries as native torch operators (needs torch's
         headers, torch >= 2.10); default: the spec's ``torch_ops``. Without, a stale one is removed.
+    cluster : str, optional
+        A Dask scheduler (``tcp://host:8786``, or a scheduler file): each variant is lowered and
+        compiled by its workers, the library linked here (:mod:`tl_aot.cluster`); default
+        ``$TL_AOT_CLUSTER``; ``""`` builds here.
+    cache_url : str, optional
+        A variant cache shared between machines, an fsspec URL (``file:///shared/cache``,
+        ``s3://bucket/tl_aot``), behind the local cache (:mod:`tl_aot.shared_cache`); default
+        ``$TL_AOT_CACHE_URL``.
+    shard : str, optional
+        ``K/N``: build only the K-th of N deterministic shares of the variants into ``out_dir`` (a
+        part folder, no library); ``python -m tl_aot link PART...`` joins the parts (:mod:`tl_aot.shards`).
 
     """
     t_start = time.perf_counter()
@@ -122,7 +138,26 @@ def build_library(
     if jobs is not None and (type(jobs) is not int or jobs < 1):
         msg = f"jobs must be a whole number of at least 1 (or None for MAX_JOBS / the CPU count), got {jobs!r}"
         raise SpecError(msg)
+    cluster = os.environ.get(CLUSTER_ENV, "").strip() if cluster is None else cluster.strip()
+    cache_url = os.environ.get(CACHE_URL_ENV, "").strip() if cache_url is None else cache_url.strip()
+    if shard:
+        from .shards import build_shard
+
+        return build_shard(
+            lib,
+            shard,
+            out_dir=out_dir,
+            jobs=jobs,
+            cache_dir=cache_dir,
+            cache_url=cache_url,
+            cluster=cluster,
+            log=log,
+            force=force,
+            keep_going=keep_going,
+        )
     work, out, cache, lock, unwritable = _destinations(lib.name, out_dir, header_dir, depfile, cache_dir)
+    if cache_url:
+        cache = SharedCache(cache, cache_url, log=log)
     warn_if_untested(log)
     with exclusive_lock(lock, holder=f"building {out.library}", log=log), filesystem_errors("write", None):
         if unwritable is None:
@@ -142,8 +177,18 @@ def build_library(
             raise unwritable
         if plan.todo:
             cache.check_writable()  # before minutes of lowering, not after
-        run = _build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=keep_going)
+        run = _build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=keep_going, cluster=cluster)
         return _with_companion(_publish(plan, run, work, out, log, t_start, jobs or default_jobs()), torch_ops, log)
+
+
+class VariantsOnly(Stages):
+    """The stages of a shard: variants lowered, compiled and cached; no launcher, no runtime object."""
+
+    def launcher(self, run) -> str:
+        return ""
+
+    def runtime(self):
+        return None
 
 
 def _with_companion(result: BuildResult, torch_ops: bool, log) -> BuildResult:
@@ -185,10 +230,12 @@ def _destinations(name: str, out_dir, header_dir, depfile, cache_dir) -> tuple:
         return work, out, VariantCache(cache_root), lock, problem
 
 
-def _build_variants(plan: Plan, work: Path, cache: VariantCache, jobs: int, log, *, force: bool, keep_going: bool) -> VariantRun:
-    """Stages lower, compile images and launcher over the plan's misses, in parallel."""
+def _build_variants(
+    plan: Plan, work: Path, cache: VariantCache, jobs: int, log, *, force: bool, keep_going: bool, cluster: str = "", launcher: bool = True
+) -> VariantRun:
+    """Stages lower, compile images and launcher over the plan's misses, in parallel (here, or on ``cluster``'s workers)."""
     todo = plan.todo
-    progress = Progress(2 * len(todo) + 2, log)
+    progress = Progress((1 if cluster else 2) * len(todo) + 2 * launcher, log)
     stages = Stages(work, cache, plan.nvcc_version, plan.tvm_ffi_version, progress, force)
     run = VariantRun(
         lib_name=plan.lib.name,
@@ -198,6 +245,12 @@ def _build_variants(plan: Plan, work: Path, cache: VariantCache, jobs: int, log,
         progress=progress,
     )
     try:
+        if cluster and todo:
+            from .cluster import run_on_cluster
+
+            return run_on_cluster(todo, run, stages, address=cluster, log=log, keep_going=keep_going, progress=progress, launcher=launcher)
+        if not launcher:
+            stages = VariantsOnly(**{f.name: getattr(stages, f.name) for f in fields(Stages)})
         return run_variants(todo, run, stages, jobs=jobs, keep_going=keep_going, progress=progress)
     finally:
         from .cutedsl import close_workers
