@@ -163,6 +163,8 @@ def build_library(
         if unwritable is None:
             sweep_debris(work, out)
         plan = plan_build(lib, cache, check_toolchain(lib), force=force)
+        if log and getattr(cache, "hits", 0):
+            log(f"{cache.hits} of {len(plan.tasks)} variant(s) from the shared cache {cache.url}")
         if out.depfile:  # a path the depfile cannot spell is refused before anything is replaced
             for p in (out.library, *plan.deps):
                 depfile_path(p)
