@@ -32,6 +32,7 @@ from .escaping import depfile_path
 from .fileutil import exclusive_lock
 from .metadata import Manifest
 from .scheduler import Progress, VariantRun, default_jobs, run_variants
+from .shards import build_shard
 from .shared_cache import CACHE_URL_ENV, SharedCache
 from .spec import LibrarySpec
 from .tilelang_compat import warn_if_untested
@@ -121,60 +122,35 @@ def build_library(
         Also build ``lib<name>_torch.so``, the entries as native torch operators (needs torch's
         headers, torch >= 2.10); default: the spec's ``torch_ops``. Without, a stale one is removed.
     cluster : str, optional
-        A Dask scheduler (``tcp://host:8786``, or a scheduler file): each variant is lowered and
-        compiled by its workers, the library linked here (:mod:`tl_aot.cluster`); default
-        ``$TL_AOT_CLUSTER``; ``""`` builds here.
+        A Dask scheduler (``tcp://host:8786``, a scheduler file) whose workers lower and compile the
+        variants (:mod:`tl_aot.cluster`); default ``$TL_AOT_CLUSTER``; ``""``: here.
     cache_url : str, optional
-        A variant cache shared between machines, an fsspec URL (``file:///shared/cache``,
-        ``s3://bucket/tl_aot``), behind the local cache (:mod:`tl_aot.shared_cache`); default
-        ``$TL_AOT_CACHE_URL``.
+        A shared variant cache behind the local one, an fsspec URL (:mod:`tl_aot.shared_cache`); default ``$TL_AOT_CACHE_URL``.
     shard : str, optional
-        ``K/N``: build only the K-th of N deterministic shares of the variants into ``out_dir`` (a
-        part folder, no library); ``python -m tl_aot link PART...`` joins the parts (:mod:`tl_aot.shards`).
+        ``K/N``: build only shard K of N of the variants into the part folder ``out_dir`` (:mod:`tl_aot.shards`).
 
     """
     t_start = time.perf_counter()
     torch_ops = lib.torch_ops if torch_ops is None else torch_ops
-    if jobs is not None and (type(jobs) is not int or jobs < 1):
-        msg = f"jobs must be a whole number of at least 1 (or None for MAX_JOBS / the CPU count), got {jobs!r}"
-        raise SpecError(msg)
+    _check_jobs(jobs)
     cluster = os.environ.get(CLUSTER_ENV, "").strip() if cluster is None else cluster.strip()
     cache_url = os.environ.get(CACHE_URL_ENV, "").strip() if cache_url is None else cache_url.strip()
     if shard:
-        from .shards import build_shard
-
-        return build_shard(
-            lib,
-            shard,
-            out_dir=out_dir,
-            jobs=jobs,
-            cache_dir=cache_dir,
-            cache_url=cache_url,
-            cluster=cluster,
-            log=log,
-            force=force,
-            keep_going=keep_going,
-        )
+        opts = dict(jobs=jobs, cache_dir=cache_dir, cache_url=cache_url, cluster=cluster, log=log, force=force, keep_going=keep_going)
+        return build_shard(lib, shard, out_dir=out_dir, **opts)
     work, out, cache, lock, unwritable = _destinations(lib.name, out_dir, header_dir, depfile, cache_dir)
-    if cache_url:
-        cache = SharedCache(cache, cache_url, log=log)
+    cache = SharedCache(cache, cache_url, log=log) if cache_url else cache
     warn_if_untested(log)
     with exclusive_lock(lock, holder=f"building {out.library}", log=log), filesystem_errors("write", None):
         if unwritable is None:
             sweep_debris(work, out)
         plan = plan_build(lib, cache, check_toolchain(lib), force=force)
-        if log and getattr(cache, "hits", 0):
-            log(f"{cache.hits} of {len(plan.tasks)} variant(s) from the shared cache {cache.url}")
         if out.depfile:  # a path the depfile cannot spell is refused before anything is replaced
             for p in (out.library, *plan.deps):
                 depfile_path(p)
         current = None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library, out.header)
         if current is not None:
-            if out.depfile:
-                write_depfile(out.depfile, out.library, tuple(sorted({*plan.deps, *(Path(p) for p, _ in current[1])})))
-            if log:
-                log(f"lib{lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
-            return _with_companion(BuildResult(out.library, out.header, current[0], True, (), (), out.depfile, plan.deps), torch_ops, log)
+            return _up_to_date(plan, current, out, torch_ops, log, t_start)
         if unwritable is not None:
             raise unwritable
         if plan.todo:
@@ -191,6 +167,21 @@ class VariantsOnly(Stages):
 
     def runtime(self):
         return None
+
+
+def _check_jobs(jobs) -> None:
+    if jobs is not None and (type(jobs) is not int or jobs < 1):
+        msg = f"jobs must be a whole number of at least 1 (or None for MAX_JOBS / the CPU count), got {jobs!r}"
+        raise SpecError(msg)
+
+
+def _up_to_date(plan: Plan, current: tuple, out: Outputs, torch_ops: bool, log, t_start: float) -> BuildResult:
+    """The result of a build that finds the library on disk is what ``plan`` builds (its depfile written again)."""
+    if out.depfile:
+        write_depfile(out.depfile, out.library, tuple(sorted({*plan.deps, *(Path(p) for p, _ in current[1])})))
+    if log:
+        log(f"lib{plan.lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
+    return _with_companion(BuildResult(out.library, out.header, current[0], True, (), (), out.depfile, plan.deps), torch_ops, log)
 
 
 def _with_companion(result: BuildResult, torch_ops: bool, log) -> BuildResult:
@@ -237,6 +228,8 @@ def _build_variants(
 ) -> VariantRun:
     """Stages lower, compile images and launcher over the plan's misses, in parallel (here, or on ``cluster``'s workers)."""
     todo = plan.todo
+    if log and getattr(cache, "hits", 0):
+        log(f"{cache.hits} of {len(plan.tasks)} variant(s) from the shared cache {cache.url}")
     progress = Progress((1 if cluster else 2) * len(todo) + 2 * launcher, log)
     stages = Stages(work, cache, plan.nvcc_version, plan.tvm_ffi_version, progress, force)
     run = VariantRun(
