@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 import tempfile
 import time
@@ -27,10 +28,10 @@ from .build_stages import Outputs, Stages, image_files, link, manifest_of, publi
 from .cache import VariantCache, default_cache_dir
 from .cluster import CLUSTER_ENV
 from .destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
-from .errors import FilesystemError, SpecError
+from .errors import FilesystemError, LoweringError, SpecError
 from .escaping import depfile_path
 from .fileutil import exclusive_lock
-from .metadata import Manifest
+from .metadata import LeftOut, Manifest
 from .scheduler import Progress, VariantRun, default_jobs, run_variants
 from .shards import build_shard
 from .shared_cache import CACHE_URL_ENV, SharedCache
@@ -89,6 +90,7 @@ def build_library(
     force: bool = False,
     keep_going: bool = False,
     torch_ops: bool | None = None,
+    report_all: bool = False,
     cluster: str | None = None,
     cache_url: str | None = None,
     shard: str | None = None,
@@ -117,46 +119,56 @@ def build_library(
     keep_going : bool
         Leave out variants that fail to lower or compile (listed in ``failures`` and the log)
         instead of stopping; entries left with no arch are left out. A library with failures
-        writes no up-to-date stamp, so the next build tries them again.
+        writes no up-to-date stamp, so the next build tries them again. What was left out is
+        recorded in the manifest (``left_out``: ``inspect`` lists it).
+    report_all : bool
+        Without ``keep_going``: try every variant even after one failed, then raise one
+        :class:`~tl_aot.errors.LoweringError` naming each failed variant (its first error line and
+        where it came from) and write nothing. Libraries with captured kernels always build this way.
     torch_ops : bool, optional
         Also build ``lib<name>_torch.so``, the entries as native torch operators (needs torch's
         headers, torch >= 2.10); default: the spec's ``torch_ops``. Without, a stale one is removed.
-    cluster : str, optional
-        A Dask scheduler (``tcp://host:8786``, a scheduler file) whose workers lower and compile the
-        variants (:mod:`tl_aot.cluster`); default ``$TL_AOT_CLUSTER``; ``""``: here.
-    cache_url : str, optional
-        A shared variant cache behind the local one, an fsspec URL (:mod:`tl_aot.shared_cache`); default ``$TL_AOT_CACHE_URL``.
-    shard : str, optional
-        ``K/N``: build only shard K of N of the variants into the part folder ``out_dir`` (:mod:`tl_aot.shards`).
+    cluster, cache_url, shard : str, optional
+        Past one machine: a Dask scheduler whose workers build the variants (:mod:`tl_aot.cluster`; default ``$TL_AOT_CLUSTER``,
+        ``""``: here); a shared variant cache, an fsspec URL (:mod:`tl_aot.shared_cache`; default ``$TL_AOT_CACHE_URL``);
+        ``K/N``: build shard K of N of the variants into the part folder ``out_dir`` (:mod:`tl_aot.shards`).
 
     """
     t_start = time.perf_counter()
     torch_ops = lib.torch_ops if torch_ops is None else torch_ops
-    _check_jobs(jobs)
-    cluster = os.environ.get(CLUSTER_ENV, "").strip() if cluster is None else cluster.strip()
-    cache_url = os.environ.get(CACHE_URL_ENV, "").strip() if cache_url is None else cache_url.strip()
+    cluster, cache_url = _settled(jobs, cluster, cache_url)
     if shard:
-        opts = dict(jobs=jobs, cache_dir=cache_dir, cache_url=cache_url, cluster=cluster, log=log, force=force, keep_going=keep_going)
-        return build_shard(lib, shard, out_dir=out_dir, **opts)
-    work, out, cache, lock, unwritable = _destinations(lib.name, out_dir, header_dir, depfile, cache_dir)
-    cache = SharedCache(cache, cache_url, log=log) if cache_url else cache
+        opts = dict(jobs=jobs, cache_dir=cache_dir, cache_url=cache_url, cluster=cluster, log=log, force=force, report_all=report_all)
+        return build_shard(lib, shard, out_dir=out_dir, keep_going=keep_going, **opts)
+    work, out, cache, lock, unwritable = _destinations(lib.name, out_dir, header_dir, depfile, cache_dir, (cache_url, log))
     warn_if_untested(log)
     with exclusive_lock(lock, holder=f"building {out.library}", log=log), filesystem_errors("write", None):
         if unwritable is None:
             sweep_debris(work, out)
         plan = plan_build(lib, cache, check_toolchain(lib), force=force)
-        if out.depfile:  # a path the depfile cannot spell is refused before anything is replaced
-            for p in (out.library, *plan.deps):
-                depfile_path(p)
-        current = None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library, out.header)
+        current = _current(plan, out, force)
         if current is not None:
             return _up_to_date(plan, current, out, torch_ops, log, t_start)
         if unwritable is not None:
             raise unwritable
         if plan.todo:
             cache.check_writable()  # before minutes of lowering, not after
-        run = _build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=keep_going, cluster=cluster)
+        tolerant = keep_going or report_all or any(e.capture for e in lib.entries)  # a record's kernels: every failure named
+        run = _build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=tolerant, cluster=cluster)
+        if run.failures and not keep_going:
+            raise _all_failed(plan, run)
         return _with_companion(_publish(plan, run, work, out, log, t_start, jobs or default_jobs()), torch_ops, log)
+
+
+def _current(plan: Plan, out: Outputs, force: bool):
+    """The stamp's (manifest, inputs) when the library on disk is what ``plan`` builds, else None.
+
+    A path the depfile cannot spell is refused first, before anything is replaced.
+    """
+    if out.depfile:
+        for p in (out.library, *plan.deps):
+            depfile_path(p)
+    return None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library, out.header)
 
 
 class VariantsOnly(Stages):
@@ -169,10 +181,14 @@ class VariantsOnly(Stages):
         return None
 
 
-def _check_jobs(jobs) -> None:
+def _settled(jobs, cluster: str | None, cache_url: str | None) -> tuple[str, str]:
+    """``jobs`` checked; the cluster and shared cache, from ``TL_AOT_CLUSTER`` / ``TL_AOT_CACHE_URL`` where not given."""
     if jobs is not None and (type(jobs) is not int or jobs < 1):
         msg = f"jobs must be a whole number of at least 1 (or None for MAX_JOBS / the CPU count), got {jobs!r}"
         raise SpecError(msg)
+    cluster = os.environ.get(CLUSTER_ENV, "") if cluster is None else cluster
+    cache_url = os.environ.get(CACHE_URL_ENV, "") if cache_url is None else cache_url
+    return cluster.strip(), cache_url.strip()
 
 
 def _up_to_date(plan: Plan, current: tuple, out: Outputs, torch_ops: bool, log, t_start: float) -> BuildResult:
@@ -194,12 +210,12 @@ def _with_companion(result: BuildResult, torch_ops: bool, log) -> BuildResult:
     return replace(result, torch_companion=build_companion(result.manifest, result.library, result.header, log=log))
 
 
-def _destinations(name: str, out_dir, header_dir, depfile, cache_dir) -> tuple:
+def _destinations(name: str, out_dir, header_dir, depfile, cache_dir, shared=("", None)) -> tuple:
     """The work folder, outputs, cache and lock file of a build, each checked before any work.
 
     A work folder that cannot be created (a read-only output folder) is not an error yet: the
     library may be up to date. Its lock is then taken in the temporary folder, and the error is
-    returned for the build to raise if it has to write.
+    returned for the build to raise if it has to write. ``shared`` (URL, log): a shared cache behind the local one.
     """
     out_dir = ensure_folder(Path(out_dir).resolve(), "output folder")
     work = out_dir / ".tl_aot" / name
@@ -214,13 +230,17 @@ def _destinations(name: str, out_dir, header_dir, depfile, cache_dir) -> tuple:
     try:
         ensure_folder(work, "work folder")
         (work / "build.lock").touch()
-        return work, out, VariantCache(cache_root), work / "build.lock", None
+        return work, out, _cache(cache_root, *shared), work / "build.lock", None
     except (FilesystemError, OSError) as e:
         problem = e if isinstance(e, FilesystemError) else fs_error(e, "write in the output folder", out_dir)
         locks = Path(tempfile.gettempdir()) / f"tl_aot-{os.getuid()}" / "locks"
         locks.mkdir(parents=True, exist_ok=True)
         lock = locks / (hashlib.sha256(str(work).encode()).hexdigest()[:16] + ".lock")
-        return work, out, VariantCache(cache_root), lock, problem
+        return work, out, _cache(cache_root, *shared), lock, problem
+
+
+def _cache(root: Path, url: str, log) -> VariantCache | SharedCache:
+    return SharedCache(VariantCache(root), url, log=log) if url else VariantCache(root)
 
 
 def _build_variants(
@@ -253,10 +273,43 @@ def _build_variants(
         close_workers()  # a build's CuTeDSL workers do not outlive it (each holds TileLang and CuTeDSL)
 
 
+def left_out_of(plan: Plan, run: VariantRun) -> tuple:
+    """The failed variants of a build as :class:`~tl_aot.metadata.LeftOut`: first error line and origin of each."""
+    from .captured import origin_of_spec
+
+    specs = {s.name: s for s in plan.lib.entries}
+    out = []
+    for entry, arch, msg in run.failures:
+        text = first_error_line(msg).removeprefix(f"entry {entry!r} ({arch}): ")
+        out.append(LeftOut(entry, arch, text, origin_of_spec(specs.get(entry))))
+    return tuple(out)
+
+
+def first_error_line(message: str) -> str:
+    """The line of an error that says what went wrong: the underlying exception's (``ValueError: ...``), else the first."""
+    lines = [ln.strip() for ln in str(message).strip().splitlines() if ln.strip()]
+    if not lines:
+        return "unknown error"
+    cause = next((ln for ln in lines[1:] if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Failure)\b.*:", ln)), None)
+    return (cause or lines[0])[:300]
+
+
+def _all_failed(plan: Plan, run: VariantRun) -> LoweringError:
+    """The error of a build whose variants failed: each named, nothing written."""
+    left = left_out_of(plan, run)
+    listing = "\n".join(f"  {x.spelled()}" for x in left)
+    msg = (
+        f"{len(left)} of {len(run.tasks) + len(left)} variant(s) of lib{plan.lib.name}.so failed to build; nothing was written "
+        f"(--keep-going builds the rest and records what it left out):\n{listing}"
+    )
+    return LoweringError(msg, entry=left[0].entry if len(left) == 1 else None, arch=left[0].arch if len(left) == 1 else None)
+
+
 def _publish(plan: Plan, run: VariantRun, work: Path, out: Outputs, log, t_start: float, jobs: int) -> BuildResult:
     """Stages link and publish, then the summary."""
     lib = LibrarySpec(name=plan.lib.name, entries=tuple(e for e in plan.lib.entries if any(t.spec is e for t in run.tasks)))
     manifest = manifest_of(lib, run.tasks, run.lowered, plan.nvcc_version, {t.key: len(run.images[t.key]) for t in run.tasks})
+    manifest = replace(manifest, left_out=left_out_of(plan, run))
     t0 = time.perf_counter()
     built = link(lib.name, work, manifest, image_files(run.tasks, run.images), run.runtime_obj)
     run.spent["link"] = time.perf_counter() - t0
@@ -274,10 +327,10 @@ def _publish(plan: Plan, run: VariantRun, work: Path, out: Outputs, log, t_start
 
 
 def _log_summary(log, result: BuildResult, run: VariantRun, plan: Plan, jobs: int, t_start: float) -> None:
-    if run.failures:
-        log(f"left out {len(run.failures)} variant(s) that failed (--keep-going):")
-        for entry, arch, error in run.failures:
-            log(f"  {entry} {arch}: {error.splitlines()[0][:300]}")
+    if result.manifest.left_out:
+        log(f"left out {len(result.manifest.left_out)} variant(s) that failed (--keep-going):")
+        for x in result.manifest.left_out:
+            log(f"  {x.spelled()}")
     log(result.summary())
     if plan.todo:
         where = f"{run.workers} worker processes" if run.workers > 1 else "this process"

@@ -394,6 +394,7 @@ def _arch_variant(arch, v: LoweredVariant, image_bytes: int) -> ArchVariant:
         request_key=v.request_key,
         request=v.request,
         backend=v.backend,
+        device_code=v.device_code,
     )
 
 

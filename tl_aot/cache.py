@@ -78,7 +78,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: Sou
         "jit_args": [[k, spell(v)] for k, v in spec.jit_args],
         "select": spec.select,
         "imports": list(spec.imports),
-        "capture": [spec.capture[1], spec.capture[2], [list(a) for a in spec.capture[3]]] if spec.capture else [],
+        "capture": [spec.capture[1], spec.capture[2], [list(a) for a in spec.capture[3]], _proof(spec, arch)] if spec.capture else [],
         "arch": str(arch),
         "pass_configs": [[k, spell(v)] for k, v in spec.pass_configs],
         "compile_flags": list(spec.compile_flags),
@@ -96,6 +96,14 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: Sou
     }
     key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
     return key, sources
+
+
+def _proof(spec: KernelSpec, arch: Arch) -> list:
+    """A captured kernel's recorded device code digest for ``arch`` and the capture's verdict (tl_aot.captured.proof_of)."""
+    if len(spec.capture) < 5:
+        return []
+    proof = json.loads(spec.capture[4])
+    return [proof.get("sha256", {}).get(arch.sm, ""), proof.get("unfaithful", "")]
 
 
 def relocate(variant: LoweredVariant, old: str, new: str) -> LoweredVariant:

@@ -11,7 +11,6 @@ for on another machine, from another install path, has the same key. Serving mat
 from __future__ import annotations
 
 import base64
-import dataclasses
 import hashlib
 import json
 import os
@@ -22,28 +21,17 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from .device_code import arch_of_cc, jit_kernel_code, lowered_code
 from .errors import SpecError
 from .fileutil import atomic_write
-from .options import flag_inputs, map_flag_paths, portable_flags
+from .ir_record import normalized_ir, round_trip_problem, save_ir
+from .jit_seam import CompiledStandIn, Interception, install
+from .options import flag_inputs, portable_flags
 
 __all__ = ["RECORD_SCHEMA", "request_key", "Record", "Capturer", "install_from_env", "normalized_ir"]
 
 RECORD_SCHEMA = 1
 _CUTEDSL = ("cutedsl",)
-
-
-def normalized_ir(func) -> str:
-    """The prim_func as TVM JSON with source locations blanked (they name the build machine's paths)."""
-    from tilelang import tvm
-
-    data = json.loads(tvm.ir.save_json(func))
-    for node in data.get("nodes", []):
-        kind = node.get("type")
-        if kind == "ir.SourceName":
-            node["data"] = ""
-        elif kind == "ir.Span" and isinstance(node.get("data"), dict):
-            node["data"] = {k: (v if k == "source_name" else 0) for k, v in node["data"].items()}
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
 def recorded_flags(item: dict) -> list[str]:
@@ -81,10 +69,13 @@ def options_of(req) -> dict:
     }
 
 
-def request_key(func, options: dict) -> str:
-    """The identity of a compile request: prim_func (without locations) and options (headers by content)."""
+def request_key(func, options: dict, *, text: str | None = None) -> str:
+    """The identity of a compile request: prim_func (without locations) and options (headers by content).
+
+    ``text``: the prim_func already saved as JSON (:func:`tl_aot.ir_record.save_ir`).
+    """
     keyed = {**options, "compile_flags": portable_flags(options["compile_flags"])}
-    h = hashlib.sha256(normalized_ir(func).encode())
+    h = hashlib.sha256(normalized_ir(func, text).encode())
     h.update(json.dumps(keyed, sort_keys=True, default=str).encode())
     return h.hexdigest()[:32]
 
@@ -121,6 +112,8 @@ class Record:
         for key, item in other.items():
             have = self.kernels.get(key)
             if have is None:
+                if "ir" not in item:
+                    continue  # device code of a request this record does not hold
                 self.kernels[key] = item
                 new += 1
                 continue
@@ -129,6 +122,10 @@ class Record:
                 for x in item.get(field, []):
                     if json.dumps(x, sort_keys=True) not in seen and len(have.setdefault(field, [])) < 32:
                         have[field].append(x)
+            for arch, code in (item.get("device_code") or {}).items():  # the first digest of an arch is kept
+                have.setdefault("device_code", {}).setdefault(arch, code)
+            if item.get("unfaithful") and not have.get("unfaithful"):
+                have["unfaithful"] = item["unfaithful"]
         return new
 
     def save(self) -> None:
@@ -182,38 +179,83 @@ def _device() -> dict:
 class Capturer:
     """Records compile requests into a record; ``compile_for_real`` passes them on to TileLang (a GPU run)."""
 
-    def __init__(self, path: str | os.PathLike, *, compile_for_real: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike, *, compile_for_real: bool = True, lower_arch: str = "") -> None:
         self.path = Path(path)
         self.compile_for_real = compile_for_real
+        self.lower_arch = lower_arch  # without a GPU: lower each new request for this arch to record its device code
+        self.lowering_s = 0.0
         self.kernels: dict = {}
         self.errors = 0
+        self.unfaithful = 0
+        self._checked: set = set()  # keys whose round trip was checked in this process
+        self._lowered: set = set()  # keys lowered here for their device code
         self._lock = threading.RLock()
-        self._last_jit_call = threading.local()
         self._flushed = time.monotonic()
 
-    def record(self, req, jit_call=None) -> None:
-        """Add one request (never raises: a capture must not break the workload)."""
-        try:
-            from tilelang import tvm
+    def record(self, req, jit_call=None) -> str:
+        """Add one request; returns its key ('' on failure: a capture never breaks the workload).
 
+        A request seen for the first time is checked: its stored IR must load back into the
+        prim_func the JIT got (:func:`tl_aot.ir_record.round_trip_problem`); if not, the item
+        says why (``unfaithful``) and a warning is printed once.
+        """
+        try:
             options = options_of(req)
-            key = request_key(req.func, options)
+            text = save_ir(req.func)
+            key = request_key(req.func, options, text=text)
             headers = {p: base64.b64encode(Path(p).read_bytes()).decode() for p, _ in flag_inputs(options["compile_flags"])}
             item = {
                 "name": req.name,
-                "ir": tvm.ir.save_json(req.func),
+                "ir": text,
                 "options": options,
                 "headers": headers,
                 "devices": [d] if (d := _device()) else [],
                 "origins": [{**_origin(), **_jit_origin(jit_call), "time": int(time.time())}],
             }
+            if key not in self._checked:
+                self._checked.add(key)
+                problem = round_trip_problem(req.func, text)
+                if problem:
+                    item["unfaithful"] = problem
+                    self._warn_unfaithful(req.name, problem)
             with self._lock:
                 Record(self.path, self.kernels).merge({key: item})
             if time.monotonic() - self._flushed > 15:  # a killed workload keeps what it captured
                 self.flush()
+            return key
         except Exception:  # noqa: BLE001
             self.errors += 1
             traceback.print_exc()
+            return ""
+
+    def report(self) -> None:
+        """One line to stderr at exit when the capture lowered kernels (what the device code digests cost) or found unfaithful ones."""
+        if self.lowering_s or self.unfaithful:
+            what = f"lowered new kernels for {self.lower_arch} in {self.lowering_s:.1f} s to record their device code"
+            what = what if self.lowering_s else ""
+            bad = f"{self.unfaithful} kernel(s) marked unfaithful (a build refuses them)" if self.unfaithful else ""
+            print(f"tl_aot capture (pid {os.getpid()}): " + "; ".join(x for x in (what, bad) if x), file=sys.stderr, flush=True)
+
+    def record_device_code(self, key: str, code: dict) -> None:
+        """Add the device code digests (arch -> {sha256, tilelang, from}) of a recorded request."""
+        if not key or not code:
+            return
+        with self._lock:
+            item = self.kernels.get(key)
+            if item is None:  # flushed since: merged into the file with the next flush
+                item = self.kernels[key] = {"devices": [], "origins": []}
+            for arch, c in code.items():
+                item.setdefault("device_code", {}).setdefault(arch, c)
+
+    def _warn_unfaithful(self, name: str, problem: str) -> None:
+        self.unfaithful += 1
+        if self.unfaithful == 1:
+            print(
+                f"tl_aot capture: warning: kernel {name!r} is recorded but its IR does not rebuild into what the JIT compiled: "
+                f"{problem}; a build from this record refuses it (further such kernels are marked in the record silently)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def flush(self) -> int:
         """Merge what was captured into the record file (under a lock: several processes may capture). Returns new kernels."""
@@ -237,39 +279,25 @@ class Capturer:
         on_import("tilelang.jit", self._patch)
 
     def _patch(self, tl_jit) -> None:
-        real_cached = tl_jit.cached
-        real_compile = tl_jit.JITImpl.compile
-        capturer = self
+        install(Interception(self._on_request, name="capture"), tl_jit)
 
-        def compile_method(self, *args, **kwargs):
-            capturer._last_jit_call.value = (self, args, dict(kwargs))
-            try:
-                return real_compile(self, *args, **kwargs)
-            finally:
-                capturer._last_jit_call.value = None
-
-        def cached(func=None, out_idx=None, *args, **kwargs):
-            from .resolve import CompiledStandIn, CompileRequest
-
-            flags = kwargs.get("compile_flags")
-            flags = [flags] if isinstance(flags, str) else list(flags or ())
-            req = CompileRequest(
-                func,
-                out_idx,
-                kwargs.get("execution_backend"),
-                kwargs.get("target"),
-                kwargs.get("target_host"),
-                dict(kwargs.get("pass_configs") or {}),
-                tuple(str(f) for f in flags),
-                0,
-            )
-            capturer.record(req, getattr(capturer._last_jit_call, "value", None))
-            if capturer.compile_for_real:
-                return real_cached(func, out_idx, *args, **kwargs)
+    def _on_request(self, req, jit_call, proceed):
+        key = self.record(req, jit_call)
+        if not self.compile_for_real:
+            if key and key not in self._lowered and self.lower_arch and backend_kind(req.execution_backend, req.target) == "cuda":
+                self._lowered.add(key)
+                t0 = time.perf_counter()
+                code = lowered_code(req, self.lower_arch)
+                self.lowering_s += time.perf_counter() - t0
+                if code is not None:
+                    made = {"sha256": code[1], "tilelang": _tilelang_version(), "from": "lowered at capture"}
+                    self.record_device_code(key, {code[0]: made})
             return CompiledStandIn(req)
-
-        tl_jit.cached = cached
-        tl_jit.JITImpl.compile = compile_method
+        kernel = proceed()
+        code = jit_kernel_code(kernel) if backend_kind(req.execution_backend, req.target) == "cuda" else None
+        if code is not None:
+            self.record_device_code(key, {code[0]: {"sha256": code[1], "tilelang": _tilelang_version(), "from": "JIT"}})
+        return kernel
 
 
 #: Contexts entered for the whole process (kept alive: a collected generator would undo them).
@@ -285,7 +313,10 @@ def install_from_env() -> Capturer | None:
     """In a process started by ``python -m tl_aot capture``: capture into ``$TL_AOT_CAPTURE`` until exit.
 
     With ``$TL_AOT_CAPTURE_DEVICE`` (a device profile) nothing is compiled (there may be no GPU):
-    device queries answer as that GPU and each compile returns a stand-in.
+    device queries answer as that GPU and each compile returns a stand-in. Each new request is
+    then lowered by TileLang for that GPU's arch to record its device code digest (about the
+    build's own lowering time per kernel; ``$TL_AOT_CAPTURE_LOWER=0`` skips it, and the build
+    then has no digest to prove its device code against).
     """
     import atexit
 
@@ -300,89 +331,17 @@ def install_from_env() -> Capturer | None:
         from .device import _emulate_tilelang, _emulate_torch, find_profile
 
         profile = find_profile(device)
+        if os.environ.get("TL_AOT_CAPTURE_LOWER", "1") != "0":
+            cap.lower_arch = arch_of_cc(profile.cc)
         on_import("torch", lambda _m: _enter(_emulate_torch(profile)))
         on_import("tilelang.carver.arch.driver.cuda_driver", lambda _m: _enter(_emulate_tilelang(profile)))
     cap.install()
-    atexit.register(cap.flush)
+    atexit.register(cap.report)
+    atexit.register(cap.flush)  # runs first: atexit calls in reverse order
     return cap
 
 
-def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=None) -> list:
-    """One :class:`~tl_aot.spec.KernelSpec` per recorded kernel (its entry: ``<name>_<key[:10]>``), sorted by key."""
-    import re
+def _tilelang_version() -> str:
+    import tilelang
 
-    from .cutedsl import cutedsl_version
-    from .spec import KernelSpec
-
-    rec = Record.load(path)
-    out = []
-    for key, item in sorted(rec.kernels.items()):
-        if only is not None and key not in only:
-            continue
-        if item.get("options", {}).get("backend") == "cutedsl" and not cutedsl_version():
-            continue  # built with TileLang's CuTeDSL backend where the cutedsl extra is installed
-        jit = next((o["jit"] for o in item.get("origins", []) if o.get("jit")), "")
-        base = re.sub(r"\W", "_", jit.rsplit(".", 1)[-1] or str(item.get("name") or "kernel"))[:60].strip("_") or "kernel"
-        if not base[0].isalpha():
-            base = f"k_{base}"
-        name = f"{base}_{key[:10]}"
-        spec = KernelSpec.create(name=name, source=Path(path).resolve(), function="captured", archs=archs, device=device or None)
-        origin = next((o for o in item.get("origins", []) if o.get("jit")), {})
-        args = tuple(sorted((str(k), str(v)) for k, v in origin.get("args", {}).items()))
-        out.append(dataclasses.replace(spec, capture=(str(Path(path).resolve()), key, jit, args)))
-    return out
-
-
-def resolve_captured(spec, where: str):
-    """The :class:`~tl_aot.resolve.Resolved` of a captured kernel: its IR and options from the record."""
-    from tilelang import tvm
-
-    from .errors import LoweringError
-    from .resolve import Resolved
-
-    record_path, key = spec.capture[:2]
-    item = Record.load(record_path).kernels.get(key)
-    if item is None:
-        msg = f"{where}: kernel {key} is no longer in {record_path}"
-        raise LoweringError(msg)
-    func = tvm.ir.load_json(item["ir"])
-    options = item["options"]
-    flags = _materialise_headers(list(options["compile_flags"]), item.get("headers", {}), Path(record_path))
-    origin = (item.get("origins") or [{}])[0]
-    path = f"capture {origin.get('jit') or origin.get('function', '?')} -> {item.get('name', 'main')}"
-    return Resolved(
-        func, dict(options["pass_configs"]), tuple(flags), options["out_idx"], None, path, options["backend"], options["target"]
-    )
-
-
-def _materialise_headers(flags: list, headers: dict, record: Path) -> list:
-    """The recorded headers written beside the record, and the flags pointing at them.
-
-    Each is stored by content; an ``-I`` folder keeps its layout.
-    """
-    if not headers:
-        return flags
-    root = record.parent / ".tl_aot_headers"
-
-    def write(dest: Path, b64: str) -> None:
-        if not dest.is_file():
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(dest, base64.b64decode(b64))
-
-    def place(value: str, folder: bool) -> str:
-        p = Path(value)
-        if not folder:
-            if value not in headers:
-                return value
-            dest = root / hashlib.sha256(base64.b64decode(headers[value])).hexdigest()[:16] / p.name
-            write(dest, headers[value])
-            return str(dest)
-        under = sorted((Path(f).relative_to(p).as_posix(), b64) for f, b64 in headers.items() if Path(f).is_relative_to(p))
-        if not under:
-            return value
-        dest = root / hashlib.sha256(json.dumps(under).encode()).hexdigest()[:16] / p.name
-        for rel, b64 in under:
-            write(dest / rel, b64)
-        return str(dest)
-
-    return map_flag_paths(flags, place)
+    return str(getattr(tilelang, "__version__", "unknown"))

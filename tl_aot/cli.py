@@ -103,7 +103,9 @@ def _add_build(sub) -> None:
     b.add_argument(
         "--keep-going",
         action="store_true",
-        help="leave out variants that fail to lower or compile, listing them, instead of stopping (default with --capture)",
+        help="leave out variants that fail to lower or compile instead of failing the build; what was left out is listed "
+        "(even with -q) and recorded in the library (inspect shows it). Without it a build fails, and --capture names "
+        "every kernel that failed",
     )
     b.add_argument(
         "--torch-ops",
@@ -157,7 +159,8 @@ def _add_capture(sub) -> None:
     c.add_argument(
         "--device",
         help="compile nothing and answer device queries (torch.cuda, TileLang's driver) as this GPU, e.g. H100-SXM: "
-        "a capture on a machine without one",
+        "a capture on a machine without one. Each new kernel is lowered for that GPU's arch to record a digest of its "
+        "device code, which the build checks (TL_AOT_CAPTURE_LOWER=0 skips it)",
     )
     c.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
@@ -259,7 +262,7 @@ def _out_idx(values: list | None) -> tuple | None:
 
 def _captured_library(args):
     """The LibrarySpec of ``build --capture RECORD...``: one entry per recorded kernel."""
-    from .capture import specs_from_record
+    from .captured import specs_from_record
     from .spec import LibrarySpec
 
     if args.target or args.spec:
@@ -345,7 +348,7 @@ def _cmd_build(args) -> int:
         tuned = sum(1 for e in lib.entries if e.tuned)
         if log:
             log(f"tuning record {Path(tune_file).name}: configs for {tuned} of {len(lib.entries)} entries")
-    build_library(
+    result = build_library(
         lib,
         out_dir=args.output,
         jobs=args.jobs,
@@ -354,12 +357,18 @@ def _cmd_build(args) -> int:
         depfile=args.depfile,
         log=log,
         force=args.force,
-        keep_going=args.keep_going or bool(args.capture),
+        keep_going=args.keep_going,
+        report_all=bool(args.capture),
         torch_ops=args.torch_ops,
         cluster=args.cluster,
         cache_url=args.cache_url,
         shard=args.shard,
     )
+    if result.manifest.left_out and not log:  # the summary lists them; with -q this line does
+        left = result.manifest.left_out
+        print(f"tl_aot build: left out {len(left)} variant(s) (--keep-going):", file=sys.stderr)
+        for x in left:
+            print(f"  {x.spelled()}", file=sys.stderr)
     return 0
 
 
@@ -475,6 +484,9 @@ def describe(manifest) -> str:
         f"  built with tl_aot {manifest.tl_aot_version}, TileLang {manifest.tilelang_version}, "
         f"nvcc {manifest.nvcc_version}, launcher ABI {manifest.abi_version}",
     ]
+    if manifest.left_out:
+        lines.append(f"  LEFT OUT by a --keep-going build: {len(manifest.left_out)} variant(s)")
+        lines.extend(f"    {x.spelled()}" for x in manifest.left_out)
     position = {e.name: (i, len(ms)) for ms in exports.values() for i, e in enumerate(ms)}
     for e in manifest.entries:
         lines.append("")

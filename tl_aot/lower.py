@@ -16,12 +16,14 @@ from .arch import Arch
 from .capture import backend_kind
 from .cuda_source import check_source_kernels, rename_reserved_names, static_shared_bytes
 from .device import default_profile, emulate, find_profile
+from .device_code import check_against_record, digest, lower
 from .errors import LoweringError, SpecError, TlAotError
 from .ir_metadata import host_walk, output_positions, read_kernels, read_signature, read_tma_descriptors, read_workspaces
+from .jit_seam import CompileRequest
 from .launch_limits import check_launch_limits
 from .metadata import LoweredVariant
 from .options import flag_inputs, jit_pass_configs, nvcc_flags_for, portable_flags
-from .resolve import CompileRequest, Resolved, func_hash, plain_pass_configs, resolve_kernel
+from .resolve import Resolved, func_hash, plain_pass_configs, resolve_kernel
 from .source import format_user_error, function_line, import_kernel_file, local_dependencies, user_location
 from .spec import KernelSpec
 from .values import spell
@@ -56,7 +58,6 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
     if _BUILDER_FILTER not in builder_log.filters:
         builder_log.addFilter(_BUILDER_FILTER)
     try:
-        import tilelang
         from tilelang import tvm
     except ImportError as e:
         from .errors import ToolchainNotFound
@@ -77,8 +78,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
             pass_configs = jit_pass_configs(resolved.pass_configs, resolved.compile_flags)
             backend = spec.backend or backend_kind(resolved.execution_backend, resolved.target)
             lower_target = _cutedsl_target(spec, arch, target) if backend == "cutedsl" else target
-            with tvm.transform.PassContext(opt_level=3, config=pass_configs):
-                art = tilelang.lower(func, target=lower_target)
+            art = lower(func, lower_target, pass_configs)
         params, symbols, names = read_signature(func, where, outputs)
         host_funcs = list(art.host_mod.functions.values())
         if len(host_funcs) != 1:
@@ -90,6 +90,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         descs, desc_index = read_tma_descriptors(host, names, lets, where)
         kernels = read_kernels(art, host, names, lets, desc_index, params, where)
         source, nvcc_options, static_shared = _device_code(backend, art, func, lower_target, kernels, workspaces, pass_configs, where)
+        code = _code_digest(backend, art, resolved, arch, where)
         line = None if spec.capture else function_line(spec.source, spec.function)
         check_launch_limits(kernels, static_shared, arch, where, location=f"{spec.source}:{line}" if line else None)
     except TlAotError as e:  # raised knowing less (a helper given only `where`): the variant is this one
@@ -121,8 +122,18 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         resolved=resolved.path,
         inputs=flag_inputs(nvcc_options),
         backend=backend,
+        device_code=code,
         **_request_identity(spec, resolved, out_idx),
     )
+
+
+def _code_digest(backend: str, art, resolved: Resolved, arch: Arch, where: str) -> str:
+    """The digest of TileLang's CUDA source (before tl_aot's edits); a captured kernel's must be the one recorded."""
+    if backend != "cuda":
+        return ""
+    if resolved.captured is None:
+        return digest(art.kernel_source)
+    return check_against_record(resolved.captured, arch.sm, art.kernel_source, where, tilelang_version=tilelang_version())
 
 
 def _device_code(backend: str, art, func, target, kernels, workspaces, pass_configs, where: str) -> tuple:
@@ -168,15 +179,13 @@ def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict:
     """
     from .capture import options_of, request_key
 
-    req = CompileRequest(
+    req = CompileRequest.of(
         resolved.func,
         None if out_idx is None else list(out_idx),
-        resolved.execution_backend,
-        resolved.target,
-        None,
-        dict(resolved.pass_configs),
-        tuple(str(f) for f in resolved.compile_flags),
-        0,
+        execution_backend=resolved.execution_backend,
+        target=resolved.target,
+        pass_configs=resolved.pass_configs,
+        compile_flags=resolved.compile_flags,
     )
     options = options_of(req)
     key = spec.capture[1] if spec.capture else request_key(req.func, options)
@@ -191,7 +200,7 @@ def _resolve(spec: KernelSpec, arch: Arch, where: str) -> Resolved:
     state is stale: it is imported afresh once and resolved again.
     """
     if spec.capture:
-        from .capture import resolve_captured
+        from .captured import resolve_captured
 
         return resolve_captured(spec, where)
     tuned = spec.tuned_config(arch.sm)

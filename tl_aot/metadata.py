@@ -25,6 +25,7 @@ __all__ = [
     "DeviceKernel",
     "ArchVariant",
     "LoweredEntry",
+    "LeftOut",
     "Manifest",
     "to_json",
     "from_json",
@@ -176,6 +177,7 @@ class ArchVariant:
     request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.capture.request_key)
     request: str = ""  # that request as JSON: prim_func name and options (portable flags), for ``verify``
     backend: str = "cuda"  # TileLang's code generator: "cuda" (CUDA C++, nvcc) or "cutedsl" (CuTeDSL; kernels found by pattern)
+    device_code: str = ""  # digest of the CUDA source TileLang generated, before tl_aot's edits (tl_aot.device_code)
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,20 @@ class LoweredEntry:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A variant a ``--keep-going`` build left out: which, why (the first line of its error) and where it came from."""
+
+    entry: str
+    arch: str
+    error: str
+    origin: str = ""  # a captured kernel's origin (jit function and arguments, or file:line), else source:function
+
+    def spelled(self) -> str:
+        """``gemm_0a1b (sm_90a): ValueError: ... [from ops.gemm(M=128) at run.py:12]``."""
+        return f"{self.entry} ({self.arch}): {self.error}" + (f"  [from {self.origin}]" if self.origin else "")
+
+
+@dataclass(frozen=True)
 class Manifest:
     """Everything a library says about itself; embedded as JSON and checked by :func:`tl_aot.load`."""
 
@@ -234,6 +250,7 @@ class Manifest:
     tilelang_version: str = ""
     nvcc_version: str = ""
     build_flags: tuple = field(default=())
+    left_out: tuple = ()  # LeftOut: variants a --keep-going build could not build
 
     def entry(self, name: str) -> LoweredEntry:
         """The entry ``name``; for a specialised export, its first specialisation."""
@@ -257,7 +274,7 @@ _NESTED: dict[str, dict[str, type]] = {
     "LoweredEntry": {"params": Param, "symbols": Symbol, "variants": ArchVariant},
     "ArchVariant": {"kernels": DeviceKernel, "tma_descriptors": TmaDescriptor, "workspaces": Workspace},
     "DeviceKernel": {"args": KernelArg, "l2_windows": L2Window},
-    "Manifest": {"entries": LoweredEntry},
+    "Manifest": {"entries": LoweredEntry, "left_out": LeftOut},
 }
 
 
@@ -326,6 +343,7 @@ class LoweredVariant:
     request: str = ""  # that request as JSON: prim_func name and options (portable flags)
     inputs: tuple = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale
     backend: str = "cuda"  # "cuda" or "cutedsl": which of TileLang's code generators produced ``cuda_source``
+    device_code: str = ""  # digest of TileLang's CUDA source before tl_aot's edits (tl_aot.device_code.digest)
 
 
 _NESTED["LoweredVariant"] = {

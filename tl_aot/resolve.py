@@ -22,61 +22,25 @@ import threading
 from dataclasses import dataclass
 
 from .errors import LoweringError
+from .jit_seam import CompiledStandIn, CompileRequest, Interception, StandInUsed, install, jit_module, uninstall
 from .spec import KernelSpec
 from .values import evaluate, spell
 
-__all__ = ["CompileRequest", "Resolved", "intercept_compiles", "resolve_kernel", "options_digest", "func_hash"]
+__all__ = [
+    "CompileRequest",
+    "CompiledStandIn",
+    "StandInUsed",
+    "Resolved",
+    "intercept_compiles",
+    "resolve_kernel",
+    "options_digest",
+    "func_hash",
+]
 
 #: Execution backends whose kernels are CUDA C++ compiled by nvcc: the same image tl_aot builds.
 _CUDA_BACKENDS = frozenset({None, "auto", "tvm_ffi", "cython", "nvrtc", "ctypes", "dlpack"})
 _sessions = itertools.count(1)
 _local = threading.local()
-
-
-@dataclass(frozen=True)
-class CompileRequest:
-    """One call of TileLang's compile, as it reached ``tilelang.jit.cached`` (attributes already merged)."""
-
-    func: object  # tvm PrimFunc
-    out_idx: object
-    execution_backend: object
-    target: object
-    target_host: object
-    pass_configs: dict
-    compile_flags: tuple
-    session: int
-
-    @property
-    def name(self) -> str:
-        attrs = self.func.attrs or {}
-        return str(attrs["global_symbol"]) if "global_symbol" in attrs else "main"
-
-
-class StandInUsed(LoweringError, AttributeError):
-    """A compiled kernel's attribute was used at build time (``hasattr`` probes see it as absent)."""
-
-
-class CompiledStandIn:
-    """What TileLang's compile returns while tl_aot resolves a kernel: the request, never a compiled kernel."""
-
-    def __init__(self, request: CompileRequest) -> None:
-        self.tl_aot_request = request
-
-    def __call__(self, *args, **kwargs):
-        msg = (
-            f"kernel {self.tl_aot_request.name!r} was called while tl_aot built it; tl_aot builds kernels ahead of time "
-            "and never runs them at build time (move warm-up or test calls out of the factory)"
-        )
-        raise LoweringError(msg)
-
-    def __getattr__(self, name: str):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        msg = f"kernel {self.tl_aot_request.name!r}: .{name} was used while tl_aot built it; tl_aot only takes what TileLang would compile"
-        raise StandInUsed(msg)
-
-    def __repr__(self) -> str:
-        return f"<tl_aot stand-in for compiled kernel {self.tl_aot_request.name!r}>"
 
 
 @dataclass
@@ -91,51 +55,30 @@ class _Interception:
 def intercept_compiles():
     """While active, TileLang's compile records its request and returns a :class:`CompiledStandIn`.
 
-    Every JIT path (``@tilelang.jit`` calls, ``JITImpl.compile``, ``tilelang.compile``,
-    ``par_compile``) reaches ``tilelang.jit.cached`` after TileLang merged the prim_func's own
-    ``out_idx`` / ``pass_configs`` / ``compile_flags``; that is the one name replaced. On exit
-    the stand-ins are removed from the JIT caches they were stored in.
+    The interception is :mod:`tl_aot.jit_seam`'s; on exit the stand-ins are removed from the JIT
+    caches they were stored in.
     """
-    tl_jit = _jit_module()
-
     state = _Interception(next(_sessions), [], [])
-    real_cached = tl_jit.cached
-    real_compile = tl_jit.JITImpl.compile
 
-    def cached(
-        func=None,
-        out_idx=None,
-        *args,
-        target=None,
-        target_host=None,
-        execution_backend=None,
-        verbose=None,
-        pass_configs=None,
-        compile_flags=None,
-    ):
-        flags = [compile_flags] if isinstance(compile_flags, str) else list(compile_flags or ())
-        req = CompileRequest(
-            func, out_idx, execution_backend, target, target_host, dict(pass_configs or {}), tuple(str(f) for f in flags), state.session
-        )
+    def on_request(req, jit_call, proceed):
+        req = dataclasses.replace(req, session=state.session)
         state.requests.append(req)
         return CompiledStandIn(req)
 
-    def compile_method(self, *args, **kwargs):
-        state.jit_objects.append(self)
-        state.jit_calls.append((self, args, dict(kwargs)))
-        return real_compile(self, *args, **kwargs)
+    def on_jit(call) -> None:
+        state.jit_objects.append(call.jit)
+        state.jit_calls.append((call.jit, call.args, dict(call.kwargs)))
 
     if getattr(_local, "active", False):
         msg = "tl_aot: nested compile interception"
         raise LoweringError(msg)
     _local.active = True
-    tl_jit.cached = cached
-    tl_jit.JITImpl.compile = compile_method
+    interception = Interception(on_request, on_jit, name="resolve")
+    install(interception, jit_module())
     try:
         yield state
     finally:
-        tl_jit.cached = real_cached
-        tl_jit.JITImpl.compile = real_compile
+        uninstall(interception)
         _local.active = False
         for obj in state.jit_objects:
             _purge(obj)
@@ -167,6 +110,7 @@ class Resolved:
     path: str  # how it was reached, e.g. "make_gemm(M=1024) -> kernel(block_m=128)"
     execution_backend: object = None  # the request's, as the library passed it
     target: object = None
+    captured: object = None  # a captured kernel's record item (its device code digests are checked after lowering)
     stale: bool = False  # a stand-in from an earlier build step came back (a cache in user code): import afresh
 
 
@@ -376,7 +320,7 @@ class _Walker:
             return obj.tl_aot_request, obj.tl_aot_request.name
         if isinstance(obj, tvm.tirx.PrimFunc):
             self._no_leftovers(args, "the T.prim_func")
-            tl_jit = _jit_module()
+            tl_jit = jit_module()
 
             return self._one_request(lambda: tl_jit.compile(obj)), "prim_func"
         if _is_autotuned(obj) or _is_jit(obj):
@@ -539,10 +483,3 @@ def _group(taken: dict) -> dict:
     for n, d in taken.items():
         out.setdefault(d, []).append(n)
     return out
-
-
-def _jit_module():
-    """The module ``tilelang.jit`` (the package attribute of that name is the decorator)."""
-    import importlib
-
-    return importlib.import_module("tilelang.jit")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import TlAotError
+from .jit_seam import Interception, install
 
 __all__ = ["serve", "stop", "Server", "ServedKernel", "KernelNotServed", "install_from_env"]
 
@@ -155,6 +156,7 @@ def _current_cc() -> str:
 
 
 _active: Server | None = None
+_lock = threading.Lock()
 
 
 def serve(path: str | os.PathLike, *, strict: bool = False) -> Server:
@@ -196,59 +198,35 @@ def stop() -> None:
     _active = None
 
 
-_last_jit_call = threading.local()
+_installed: list = []  # the serving interception, once installed
 
 
 def _patch(tl_jit) -> None:
-    if getattr(tl_jit.cached, "_tl_aot_serving", False):
-        return
-    real_cached = tl_jit.cached
-    real_compile = tl_jit.JITImpl.compile
-    warned: set = set()
+    with _lock:
+        if _installed:
+            return
+        warned: set = set()
 
-    def compile_method(self, *args, **kwargs):
-        _last_jit_call.value = (self, args, dict(kwargs))
-        try:
-            return real_compile(self, *args, **kwargs)
-        finally:
-            _last_jit_call.value = None
+        def on_request(req, jit_call, proceed):
+            server = _active
+            if server is None:
+                return proceed()
+            served, key = server.lookup(req)
+            if served is not None:
+                server.stats.served += 1
+                return served
+            server.stats.missed[req.name] = key
+            if server.strict:
+                server.stats.refused += 1
+                raise KernelNotServed(server.miss_message(req, key, jit_call))
+            if key not in warned:
+                warned.add(key)
+                _log.warning("%s; compiling it with TileLang's JIT", server.miss_message(req, key, jit_call))
+            server.stats.compiled += 1
+            return proceed()
 
-    def cached(func=None, out_idx=None, *args, **kwargs):
-        from .resolve import CompileRequest
-
-        server = _active
-        if server is None:
-            return real_cached(func, out_idx, *args, **kwargs)
-        flags = kwargs.get("compile_flags")
-        flags = [flags] if isinstance(flags, str) else list(flags or ())
-        req = CompileRequest(
-            func,
-            out_idx,
-            kwargs.get("execution_backend"),
-            kwargs.get("target"),
-            kwargs.get("target_host"),
-            dict(kwargs.get("pass_configs") or {}),
-            tuple(str(f) for f in flags),
-            0,
-        )
-        served, key = server.lookup(req)
-        if served is not None:
-            server.stats.served += 1
-            return served
-        server.stats.missed[req.name] = key
-        jit_call = getattr(_last_jit_call, "value", None)
-        if server.strict:
-            server.stats.refused += 1
-            raise KernelNotServed(server.miss_message(req, key, jit_call))
-        if key not in warned:
-            warned.add(key)
-            _log.warning("%s; compiling it with TileLang's JIT", server.miss_message(req, key, jit_call))
-        server.stats.compiled += 1
-        return real_cached(func, out_idx, *args, **kwargs)
-
-    cached._tl_aot_serving = True
-    tl_jit.cached = cached
-    tl_jit.JITImpl.compile = compile_method
+        _installed.append(Interception(on_request, name="serving"))
+        install(_installed[0], tl_jit)
 
 
 def install_from_env() -> Server | None:

@@ -309,7 +309,7 @@ class TileLangExtension(Extension):
             made = d.spec(source, tuple(use))
             entries.extend(made if isinstance(made, tuple) else (made,))
         for record in self.capture:
-            from .capture import specs_from_record
+            from .captured import specs_from_record
 
             use = archs or self.archs
             if not use:

@@ -49,9 +49,22 @@ def shard_of(tasks, k: int, n: int) -> list:
     return [t for i, t in enumerate(tasks) if i % n == k - 1]
 
 
-def build_shard(lib, shard: str, *, out_dir, jobs=None, cache_dir=None, cache_url="", cluster="", log=print, force=False, keep_going=False):
+def build_shard(
+    lib,
+    shard: str,
+    *,
+    out_dir,
+    jobs=None,
+    cache_dir=None,
+    cache_url="",
+    cluster="",
+    log=print,
+    force=False,
+    keep_going=False,
+    report_all=False,
+):
     """Build shard ``K/N`` of ``lib`` into the part folder ``out_dir``; returns the part's path."""
-    from .build import _build_variants
+    from .build import _all_failed, _build_variants, left_out_of
     from .build_plan import check_toolchain, plan_build
     from .build_stages import entry_head
     from .cache import VariantCache, default_cache_dir
@@ -75,9 +88,10 @@ def build_shard(lib, shard: str, *, out_dir, jobs=None, cache_dir=None, cache_ur
         log(f"shard {k}/{n} of {lib.name}: {len(mine)} of {len(plan.tasks)} variants ({len(sub.todo)} to build)")
     if sub.todo:
         cache.check_writable()
-    run = _build_variants(
-        sub, work, cache, jobs or default_jobs(), log, force=force, keep_going=keep_going, cluster=cluster, launcher=False
-    )
+    tolerant = keep_going or report_all or any(e.capture for e in lib.entries)
+    run = _build_variants(sub, work, cache, jobs or default_jobs(), log, force=force, keep_going=tolerant, cluster=cluster, launcher=False)
+    if run.failures and not keep_going:
+        raise _all_failed(sub, run)
     variants = part / "variants"
     variants.mkdir(exist_ok=True)
     for old in variants.glob("*.tlv"):
@@ -99,7 +113,7 @@ def build_shard(lib, shard: str, *, out_dir, jobs=None, cache_dir=None, cache_ur
         "entries": [json.loads(to_json(entry_head(spec))) for spec in lib.entries],
         "tasks": [[t.spec.name, str(t.arch), t.key] for t in plan.tasks],
         "variants": held,
-        "failures": [list(f) for f in run.failures],
+        "left_out": [json.loads(to_json(x)) for x in left_out_of(sub, run)],
     }
     atomic_write(part / "part.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
     if log:
@@ -158,6 +172,14 @@ def check_parts(parts: list) -> tuple[int, dict]:
         )
         raise PartError(msg)
     return n, by_k
+
+
+def _left_out(first: dict, by_k: dict) -> tuple:
+    """The variants the shards left out (``--keep-going``), in the library's order."""
+    from .metadata import LeftOut, from_json
+
+    found = {(x["entry"], x["arch"]): x for _, data in by_k.values() for x in data.get("left_out", [])}
+    return tuple(from_json(LeftOut, json.dumps(found[(e, a)])) for e, a, _ in first["tasks"] if (e, a) in found)
 
 
 def link_parts(folders, *, out_dir, header_dir=None, cache_dir=None, log=print):
@@ -230,7 +252,7 @@ def link_parts(folders, *, out_dir, header_dir=None, cache_dir=None, log=print):
     cache_root = Path(cache_dir).resolve() if cache_dir else default_cache_dir(out_dir)
     runtime, _ = runtime_object(cache_root, extra_key=f"tl_aot {__version__}, tvm-ffi {package_version('apache-tvm-ffi')}")
     sizes = {key: len(img) for key, img in images.items()}
-    manifest = manifest_from(name, heads, lowered, nvcc, tilelang, sizes)
+    manifest = replace(manifest_from(name, heads, lowered, nvcc, tilelang, sizes), left_out=_left_out(first, by_k))
     built = link(name, work, manifest, image_files_by_symbol(heads, images), runtime)
     publish(built, out, manifest, header_text, lib_key=first["lib_key"], inputs=[], deps=(), stamp=False)
     if log:

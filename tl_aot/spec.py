@@ -191,7 +191,7 @@ class KernelSpec:
     jit_args: tuple = ()  # (name, value): only for the @tilelang.jit function the factory returns
     select: str = ""  # which kernel, when the factory gives several (a tuple index or dict key)
     imports: tuple = ()  # modules imported before the kernel file (registries they fill)
-    capture: tuple = ()  # (record path, key, jit function, its args): a kernel from a capture record, lowered from its IR
+    capture: tuple = ()  # (record path, key, jit function, its args, proof): a kernel from a capture record, lowered from its IR
     backend: str = ""  # "cuda" (CUDA C++ through nvcc), "cutedsl" (TileLang's CuTeDSL backend); "": as the kernel file asks
 
     def __post_init__(self) -> None:
@@ -536,7 +536,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
     for i, ed in enumerate(entries_data):
         entries.extend(_spec_entry(path, i, ed, lib, lib_archs, device))
     if captures:
-        from .capture import specs_from_record
+        from .captured import specs_from_record
 
         c_archs = lib_archs or lib.get("archs")
         if not c_archs:

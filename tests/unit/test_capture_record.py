@@ -62,3 +62,52 @@ def test_flags_name_headers_by_content_wherever_the_package_lives(tmp_path):
     (b / "inc" / "sub" / "g.cuh").write_text("#define Y 2\n")  # a header under the -I folder changed
     assert spelled(a)[2] != spelled(b)[2] and spelled(a)[1] == spelled(b)[1]
     assert portable_flags(["-include", f"{a}/missing.h"]) == ["-include", "missing.h#missing"]
+
+
+def test_device_code_merges_per_arch_and_is_never_a_kernel_of_its_own(tmp_path):
+    rec = Record.load(tmp_path / "r.json", missing_ok=True)
+    rec.merge({"k1": {"ir": "{}", "devices": [], "origins": [], "device_code": {"sm_90a": {"sha256": "a"}}}})
+    rec.merge({"k1": {"devices": [], "origins": [], "device_code": {"sm_90a": {"sha256": "b"}, "sm_80": {"sha256": "c"}}}})
+    assert rec.merge({"k2": {"devices": [], "origins": [], "device_code": {"sm_80": {"sha256": "d"}}}}) == 0
+    assert rec.kernels["k1"]["device_code"] == {"sm_90a": {"sha256": "a"}, "sm_80": {"sha256": "c"}}  # the first kept
+    assert sorted(rec.kernels) == ["k1"]
+
+
+def test_a_kernel_that_does_not_round_trip_is_marked_warned_once_and_refused_by_the_build(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("tilelang")
+    import tilelang.language as T
+
+    from tl_aot import capture, captured
+    from tl_aot.errors import LoweringError
+    from tl_aot.jit_seam import CompileRequest
+
+    def kernel(n):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=128) as _:
+                for i in T.Parallel(n):
+                    B[i] = A[i] * 2
+
+        return main
+
+    monkeypatch.setattr(capture, "round_trip_problem", lambda func, text: "a layout changed across the round trip: X came back as Y")
+    cap = capture.Capturer(tmp_path / "r.json", compile_for_real=False)
+    keys = [cap.record(CompileRequest.of(kernel(n), [-1])) for n in (128, 256, 128)]
+    assert keys[0] == keys[2] != keys[1]
+    err = capsys.readouterr().err
+    assert err.count("warning: kernel 'main' is recorded but its IR does not rebuild") == 1 and "X came back as Y" in err
+    cap.flush()
+    item = Record.load(tmp_path / "r.json").kernels[keys[0]]
+    assert item["unfaithful"] == "a layout changed across the round trip: X came back as Y"
+    [spec] = captured.specs_from_record(tmp_path / "r.json", ["90a"], only={keys[0]})
+    assert '"unfaithful": "a layout changed' in spec.capture[4]
+    with pytest.raises(LoweringError, match="the capture found that its recorded IR does not rebuild.*X came back as Y"):
+        captured.resolve_captured(spec, "entry 'main' (sm_90a)")
+
+
+def test_the_first_error_line_is_the_underlying_exception():
+    from tl_aot.build import first_error_line
+
+    msg = "entry 'g' (sm_90a): TileLang failed to lower captured\n  at run.py:3\n  ValueError: Invalid layout for shared buffer a\n  more"
+    assert first_error_line(msg) == "ValueError: Invalid layout for shared buffer a"
+    assert first_error_line("entry 'g' (sm_90a): the device code differs") == "entry 'g' (sm_90a): the device code differs"

@@ -1,0 +1,76 @@
+"""On the GPU: capture a swizzled GEMM and flash attention forward and backward for real, build the record, serve it
+strictly, and get the JIT's results bit for bit from kernels whose device code digests are the JIT's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+KERNELS = Path(__file__).parents[1] / "kernels"
+SCRIPT = f"""
+import sys
+sys.path.insert(0, {str(KERNELS)!r})
+import torch
+import tilelang
+import faithful
+
+torch.manual_seed(0)
+dev = "cuda"
+A, B = (torch.randn(512, 512, device=dev, dtype=torch.float16) for _ in range(2))
+out = {{"gemm": tilelang.compile(faithful.gemm_swizzled(), out_idx=[-1])(A, B)}}
+q, k, v, do = (torch.randn(1, 256, 2, 64, device=dev, dtype=torch.float16) for _ in range(4))
+out["fwd"] = faithful.flashattn_fwd(1, 2, 256, 64)(q, k, v)
+lse = torch.randn(1, 2, 256, device=dev, dtype=torch.float32)
+delta = torch.randn(1, 2, 256, device=dev, dtype=torch.float32)
+dq = torch.zeros(1, 256, 2, 64, device=dev, dtype=torch.float32)
+dk, dv = (torch.empty(1, 256, 2, 64, device=dev, dtype=torch.float16) for _ in range(2))
+faithful.flashattn_bwd(1, 2, 256, 64)(q, k, v, do, lse, delta, dq, dk, dv)
+out.update(dq=dq, dk=dk, dv=dv)
+torch.cuda.synchronize()
+torch.save({{n: t.cpu() for n, t in out.items()}}, sys.argv[1])
+"""
+
+
+def _run(cmd, cwd) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=os.environ.copy(), capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def test_captured_kernels_serve_the_jits_results_bit_for_bit(tmp_path, cache_dir, monkeypatch):
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    arch = f"{major}{minor}{'a' if major >= 9 else ''}"
+    (tmp_path / "script.py").write_text(SCRIPT)
+    record = tmp_path / "gpu.capture.json"
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "tlcache"))  # a fresh JIT cache: the capture sees real compiles
+    tl_aot = [sys.executable, "-m", "tl_aot"]
+    _run([*tl_aot, "capture", "-o", record, "--", sys.executable, "script.py", tmp_path / "jit.pt"], tmp_path)
+    kernels = json.loads(record.read_text())["kernels"]
+    assert len(kernels) == 3 and not any("unfaithful" in k for k in kernels.values())
+    assert all(f"sm_{arch}" in item.get("device_code", {}) for item in kernels.values()), [k.get("device_code") for k in kernels.values()]
+    recorded = {key: item["device_code"][f"sm_{arch}"] for key, item in kernels.items()}
+    assert all(c["from"] == "JIT" for c in recorded.values())
+
+    lib_dir = tmp_path / "lib"
+    _run(
+        [*tl_aot, "build", "--capture", record, "--arch", arch, "--name", "faithful_gpu", "-o", lib_dir, "--cache-dir", cache_dir], tmp_path
+    )
+    man = json.loads(_run([*tl_aot, "inspect", "--json", lib_dir / "libfaithful_gpu.so"], tmp_path).stdout)
+    built = {e["capture_key"]: e["variants"][0]["device_code"] for e in man["entries"]}
+    assert built == {key: c["sha256"] for key, c in recorded.items()}  # the build's device code is the JIT's
+
+    run = _run([*tl_aot, "run", "--serve", lib_dir, "--strict", "--", sys.executable, "script.py", tmp_path / "served.pt"], tmp_path)
+    assert "3 served, 0 compiled by the JIT, 0 refused" in run.stderr
+    jit, served = torch.load(tmp_path / "jit.pt"), torch.load(tmp_path / "served.pt")
+    for name in ("gemm", "fwd", "dk", "dv"):
+        assert torch.equal(jit[name], served[name]), name
+    torch.testing.assert_close(jit["dq"], served["dq"], rtol=1e-3, atol=1e-3)  # atomics: summation order varies per run

@@ -1,0 +1,154 @@
+"""Building from a capture record: one entry per recorded kernel, resolved from its stored IR and options.
+
+A recorded kernel is built only if the capture found its IR faithful (:mod:`tl_aot.ir_record`);
+its IR is loaded through :func:`tl_aot.ir_record.load_ir`, its headers are written beside the
+record, and the build compares its device code with the digest the capture stored
+(:mod:`tl_aot.device_code`). Errors name the kernel and where its request came from.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from .capture import Record
+from .errors import SpecError
+from .fileutil import atomic_write
+from .ir_record import load_ir
+from .options import map_flag_paths
+
+__all__ = ["specs_from_record", "proof_of", "resolve_captured", "unbuildable_reason", "origin_text", "origin_of_spec"]
+
+
+def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=None) -> list:
+    """One :class:`~tl_aot.spec.KernelSpec` per recorded kernel (its entry: ``<name>_<key[:10]>``), sorted by key."""
+    import re
+
+    from .cutedsl import cutedsl_version
+    from .spec import KernelSpec
+
+    rec = Record.load(path)
+    out = []
+    for key, item in sorted(rec.kernels.items()):
+        if only is not None and key not in only:
+            continue
+        if item.get("options", {}).get("backend") == "cutedsl" and not cutedsl_version():
+            continue  # built with TileLang's CuTeDSL backend where the cutedsl extra is installed
+        jit = next((o["jit"] for o in item.get("origins", []) if o.get("jit")), "")
+        base = re.sub(r"\W", "_", jit.rsplit(".", 1)[-1] or str(item.get("name") or "kernel"))[:60].strip("_") or "kernel"
+        if not base[0].isalpha():
+            base = f"k_{base}"
+        name = f"{base}_{key[:10]}"
+        spec = KernelSpec.create(name=name, source=Path(path).resolve(), function="captured", archs=archs, device=device or None)
+        origin = next((o for o in item.get("origins", []) if o.get("jit")), {})
+        args = tuple(sorted((str(k), str(v)) for k, v in origin.get("args", {}).items()))
+        out.append(dataclasses.replace(spec, capture=(str(Path(path).resolve()), key, jit, args, proof_of(item))))
+    return out
+
+
+def proof_of(item: dict) -> str:
+    """What a built variant of a recorded kernel must match, as JSON: the device code digest per arch, the capture's verdict.
+
+    Part of the variant's cache key: a record whose digest or verdict changed is lowered (and checked) again.
+    """
+    code = {arch: c.get("sha256", "") for arch, c in (item.get("device_code") or {}).items() if isinstance(c, dict)}
+    return json.dumps({"sha256": code, "unfaithful": item.get("unfaithful", "")}, sort_keys=True)
+
+
+def unbuildable_reason(item: dict) -> str:
+    """Why a recorded kernel must not be built ('' when it may): its IR was found not to rebuild faithfully when captured."""
+    problem = item.get("unfaithful")
+    return f"the capture found that its recorded IR does not rebuild into what the JIT compiled: {problem}" if problem else ""
+
+
+def resolve_captured(spec, where: str):
+    """The :class:`~tl_aot.resolve.Resolved` of a captured kernel: its IR and options from the record."""
+    from .errors import LoweringError
+    from .resolve import Resolved
+
+    record_path, key = spec.capture[:2]
+    item = Record.load(record_path).kernels.get(key)
+    if item is None:
+        msg = f"{where}: kernel {key} is no longer in {record_path}"
+        raise LoweringError(msg)
+    reason = unbuildable_reason(item)
+    if reason:
+        msg = f"{where}: {reason}"
+        raise LoweringError(msg)
+    func = load_ir(item["ir"])
+    options = item["options"]
+    flags = _materialise_headers(list(options["compile_flags"]), item.get("headers", {}), Path(record_path))
+    origin = (item.get("origins") or [{}])[0]
+    path = f"capture {origin.get('jit') or origin.get('function', '?')} -> {item.get('name', 'main')}"
+    return Resolved(
+        func,
+        dict(options["pass_configs"]),
+        tuple(flags),
+        options["out_idx"],
+        None,
+        path,
+        options["backend"],
+        options["target"],
+        captured=item,
+    )
+
+
+def _materialise_headers(flags: list, headers: dict, record: Path) -> list:
+    """The recorded headers written beside the record, and the flags pointing at them.
+
+    Each is stored by content; an ``-I`` folder keeps its layout.
+    """
+    if not headers:
+        return flags
+    root = record.parent / ".tl_aot_headers"
+
+    def write(dest: Path, b64: str) -> None:
+        if not dest.is_file():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(dest, base64.b64decode(b64))
+
+    def place(value: str, folder: bool) -> str:
+        p = Path(value)
+        if not folder:
+            if value not in headers:
+                return value
+            dest = root / hashlib.sha256(base64.b64decode(headers[value])).hexdigest()[:16] / p.name
+            write(dest, headers[value])
+            return str(dest)
+        under = sorted((Path(f).relative_to(p).as_posix(), b64) for f, b64 in headers.items() if Path(f).is_relative_to(p))
+        if not under:
+            return value
+        dest = root / hashlib.sha256(json.dumps(under).encode()).hexdigest()[:16] / p.name
+        for rel, b64 in under:
+            write(dest / rel, b64)
+        return str(dest)
+
+    return map_flag_paths(flags, place)
+
+
+def origin_text(item: dict) -> str:
+    """Where a recorded request came from: the jit function and its arguments, and the caller's file:line."""
+    o = next((o for o in item.get("origins", []) if o.get("jit")), (item.get("origins") or [{}])[0])
+    parts = []
+    if o.get("jit"):
+        parts.append(f"{o['jit']}({', '.join(f'{k}={v}' for k, v in o.get('args', {}).items())})")
+    if o.get("file"):
+        parts.append(f"{Path(o['file']).name}:{o.get('line', '?')} ({o.get('function', '?')})")
+    return " at ".join(parts) or f"prim_func {item.get('name', 'main')!r}"
+
+
+def origin_of_spec(spec) -> str:
+    """Where an entry came from: a captured kernel's :func:`origin_text`, else its ``source:function``."""
+    if spec is None:
+        return ""
+    if not getattr(spec, "capture", None):
+        return f"{spec.source}:{spec.function}"
+    try:
+        item = Record.load(spec.capture[0]).kernels.get(spec.capture[1])
+    except SpecError:
+        item = None
+    return origin_text(item) if item else f"capture {spec.capture[1]} in {spec.capture[0]}"
