@@ -105,7 +105,7 @@ class VariantResult:
     image_sha256: str = ""
     lower_s: float = 0.0
     compile_s: float = 0.0
-    cpu_s: float = 0.0  # CPU-seconds of the worker's tools (nvcc, ptxas) for this task
+    cpu_s: float = 0.0  # CPU-seconds of the worker's tools (nvcc, ptxas) while it compiled (other threads' too)
     error_class: str = ""  # "LoweringError", ...: the tl_aot error the worker raised
     error: str = ""
     error_fields: tuple = ()  # (name, value) of the error's plain fields
@@ -150,6 +150,10 @@ def pack_task(task, toolset: Toolset) -> VariantTask:
         if item is None:
             msg = f"entry {spec.name!r} ({task.arch}): kernel {spec.capture[1]} is no longer in {spec.capture[0]}"
             raise LoweringError(msg, entry=spec.name, arch=task.arch.sm)
+        if item.get("headers"):  # the worker writes them beside its copy of the record; the driver checks them here
+            from .captured import _materialise_headers
+
+            _materialise_headers(list(item.get("options", {}).get("compile_flags", [])), item["headers"], Path(spec.capture[0]))
         data = {"schema": RECORD_SCHEMA, "kernels": {spec.capture[1]: item}}
         files[Path(spec.capture[0]).name] = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
     for path, _, _, digest in task.sources.files:

@@ -220,3 +220,41 @@ def test_shards_link_into_the_one_machine_library(reference, tmp_path):
         check=False,
     )
     assert proc.returncode == 1 and "shard 1/2 given twice" in proc.stderr and "Traceback" not in proc.stderr
+
+
+WORKLOAD = """
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[-1])
+def double(N, block=128):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                Y[bx * block + i] = X[bx * block + i] * 2.0
+
+    return main
+
+
+double(1024)
+"""
+
+
+def test_build_capture_on_the_cluster_is_the_local_build(cluster, tmp_path):
+    """``build --capture RECORD --cluster``: the record's kernel ships as a one-kernel record; same bytes as here."""
+    (tmp_path / "workload.py").write_text(WORKLOAD)
+    record = tmp_path / "rec.json"
+    cap = [sys.executable, "-m", "tl_aot", "capture", "-o", str(record), "--device", "H100-SXM", "--", sys.executable, "workload.py"]
+    proc = subprocess.run(cap, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and record.is_file(), proc.stdout + proc.stderr
+    libs = []
+    for where, extra in (("here", []), ("cluster", ["--cluster", cluster.address])):
+        out = tmp_path / where
+        cmd = [sys.executable, "-m", "tl_aot", "build", "--capture", str(record), "--arch", "80", "-o", str(out)]
+        proc = subprocess.run([*cmd, *extra], capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        libs.append(next(out.glob("lib*.so")).read_bytes())
+    assert " on w" in proc.stdout, proc.stdout
+    assert libs[0] == libs[1]
