@@ -34,6 +34,7 @@ from .fileutil import atomic_write, file_digest, record_digest, verified_file, w
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest, to_json
 from .source import display_path, function_line, project_root, snapshot_files
 from .spec import KernelSpec, LibrarySpec
+from .tuning import recorded_tunings
 from .values import spell
 
 __all__ = [
@@ -325,7 +326,11 @@ def sweep_debris(work: Path, out: Outputs | None = None) -> None:
 def manifest_of(lib: LibrarySpec, tasks, lowered: dict, nvcc_version: str, image_sizes: dict | None = None) -> Manifest:
     """The library's manifest from each task's lowered variant; image sizes are 0 until nvcc is done."""
     heads = [(entry_head(spec), [(t.arch, t.key) for t in tasks if t.spec is spec]) for spec in lib.entries]
-    return manifest_from(lib.name, heads, lowered, nvcc_version, package_version("tilelang"), image_sizes)
+    manifest = manifest_from(lib.name, heads, lowered, nvcc_version, package_version("tilelang"), image_sizes)
+    records = {spec.capture[0] for spec in lib.entries if spec.capture}
+    if records:  # the autotuner's recorded choices whose kernels the library holds
+        manifest = replace(manifest, tunings=recorded_tunings(records, {e.capture_key for e in manifest.entries}))
+    return manifest
 
 
 def entry_head(spec: KernelSpec) -> LoweredEntry:

@@ -11,6 +11,7 @@ for on another machine, from another install path, has the same key. Serving mat
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import os
@@ -21,8 +22,9 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cuda_driver import current_gpu, emulating
 from .device_code import arch_of_cc, jit_kernel_code, lowered_code
-from .errors import SpecError
+from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
 from .ir_record import normalized_ir, round_trip_problem, save_ir
 from .jit_seam import CompiledStandIn, Interception, install
@@ -82,10 +84,16 @@ def request_key(func, options: dict, *, text: str | None = None) -> str:
 
 @dataclass
 class Record:
-    """A capture record: kernels by key, each with its IR, options, devices and origins."""
+    """A capture record: kernels by key, each with its IR, options, devices and origins; and the autotuner's choices.
+
+    ``tunings`` maps a tuning key (:func:`tl_aot.tuning.tuning_key`) to the choice TileLang's
+    autotuner made in the captured run: the config, its index among the candidates, the request
+    key of the chosen kernel (one of ``kernels``), the GPU and the latency measured.
+    """
 
     path: Path
     kernels: dict
+    tunings: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, missing_ok: bool = False) -> Record:
@@ -104,10 +112,17 @@ class Record:
         if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA or not isinstance(data.get("kernels"), dict):
             msg = f"{path} is not a tl_aot capture record (schema {RECORD_SCHEMA})"
             raise SpecError(msg)
-        return cls(path, data["kernels"])
+        tunings = data.get("tunings", {})
+        return cls(path, data["kernels"], tunings if isinstance(tunings, dict) else {})
 
-    def merge(self, other: dict) -> int:
-        """Add ``other``'s kernels (key -> item); devices and origins of known keys are merged. Returns how many are new."""
+    def merge(self, other: dict, tunings: dict | None = None) -> int:
+        """Add ``other``'s kernels (key -> item); devices and origins of known keys are merged. Returns how many are new.
+
+        ``tunings`` (tuning key -> choice) are added too; a tuning already recorded keeps its first choice
+        (a record is reproducible: tuning again, with its timing noise, does not change what is served).
+        """
+        for key, item in (tunings or {}).items():
+            self.tunings.setdefault(key, item)
         new = 0
         for key, item in other.items():
             have = self.kernels.get(key)
@@ -131,6 +146,8 @@ class Record:
     def save(self) -> None:
         """Write the record atomically, kernels sorted by key (stable diffs)."""
         data = {"schema": RECORD_SCHEMA, "kernels": dict(sorted(self.kernels.items()))}
+        if self.tunings:
+            data["tunings"] = dict(sorted(self.tunings.items()))
         atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
@@ -185,12 +202,14 @@ class Capturer:
         self.lower_arch = lower_arch  # without a GPU: lower each new request for this arch to record its device code
         self.lowering_s = 0.0
         self.kernels: dict = {}
+        self.tunings: dict = {}
         self.errors = 0
         self.unfaithful = 0
         self._checked: set = set()  # keys whose round trip was checked in this process
         self._lowered: set = set()  # keys lowered here for their device code
         self._lock = threading.RLock()
         self._flushed = time.monotonic()
+        self._kernel_keys: dict = {}  # id(kernel TileLang compiled) -> (kernel, request key): which kernel a tuner chose
 
     def record(self, req, jit_call=None) -> str:
         """Add one request; returns its key ('' on failure: a capture never breaks the workload).
@@ -228,6 +247,41 @@ class Capturer:
             traceback.print_exc()
             return ""
 
+    def record_tuning(self, tuner, result) -> None:
+        """Add the choice TileLang's autotuner made (never raises): tuning key -> config and the chosen kernel's request key."""
+        from .tuning import chosen_index, describe, resolved_configs, spelled_config, tuning_key
+
+        try:
+            config = getattr(result, "config", None)
+            if config is None:
+                return  # the tunable arguments were given: nothing was tuned, the one kernel is an ordinary request
+            have = self._kernel_keys.get(id(getattr(result, "kernel", None)))
+            key, material = tuning_key(tuner, current_gpu().cc)
+            if have is None or have[0] is not result.kernel:
+                print(
+                    f"tl_aot capture: the autotuner's choice for {describe(material)} is not recorded: its kernel was not "
+                    "compiled in this run (a cache of TileLang's answered?); serving will not know it",
+                    file=sys.stderr,
+                )
+                return
+            item = {
+                "function": material["function"],
+                "args": json.dumps(material["args"], separators=(",", ":"))[:400],
+                "config": spelled_config(config),
+                "index": chosen_index(tuner, config),
+                "candidates": len(resolved_configs(tuner)),
+                "request_key": have[1],
+                "cc": material["cc"],
+                "device": _device().get("name", ""),
+                "latency_ms": float(getattr(result, "latency", 0.0) or 0.0),
+                "time": int(time.time()),
+            }
+            with self._lock:
+                self.tunings.setdefault(key, item)
+        except Exception:  # noqa: BLE001
+            self.errors += 1
+            traceback.print_exc()
+
     def report(self) -> None:
         """One line to stderr at exit when the capture lowered kernels (what the device code digests cost) or found unfaithful ones."""
         if self.lowering_s or self.unfaithful:
@@ -259,16 +313,16 @@ class Capturer:
 
     def flush(self) -> int:
         """Merge what was captured into the record file (under a lock: several processes may capture). Returns new kernels."""
-        if not self.kernels:
+        if not self.kernels and not self.tunings:
             return 0
         from .fileutil import exclusive_lock
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock, exclusive_lock(self.path.with_name(self.path.name + ".lock")):
             rec = Record.load(self.path, missing_ok=True)
-            new = rec.merge(self.kernels)
+            new = rec.merge(self.kernels, self.tunings)
             rec.save()
-            self.kernels = {}
+            self.kernels, self.tunings = {}, {}
             self._flushed = time.monotonic()
         return new
 
@@ -279,7 +333,7 @@ class Capturer:
         on_import("tilelang.jit", self._patch)
 
     def _patch(self, tl_jit) -> None:
-        install(Interception(self._on_request, name="capture"), tl_jit)
+        install(Interception(self._on_request, name="capture", on_tune=self._on_tune), tl_jit)
 
     def _on_request(self, req, jit_call, proceed):
         key = self.record(req, jit_call)
@@ -292,12 +346,38 @@ class Capturer:
                 if code is not None:
                     made = {"sha256": code[1], "tilelang": _tilelang_version(), "from": "lowered at capture"}
                     self.record_device_code(key, {code[0]: made})
-            return CompiledStandIn(req)
+            return self._remember(CompiledStandIn(req), key)
         kernel = proceed()
         code = jit_kernel_code(kernel) if backend_kind(req.execution_backend, req.target) == "cuda" else None
         if code is not None:
             self.record_device_code(key, {code[0]: {"sha256": code[1], "tilelang": _tilelang_version(), "from": "JIT"}})
+        return self._remember(kernel, key)
+
+    def _remember(self, kernel, key: str):
+        """Note which request ``kernel`` answers (a tuner's result names its kernel, not the request)."""
+        if key:
+            with self._lock:
+                self._kernel_keys[id(kernel)] = (kernel, key)
         return kernel
+
+    def _on_tune(self, tuner, proceed):
+        """One run of TileLang's autotuner: let it tune (it compiles and times every candidate), then record its choice."""
+        try:
+            result = proceed()
+        except Exception:
+            if self.compile_for_real:
+                raise
+            from .tuning import describe, tuning_key
+
+            _, material = tuning_key(tuner, current_gpu().cc)
+            msg = (
+                f"tl_aot capture --device: {describe(material)} is tuned by TileLang's autotuner at run time, which times "
+                "every candidate on the GPU; a capture without one cannot record the tuner's choice. Capture this workload "
+                "on the GPU (python -m tl_aot capture -o RECORD -- CMD), or give the op its config instead of tuning it"
+            )
+            raise TlAotError(msg) from None
+        self.record_tuning(tuner, result)
+        return result
 
 
 #: Contexts entered for the whole process (kept alive: a collected generator would undo them).
@@ -327,10 +407,13 @@ def install_from_env() -> Capturer | None:
         return None
     device = os.environ.get("TL_AOT_CAPTURE_DEVICE", "")
     cap = Capturer(path, compile_for_real=not device)
+    # a tuning must run to be recorded: TileLang's own tuning cache would answer it unseen
+    os.environ.setdefault("TILELANG_AUTO_TUNING_DISABLE_CACHE", "1")
     if device:
         from .device import _emulate_tilelang, _emulate_torch, find_profile
 
         profile = find_profile(device)
+        _enter(emulating(profile.cc))
         if os.environ.get("TL_AOT_CAPTURE_LOWER", "1") != "0":
             cap.lower_arch = arch_of_cc(profile.cc)
         on_import("torch", lambda _m: _enter(_emulate_torch(profile)))

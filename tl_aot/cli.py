@@ -487,6 +487,14 @@ def describe(manifest) -> str:
     if manifest.left_out:
         lines.append(f"  LEFT OUT by a --keep-going build: {len(manifest.left_out)} variant(s)")
         lines.extend(f"    {x.spelled()}" for x in manifest.left_out)
+    if manifest.tunings:
+        lines.append(f"  run-time tunings served: {len(manifest.tunings)} (TileLang's autotuner answered with the recorded choice)")
+        by_key = {e.capture_key: e.name for e in manifest.entries if e.capture_key}
+        for t in manifest.tunings:
+            lines.append(
+                f"    {t.function}({t.args[:80]}) on sm_{t.cc}: candidate {t.index + 1}/{t.candidates} {t.config} "
+                f"-> {by_key.get(t.request_key, t.request_key)}"
+            )
     position = {e.name: (i, len(ms)) for ms in exports.values() for i, e in enumerate(ms)}
     for e in manifest.entries:
         lines.append("")

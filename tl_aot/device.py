@@ -13,6 +13,7 @@ import types
 from dataclasses import dataclass
 
 from .arch import Arch
+from .cuda_driver import emulating as _emulating_gpu
 from .errors import SpecError
 
 __all__ = ["DeviceProfile", "PROFILES", "default_profile", "find_profile", "emulate"]
@@ -113,13 +114,13 @@ def _properties(p: DeviceProfile):
 
 @contextlib.contextmanager
 def emulate(profile: DeviceProfile):
-    """Answer device queries from ``profile`` meanwhile: TileLang's driver and, if torch is loaded, ``torch.cuda``'s.
+    """Answer device queries from ``profile`` meanwhile: TileLang's driver, tl_aot's own and, if torch is loaded, ``torch.cuda``'s.
 
     Kernel factories pick tiles from ``torch.cuda.get_device_capability()``, the SM count or
     the shared memory a block may opt in to; on the build machine (no GPU, or another one) those
     answer as the GPU being built for: one device, index 0, of this profile.
     """
-    with _emulate_torch(profile), _emulate_tilelang(profile):
+    with _emulate_torch(profile), _emulate_tilelang(profile), _emulating_gpu(profile.cc):
         yield
 
 

@@ -11,8 +11,11 @@ each :func:`install` an :class:`Interception` of their own; the seam builds one
 whose ``proceed`` passes it on to the one installed before it and finally to TileLang. When the
 last interception is removed, TileLang's own functions are put back.
 
-Further hooks into TileLang (its autotuner) belong here too, as further fields of
-:class:`Interception`.
+TileLang's autotuner is the other seam: ``tilelang.autotuner.AutoTuner.run`` (which both
+``@autotune`` functions and ``AutoTuner.from_kernel(...).run()`` reach, once per tuning, before
+any candidate is compiled) is replaced the same way, for interceptions with an ``on_tune``: each
+may answer the tuning itself (serving a recorded choice) or ``proceed`` to TileLang's tuner
+(capture records what it chose).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from .errors import LoweringError
+from .hooks import on_import
 
 __all__ = [
     "CompileRequest",
@@ -93,12 +97,15 @@ class Interception:
     interceptions installed earlier, then TileLang) or anything standing in for a compiled kernel.
     ``jit_call`` is the ``@tilelang.jit`` compile the request came through (None for
     ``tilelang.compile``). ``on_jit(jit_call)``, if given, is told of each ``@tilelang.jit``
-    compile before it runs.
+    compile before it runs. ``on_tune(tuner, proceed)``, if given, answers one run of TileLang's
+    autotuner (``tuner`` is the ``AutoTuner``, about to run): ``proceed()`` runs the interceptions
+    installed earlier, then TileLang's tuner, and returns its ``AutotuneResult``.
     """
 
     on_request: Callable
     on_jit: Optional[Callable] = None
     name: str = ""
+    on_tune: Optional[Callable] = None
 
 
 class StandInUsed(LoweringError, AttributeError):
@@ -153,6 +160,8 @@ def install(interception: Interception, tl_jit=None) -> None:
             tl_jit.cached = _cached
             tl_jit.JITImpl.compile = _compile
         _installed.append(interception)
+    if interception.on_tune is not None:
+        on_import(_TUNER_MODULE, _patch_tuner)
 
 
 def uninstall(interception: Interception) -> None:
@@ -165,6 +174,8 @@ def uninstall(interception: Interception) -> None:
         if not _installed and _real:
             tl_jit = jit_module()
             tl_jit.cached, tl_jit.JITImpl.compile = _real.pop("cached"), _real.pop("compile")
+        if not any(i.on_tune is not None for i in _installed) and "run" in _real:
+            importlib.import_module(_TUNER_MODULE).AutoTuner.run = _real.pop("run")
 
 
 class intercepting:  # noqa: N801 (used as a context manager, like contextlib's)
@@ -210,5 +221,34 @@ def _cached(func=None, out_idx=None, *args, **kwargs):
         if i < 0:
             return (real or jit_module().cached)(func, out_idx, *args, **kwargs)
         return chain[i].on_request(req, call, lambda: at(i - 1))
+
+    return at(len(chain) - 1)
+
+
+_TUNER_MODULE = "tilelang.autotuner.tuner"
+
+
+def _patch_tuner(tuner_module) -> None:
+    """Replace ``AutoTuner.run`` (once, while an interception with ``on_tune`` is installed)."""
+    with _lock:
+        if "run" in _real or not any(i.on_tune is not None for i in _installed):
+            return
+        tuner_cls = getattr(tuner_module, "AutoTuner", None)
+        if tuner_cls is None or not callable(getattr(tuner_cls, "run", None)):
+            return  # another TileLang layout: its tuner runs unintercepted
+        _real["run"] = tuner_cls.run
+        tuner_cls.run = _run
+
+
+def _run(self, *args, **kwargs):
+    """``AutoTuner.run``: one tuning, answered by the newest interception with ``on_tune`` (which may proceed)."""
+    with _lock:
+        chain = [i for i in _installed if i.on_tune is not None]
+        real = _real.get("run")
+
+    def at(i: int):
+        if i < 0:
+            return (real or importlib.import_module(_TUNER_MODULE).AutoTuner.run)(self, *args, **kwargs)
+        return chain[i].on_tune(self, lambda: at(i - 1))
 
     return at(len(chain) - 1)

@@ -20,6 +20,7 @@ __all__ = [
     "Symbol",
     "TmaDescriptor",
     "Workspace",
+    "Tuning",
     "KernelArg",
     "L2Window",
     "DeviceKernel",
@@ -226,6 +227,22 @@ class LoweredEntry:
 
 
 @dataclass(frozen=True)
+class Tuning:
+    """A run-time autotuning a captured run did, shipped so serving answers TileLang's autotuner (:mod:`tl_aot.tuning`)."""
+
+    key: str  # the tuning key: function, source, closure, arguments, candidate configs, options, compute capability
+    function: str  # module.qualname of the tuned function
+    args: str = ""  # the arguments it was tuned for, spelled (for messages)
+    config: str = ""  # the chosen config, spelled as JSON
+    index: int = -1  # its index among the candidate configs
+    candidates: int = 0
+    request_key: str = ""  # the request key of the chosen kernel: an entry of this library
+    cc: str = ""  # the compute capability it was tuned on
+    device: str = ""  # the GPU's name
+    latency_ms: float = 0.0  # what the tuner measured for the chosen config
+
+
+@dataclass(frozen=True)
 class LeftOut:
     """A variant a ``--keep-going`` build left out: which, why (the first line of its error) and where it came from."""
 
@@ -250,6 +267,7 @@ class Manifest:
     tilelang_version: str = ""
     nvcc_version: str = ""
     build_flags: tuple = field(default=())
+    tunings: tuple = ()  # Tuning: the autotuner's choices recorded with the captured kernels this library holds
     left_out: tuple = ()  # LeftOut: variants a --keep-going build could not build
 
     def entry(self, name: str) -> LoweredEntry:
@@ -274,7 +292,7 @@ _NESTED: dict[str, dict[str, type]] = {
     "LoweredEntry": {"params": Param, "symbols": Symbol, "variants": ArchVariant},
     "ArchVariant": {"kernels": DeviceKernel, "tma_descriptors": TmaDescriptor, "workspaces": Workspace},
     "DeviceKernel": {"args": KernelArg, "l2_windows": L2Window},
-    "Manifest": {"entries": LoweredEntry, "left_out": LeftOut},
+    "Manifest": {"entries": LoweredEntry, "tunings": Tuning, "left_out": LeftOut},
 }
 
 

@@ -40,7 +40,7 @@ def _load_module(path: Path):
     if not path.is_file():
         msg = f"no such library: {path}"
         raise LibraryError(msg)
-    check_library_file(path)  # before dlopen: a truncated file would SIGBUS, a libtvm_ffi copy would abort
+    _checked(path)  # before dlopen: a truncated file would SIGBUS, a libtvm_ffi copy would abort
     real = path.resolve()
     st = real.stat()
     identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
@@ -53,6 +53,26 @@ def _load_module(path: Path):
         raise LibraryError(msg) from e
     _loaded[str(real)] = (identity, target)
     return module
+
+
+#: Library file -> (its identity when checked, its ElfInfo): a file is read and checked once, not per step of a load.
+_checked_files: dict[str, tuple] = {}
+
+
+def _checked(path: Path):
+    """:func:`check_library_file` of ``path``, reused while the file is the one checked (same inode, size, mtime)."""
+    try:
+        st = path.stat()
+        identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        identity = None
+    have = _checked_files.get(str(path))
+    if identity is not None and have is not None and have[0] == identity:
+        return have[1]
+    info = check_library_file(path)
+    if identity is not None:
+        _checked_files[str(path)] = (identity, info)
+    return info
 
 
 def _private_copy(path: Path) -> Path:
@@ -81,7 +101,7 @@ def read_manifest(module, path: Path) -> Manifest:
         msg = f"{path} is not a tl_aot library (it exports no tl_aot_manifest)"
         raise LibraryError(msg) from None
     text = str(fn())
-    digest = check_library_file(path).manifest_sha256
+    digest = _checked(path).manifest_sha256
     if digest and hashlib.sha256(text.encode()).hexdigest() != digest:
         msg = f"{path}: its manifest was altered after the build (its SHA-256 differs from the one recorded then); rebuild the library"
         raise LibraryError(msg)
@@ -130,9 +150,9 @@ class Library:
             fn = module[name]
             if len(members[0].outputs) > 1:
                 fn = _returning_tuple(fn, name)
-            entry = json.loads(to_json(members[0]))
-            if torch_ops.takes_no_tensor(entry):  # no input says where: torch's current device, as the JIT
-                fn = torch_ops.allocating_call(fn, entry)
+            first = members[0]
+            if first.outputs and not any(p.is_tensor for p in first.inputs):  # torch_ops.takes_no_tensor, without the JSON
+                fn = torch_ops.allocating_call(fn, json.loads(to_json(first)))  # no input says where: torch's device, as the JIT
             self._entries[name] = fn
             if not hasattr(type(self), name):
                 object.__setattr__(self, name, fn)

@@ -13,6 +13,8 @@ different options are always a miss: nothing else is ever served for them.
 
 from __future__ import annotations
 
+import enum
+import json
 import logging
 import os
 import threading
@@ -20,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cuda_driver import current_gpu
 from .errors import TlAotError
 from .jit_seam import Interception, install
 
@@ -45,6 +48,16 @@ class ServedKernel:
         self.compile_flags = list(request.compile_flags)
         self.execution_backend = "tl_aot"
         self.adapter = None  # no TileLang adapter: callers that look for one launch through __call__
+        self.latency = self.config = self.ref_latency = None  # set when it answers TileLang's autotuner
+
+    def update_tuner_result(self, latency, config, ref_latency):
+        """As ``JITKernel.update_tuner_result``: the tuning this kernel answered (recorded, not measured here)."""
+        self.latency, self.config, self.ref_latency = latency, config, ref_latency
+        return self
+
+    def get_tuner_result(self) -> dict:
+        """As ``JITKernel.get_tuner_result``."""
+        return {"latency": self.latency, "config": self.config, "ref_latency": self.ref_latency}
 
     def __call__(self, *args):
         return self._fn(*args)
@@ -65,8 +78,83 @@ class Stats:
     served: int = 0
     compiled: int = 0  # misses passed on to TileLang's JIT
     refused: int = 0  # strict misses
+    tunings_served: int = 0  # autotuner runs answered with a recorded choice (nothing compiled or timed)
+    tunings_run: int = 0  # autotuner runs passed on to TileLang (not strict)
+    tunings_refused: int = 0  # strict autotuner runs with no recorded choice
     lookup_s: float = 0.0
     missed: dict = field(default_factory=dict)  # kernel name -> key
+
+
+class RequestKeys:
+    """:func:`tl_aot.capture.request_key` of each request, computed once per prim_func and per ``@tilelang.jit`` call.
+
+    The key serialises the whole prim_func (TVM JSON) and hashes it: about as long as building a
+    small prim_func. A request seen before is not hashed again: the same prim_func object with the
+    same options, or the same ``@tilelang.jit`` object compiled with the same arguments and options
+    (what TileLang's own per-object kernel cache assumes gives the same kernel; direct
+    ``JITImpl.compile`` calls, the autotuner's among them, bypass that cache). Each memo holds
+    what it is keyed by alive, so an id is never reused while remembered; both are bounded.
+    """
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._by_func: dict = {}  # (id(func), options) -> (func, key)
+        self._by_call: dict = {}  # (id(jit), args, options) -> (jit, key)
+        self.hashed = 0  # requests hashed (not answered from a memo)
+
+    def key(self, req, jit_call=None) -> str:
+        from .capture import options_of, request_key
+
+        options = options_of(req)
+        spelled = json.dumps(options, sort_keys=True, default=str)
+        fkey = (id(req.func), spelled)
+        have = self._by_func.get(fkey)
+        if have is not None and have[0] is req.func:
+            return have[1]
+        ckey = _call_key(jit_call, spelled + current_gpu().cc)  # a factory may pick its tiles by the GPU
+        have = self._by_call.get(ckey) if ckey is not None else None
+        if have is not None and have[0] is jit_call.jit:
+            key = have[1]
+        else:
+            key = request_key(req.func, options)
+            self.hashed += 1
+            if ckey is not None:
+                _remember(self._by_call, ckey, (jit_call.jit, key), self.LIMIT)
+        _remember(self._by_func, fkey, (req.func, key), self.LIMIT)
+        return key
+
+
+def _call_key(jit_call, options: str):
+    """``(id(jit), args, kwargs, options)`` of a ``@tilelang.jit`` compile, or None when an argument is not a plain value.
+
+    Only values that compare by content and cannot change in place key the memo (numbers,
+    strings, tuples of them, torch dtypes, enum members): a tensor (an eager kernel's argument) or
+    any object hashed by identity is asked for afresh, since its shape or contents may differ.
+    """
+    if jit_call is None:
+        return None
+    values = (*jit_call.args, *jit_call.kwargs.values())
+    if not all(_plain(v) for v in values):
+        return None
+    return (id(jit_call.jit), jit_call.args, tuple(sorted(jit_call.kwargs.items())), options)
+
+
+def _plain(v) -> bool:
+    if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
+        return True
+    if isinstance(v, (tuple, frozenset)):
+        return all(_plain(x) for x in v)
+    if isinstance(v, enum.Enum):
+        return True
+    t = type(v)
+    return t.__name__ == "dtype" and t.__module__ == "torch"  # torch.float16 and the like: immutable singletons
+
+
+def _remember(memo: dict, key, value, limit: int) -> None:
+    if len(memo) >= limit:
+        memo.pop(next(iter(memo)))  # the oldest
+    memo[key] = value
 
 
 class Server:
@@ -79,6 +167,9 @@ class Server:
         self.by_name: dict[str, list] = {}
         self._served: dict[str, ServedKernel] = {}
         self._lock = threading.Lock()
+        self._warned_tunings: set = set()
+        self.keys = RequestKeys()
+        self.tunings: dict = {}  # tuning key -> (library, Tuning)
         self.libraries: list = []
         self.add(libraries)
 
@@ -98,18 +189,18 @@ class Server:
                         continue  # built before tl_aot recorded request keys, or from a plain prim_func with no request
                     have = self.index.setdefault(key, (lib, e.name, set()))
                     if have[1] == e.name and have[0] is lib:
-                        have[2].add(_cc(v.arch))
+                        have[2].add(_image(v.arch, v.ptx))
                 self.by_name.setdefault(e.capture_name or e.function, []).append(e)
+            for t in getattr(lib.manifest, "tunings", ()):
+                self.tunings.setdefault(t.key, (lib, t))
 
-    def lookup(self, req):
-        """The served kernel for ``req``, or None (a miss)."""
-        from .capture import options_of, request_key
-
+    def lookup(self, req, jit_call=None):
+        """The served kernel for ``req``, or None (a miss): its key names a prebuilt image that runs on the current GPU."""
         t0 = time.perf_counter()
-        key = request_key(req.func, options_of(req))
+        key = self.keys.key(req, jit_call)
         hit = self.index.get(key)
         served = None
-        if hit is not None and _current_cc() in hit[2]:
+        if hit is not None and _runs_on(hit[2], current_gpu().cc):
             with self._lock:
                 served = self._served.get(key)
                 if served is None:
@@ -118,41 +209,116 @@ class Server:
         self.stats.lookup_s += time.perf_counter() - t0
         return served, key
 
+    def tune(self, tuner, proceed):
+        """Answer one run of TileLang's autotuner: the recorded choice, served; else refused (strict) or run by TileLang.
+
+        A recorded tuning is answered by asking for its chosen kernel (served like any request:
+        nothing is compiled or timed). Strict serving with no recorded tuning lets TileLang's tuner
+        go on only as far as serving allows: a run whose tunable arguments were given compiles one
+        kernel, served; one that would tune has every candidate refused, and fails naming the tuning.
+        """
+        from .tuning import answer, describe, tuning_key
+
+        gpu = current_gpu()
+        try:
+            key, material = tuning_key(tuner, gpu.cc)
+        except Exception as e:  # noqa: BLE001 (a tuner tl_aot cannot key is never answered from a record)
+            what = f"TileLang's autotuner ran for {getattr(tuner, 'fn', '?')!r}, whose tuning tl_aot cannot key ({type(e).__name__}: {e})"
+            if self.strict:
+                raise KernelNotServed(f"tl_aot.serve: {what}") from None
+            _log.warning("tl_aot.serve: %s; TileLang tunes it", what)
+            return proceed()
+        hit = self.tunings.get(key)
+        if hit is not None:
+            result = answer(tuner, hit[1])
+            if result is not None:
+                self.stats.tunings_served += 1
+                return result
+        if self.strict:
+            try:
+                return proceed()  # a kernel refused outside tuning (tunable arguments given) raises its own KernelNotServed
+            except RuntimeError as e:  # every candidate refused: "Auto-tuning failed: No configuration successfully compiled ..."
+                if "Auto-tuning failed" not in str(e):
+                    raise
+            self.stats.tunings_refused += 1
+            raise KernelNotServed(self.tuning_message(material, key, gpu)) from None
+        with self._lock:
+            first = key not in self._warned_tunings
+            self._warned_tunings.add(key)
+        if first:
+            _log.warning("%s; TileLang's autotuner tunes it (compiling and timing each candidate)", self.tuning_message(material, key, gpu))
+        self.stats.tunings_run += 1
+        _fallback_tunings.append(describe(material))
+        try:
+            return proceed()
+        finally:
+            _fallback_tunings.pop()
+
+    def tuning_message(self, material: dict, key: str, gpu) -> str:
+        """Why a tuning is not served: no GPU visible, or no library holds it (with the tunings of that function it holds)."""
+        from .tuning import describe
+
+        what = f"TileLang's autotuner was asked to tune {describe(material)}"
+        if not gpu:
+            return f"tl_aot.serve: {what}; it cannot be served: no GPU is visible to this process ({gpu.why_none})"
+        same = [t for _, t in self.tunings.values() if t.function == material["function"]]
+        if same:
+            listing = "; ".join(f"{t.args[:80]} on sm_{t.cc}" for t in same[:3])
+            hint = f"the libraries hold {len(same)} tuning(s) of that function, for other arguments, candidates or GPUs: {listing}"
+        else:
+            hint = f"no served library holds a tuning of that function ({len(self.tunings)} tunings loaded)"
+        return (
+            f"tl_aot.serve: {what} on {gpu.sm} (tuning key {key}); {hint}. Capture a run that tunes it on this GPU "
+            "and rebuild (python -m tl_aot capture / build --capture)"
+        )
+
     def miss_message(self, req, key: str, jit_call=None) -> str:
-        """Which kernel missed and the nearest prebuilt ones: the same jit function, closest arguments first."""
+        """Which kernel missed and why: no GPU visible, or the nearest prebuilt ones (same jit function, closest arguments first)."""
         from .capture import _jit_origin
 
         origin = _jit_origin(jit_call)
         jit, args = origin.get("jit", ""), origin.get("args", {})
         what = f"{jit}({', '.join(f'{k}={v}' for k, v in args.items())})" if jit else f"prim_func {req.name!r}"
+        gpu = current_gpu()
+        if not gpu:
+            held = "a library holds it" if key in self.index else "no library holds it either"
+            return (
+                f"tl_aot.serve: {what} (key {key}) cannot be served: no GPU is visible to this process ({gpu.why_none}); "
+                f"served kernels run on an NVIDIA GPU ({held})"
+            )
         near = sorted(self.by_name.get(jit, []), key=lambda e: -sum(1 for k, v in e.args if args.get(k) == v))
-        if near:
+        if key in self.index:
+            archs = ", ".join(sorted(f"sm_{cc}" for cc, *_ in self.index[key][2]))
+            hint = f"{self.index[key][1]} holds it for {archs} only"
+        elif near:
             listing = "; ".join(f"{e.name} ({', '.join(f'{k}={v}' for k, v in e.args[:8])})" for e in near[:3])
             hint = f"nearest prebuilt: {listing}"
         else:
             hint = f"no prebuilt kernel comes from that function ({len(self.index)} kernels loaded)"
         return (
-            f"tl_aot.serve: {what} (key {key}) is not in the served libraries for this GPU (sm_{_current_cc() or '?'}); "
+            f"tl_aot.serve: {what} (key {key}) is not in the served libraries for this GPU ({gpu.sm}); "
             f"{hint}. Capture a workload that asks for it and rebuild (python -m tl_aot capture / build --capture)"
         )
 
 
-def _cc(arch: str) -> str:
-    """``sm_90a`` -> ``90``: the compute capability an image runs on."""
-    return "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
+def _image(arch: str, ptx: bool) -> tuple:
+    """``sm_90a`` -> ``("90", 9, 0, True, False)``: what the launcher's image selection reads of a variant."""
+    digits = "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
+    return (digits, int(digits[:-1] or 0), int(digits[-1:] or 0), arch.endswith("a"), bool(ptx))
 
 
-def _current_cc() -> str:
-    import sys
+def _runs_on(images, cc: str) -> bool:
+    """Whether the launcher finds an image for a GPU of compute capability ``cc`` (its ``select_image`` rule).
 
-    torch = sys.modules.get("torch")
-    try:
-        if torch is not None and torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability()
-            return f"{major}{minor}"
-    except Exception:  # noqa: BLE001
-        pass
-    return ""
+    An exact match; else SASS of the same major from an older minor (not arch-specific); else PTX no newer than the GPU.
+    """
+    if not cc:
+        return False
+    major, minor = int(cc[:-1]), int(cc[-1])
+    for digits, maj, mnr, specific, ptx in images:
+        if digits == cc or (maj == major and mnr <= minor and not specific) or (ptx and maj * 10 + mnr <= major * 10 + minor):
+            return True
+    return False
 
 
 _active: Server | None = None
@@ -177,6 +343,14 @@ def serve(path: str | os.PathLike, *, strict: bool = False) -> Server:
 
     """
     from .hooks import on_import
+
+    server = _load(path, strict)
+    on_import("tilelang.jit", _patch)
+    return server
+
+
+def _load(path, strict: bool) -> Server:
+    """The libraries at ``path`` loaded and added to the process's server (made on first use)."""
     from .runtime import load
 
     p = Path(path)
@@ -188,7 +362,6 @@ def serve(path: str | os.PathLike, *, strict: bool = False) -> Server:
     else:
         _active.add(libs)
         _active.strict = _active.strict or strict
-    on_import("tilelang.jit", _patch)
     return _active
 
 
@@ -199,6 +372,7 @@ def stop() -> None:
 
 
 _installed: list = []  # the serving interception, once installed
+_fallback_tunings: list = []  # tunings TileLang's autotuner runs now (not strict, not recorded): its candidates compile quietly
 
 
 def _patch(tl_jit) -> None:
@@ -211,7 +385,7 @@ def _patch(tl_jit) -> None:
             server = _active
             if server is None:
                 return proceed()
-            served, key = server.lookup(req)
+            served, key = server.lookup(req, jit_call)
             if served is not None:
                 server.stats.served += 1
                 return served
@@ -219,36 +393,53 @@ def _patch(tl_jit) -> None:
             if server.strict:
                 server.stats.refused += 1
                 raise KernelNotServed(server.miss_message(req, key, jit_call))
-            if key not in warned:
+            if key not in warned and not _fallback_tunings:  # a tuning TileLang runs was warned about once, not per candidate
                 warned.add(key)
                 _log.warning("%s; compiling it with TileLang's JIT", server.miss_message(req, key, jit_call))
             server.stats.compiled += 1
             return proceed()
 
-        _installed.append(Interception(on_request, name="serving"))
+        def on_tune(tuner, proceed):
+            server = _active
+            return proceed() if server is None else server.tune(tuner, proceed)
+
+        _installed.append(Interception(on_request, name="serving", on_tune=on_tune))
         install(_installed[0], tl_jit)
 
 
-def install_from_env() -> Server | None:
+def install_from_env() -> None:
     """Serve ``$TL_AOT_SERVE`` (strict when ``$TL_AOT_SERVE_STRICT`` is 1): an unchanged program, served.
 
-    At exit the process prints one line to stderr: kernels served, compiled by the JIT, refused.
+    The libraries are loaded when the process imports TileLang's JIT, not at start-up: a process of
+    the command that never uses TileLang (a tool, a worker, a test's subprocess) does not pay for
+    loading them (nor for the tvm-ffi and torch imports that come with it). At exit a process that
+    served prints one line to stderr: kernels served, compiled by the JIT, refused; tunings likewise.
     """
     import atexit
     import sys
 
+    from .hooks import on_import
+
     path = os.environ.get("TL_AOT_SERVE")
     if not path:
-        return None
-    server = serve(path, strict=os.environ.get("TL_AOT_SERVE_STRICT", "") in ("1", "true", "yes"))
+        return
+    strict = os.environ.get("TL_AOT_SERVE_STRICT", "") in ("1", "true", "yes")
+    started: list = []
+
+    def start(tl_jit) -> None:  # tilelang.jit has just executed (its import is still in progress)
+        started.append(_load(path, strict))
+        _patch(tl_jit)
 
     def report() -> None:
-        st = server.stats
+        if not started:
+            return
+        st = started[0].stats
         print(
             f"tl_aot serve (pid {os.getpid()}): {st.served} served, {st.compiled} compiled by the JIT, {st.refused} refused; "
+            f"tunings {st.tunings_served} served, {st.tunings_run} run by TileLang, {st.tunings_refused} refused; "
             f"lookups {st.lookup_s * 1e3:.1f} ms in all",
             file=sys.stderr,
         )
 
+    on_import("tilelang.jit", start)
     atexit.register(report)
-    return server

@@ -114,11 +114,20 @@ def build_shard(
         "tasks": [[t.spec.name, str(t.arch), t.key] for t in plan.tasks],
         "variants": held,
         "left_out": [json.loads(to_json(x)) for x in left_out_of(sub, run)],
+        "tunings": [json.loads(to_json(t)) for t in _tunings(lib)],
     }
     atomic_write(part / "part.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
     if log:
         log(f"shard {k}/{n}: wrote {len(held)} variant(s) to {part} in {time.perf_counter() - t0:.1f} s")
     return part
+
+
+def _tunings(lib) -> tuple:
+    """The autotuner's choices recorded with the library's captured kernels (link keeps those whose kernel it holds)."""
+    from .tuning import recorded_tunings
+
+    records = {spec.capture[0] for spec in lib.entries if spec.capture}
+    return recorded_tunings(records, {spec.capture[1] for spec in lib.entries if spec.capture}) if records else ()
 
 
 def _read_part(folder: Path) -> dict:
@@ -190,7 +199,7 @@ def link_parts(folders, *, out_dir, header_dir=None, cache_dir=None, log=print):
     from .codegen import render_header, render_launcher
     from .destinations import ensure_folder
     from .fileutil import write_if_different
-    from .metadata import LoweredEntry, LoweredVariant, from_json
+    from .metadata import LoweredEntry, LoweredVariant, Tuning, from_json
     from .shared_cache import unpack_entry
     from .toolchain import runtime_object
     from .toolset import differences, local_toolset
@@ -252,7 +261,9 @@ def link_parts(folders, *, out_dir, header_dir=None, cache_dir=None, log=print):
     cache_root = Path(cache_dir).resolve() if cache_dir else default_cache_dir(out_dir)
     runtime, _ = runtime_object(cache_root, extra_key=f"tl_aot {__version__}, tvm-ffi {package_version('apache-tvm-ffi')}")
     sizes = {key: len(img) for key, img in images.items()}
-    manifest = replace(manifest_from(name, heads, lowered, nvcc, tilelang, sizes), left_out=_left_out(first, by_k))
+    held = {head.capture_key for head, _ in heads}
+    tunings = tuple(from_json(Tuning, json.dumps(t)) for t in first.get("tunings", []) if t.get("request_key") in held)
+    manifest = replace(manifest_from(name, heads, lowered, nvcc, tilelang, sizes), left_out=_left_out(first, by_k), tunings=tunings)
     built = link(name, work, manifest, image_files_by_symbol(heads, images), runtime)
     publish(built, out, manifest, header_text, lib_key=first["lib_key"], inputs=[], deps=(), stamp=False)
     if log:
