@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import resource
@@ -63,6 +64,8 @@ class ShippedSources:
         folder = root / h.hexdigest()[:20]
         done = folder / ".complete"
         if done.is_file():
+            with contextlib.suppress(OSError):
+                os.utime(folder)  # in use: a sweep of day-old folders leaves it
             return folder
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=root))
         for rel, data in self.files:
@@ -185,13 +188,27 @@ def _moved_spec(spec, old: str, new: str):
 
 
 _WORK_ROOT_LOCK = threading.Lock()
+_SWEPT: set = set()
+
+#: Sources a worker wrote for builds, and compile folders of killed tasks, are removed after this long unused.
+_KEEP_S = 24 * 3600.0
 
 
 def _work_root() -> Path:
+    """The worker's folder (``TL_AOT_WORKER_DIR``, else the temporary folder): ``sources/`` and ``work/``."""
     root = Path(os.environ.get("TL_AOT_WORKER_DIR") or Path(tempfile.gettempdir()) / f"tl_aot-worker-{os.getuid()}")
     with _WORK_ROOT_LOCK:
         (root / "sources").mkdir(parents=True, exist_ok=True)
         (root / "work").mkdir(parents=True, exist_ok=True)
+        if str(root) not in _SWEPT:  # once per process: what earlier builds (or killed workers) left a day ago
+            _SWEPT.add(str(root))
+            now = time.time()
+            for p in [*(root / "sources").iterdir(), *(root / "work").iterdir()]:
+                try:
+                    if now - p.stat().st_mtime > _KEEP_S:
+                        shutil.rmtree(p, ignore_errors=True)
+                except OSError:
+                    pass
     return root
 
 
