@@ -51,6 +51,7 @@ def _build(spec: Path, out: Path, cache: Path, runtime: Path, extra: list) -> tu
 
 def _cluster(root: Path, workers: int, threads: int) -> tuple[list, str]:
     dask = str(Path(sys.executable).parent / "dask")
+    root.mkdir(parents=True, exist_ok=True)
     sched = root / "scheduler.json"
     procs = [
         subprocess.Popen(
@@ -59,7 +60,10 @@ def _cluster(root: Path, workers: int, threads: int) -> tuple[list, str]:
             stderr=subprocess.DEVNULL,
         )
     ]
+    deadline = time.monotonic() + 60
     while not sched.is_file():
+        if time.monotonic() > deadline or procs[0].poll() is not None:
+            raise RuntimeError("dask scheduler did not start (is tl_aot[cluster] installed?)")
         time.sleep(0.2)
     address = json.loads(sched.read_text())["address"]
     for i in range(workers):

@@ -334,6 +334,8 @@ def _log_summary(log, result: BuildResult, run: VariantRun, plan: Plan, jobs: in
     log(result.summary())
     if plan.todo:
         where = f"{run.workers} worker processes" if run.workers > 1 else "this process"
+        if run.cluster:
+            where = f"on {run.workers} cluster worker(s)"
         spent = run.spent
         log(
             f"job time: lowering {spent['lowering']:.1f} s ({where}), nvcc {spent['nvcc']:.1f} s, "

@@ -152,7 +152,7 @@ def run_on_cluster(todo: list, run, stages, *, address: str, log, keep_going: bo
                     retries=0,
                 )
                 futures[fut] = t
-            run.workers = len(ok)
+            run.workers, run.cluster = len(ok), address
             _collect(client, futures, run, stages, ok, names, log, keep_going, progress, project_of)
             if launcher:
                 run.tasks = stages.without_failures(run)
