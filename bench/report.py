@@ -317,7 +317,7 @@ def _size(records) -> list[str]:
         return ["Not measured."]
     out = ["| entry | arch | image bytes | kind |", "| --- | --- | --- | --- |"]
     for r in rows:
-        if r["name"] != "library":
+        if r["name"] not in ("library", "launcher_object"):
             out.append(f"| {r['entry']} | {r['arch']} | {r['image_bytes']:,} | {r['image_kind']} |")
     out += [
         "",
@@ -325,6 +325,12 @@ def _size(records) -> list[str]:
         f"{lib['image_bytes']:,} bytes of kernel images + {lib['launcher_bytes']:,} bytes of launcher, exports and manifest "
         f"({lib['bytes_per_entry']:,} bytes per entry, {lib['launcher_bytes_per_entry']:,} of them launcher).",
     ]
+    obj = next((r for r in rows if r["name"] == "launcher_object"), None)
+    if obj:
+        out.append(
+            f"Its launcher object (the generated per-entry code, rebuilt from the manifest): {obj['host_bytes_per_entry']:,} bytes "
+            f"of host code and data per entry ({obj['text_per_entry']:,} of them code), compiled in {obj['compile_s']} s."
+        )
     return out
 
 

@@ -476,6 +476,52 @@ function(add_tilelang_kernel)
     list(JOIN ARG_UNPARSED_ARGUMENTS " " unknown)
     message(FATAL_ERROR "add_tilelang_kernel(): unknown argument(s) '${unknown}' (target ${name})")
   endif()
+  # A misspelt keyword after a list keyword (ARCHS 90a ARG M=1) is read as one of its values: name it.
+  set(keywords
+      EXCLUDE_FROM_ALL
+      QUIET
+      TORCH_OPS
+      SOURCE
+      FUNCTION
+      SPEC
+      ENTRY
+      DEVICE
+      TUNE_FILE
+      OUTPUT_DIRECTORY
+      HEADER_DIRECTORY
+      CACHE_DIR
+      CACHE_URL
+      CLUSTER
+      JOBS
+      JOB_POOL
+      SELECT
+      BACKEND
+      ARGS
+      FACTORY_ARGS
+      JIT_ARGS
+      IMPORTS
+      CAPTURE
+      ARCHS
+      PASS_CONFIGS
+      NVCC_FLAGS
+      OUT_IDX
+      DEPENDS)
+  foreach(list_kw IN ITEMS ARCHS ARGS FACTORY_ARGS JIT_ARGS PASS_CONFIGS)
+    foreach(value IN LISTS ARG_${list_kw})
+      if(value MATCHES "^[A-Z][A-Z_]+$" AND NOT value MATCHES "=")
+        set(hint "")
+        foreach(candidate IN ITEMS "${value}S" "${value}_ARGS")
+          if(candidate IN_LIST keywords)
+            set(hint "; did you mean ${candidate}?")
+            break()
+          endif()
+        endforeach()
+        message(
+          FATAL_ERROR "add_tilelang_kernel(): unknown keyword '${value}' (target ${name}): it "
+                      "follows ${list_kw}, so it was read as one of its values${hint}")
+      endif()
+    endforeach()
+  endforeach()
   foreach(
     kw IN
     ITEMS SOURCE

@@ -205,7 +205,10 @@ def _with_companion(result: BuildResult, torch_ops: bool, log) -> BuildResult:
     from .torch_native import build_companion, companion_path
 
     if not torch_ops:
-        companion_path(result.library).unlink(missing_ok=True)
+        stale = companion_path(result.library)
+        if os.path.lexists(stale):  # never touch a read-only folder (an up-to-date build there) for nothing
+            with filesystem_errors("remove the stale torch companion", stale):
+                stale.unlink()
         return result
     return replace(result, torch_companion=build_companion(result.manifest, result.library, result.header, log=log))
 
@@ -234,7 +237,8 @@ def _destinations(name: str, out_dir, header_dir, depfile, cache_dir, shared=(""
     except (FilesystemError, OSError) as e:
         problem = e if isinstance(e, FilesystemError) else fs_error(e, "write in the output folder", out_dir)
         locks = Path(tempfile.gettempdir()) / f"tl_aot-{os.getuid()}" / "locks"
-        locks.mkdir(parents=True, exist_ok=True)
+        with filesystem_errors("create the lock folder", locks, "set TMPDIR to a writable folder"):
+            locks.mkdir(parents=True, exist_ok=True)
         lock = locks / (hashlib.sha256(str(work).encode()).hexdigest()[:16] + ".lock")
         return work, out, _cache(cache_root, *shared), lock, problem
 
@@ -342,6 +346,10 @@ def _log_summary(log, result: BuildResult, run: VariantRun, plan: Plan, jobs: in
             f"host compile {spent['host']:.1f} s, link {spent['link']:.1f} s; -j {jobs}"
         )
     log(f"built {result.library} in {time.perf_counter() - t_start:.1f} s with TileLang {result.manifest.tilelang_version}")
+    m = result.manifest
+    if m.compiler:
+        driver = f" ({m.driver_min_version}+)" if m.driver_min_version else ""
+        log(f"compiler: {m.compiler}; loads on NVIDIA drivers supporting CUDA {m.driver_min_cuda} or newer{driver}")
 
 
 if __name__ == "__main__":  # pragma: no cover

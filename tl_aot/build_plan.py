@@ -57,25 +57,54 @@ class Plan:
 
 
 def check_toolchain(lib: LibrarySpec) -> str:
-    """Find nvcc and check that it can target every arch asked for; returns its version. Errors name the entries."""
-    from .toolchain import find_nvcc, nvcc_version, supported_archs
+    """Find the CUDA compiler, check it builds every arch asked for, point TileLang at it; returns its version.
 
+    The compiler is found by :func:`tl_aot.cuda_toolkit.find_toolkit`'s one search order. When it is
+    a pip-installed one and both CUDA 12 and 13 are installed (and ``TL_AOT_CUDA`` does not choose),
+    the oldest that builds every arch is used: its libraries load on the most drivers. Errors name
+    the entry, the arch, the compiler and the CUDA release the arch needs. The version returned
+    (``13.0.88``, or ``12.9.86 (NVRTC)`` for the CUDA 12 pip compiler) keys the cache.
+    """
+    import os
+
+    from .cuda_compat import min_cuda_for_arch
+    from .cuda_toolkit import find_toolkit, pin_toolkit, pip_toolkits
+    from .toolchain import compiler_description, nvcc_version, point_tilelang_at_toolkit, supported_archs_of
+
+    pin_toolkit(None)
     try:
-        nvcc = find_nvcc()
+        tk = find_toolkit()
     except ToolchainNotFound as e:
         msg = f"{_what(lib)}: {e}"
         raise ToolchainNotFound(msg) from None
-    version = nvcc_version(nvcc)
-    known = supported_archs(nvcc)
+    wanted = {arch.number for spec in lib.entries for arch in spec.archs}
+    ptx = any(arch.ptx for spec in lib.entries for arch in spec.archs)
+    if tk.origin == "pip" and not os.environ.get("TL_AOT_CUDA", "").strip():
+        fits = (t for t in pip_toolkits() if wanted <= supported_archs_of(t) and not (ptx and t.kind == "nvrtc"))
+        tk = next(fits, tk)
+    pin_toolkit(tk)  # this build's compiler, whatever CUDA_HOME says next (point_tilelang_at_toolkit sets it)
+    point_tilelang_at_toolkit()
+    version = nvcc_version()
+    known = supported_archs_of(tk)
     for spec in lib.entries:
         for arch in spec.archs:
             if known and arch.number not in known:
+                need = ".".join(map(str, min_cuda_for_arch(arch.number)))
+                hint = " (pip install 'tl_aot[build-cu13]')" if tk.origin == "pip" and min_cuda_for_arch(arch.number) >= (13, 0) else ""
                 msg = (
-                    f"entry {spec.name!r} ({arch}) in {display_path(spec.source)}: nvcc {version} cannot build "
-                    f"{arch.sm}; it targets sm_{', sm_'.join(str(n) for n in sorted(known))}"
+                    f"entry {spec.name!r} ({arch}) in {display_path(spec.source)}: {compiler_description()} cannot build "
+                    f"{arch.sm}; it targets sm_{', sm_'.join(str(n) for n in sorted(known))}. {arch.sm} needs CUDA {need} "
+                    f"or newer{hint}"
                 )
                 raise SpecError(msg)
-    return version
+            if arch.ptx and tk.kind == "nvrtc":
+                msg = (
+                    f"entry {spec.name!r} ({arch}) in {display_path(spec.source)}: {compiler_description()} cannot pack "
+                    "a PTX fallback with the image (NVIDIA publishes no fatbinary for CUDA 12 on PyPI); build "
+                    f"--arch {arch.sm.removeprefix('sm_')} without +PTX, or with tl_aot[build-cu13] or a CUDA toolkit"
+                )
+                raise SpecError(msg)
+    return version if tk.kind == "nvcc" else f"{version} (NVRTC)"
 
 
 def plan_build(lib: LibrarySpec, cache: VariantCache, nvcc_version: str, *, force: bool = False) -> Plan:
@@ -135,8 +164,14 @@ def _digest(*parts: str) -> str:
 
 
 def _lib_key(lib: LibrarySpec, keys: list[str], tvm_ffi_version: str) -> str:
+    from .cuda_toolkit import find_toolkit
+
     templates = "".join(sorted(_digest(f.name, f.read_text()) for f in generator_files()))
-    return _digest(__version__, str(ABI_VERSION), lib.name, tvm_ffi_version, templates, *keys)
+    try:  # which compiler (and from where) is recorded in the manifest: another one relinks, from cached images
+        compiler = find_toolkit().describe
+    except ToolchainNotFound:
+        compiler = ""
+    return _digest(__version__, str(ABI_VERSION), lib.name, tvm_ffi_version, templates, compiler, *keys)
 
 
 def generator_files() -> list[Path]:

@@ -20,6 +20,8 @@ import hashlib
 import json
 import re
 import shutil
+import signal
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,13 +29,16 @@ from pathlib import Path
 from . import __version__
 from .cache import VariantCache, package_version
 from .codegen import image_symbol, render_header, render_launcher
-from .destinations import StagedFiles, filesystem_errors
-from .errors import CompileError, FailedProcessError, LoweringError
+from .cuda_compat import image_floor, library_floor
+from .destinations import StagedFiles, disk_full_note, filesystem_errors
+from .errors import CompileError, FailedProcessError, LoweringError, ToolchainNotFound, tool_signal
 from .escaping import depfile_path, encode_text
 from .fileutil import atomic_write, file_digest, record_digest, verified_file, write_if_different
+from .image_check import variant_image_problem
 from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest, to_json
 from .source import display_path, function_line, project_root, snapshot_files
 from .spec import KernelSpec, LibrarySpec
+from .toolchain import compiler_description
 from .tuning import recorded_tunings
 from .values import spell
 
@@ -96,6 +101,13 @@ class Stages:
                 "nothing was stored. Build again."
             )
             raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm, location=", ".join(moved))
+        problem = variant_image_problem(variant, image)
+        if problem:
+            tool = "CuTeDSL" if variant.backend == "cutedsl" else "nvcc"
+            disk = disk_full_note(self.work, tempfile.gettempdir())
+            cause = f"; {disk}: free some space and build again" if disk else " (a tool that ran out of space, or was killed?)"
+            msg = f"entry {task.spec.name!r} ({task.arch}): {tool} made a damaged image, {problem}; nothing was stored{cause}"
+            raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
         self.cache.store(task.key, variant, image, project_of(task.spec), replace=self.force)
         tool = "cutedsl" if variant.backend == "cutedsl" else "nvcc"
         self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {time.perf_counter() - t0:.1f} s)")
@@ -178,6 +190,9 @@ def _nvcc(variant: LoweredVariant, arch, work: Path, source: str, path_map=()) -
             path_map=path_map,
         )
     except FailedProcessError as e:
+        crash = _crash_of(e, work)
+        if crash:
+            raise CompileError(f"entry {variant.entry!r} ({arch}): {crash}", entry=variant.entry, arch=arch.sm, location=source) from e
         hint = ""
         if variant.nvcc_options and re.search(r"Unknown option|unknown option|Unsupported|invalid", e.stderr + e.stdout):
             hint = (
@@ -189,6 +204,22 @@ def _nvcc(variant: LoweredVariant, arch, work: Path, source: str, path_map=()) -
             f"  generated source: {work / 'kernels' / (stem + '.cu')}{hint}\n{e}"
         )
         raise CompileError(msg, entry=variant.entry, arch=arch.sm, location=source) from e
+
+
+def _crash_of(e: FailedProcessError, work: Path) -> str:
+    """For a tool that died of a signal on a nearly full disk: what happened, in words ("" otherwise).
+
+    cicc and ptxas crash (SIGSEGV, SIGBUS) rather than report a failed write when the disk fills
+    under them; the CUDA code is not at fault then, and saying so would send the user the wrong way.
+    """
+    sig = tool_signal(e.returncode)
+    if sig is None or sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL, signal.SIGHUP):
+        return ""
+    disk = disk_full_note(work, tempfile.gettempdir())
+    tool = Path(e.cmd[0]).name if e.cmd else "the tool"
+    if disk:
+        return f"{tool} died of {sig.name} with the {disk}; free some space and build again"
+    return ""
 
 
 def _cutedsl(variant: LoweredVariant, arch, work: Path) -> bytes:
@@ -209,7 +240,7 @@ def _compile_launcher(name: str, work: Path, tvm_ffi_version: str, force: bool) 
     too and is removed before compiling, so a compile killed half way, or a damaged object, is
     never taken for a finished one.
     """
-    from .toolchain import compiler_launcher, host_command, run
+    from .toolchain import check_output_file, compiler_launcher, host_command, run
 
     source, obj = f"{name}.cc", f"{name}.launcher.o"
     cmd = host_command(work, source, obj)
@@ -219,6 +250,7 @@ def _compile_launcher(name: str, work: Path, tvm_ffi_version: str, force: bool) 
         return False
     key_file.unlink(missing_ok=True)
     run([*compiler_launcher(), *cmd], what=f"compiling the launcher of {name}", cwd=work)
+    check_output_file(work / obj, what=f"compiling the launcher of {name}")
     record_digest(work / obj)
     atomic_write(key_file, key)
     return True
@@ -273,32 +305,42 @@ class Outputs:
 def publish(
     built: Path, out: Outputs, manifest: Manifest, header_text: str, *, lib_key: str, inputs: list, deps: tuple, stamp: bool
 ) -> None:
-    """Swap the linked library and its header into place together; write the stamp and the depfile.
+    """Swap the linked library and its header into place together, after writing the stamp and the depfile.
 
-    Without ``stamp`` (a build that left variants out) the stamp is removed: the next build tries again.
+    The stamp names the new library's digest, so written first it cannot make the library that
+    is still in place look up to date; a fault before the swap leaves library and header as they
+    were. Without ``stamp`` (a build that left variants out) the stamp is removed: the next build
+    tries again.
     """
     staged = StagedFiles()
-    staged.stage(out.library, source=built, role="library")
-    header = header_text.encode()
-    if _read_bytes(out.header) != header:  # an unchanged header keeps its timestamp
-        with filesystem_errors("create the header folder", out.header.parent):
-            out.header.parent.mkdir(parents=True, exist_ok=True)
-        staged.stage(out.header, data=header, role="header")
+    try:
+        staged.stage(out.library, source=built, role="library")
+        header = header_text.encode()
+        if _read_bytes(out.header) != header:  # an unchanged header keeps its timestamp
+            with filesystem_errors("create the header folder", out.header.parent):
+                out.header.parent.mkdir(parents=True, exist_ok=True)
+            staged.stage(out.header, data=header, role="header")
+        with filesystem_errors("read the linked library", built):
+            library_sha256 = file_digest(built)
+        with filesystem_errors("write the build stamp", out.stamp):
+            if stamp:
+                data = {
+                    "key": lib_key,
+                    "library_sha256": library_sha256,
+                    "header_sha256": hashlib.sha256(header).hexdigest(),
+                    "manifest": json.loads(to_json(manifest)),
+                    "inputs": inputs,
+                }
+                atomic_write(out.stamp, json.dumps(data))
+            else:
+                out.stamp.unlink(missing_ok=True)
+        if out.depfile:
+            with filesystem_errors("write the depfile", out.depfile):
+                write_depfile(out.depfile, out.library, tuple(sorted({*deps, *(Path(p) for p, _ in inputs)})))
+    except BaseException:
+        staged.discard()
+        raise
     staged.publish()
-    with filesystem_errors("write the build stamp", out.stamp):
-        if stamp:
-            data = {
-                "key": lib_key,
-                "library_sha256": file_digest(out.library),
-                "header_sha256": hashlib.sha256(header).hexdigest(),
-                "manifest": json.loads(to_json(manifest)),
-                "inputs": inputs,
-            }
-            atomic_write(out.stamp, json.dumps(data))
-        else:
-            out.stamp.unlink(missing_ok=True)
-    if out.depfile:
-        write_depfile(out.depfile, out.library, tuple(sorted({*deps, *(Path(p) for p, _ in inputs)})))
 
 
 def write_depfile(path: Path, target: Path, deps) -> None:
@@ -351,10 +393,20 @@ def entry_head(spec: KernelSpec) -> LoweredEntry:
     )
 
 
-def manifest_from(name: str, heads, lowered: dict, nvcc_version: str, tilelang_version: str, image_sizes: dict | None = None) -> Manifest:
+def manifest_from(
+    name: str,
+    heads,
+    lowered: dict,
+    nvcc_version: str,
+    tilelang_version: str,
+    image_sizes: dict | None = None,
+    *,
+    compiler: str | None = None,
+) -> Manifest:
     """The manifest of library ``name``: ``heads`` are (:func:`entry_head`, [(arch, key), ...]) in the library's order.
 
-    Also what ``python -m tl_aot link`` makes from build shards, which hold heads and variants, not specs.
+    Also what ``python -m tl_aot link`` makes from build shards, which hold heads and variants, not
+    specs; ``compiler`` (default: this machine's) is then the one the shards recorded.
     """
     entries = []
     for head, arch_keys in heads:
@@ -367,8 +419,10 @@ def manifest_from(name: str, heads, lowered: dict, nvcc_version: str, tilelang_v
                     f"({_sig(first)} vs {_sig(v)}); one entry must take the same arguments on every arch"
                 )
                 raise LoweringError(msg)
-        variants = tuple(_arch_variant(arch, lowered[key], (image_sizes or {}).get(key, 0)) for arch, key in arch_keys)
+        sizes = image_sizes or {}
+        variants = tuple(_arch_variant(arch, lowered[key], sizes.get(key, 0), nvcc_version) for arch, key in arch_keys)
         entries.append(replace(head, params=first.params, symbols=first.symbols, variants=variants))
+    floor = library_floor(_pair(v.min_driver_cuda) for e in entries for v in e.variants)
     return Manifest(
         abi_version=ABI_VERSION,
         library=name,
@@ -376,10 +430,28 @@ def manifest_from(name: str, heads, lowered: dict, nvcc_version: str, tilelang_v
         tl_aot_version=__version__,
         tilelang_version=tilelang_version,
         nvcc_version=nvcc_version,
+        compiler=_compiler() if compiler is None else compiler,
+        driver_min_cuda=floor.min_cuda,
+        driver_min_version=floor.min_version,
     )
 
 
-def _arch_variant(arch, v: LoweredVariant, image_bytes: int) -> ArchVariant:
+def _compiler() -> str:
+    """The compiler's description, or "" where none is found (a manifest made without building images)."""
+    try:
+        return compiler_description()
+    except ToolchainNotFound:
+        return ""
+
+
+def _pair(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _arch_variant(arch, v: LoweredVariant, image_bytes: int, compiler_version: str) -> ArchVariant:
+    cuda = compiler_version.split()[0] if v.backend == "cuda" else ""  # CuTeDSL images come from its own compiler
+    floor = image_floor(cuda or "12.0", ptx=arch.ptx, backend=v.backend)
     return ArchVariant(
         arch=arch.sm,
         ptx=arch.ptx,
@@ -399,6 +471,8 @@ def _arch_variant(arch, v: LoweredVariant, image_bytes: int) -> ArchVariant:
         request_key=v.request_key,
         request=v.request,
         backend=v.backend,
+        cuda_version=cuda,
+        min_driver_cuda=f"{floor[0]}.{floor[1]}",
         device_code=v.device_code,
     )
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 from . import __version__
 from .arch import Arch
+from .errors import CompileError
+from .image_check import variant_image_problem
 from .metadata import LoweredVariant, from_json, to_json
 from .options import inputs_unchanged
 from .source import SourceSnapshot, snapshot_files, snapshot_sources
@@ -126,11 +128,14 @@ class VariantCache:
     """A folder of ``<key>/variant.json`` + ``<key>/image.bin`` entries, each with its SHA-256 beside it.
 
     Every file is checked on read: a damaged, truncated or foreign entry is a miss (rebuilt and
-    overwritten), never an error and never used.
+    overwritten), never an error and never used. An image is checked for what it claims to be (a
+    complete cubin or fatbin defining the variant's kernels) before it is stored and again when it
+    is read; one that fails on read is noted in :attr:`notes` (the build logs them).
     """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root).resolve()  # the linker and nvcc run in other folders: relative paths would break
+        self.notes: list[str] = []
 
     def load(self, key: str, project: Path | None = None) -> tuple[LoweredVariant, bytes] | None:
         """The entry for ``key`` with its paths under ``project`` (the kernel's project root), if still valid."""
@@ -142,6 +147,10 @@ class VariantCache:
             if digests != (hashlib.sha256(text).hexdigest(), hashlib.sha256(image).hexdigest()):
                 return None  # damaged (a crash before the data reached the disk, an edit): rebuild it
             variant = from_json(LoweredVariant, text.decode())
+            problem = variant_image_problem(variant, image)
+            if problem:
+                self.notes.append(f"cache entry {d} of {variant.entry} ({variant.arch}) holds a damaged image ({problem}): rebuilding it")
+                return None
             if project is not None:
                 variant = relocate(variant, ROOT_TOKEN, str(project))
             if not inputs_unchanged(variant.inputs):
@@ -164,6 +173,10 @@ class VariantCache:
         An entry already there is kept if valid (a concurrent build stored the same key), unless
         ``replace`` (a ``--force`` build: whatever is there is not trusted).
         """
+        problem = variant_image_problem(variant, image)
+        if problem:  # the compile stage checks first and says why; nothing unverified is ever stored
+            msg = f"entry {variant.entry!r} ({variant.arch}): refusing to cache a damaged image ({problem})"
+            raise CompileError(msg, entry=variant.entry, arch=variant.arch)
         if project is not None:
             variant = relocate(variant, str(project), ROOT_TOKEN)
         from .destinations import ensure_folder, filesystem_errors

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .errors import TlAotError
+from .errors import TlAotError, ToolchainNotFound
 
 __all__ = ["main"]
 
@@ -33,6 +33,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="store_true", help="print the tl_aot version")
     p.add_argument("--cmake-dir", action="store_true", help="print the folder of TileLangAOTConfig.cmake")
     p.add_argument("--include-dir", action="store_true", help="print tl_aot's C++ include folder")
+    p.add_argument("--nvcc", action="store_true", help="print the nvcc tl_aot builds with (TL_AOT_NVCC, CUDA_HOME, PATH, then pip's)")
+    p.add_argument("--cuda-home", action="store_true", help="print the root of the CUDA toolkit tl_aot builds with")
     sub = p.add_subparsers(dest="command")
 
     for add in (_add_build, _add_link, _add_capture, _add_run, _add_verify, _add_tune, _add_inspect):
@@ -484,6 +486,11 @@ def describe(manifest) -> str:
         f"  built with tl_aot {manifest.tl_aot_version}, TileLang {manifest.tilelang_version}, "
         f"nvcc {manifest.nvcc_version}, launcher ABI {manifest.abi_version}",
     ]
+    if manifest.compiler:
+        lines.append(f"  compiler: {manifest.compiler}")
+    if manifest.driver_min_cuda:
+        driver = f" ({manifest.driver_min_version} or newer on Linux)" if manifest.driver_min_version else ""
+        lines.append(f"  loads on NVIDIA drivers supporting CUDA {manifest.driver_min_cuda} or newer{driver}")
     if manifest.left_out:
         lines.append(f"  LEFT OUT by a --keep-going build: {len(manifest.left_out)} variant(s)")
         lines.extend(f"    {x.spelled()}" for x in manifest.left_out)
@@ -544,6 +551,22 @@ def describe(manifest) -> str:
     return "\n".join(lines)
 
 
+def _cmd_locate_cuda(args) -> int:
+    """``--nvcc`` / ``--cuda-home``: the compiler tl_aot builds with, for CMake (``CMAKE_CUDA_COMPILER``) and scripts."""
+    from .cuda_toolkit import find_toolkit
+    from .toolchain import cuda_home
+
+    tk = find_toolkit()
+    if args.nvcc:
+        if not tk.nvcc:
+            msg = f"the CUDA compiler found ({tk.describe}) has no nvcc (none is on PyPI for CUDA 12)"
+            raise ToolchainNotFound(msg)
+        print(tk.nvcc)
+    if args.cuda_home:
+        print(cuda_home())
+    return 0
+
+
 def _cmd_inspect(args) -> int:
     from .metadata import to_json
     from .runtime import _load_module, read_manifest
@@ -570,6 +593,8 @@ def _cmd_check_wheel(args) -> int:
 def _manifest_json(text: str) -> str:
     """The manifest as JSON, each variant's ``pass_configs`` an object (key -> value) as used."""
     data = json.loads(text)
+    if data.get("driver_min_cuda"):  # the oldest driver that loads the library, as its own key
+        data["driver"] = {"min_cuda": data["driver_min_cuda"], "min_version": data.get("driver_min_version", "")}
     for e in data.get("entries", []):
         for v in e.get("variants", []):
             v["pass_configs"] = {k: json.loads(val) for k, val in v.get("pass_configs", [])}
@@ -596,6 +621,8 @@ def main(argv=None) -> int:
         print(include_dir())
         return 0
     try:
+        if args.nvcc or args.cuda_home:
+            return _cmd_locate_cuda(args)
         if args.command == "build":
             return _cmd_build(args)
         if args.command == "link":
@@ -623,6 +650,13 @@ def main(argv=None) -> int:
             return 0
     except TlAotError as e:
         print(f"tl_aot: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        from .destinations import fs_error
+
+        if not e.filename:  # not about a path: a bug to report with its traceback
+            raise
+        print(f"tl_aot: error: {fs_error(e, 'use', e.filename)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("tl_aot: interrupted", file=sys.stderr)

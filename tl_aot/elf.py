@@ -13,13 +13,14 @@ from pathlib import Path
 
 from .errors import LibraryError
 
-__all__ = ["ElfInfo", "check_library_file", "MANIFEST_SECTION", "MANIFEST_SYMBOL"]
+__all__ = ["ElfInfo", "check_library_file", "elf_problem", "section_names", "MANIFEST_SECTION", "MANIFEST_SYMBOL"]
 
 #: The section holding the SHA-256 of the manifest JSON, written at build time (``manifest.cc.j2``).
 MANIFEST_SECTION = ".tl_aot_manifest_sha256"
 #: The exported function every tl_aot library has (tvm-ffi prefixes exports with ``__tvm_ffi_``).
 MANIFEST_SYMBOL = b"__tvm_ffi_tl_aot_manifest"
 _SHT_NOBITS, _SHT_DYNAMIC, _PT_LOAD, _DT_SONAME, _DT_STRTAB = 8, 6, 1, 14, 5
+_ELF_TYPES = {1: "a relocatable object", 2: "an executable", 3: "a shared object"}
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,10 @@ def check_library_file(path: Path) -> ElfInfo:
     except OSError as e:
         msg = f"cannot read {path}: {e.strerror}"
         raise LibraryError(msg) from None
-    _check_header(data, path)
-    sections = _sections(data, path)
-    _check_segments(data, path)
+    problem = elf_problem(data, elf_type=3, segments=True)
+    if problem:
+        _fail(path, problem)
+    sections = _sections(data)
     info = ElfInfo(_soname(data, sections), _manifest_digest(data, sections), MANIFEST_SYMBOL in _dynstr(data, sections))
     if info.soname.startswith("libtvm_ffi"):
         msg = f"{path} is tvm-ffi's own library (SONAME {info.soname}), not a tl_aot library; load a lib<name>.so built by tl_aot"
@@ -56,40 +58,72 @@ def _fail(path, problem: str):
     raise LibraryError(msg)
 
 
-def _check_header(data: bytes, path) -> None:
+class _Bad(Exception):
+    """An ELF structure problem, in words (caught here and reported by the callers)."""
+
+
+def elf_problem(data: bytes, *, elf_type: int | None = None, segments: bool = False) -> str | None:
+    """What is wrong with ``data`` as a complete 64-bit little-endian ELF file, or None if nothing is.
+
+    Checked from the headers alone: the ELF header, its type (``elf_type``: 1 an object, 2 an
+    executable such as a cubin, 3 a shared library), the section table and every section lying
+    within the file, and with ``segments`` every loadable segment too. A file cut short by a full
+    disk fails here, whatever wrote it.
+    """
+    try:
+        _check_header(data, elf_type)
+        _sections(data)
+        if segments:
+            _check_segments(data)
+    except _Bad as e:
+        return str(e)
+    except struct.error:
+        return f"its headers lie past the end of the file ({len(data)} bytes)"
+    return None
+
+
+def section_names(data: bytes) -> list[str]:
+    """The names of the sections of an ELF file that :func:`elf_problem` accepted."""
+    return [name for name, *_ in _sections(data)]
+
+
+def _check_header(data: bytes, elf_type: int | None = 3) -> None:
     if len(data) < 64 or data[:4] != b"\x7fELF":
-        _fail(path, f"no ELF header, {len(data)} bytes")
+        raise _Bad(f"no ELF header, {len(data)} bytes")
     if data[4] != 2 or data[5] != 1:
-        _fail(path, "not a 64-bit little-endian ELF file")
-    if struct.unpack_from("<H", data, 16)[0] != 3:
-        _fail(path, "an ELF file that is not a shared object")
+        raise _Bad("not a 64-bit little-endian ELF file")
+    kind = struct.unpack_from("<H", data, 16)[0]
+    if elf_type is not None and kind != elf_type:
+        raise _Bad(f"an ELF file that is not {_ELF_TYPES.get(elf_type, f'of type {elf_type}')}")
 
 
-def _sections(data: bytes, path) -> list[tuple]:
+def _sections(data: bytes) -> list[tuple]:
     """(name, type, offset, size, link) of every section, each checked to lie within the file."""
     (shoff,) = struct.unpack_from("<Q", data, 40)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 58)
     if shnum == 0 or shentsize < 64 or shoff + shnum * shentsize > len(data) or shstrndx >= shnum:
-        _fail(path, f"its section table lies past the end of the file ({len(data)} bytes)")
+        raise _Bad(f"its section table lies past the end of the file ({len(data)} bytes)")
     raw = []
     for i in range(shnum):
         name, kind, _flags, _addr, offset, size, link = struct.unpack_from("<IIQQQQI", data, shoff + i * shentsize)
         if kind != _SHT_NOBITS and offset + size > len(data):
-            _fail(path, f"section #{i} ends at byte {offset + size}, past the end of the file ({len(data)} bytes)")
+            raise _Bad(f"section #{i} ends at byte {offset + size}, past the end of the file ({len(data)} bytes)")
         raw.append((name, kind, offset, size, link))
-    names_at = raw[shstrndx][2]
+    names_at, names_size = raw[shstrndx][2], raw[shstrndx][3]
+    if any(n >= names_size for n, *_ in raw[1:]):
+        raise _Bad("a section name lies outside the section-name table")
     return [(_cstr(data, names_at + n), kind, off, size, link) for n, kind, off, size, link in raw]
 
 
-def _check_segments(data: bytes, path) -> None:
+def _check_segments(data: bytes) -> None:
     (phoff,) = struct.unpack_from("<Q", data, 32)
     phentsize, phnum = struct.unpack_from("<HH", data, 54)
     if phnum == 0 or phoff + phnum * phentsize > len(data):
-        _fail(path, "its program headers lie past the end of the file")
+        raise _Bad("its program headers lie past the end of the file")
     for i in range(phnum):
         kind, _flags, offset, _vaddr, _paddr, filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
         if kind == _PT_LOAD and offset + filesz > len(data):
-            _fail(path, f"a loadable segment ends at byte {offset + filesz}, past the end of the file ({len(data)} bytes)")
+            raise _Bad(f"a loadable segment ends at byte {offset + filesz}, past the end of the file ({len(data)} bytes)")
 
 
 def _cstr(data: bytes, at: int) -> str:

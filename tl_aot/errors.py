@@ -11,6 +11,7 @@ __all__ = [
     "FailedProcessError",
     "LibraryError",
     "FilesystemError",
+    "tool_signal",
 ]
 
 
@@ -66,9 +67,26 @@ class FailedProcessError(CompileError):
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
-        lines = [f"{what} failed with exit status {returncode}", "  command: " + " ".join(cmd)]
+        lines = [f"{what} failed with {_status(returncode)}", "  command: " + " ".join(cmd)]
         for label, text in (("stdout", stdout), ("stderr", stderr)):
             if text.strip():
                 lines.append(f"  {label}:")
                 lines.extend("    " + ln for ln in text.rstrip().splitlines())
         super().__init__("\n".join(lines))
+
+
+def tool_signal(returncode: int):
+    """The :class:`signal.Signals` a tool died of (a negative status, or 128 + N as a shell or the reaper reports it), else None."""
+    import signal
+
+    number = -returncode if returncode < 0 else returncode - 128 if 128 < returncode < 128 + 65 else 0
+    try:
+        return signal.Signals(number) if number else None
+    except ValueError:
+        return None
+
+
+def _status(returncode: int) -> str:
+    """``exit status 1``, or ``signal SIGSEGV (exit status 139)`` for a tool that died of one."""
+    sig = tool_signal(returncode)
+    return f"signal {sig.name} (exit status {returncode})" if sig else f"exit status {returncode}"

@@ -30,19 +30,27 @@ def atomic_replace(tmp: str | os.PathLike, dest: str | os.PathLike) -> None:
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename (``mode``: its permissions)."""
+    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename (``mode``: its permissions).
+
+    An :class:`OSError` raised here names ``path`` (its ``filename``), even one raised by a write
+    to an open file, so the caller's message can say which file a full disk refused.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    except BaseException as e:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(e, OSError) and not e.filename:
+            e.filename = str(path)
         raise
 
 
@@ -89,7 +97,13 @@ def exclusive_lock(path: str | os.PathLike, *, holder: str = "", log=None, remin
     import fcntl
 
     say = log or (lambda text: print(text, file=sys.stderr, flush=True))
-    with open(path, "a+") as f:
+    try:
+        f = open(path, "a+")  # noqa: SIM115 (closed by the with below)
+    except OSError as e:  # a full disk, a read-only or vanished folder: one line naming the lock file
+        from .destinations import fs_error
+
+        raise fs_error(e, "open the lock file", path, "a build takes this lock before it reads or writes anything") from None
+    with f:
         waited_since = None
         while True:
             try:
@@ -102,10 +116,11 @@ def exclusive_lock(path: str | os.PathLike, *, holder: str = "", log=None, remin
                     waited_since = now
                 time.sleep(0.2)
         try:
-            f.seek(0)
-            f.truncate()
-            f.write(json.dumps({"pid": os.getpid(), "holder": holder, "since": time.time()}))
-            f.flush()
+            with contextlib.suppress(OSError):  # who holds it is for a waiting build's message; a full disk may refuse it
+                f.seek(0)
+                f.truncate()
+                f.write(json.dumps({"pid": os.getpid(), "holder": holder, "since": time.time()}))
+                f.flush()
             yield
         finally:
             with contextlib.suppress(OSError):

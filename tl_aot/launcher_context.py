@@ -9,25 +9,15 @@ the library; a call's arguments are :mod:`tl_aot.launcher_args`, an arch's launc
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from . import dispatch
 from .cpp_spelling import DLPACK_DTYPES, c_comment, c_string_body, cpp_bool
+from .cuda_compat import cuda_int
 from .errors import LoweringError
-from .launcher_args import (
-    CallForm,
-    Returns,
-    Scalar,
-    call_form,
-    form_decided_at,
-    header_names,
-    returns_of,
-    scalar_ctype,
-    symbol_bind,
-    tensor_checks,
-)
+from .launcher_args import CallForm, Returns, call_form, form_decided_at, header_names, returns_of, scalar_local
 from .launcher_launch import variant_code
+from .launcher_tables import CheckTables, Table, check_tables, frame_reads
 from .metadata import ABI_VERSION, LoweredEntry, Manifest
 from .spec import cpp_name
 
@@ -50,20 +40,16 @@ class EntryCode:
     args_display: str
     archs: tuple  # "sm_90a", "sm_80+PTX"
     variants: tuple  # VariantCode
-    tensors: tuple  # TensorCheck, inputs first: they bind the symbols outputs are checked against
-    inputs: tuple  # TensorCheck of the input tensors
-    outputs: tuple  # TensorCheck of the outputs (allocated when the call passes the inputs alone)
-    allocates: bool  # has outputs: the call has two forms, and check()/run() take `alloc`
+    args_type: str  # its rt::Args<tensors, symbols, scalars, outputs> (the C++ API's frame)
+    checks: CheckTables
+    tables: tuple  # launcher_tables.Table: the checks' and the argument reads' (rt::ArgRead of both forms)
+    locals: tuple  # C++ declarations a launch starts with: its symbols, tensors' data and scalars, by name
+    outputs: tuple  # Param of the outputs (allocated when the call passes the inputs alone)
+    allocates: bool  # has outputs: a call has two forms
     tensorless: bool  # no input tensor: the device is the current one when allocating, else the first output's
-    device_tensor: str  # the tensor whose device the call runs on (errors compare others with it)
-    device_checks: tuple  # the other input tensors, which must be on that device
-    scalars: tuple  # Scalar
-    check_scalars: tuple  # Scalar a dim is computed from: read in check()
-    symbols: tuple  # SymbolBind
-    late_input_checks: tuple  # LateCheck of input tensors
-    late_output_checks: tuple  # LateCheck of outputs passed in
     every: CallForm  # every parameter
     inputs_only: CallForm  # the inputs alone (the outputs returned)
+    forms: tuple  # rt::Form of every parameter and of the inputs alone ({nullptr, 0, ""}: one form), reading `reads`
     decide_at: int  # where the two forms differ (launcher_args.form_decided_at)
     decide_tensor: str  # C++ bool: every-parameter form has a tensor at decide_at
     returns: Returns
@@ -83,19 +69,17 @@ def entry_code(e: LoweredEntry, index: int, label: str = "") -> EntryCode:
     if not tensors:
         msg = f"{where}: takes no tensor; tl_aot picks the device from the tensors, so an entry needs at least one"
         raise LoweringError(msg, entry=e.name)
-    checks, late = tensor_checks(e, tensors, where)
-    ns = _namespace(index)
+    t_index, a_index = frame_reads(e, tensors)
+    scalars = [p for p in e.params if not p.is_tensor]
+    scalar_reads = {p.name: scalar_local(p, a_index[p.name], e.name) for p in scalars}
     shown = header_names(e)
-    every = call_form(e, list(e.params), shown, ns)
-    scalars = tuple(Scalar(p.name, scalar_ctype(p, e.name)) for p in e.params if not p.is_tensor)
-    symbols = tuple(symbol_bind(s, e) for s in e.symbols)
-    # Scalars a dim is computed from (a T.match_buffer dim, a returned output's size) are read in check().
-    dims_cpp = " ".join([*(c for p in tensors for c in (*p.shape_cpp, *p.strides_cpp)), *(s.cpp for s in e.symbols)])
-    inputs = checks[: sum(1 for p in tensors if not p.output)]
+    where_in_frame = {**t_index, **a_index}
     at = form_decided_at(e)
+    every, inputs_only = call_form(e, list(e.params), shown, where_in_frame), call_form(e, list(e.inputs), shown, where_in_frame)
+    checks = check_tables(e, tensors, scalar_reads, where)
     return EntryCode(
         name=e.exported,
-        ns=ns,
+        ns=_namespace(index),
         label=c_string_body(label or e.exported),
         signature=c_comment(e.signature()),
         source=c_comment(e.source),
@@ -103,20 +87,23 @@ def entry_code(e: LoweredEntry, index: int, label: str = "") -> EntryCode:
         args_display=c_comment(", ".join(f"{k}={v}" for k, v in e.args)),
         archs=tuple(v.arch + ("+PTX" if v.ptx else "") for v in e.variants),
         variants=tuple(variant_code(e, v, where) for v in e.variants),
-        tensors=checks,
-        inputs=inputs,
-        outputs=checks[len(inputs) :],
+        args_type=f"rt::Args<{len(tensors)}, {len(e.symbols)}, {len(scalars)}, {len(e.outputs)}>",
+        checks=checks,
+        tables=(*checks.tables, Table("ArgRead", "reads", every.reads + (inputs_only.reads if e.outputs else ()))),
+        locals=(
+            *(f"const int64_t s_{s.name} = x.s[{i}]" for i, s in enumerate(e.symbols)),
+            *(f"void* const p_{p.name} = x.p[{i}]" for i, p in enumerate(tensors)),
+            *scalar_reads.values(),
+        ),
+        outputs=tuple(e.outputs),
         allocates=bool(e.outputs),
-        tensorless=not inputs,
-        device_tensor=checks[0].name,
-        device_checks=tuple(c.name for c in inputs[1:]),
-        scalars=scalars,
-        check_scalars=tuple(s for s in scalars if re.search(rf"\ba_{s.name}\b", dims_cpp)),
-        symbols=symbols,
-        late_input_checks=tuple(c for output, c in late if not output),
-        late_output_checks=tuple(c for output, c in late if output),
+        tensorless=not any(not p.output for p in tensors),
         every=every,
-        inputs_only=call_form(e, list(e.inputs), shown, ns),
+        inputs_only=inputs_only,
+        forms=(
+            f'{{reads, {every.count}, "{every.names}"}}',
+            f'{{reads + {every.count}, {inputs_only.count}, "{inputs_only.names}"}}' if e.outputs else '{nullptr, 0, ""}',
+        ),
         decide_at=at,
         decide_tensor=cpp_bool(bool(e.params) and e.params[at].is_tensor),
         returns=returns_of(e.outputs),
@@ -201,7 +188,7 @@ class ExportCode:
     cpp_name: str
     first: EntryCode
     signatures: tuple
-    ffi_call: str
+    ffi_call: str  # the rt::FfiFn its TVM FFI export calls, and its context
     picker: Picker | None
     call: Overload
     call_stream: Overload
@@ -223,7 +210,7 @@ def _overloads(members: list) -> dict:
             returns=returns,
             declared=", ".join([*form.declared, *([f"void* {form.stream}"] if stream else [])]),
             defined=", ".join([*form.defined, *(["void* stream"] if stream else [])]),
-            args=", ".join([*(f"u_{r.name}" for r in form.reads), "true, stream" if stream else "false, nullptr"]),
+            args=", ".join([*(f"u_{name}" for name in form.params), "true, stream" if stream else "false, nullptr"]),
             targets=tuple(Target(i, m.alloc_fn if alloc else m.call_fn) for i, m in members),
         )
 
@@ -250,11 +237,7 @@ def _export_code(name: str, j: int, members: tuple, codes: list, others: frozens
         cpp_name=cpp_name(name, others),
         first=first,
         signatures=tuple(codes[i].signature for i, _ in members),
-        ffi_call=(
-            f"{picker.ns}::invoke(a, num_args, result)"  # picks a specialisation, then as below
-            if picker
-            else f"{ns}::invoke(a, num_args, result, {ns}::form(a, num_args, {ns}::kName))"
-        ),
+        ffi_call=f"{picker.ns}::invoke, nullptr" if picker else f"rt::call_entry, &{ns}::entry",  # a picker picks, then invokes
         picker=picker,
         **_overloads([(i, codes[i]) for i, _ in members]),
     )
@@ -324,6 +307,9 @@ class LibraryCode:
     tilelang_version: str
     nvcc_version: str
     abi_version: int
+    min_driver: int  # the driver floor as cuDriverGetVersion spells it (13000), 0 for none
+    min_driver_version: str  # C++ string literals: the floor as a Linux driver version, the compiler
+    built_with: str
 
 
 def library_code(manifest: Manifest, header_name: str) -> LibraryCode:
@@ -349,4 +335,7 @@ def library_code(manifest: Manifest, header_name: str) -> LibraryCode:
         tilelang_version=manifest.tilelang_version,
         nvcc_version=manifest.nvcc_version,
         abi_version=ABI_VERSION,
+        min_driver=cuda_int(manifest.driver_min_cuda) if manifest.driver_min_cuda else 0,
+        min_driver_version=f'"{c_string_body(manifest.driver_min_version)}"',
+        built_with=f'"{c_string_body(manifest.compiler or "nvcc " + manifest.nvcc_version)}"',
     )

@@ -18,13 +18,14 @@ from .cuda_source import check_source_kernels, rename_reserved_names, static_sha
 from .device import default_profile, emulate, find_profile
 from .device_code import check_against_record, digest, lower
 from .errors import LoweringError, SpecError, TlAotError
+from .import_guard import guarded_call
 from .ir_metadata import host_walk, output_positions, read_kernels, read_signature, read_tma_descriptors, read_workspaces
 from .jit_seam import CompileRequest
 from .launch_limits import check_launch_limits
 from .metadata import LoweredVariant
 from .options import flag_inputs, jit_pass_configs, nvcc_flags_for, portable_flags
 from .resolve import Resolved, func_hash, plain_pass_configs, resolve_kernel
-from .source import format_user_error, function_line, import_kernel_file, local_dependencies, user_location
+from .source import display_path, format_user_error, function_line, import_kernel_file, local_dependencies, user_location
 from .spec import KernelSpec
 from .values import spell
 
@@ -71,7 +72,8 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
     target = tvm.target.Target({"kind": "cuda", "arch": arch.sm})
     try:
         with target, emulate(profile):
-            resolved = _resolve(spec, arch, where)
+            with guarded_call(f"{display_path(spec.source)}:{spec.function}", files, entry=spec.name, arch=arch.sm):
+                resolved = _resolve(spec, arch, where)
             func = resolved.func
             out_idx = resolved.out_idx if spec.out_idx is None else spec.out_idx
             outputs = output_positions(func, out_idx, where)

@@ -178,6 +178,8 @@ class ArchVariant:
     request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.capture.request_key)
     request: str = ""  # that request as JSON: prim_func name and options (portable flags), for ``verify``
     backend: str = "cuda"  # TileLang's code generator: "cuda" (CUDA C++, nvcc) or "cutedsl" (CuTeDSL; kernels found by pattern)
+    cuda_version: str = ""  # the CUDA release of the compiler that made the image ("13.0.88"; "" for CuTeDSL's own)
+    min_driver_cuda: str = ""  # the oldest driver that loads this image, as a CUDA version (tl_aot.cuda_compat)
     device_code: str = ""  # digest of the CUDA source TileLang generated, before tl_aot's edits (tl_aot.device_code)
 
 
@@ -268,6 +270,9 @@ class Manifest:
     nvcc_version: str = ""
     build_flags: tuple = field(default=())
     tunings: tuple = ()  # Tuning: the autotuner's choices recorded with the captured kernels this library holds
+    compiler: str = ""  # which compiler made the images and where it came from (tl_aot.toolchain.compiler_description)
+    driver_min_cuda: str = ""  # the oldest driver that loads the library, as the CUDA version it supports ("12.0")
+    driver_min_version: str = ""  # the same as a Linux driver version ("525.60.13"; "" if not in tl_aot's table)
     left_out: tuple = ()  # LeftOut: variants a --keep-going build could not build
 
     def entry(self, name: str) -> LoweredEntry:

@@ -211,6 +211,7 @@ class _Args:
     taken_by: dict = dataclasses.field(default_factory=dict)  # auto name -> the level that took it
     swallowed: bool = False  # a factory's **kwargs saw the auto names no parameter named
     bound: dict = dataclasses.field(default_factory=dict)  # a functools.partial's keywords, for the level it wraps
+    levels: list = dataclasses.field(default_factory=list)  # each level walked, as it describes itself (its parameters)
 
 
 def resolve_kernel(spec: KernelSpec, module, where: str, arch: str, *, tuned=None) -> Resolved:
@@ -346,7 +347,9 @@ class _Walker:
         left = sorted({**args.jit, **({} if args.swallowed else args.auto)})
         if left:
             taken = "; ".join(f"{d} took {', '.join(ns)}" for d, ns in _group(args.taken_by).items())
-            self.fail(f"no level takes {', '.join(left)}: {what} takes no further arguments" + (f" ({taken})" if taken else ""))
+            names = ", ".join(left)
+            walked = "".join(f"{d} has no parameter {names}; " for d in args.levels)
+            self.fail(f"no level takes {names}: {walked}{what} takes no further arguments" + (f" ({taken})" if taken else ""))
 
     def _select(self, many):
         items = list(many.items()) if isinstance(many, dict) else list(enumerate(many))
@@ -408,6 +411,8 @@ class _Walker:
         explicit = _explicit(sig)
         anykw = _takes_any(sig) or extra_ok
         desc = _describe(obj, sig)
+        if desc not in args.levels:
+            args.levels.append(desc)
         out: dict = dict(args.bound)  # functools.partial keywords; the build's own args override them
         args.bound = {}
         pinned = []

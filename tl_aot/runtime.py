@@ -236,11 +236,30 @@ def _returning_tuple(fn, name: str):
 def load(path: str | os.PathLike) -> Library:
     """Load ``lib<name>.so`` built by tl_aot and check that this runtime can drive it.
 
-    Raises :class:`tl_aot.errors.LibraryError` for a missing file, a non-tl_aot library, or a
-    library built with an incompatible launcher ABI. Loading a path again after the library there
+    Raises :class:`tl_aot.errors.LibraryError` for a missing file, a non-tl_aot library, a
+    library built with an incompatible launcher ABI, or one that needs a newer NVIDIA driver than
+    this machine's (the message names the CUDA version it needs and the two ways out). Loading a path again after the library there
     was rebuilt (in this process or another) returns the new library; objects loaded before keep
     the old one.
     """
     path = Path(path)
     module = _load_module(path)
-    return Library(path, module, read_manifest(module, path))
+    manifest = read_manifest(module, path)
+    _check_driver(module, path)
+    return Library(path, module, manifest)
+
+
+def _check_driver(module, path: Path) -> None:
+    """Refuse a library this machine's NVIDIA driver cannot load, with the library's own message.
+
+    The launcher runtime makes the check (``tl_aot_driver_check``: the driver's CUDA version against
+    the floor recorded at build time, read without initialising CUDA); a machine without a driver
+    passes (the library still loads and describes itself there).
+    """
+    try:
+        check = module["tl_aot_driver_check"]
+    except Exception:  # noqa: BLE001 (a library built before the check existed)
+        return
+    why = str(check())
+    if why:
+        raise LibraryError(f"{path}: {why}")

@@ -36,8 +36,9 @@ symbol versions fit, so PyPI takes the wheel as built).
 Environment variables: ``TL_AOT_ARCHS`` (``"90a;80"``: overrides ``archs=``), ``MAX_JOBS``
 (concurrent build jobs when ``-j`` is not given), ``TL_AOT_CACHE_DIR`` (variant cache shared between
 builds), ``TL_AOT_CLUSTER`` (a Dask scheduler whose workers lower and compile the variants),
-``TL_AOT_CACHE_URL`` (a variant cache shared between machines, an fsspec URL), ``CUDA_HOME`` (nvcc)
-and ``CXX`` (host compiler).
+``TL_AOT_CACHE_URL`` (a variant cache shared between machines, an fsspec URL), ``TL_AOT_NVCC`` /
+``CUDA_HOME`` (the CUDA compiler; else nvcc on PATH, else the one ``tl_aot[build]`` installed from
+PyPI: :mod:`tl_aot.cuda_toolkit`) and ``CXX`` (host compiler).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from pathlib import Path
 
 from setuptools import Extension
 from setuptools.command.build_ext import build_ext as _build_ext
-from setuptools.errors import CompileError, OptionError
+from setuptools.errors import CompileError, OptionError, SetupError
 
 from .arch import parse_arch_list
 from .entry_keys import ENTRY_KEYS, create_keywords
@@ -74,7 +75,7 @@ try:
 except ImportError:  # setuptools < 70.1 keeps it in the wheel package
     from wheel.bdist_wheel import bdist_wheel as _bdist_wheel
 
-__all__ = ["TileLangExtension", "TileLangExtensionError", "build_ext", "bdist_wheel"]
+__all__ = ["TileLangExtension", "TileLangExtensionError", "TileLangDeclarationError", "build_ext", "bdist_wheel"]
 
 #: Progress lines and warnings go through setuptools' logging (shown by default, hidden by -q).
 log = logging.getLogger("tl_aot.setuptools")
@@ -85,6 +86,20 @@ _LOADER_NAMES = RESERVED_ENTRY_NAMES
 
 class TileLangExtensionError(TlAotError, CompileError):
     """A TileLang extension failed to build; setuptools prints it as ``error: ...`` without a traceback."""
+
+
+class TileLangDeclarationError(SpecError, SetupError, SystemExit):
+    """A ``TileLangExtension(...)`` declared wrongly in setup.py: ``error: ...`` and exit status 1, no traceback.
+
+    It is raised while setup.py builds the arguments of ``setup()``, before setuptools can catch
+    anything; as a :class:`SystemExit` whose code is ``error: <message>`` it ends setup.py the way
+    setuptools ends it for its own bad arguments, and code that catches :class:`SpecError` (or
+    setuptools' :class:`~setuptools.errors.SetupError`) still catches it.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.code = f"error: {message}"
 
 
 @dataclass(frozen=True)
@@ -236,6 +251,14 @@ class TileLangExtension(Extension):
         capture=(),
         **kwargs,
     ) -> None:
+        try:
+            options = {"archs": archs, "optional": optional, "torch_ops": torch_ops, "tune_file": tune_file, "capture": capture}
+            self._declare(name, entries, **options, **kwargs)
+        except SpecError as e:
+            raise TileLangDeclarationError(str(e)) from None
+
+    def _declare(self, name, entries, *, archs, optional, torch_ops, tune_file, capture, **kwargs) -> None:
+        """Check the declaration and set the extension up (``__init__``'s work; its errors become ``error: ...``)."""
         if kwargs:
             msg = (
                 f"TileLangExtension({name!r}): unsupported argument(s) {', '.join(sorted(kwargs))}; "
@@ -478,7 +501,6 @@ class build_ext(_build_ext):
         """Build ``ext`` with :func:`tl_aot.build.build_library` in build_temp, then place library and loader."""
         from .build import build_library
         from .codegen import TORCH_GLUE_MODULE, render_loader
-        from .fileutil import write_if_different
 
         fullname = self.get_ext_fullname(ext.name)
         library = Path(self.get_ext_fullpath(ext.name))
@@ -513,14 +535,16 @@ class build_ext(_build_ext):
         except TlAotError as e:
             msg = f"building TileLang extension {fullname!r} failed:\n{e}"
             raise TileLangExtensionError(msg) from e
-        if _copy_if_different(result.library, library):
-            log.info(f"copying {result.library} -> {library.parent}")
-        _place_companion(result.torch_companion, library)
-        if write_if_different(loader, render_loader(result.manifest, module=fullname, library_file=library.name, torch_ops=ext.torch_ops)):
-            log.info(f"writing {loader}")
         glue = loader.with_name(TORCH_GLUE_MODULE + ".py")
-        if write_if_different(glue, (Path(__file__).parent / "torch_ops.py").read_text()):
-            log.info(f"writing {glue}")
+        loader_text = render_loader(result.manifest, module=fullname, library_file=library.name, torch_ops=ext.torch_ops)
+        try:
+            _place_together(
+                [(library, result.library, "library"), (loader, loader_text.encode(), "loader"), (glue, _GLUE.read_bytes(), "torch glue")],
+                result.torch_companion,
+            )
+        except TlAotError as e:
+            msg = f"building TileLang extension {fullname!r} failed:\n{e}"
+            raise TileLangExtensionError(msg) from e
 
     def get_ext_filename(self, fullname: str) -> str:
         """``pkg/lib_kernels.so`` for a TileLang extension (no Python ABI suffix: it is not a CPython module)."""
@@ -584,11 +608,48 @@ def _companion_of(library: Path) -> Path | None:
     return p if p.is_file() else None
 
 
+#: The torch glue module shipped beside every loader.
+_GLUE = Path(__file__).parent / "torch_ops.py"
+
+
+def _place_together(files: list, companion: Path | None) -> None:
+    """Put each ``(destination, bytes or a file to copy, role)`` in place, all or none (the first is the library).
+
+    Files that already hold the content are left alone (their timestamps stay); the rest are
+    written beside their destinations and swapped in together, so a fault (a full disk, a read-only
+    build folder) leaves the library and its loader as they were: never a new library with an old
+    loader. A stale torch companion goes first when the library has none.
+    """
+    from .destinations import StagedFiles, filesystem_errors
+
+    library = files[0][0]
+    dest = library.with_name(library.name.removesuffix(".so") + "_torch.so")
+    if companion is None and os.path.lexists(dest):
+        with filesystem_errors("remove the stale torch companion", dest):
+            dest.unlink()
+    if companion is not None:
+        files = [*files, (dest, companion, "torch companion")]
+    staged = StagedFiles()
+    for path, content, role in files:
+        data = content.read_bytes() if isinstance(content, Path) else content
+        try:
+            same = path.read_bytes() == data
+        except OSError:
+            same = False
+        if not same:
+            with filesystem_errors(f"create the folder of the {role}", path.parent):
+                path.parent.mkdir(parents=True, exist_ok=True)
+            staged.stage(path, data=data, role=role, mode=0o755 if path.suffix == ".so" else 0o644)
+            log.info(f"writing {path}")
+    staged.publish()
+
+
 def _place_companion(companion: Path | None, library: Path) -> None:
     """Ship ``companion`` beside ``library``, where the loader looks for it (none: remove a stale one)."""
     dest = library.with_name(library.name.removesuffix(".so") + "_torch.so")
     if companion is None:
-        dest.unlink(missing_ok=True)
+        if os.path.lexists(dest):
+            dest.unlink()
     elif _copy_if_different(companion, dest):
         log.info(f"copying {companion} -> {dest.parent}")
 

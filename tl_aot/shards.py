@@ -66,7 +66,7 @@ def build_shard(
     """Build shard ``K/N`` of ``lib`` into the part folder ``out_dir``; returns the part's path."""
     from .build import _all_failed, _build_variants, left_out_of
     from .build_plan import check_toolchain, plan_build
-    from .build_stages import entry_head
+    from .build_stages import _compiler, entry_head
     from .cache import VariantCache, default_cache_dir
     from .destinations import ensure_folder
     from .metadata import to_json
@@ -110,6 +110,7 @@ def build_shard(
         "nvcc_version": plan.nvcc_version,
         "tvm_ffi_version": plan.tvm_ffi_version,
         "tilelang_version": local_toolset(nvcc=False).tilelang,
+        "compiler": _compiler(),
         "entries": [json.loads(to_json(entry_head(spec))) for spec in lib.entries],
         "tasks": [[t.spec.name, str(t.arch), t.key] for t in plan.tasks],
         "variants": held,
@@ -191,6 +192,38 @@ def _left_out(first: dict, by_k: dict) -> tuple:
     return tuple(from_json(LeftOut, json.dumps(found[(e, a)])) for e, a, _ in first["tasks"] if (e, a) in found)
 
 
+def _variants_of(first: dict, by_k: dict) -> tuple[dict, dict, list]:
+    """Every variant the parts hold, read and verified: (key -> LoweredVariant, key -> image, [(entry, arch) not built])."""
+    from .image_check import variant_image_problem
+    from .metadata import LoweredVariant, from_json
+    from .shared_cache import unpack_entry
+
+    lowered, images, failed = {}, {}, []
+    for key_index, (entry, arch, key) in enumerate(first["tasks"]):
+        k = key_index % first["shard"][1] + 1
+        folder, data = by_k[k]
+        rel = data["variants"].get(key)
+        if rel is None:
+            failed.append((entry, arch))
+            continue
+        try:
+            raw = (folder / rel).read_bytes()
+        except OSError as e:
+            msg = f"{folder}: variant {entry} {arch} ({rel}) cannot be read: {e}"
+            raise PartError(msg) from None
+        got = unpack_entry(raw, key)
+        if got is None:
+            msg = f"{folder}/{rel}: variant {entry} {arch} is damaged (its digest or size differs): build shard {k} again"
+            raise PartError(msg)
+        variant = from_json(LoweredVariant, got[0])
+        problem = variant_image_problem(variant, got[1])
+        if problem:
+            msg = f"{folder}/{rel}: variant {entry} {arch} holds a damaged image ({problem}): build shard {k} again"
+            raise PartError(msg)
+        lowered[key], images[key] = variant, got[1]
+    return lowered, images, failed
+
+
 def link_parts(folders, *, out_dir, header_dir=None, cache_dir=None, log=print):
     """Join the parts into ``out_dir/lib<name>.so`` (+ header); returns the library's path."""
     from .arch import parse_arch
@@ -199,8 +232,7 @@ def link_parts(folders, *, out_dir, header_dir=None, cache_dir=None, log=print):
     from .codegen import render_header, render_launcher
     from .destinations import ensure_folder
     from .fileutil import write_if_different
-    from .metadata import LoweredEntry, LoweredVariant, Tuning, from_json
-    from .shared_cache import unpack_entry
+    from .metadata import LoweredEntry, Tuning, from_json
     from .toolchain import runtime_object
     from .toolset import differences, local_toolset
 
@@ -219,24 +251,7 @@ def link_parts(folders, *, out_dir, header_dir=None, cache_dir=None, log=print):
         msg = f"link: this machine's tools differ from the parts': {'; '.join(diff)}"
         raise PartError(msg)
     name = first["library"]
-    lowered, images, failed = {}, {}, []
-    for key_index, (entry, arch, key) in enumerate(first["tasks"]):
-        k = key_index % first["shard"][1] + 1
-        folder, data = by_k[k]
-        rel = data["variants"].get(key)
-        if rel is None:
-            failed.append((entry, arch))
-            continue
-        try:
-            raw = (folder / rel).read_bytes()
-        except OSError as e:
-            msg = f"{folder}: variant {entry} {arch} ({rel}) cannot be read: {e}"
-            raise PartError(msg) from None
-        got = unpack_entry(raw, key)
-        if got is None:
-            msg = f"{folder}/{rel}: variant {entry} {arch} is damaged (its digest or size differs): build shard {k} again"
-            raise PartError(msg)
-        lowered[key], images[key] = from_json(LoweredVariant, got[0]), got[1]
+    lowered, images, failed = _variants_of(first, by_k)
     heads = []
     for head_json in first["entries"]:
         head = from_json(LoweredEntry, json.dumps(head_json))
@@ -251,7 +266,8 @@ def link_parts(folders, *, out_dir, header_dir=None, cache_dir=None, log=print):
     header_dir = ensure_folder(Path(header_dir).resolve(), "header folder") if header_dir else out_dir
     out = Outputs(out_dir / f"lib{name}.so", header_dir / f"{name}.h", work / "stamp.json", None)
     tilelang, nvcc, tvm_ffi = first["tilelang_version"], first["nvcc_version"], first["tvm_ffi_version"]
-    signatures = manifest_from(name, heads, lowered, nvcc, tilelang)
+    compiler = first.get("compiler", "")
+    signatures = manifest_from(name, heads, lowered, nvcc, tilelang, compiler=compiler)
     header_text = render_header(signatures)
     write_if_different(work / f"{name}.h", header_text)
     write_if_different(work / f"{name}.cc", render_launcher(signatures, header_name=f"{name}.h"))
@@ -263,7 +279,8 @@ def link_parts(folders, *, out_dir, header_dir=None, cache_dir=None, log=print):
     sizes = {key: len(img) for key, img in images.items()}
     held = {head.capture_key for head, _ in heads}
     tunings = tuple(from_json(Tuning, json.dumps(t)) for t in first.get("tunings", []) if t.get("request_key") in held)
-    manifest = replace(manifest_from(name, heads, lowered, nvcc, tilelang, sizes), left_out=_left_out(first, by_k), tunings=tunings)
+    manifest = manifest_from(name, heads, lowered, nvcc, tilelang, sizes, compiler=compiler)
+    manifest = replace(manifest, left_out=_left_out(first, by_k), tunings=tunings)
     built = link(name, work, manifest, image_files_by_symbol(heads, images), runtime)
     publish(built, out, manifest, header_text, lib_key=first["lib_key"], inputs=[], deps=(), stamp=False)
     if log:

@@ -249,14 +249,22 @@ class SourceSnapshot:
 
 
 def snapshot_files(paths) -> SourceSnapshot:
-    """Read each file once: its stat and its digest (the stat is taken first, so an edit during the read shows)."""
+    """Read each file once: its stat and its digest (the stat is taken first, so an edit during the read shows).
+
+    A file that is not there is ``missing``; one that cannot be read (an I/O error, no permission)
+    is a :class:`~tl_aot.errors.FilesystemError` naming it, never taken for an edit.
+    """
+    from .destinations import fs_error
+
     out = []
     for p in paths:
         try:
             st = os.stat(p)
             out.append((str(p), st.st_mtime_ns, st.st_size, file_digest(p)))
-        except OSError:
+        except (FileNotFoundError, NotADirectoryError):
             out.append((str(p), 0, 0, "missing"))
+        except OSError as e:
+            raise fs_error(e, "read", p) from None
     return SourceSnapshot(tuple(out))
 
 

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from .arch import Arch
+from .cuda_toolkit import Toolkit, find_toolkit
 from .errors import CompileError, FailedProcessError, TlAotError, ToolchainNotFound
 from .fileutil import record_digest, verified_file, write_if_different
 
@@ -29,20 +30,26 @@ __all__ = [
     "find_nvcc",
     "nvcc_version",
     "cuda_include_dir",
+    "cuda_home",
+    "compiler_description",
+    "point_tilelang_at_toolkit",
     "tilelang_include_dirs",
     "tvm_ffi_paths",
     "find_cxx",
     "nvcc_command",
     "supported_archs",
+    "supported_archs_of",
     "source_prefix_map",
     "map_ptx_paths",
     "compile_image",
+    "nvrtc_options",
     "compile_host",
     "host_command",
     "embed_images",
     "runtime_object",
     "link_library",
     "run",
+    "check_output_file",
 ]
 
 
@@ -63,8 +70,34 @@ def run(cmd: list[str], *, what: str, cwd: str | os.PathLike | None = None, env:
     full = [sys.executable, "-I", "-S", str(_REAPER), str(os.getpid()), *cmd] if sys.platform == "linux" else list(cmd)
     proc = subprocess.run(full, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise FailedProcessError(what, cmd, proc.returncode, proc.stdout, proc.stderr)
+        from .destinations import disk_full_note
+
+        disk = disk_full_note(cwd or ".", tempfile.gettempdir())
+        raise FailedProcessError(f"{what} (with the {disk})" if disk else what, cmd, proc.returncode, proc.stdout, proc.stderr)
     return proc.stdout
+
+
+def check_output_file(path: Path, *, what: str, library: bool = False) -> None:
+    """Raise :class:`CompileError` unless the tool's output ``path`` is a complete object (or shared ``library``).
+
+    A compiler or linker on a full disk may leave a file cut short and still exit 0: such a file is
+    never recorded, embedded, cached or published.
+    """
+    from .destinations import disk_full_note
+    from .elf import elf_problem
+    from .image_check import object_problem
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        msg = f"{what}: cannot read its output {path}: {e.strerror}"
+        raise CompileError(msg) from None
+    problem = elf_problem(data, elf_type=3, segments=True) if library else object_problem(data)
+    if problem:
+        disk = disk_full_note(Path(path).parent, tempfile.gettempdir())
+        cause = f"; {disk}: free some space and build again" if disk else ""
+        msg = f"{what} wrote a damaged {Path(path).name} ({problem}){cause}"
+        raise CompileError(msg)
 
 
 def compiler_launcher() -> list[str]:
@@ -81,33 +114,29 @@ def compiler_launcher() -> list[str]:
 
 
 def find_nvcc() -> str:
-    """Nvcc from ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin`` or PATH."""
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        home = os.environ.get(var)
-        if home and (Path(home) / "bin" / "nvcc").is_file():
-            return str(Path(home) / "bin" / "nvcc")
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        msg = (
-            "nvcc was not found: install the CUDA toolkit (12.4 or newer) and put its bin/ on PATH, "
-            "or set CUDA_HOME. It is needed at build time only."
-        )
-        raise ToolchainNotFound(msg)
-    return nvcc
+    """The nvcc that builds the images, by the one search order of :mod:`tl_aot.cuda_toolkit`.
+
+    With the CUDA 12 pip compiler (NVRTC + ptxas, no nvcc) this is its ``ptxas``: the tool whose
+    version and archs the build reports.
+    """
+    tk = find_toolkit()
+    return tk.nvcc or tk.ptxas
 
 
 @functools.cache
 def _nvcc_facts(nvcc: str) -> tuple[str, str]:
     """(version, include dir) of an nvcc, read from ``--version`` and ``--dryrun``."""
-    out = run([nvcc, "--version"], what="nvcc --version")
+    out = run([nvcc, "--version"], what=f"{Path(nvcc).name} --version")
     m = re.search(r"release (\d+\.\d+), V([\d.]+)", out)
     version = m.group(2) if m else out.strip().splitlines()[-1]
+    if Path(nvcc).name == "ptxas":  # the CUDA 12 pip compiler: headers from the wheels
+        return version, _toolkit_for(nvcc).include_dirs[0]
     null = "NUL" if os.name == "nt" else "/dev/null"
     proc = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", null, "-o", null], capture_output=True, text=True, check=False)
     inc = ""
     m = re.search(r'INCLUDES="-I([^"]+)"', proc.stdout + proc.stderr)
     if m:
-        inc = m.group(1).strip()
+        inc = m.group(1).strip()  # as nvcc spells it (bin/..//include): the line tables use this spelling
     else:
         m = re.search(r"TOP=(\S+)", proc.stdout + proc.stderr)
         if m:
@@ -115,13 +144,33 @@ def _nvcc_facts(nvcc: str) -> tuple[str, str]:
     return version, inc
 
 
+def _toolkit_for(tool: str) -> Toolkit:
+    """The toolkit whose nvcc (or, for the CUDA 12 pip compiler, ptxas) is ``tool``."""
+    from .cuda_toolkit import pip_toolkits
+
+    for tk in [find_toolkit(), *pip_toolkits()]:
+        if tool in (tk.nvcc, tk.ptxas):
+            return tk
+    msg = f"{tool} is not a CUDA compiler tl_aot found"
+    raise ToolchainNotFound(msg)
+
+
 def supported_archs(nvcc: str | None = None) -> frozenset:
     """Compute capabilities this nvcc can target, as numbers: ``{75, 80, ..., 120}`` (asked once per nvcc)."""
     return _list_gpu_archs(nvcc or find_nvcc())
 
 
+def supported_archs_of(tk: Toolkit) -> frozenset:
+    """Compute capabilities the toolkit ``tk`` can target."""
+    return _list_gpu_archs(tk.nvcc or tk.ptxas)
+
+
 @functools.cache
 def _list_gpu_archs(nvcc: str) -> frozenset:
+    if Path(nvcc).name == "ptxas":  # NVRTC + ptxas: what NVRTC can do
+        from .nvrtc_compile import nvrtc_archs
+
+        return frozenset(nvrtc_archs(_toolkit_for(nvcc).nvrtc))
     out = run([nvcc, "--list-gpu-arch"], what="nvcc --list-gpu-arch")
     nums = set()
     for line in out.split():
@@ -136,6 +185,17 @@ def nvcc_version(nvcc: str | None = None) -> str:
     return _nvcc_facts(nvcc or find_nvcc())[0]
 
 
+def compiler_description() -> str:
+    """Which compiler builds the images and its version, for the build log, the manifest and ``inspect``.
+
+    ``nvcc 13.0.88 from pip (nvidia-cuda-nvcc 13.0.88, nvidia-nvvm 13.0.88)``, ``nvcc 13.0.88 from PATH
+    (/usr/local/bin/nvcc)``, ``NVRTC + ptxas 12.9.86 from pip (...)``.
+    """
+    tk = find_toolkit()
+    tool = "nvcc" if tk.kind == "nvcc" else "NVRTC + ptxas"
+    return f"{tool} {nvcc_version()} from {tk.describe}"
+
+
 def cuda_include_dir(nvcc: str | None = None) -> str:
     """The toolkit's include folder (``cuda.h``), as nvcc itself uses it."""
     inc = _nvcc_facts(nvcc or find_nvcc())[1]
@@ -143,6 +203,29 @@ def cuda_include_dir(nvcc: str | None = None) -> str:
         msg = f"cannot find cuda.h next to nvcc (looked in {inc or 'nothing nvcc reported'}); set CUDA_HOME"
         raise ToolchainNotFound(msg)
     return inc
+
+
+def cuda_home() -> str:
+    """The root of the toolkit found (what ``CUDA_HOME`` names): the folder above its ``include/``.
+
+    For the CUDA 12 pip compiler, which is not laid out as one toolkit, the CUDA runtime wheel's
+    folder (``nvidia/cuda_runtime``: ``include/cuda.h``).
+    """
+    tk = find_toolkit()
+    return tk.home or str(Path(cuda_include_dir()).resolve().parent)
+
+
+def point_tilelang_at_toolkit() -> None:
+    """Make TileLang's lowering use the toolkit found: ``CUDA_HOME`` for this process and its workers.
+
+    TileLang reads ``CUDA_HOME`` once, when it is imported (``tilelang.env``), for its include folders
+    and nvcc; set before that, lowering and the image compile agree on one toolkit. An explicit
+    ``CUDA_HOME`` is kept (it chose the toolkit in the first place).
+    """
+    from .cuda_toolkit import export_cuda_home
+
+    if not os.environ.get("CUDA_HOME"):
+        export_cuda_home(cuda_home())
 
 
 def tilelang_include_dirs() -> list[str]:
@@ -283,7 +366,10 @@ def compile_image(arch: Arch, workdir: Path, stem: str, source_text: str, option
     write_if_different(workdir / cu, source_text)
     tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.", dir=workdir))
     launcher = compiler_launcher()
+    tk = find_toolkit()
     try:
+        if tk.kind == "nvrtc":
+            return _nvrtc_image(tk, arch, workdir, tmp, cu, source_text, options, what=what)
         out = f"{stem}.{'fatbin' if arch.ptx else 'cubin'}"
         if launcher:
             # One step, CUDA → image, which compiler caches understand (sccache takes neither a .ptx
@@ -310,6 +396,63 @@ def compile_image(arch: Arch, workdir: Path, stem: str, source_text: str, option
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def nvrtc_options(arch: Arch, options=()) -> tuple[list[str], list[str]]:
+    """The NVRTC and ptxas options that make the image nvcc would make from ``options`` (nvcc flags).
+
+    NVRTC gets what nvcc gives ``cicc`` (arch, C++20, line info, TileLang's and the toolkit's
+    headers, the kernel's ``-I`` / ``-D`` / ``--use_fast_math`` ...); ``--ptxas-options`` /
+    ``-Xptxas`` go to ptxas; ``-O<n>`` (nvcc's host optimisation level) and ``-Xcompiler`` (host
+    compiler) options have no device effect and are dropped. ``-default-device``: TileLang's
+    headers call unannotated constexpr helpers from device code, which nvcc allows and NVRTC only
+    in this mode (as TileLang's own NVRTC backend does).
+    """
+    nv = [f"--gpu-architecture={arch.compute}", "-std=c++20", "-lineinfo", "-w", "-default-device"]
+    nv += [f"-I{d}" for d in (*tilelang_include_dirs(), *find_toolkit().include_dirs)]
+    px = ["-w", f"-arch={arch.sm}", "-m64", "--generate-line-info"]
+    opts = [str(o) for o in options]
+    i = 0
+    while i < len(opts):
+        o = opts[i]
+        if o in ("-Xptxas", "--ptxas-options") and i + 1 < len(opts):
+            px += opts[i + 1].split(",")
+            i += 2
+            continue
+        if o in ("-Xcompiler", "--compiler-options") and i + 1 < len(opts):  # host compiler only: no device effect
+            i += 2
+            continue
+        if o.startswith(("--ptxas-options=", "-Xptxas=")):
+            px += o.split("=", 1)[1].split(",")
+        elif re.fullmatch(r"-O\d", o):
+            pass
+        elif o in ("-I", "-D", "-U", "-include") and i + 1 < len(opts):
+            nv.append(f"--pre-include={opts[i + 1]}" if o == "-include" else o + opts[i + 1])
+            i += 2
+            continue
+        else:
+            nv.append(o)
+        i += 1
+    return nv, px
+
+
+def _nvrtc_image(tk: Toolkit, arch: Arch, workdir: Path, tmp: Path, cu: str, source_text: str, options, *, what: str) -> bytes:
+    """The CUDA 12 pip compiler's image: NVRTC (CUDA C++ → PTX, paths made stable) then ptxas (PTX → cubin)."""
+    from .nvrtc_compile import compile_ptx, drop_unused_globals
+
+    if arch.ptx:
+        msg = (
+            f"{what}: {arch} needs a PTX fallback packed with the image (fatbinary), which the CUDA 12 compiler "
+            "from PyPI lacks (NVIDIA publishes NVRTC and ptxas for CUDA 12, not nvcc); build "
+            f"--arch {arch.sm.removeprefix('sm_')} without +PTX, or with tl_aot[build-cu13] or a CUDA toolkit"
+        )
+        raise CompileError(msg)
+    nv, px = nvrtc_options(arch, options)
+    ptx = drop_unused_globals(compile_ptx(tk.nvrtc, source_text, cu, nv, what=f"{what}: {workdir / cu}"))
+    (tmp / f"{Path(cu).stem}.ptx").write_text(map_ptx_paths(ptx, source_prefix_map(workdir)))
+    out = f"{Path(cu).stem}.cubin"
+    run([tk.ptxas, *px, f"{Path(cu).stem}.ptx", "-o", out], what=what, cwd=tmp)
+    return (tmp / out).read_bytes()
+
+
 def _sweep_stale(folder: Path, prefix: str, age_s: float = 3600.0) -> None:
     """Remove ``prefix*`` temporary folders older than ``age_s`` (left by a killed build)."""
     now = time.time()
@@ -324,6 +467,7 @@ def _sweep_stale(folder: Path, prefix: str, age_s: float = 3600.0) -> None:
 def compile_host(workdir: Path, source: str, obj: str, *, what: str) -> None:
     """Compile a generated host C++ unit (the launcher, the manifest) into an object."""
     run([*compiler_launcher(), *host_command(workdir, source, obj)], what=what, cwd=workdir)
+    check_output_file(Path(workdir) / obj, what=what)
 
 
 def host_command(workdir: Path, source: str, obj: str) -> list[str]:
@@ -395,6 +539,7 @@ def runtime_object(cache_root: Path, *, extra_key: str = "", force: bool = False
         cmd = host_command(folder, str(src), tmp)
         cmd[1:1] = remap
         run([*compiler_launcher(), *cmd], what="compiling the tl_aot launcher runtime", cwd=folder)
+        check_output_file(folder / tmp, what="compiling the tl_aot launcher runtime")
         os.replace(folder / tmp, obj)  # atomic: concurrent builds (or machines) sharing the cache agree
         record_digest(obj)
     finally:
@@ -444,6 +589,7 @@ def embed_images(workdir: Path, obj: str, images: dict[str, Path], out: str) -> 
         current = nxt
     if not images:
         shutil.copyfile(workdir / obj, workdir / out)
+    check_output_file(workdir / out, what=f"embedding the images into {obj}")
 
 
 def link_library(workdir: Path, objs: list[str], output: str, *, what: str) -> None:
@@ -471,6 +617,7 @@ def link_library(workdir: Path, objs: list[str], output: str, *, what: str) -> N
         "-Wl,-rpath,$ORIGIN:$ORIGIN/../tvm_ffi/lib:$ORIGIN/../../tvm_ffi/lib",
     ]
     run(cmd, what=what, cwd=workdir)
+    check_output_file(Path(workdir) / output, what=what, library=True)
 
 
 #: Archs built by default (from sm_80 up), kept to those this nvcc can target. sm_120 is left out:

@@ -5,7 +5,7 @@ for a plain factory) the candidates are built as one library through tl_aot's ow
 parallel, sharing the ``-j`` slots and the variant cache), run on random inputs, checked against
 the first candidate's outputs and timed with CUDA events. The fastest correct one is recorded
 (:mod:`tl_aot.record`) per entry × arguments × arch × GPU, with every candidate's time. Needs
-torch with CUDA, TileLang and nvcc; ``build`` then uses the record anywhere.
+torch with CUDA, TileLang and a CUDA compiler (tl_aot[build] brings one); ``build`` then uses the record anywhere.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import CompileError, LoweringError, TlAotError
+from .image_check import variant_image_problem
 from .toolset import Toolset, differences, local_toolset
 
 __all__ = [
@@ -323,6 +324,10 @@ def accept_result(task, result: VariantResult):
     variant = from_json(LoweredVariant, result.variant_json)
     if (variant.entry, variant.arch, variant.ptx) != (task.spec.name, task.arch.sm, task.arch.ptx):
         msg = f"{where}: the worker answered for {variant.entry} {variant.arch}; nothing was stored"
+        raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
+    problem = variant_image_problem(variant, result.image)  # the local cache's own check: a complete image, its kernels
+    if problem:
+        msg = f"{where}: its image is damaged ({problem}); nothing was stored"
         raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
     if not inputs_unchanged(variant.inputs):
         changed = ", ".join(p for p, d in variant.inputs if not inputs_unchanged([(p, d)]))

@@ -193,14 +193,18 @@ def test_invalid_nvcc_flag_from_compile_flags(tmp_path):
     )
 
 
-def test_nvcc_missing_from_path(tmp_path):
+def test_no_cuda_compiler_anywhere(tmp_path):
+    """No nvcc on PATH, no CUDA_HOME and no pip-installed compiler (hidden here): one error naming the way out."""
     path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "nvcc").exists())
-    env = {k: v for k, v in _env(PATH=path).items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env = {k: v for k, v in _env(PATH=path).items() if k not in ("CUDA_HOME", "CUDA_PATH", "TL_AOT_NVCC")}
+    hide_pip = "import sys, tl_aot.cuda_toolkit as c; c.pip_toolkits = list; from tl_aot.cli import main; sys.exit(main(sys.argv[1:]))"
+    cmd = [sys.executable, "-c", hide_pip, "build", str(KERNELS / "elementwise.py:add_one"), "--arch", "90a", "-o", str(tmp_path)]
     _fails(
-        tl_aot("build", KERNELS / "elementwise.py:add_one", "--arch", "90a", "-o", tmp_path, env=env),
+        subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False),
         "library 'add_one' (entry add_one for sm_90a)",
-        "nvcc was not found",
-        "CUDA_HOME",
+        "no CUDA compiler was found",
+        "TL_AOT_NVCC, CUDA_HOME/CUDA_PATH, nvcc on PATH",
+        "pip install 'tl_aot[build]'",
     )
 
 
@@ -408,20 +412,23 @@ def test_concurrent_builds_of_one_target(tmp_path):
 
 
 def test_damaged_cache_entry_is_rebuilt_not_used(tmp_path):
+    from elf_images import cubin
+
     from tl_aot.cache import VariantCache
     from tl_aot.metadata import LoweredVariant
 
+    image = cubin("main_kernel")
     cache = VariantCache(tmp_path)
-    cache.store("k1", LoweredVariant(entry="e", arch="sm_90a", ptx=False), b"\x7fELF image")
+    cache.store("k1", LoweredVariant(entry="e", arch="sm_90a", ptx=False), image)
     assert cache.load("k1") is not None
-    (tmp_path / "k1" / "image.bin").write_bytes(b"\x7fELF ima")  # torn by a crash before it reached the disk
+    (tmp_path / "k1" / "image.bin").write_bytes(image[:-8])  # torn by a crash before it reached the disk
     assert cache.load("k1") is None
-    cache.store("k1", LoweredVariant(entry="e", arch="sm_90a", ptx=False), b"\x7fELF image")  # the next build repairs it
-    assert cache.load("k1")[1] == b"\x7fELF image"
+    cache.store("k1", LoweredVariant(entry="e", arch="sm_90a", ptx=False), image)  # the next build repairs it
+    assert cache.load("k1")[1] == image
     assert [p.name for p in tmp_path.iterdir()] == ["k1"]
     (tmp_path / ".k1.stale").mkdir()
     os.utime(tmp_path / ".k1.stale", (0, 0))
-    cache.store("k1", LoweredVariant(entry="e", arch="sm_90a", ptx=False), b"\x7fELF image")
+    cache.store("k1", LoweredVariant(entry="e", arch="sm_90a", ptx=False), image)
     assert not (tmp_path / ".k1.stale").exists()  # temporary folders of builds killed long ago are swept
 
 

@@ -342,8 +342,10 @@ def test_sdist_carries_the_kernel_sources_and_their_local_imports(demo, cache_di
     reason="installs TileLang and torch into a build env (~1.5 min): runs in CI, or with TL_AOT_TEST_ISOLATED=1",
 )
 def test_isolated_build_pins_cpu_torch_with_a_constraint(tmp_path, cache_dir):
-    """``pip wheel .`` in an isolated build env: the sample's build-constraints.txt keeps torch the CPU build.
+    """``pip wheel .`` in an isolated build env on a machine without a CUDA toolkit.
 
+    The sample's build-constraints.txt keeps torch the CPU build; ``tl_aot[build]`` brings the CUDA
+    compiler from PyPI into the build env, where tl_aot finds it (no nvcc on PATH, no CUDA_HOME).
     tl_aot is not on an index yet, so the build env gets it from a wheel of this checkout (find-links).
     """
     repo = tmp_path / "tl_aot_src"
@@ -361,13 +363,20 @@ def test_isolated_build_pins_cpu_torch_with_a_constraint(tmp_path, cache_dir):
     torch_pin = re.search(r"^torch==(\S+)$", pins, re.M).group(1)
     links = " ".join([*_pip_find_links(), str(wheels)])  # PIP_FIND_LINKS replaces pip.conf's: keep those
     env = _env(cache_dir, PIP_CONSTRAINT=str(constraints), PIP_BUILD_CONSTRAINT=str(constraints), PIP_FIND_LINKS=links)
+    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "nvcc").exists())
+    for var in ("CUDA_HOME", "CUDA_PATH", "TL_AOT_NVCC"):
+        env.pop(var, None)
     src = _copy(DEMO, tmp_path / "demo")
     proc = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", "dist", "."], src, env)
     out = proc.stdout + proc.stderr
     installed = re.search(r"Successfully installed (.*tilelang.*)$", out, re.M)
     assert installed, "the isolated build env did not install tl_aot[build]"
     assert f"torch-{torch_pin}" in installed.group(1).split()
-    assert "nvidia" not in installed.group(1), installed.group(1)
+    packages = installed.group(1).split()
+    assert any(p.startswith("nvidia-cuda-nvcc-") for p in packages), packages  # the compiler, from PyPI
+    compiler = ("cuda-toolkit-", "nvidia-cuda-nvcc-", "nvidia-nvvm-", "nvidia-cuda-crt-", "nvidia-cuda-runtime-", "nvidia-cuda-cccl-")
+    assert not [p for p in packages if p.startswith(("nvidia", "cuda")) and not p.startswith(compiler)], packages  # no torch CUDA stack
+    assert " from pip (" in out, "the build log names the pip compiler"
     assert len(list((src / "dist").glob("tl_demo-*.whl"))) == 1
 
 

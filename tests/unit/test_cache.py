@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
+from elf_images import cubin
+
 from tl_aot.cache import ROOT_TOKEN, VariantCache, relocate
 from tl_aot.metadata import LoweredVariant
 
@@ -34,12 +36,12 @@ def test_an_entry_stored_from_one_copy_loads_in_another_and_checks_its_headers(t
         (root / "include").mkdir(parents=True)
         (root / "include" / "h.h").write_bytes(text)
     cache = VariantCache(tmp_path / "cache")
-    cache.store("key", _variant(str(a), hashlib.sha256(b"#define X 1\n").hexdigest()), b"image", a)
+    cache.store("key", _variant(str(a), hashlib.sha256(b"#define X 1\n").hexdigest()), cubin("main_kernel"), a)
     assert ROOT_TOKEN in (tmp_path / "cache" / "key" / "variant.json").read_text()
     assert str(a) not in (tmp_path / "cache" / "key" / "variant.json").read_text()
 
     variant, image = cache.load("key", b)
-    assert image == b"image" and variant.compile_flags == ("-include", f"{b}/include/h.h")
+    assert image == cubin("main_kernel") and variant.compile_flags == ("-include", f"{b}/include/h.h")
     (b / "include" / "h.h").write_bytes(b"#define X 2\n")
     assert cache.load("key", b) is None  # b's header changed: b rebuilds
     assert cache.load("key", a) is not None  # a's did not

@@ -52,10 +52,11 @@ def test_generated_files_say_where_they_come_from():
 def test_manifest_embedded_verbatim_and_every_entry_exported():
     m = manifest()
     cc = render_launcher(m, header_name="golden.h")
-    for name in m.exports():  # one function per entry, its specialisations behind it
-        assert f"int __tvm_ffi_{name}(" in cc
-    assert "int __tvm_ffi_norm__s" not in cc
-    assert "__tvm_ffi_cleanup_module(" in cc and "__tvm_ffi_tl_aot_manifest(" in cc
+    for name in m.exports():  # one function per entry (__tvm_ffi_<name>), its specialisations behind it
+        assert f"\nTL_AOT_EXPORT({name}, " in cc
+    assert "TL_AOT_EXPORT(norm__s" not in cc
+    # cleanup_module, tl_aot_prepare and tl_aot_manifest: the runtime's macro, reading the manifest unit's JSON
+    assert "\nTL_AOT_DEFINE_LIBRARY(golden, kLibrary, tl_aot_manifest_json)\n" in cc
     unit = render_manifest(m)
     assert f'"abi_version": {ABI_VERSION}' in unit
     assert "tl_aot_manifest_json[]" in unit and "tl_aot_manifest_json[]" in cc

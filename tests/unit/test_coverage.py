@@ -116,16 +116,20 @@ def test_an_output_dim_no_input_or_scalar_gives_is_still_refused(tmp_path):
 
 
 def test_the_golden_launcher_solves_checks_and_picks_the_current_device():
+    """pair_sum solves n from X's dim and checks it exact; arange (no input tensor) sizes its output from a scalar.
+
+    rt::check_args reads these tables; that a tensorless entry's device is the current one when it
+    allocates, else its first output's, is the runtime's (tests/unit/cpp/test_launcher_runtime.cc).
+    """
     cc = (GOLDEN / "launcher.cc.ref").read_text()
-    assert "  s_n = rt::floordiv(x.t_X->shape[0], 2);" in cc
-    assert (
-        'if (TL_AOT_UNLIKELY(s_n <= 0 || s_n > 2147483647 || x.t_X->shape[0] != (s_n * 2))) rt::bad_dim(kName, "X", '
-        '"[n * 2] with dim 0 = n * 2 for an integer n in [1, 2147483647]", x.t_X);'
-    ) in cc
-    assert "const int64_t grid0[3] = {rt::shr<int32_t>((s_n + 127), 7), 1, 1};" in cc
-    assert '    device = rt::current_device();\n    x.p_out = rt::alloc_output(kName, "out", {a_n}' in cc
-    assert "    device = x.t_out->device.device_id;" in cc  # every parameter passed: the output's device
-    assert "  const int32_t a_n = x.a_n;" in cc  # the scalar a dim is computed from is read in check()
+    pair_sum = cc[cc.index("namespace entry8 {") : cc.index("}  // namespace entry8")]
+    assert "    case 0: return rt::floordiv(x.t[0]->shape[0], 2);\n    case 1: return (s_n * 2);\n" in pair_sum
+    assert '{"n", 0, 0, 2147483647, 0, {rt::kExpr, 1}, "[n * 2] with dim 0 = n * 2 for an integer n in [1, 2147483647]"}' in pair_sum
+    assert "const int64_t grid0[3] = {rt::shr<int32_t>((s_n + 127), 7), 1, 1};" in cc  # tile_copy
+    arange = cc[cc.index("namespace entry10 {") : cc.index("}  // namespace entry10")]
+    assert "const rt::Checks checks{tensors, 1, 0, " in arange  # one tensor, no input tensor
+    assert '{"out", 1, "[n]", "int32", {{0, 32}}, 1, dims + 0, nullptr, "()", 64, {0, 32, 1}, values + 0, 1}' in arange
+    assert "  const int32_t a_n = static_cast<int32_t>(x.a[0].i);\n  switch (i) {\n    case 0: return a_n;\n" in arange
 
 
 def test_when_on_a_solved_symbol_is_refused():

@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from elf_images import cubin
 
 from tl_aot.cache import VariantCache
 from tl_aot.metadata import LoweredVariant, to_json
@@ -92,7 +93,7 @@ def test_two_machines_share_variants_through_a_url(tmp_path):
     url = (tmp_path / "shared").as_uri()
     a = SharedCache(VariantCache(tmp_path / "a"), url)
     b = SharedCache(VariantCache(tmp_path / "b"), url)
-    image = b"\x7fELF" + b"y" * 64
+    image = cubin("k")
     a.store("k1", _variant(), image)
     assert b.local.load("k1") is None
     got = b.load("k1")
@@ -130,7 +131,7 @@ def test_a_damaged_result_is_refused():
 
     spec = KernelSpec.create(name="e", source=Path(__file__), function="f", archs=["80"])
     task = type("T", (), {"spec": spec, "arch": parse_arch("80")})()
-    text, image = to_json(_variant()), b"\x7fELF" + b"z" * 10
+    text, image = to_json(_variant()), cubin("k")
     good = VariantResult("k1", "w", text, hashlib.sha256(text.encode()).hexdigest(), image, hashlib.sha256(image).hexdigest())
     assert accept_result(task, good)[1] == image
     bad = VariantResult("k1", "w", text, good.variant_sha256, image + b"!", good.image_sha256)
@@ -139,3 +140,7 @@ def test_a_damaged_result_is_refused():
     not_cubin = VariantResult("k1", "w", text, good.variant_sha256, b"PTX", hashlib.sha256(b"PTX").hexdigest())
     with pytest.raises(CompileError, match="not a cubin"):
         accept_result(task, not_cubin)
+    truncated = image[:-8]
+    cut = VariantResult("k1", "w", text, good.variant_sha256, truncated, hashlib.sha256(truncated).hexdigest())
+    with pytest.raises(CompileError, match="damaged"):
+        accept_result(task, cut)

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <sstream>
 #include <type_traits>
 #include <utility>
@@ -16,7 +17,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v2 {
+inline namespace v3 {  // v3: Entry and EntrySlot for table-driven checks
 
 // ------------------------------------------------------------------------------------------------
 // Errors
@@ -219,6 +220,41 @@ void set_driver_for_testing(const Driver& d) {
   g_driver = d;
 }
 
+static int read_driver_version() {
+  if (const char* fake = std::getenv("TL_AOT_TESTING_DRIVER_VERSION")) {  // tests only: see the header
+    const char* dot = std::strchr(fake, '.');
+    return dot ? std::atoi(fake) * 1000 + std::atoi(dot + 1) * 10 : std::atoi(fake);
+  }
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return 0;
+  using GetVersionFn = CUresult (*)(int*);
+  auto get = reinterpret_cast<GetVersionFn>(dlsym(lib, "cuDriverGetVersion"));
+  int v = 0;
+  if (get == nullptr || get(&v) != CUDA_SUCCESS) v = 0;
+  dlclose(lib);  // the driver() path opens it again (a reference count: nothing is unloaded while used)
+  return v;
+}
+
+int driver_version() {
+  static const int version = read_driver_version();
+  return version;
+}
+
+static std::string cuda_str(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+
+std::string driver_too_old(const Library& lib) {
+  int have = driver_version();
+  if (have <= 0 || have >= lib.min_driver) return "";
+  std::string need = cuda_str(lib.min_driver);
+  std::string driver = lib.min_driver_version[0] ? std::string(lib.min_driver_version) : "one supporting CUDA " + need;
+  std::string older = lib.min_driver >= 13000
+                          ? "pip install 'tl_aot[build-cu12]' (CUDA 12: loads on drivers >= 525.60.13) and rebuild"
+                          : "rebuild with an older CUDA, or without +PTX archs (a cubin loads on any driver of its CUDA major)";
+  return std::string("library ") + lib.name + " was built with " + lib.built_with +
+         " and needs an NVIDIA driver supporting CUDA " + need + " or newer; this machine's driver supports CUDA " +
+         cuda_str(have) + ". Either " + older + ", or update the NVIDIA driver to " + driver + " or newer.";
+}
+
 std::string cu_error(CUresult r) {
   const char* name = nullptr;
   const char* text = nullptr;
@@ -378,10 +414,12 @@ static CUresult allow_smem(const char* entry, const Image& img, int k, CUfunctio
 void init_entry(const Library& lib, const Entry& entry, int device, const char* arg, CUstream stream, bool prepare) {
   Driver& d = driver();
   const char* name = entry.name;
+  std::string old_driver = driver_too_old(lib);
+  if (!old_driver.empty()) fail("RuntimeError", std::string(name) + ": " + old_driver);
   if (!d.ok) fail("RuntimeError", std::string(name) + ": " + d.error);
   std::lock_guard<std::mutex> lock(g_mutex);
   EntrySlot& slot = entry.slots[device];
-  if (slot.variant.load(std::memory_order_acquire) >= 0) return;
+  if (slot.loaded.load(std::memory_order_acquire) != 0) return;
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   if (!prepare && d.StreamIsCapturing(stream, &capture) == CUDA_SUCCESS && capture != CU_STREAM_CAPTURE_STATUS_NONE)
     fail("RuntimeError", std::string(name) + ": first call on cuda:" + std::to_string(device) +
@@ -424,13 +462,15 @@ void init_entry(const Library& lib, const Entry& entry, int device, const char* 
     slot.max_dynamic_smem[k] = allowed;
   }
   slot.module = module;
-  slot.variant.store(v, std::memory_order_release);
+  slot.loaded.store(v + 1, std::memory_order_release);
 }
 
 void prepare(const Library& lib, int device) {
   if (device < 0 || device >= kMaxDevices)
     bad_arg("ValueError", "tl_aot_prepare", "device", "a device id in [0, " + std::to_string(kMaxDevices) + ")",
             std::to_string(device));
+  std::string old_driver = driver_too_old(lib);
+  if (!old_driver.empty()) fail("RuntimeError", "tl_aot_prepare: " + old_driver);
   Driver& d = driver();
   if (!d.ok) fail("RuntimeError", std::string("tl_aot_prepare: ") + d.error);
   {
@@ -439,7 +479,8 @@ void prepare(const Library& lib, int device) {
   }
   for (int i = 0; i < lib.num_entries; ++i) {
     const Entry& e = *lib.entries[i];
-    if (e.slots[device].variant.load(std::memory_order_acquire) < 0) init_entry(lib, e, device, "device", nullptr, true);
+    if (e.slots[device].loaded.load(std::memory_order_acquire) == 0)
+      init_entry(lib, e, device, "device", nullptr, true);
   }
 }
 
@@ -467,7 +508,7 @@ int cleanup(const Library& lib) {
       s.module = nullptr;
       for (auto& k : s.kernels) k = nullptr;
       for (auto& m : s.max_dynamic_smem) m = 0;
-      s.variant.store(-1, std::memory_order_release);
+      s.loaded.store(0, std::memory_order_release);
     }
   }
   for (int dev = 0; dev < kMaxDevices; ++dev) {
@@ -683,17 +724,17 @@ int64_t checked_bytes(const char* entry, const char* buffer, std::initializer_li
       ::tvm::ffi::details::ObjectUnsafe::ObjectPtrFromOwned<::tvm::ffi::TensorObj>(static_cast<TVMFFIObject*>(out)));
 }
 
-void* alloc_output(const char* entry, const char* name, std::initializer_list<int64_t> shape, DLDataType dtype, int device,
+void* alloc_output(const char* entry, const char* name, const int64_t* shape, int ndim, DLDataType dtype, int device,
                    ::tvm::ffi::Tensor* keep, const DLTensor** t) {
-  for (int64_t d : shape) {
-    if (TL_AOT_UNLIKELY(d < 0)) {
+  for (int i = 0; i < ndim; ++i) {
+    if (TL_AOT_UNLIKELY(shape[i] < 0)) {
       std::string dims;
-      for (int64_t x : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(x);
+      for (int j = 0; j < ndim; ++j) dims += (dims.empty() ? "" : ", ") + std::to_string(shape[j]);
       fail("ValueError", std::string(entry) + ": output '" + name + "' would have shape [" + dims +
                              "] for these arguments; a dim cannot be negative");
     }
   }
-  *keep = alloc_tensor(entry, name, shape.begin(), static_cast<int>(shape.size()), dtype, device);
+  *keep = alloc_tensor(entry, name, shape, ndim, dtype, device);
   *t = keep->GetDLTensorPtr();
   return (*t)->data;
 }
@@ -748,6 +789,278 @@ L2Window::~L2Window() {
   d.CtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, old_limit_);
 }
 
-}  // namespace v2
+// ------------------------------------------------------------------------------------------------
+// The argument checker (see Checks in the header): the tables of one entry, read in the order the
+// generated checks had, so each bad argument gets the same error first.
+// ------------------------------------------------------------------------------------------------
+static inline int64_t value_of(const Value& v, const Frame& x, EvalFn eval) {
+  if (v.kind == kConst) return v.n;
+  if (v.kind == kSymbol) return x.s[v.n];
+  return eval(x, static_cast<int>(v.n));
+}
+
+static inline bool dtype_ok(const TensorSpec& ts, DLDataType d) {
+  if (d.lanes != 1) return false;
+  for (int i = 0; i < ts.num_dtypes; ++i)
+    if (d.code == ts.dtypes[i].code && d.bits == ts.dtypes[i].bits) return true;
+  return false;
+}
+
+// A tensor's own checks: on a CUDA device, rank, dtype, each dim (binding symbols); its data.
+static void check_tensor(const char* entry, const TensorSpec& ts, Frame& x, int i) {
+  const DLTensor* t = x.t[i];
+  check_cuda_tensor(t, entry, ts.name);
+  if (TL_AOT_UNLIKELY(t->ndim != ts.ndim)) bad_ndim(entry, ts.name, ts.ndim, ts.shape, t);
+  if (TL_AOT_UNLIKELY(!dtype_ok(ts, t->dtype))) bad_dtype(entry, ts.name, ts.dtype, t);
+  for (int d = 0; d < ts.ndim; ++d) {
+    const Dim& dim = ts.dims[d];
+    if (dim.kind == kBind) {
+      x.s[dim.value.n] = t->shape[d];
+    } else if (dim.kind == kEqual) {
+      const int64_t want = dim.value.kind == kConst ? dim.value.n : x.s[dim.value.n];
+      if (TL_AOT_UNLIKELY(t->shape[d] != want)) {
+        if (dim.value.kind == kConst) bad_dim(entry, ts.name, dim.expected, t);
+        bad_dim_from(entry, ts.name, dim.expected, want, dim.source, t);
+      }
+    }
+  }
+  x.p[i] = static_cast<char*>(t->data) + t->byte_offset;
+}
+
+static void check_late(const char* entry, const Checks& c, const Frame& x, int from, int to) {
+  for (int k = from; k < to; ++k) {
+    const LateCheck& l = c.late[k];
+    const DLTensor* t = x.t[l.tensor];
+    const int64_t want = value_of(l.value, x, c.eval);
+    if (TL_AOT_UNLIKELY(t->shape[l.dim] != want))
+      bad_dim_from(entry, c.tensors[l.tensor].name, l.expected, want, "", t);
+  }
+}
+
+static void check_symbols(const char* entry, const Checks& c, Frame& x) {
+  for (int k = 0; k < c.num_symbols; ++k) {
+    const SymbolSpec& s = c.symbols[k];
+    const DLTensor* t = x.t[s.tensor];
+    const char* arg = c.tensors[s.tensor].name;
+    if (s.derive >= 0) {  // solved from the dim as TileLang solves it; exact or refused
+      const int64_t v = x.s[k] = c.eval(x, s.derive);
+      if (TL_AOT_UNLIKELY(v <= 0 || v > s.max || t->shape[s.dim] != value_of(s.check, x, c.eval)))
+        bad_dim(entry, arg, s.expected, t);
+    } else if (TL_AOT_UNLIKELY(x.s[k] <= 0 || x.s[k] > s.max)) {
+      bad_symbol(entry, arg, s.dim, s.name, s.max, t);
+    }
+  }
+}
+
+static void* alloc_output(const char* entry, const Checks& c, const TensorSpec& ts, Frame& x, int i, int device) {
+  int64_t small[8];
+  std::vector<int64_t> big;
+  int64_t* shape = small;
+  if (ts.alloc_ndim > 8) {
+    big.resize(ts.alloc_ndim);
+    shape = big.data();
+  }
+  for (int d = 0; d < ts.alloc_ndim; ++d) shape[d] = value_of(ts.alloc_shape[d], x, c.eval);
+  return alloc_output(entry, ts.name, shape, ts.alloc_ndim, ts.alloc_dtype, device, &x.o[i - c.num_inputs], &x.t[i]);
+}
+
+static void check_layout(const char* entry, const Checks& c, const Frame& x) {
+  for (int i = 0; i < c.num_tensors; ++i) {
+    const TensorSpec& ts = c.tensors[i];
+    check_data(entry, ts.name, x.p[i], ts.alignment);
+    const int64_t* st = x.t[i]->strides;
+    if (ts.strides == nullptr || st == nullptr) continue;
+    const int64_t* sh = x.t[i]->shape;
+    for (int d = 0; d < ts.ndim; ++d)
+      if (TL_AOT_UNLIKELY(sh[d] != 1 && st[d] != value_of(ts.strides[d], x, c.eval)))
+        bad_strides(entry, ts.name, ts.strides_shown, x.t[i]);
+  }
+}
+
+int check_args(const Entry& e, Frame& x, bool alloc) {
+  const Checks& c = *e.checks;
+  const char* entry = e.name;
+  for (int i = 0; i < c.num_inputs; ++i) check_tensor(entry, c.tensors[i], x, i);
+  const char* first = c.tensors[0].name;
+  int device = c.num_inputs > 0 ? x.t[0]->device.device_id : 0;
+  for (int i = 1; i < c.num_inputs; ++i)
+    if (TL_AOT_UNLIKELY(x.t[i]->device.device_id != device))
+      bad_device(entry, c.tensors[i].name, first, device, x.t[i]);
+  check_symbols(entry, c, x);
+  check_late(entry, c, x, 0, c.num_late_inputs);
+  if (c.num_tensors > c.num_inputs) {
+    if (alloc) {
+      if (c.num_inputs == 0) device = current_device();
+      for (int i = c.num_inputs; i < c.num_tensors; ++i) x.p[i] = alloc_output(entry, c, c.tensors[i], x, i, device);
+    } else {
+      for (int i = c.num_inputs; i < c.num_tensors; ++i) {
+        check_tensor(entry, c.tensors[i], x, i);
+        if (c.num_inputs == 0 && i == 0)  // no input tensor: the first output names the device
+          device = x.t[i]->device.device_id;
+        else if (TL_AOT_UNLIKELY(x.t[i]->device.device_id != device))
+          bad_device(entry, c.tensors[i].name, first, device, x.t[i]);
+      }
+      check_late(entry, c, x, c.num_late_inputs, c.num_late);
+    }
+  }
+  check_layout(entry, c, x);
+  return device;
+}
+
+bool call_form(const Entry& e, const ::tvm::ffi::AnyView* a, int32_t num_args, const char* name) {
+  const Checks& c = *e.checks;
+  if (c.inputs.reads != nullptr)
+    return returns_outputs(a, num_args, c.inputs.count, c.every.count, c.decide_at, c.decide_tensor, name,
+                           c.inputs.names, c.every.names);
+  if (TL_AOT_UNLIKELY(num_args != c.every.count && num_args != c.every.count + 1))
+    bad_arg_count(name, c.every.count, c.every.names, num_args);
+  return false;
+}
+
+void run(const Entry& e, Frame& x, const ::tvm::ffi::AnyView* stream_view, bool has_stream, void* stream_ptr,
+         bool alloc) {
+  const int device = check_args(e, x, alloc);
+  const bool explicit_stream =
+      has_stream || (stream_view != nullptr && stream_view->type_index() != ::tvm::ffi::TypeIndex::kTVMFFINone);
+  CUstream stream = has_stream ? static_cast<CUstream>(stream_ptr) : stream_arg(stream_view, device, e.name);
+  const int v = loaded_variant(*e.library, e, device, e.checks->tensors[0].name, stream);
+  ContextGuard guard(e.name, g_devices[device].ctx);
+  if (TL_AOT_UNLIKELY(v < 0 || v >= e.num_images)) not_loaded(e.name, device);
+  e.launches[v](x, e.slots[device], stream, device, explicit_stream);
+}
+
+void invoke(const Entry& e, Frame& x, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result, bool alloc) {
+  const Checks& c = *e.checks;
+  const Form& form = alloc ? c.inputs : c.every;
+  for (int k = 0; k < form.count; ++k) {
+    const ArgRead& r = form.reads[k];
+    switch (r.kind) {
+      case kTensorArg:
+        x.t[r.index] = tensor_arg(a[k], e.name, r.name);
+        break;
+      case kIntArg:
+        x.a[r.index].i = int_arg(a[k], e.name, r.name, r.lo, r.hi, r.dtype);
+        break;
+      case kFloatArg:
+        x.a[r.index].f = float_arg(a[k], e.name, r.name, r.dtype);
+        break;
+      case kBoolArg:
+        x.a[r.index].i = bool_arg(a[k], e.name, r.name);
+        break;
+    }
+  }
+  run(e, x, num_args > form.count ? &a[form.count] : nullptr, false, nullptr, alloc);
+  const int outputs = c.num_tensors - c.num_inputs;
+  if (!alloc) {
+    set_none(result);
+  } else if (outputs == 1) {
+    *result = ::tvm::ffi::details::AnyUnsafe::MoveAnyToTVMFFIAny(::tvm::ffi::Any(std::move(x.o[0])));
+  } else {
+    ::tvm::ffi::Array<::tvm::ffi::Tensor> outs;
+    for (int k = 0; k < outputs; ++k) outs.push_back(std::move(x.o[k]));
+    *result = ::tvm::ffi::details::AnyUnsafe::MoveAnyToTVMFFIAny(::tvm::ffi::Any(std::move(outs)));
+  }
+}
+
+void start_frame(Frame& x, int nt, int ns, int na, int no) {
+  std::memset(static_cast<void*>(x.t), 0, sizeof(*x.t) * nt);
+  std::memset(static_cast<void*>(x.p), 0, sizeof(*x.p) * nt);
+  std::memset(static_cast<void*>(x.s), 0, sizeof(*x.s) * (ns + 1));
+  std::memset(static_cast<void*>(x.a), 0, sizeof(*x.a) * (na + 1));
+  for (int i = 0; i < no; ++i) new (&x.o[i])::tvm::ffi::Tensor();
+}
+
+void end_frame(Frame& x, int no) {
+  for (int i = 0; i < no; ++i) x.o[i].~Tensor();
+}
+
+const DLTensor* view(const ::tvm::ffi::TensorView& v, DLTensor* dl) {
+  *dl = as_dltensor(v);
+  return dl;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The library-wide exports
+// ------------------------------------------------------------------------------------------------
+int safe_call(FfiFn fn, const void* ctx, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result) {
+  TVM_FFI_SAFE_CALL_BEGIN();
+  fn(ctx, reinterpret_cast<const ::tvm::ffi::AnyView*>(raw), num_args, result);
+  TVM_FFI_SAFE_CALL_END();
+}
+
+namespace {
+// Releases a frame's outputs however the call ends.
+struct FrameEnd {
+  Frame& x;
+  int no;
+  ~FrameEnd() { end_frame(x, no); }
+};
+}  // namespace
+
+void invoke(const Entry& e, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result, bool alloc) {
+  constexpr int kMax = 16;
+  const Checks& c = *e.checks;
+  const int nt = c.num_tensors, ns = c.num_symbols + 1, na = c.num_scalars + 1, no = c.num_tensors - c.num_inputs;
+  if (TL_AOT_LIKELY(nt <= kMax && ns <= kMax && na <= kMax)) {
+    const DLTensor* t[kMax];
+    void* p[kMax];
+    int64_t s[kMax];
+    Scalar sc[kMax];
+    alignas(::tvm::ffi::Tensor) unsigned char o[sizeof(::tvm::ffi::Tensor) * kMax];
+    Frame x{t, p, s, sc, reinterpret_cast<::tvm::ffi::Tensor*>(o)};
+    start_frame(x, nt, ns, na, no);
+    FrameEnd end{x, no};
+    invoke(e, x, a, num_args, result, alloc);
+    return;
+  }
+  std::vector<const DLTensor*> t(nt);
+  std::vector<void*> p(nt);
+  std::vector<int64_t> s(ns);
+  std::vector<Scalar> sc(na);
+  std::vector<::tvm::ffi::Tensor> o(no + 1);
+  Frame x{t.data(), p.data(), s.data(), sc.data(), o.data()};
+  invoke(e, x, a, num_args, result, alloc);
+}
+
+void call_entry(const void* entry, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result) {
+  const Entry& e = *static_cast<const Entry*>(entry);
+  invoke(e, a, num_args, result, call_form(e, a, num_args, e.name));
+}
+
+int ffi_cleanup(const Library& lib, int32_t num_args, TVMFFIAny* result) {
+  TVM_FFI_SAFE_CALL_BEGIN();
+  if (num_args != 0) fail("TypeError", "cleanup_module() takes no arguments");
+  int err = cleanup(lib);
+  result->type_index = kTVMFFIInt;
+  result->zero_padding = 0;
+  result->v_int64 = err;
+  TVM_FFI_SAFE_CALL_END();
+}
+
+int ffi_prepare(const Library& lib, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result) {
+  TVM_FFI_SAFE_CALL_BEGIN();
+  if (num_args != 1) fail("TypeError", "tl_aot_prepare(device) takes one argument, the CUDA device id");
+  const ::tvm::ffi::AnyView* a = reinterpret_cast<const ::tvm::ffi::AnyView*>(raw);
+  prepare(lib, static_cast<int>(int_arg(a[0], "tl_aot_prepare", "device", 0, kMaxDevices - 1, "a device id")));
+  set_none(result);
+  TVM_FFI_SAFE_CALL_END();
+}
+
+int ffi_manifest(const char* json, TVMFFIAny* result) {
+  TVM_FFI_SAFE_CALL_BEGIN();
+  TVMFFIByteArray bytes{json, std::strlen(json)};
+  return TVMFFIStringFromByteArray(&bytes, result);
+  TVM_FFI_SAFE_CALL_END();
+}
+
+int ffi_driver_check(const Library& lib, TVMFFIAny* result) {
+  TVM_FFI_SAFE_CALL_BEGIN();
+  std::string why = driver_too_old(lib);
+  TVMFFIByteArray bytes{why.data(), why.size()};
+  return TVMFFIStringFromByteArray(&bytes, result);
+  TVM_FFI_SAFE_CALL_END();
+}
+
+}  // namespace v3
 }  // namespace rt
 }  // namespace tl_aot

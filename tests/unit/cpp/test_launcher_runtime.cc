@@ -3,8 +3,10 @@
 #include <tl_aot/launcher_runtime.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -125,7 +127,8 @@ static const rt::Entry kEntry{"gemm", kImages, 2, g_slots};
 static const rt::Entry* const kEntries[] = {&kEntry};
 static const rt::Library kLib{"lib", kEntries, 1};
 
-static std::string error_of(void (*fn)()) {
+template <class F>
+static std::string error_of(F fn) {
   try {
     fn();
   } catch (const ::tvm::ffi::Error& e) {
@@ -134,7 +137,180 @@ static std::string error_of(void (*fn)()) {
   return "";
 }
 
+static const rt::Library kLib13{"lib13", kEntries, 1, 13000, "580.65.06", "nvcc 13.0.88 from pip (nvidia-cuda-nvcc 13.0.88)"};
+static const rt::Library kLib12{"lib12", kEntries, 1, 12000, "525.60.13", "NVRTC + ptxas 12.9.86 from pip"};
+static const rt::Library kLibPtx{"libptx", kEntries, 1, 12090, "575.51.03", "nvcc 12.9.86 from PATH"};
+
+// ---- the table-driven argument checker --------------------------------------------------------
+// An entry pair(X: float16[n * 2, 8], Y: float16[m, n], k: int32) whose Y's dim 1 is solved n and
+// whose X dim 0 is checked against it (a late check), plus a derived symbol: the shapes of the
+// generated tables, without a generated launcher.
+static int64_t pair_eval(const rt::Frame& x, int i) {
+  const int64_t s_n = x.s[1];
+  const int32_t a_k = static_cast<int32_t>(x.a[0].i);
+  switch (i) {
+    case 0:
+      return s_n * 2;
+    case 1:
+      return rt::floordiv(x.t[1]->shape[1] + a_k, 1) - a_k;  // solved from Y dim 1
+    case 2:
+      return s_n;
+  }
+  return 0;
+}
+static const rt::Value kPairValues[] = {{rt::kConst, 8}, {rt::kConst, 1}, {rt::kExpr, 2}, {rt::kConst, 1}, {}};
+static const rt::Dim kPairDims[] = {{rt::kSkip, {rt::kConst, 0}, "", ""},
+                                    {rt::kEqual, {rt::kConst, 8}, "[n * 2, 8] with dim 1 = 8", ""},
+                                    {rt::kBind, {rt::kSymbol, 0}, "", ""},
+                                    {rt::kSkip, {rt::kConst, 0}, "", ""},
+                                    {}};
+static const rt::TensorSpec kPairTensors[] = {
+    {"X",
+     2,
+     "[n * 2, 8]",
+     "float16",
+     {{2, 16}},
+     1,
+     kPairDims + 0,
+     kPairValues + 0,
+     "(8, 1)",
+     64,
+     {2, 16, 1},
+     nullptr,
+     0},
+    {"Y", 2, "[m, n]", "float16", {{2, 16}}, 1, kPairDims + 2, kPairValues + 2, "(n, 1)", 0, {2, 16, 1}, nullptr, 0},
+    {}};
+static const rt::SymbolSpec kPairSymbols[] = {
+    {"m", 1, 0, 2147483647, -1, {rt::kConst, 0}, ""},
+    {"n", 1, 1, 2147483647, 1, {rt::kExpr, 2}, "[m, n] with dim 1 = n for an integer n in [1, 2147483647]"},
+    {}};
+static const rt::LateCheck kPairLate[] = {{0, 0, {rt::kExpr, 0}, "[n * 2, 8] with dim 0 = n * 2 = "}, {}};
+static const rt::ArgRead kPairReads[] = {{"X", rt::kTensorArg, 0, 0, 0, ""},
+                                         {"Y", rt::kTensorArg, 1, 0, 0, ""},
+                                         {"k", rt::kIntArg, 0, -2147483648LL, 2147483647, "int32"},
+                                         {}};
+// clang-format off: the fields of rt::Checks, in order
+static const rt::Checks kPairChecks{kPairTensors, 2, 2, kPairSymbols, 2, 1, kPairLate, 1, 1, pair_eval,
+                                    {kPairReads, 3, "X, Y, k"}, {nullptr, 0, ""}, 0, true};
+// clang-format on
+static rt::EntrySlot g_pair_slots[rt::kMaxDevices];
+static const rt::Entry kPair{"pair", kImages, 2, g_pair_slots, nullptr, &kPairChecks, nullptr};
+
+struct FakeTensor {
+  int64_t shape[4];
+  int64_t strides[4];
+  DLTensor t;
+  FakeTensor(void* data, int device, DLDataType dtype, std::initializer_list<int64_t> dims, bool with_strides = false) {
+    int i = 0;
+    for (int64_t d : dims) shape[i++] = d;
+    for (int k = i - 1, s = 1; k >= 0; --k) strides[k] = s, s *= static_cast<int>(shape[k]);
+    t = DLTensor{data, DLDevice{kDLCUDA, device}, i, dtype, shape, with_strides ? strides : nullptr, 0};
+  }
+};
+
+static std::string check_pair(FakeTensor& x, FakeTensor& y, int64_t k, int* device = nullptr,
+                              rt::Frame* out = nullptr) {
+  static rt::Args<2, 2, 1, 0> args;
+  args.t[0] = &x.t;
+  args.t[1] = &y.t;
+  args.a[0].i = k;
+  return error_of([&] {
+    int d = rt::check_args(kPair, args, false);
+    if (device) *device = d;
+    if (out) *out = args;
+  });
+}
+
+// An entry arange(out: int32[n], n: int32) with no input tensor: the device is its output's.
+static int64_t arange_eval(const rt::Frame& x, int) {
+  return static_cast<int32_t>(x.a[0].i);
+}
+static const rt::Value kArangeValues[] = {{rt::kExpr, 0}, {}};
+static const rt::Dim kArangeDims[] = {{rt::kSkip, {rt::kConst, 0}, "", ""}, {}};
+static const rt::TensorSpec kArangeTensors[] = {
+    {"out", 1, "[n]", "int32", {{0, 32}}, 1, kArangeDims, nullptr, "()", 64, {0, 32, 1}, kArangeValues, 1}, {}};
+static const rt::LateCheck kArangeLate[] = {{0, 0, {rt::kExpr, 0}, "[n] with dim 0 = n = "}, {}};
+// clang-format off: the fields of rt::Checks, in order
+static const rt::Checks kArangeChecks{kArangeTensors, 1, 0, nullptr, 0, 1, kArangeLate, 0, 1, arange_eval,
+                                      {nullptr, 2, "out, n"}, {nullptr, 1, "n"}, 0, true};
+// clang-format on
+static const rt::Entry kArange{"arange", kImages, 2, g_pair_slots, nullptr, &kArangeChecks, nullptr};
+
+static void test_tensorless() {
+  alignas(64) static char buf[64];
+  FakeTensor out(buf, 1, DLDataType{kDLInt, 32, 1}, {5});
+  rt::Args<1, 0, 1, 1> args;
+  args.t[0] = &out.t;
+  args.a[0].i = 5;
+  int device = -1;
+  CHECK(error_of([&] { device = rt::check_args(kArange, args, false); }) == "" && device == 1);
+  args.a[0].i = 4;
+  CHECK(error_of([&] { rt::check_args(kArange, args, false); }) ==
+        "arange: argument 'out' expected shape [n] with dim 0 = n = 4, got [5]");
+}
+
+static void test_checker() {
+  test_tensorless();
+  alignas(64) static char buf[64];
+  const DLDataType f16{kDLFloat, 16, 1};
+  FakeTensor x(buf, 1, f16, {6, 8}), y(buf, 1, f16, {5, 3}, true);
+  int device = -1;
+  rt::Frame f{};
+  CHECK(check_pair(x, y, 4, &device, &f) == "");
+  CHECK(device == 1 && f.s[0] == 5 && f.s[1] == 3 && f.p[0] == buf);  // m bound, n solved from Y dim 1
+
+  FakeTensor x3(buf, 1, f16, {6, 8, 1});
+  CHECK(check_pair(x3, y, 4) == "pair: argument 'X' expected 2 dimension(s) [n * 2, 8], got 3 dimension(s) [6, 8, 1]");
+  FakeTensor xf(buf, 1, DLDataType{kDLFloat, 32, 1}, {6, 8});
+  CHECK(check_pair(xf, y, 4) == "pair: argument 'X' expected dtype float16, got float32");
+  FakeTensor x9(buf, 1, f16, {6, 9});
+  CHECK(check_pair(x9, y, 4) == "pair: argument 'X' expected shape [n * 2, 8] with dim 1 = 8, got [6, 9]");
+  FakeTensor y0(buf, 0, f16, {5, 3});
+  CHECK(check_pair(x, y0, 4) == "pair: argument 'Y' expected a tensor on cuda:1 like 'X', got a tensor on cuda:0");
+  FakeTensor ym(buf, 1, f16, {0, 3});
+  CHECK(check_pair(x, ym, 4) == "pair: argument 'Y' expected dim 0 ('m') in [1, 2147483647], got [0, 3]");
+  FakeTensor yn(buf, 1, f16, {5, 0});
+  CHECK(check_pair(x, yn, 4) ==
+        "pair: argument 'Y' expected shape [m, n] with dim 1 = n for an integer n in [1, 2147483647], got [5, 0]");
+  FakeTensor x7(buf, 1, f16, {7, 8});  // n = 3 from Y: X dim 0 must be 6
+  CHECK(check_pair(x7, y, 4) == "pair: argument 'X' expected shape [n * 2, 8] with dim 0 = n * 2 = 6, got [7, 8]");
+  FakeTensor ys(buf, 1, f16, {5, 3}, true);
+  ys.strides[0] = 4;  // a sliced view
+  CHECK(check_pair(x, ys, 4) ==
+        "pair: argument 'Y' expected a contiguous tensor with strides (n, 1), got strides (4, 1) (a transposed or "
+        "sliced view? call .contiguous())");
+  FakeTensor xa(buf + 2, 1, f16, {6, 8});
+  CHECK(check_pair(xa, y, 4).find("pair: argument 'X' expected a data pointer aligned to 64 bytes") == 0);
+  FakeTensor xc(buf, 1, f16, {6, 8});
+  xc.t.device.device_type = kDLCPU;
+  CHECK(check_pair(xc, y, 4) == "pair: argument 'X' expected a CUDA tensor, got a tensor on cpu");
+
+  // The argument count, as the TVM FFI call reads it.
+  std::string msg = error_of([] { rt::call_form(kPair, nullptr, 1, "pair"); });
+  CHECK(msg == "pair() takes 3 arguments (X, Y, k) and an optional stream, got 1");
+  CHECK(error_of([] { CHECK(!rt::call_form(kPair, nullptr, 4, "pair")); }) == "");
+}
+
 int main() {
+  // The driver floor: the driver's CUDA version (faked: one process, one reading) against each library's.
+  setenv("TL_AOT_TESTING_DRIVER_VERSION", "12.8", 1);
+  CHECK(rt::driver_version() == 12080);
+  CHECK(rt::driver_too_old(kLib12).empty());
+  CHECK(rt::driver_too_old(kLib).empty());  // no floor recorded
+  std::string old = rt::driver_too_old(kLib13);
+  CHECK(old ==
+        "library lib13 was built with nvcc 13.0.88 from pip (nvidia-cuda-nvcc 13.0.88) and needs an NVIDIA driver "
+        "supporting CUDA 13.0 or newer; this machine's driver supports CUDA 12.8. Either pip install "
+        "'tl_aot[build-cu12]' (CUDA 12: loads on drivers >= 525.60.13) and rebuild, or update the NVIDIA driver to "
+        "580.65.06 or newer.");
+  CHECK(rt::driver_too_old(kLibPtx).find("rebuild with an older CUDA, or without +PTX archs") != std::string::npos);
+  CHECK(rt::driver_too_old(kLibPtx).find("supporting CUDA 12.9 or newer") != std::string::npos);
+  // Refused at the first call and by prepare, before the driver is touched: one message naming the entry.
+  std::string msg = error_of([] { rt::init_entry(kLib13, kEntry, 0, "A", nullptr); });
+  CHECK(msg == "gemm: " + old);
+  msg = error_of([] { rt::prepare(kLib13, 0); });
+  CHECK(msg == "tl_aot_prepare: " + old);
+
   rt::set_driver_for_testing(fake_driver());
 
   // Image selection: exact match; same-major older minor SASS; never an arch-specific image elsewhere; PTX.
@@ -177,7 +353,7 @@ int main() {
   // Cleanup after a failed unload still releases the context, clears state and reports the error.
   g_unload_result = CUDA_ERROR_INVALID_VALUE;
   CHECK(rt::cleanup(kLib) == CUDA_ERROR_INVALID_VALUE);
-  CHECK(g_releases == 1 && g_slots[1].variant.load() == -1 && g_slots[1].module == nullptr);
+  CHECK(g_releases == 1 && g_slots[1].loaded.load() == 0 && g_slots[1].module == nullptr);
   g_unload_result = CUDA_SUCCESS;
   CHECK(rt::cleanup(kLib) == 0);  // twice is fine
   CHECK(rt::loaded_variant(kLib, kEntry, 1, "A", nullptr) == 1 && g_loads == 2);  // and re-initialises
@@ -186,10 +362,10 @@ int main() {
   // A kernel needing more shared memory than the device allows: a clear error, module unloaded.
   g_optin = 48 * 1024 + 512;  // static 1024 + dynamic 48 KiB does not fit
   int unloads = g_unloads;
-  std::string msg = error_of([] { rt::loaded_variant(kLib, kEntry, 0, "A", nullptr); });
+  msg = error_of([] { rt::loaded_variant(kLib, kEntry, 0, "A", nullptr); });
   CHECK(msg.find("gemm: kernel gemm_kernel needs 50176 bytes of shared memory (49152 dynamic + 1024 static)") == 0);
   CHECK(msg.find("allows a block at most 49664") != std::string::npos);
-  CHECK(g_unloads == unloads + 1 && g_slots[0].variant.load() == -1);
+  CHECK(g_unloads == unloads + 1 && g_slots[0].loaded.load() == 0);
   g_optin = 232448;
   rt::cleanup(kLib);
 
@@ -234,7 +410,8 @@ int main() {
   msg = error_of([] {
     ::tvm::ffi::Tensor keep;
     const DLTensor* t = nullptr;
-    rt::alloc_output("arange", "out", {4, -3}, DLDataType{kDLInt, 32, 1}, 0, &keep, &t);
+    const int64_t shape[] = {4, -3};
+    rt::alloc_output("arange", "out", shape, 2, DLDataType{kDLInt, 32, 1}, 0, &keep, &t);
   });
   CHECK(msg == "arange: output 'out' would have shape [4, -3] for these arguments; a dim cannot be negative");
 
@@ -251,6 +428,8 @@ int main() {
   CHECK(rt::clz<int32_t>(1) == 31 && rt::clz<int32_t>(0) == 32 && rt::clz<int64_t>(1) == 63 && rt::clz<int32_t>(-1) == 0);
   CHECK(rt::popcount<int32_t>(-1) == 32 && rt::popcount<uint16_t>(0x0F0F) == 8);
   CHECK(rt::floordiv(-7, 2) == -4 && rt::floormod(-7, 2) == 1);
+
+  test_checker();
 
   std::printf("ok %d\n", g_passed);
   if (g_failed) std::fprintf(stderr, "%d failed\n", g_failed);

@@ -27,7 +27,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v2 {
+inline namespace v3 {  // v3: Entry and EntrySlot for table-driven checks
 
 constexpr int kMaxDevices = 64;
 constexpr int kMaxKernels = 16;  // device kernels one entry may launch
@@ -95,6 +95,10 @@ struct Driver {
 
 // The process's driver, loaded once (thread-safe). `ok` is false with `error` set when there is none.
 Driver& driver();
+// The CUDA version the installed driver supports (cuDriverGetVersion: 12040 for 12.4), read without
+// cuInit; 0 without a driver. TL_AOT_TESTING_DRIVER_VERSION (e.g. "12040" or "12.4") replaces it: for
+// tests of the check below only, never a way to run a library on a driver that cannot load it.
+int driver_version();
 // Tests: replace the driver (fake functions); call before any other runtime function.
 void set_driver_for_testing(const Driver& d);
 std::string cu_error(CUresult r);
@@ -126,27 +130,45 @@ struct Image {
   const int* cluster_size;
 };
 
+// Zero-initialised (so the slots of every entry take no room in the library file: .bss).
 struct EntrySlot {
-  std::atomic<int> variant{-1};  // index into the entry's image table; -1 until loaded
+  std::atomic<int> loaded{0};  // 1 + the index into the entry's image table; 0 until loaded
   CUmodule module = nullptr;
   CUfunction kernels[kMaxKernels] = {};
   int64_t max_dynamic_smem[kMaxKernels] = {};  // what each kernel was allowed at load time
 };
 
-// An exported entry: its name, images and per-device slots.
+struct Library;
+struct Checks;
+struct Frame;
+// Launches image `variant`'s kernels: one generated function per image of an entry.
+using LaunchFn = void (*)(const Frame& x, const EntrySlot& slot, CUstream stream, int device, bool explicit_stream);
+
+// An exported entry: its name, images and per-device slots; for calls, its library, argument
+// checks (tables read by check_args) and one launch function per image.
 struct Entry {
   const char* name;
   const Image* images;
   int num_images;
   EntrySlot* slots;  // kMaxDevices of them
+  const Library* library = nullptr;
+  const Checks* checks = nullptr;
+  const LaunchFn* launches = nullptr;
 };
 
-// The library: every entry, for prepare and cleanup.
+// The library: every entry, for prepare and cleanup, and the oldest driver that loads it.
 struct Library {
   const char* name;
   const Entry* const* entries;
   int num_entries;
+  int min_driver = 0;              // as cuDriverGetVersion reports it: 13000 for CUDA 13.0 (0: no floor)
+  const char* min_driver_version = "";  // the same as a Linux driver version, "580.65.06" ("" if unknown)
+  const char* built_with = "";          // the compiler that made the images, "nvcc 13.0.88 from pip (...)"
 };
+
+// "" when this machine's driver loads `lib` (or there is no driver); else the one message saying
+// which driver it needs and the two ways out (an older-CUDA build, a driver update).
+std::string driver_too_old(const Library& lib);
 
 extern DeviceSlot g_devices[kMaxDevices];
 
@@ -160,12 +182,12 @@ void init_entry(const Library& lib, const Entry& entry, int device, const char* 
 
 // The entry's slot on `device`, loaded on first use: the steady path reads one atomic.
 inline int loaded_variant(const Library& lib, const Entry& entry, int device, const char* arg, CUstream stream) {
-  int v = entry.slots[device].variant.load(std::memory_order_acquire);
-  if (TL_AOT_UNLIKELY(v < 0)) {
+  int v = entry.slots[device].loaded.load(std::memory_order_acquire);
+  if (TL_AOT_UNLIKELY(v == 0)) {
     init_entry(lib, entry, device, arg, stream);
-    v = entry.slots[device].variant.load(std::memory_order_acquire);
+    v = entry.slots[device].loaded.load(std::memory_order_acquire);
   }
-  return v;
+  return v - 1;
 }
 
 void prepare(const Library& lib, int device);
@@ -287,7 +309,7 @@ int64_t checked_bytes(const char* entry, const char* buffer, std::initializer_li
 
 // A returned output: allocated as above with `shape` (a negative dim, from a scalar argument, is an
 // error naming the output), kept in *keep, described by *t; its data.
-void* alloc_output(const char* entry, const char* name, std::initializer_list<int64_t> shape, DLDataType dtype, int device,
+void* alloc_output(const char* entry, const char* name, const int64_t* shape, int ndim, DLDataType dtype, int device,
                    ::tvm::ffi::Tensor* keep, const DLTensor** t);
 
 // Workspaces of one call: released when the call returns. A call on an explicit stream other than
@@ -407,8 +429,215 @@ inline DLTensor as_dltensor(const ::tvm::ffi::TensorView& v) {
   return t;
 }
 
-}  // namespace v2
+// ----------------------------------------------------------------------------------------------
+// A call's arguments and the tables that check them. Each generated entry describes its
+// parameters as constexpr data (which dims bind or must equal which value, dtypes, strides,
+// alignment, how to read the TVM FFI arguments); one checker reads the tables, in the order the
+// errors are reported: every input tensor, the devices, the symbols, the dims given by
+// expressions, the outputs (allocated or checked), then data pointers and strides. Nothing is
+// launched before every check passed; nothing here locks or builds a string unless it fails.
+// ----------------------------------------------------------------------------------------------
+union Scalar {
+  int64_t i;  // integers and bool
+  double f;   // float32 / float64
+};
+
+// One call's values: tensors (inputs, then outputs), their data, dynamic symbols, scalar
+// parameters, outputs the call allocated. Storage is an entry's Args.
+struct Frame {
+  const DLTensor** t;
+  void** p;
+  int64_t* s;
+  Scalar* a;
+  ::tvm::ffi::Tensor* o;
+};
+
+// A frame's start (arrays zeroed, `no` empty outputs) and end (the outputs released): out of
+// line, one call each instead of code inlined at every call site of every entry.
+void start_frame(Frame& x, int nt, int ns, int na, int no);
+void end_frame(Frame& x, int no);
+
+// An entry's call storage: NT tensors, NS symbols, NA scalars, NO outputs.
+template <int NT, int NS, int NA, int NO>
+struct Args : Frame {
+  Args() : Frame{t_, p_, s_, a_, reinterpret_cast<::tvm::ffi::Tensor*>(o_)} { start_frame(*this, NT, NS, NA, NO); }
+  ~Args() { end_frame(*this, NO); }
+  Args(const Args&) = delete;
+  Args& operator=(const Args&) = delete;
+  DLTensor dl[NT];  // the C++ API's tensors, viewed as DLTensors
+  const DLTensor* t_[NT];
+  void* p_[NT];
+  int64_t s_[NS + 1];
+  Scalar a_[NA + 1];
+  alignas(::tvm::ffi::Tensor) unsigned char o_[sizeof(::tvm::ffi::Tensor) * (NO + 1)];
+};
+
+// A value the checker compares with: a constant, a symbol (slot n of Frame::s), or expression n
+// of the entry's Checks::eval (over symbols and scalars, evaluated only when reached).
+enum ValueKind : int8_t { kConst, kSymbol, kExpr };
+struct Value {
+  ValueKind kind;
+  int64_t n;
+};
+using EvalFn = int64_t (*)(const Frame& x, int i);
+
+// One dim of a tensor in its own check: not checked there (kSkip: a dim given by an expression,
+// checked once every symbol is bound, or solved into a symbol), the binding of symbol value.n, or
+// a value it must equal (`expected` then, for a symbol, its value and `source`, make the error).
+enum DimKind : int8_t { kSkip, kBind, kEqual };
+struct Dim {
+  DimKind kind;
+  Value value;
+  const char* expected;
+  const char* source;
+};
+
+// A DLPack dtype spelling a tensor may have (bool and float8 have two).
+struct DType {
+  uint8_t code;
+  uint8_t bits;
+};
+
+struct TensorSpec {
+  const char* name;
+  int ndim;
+  const char* shape;  // as errors show it: [m, 256]
+  const char* dtype;  // float16
+  DType dtypes[2];
+  int num_dtypes;
+  const Dim* dims;            // ndim of them
+  const Value* strides;       // ndim of them; null: any strides
+  const char* strides_shown;  // (256, 1)
+  int alignment;              // bytes the data must be aligned to; 0: none
+  DLDataType alloc_dtype;     // an output the call allocates: its dtype and shape
+  const Value* alloc_shape;
+  int alloc_ndim;
+};
+
+// A dynamic symbol: bound by a dim of tensor `tensor` (derive < 0) and checked in [1, max], or
+// solved from that dim by expression `derive` and checked exact: the dim recomputed (`check`).
+struct SymbolSpec {
+  const char* name;
+  int tensor;
+  int dim;
+  int64_t max;
+  int derive;
+  Value check;
+  const char* expected;
+};
+
+// A dim given by an expression over the symbols: checked once every symbol is bound.
+struct LateCheck {
+  int tensor;
+  int dim;
+  Value value;
+  const char* expected;
+};
+
+// How one TVM FFI argument is read: a tensor (into Frame::t[index]) or a scalar (Frame::a[index]),
+// an integer in [lo, hi] of `dtype`, a float or a bool.
+enum ArgKind : int8_t { kTensorArg, kIntArg, kFloatArg, kBoolArg };
+struct ArgRead {
+  const char* name;
+  ArgKind kind;
+  int index;
+  int64_t lo;
+  int64_t hi;
+  const char* dtype;
+};
+
+// A call form: every parameter, or (for an entry with outputs) the inputs alone.
+struct Form {
+  const ArgRead* reads;
+  int count;
+  const char* names;  // as an argument-count error lists them
+};
+
+struct Checks {
+  const TensorSpec* tensors;  // the inputs, then the outputs
+  int num_tensors;
+  int num_inputs;  // 0: no input tensor (the device is the current one, or the first output's)
+  const SymbolSpec* symbols;
+  int num_symbols;
+  int num_scalars;
+  const LateCheck* late;  // those of the inputs, then of the outputs
+  int num_late_inputs;
+  int num_late;
+  EvalFn eval;  // null when no value is an expression
+  Form every;
+  Form inputs;    // inputs.reads null: no outputs, one form
+  int decide_at;  // where a call of inputs + 1 arguments shows its form (see returns_outputs)
+  bool decide_tensor;
+};
+
+// Check every argument of a call of `e` (with `alloc`, allocate its outputs); returns the device.
+int check_args(const Entry& e, Frame& x, bool alloc);
+// Which form a TVM FFI call takes (true: the inputs alone, outputs returned); `name` for errors.
+bool call_form(const Entry& e, const ::tvm::ffi::AnyView* a, int32_t num_args, const char* name);
+// Check, pick the stream, load on first use and launch the image for the device.
+void run(const Entry& e, Frame& x, const ::tvm::ffi::AnyView* stream_view, bool has_stream, void* stream, bool alloc);
+// A TVM FFI call of `e` in the given form: reads the arguments, runs, sets the result.
+void invoke(const Entry& e, Frame& x, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result, bool alloc);
+
+// The same on a frame of its own (on the stack; on the heap past 16 tensors, symbols or scalars).
+void invoke(const Entry& e, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result, bool alloc);
+
+// A TVM FFI function's body: runs `fn` on `ctx`, an error becoming the call's (the safe-call
+// convention). `fn` is call_entry for an entry (`ctx` the Entry), or a picker's invoke.
+using FfiFn = void (*)(const void* ctx, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result);
+int safe_call(FfiFn fn, const void* ctx, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result);
+// The exported call of an entry without specialisations (`entry`, an Entry): its form, then invoke.
+void call_entry(const void* entry, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result);
+
+// The C++ API's tensor `v`, viewed in `dl`.
+const DLTensor* view(const ::tvm::ffi::TensorView& v, DLTensor* dl);
+
+// The library-wide exports (TVM FFI cleanup_module, tl_aot_prepare, tl_aot_manifest).
+int ffi_cleanup(const Library& lib, int32_t num_args, TVMFFIAny* result);
+int ffi_prepare(const Library& lib, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result);
+int ffi_manifest(const char* json, TVMFFIAny* result);
+// "" when this machine's NVIDIA driver can load the library (or there is none), else why not: tl_aot.load asks.
+int ffi_driver_check(const Library& lib, TVMFFIAny* result);
+
+}  // namespace v3
 }  // namespace rt
 }  // namespace tl_aot
+
+// TVM FFI export `name` of a library, calling `fn` (an FfiFn) on `ctx`. `name` is only pasted
+// (##), never expanded, so an entry named like a macro keeps its name.
+#define TL_AOT_EXPORT(name, fn, ctx)                                                                \
+  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_##name(void*, const TVMFFIAny* raw, int32_t num_args, \
+                                                     TVMFFIAny* result) {                           \
+    return ::tl_aot::rt::safe_call(fn, ctx, raw, num_args, result);                                 \
+  }
+
+// What every library defines besides its entries: the TVM FFI exports cleanup_module,
+// tl_aot_prepare and tl_aot_manifest, and the C++ API's cleanup_module(), prepare() and manifest()
+// in namespace tl_aot::<lib>. `library` is the rt::Library, `json` the manifest's text.
+// clang-format off: one short definition a line
+#define TL_AOT_DEFINE_LIBRARY(lib, library, json)                                                                    \
+  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_cleanup_module(void*, const TVMFFIAny*, int32_t num_args,              \
+                                                             TVMFFIAny* result) {                                    \
+    return ::tl_aot::rt::ffi_cleanup(library, num_args, result);                                                     \
+  }                                                                                                                  \
+  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_tl_aot_prepare(void*, const TVMFFIAny* raw, int32_t num_args,          \
+                                                             TVMFFIAny* result) {                                    \
+    return ::tl_aot::rt::ffi_prepare(library, raw, num_args, result);                                                \
+  }                                                                                                                  \
+  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_tl_aot_manifest(void*, const TVMFFIAny*, int32_t, TVMFFIAny* result) { \
+    return ::tl_aot::rt::ffi_manifest(json, result);                                                                 \
+  }                                                                                                                  \
+  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_tl_aot_driver_check(void*, const TVMFFIAny*, int32_t,                 \
+                                                                  TVMFFIAny* result) {                               \
+    return ::tl_aot::rt::ffi_driver_check(library, result);                                                          \
+  }                                                                                                                  \
+  namespace tl_aot {                                                                                                 \
+  namespace lib {                                                                                                    \
+  int cleanup_module() { return ::tl_aot::rt::cleanup(library); }                                                    \
+  void prepare(int device) { ::tl_aot::rt::prepare(library, device); }                                               \
+  const char* manifest() { return json; }                                                                            \
+  }                                                                                                                  \
+  }
+// clang-format on
 
 #endif  // TL_AOT_LAUNCHER_RUNTIME_H_

@@ -1,0 +1,291 @@
+"""Fault injection for builds, the way SQLite tests every I/O call: fail the N-th file-system operation.
+
+:class:`FaultFS` patches the file-system primitives of this process (``open``, ``os.open``,
+writes to files opened so, ``os.replace`` / ``rename`` / ``link`` / ``mkdir`` / ``unlink`` /
+``rmdir``, ``shutil.copyfile``) for operations on paths under one folder. Without a
+target it records the trace of a build; with one it makes that operation fail with a chosen
+``errno`` (a write fails after writing half its bytes: a short write on a full disk).
+
+An operation is named by its kind, its path with pids and temporary-name suffixes masked, and
+its occurrence among operations of that name: the same operation in two runs of one build even
+when threads interleave differently.
+
+:class:`ToolMemo` replays the build's tools (lowering, nvcc, host compiles, links, image
+embedding) from the first run, with the fault injection paused, so a build costs tenths of a
+second and every operation of it can be failed in turn.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import errno
+import hashlib
+import io
+import os
+import pickle
+import re
+import shutil
+import threading
+from pathlib import Path
+
+__all__ = ["FaultFS", "ToolMemo", "FAULTS", "Op"]
+
+#: What each kind of operation can be failed with.
+FAULTS = {
+    "open-write": (errno.ENOSPC, errno.EROFS, errno.EIO, errno.ENAMETOOLONG),
+    "open-read": (errno.EIO,),
+    "write": ("short", errno.EIO),
+    "replace": (errno.EROFS, errno.EIO, errno.ENOSPC),
+    "link": (errno.EROFS, errno.EIO),
+    "mkdir": (errno.ENOSPC, errno.EROFS, errno.ENAMETOOLONG),
+    "unlink": (errno.EROFS, errno.EIO),
+    "copy": ("short", errno.EIO),
+}
+
+Op = tuple  # (kind, masked path, occurrence)
+
+_TMP_NAME = re.compile(r"\.[a-z0-9_]{8}(?=(\.tmp)?$|/)")
+
+
+class _Writer:
+    """A file object whose writes are operations (the rest delegates to the real file)."""
+
+    def __init__(self, fs: FaultFS, f, path: str) -> None:
+        self._fs, self._f, self._path = fs, f, path
+
+    def write(self, data):
+        self._fs.hit("write", self._path, partial=lambda: self._f.write(data[: len(data) // 2]))
+        return self._f.write(data)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
+    def __iter__(self):
+        return iter(self._f)
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+class FaultFS:
+    """Record, or fail, the file-system operations of this process on paths under ``root``."""
+
+    def __init__(self, root: Path, *, target: Op | None = None, fault=None) -> None:
+        self.root = str(Path(root).resolve())
+        self.target, self.fault = target, fault
+        self.trace: list[Op] = []
+        self.fired: tuple | None = None  # (op, path, fault) once the target was hit
+        self._seen: dict = {}
+        self._lock = threading.Lock()
+        self._paused = threading.local()
+        self._saved: list = []
+
+    # --- counting ---------------------------------------------------------------------------
+    def _mask(self, path: str) -> str | None:
+        try:
+            p = os.path.abspath(os.fspath(path))
+        except TypeError:
+            return None
+        if not p.startswith(self.root + "/") and p != self.root:
+            return None
+        rel = p[len(self.root) :]
+        rel = rel.replace(f".{os.getpid()}.", ".<pid>.")
+        return _TMP_NAME.sub(".<tmp>", rel)
+
+    def hit(self, kind: str, path, *, partial=None) -> None:
+        """Count one operation; raise the fault if it is the target (after ``partial`` for a short write)."""
+        if getattr(self._paused, "on", False):
+            return
+        masked = self._mask(path) if isinstance(path, (str, os.PathLike)) else None
+        if masked is None:
+            return
+        with self._lock:
+            n = self._seen.get((kind, masked), 0)
+            self._seen[(kind, masked)] = n + 1
+            op = (kind, masked, n)
+            self.trace.append(op)
+            fire = self.fired is None and op == self.target
+            if fire:
+                self.fired = (op, os.fspath(path), self.fault)
+        if fire:
+            code = self.fault
+            if code == "short":
+                if partial is not None:
+                    partial()
+                code = errno.ENOSPC
+            raise OSError(code, os.strerror(code), os.fspath(path))
+
+    @contextlib.contextmanager
+    def paused(self):
+        """No operation counts or fails inside (a tool's own work, replayed)."""
+        before = getattr(self._paused, "on", False)
+        self._paused.on = True
+        try:
+            yield
+        finally:
+            self._paused.on = before
+
+    # --- patching ---------------------------------------------------------------------------
+    def __enter__(self) -> FaultFS:
+        real_open, real_os_open, real_fdopen = builtins.open, os.open, os.fdopen
+        fs = self
+        fds: dict = {}  # fd -> the path os.open opened it for writing (os.fdopen's writes name it)
+
+        def fopen(file, mode="r", *a, **k):
+            path = file if isinstance(file, (str, os.PathLike)) else None
+            writing = any(c in mode for c in "wax+")
+            if path is not None:
+                fs.hit("open-write" if writing else "open-read", path)
+            f = real_open(file, mode, *a, **k)
+            return _Writer(fs, f, os.fspath(path)) if writing and path is not None and not getattr(fs._paused, "on", False) else f
+
+        def osopen(path, flags, *a, **k):
+            writing = flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
+            fs.hit("open-write" if writing else "open-read", path)
+            fd = real_os_open(path, flags, *a, **k)
+            if writing:
+                fds[fd] = os.fspath(path)
+            return fd
+
+        def fdopen(fd, mode="r", *a, **k):
+            f = real_fdopen(fd, mode, *a, **k)
+            path = fds.pop(fd, None)
+            return _Writer(fs, f, path) if path is not None and any(c in mode for c in "wax+") else f
+
+        def wrap(kind, fn, arg=0):
+            def patched(*a, **k):
+                fs.hit(kind, a[arg] if len(a) > arg else next(iter(k.values()), None))
+                with fs.paused():
+                    return fn(*a, **k)
+
+            return patched
+
+        def copy(src, dst, *a, **k):
+            fs.hit("open-read", src)
+            fs.hit("copy", dst, partial=lambda: Path(dst).write_bytes(Path(src).read_bytes()[:4096]))
+            with fs.paused():
+                return real_copy(src, dst, *a, **k)
+
+        real_copy = shutil.copyfile
+        patches = [
+            (builtins, "open", fopen),
+            (io, "open", fopen),
+            (os, "open", osopen),
+            (os, "fdopen", fdopen),
+            (os, "replace", wrap("replace", os.replace, 1)),
+            (os, "rename", wrap("replace", os.rename, 1)),
+            (os, "link", wrap("link", os.link, 1)),
+            (os, "mkdir", wrap("mkdir", os.mkdir)),
+            (os, "unlink", wrap("unlink", os.unlink)),
+            (os, "remove", wrap("unlink", os.remove)),
+            (os, "rmdir", wrap("unlink", os.rmdir)),
+            (shutil, "copyfile", copy),
+        ]
+        for mod, name, fn in patches:
+            self._saved.append((mod, name, getattr(mod, name)))
+            setattr(mod, name, fn)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for mod, name, fn in reversed(self._saved):
+            setattr(mod, name, fn)
+        self._saved.clear()
+
+
+class ToolMemo:
+    """Replay lowering, nvcc, host compiles, image embedding and links from their first run.
+
+    Keys hold every input that differs between the builds of one test (sources, commands, the
+    bytes of the files a command names); a replay writes the tool's output file as the tool would
+    have, with the fault injection of ``fs`` paused (it is the tool's write, not tl_aot's).
+    """
+
+    def __init__(self) -> None:
+        self.fs: FaultFS | None = None
+        self._store: dict = {}
+        self._saved: list = []
+
+    def _pause(self):
+        return self.fs.paused() if self.fs is not None else contextlib.nullcontext()
+
+    def __enter__(self) -> ToolMemo:
+        import tvm_ffi.utils.embed_cubin as embed
+
+        import tl_aot.lower
+        import tl_aot.toolchain
+
+        memo = self
+        lower, compile_image, run, embed_cubin = (
+            tl_aot.lower.lower_variant,
+            tl_aot.toolchain.compile_image,
+            tl_aot.toolchain.run,
+            embed.embed_cubin,
+        )
+
+        def lower_variant(spec, arch):
+            key = ("lower", pickle.dumps((spec, str(arch))))
+            if key not in memo._store:
+                memo._store[key] = lower(spec, arch)
+            return memo._store[key]
+
+        def image(arch, workdir, stem, source_text, options=(), *, what):
+            key = ("nvcc", str(arch), stem, source_text, tuple(options))
+            if key not in memo._store:
+                with memo._pause():
+                    memo._store[key] = compile_image(arch, workdir, stem, source_text, options, what=what)
+            with memo._pause():
+                Path(workdir).mkdir(parents=True, exist_ok=True)
+                (Path(workdir) / f"{stem}.cu").write_text(source_text)
+            return memo._store[key]
+
+        def tool(cmd, *, what, cwd=None, env=None):
+            if "-o" not in cmd:
+                return run(cmd, what=what, cwd=cwd, env=env)
+            at = cmd.index("-o") + 1
+            out = Path(cwd or ".") / cmd[at]
+            named = [*cmd[:at], "<output>", *cmd[at + 1 :]]  # a temporary output's name holds a pid and thread id
+            with memo._pause():
+                key = ("run", tuple(named), *(_digest(Path(cwd or ".") / a) for a in cmd if a != cmd[at]))
+                if key not in memo._store:
+                    run(cmd, what=what, cwd=cwd, env=env)
+                    memo._store[key] = out.read_bytes()
+                else:
+                    out.write_bytes(memo._store[key])
+            return ""
+
+        def embedded(cubin, obj, out, name, *a, **k):
+            with memo._pause():
+                key = ("embed", _digest(cubin), _digest(obj), name)
+                if key not in memo._store:
+                    embed_cubin(cubin, obj, out, name, *a, **k)
+                    memo._store[key] = Path(out).read_bytes()
+                else:
+                    Path(out).write_bytes(memo._store[key])
+
+        for mod, name, fn in (
+            (tl_aot.lower, "lower_variant", lower_variant),
+            (tl_aot.toolchain, "compile_image", image),
+            (tl_aot.toolchain, "run", tool),
+            (embed, "embed_cubin", embedded),
+        ):
+            self._saved.append((mod, name, getattr(mod, name)))
+            setattr(mod, name, fn)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for mod, name, fn in reversed(self._saved):
+            setattr(mod, name, fn)
+        self._saved.clear()
+
+
+def _digest(path) -> str:
+    """SHA-256 of a file a command names ('' for an argument that is no file)."""
+    try:
+        p = Path(path)
+        return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else ""
+    except (OSError, ValueError):
+        return ""
