@@ -50,12 +50,12 @@ def _build(spec: Path, out: Path, cache: Path, runtime: Path, extra: list) -> tu
 
 
 def _cluster(root: Path, workers: int, threads: int) -> tuple[list, str]:
-    dask = str(Path(sys.executable).parent / "dask")
+    dask = [sys.executable, "-m", "dask"]  # Dask's own commands; works where its scripts are not on PATH (pip --target)
     root.mkdir(parents=True, exist_ok=True)
     sched = root / "scheduler.json"
     procs = [
         subprocess.Popen(
-            [dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", str(sched)],
+            [*dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", str(sched)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -67,7 +67,7 @@ def _cluster(root: Path, workers: int, threads: int) -> tuple[list, str]:
         time.sleep(0.2)
     address = json.loads(sched.read_text())["address"]
     for i in range(workers):
-        args = [dask, "worker", address, "--name", f"w{i + 1}", "--nthreads", str(threads), "--no-dashboard", "--host", "127.0.0.1"]
+        args = [*dask, "worker", address, "--name", f"w{i + 1}", "--nthreads", str(threads), "--no-dashboard", "--host", "127.0.0.1"]
         env = dict(os.environ, TL_AOT_WORKER_DIR=str(root / f"w{i + 1}"))
         procs.append(
             subprocess.Popen(
