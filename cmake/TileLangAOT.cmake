@@ -58,6 +58,8 @@ Commands
                         [OUTPUT_DIRECTORY <dir>]
                         [HEADER_DIRECTORY <dir>]
                         [CACHE_DIR <dir>]
+                        [CACHE_URL <url>]
+                        [CLUSTER <address>]
                         [JOBS <n>]
                         [JOB_POOL <pool>]
                         [EXCLUDE_FROM_ALL]
@@ -160,6 +162,16 @@ Commands
 
   ``CACHE_DIR``
     Variant cache (default: ``TL_AOT_CACHE_DIR``).
+
+  ``CACHE_URL``
+    A variant cache shared between machines, an fsspec URL behind the local cache
+    (``file:///shared/tl_aot``, ``s3://bucket/tl_aot``; needs ``tl_aot[cluster]``). Default: the
+    ``TL_AOT_CACHE_URL`` environment variable at build time.
+
+  ``CLUSTER``
+    A Dask scheduler (``tcp://host:8786``, or a scheduler file) whose workers lower and compile
+    the kernel's variants; the library is linked here, bit-identical to a local build (needs
+    ``tl_aot[cluster]``). Default: the ``TL_AOT_CLUSTER`` environment variable at build time.
 
   ``JOBS``, ``JOB_POOL``
     Jobs at once inside this one build, lowering and nvcc sharing them (default: ``MAX_JOBS`` or the CPU count),
@@ -454,7 +466,7 @@ function(add_tilelang_kernel)
     # options
     "EXCLUDE_FROM_ALL;QUIET;TORCH_OPS"
     # one-value keywords
-    "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;JOBS;JOB_POOL;SELECT;BACKEND"
+    "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;CACHE_URL;CLUSTER;JOBS;JOB_POOL;SELECT;BACKEND"
     # multi-value keywords
     "ARGS;FACTORY_ARGS;JIT_ARGS;IMPORTS;CAPTURE;ARCHS;PASS_CONFIGS;NVCC_FLAGS;OUT_IDX;DEPENDS")
   # cmake-format: on
@@ -478,6 +490,8 @@ function(add_tilelang_kernel)
       OUTPUT_DIRECTORY
       HEADER_DIRECTORY
       CACHE_DIR
+      CACHE_URL
+      CLUSTER
       JOBS
       JOB_POOL
       SELECT
@@ -508,8 +522,21 @@ function(add_tilelang_kernel)
       endif()
     endforeach()
   endforeach()
-  foreach(kw IN ITEMS SOURCE FUNCTION SPEC ENTRY OUTPUT_DIRECTORY HEADER_DIRECTORY CACHE_DIR JOBS
-                      JOB_POOL SELECT BACKEND)
+  foreach(
+    kw IN
+    ITEMS SOURCE
+          FUNCTION
+          SPEC
+          ENTRY
+          OUTPUT_DIRECTORY
+          HEADER_DIRECTORY
+          CACHE_DIR
+          CACHE_URL
+          CLUSTER
+          JOBS
+          JOB_POOL
+          SELECT
+          BACKEND)
     if(kw IN_LIST ARG_KEYWORDS_MISSING_VALUES)
       message(FATAL_ERROR "add_tilelang_kernel(): '${kw}' needs a value (target ${name})")
     endif()
@@ -734,6 +761,12 @@ function(add_tilelang_kernel)
   if(cache_dir)
     get_filename_component(cache_dir "${cache_dir}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
     list(APPEND cmd --cache-dir "${cache_dir}")
+  endif()
+  if(ARG_CACHE_URL)
+    list(APPEND cmd --cache-url "${ARG_CACHE_URL}")
+  endif()
+  if(ARG_CLUSTER)
+    list(APPEND cmd --cluster "${ARG_CLUSTER}")
   endif()
   if(ARG_QUIET)
     list(APPEND cmd --quiet)

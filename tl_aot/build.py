@@ -20,18 +20,21 @@ import re
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from .build_plan import Plan, check_toolchain, plan_build, read_stamp
 from .build_stages import Outputs, Stages, image_files, link, manifest_of, objects_key, publish, sweep_debris, write_depfile
 from .cache import VariantCache, default_cache_dir
+from .cluster import CLUSTER_ENV
 from .destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
 from .errors import FilesystemError, LoweringError, SpecError
 from .escaping import depfile_path
 from .fileutil import exclusive_lock
 from .metadata import LeftOut, Manifest
 from .scheduler import Progress, VariantRun, default_jobs, run_variants
+from .shards import build_shard
+from .shared_cache import CACHE_URL_ENV, SharedCache
 from .spec import LibrarySpec
 from .tilelang_compat import warn_if_untested
 
@@ -88,6 +91,9 @@ def build_library(
     keep_going: bool = False,
     torch_ops: bool | None = None,
     report_all: bool = False,
+    cluster: str | None = None,
+    cache_url: str | None = None,
+    shard: str | None = None,
 ) -> BuildResult:
     """Build ``lib`` into ``out_dir/lib<name>.so`` (+ ``<name>.h``); return what was built.
 
@@ -122,39 +128,77 @@ def build_library(
     torch_ops : bool, optional
         Also build ``lib<name>_torch.so``, the entries as native torch operators (needs torch's
         headers, torch >= 2.10); default: the spec's ``torch_ops``. Without, a stale one is removed.
+    cluster, cache_url, shard : str, optional
+        Past one machine: a Dask scheduler whose workers build the variants (:mod:`tl_aot.cluster`; default ``$TL_AOT_CLUSTER``,
+        ``""``: here); a shared variant cache, an fsspec URL (:mod:`tl_aot.shared_cache`; default ``$TL_AOT_CACHE_URL``);
+        ``K/N``: build shard K of N of the variants into the part folder ``out_dir`` (:mod:`tl_aot.shards`).
 
     """
     t_start = time.perf_counter()
     torch_ops = lib.torch_ops if torch_ops is None else torch_ops
-    if jobs is not None and (type(jobs) is not int or jobs < 1):
-        msg = f"jobs must be a whole number of at least 1 (or None for MAX_JOBS / the CPU count), got {jobs!r}"
-        raise SpecError(msg)
-    work, out, cache, lock, unwritable = _destinations(lib.name, out_dir, header_dir, depfile, cache_dir)
+    cluster, cache_url = _settled(jobs, cluster, cache_url)
+    if shard:
+        opts = dict(jobs=jobs, cache_dir=cache_dir, cache_url=cache_url, cluster=cluster, log=log, force=force, report_all=report_all)
+        return build_shard(lib, shard, out_dir=out_dir, keep_going=keep_going, **opts)
+    work, out, cache, lock, unwritable = _destinations(lib.name, out_dir, header_dir, depfile, cache_dir, (cache_url, log))
     warn_if_untested(log)
     with exclusive_lock(lock, holder=f"building {out.library}", log=log), filesystem_errors("write", None):
         if unwritable is None:
             sweep_debris(work, out)
         plan = plan_build(lib, cache, check_toolchain(lib), force=force)
-        if out.depfile:  # a path the depfile cannot spell is refused before anything is replaced
-            for p in (out.library, *plan.deps):
-                depfile_path(p)
-        current = None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library, out.header)
+        current = _current(plan, out, force)
         if current is not None:
-            if out.depfile:
-                write_depfile(out.depfile, out.library, tuple(sorted({*plan.deps, *(Path(p) for p, _ in current[1])})))
-            if log:
-                log(f"lib{lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
-            return _with_companion(BuildResult(out.library, out.header, current[0], True, (), (), out.depfile, plan.deps), torch_ops, log)
+            return _up_to_date(plan, current, out, torch_ops, log, t_start)
         if unwritable is not None:
             raise unwritable
         if plan.todo:
             cache.check_writable()  # before minutes of lowering, not after
-        report_all = report_all or any(e.capture for e in lib.entries)  # a record's kernels: every failure named
-        run = _build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=keep_going or report_all)
+        tolerant = keep_going or report_all or any(e.capture for e in lib.entries)  # a record's kernels: every failure named
+        run = _build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=tolerant, cluster=cluster)
         if run.failures and not keep_going:
             raise _all_failed(plan, run)
         result = _publish(plan, run, work, out, log, t_start, jobs or default_jobs(), cache=cache, force=force)
         return _with_companion(result, torch_ops, log)
+
+
+def _current(plan: Plan, out: Outputs, force: bool):
+    """The stamp's (manifest, inputs) when the library on disk is what ``plan`` builds, else None.
+
+    A path the depfile cannot spell is refused first, before anything is replaced.
+    """
+    if out.depfile:
+        for p in (out.library, *plan.deps):
+            depfile_path(p)
+    return None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library, out.header)
+
+
+class VariantsOnly(Stages):
+    """The stages of a shard: variants lowered, compiled and cached; no launcher, no runtime object."""
+
+    def launcher(self, run) -> str:
+        return ""
+
+    def runtime(self):
+        return None
+
+
+def _settled(jobs, cluster: str | None, cache_url: str | None) -> tuple[str, str]:
+    """``jobs`` checked; the cluster and shared cache, from ``TL_AOT_CLUSTER`` / ``TL_AOT_CACHE_URL`` where not given."""
+    if jobs is not None and (type(jobs) is not int or jobs < 1):
+        msg = f"jobs must be a whole number of at least 1 (or None for MAX_JOBS / the CPU count), got {jobs!r}"
+        raise SpecError(msg)
+    cluster = os.environ.get(CLUSTER_ENV, "") if cluster is None else cluster
+    cache_url = os.environ.get(CACHE_URL_ENV, "") if cache_url is None else cache_url
+    return cluster.strip(), cache_url.strip()
+
+
+def _up_to_date(plan: Plan, current: tuple, out: Outputs, torch_ops: bool, log, t_start: float) -> BuildResult:
+    """The result of a build that finds the library on disk is what ``plan`` builds (its depfile written again)."""
+    if out.depfile:
+        write_depfile(out.depfile, out.library, tuple(sorted({*plan.deps, *(Path(p) for p, _ in current[1])})))
+    if log:
+        log(f"lib{plan.lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
+    return _with_companion(BuildResult(out.library, out.header, current[0], True, (), (), out.depfile, plan.deps), torch_ops, log)
 
 
 def _with_companion(result: BuildResult, torch_ops: bool, log) -> BuildResult:
@@ -170,12 +214,12 @@ def _with_companion(result: BuildResult, torch_ops: bool, log) -> BuildResult:
     return replace(result, torch_companion=build_companion(result.manifest, result.library, result.header, log=log))
 
 
-def _destinations(name: str, out_dir, header_dir, depfile, cache_dir) -> tuple:
+def _destinations(name: str, out_dir, header_dir, depfile, cache_dir, shared=("", None)) -> tuple:
     """The work folder, outputs, cache and lock file of a build, each checked before any work.
 
     A work folder that cannot be created (a read-only output folder) is not an error yet: the
     library may be up to date. Its lock is then taken in the temporary folder, and the error is
-    returned for the build to raise if it has to write.
+    returned for the build to raise if it has to write. ``shared`` (URL, log): a shared cache behind the local one.
     """
     out_dir = ensure_folder(Path(out_dir).resolve(), "output folder")
     work = out_dir / ".tl_aot" / name
@@ -190,20 +234,28 @@ def _destinations(name: str, out_dir, header_dir, depfile, cache_dir) -> tuple:
     try:
         ensure_folder(work, "work folder")
         (work / "build.lock").touch()
-        return work, out, VariantCache(cache_root), work / "build.lock", None
+        return work, out, _cache(cache_root, *shared), work / "build.lock", None
     except (FilesystemError, OSError) as e:
         problem = e if isinstance(e, FilesystemError) else fs_error(e, "write in the output folder", out_dir)
         locks = Path(tempfile.gettempdir()) / f"tl_aot-{os.getuid()}" / "locks"
         with filesystem_errors("create the lock folder", locks, "set TMPDIR to a writable folder"):
             locks.mkdir(parents=True, exist_ok=True)
         lock = locks / (hashlib.sha256(str(work).encode()).hexdigest()[:16] + ".lock")
-        return work, out, VariantCache(cache_root), lock, problem
+        return work, out, _cache(cache_root, *shared), lock, problem
 
 
-def _build_variants(plan: Plan, work: Path, cache: VariantCache, jobs: int, log, *, force: bool, keep_going: bool) -> VariantRun:
-    """Stages lower, compile images and launcher over the plan's misses, in parallel."""
+def _cache(root: Path, url: str, log) -> VariantCache | SharedCache:
+    return SharedCache(VariantCache(root), url, log=log) if url else VariantCache(root)
+
+
+def _build_variants(
+    plan: Plan, work: Path, cache: VariantCache, jobs: int, log, *, force: bool, keep_going: bool, cluster: str = "", launcher: bool = True
+) -> VariantRun:
+    """Stages lower, compile images and launcher over the plan's misses, in parallel (here, or on ``cluster``'s workers)."""
     todo = plan.todo
-    progress = Progress(2 * len(todo) + 2, log)
+    if log and getattr(cache, "hits", 0):
+        log(f"{cache.hits} of {len(plan.tasks)} variant(s) from the shared cache {cache.url}")
+    progress = Progress((1 if cluster else 2) * len(todo) + 2 * launcher, log)
     stages = Stages(work, cache, plan.nvcc_version, plan.tvm_ffi_version, progress, force)
     run = VariantRun(
         lib_name=plan.lib.name,
@@ -213,6 +265,12 @@ def _build_variants(plan: Plan, work: Path, cache: VariantCache, jobs: int, log,
         progress=progress,
     )
     try:
+        if cluster and todo:
+            from .cluster import run_on_cluster
+
+            return run_on_cluster(todo, run, stages, address=cluster, log=log, keep_going=keep_going, progress=progress, launcher=launcher)
+        if not launcher:
+            stages = VariantsOnly(**{f.name: getattr(stages, f.name) for f in fields(Stages)})
         return run_variants(todo, run, stages, jobs=jobs, keep_going=keep_going, progress=progress)
     finally:
         from .cutedsl import close_workers
@@ -285,6 +343,8 @@ def _log_summary(log, result: BuildResult, run: VariantRun, plan: Plan, jobs: in
     log(result.summary())
     if plan.todo:
         where = f"{run.workers} worker processes" if run.workers > 1 else "this process"
+        if run.cluster:
+            where = f"on {run.workers} cluster worker(s)"
         spent = run.spent
         log(
             f"job time: lowering {spent['lowering']:.1f} s ({where}), nvcc {spent['nvcc']:.1f} s, "

@@ -23,7 +23,7 @@ import shutil
 import signal
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import __version__
@@ -44,7 +44,20 @@ from .toolchain import compiler_description
 from .tuning import recorded_tunings
 from .values import spell
 
-__all__ = ["Stages", "link", "publish", "manifest_of", "objects_key", "project_of", "sweep_debris"]
+__all__ = [
+    "Stages",
+    "link",
+    "publish",
+    "manifest_of",
+    "objects_key",
+    "project_of",
+    "sweep_debris",
+    "image_of",
+    "entry_head",
+    "manifest_from",
+    "image_files",
+    "image_files_by_symbol",
+]
 
 
 def project_of(spec: KernelSpec) -> Path | None:
@@ -83,10 +96,7 @@ class Stages:
         """Run nvcc for one variant and store it in the cache, unless a header it includes changed meanwhile."""
         headers = snapshot_files([p for p, _ in variant.inputs])
         t0 = time.perf_counter()
-        if variant.backend == "cutedsl":
-            image = _cutedsl(variant, task.arch, self.work)
-        else:
-            image = _nvcc(variant, task.arch, self.work, _user_location(task.spec))
+        image = image_of(variant, task.arch, self.work, _user_location(task.spec))
         moved = headers.changed() or tuple(p for p, d in variant.inputs if headers.files and _digest_of(headers, p) != d)
         if moved:
             msg = (
@@ -178,14 +188,32 @@ def _user_location(spec: KernelSpec) -> str:
     return f"{display_path(spec.source)}:{line or '?'} ({spec.function})"
 
 
-def _nvcc(variant: LoweredVariant, arch, work: Path, source: str) -> bytes:
+def image_of(variant: LoweredVariant, arch, work: Path, source: str, *, path_map=()) -> bytes:
+    """The image of one lowered variant (nvcc, or CuTeDSL for a ``cutedsl`` variant), compiled under ``work``.
+
+    ``source`` (``kernels.py:12 (matmul)``) is where errors point; ``path_map`` ((old, new) folder
+    pairs) respells paths in the image's line table: a cluster worker's copy of the sources as the
+    driver's folder, so the image is the driver's own.
+    """
+    if variant.backend == "cutedsl":
+        return _cutedsl(variant, arch, work)
+    return _nvcc(variant, arch, work, source, path_map)
+
+
+def _nvcc(variant: LoweredVariant, arch, work: Path, source: str, path_map=()) -> bytes:
     """The image of one variant; nvcc's error says which entry and user code it came from."""
     from .toolchain import compile_image
 
     stem = f"{variant.entry}__{arch.sm}{'_ptx' if arch.ptx else ''}"
     try:
         return compile_image(
-            arch, work / "kernels", stem, variant.cuda_source, variant.nvcc_options, what=f"nvcc ({variant.entry}, {arch})"
+            arch,
+            work / "kernels",
+            stem,
+            variant.cuda_source,
+            variant.nvcc_options,
+            what=f"nvcc ({variant.entry}, {arch})",
+            path_map=path_map,
         )
     except FailedProcessError as e:
         crash = _crash_of(e, work)
@@ -348,32 +376,71 @@ def sweep_debris(work: Path, out: Outputs | None = None) -> None:
 
 def manifest_of(lib: LibrarySpec, tasks, lowered: dict, nvcc_version: str, image_sizes: dict | None = None) -> Manifest:
     """The library's manifest from each task's lowered variant; image sizes are 0 until nvcc is done."""
+    heads = [(entry_head(spec), [(t.arch, t.key) for t in tasks if t.spec is spec]) for spec in lib.entries]
+    manifest = manifest_from(lib.name, heads, lowered, nvcc_version, package_version("tilelang"), image_sizes)
+    records = {spec.capture[0] for spec in lib.entries if spec.capture}
+    if records:  # the autotuner's recorded choices and the served call keys whose kernels the library holds
+        held = {e.capture_key for e in manifest.entries}
+        manifest = replace(manifest, tunings=recorded_tunings(records, held), calls=recorded_calls(records, held))
+    return manifest
+
+
+def entry_head(spec: KernelSpec) -> LoweredEntry:
+    """The part of an entry's manifest record its spec decides (no params, symbols or variants yet)."""
+    return LoweredEntry(
+        name=spec.name,
+        source=display_path(spec.source),
+        function=spec.function,
+        args=_spelled_args(spec),
+        params=(),
+        symbols=(),
+        variants=(),
+        export=spec.export,
+        when=spec.when,
+        fallback=spec.fallback,
+        capture_key=spec.capture[1] if spec.capture else "",
+        capture_name=spec.capture[2] if spec.capture else "",
+    )
+
+
+def manifest_from(
+    name: str,
+    heads,
+    lowered: dict,
+    nvcc_version: str,
+    tilelang_version: str,
+    image_sizes: dict | None = None,
+    *,
+    compiler: str | None = None,
+) -> Manifest:
+    """The manifest of library ``name``: ``heads`` are (:func:`entry_head`, [(arch, key), ...]) in the library's order.
+
+    Also what ``python -m tl_aot link`` makes from build shards, which hold heads and variants, not
+    specs; ``compiler`` (default: this machine's) is then the one the shards recorded.
+    """
     entries = []
-    for spec in lib.entries:
-        mine = [t for t in tasks if t.spec is spec]
-        first = lowered[mine[0].key]
-        for t in mine[1:]:
-            v = lowered[t.key]
+    for head, arch_keys in heads:
+        first = lowered[arch_keys[0][1]]
+        for _, key in arch_keys[1:]:
+            v = lowered[key]
             if (v.params, v.symbols) != (first.params, first.symbols):
                 msg = (
-                    f"entry {spec.name!r}: its signature differs between {first.arch} and {v.arch} "
+                    f"entry {head.name!r}: its signature differs between {first.arch} and {v.arch} "
                     f"({_sig(first)} vs {_sig(v)}); one entry must take the same arguments on every arch"
                 )
                 raise LoweringError(msg)
-        variants = tuple(_arch_variant(t, lowered[t.key], (image_sizes or {}).get(t.key, 0), nvcc_version) for t in mine)
-        entries.append(_entry(spec, first, variants))
-    records = {spec.capture[0] for spec in lib.entries if spec.capture}
+        sizes = image_sizes or {}
+        variants = tuple(_arch_variant(arch, lowered[key], sizes.get(key, 0), nvcc_version) for arch, key in arch_keys)
+        entries.append(replace(head, params=first.params, symbols=first.symbols, variants=variants))
     floor = library_floor(_pair(v.min_driver_cuda) for e in entries for v in e.variants)
     return Manifest(
         abi_version=ABI_VERSION,
-        library=lib.name,
+        library=name,
         entries=tuple(entries),
         tl_aot_version=__version__,
-        tilelang_version=package_version("tilelang"),
+        tilelang_version=tilelang_version,
         nvcc_version=nvcc_version,
-        tunings=recorded_tunings(records, {e.capture_key for e in entries}) if records else (),
-        calls=recorded_calls(records, {e.capture_key for e in entries}) if records else (),
-        compiler=_compiler(),
+        compiler=_compiler() if compiler is None else compiler,
         driver_min_cuda=floor.min_cuda,
         driver_min_version=floor.min_version,
     )
@@ -392,8 +459,7 @@ def _pair(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def _arch_variant(task, v: LoweredVariant, image_bytes: int, compiler_version: str) -> ArchVariant:
-    arch = task.arch
+def _arch_variant(arch, v: LoweredVariant, image_bytes: int, compiler_version: str) -> ArchVariant:
     cuda = compiler_version.split()[0] if v.backend == "cuda" else ""  # CuTeDSL images come from its own compiler
     floor = image_floor(cuda or "12.0", ptx=arch.ptx, backend=v.backend)
     return ArchVariant(
@@ -421,23 +487,6 @@ def _arch_variant(task, v: LoweredVariant, image_bytes: int, compiler_version: s
     )
 
 
-def _entry(spec: KernelSpec, first: LoweredVariant, variants: tuple) -> LoweredEntry:
-    return LoweredEntry(
-        name=spec.name,
-        source=display_path(spec.source),
-        function=spec.function,
-        args=_spelled_args(spec),
-        params=first.params,
-        symbols=first.symbols,
-        variants=variants,
-        export=spec.export,
-        when=spec.when,
-        fallback=spec.fallback,
-        capture_key=spec.capture[1] if spec.capture else "",
-        capture_name=spec.capture[2] if spec.capture else "",
-    )
-
-
 def _spelled_args(spec: KernelSpec) -> tuple:
     """The entry's arguments as the manifest shows them; pinned ones as ``factory_args.x`` / ``jit_args.x``."""
     if spec.capture:
@@ -457,3 +506,8 @@ def _sig(v: LoweredVariant) -> str:
 def image_files(tasks, images: dict) -> dict:
     """Image symbol -> bytes for the tasks' variants."""
     return {image_symbol(t.spec.name, t.arch.sm, t.arch.ptx): images[t.key] for t in tasks}
+
+
+def image_files_by_symbol(heads, images: dict) -> dict:
+    """Image symbol -> bytes for :func:`manifest_from`'s heads ((entry head, [(arch, key), ...]))."""
+    return {image_symbol(head.name, arch.sm, arch.ptx): images[key] for head, arch_keys in heads for arch, key in arch_keys}

@@ -37,7 +37,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cuda-home", action="store_true", help="print the root of the CUDA toolkit tl_aot builds with")
     sub = p.add_subparsers(dest="command")
 
-    for add in (_add_build, _add_capture, _add_run, _add_verify, _add_tune, _add_inspect):
+    for add in (_add_build, _add_link, _add_capture, _add_run, _add_verify, _add_tune, _add_inspect):
         add(sub)
     return p
 
@@ -116,6 +116,37 @@ def _add_build(sub) -> None:
         help="also build lib<NAME>_torch.so: the entries as native torch operators (LibTorch Stable ABI, torch >= 2.10; "
         "needs torch's headers; default: the spec's [library] torch_ops)",
     )
+    b.add_argument(
+        "--cluster",
+        help="Dask scheduler (tcp://HOST:8786, or a scheduler file) whose workers lower and compile each variant; "
+        "the library is linked here (default: TL_AOT_CLUSTER; needs tl_aot[cluster])",
+    )
+    b.add_argument(
+        "--cache-url",
+        help="variant cache shared between machines, an fsspec URL (file:///shared/tl_aot, s3://bucket/tl_aot) behind "
+        "the local cache (default: TL_AOT_CACHE_URL)",
+    )
+    b.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="build only shard K of N of the variants into the part folder -o PART (no library); "
+        "join the parts with python -m tl_aot link PART... -o OUT",
+    )
+
+
+def _add_link(sub) -> None:
+    """``link``: the library from build shards."""
+    k = sub.add_parser(
+        "link",
+        help="make lib<NAME>.so from the part folders of build --shard K/N (every shard, once)",
+        description="Join the parts of a sharded build (python -m tl_aot build ... --shard K/N -o PART) into the library, "
+        "identical to a one-machine build. Refuses parts of other sources or tools, and missing or duplicate shards.",
+    )
+    k.add_argument("parts", nargs="+", metavar="PART")
+    k.add_argument("-o", "--output", default=".", help="output folder (default: .)")
+    k.add_argument("--header-dir", help="folder for the C++ header (default: the output folder)")
+    k.add_argument("--cache-dir", help="where the launcher runtime object is kept (default: TL_AOT_CACHE_DIR or OUTPUT/.tl_aot/cache)")
+    k.add_argument("-q", "--quiet", action="store_true", help="print errors only")
 
 
 def _add_capture(sub) -> None:
@@ -331,12 +362,22 @@ def _cmd_build(args) -> int:
         keep_going=args.keep_going,
         report_all=bool(args.capture),
         torch_ops=args.torch_ops,
+        cluster=args.cluster,
+        cache_url=args.cache_url,
+        shard=args.shard,
     )
     if result.manifest.left_out and not log:  # the summary lists them; with -q this line does
         left = result.manifest.left_out
         print(f"tl_aot build: left out {len(left)} variant(s) (--keep-going):", file=sys.stderr)
         for x in left:
             print(f"  {x.spelled()}", file=sys.stderr)
+    return 0
+
+
+def _cmd_link(args) -> int:
+    from .shards import link_parts
+
+    link_parts(args.parts, out_dir=args.output, header_dir=args.header_dir, cache_dir=args.cache_dir, log=_log_of(args))
     return 0
 
 
@@ -584,6 +625,8 @@ def main(argv=None) -> int:
             return _cmd_locate_cuda(args)
         if args.command == "build":
             return _cmd_build(args)
+        if args.command == "link":
+            return _cmd_link(args)
         if args.command == "tune":
             return _cmd_tune(args)
         if args.command == "capture":

@@ -112,6 +112,7 @@ class VariantRun:
     failures: list = field(default_factory=list)  # (entry, arch, message) left out by a keep-going build
     spent: dict = field(default_factory=lambda: {"lowering": 0.0, "nvcc": 0.0, "host": 0.0, "link": 0.0})
     workers: int = 1
+    cluster: str = ""  # the Dask scheduler whose workers built the variants ("": this machine)
     runtime_obj: object = None
     launcher_obj: object = None
     progress: object = None

@@ -35,8 +35,10 @@ symbol versions fit, so PyPI takes the wheel as built).
 
 Environment variables: ``TL_AOT_ARCHS`` (``"90a;80"``: overrides ``archs=``), ``MAX_JOBS``
 (concurrent build jobs when ``-j`` is not given), ``TL_AOT_CACHE_DIR`` (variant cache shared between
-builds), ``TL_AOT_NVCC`` / ``CUDA_HOME`` (the CUDA compiler; else nvcc on PATH, else the one
-``tl_aot[build]`` installed from PyPI: :mod:`tl_aot.cuda_toolkit`) and ``CXX`` (host compiler).
+builds), ``TL_AOT_CLUSTER`` (a Dask scheduler whose workers lower and compile the variants),
+``TL_AOT_CACHE_URL`` (a variant cache shared between machines, an fsspec URL), ``TL_AOT_NVCC`` /
+``CUDA_HOME`` (the CUDA compiler; else nvcc on PATH, else the one ``tl_aot[build]`` installed from
+PyPI: :mod:`tl_aot.cuda_toolkit`) and ``CXX`` (host compiler).
 """
 
 from __future__ import annotations
@@ -407,6 +409,8 @@ class build_ext(_build_ext):
       and nvcc compiles share them); without it, ``MAX_JOBS`` or the CPU count (at most 8).
     * ``--archs "90a;80"``: target archs of every TileLang entry (beats ``TL_AOT_ARCHS`` and setup.py).
     * ``-f`` / ``--force``: rebuild every kernel, ignoring the variant cache.
+    * ``--cluster ADDRESS``: lower and compile each variant on a Dask cluster's workers (beats
+      ``TL_AOT_CLUSTER``); ``--cache-url URL``: a shared variant cache (beats ``TL_AOT_CACHE_URL``).
 
     TileLang extensions are built one after another (TileLang lowering is not thread safe; the
     launcher and nvcc compile in parallel inside each), before the ordinary extensions.
@@ -415,11 +419,15 @@ class build_ext(_build_ext):
     user_options = [
         *_build_ext.user_options,
         ("archs=", None, "CUDA archs of TileLang kernels, e.g. '90a;80' (overrides TL_AOT_ARCHS and setup.py)"),
+        ("cluster=", None, "Dask scheduler whose workers lower and compile TileLang variants (overrides TL_AOT_CLUSTER)"),
+        ("cache-url=", None, "variant cache shared between machines, an fsspec URL (overrides TL_AOT_CACHE_URL)"),
     ]
 
     def initialize_options(self) -> None:
         super().initialize_options()
         self.archs = None
+        self.cluster = None
+        self.cache_url = None
 
     def finalize_options(self) -> None:
         super().finalize_options()
@@ -514,7 +522,15 @@ class build_ext(_build_ext):
             log.info(f"building TileLang extension {fullname} ({len(spec.entries)} entries)")
             keep_going = any(e.capture for e in spec.entries)  # a record's kernels that fail are left out, listed
             result = build_library(
-                spec, out_dir=out_dir, jobs=jobs, log=log.info, force=bool(self.force), keep_going=keep_going, torch_ops=bool(ext.torch_ops)
+                spec,
+                out_dir=out_dir,
+                jobs=jobs,
+                log=log.info,
+                force=bool(self.force),
+                keep_going=keep_going,
+                torch_ops=bool(ext.torch_ops),
+                cluster=self.cluster,  # None: TL_AOT_CLUSTER
+                cache_url=self.cache_url,  # None: TL_AOT_CACHE_URL
             )
         except TlAotError as e:
             msg = f"building TileLang extension {fullname!r} failed:\n{e}"

@@ -354,12 +354,13 @@ def map_ptx_paths(ptx: str, prefix_map: list[tuple[str, str]]) -> str:
     return _PTX_FILE_RE.sub(repl, ptx)
 
 
-def compile_image(arch: Arch, workdir: Path, stem: str, source_text: str, options=(), *, what: str) -> bytes:
+def compile_image(arch: Arch, workdir: Path, stem: str, source_text: str, options=(), *, what: str, path_map=()) -> bytes:
     """Compile TileLang's CUDA source for one arch into a cubin (or fatbin) and return its bytes.
 
     The source is kept as ``workdir/<stem>.cu`` (for error messages and debugging). nvcc runs in
     two steps, CUDA → PTX → image, so that the PTX's source paths can be made machine-independent
-    (:func:`map_ptx_paths`). Its outputs go to a private temporary folder: a build killed half way,
+    (:func:`map_ptx_paths`); ``path_map`` ((old, new) folder pairs) respells more of them (a cluster
+    worker's copy of the sources as the driver's folder). Its outputs go to a private temporary folder: a build killed half way,
     or an nvcc it orphaned, never leaves a file a later build could read.
     """
     workdir.mkdir(parents=True, exist_ok=True)
@@ -389,7 +390,9 @@ def compile_image(arch: Arch, workdir: Path, stem: str, source_text: str, option
             if "orig_src_path_name" not in e.stderr + e.stdout:
                 raise
             run(nvcc_command(arch, cu, str(ptx), options, stage="ptx"), what=what, cwd=workdir)  # an nvcc without it
-        ptx.write_text(map_ptx_paths(ptx.read_text(), source_prefix_map(workdir)))
+        extra = [(old.rstrip("/") + "/", new.rstrip("/") + "/") for old, new in path_map]
+        prefixes = sorted([*extra, *source_prefix_map(workdir)], key=lambda kv: -len(kv[0]))
+        ptx.write_text(map_ptx_paths(ptx.read_text(), prefixes))
         run(nvcc_command(arch, ptx.name, out, options), what=what, cwd=tmp)
         return (tmp / out).read_bytes()
     finally:

@@ -33,6 +33,7 @@ SAMPLES = {
 }
 #: add_tilelang_kernel() keywords about the library or the build, not an entry.
 LIBRARY_KEYWORDS = {"SPEC", "CAPTURE", "TUNE_FILE", "OUTPUT_DIRECTORY", "HEADER_DIRECTORY", "CACHE_DIR", "JOBS", "JOB_POOL", "DEPENDS"}
+LIBRARY_KEYWORDS |= {"CACHE_URL", "CLUSTER"}  # builds past one machine: a shared cache, a Dask cluster
 LIBRARY_KEYWORDS |= {"EXCLUDE_FROM_ALL", "QUIET", "TORCH_OPS"}  # TORCH_OPS: the library gets a native torch companion
 
 

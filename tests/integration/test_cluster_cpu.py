@@ -1,0 +1,260 @@
+"""Builds past one machine, for real on this machine: a Dask scheduler and workers on the loopback address.
+
+Started with Dask's own commands (``dask scheduler``, ``dask worker``) as subprocesses. Checked: a
+cluster build is bit-identical to a local one; a worker whose tl_aot differs is refused (the test
+hook ``TL_AOT_TEST_REPORT_VERSION``); a worker killed mid-task has its task run elsewhere and the
+library is still identical; a sharded build links into the same library, and link refuses a
+missing shard; a second "machine" (its own cache) reuses the first's variants through a shared
+``file://`` cache. One tiny kernel for two archs, one thread per worker (2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tilelang")
+distributed = pytest.importorskip("distributed")
+pytest.importorskip("fsspec")
+
+KERNEL = Path(__file__).parents[1] / "kernels" / "elementwise.py"
+ARCHS = ("80", "90a")
+
+
+def _lib():
+    from tl_aot.spec import KernelSpec, LibrarySpec
+
+    spec = KernelSpec.create(name="add_one", source=KERNEL, function="add_one", archs=list(ARCHS))
+    return LibrarySpec(name="add_one", entries=(spec,))
+
+
+class LocalCluster:
+    """A scheduler and named workers, each its own process started with Dask's commands, on 127.0.0.1."""
+
+    def __init__(self, root: Path) -> None:
+        dask = Path(sys.executable).parent / "dask"
+        if not dask.is_file():
+            pytest.skip("the dask command is not installed (pip install 'tl_aot[cluster]')")
+        self.dask, self.root = str(dask), root
+        root.mkdir(parents=True, exist_ok=True)
+        self.file = root / "scheduler.json"
+        self.procs: dict = {}
+        self._start("scheduler", ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", str(self.file)])
+        deadline = time.monotonic() + 60
+        while not self.file.is_file():
+            if time.monotonic() > deadline:
+                pytest.fail(f"dask scheduler did not start: {(root / 'scheduler.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+        self.address = json.loads(self.file.read_text())["address"]
+
+    def _start(self, name: str, args: list, env: dict | None = None) -> None:
+        log = open(self.root / f"{name}.log", "w")  # noqa: SIM115 (kept open for the process's life)
+        self.procs[name] = subprocess.Popen([self.dask, *args], stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def add_worker(self, name: str, **env) -> None:
+        """Start worker ``name`` (one thread, no nanny: killing it kills it) and wait until the scheduler has it."""
+        e = dict(os.environ, TL_AOT_WORKER_DIR=str(self.root / f"{name}-work"), **env)
+        args = ["worker", self.address, "--name", name, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1", "--no-dashboard"]
+        self._start(name, [*args, "--local-directory", str(self.root / f"{name}-dask")], e)
+        with distributed.Client(self.address, set_as_default=False) as c:
+            deadline = time.monotonic() + 90
+            while name not in {w["name"] for w in c.scheduler_info()["workers"].values()}:
+                if time.monotonic() > deadline or self.procs[name].poll() is not None:
+                    pytest.fail(f"worker {name} did not join: {(self.root / f'{name}.log').read_text()[-2000:]}")
+                time.sleep(0.2)
+
+    def kill(self, name: str) -> None:
+        self.procs[name].send_signal(signal.SIGKILL)
+        self.procs[name].wait()
+
+    def close(self) -> None:
+        for name, p in reversed(self.procs.items()):
+            if p.poll() is None:
+                p.terminate() if name == "scheduler" else p.kill()  # a worker's graceful close takes seconds
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The library built here, on this machine alone (and its cache, which the shards reuse)."""
+    from tl_aot.build import build_library
+
+    out = tmp_path_factory.mktemp("local")
+    return build_library(_lib(), out_dir=out, cache_dir=out / "cache", jobs=2, log=None, cluster="")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = LocalCluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        c.add_worker("w1")
+        c.add_worker("w2")
+        c.add_worker("stale", TL_AOT_TEST_REPORT_VERSION="9.9.9")
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def cluster_build(cluster, tmp_path_factory):
+    """A build through the cluster, with an empty local cache and a shared cache at a file:// URL."""
+    from tl_aot.build import build_library
+
+    out = tmp_path_factory.mktemp("on-cluster")
+    shared = (out / "shared").as_uri()
+    lines: list = []
+    result = build_library(_lib(), out_dir=out, cache_dir=out / "cache", log=lines.append, cluster=cluster.address, cache_url=shared)
+    return result, lines, shared
+
+
+def test_a_cluster_build_is_the_local_build(reference, cluster_build):
+    result, lines, _ = cluster_build
+    assert result.library.read_bytes() == reference.library.read_bytes()
+    assert result.header.read_bytes() == reference.header.read_bytes()
+    ran = [ln for ln in lines if "add_one sm_" in ln and " on " in ln]
+    assert len(ran) == 2 and all(("on w1" in ln) or ("on w2" in ln) for ln in ran), lines
+
+
+def test_a_worker_with_another_tl_aot_is_refused(cluster_build):
+    _, lines, _ = cluster_build
+    from tl_aot import __version__
+
+    refused = [ln for ln in lines if ln.startswith("cluster: refused worker stale")]
+    assert refused and f"tl_aot {__version__} here, 9.9.9 there" in refused[0], lines
+    assert not any("on stale" in ln for ln in lines)
+
+
+def test_a_cluster_where_no_worker_agrees_builds_nothing(tmp_path):
+    from tl_aot.build import build_library
+    from tl_aot.variant_task import ToolsetMismatch
+
+    c = LocalCluster(tmp_path / "cluster")
+    try:
+        c.add_worker("stale", TL_AOT_TEST_REPORT_VERSION="9.9.9")
+        with pytest.raises(ToolsetMismatch, match=r"(?s)no worker has this machine's tools.*stale.*9\.9\.9 there"):
+            build_library(_lib(), out_dir=tmp_path / "out", cache_dir=tmp_path / "cache", log=None, cluster=str(c.file))
+        assert not list((tmp_path / "cache").glob("*/variant.json"))
+    finally:
+        c.close()
+
+
+def test_a_worker_killed_mid_task_loses_nothing(reference, tmp_path):
+    """SIGKILL the worker running a variant: Dask runs it on the other; the library is still the local one."""
+    from tl_aot.build import build_library
+
+    c = LocalCluster(tmp_path / "cluster")
+    killed: list = []
+
+    def killer():
+        with distributed.Client(c.address, set_as_default=False) as client:
+            names = {a: w["name"] for a, w in client.scheduler_info()["workers"].items()}
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                busy = [a for a, keys in client.processing().items() if any(str(k).startswith("tl_aot-") for k in keys)]
+                if busy:
+                    time.sleep(1.0)  # mid-task: lowering (its worker's first, with TileLang's import) takes longer
+                    killed.append(names[busy[0]])
+                    c.kill(names[busy[0]])
+                    return
+                time.sleep(0.05)
+
+    try:
+        c.add_worker("k1")
+        c.add_worker("k2")
+        watcher = threading.Thread(target=killer)
+        watcher.start()
+        lines: list = []
+        result = build_library(_lib(), out_dir=tmp_path / "out", cache_dir=tmp_path / "cache", log=lines.append, cluster=c.address)
+        watcher.join()
+    finally:
+        c.close()
+    assert killed, "no task was seen running"
+    assert any(f"worker {killed[0]}" in ln and "left" in ln for ln in lines), lines
+    survivor = "k2" if killed[0] == "k1" else "k1"
+    assert sum(f"on {survivor}" in ln for ln in lines) == 2, lines
+    assert result.library.read_bytes() == reference.library.read_bytes()
+
+
+def test_a_second_machine_reuses_variants_through_the_shared_cache(reference, cluster_build, tmp_path):
+    from tl_aot.build import build_library
+
+    _, _, shared = cluster_build
+    lines: list = []
+    result = build_library(_lib(), out_dir=tmp_path, cache_dir=tmp_path / "cache", log=lines.append, cluster="", cache_url=shared)
+    assert "2 of 2 variant(s) from the shared cache" in "\n".join(lines)
+    assert not any(ln.startswith("[") and "lower " in ln for ln in lines), lines  # nothing lowered here
+    assert result.library.read_bytes() == reference.library.read_bytes()
+
+
+def test_shards_link_into_the_one_machine_library(reference, tmp_path):
+    from tl_aot.build import build_library
+    from tl_aot.shards import PartError, link_parts
+
+    cache = reference.library.parent / "cache"  # each shard its own machine; here they share the reference's cache
+    parts = [tmp_path / f"part{k}" for k in (1, 2)]
+    for k, part in enumerate(parts, 1):
+        build_library(_lib(), out_dir=part, cache_dir=cache, log=None, shard=f"{k}/2", cluster="")
+    held = [json.loads((p / "part.json").read_text())["variants"] for p in parts]
+    assert [len(h) for h in held] == [1, 1] and not set(held[0]) & set(held[1])
+    lib = link_parts([str(p) for p in reversed(parts)], out_dir=tmp_path / "linked", log=None)
+    assert lib.read_bytes() == reference.library.read_bytes()
+    assert (tmp_path / "linked" / "add_one.h").read_bytes() == reference.header.read_bytes()
+    with pytest.raises(PartError, match=r"shard 2/2 missing"):
+        link_parts([str(parts[0])], out_dir=tmp_path / "again", log=None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tl_aot", "link", str(parts[0]), str(parts[0]), "-o", str(tmp_path / "again")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1 and "shard 1/2 given twice" in proc.stderr and "Traceback" not in proc.stderr
+
+
+WORKLOAD = """
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[-1])
+def double(N, block=128):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                Y[bx * block + i] = X[bx * block + i] * 2.0
+
+    return main
+
+
+double(1024)
+"""
+
+
+def test_build_capture_on_the_cluster_is_the_local_build(cluster, tmp_path):
+    """``build --capture RECORD --cluster``: the record's kernel ships as a one-kernel record; same bytes as here."""
+    (tmp_path / "workload.py").write_text(WORKLOAD)
+    record = tmp_path / "rec.json"
+    cap = [sys.executable, "-m", "tl_aot", "capture", "-o", str(record), "--device", "H100-SXM", "--", sys.executable, "workload.py"]
+    proc = subprocess.run(cap, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and record.is_file(), proc.stdout + proc.stderr
+    libs = []
+    for where, extra in (("here", []), ("cluster", ["--cluster", cluster.address])):
+        out = tmp_path / where
+        cmd = [sys.executable, "-m", "tl_aot", "build", "--capture", str(record), "--arch", "80", "-o", str(out)]
+        proc = subprocess.run([*cmd, *extra], capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        libs.append(next(out.glob("lib*.so")).read_bytes())
+    assert " on w" in proc.stdout, proc.stdout
+    assert libs[0] == libs[1]

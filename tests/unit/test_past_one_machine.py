@@ -1,0 +1,146 @@
+"""Builds past one machine, the parts that need no compiler: shards, part checks, the shared cache's format, toolsets."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from elf_images import cubin
+
+from tl_aot.cache import VariantCache
+from tl_aot.metadata import LoweredVariant, to_json
+from tl_aot.shards import PartError, check_parts, parse_shard, shard_of
+from tl_aot.shared_cache import SharedCache, pack_entry, unpack_entry
+from tl_aot.toolset import TEST_VERSION_ENV, differences, local_toolset
+from tl_aot.variant_task import ShippedSources, VariantResult, VariantTask, accept_result, build_variant_task
+
+
+def test_shards_are_a_deterministic_partition():
+    tasks = list(range(11))
+    shares = [shard_of(tasks, k, 3) for k in (1, 2, 3)]
+    assert sorted(sum(shares, [])) == tasks
+    assert shares == [shard_of(tasks, k, 3) for k in (1, 2, 3)]
+    assert [len(s) for s in shares] == [4, 4, 3]
+
+
+@pytest.mark.parametrize("text", ["0/2", "3/2", "1", "a/b", "1/0"])
+def test_a_bad_shard_is_refused(text):
+    with pytest.raises(Exception, match="--shard"):
+        parse_shard(text)
+
+
+def _part(k, n, key="L1", tools=None, library="lib"):
+    toolset = tools or local_toolset(nvcc=False).as_dict()
+    return Path(f"/parts/{library}-{k}-{key}"), {
+        "library": library,
+        "shard": [k, n],
+        "lib_key": key,
+        "tasks": [["e", "sm_80", "k1"]],
+        "toolset": toolset,
+    }
+
+
+def test_parts_of_one_library_pass():
+    n, by_k = check_parts([_part(2, 2), _part(1, 2)])
+    assert n == 2 and sorted(by_k) == [1, 2]
+
+
+def test_link_names_a_missing_shard():
+    with pytest.raises(PartError, match=r"shards 2/3, 3/3 missing"):
+        check_parts([_part(1, 3)])
+
+
+def test_link_names_a_duplicate_shard():
+    with pytest.raises(PartError, match=r"shard 1/2 given twice"):
+        check_parts([_part(1, 2), _part(1, 2)])
+
+
+def test_link_refuses_parts_of_other_sources():
+    with pytest.raises(PartError, match="different sources"):
+        check_parts([_part(1, 2), _part(2, 2, key="L2")])
+
+
+def test_link_refuses_parts_of_other_tools():
+    other = dict(local_toolset(nvcc=False).as_dict(), tilelang="0.0.1")
+    with pytest.raises(PartError, match=r"different tools: TileLang .* 0\.0\.1"):
+        check_parts([_part(1, 2), _part(2, 2, tools=other)])
+
+
+def test_toolset_differences_are_named(monkeypatch):
+    here = local_toolset(nvcc=False)
+    monkeypatch.setenv(TEST_VERSION_ENV, "9.9.9")
+    there = local_toolset(nvcc=False)
+    assert differences(here, there) == [f"tl_aot {here.tl_aot} here, 9.9.9 there"]
+
+
+def _variant() -> LoweredVariant:
+    return LoweredVariant(entry="e", arch="sm_80", ptx=False, cuda_source='extern "C" __global__ void k() {}')
+
+
+def test_shared_cache_entries_are_verified():
+    text, image = to_json(_variant()), b"\x7fELF" + b"x" * 100
+    data = pack_entry("k1", text, image)
+    assert unpack_entry(data, "k1") == (text, image)
+    assert unpack_entry(data, "k2") is None  # another key's entry is never used
+    assert unpack_entry(data[:-1], "k1") is None  # truncated
+    flipped = bytearray(data)
+    flipped[-5] ^= 1
+    assert unpack_entry(bytes(flipped), "k1") is None  # damaged
+
+
+def test_two_machines_share_variants_through_a_url(tmp_path):
+    url = (tmp_path / "shared").as_uri()
+    a = SharedCache(VariantCache(tmp_path / "a"), url)
+    b = SharedCache(VariantCache(tmp_path / "b"), url)
+    image = cubin("k")
+    a.store("k1", _variant(), image)
+    assert b.local.load("k1") is None
+    got = b.load("k1")
+    assert got is not None and got[1] == image and got[0].entry == "e"
+    assert b.local.load("k1") is not None  # copied into b's own cache
+    # a damaged shared entry is a miss, and the next store replaces it
+    obj = tmp_path / "shared" / "k2.tlv"
+    a.store("k2", _variant(), image)
+    obj.write_bytes(obj.read_bytes()[:-3])
+    c = SharedCache(VariantCache(tmp_path / "c"), url)
+    assert c.load("k2") is None
+    c.store("k2", _variant(), image)
+    assert unpack_entry(obj.read_bytes(), "k2") is not None
+    assert not list((tmp_path / "shared").glob(".*.tmp"))  # no temporary object left
+
+
+def test_a_worker_with_other_tools_refuses_the_task(monkeypatch):
+    from tl_aot.arch import parse_arch
+    from tl_aot.spec import KernelSpec
+
+    spec = KernelSpec.create(name="e", source=Path(__file__), function="f", archs=["80"])
+    task = VariantTask(spec, parse_arch("80"), "k1", local_toolset(), ShippedSources("/", ()))
+    monkeypatch.setenv(TEST_VERSION_ENV, "9.9.9")
+    result = build_variant_task(task, worker="tcp://w")
+    assert result.error_class == "ToolsetMismatch"
+    assert "9.9.9" in result.error and "tcp://w" in result.error
+    with pytest.raises(Exception, match="9.9.9"):
+        accept_result(type("T", (), {"spec": spec, "arch": parse_arch("80")})(), result)
+
+
+def test_a_damaged_result_is_refused():
+    from tl_aot.arch import parse_arch
+    from tl_aot.errors import CompileError
+    from tl_aot.spec import KernelSpec
+
+    spec = KernelSpec.create(name="e", source=Path(__file__), function="f", archs=["80"])
+    task = type("T", (), {"spec": spec, "arch": parse_arch("80")})()
+    text, image = to_json(_variant()), cubin("k")
+    good = VariantResult("k1", "w", text, hashlib.sha256(text.encode()).hexdigest(), image, hashlib.sha256(image).hexdigest())
+    assert accept_result(task, good)[1] == image
+    bad = VariantResult("k1", "w", text, good.variant_sha256, image + b"!", good.image_sha256)
+    with pytest.raises(CompileError, match="damaged"):
+        accept_result(task, bad)
+    not_cubin = VariantResult("k1", "w", text, good.variant_sha256, b"PTX", hashlib.sha256(b"PTX").hexdigest())
+    with pytest.raises(CompileError, match="not a cubin"):
+        accept_result(task, not_cubin)
+    truncated = image[:-8]
+    cut = VariantResult("k1", "w", text, good.variant_sha256, truncated, hashlib.sha256(truncated).hexdigest())
+    with pytest.raises(CompileError, match="damaged"):
+        accept_result(task, cut)
