@@ -129,9 +129,8 @@ def build_library(
         Also build ``lib<name>_torch.so``, the entries as native torch operators (needs torch's
         headers, torch >= 2.10); default: the spec's ``torch_ops``. Without, a stale one is removed.
     cluster, cache_url, shard : str, optional
-        Past one machine: a Dask scheduler whose workers build the variants (:mod:`tl_aot.cluster`; default ``$TL_AOT_CLUSTER``,
-        ``""``: here); a shared variant cache, an fsspec URL (:mod:`tl_aot.shared_cache`; default ``$TL_AOT_CACHE_URL``);
-        ``K/N``: build shard K of N of the variants into the part folder ``out_dir`` (:mod:`tl_aot.shards`).
+        Past one machine: a Dask scheduler building the variants (default ``$TL_AOT_CLUSTER``; :mod:`tl_aot.cluster`); a shared
+        cache, an fsspec URL (``$TL_AOT_CACHE_URL``; :mod:`tl_aot.shared_cache`); ``K/N``: shard K of N into ``out_dir`` (:mod:`tl_aot.shards`).
 
     """
     t_start = time.perf_counter()
