@@ -130,7 +130,7 @@ def build_library(
         headers, torch >= 2.10); default: the spec's ``torch_ops``. Without, a stale one is removed.
     cluster, cache_url, shard : str, optional
         Past one machine: a Dask scheduler building the variants (default ``$TL_AOT_CLUSTER``; :mod:`tl_aot.cluster`); a shared
-        cache, an fsspec URL (``$TL_AOT_CACHE_URL``; :mod:`tl_aot.shared_cache`); ``K/N``: shard K of N into ``out_dir`` (:mod:`tl_aot.shards`).
+        cache, an fsspec URL (:mod:`tl_aot.shared_cache`); ``K/N``: shard K of N to ``out_dir`` (:mod:`tl_aot.shards`).
 
     """
     t_start = time.perf_counter()
