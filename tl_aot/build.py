@@ -174,8 +174,8 @@ def _current(plan: Plan, out: Outputs, force: bool):
 class VariantsOnly(Stages):
     """The stages of a shard: variants lowered, compiled and cached; no launcher, no runtime object."""
 
-    def launcher(self, run) -> str:
-        return ""
+    def launcher(self, run) -> tuple[str, None]:
+        return "", None
 
     def runtime(self):
         return None

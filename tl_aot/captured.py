@@ -9,6 +9,7 @@ record, and the build compares its device code with the digest the capture store
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -55,7 +56,7 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
         if not base[0].isalpha():
             base = f"k_{base}"
         name = f"{base}_{key[:10]}"
-        use = device or recorded_device(item)
+        use = device or _fitting(recorded_device(item), archs)
         spec = KernelSpec.create(name=name, source=Path(path).resolve(), function="captured", archs=archs, device=use or None)
         origin = next((o for o in item.get("origins", []) if o.get("jit")), {})
         args = tuple(sorted((str(k), str(v)) for k, v in origin.get("args", {}).items()))
@@ -75,6 +76,24 @@ def recorded_device(item: dict) -> str:
     names = {str(d.get("name", "")) for d in item.get("devices", []) if isinstance(d, dict) and d.get("name")}
     found = {p.name for p in PROFILES.values() for n in names if p.reported_name == n}
     return found.pop() if len(found) == 1 and len(names) == 1 else ""
+
+
+def _fitting(device: str, archs) -> str:
+    """``device`` when it answers for one of ``archs`` (or the archs are not known yet), else '' (each arch's default profile).
+
+    A kernel captured on an H100 and built for sm_80 too is lowered for sm_80 as an A100 would
+    answer; its recorded device code (sm_90a) proves only the sm_90a variant.
+    """
+    if not device or not archs:
+        return device
+    from .arch import parse_arch
+    from .device import find_profile
+
+    for arch in archs:
+        with contextlib.suppress(SpecError):  # an arch spelled wrong is reported where the spec is made
+            find_profile(device, parse_arch(arch) if isinstance(arch, str) else arch)
+            return device
+    return ""
 
 
 def recorded_calls(records, built) -> tuple:

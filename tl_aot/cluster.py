@@ -157,7 +157,7 @@ def run_on_cluster(todo: list, run, stages, *, address: str, log, keep_going: bo
             if launcher:
                 run.tasks = stages.without_failures(run)
                 t0 = time.perf_counter()
-                run.header_text = stages.launcher(run)
+                run.header_text, run.launcher_obj = stages.launcher(run)
                 run.spent["host"] += time.perf_counter() - t0
                 run.runtime_obj = runtime.result()
     finally:

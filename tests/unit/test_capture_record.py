@@ -140,3 +140,14 @@ def test_a_build_from_a_record_answers_device_queries_as_the_gpu_that_captured(t
     assert (specs["k1"].device, specs["k2"].device, specs["k3"].device) == ("H200", "H100-PCIe", "")
     chosen = captured.specs_from_record(tmp_path / "r.json", ["90a"], device="H100-SXM")
     assert {s.device for s in chosen} == {"H100-SXM"}
+
+
+def test_the_recorded_device_answers_only_for_archs_it_fits():
+    """A kernel captured on an H100 and built for sm_80 is lowered as sm_80's default GPU, not refused."""
+    from tl_aot.captured import _fitting
+
+    assert _fitting("H100-SXM", ["90a"]) == "H100-SXM"
+    assert _fitting("H100-SXM", ["80", "90a"]) == "H100-SXM"
+    assert _fitting("H100-SXM", ["80"]) == ""
+    assert _fitting("H100-SXM", None) == "H100-SXM"  # archs resolved later: the spec checks them
+    assert _fitting("", ["90a"]) == ""
