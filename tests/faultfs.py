@@ -232,11 +232,11 @@ class ToolMemo:
                 memo._store[key] = lower(spec, arch)
             return memo._store[key]
 
-        def image(arch, workdir, stem, source_text, options=(), *, what):
-            key = ("nvcc", str(arch), stem, source_text, tuple(options))
+        def image(arch, workdir, stem, source_text, options=(), *, what, path_map=()):
+            key = ("nvcc", str(arch), stem, source_text, tuple(options), tuple(map(tuple, path_map)))
             if key not in memo._store:
                 with memo._pause():
-                    memo._store[key] = compile_image(arch, workdir, stem, source_text, options, what=what)
+                    memo._store[key] = compile_image(arch, workdir, stem, source_text, options, what=what, path_map=path_map)
             with memo._pause():
                 Path(workdir).mkdir(parents=True, exist_ok=True)
                 (Path(workdir) / f"{stem}.cu").write_text(source_text)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .cuda_driver import current_gpu, gpu_identity
 from .errors import TlAotError
-from .jit_seam import Interception, install
+from .jit_seam import Interception, install, uninstall
 
 __all__ = ["serve", "stop", "Server", "ServedKernel", "KernelNotServed", "install_from_env"]
 
@@ -409,9 +409,12 @@ def _load(path, strict: bool) -> Server:
 
 
 def stop() -> None:
-    """End serving in this process: TileLang's JIT compiles every request again."""
+    """End serving in this process: TileLang's JIT compiles every request again, through its own functions."""
     global _active
-    _active = None
+    with _lock:
+        _active = None
+        while _installed:  # the seam puts TileLang's functions back once no interception is left
+            uninstall(_installed.pop())
 
 
 _installed: list = []  # the serving interception, once installed

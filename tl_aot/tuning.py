@@ -146,10 +146,8 @@ def recorded_tunings(records, built) -> tuple:
 
     out: dict = {}
     for path in sorted(records):
-        try:
-            tunings = Record.load(path).tunings
-        except Exception:  # noqa: BLE001 (the record was read moments ago to build the entries; a vanished one ships none)
-            continue
+        # A record that cannot be read now is an error naming it (never a library quietly without its tunings).
+        tunings = Record.load(path).tunings
         for key, t in sorted(tunings.items()):
             if t.get("request_key") not in built or key in out:
                 continue
