@@ -215,6 +215,7 @@ class ToolMemo:
     def __enter__(self) -> ToolMemo:
         import tvm_ffi.utils.embed_cubin as embed
 
+        import tl_aot.host_objects
         import tl_aot.lower
         import tl_aot.toolchain
 
@@ -248,6 +249,8 @@ class ToolMemo:
             at = cmd.index("-o") + 1
             out = Path(cwd or ".") / cmd[at]
             named = [*cmd[:at], "<output>", *cmd[at + 1 :]]  # a temporary output's name holds a pid and thread id
+            if cwd is not None:  # a host object compiles in a private folder named by pid and thread (its prefix map names it)
+                named = [a.replace(str(cwd), "<cwd>") for a in named]
             with memo._pause():
                 key = ("run", tuple(named), *(_digest(Path(cwd or ".") / a) for a in cmd if a != cmd[at]))
                 if key not in memo._store:
@@ -270,6 +273,7 @@ class ToolMemo:
             (tl_aot.lower, "lower_variant", lower_variant),
             (tl_aot.toolchain, "compile_image", image),
             (tl_aot.toolchain, "run", tool),
+            (tl_aot.host_objects, "run", tool),  # the launcher, manifest and runtime objects (it imports run by name)
             (embed, "embed_cubin", embedded),
         ):
             self._saved.append((mod, name, getattr(mod, name)))
