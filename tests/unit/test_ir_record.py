@@ -9,9 +9,11 @@ import pytest
 
 pytest.importorskip("tilelang")
 
+import tilelang  # noqa: E402
 from tilelang import tvm  # noqa: E402
 
 from tl_aot import ir_record  # noqa: E402
+from tl_aot.tilelang_compat import NEWEST  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "kernels"))
 import faithful  # noqa: E402
@@ -95,7 +97,13 @@ def test_a_persistent_kernel_is_faithful_though_its_identity_hash_changes(name):
     assert ir_record.round_trip_problem(func, text) == ""
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
     with target:
-        assert digest(lower(back, target, {}).kernel_source) == digest(lower(func, target, {}).kernel_source)
+        try:
+            original = lower(func, target, {}).kernel_source
+        except Exception as e:  # an older TileLang that cannot lower the kernel itself: nothing to compare with
+            if tilelang.__version__ == NEWEST:
+                raise
+            pytest.skip(f"TileLang {tilelang.__version__} does not lower {name} itself: {str(e).strip().splitlines()[-1]}")
+        assert digest(lower(back, target, {}).kernel_source) == digest(original)
 
 
 def test_a_layout_with_fresh_placeholders_is_refused_even_where_its_facts_agree(funcs, monkeypatch):
