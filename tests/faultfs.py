@@ -71,7 +71,24 @@ class _Writer:
         return getattr(self._f, name)
 
 
-class FaultFS:
+class _Patching:
+    """Module attributes replaced while the context is entered, put back on exit (latest first)."""
+
+    def __init__(self) -> None:
+        self._saved: list = []
+
+    def _patch(self, patches) -> None:
+        for mod, name, fn in patches:
+            self._saved.append((mod, name, getattr(mod, name)))
+            setattr(mod, name, fn)
+
+    def __exit__(self, *exc) -> None:
+        for mod, name, fn in reversed(self._saved):
+            setattr(mod, name, fn)
+        self._saved.clear()
+
+
+class FaultFS(_Patching):
     """Record, or fail, the file-system operations of this process on paths under ``root``."""
 
     def __init__(self, root: Path, *, target: Op | None = None, fault=None) -> None:
@@ -82,7 +99,7 @@ class FaultFS:
         self._seen: dict = {}
         self._lock = threading.Lock()
         self._paused = threading.local()
-        self._saved: list = []
+        super().__init__()
 
     # --- counting ---------------------------------------------------------------------------
     def _mask(self, path: str) -> str | None:
@@ -185,18 +202,11 @@ class FaultFS:
             (os, "rmdir", wrap("unlink", os.rmdir)),
             (shutil, "copyfile", copy),
         ]
-        for mod, name, fn in patches:
-            self._saved.append((mod, name, getattr(mod, name)))
-            setattr(mod, name, fn)
+        self._patch(patches)
         return self
 
-    def __exit__(self, *exc) -> None:
-        for mod, name, fn in reversed(self._saved):
-            setattr(mod, name, fn)
-        self._saved.clear()
 
-
-class ToolMemo:
+class ToolMemo(_Patching):
     """Replay lowering, nvcc, host compiles, image embedding and links from their first run.
 
     Keys hold every input that differs between the builds of one test (sources, commands, the
@@ -207,7 +217,7 @@ class ToolMemo:
     def __init__(self) -> None:
         self.fs: FaultFS | None = None
         self._store: dict = {}
-        self._saved: list = []
+        super().__init__()
 
     def _pause(self):
         return self.fs.paused() if self.fs is not None else contextlib.nullcontext()
@@ -269,21 +279,16 @@ class ToolMemo:
                 else:
                     Path(out).write_bytes(memo._store[key])
 
-        for mod, name, fn in (
-            (tl_aot.lower, "lower_variant", lower_variant),
-            (tl_aot.toolchain, "compile_image", image),
-            (tl_aot.toolchain, "run", tool),
-            (tl_aot.host_objects, "run", tool),  # the launcher, manifest and runtime objects (it imports run by name)
-            (embed, "embed_cubin", embedded),
-        ):
-            self._saved.append((mod, name, getattr(mod, name)))
-            setattr(mod, name, fn)
+        self._patch(
+            (
+                (tl_aot.lower, "lower_variant", lower_variant),
+                (tl_aot.toolchain, "compile_image", image),
+                (tl_aot.toolchain, "run", tool),
+                (tl_aot.host_objects, "run", tool),  # the launcher, manifest and runtime objects (it imports run by name)
+                (embed, "embed_cubin", embedded),
+            )
+        )
         return self
-
-    def __exit__(self, *exc) -> None:
-        for mod, name, fn in reversed(self._saved):
-            setattr(mod, name, fn)
-        self._saved.clear()
 
 
 def _digest(path) -> str:

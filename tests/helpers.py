@@ -17,7 +17,7 @@ from unittest import mock
 
 import pytest
 
-__all__ = ["ROOT", "KERNELS", "child_env", "run", "run_ok", "tl_aot_cli", "tl_aot_here", "ok", "fails"]
+__all__ = ["ROOT", "KERNELS", "ADD_KERNEL", "child_env", "run", "run_ok", "tl_aot_cli", "tl_aot_here", "ok", "fails"]
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "tests" / "kernels"
@@ -104,3 +104,18 @@ def fails(proc: subprocess.CompletedProcess, *needles: str) -> str:
     for n in needles:
         assert n in err, f"{n!r} not in:\n{err}"
     return err
+
+
+#: A one-kernel file (``add(N)``: Y = X + 1) for the builds of the file-system fault tests.
+ADD_KERNEL = """import tilelang.language as T
+
+
+def add(N=256):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                Y[bx * 128 + i] = X[bx * 128 + i] + 1.0
+
+    return main
+"""

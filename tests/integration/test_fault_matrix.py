@@ -30,21 +30,10 @@ from pathlib import Path
 
 import pytest
 from faultfs import FAULTS, FaultFS, ToolMemo
+from helpers import ADD_KERNEL as KERNEL
 
 pytest.importorskip("tilelang")
 
-KERNEL = """import tilelang.language as T
-
-
-def add(N=256):
-    @T.prim_func
-    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
-        with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
-            for i in T.Parallel(128):
-                Y[bx * 128 + i] = X[bx * 128 + i] + 1.0
-
-    return main
-"""
 
 SPEC = """[library]
 name = "fm"
