@@ -102,7 +102,7 @@ def main(argv=None) -> int:
 
     runtime = work / "runtime"
     subprocess.run(
-        [sys.executable, "-c", "import sys; from tl_aot.toolchain import runtime_object as r; r(sys.argv[1])", str(runtime)], check=True
+        [sys.executable, "-c", "import sys; from tl_aot.host_objects import runtime_object as r; from tl_aot.build_stages import objects_key as k; from tl_aot.toolchain import nvcc_version as n; from tl_aot.cache import package_version as p; r(sys.argv[1], extra_key=k(n(), p('apache-tvm-ffi')))", str(runtime)], check=True
     )
     procs, address = _cluster(work / "cluster", args.workers, args.threads)
     try:

@@ -89,7 +89,7 @@ def tl_aot_build(spec: Path, jobs: int, arch: str, work: Path) -> dict:
     warm = work / "runtime-cache"
     if not warm.is_dir():  # the launcher runtime object: once per toolchain, not per build
         subprocess.run(
-            [sys.executable, "-c", "import sys; from tl_aot.toolchain import runtime_object as r; r(sys.argv[1])", str(warm)],
+            [sys.executable, "-c", "import sys; from tl_aot.host_objects import runtime_object as r; from tl_aot.build_stages import objects_key as k; from tl_aot.toolchain import nvcc_version as n; from tl_aot.cache import package_version as p; r(sys.argv[1], extra_key=k(n(), p('apache-tvm-ffi')))", str(warm)],
             check=True,
             env=_env(),
         )
@@ -158,7 +158,8 @@ def cuts(work: Path) -> list[dict]:
     """``import tilelang`` CPU, and nvcc's cost per variant as tl_aot runs it vs one step and without -lineinfo."""
     from tl_aot.arch import parse_arch
     from tl_aot.metadata import LoweredVariant, from_json
-    from tl_aot.toolchain import compile_image, nvcc_command
+    from tl_aot.device_image import compile_image
+    from tl_aot.nvcc_command import nvcc_command
 
     recs = []
     cpu0 = _children_cpu()

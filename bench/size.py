@@ -95,7 +95,7 @@ def replicated(manifest, copies: int):
 def launcher_object(manifest) -> dict:
     """Bytes of ``manifest``'s launcher object (text, data, bss; per entry) and the seconds its compile took."""
     from tl_aot.codegen import render_header, render_launcher
-    from tl_aot.toolchain import host_command
+    from tl_aot.host_compile import host_command
 
     with tempfile.TemporaryDirectory(prefix="tl_aot_size_") as tmp:
         work = Path(tmp)

@@ -227,12 +227,15 @@ class ToolMemo(_Patching):
 
         import tl_aot.host_objects
         import tl_aot.lower
+        import tl_aot.build_images
+        import tl_aot.device_image
+        import tl_aot.errors
         import tl_aot.toolchain
 
         memo = self
         lower, compile_image, run, embed_cubin = (
             tl_aot.lower.lower_variant,
-            tl_aot.toolchain.compile_image,
+            tl_aot.device_image.compile_image,
             tl_aot.toolchain.run,
             embed.embed_cubin,
         )
@@ -252,6 +255,15 @@ class ToolMemo(_Patching):
                 Path(workdir).mkdir(parents=True, exist_ok=True)
                 (Path(workdir) / f"{stem}.cu").write_text(source_text)
             return memo._store[key]
+
+        def images(arch, workdir, units, options=(), *, path_map=()):  # a batch's images are each unit's own
+            out = {}
+            for u in units:
+                try:
+                    out[u.stem] = image(arch, workdir, u.stem, u.source, options, what=u.what, path_map=path_map)
+                except tl_aot.errors.TlAotError as e:
+                    out[u.stem] = e
+            return out
 
         def tool(cmd, *, what, cwd=None, env=None):
             if "-o" not in cmd:
@@ -282,7 +294,10 @@ class ToolMemo(_Patching):
         self._patch(
             (
                 (tl_aot.lower, "lower_variant", lower_variant),
-                (tl_aot.toolchain, "compile_image", image),
+                (tl_aot.device_image, "compile_image", image),
+                (tl_aot.device_image, "compile_images", images),
+                (tl_aot.build_images, "compile_image", image),
+                (tl_aot.build_images, "compile_images", images),
                 (tl_aot.toolchain, "run", tool),
                 (tl_aot.host_objects, "run", tool),  # the launcher, manifest and runtime objects (it imports run by name)
                 (embed, "embed_cubin", embedded),

@@ -16,29 +16,31 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .build_link import Outputs, link, publish, sweep_debris, write_depfile
+from .build_manifest import image_files, manifest_of
 from .build_plan import Plan, check_toolchain, plan_build, read_stamp
-from .build_stages import Outputs, Stages, image_files, link, manifest_of, objects_key, publish, sweep_debris, write_depfile
+from .build_run import all_failed, build_variants, first_error_line, left_out_of
+from .build_stages import objects_key
 from .cache import VariantCache, default_cache_dir
 from .cluster import CLUSTER_ENV
 from .destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
-from .errors import FilesystemError, LoweringError, SpecError
+from .errors import FilesystemError, SpecError
 from .escaping import depfile_path
 from .fileutil import exclusive_lock
-from .metadata import LeftOut, Manifest
-from .scheduler import Progress, VariantRun, default_jobs, run_variants
+from .metadata import Manifest
+from .scheduler import VariantRun, default_jobs
 from .shards import build_shard
 from .shared_cache import CACHE_URL_ENV, SharedCache
 from .spec import LibrarySpec
 from .tilelang_compat import warn_if_untested
 
-__all__ = ["build_library", "BuildResult", "default_jobs"]
+__all__ = ["build_library", "BuildResult", "default_jobs", "first_error_line"]
 
 
 @dataclass(frozen=True)
@@ -153,9 +155,9 @@ def build_library(
         if plan.todo:
             cache.check_writable()  # before minutes of lowering, not after
         tolerant = keep_going or report_all or any(e.capture for e in lib.entries)  # a record's kernels: every failure named
-        run = _build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=tolerant, cluster=cluster)
+        run = build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=tolerant, cluster=cluster)
         if run.failures and not keep_going:
-            raise _all_failed(plan, run)
+            raise all_failed(plan, run)
         result = _publish(plan, run, work, out, log, t_start, jobs or default_jobs(), cache=cache, force=force)
         return _with_companion(result, torch_ops, log)
 
@@ -169,16 +171,6 @@ def _current(plan: Plan, out: Outputs, force: bool):
         for p in (out.library, *plan.deps):
             depfile_path(p)
     return None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library, out.header)
-
-
-class VariantsOnly(Stages):
-    """The stages of a shard: variants lowered, compiled and cached; no launcher, no runtime object."""
-
-    def launcher(self, run) -> tuple[str, None]:
-        return "", None
-
-    def runtime(self):
-        return None
 
 
 def _settled(jobs, cluster: str | None, cache_url: str | None) -> tuple[str, str]:
@@ -245,68 +237,6 @@ def _destinations(name: str, out_dir, header_dir, depfile, cache_dir, shared=(""
 
 def _cache(root: Path, url: str, log) -> VariantCache | SharedCache:
     return SharedCache(VariantCache(root), url, log=log) if url else VariantCache(root)
-
-
-def _build_variants(
-    plan: Plan, work: Path, cache: VariantCache, jobs: int, log, *, force: bool, keep_going: bool, cluster: str = "", launcher: bool = True
-) -> VariantRun:
-    """Stages lower, compile images and launcher over the plan's misses, in parallel (here, or on ``cluster``'s workers)."""
-    todo = plan.todo
-    if log and getattr(cache, "hits", 0):
-        log(f"{cache.hits} of {len(plan.tasks)} variant(s) from the shared cache {cache.url}")
-    progress = Progress((1 if cluster else 2) * len(todo) + 2 * launcher, log)
-    stages = Stages(work, cache, plan.nvcc_version, plan.tvm_ffi_version, progress, force)
-    run = VariantRun(
-        lib_name=plan.lib.name,
-        lowered={k: hit[0] for k, hit in plan.hits.items()},
-        images={k: hit[1] for k, hit in plan.hits.items()},
-        tasks=list(plan.tasks),
-        progress=progress,
-    )
-    try:
-        if cluster and todo:
-            from .cluster import run_on_cluster
-
-            return run_on_cluster(todo, run, stages, address=cluster, log=log, keep_going=keep_going, progress=progress, launcher=launcher)
-        if not launcher:
-            stages = VariantsOnly(**{f.name: getattr(stages, f.name) for f in fields(Stages)})
-        return run_variants(todo, run, stages, jobs=jobs, keep_going=keep_going, progress=progress)
-    finally:
-        from .cutedsl import close_workers
-
-        close_workers()  # a build's CuTeDSL workers do not outlive it (each holds TileLang and CuTeDSL)
-
-
-def left_out_of(plan: Plan, run: VariantRun) -> tuple:
-    """The failed variants of a build as :class:`~tl_aot.metadata.LeftOut`: first error line and origin of each."""
-    from .captured import origin_of_spec
-
-    specs = {s.name: s for s in plan.lib.entries}
-    out = []
-    for entry, arch, msg in run.failures:
-        text = first_error_line(msg).removeprefix(f"entry {entry!r} ({arch}): ")
-        out.append(LeftOut(entry, arch, text, origin_of_spec(specs.get(entry))))
-    return tuple(out)
-
-
-def first_error_line(message: str) -> str:
-    """The line of an error that says what went wrong: the underlying exception's (``ValueError: ...``), else the first."""
-    lines = [ln.strip() for ln in str(message).strip().splitlines() if ln.strip()]
-    if not lines:
-        return "unknown error"
-    cause = next((ln for ln in lines[1:] if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Failure)\b.*:", ln)), None)
-    return (cause or lines[0])[:300]
-
-
-def _all_failed(plan: Plan, run: VariantRun) -> LoweringError:
-    """The error of a build whose variants failed: each named, nothing written."""
-    left = left_out_of(plan, run)
-    listing = "\n".join(f"  {x.spelled()}" for x in left)
-    msg = (
-        f"{len(left)} of {len(run.tasks) + len(left)} variant(s) of lib{plan.lib.name}.so failed to build; nothing was written "
-        f"(--keep-going builds the rest and records what it left out):\n{listing}"
-    )
-    return LoweringError(msg, entry=left[0].entry if len(left) == 1 else None, arch=left[0].arch if len(left) == 1 else None)
 
 
 def _publish(

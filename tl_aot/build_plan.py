@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import __version__
 from .arch import Arch
+from .build_inputs import generator_files, project_of
 from .cache import VariantCache, package_version, variant_key
 from .errors import SpecError, ToolchainNotFound
 from .fileutil import file_digest
@@ -24,8 +25,6 @@ from .source import SourceSnapshot, display_path, snapshot_files, snapshot_sourc
 from .spec import KernelSpec, LibrarySpec
 
 __all__ = ["Task", "Plan", "plan_build", "check_toolchain", "generator_files", "read_stamp"]
-
-_TEMPLATES = Path(__file__).parent / "templates"
 
 
 @dataclass(frozen=True)
@@ -109,8 +108,6 @@ def check_toolchain(lib: LibrarySpec) -> str:
 
 def plan_build(lib: LibrarySpec, cache: VariantCache, nvcc_version: str, *, force: bool = False) -> Plan:
     """Key every variant from its sources read once, and look each key up in the cache (none with ``force``)."""
-    from .build_stages import project_of
-
     tasks, deps = [], set()
     for spec in lib.entries:
         sources = snapshot_files([]) if spec.capture else snapshot_sources(spec.source, spec.imports)
@@ -172,10 +169,3 @@ def _lib_key(lib: LibrarySpec, keys: list[str], tvm_ffi_version: str) -> str:
     except ToolchainNotFound:
         compiler = ""
     return _digest(__version__, str(ABI_VERSION), lib.name, tvm_ffi_version, templates, compiler, *keys)
-
-
-def generator_files() -> list[Path]:
-    """Files whose content shapes every library besides the kernels: templates and the launcher runtime."""
-    from .toolchain import RUNTIME_SOURCES
-
-    return sorted([*_TEMPLATES.glob("*.j2"), *RUNTIME_SOURCES])

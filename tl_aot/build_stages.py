@@ -1,4 +1,4 @@
-"""The stages of a build after the plan: lower → compile images → launcher → link → publish.
+"""The per-variant stages of a build: lower → compile images → launcher (then :mod:`tl_aot.build_link` links and publishes).
 
 Each stage is a function that takes what the one before produced, says what it returns and what
 it may raise, and knows nothing of threads (:mod:`tl_aot.scheduler` runs them in parallel).
@@ -6,64 +6,35 @@ it may raise, and knows nothing of threads (:mod:`tl_aot.scheduler` runs them in
 * :meth:`Stages.lower`: a task → its :class:`~tl_aot.metadata.LoweredVariant`; raises
   :class:`LoweringError`, also when a kernel file or local module changed while it was lowered
   (the variant would not be the one its key names).
-* :meth:`Stages.compile`: a lowered variant → its image, stored in the cache; raises
-  :class:`CompileError`, also when a header its flags name changed during nvcc.
+* :meth:`Stages.compile` / :meth:`Stages.compile_many`: lowered variants → their images
+  (:mod:`tl_aot.build_images`; several at once share one nvcc front end), stored in the cache;
+  raises :class:`CompileError`, also when a header its flags name changed during nvcc.
 * :meth:`Stages.launcher`: the lowered variants → the launcher object and the header's text.
-* :func:`link`: the manifest, images, launcher and runtime objects → ``lib<name>.so`` in the work folder.
-* :func:`publish`: that library, its header, stamp and depfile moved into place.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
-import re
-import shutil
-import signal
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__
-from .cache import VariantCache, package_version
-from .captured import recorded_calls
-from .codegen import image_symbol, render_header, render_launcher
-from .cuda_compat import image_floor, library_floor
-from .destinations import StagedFiles, disk_full_note, filesystem_errors
-from .errors import CompileError, FailedProcessError, LoweringError, ToolchainNotFound, tool_signal
-from .escaping import depfile_path, encode_text
-from .fileutil import atomic_write, file_digest, write_if_different
+from .build_images import image_of, images_of
+from .build_inputs import project_of
+from .build_manifest import manifest_of
+from .cache import VariantCache
+from .codegen import render_header, render_launcher
+from .destinations import disk_full_note
+from .errors import CompileError, LoweringError, TlAotError
+from .fileutil import write_if_different
 from .host_objects import generated_object, runtime_object
 from .image_check import variant_image_problem
-from .metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest, to_json
-from .source import display_path, function_line, project_root, snapshot_files
+from .metadata import LoweredVariant
+from .source import display_path, function_line, snapshot_files
 from .spec import KernelSpec, LibrarySpec
-from .toolchain import compiler_description
-from .tuning import recorded_tunings
-from .values import spell
 
-__all__ = [
-    "Stages",
-    "link",
-    "publish",
-    "manifest_of",
-    "objects_key",
-    "project_of",
-    "sweep_debris",
-    "image_of",
-    "entry_head",
-    "manifest_from",
-    "image_files",
-    "image_files_by_symbol",
-]
-
-
-def project_of(spec: KernelSpec) -> Path | None:
-    """The project root of the entry's kernel file (cache entries store paths relative to it)."""
-    src = Path(spec.source)
-    return None if spec.capture or not src.is_file() else project_root(src)
+__all__ = ["Stages", "objects_key", "project_of", "image_of"]
 
 
 @dataclass
@@ -97,6 +68,37 @@ class Stages:
         headers = snapshot_files([p for p, _ in variant.inputs])
         t0 = time.perf_counter()
         image = image_of(variant, task.arch, self.work, _user_location(task.spec))
+        self._store(task, variant, image, headers, f"{time.perf_counter() - t0:.1f} s")
+        return image
+
+    def compile_many(self, pairs: list) -> list:
+        """Images of several (task, variant) pairs, each stored as :meth:`compile` stores it; each item an image or its error.
+
+        Variants of one arch compile together (:func:`~tl_aot.build_images.images_of`): nvcc parses
+        the headers every TileLang kernel includes once for the batch, not once per variant.
+        """
+        out: list = [None] * len(pairs)
+        by_arch: dict = {}
+        for i, (task, _) in enumerate(pairs):
+            by_arch.setdefault(str(task.arch), []).append(i)
+        for members in by_arch.values():
+            arch = pairs[members[0]][0].arch
+            headers = [snapshot_files([p for p, _ in pairs[i][1].inputs]) for i in members]
+            t0 = time.perf_counter()
+            images = images_of([(pairs[i][1], _user_location(pairs[i][0].spec)) for i in members], arch, self.work)
+            took = f"{time.perf_counter() - t0:.1f} s for {len(members)}" if len(members) > 1 else f"{time.perf_counter() - t0:.1f} s"
+            for i, snap, image in zip(members, headers, images):
+                try:
+                    if isinstance(image, TlAotError):
+                        raise image
+                    self._store(pairs[i][0], pairs[i][1], image, snap, took)
+                    out[i] = image
+                except TlAotError as e:
+                    out[i] = e
+        return out
+
+    def _store(self, task, variant: LoweredVariant, image: bytes, headers, took: str) -> None:
+        """Check the image and the headers it was compiled from, then keep it in the cache."""
         moved = headers.changed() or tuple(p for p, d in variant.inputs if headers.files and _digest_of(headers, p) != d)
         if moved:
             msg = (
@@ -113,8 +115,7 @@ class Stages:
             raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
         self.cache.store(task.key, variant, image, project_of(task.spec), replace=self.force)
         tool = "cutedsl" if variant.backend == "cutedsl" else "nvcc"
-        self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {time.perf_counter() - t0:.1f} s)")
-        return image
+        self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {took})")
 
     def launcher(self, run) -> tuple[str, Path]:
         """Render the header and launcher of what was lowered and compile the launcher; returns the header text and the object.
@@ -186,328 +187,3 @@ def _user_location(spec: KernelSpec) -> str:
     """``kernels.py:12 (matmul)``: where the user's kernel function is defined."""
     line = function_line(spec.source, spec.function)
     return f"{display_path(spec.source)}:{line or '?'} ({spec.function})"
-
-
-def image_of(variant: LoweredVariant, arch, work: Path, source: str, *, path_map=()) -> bytes:
-    """The image of one lowered variant (nvcc, or CuTeDSL for a ``cutedsl`` variant), compiled under ``work``.
-
-    ``source`` (``kernels.py:12 (matmul)``) is where errors point; ``path_map`` ((old, new) folder
-    pairs) respells paths in the image's line table: a cluster worker's copy of the sources as the
-    driver's folder, so the image is the driver's own.
-    """
-    if variant.backend == "cutedsl":
-        return _cutedsl(variant, arch, work)
-    return _nvcc(variant, arch, work, source, path_map)
-
-
-def _nvcc(variant: LoweredVariant, arch, work: Path, source: str, path_map=()) -> bytes:
-    """The image of one variant; nvcc's error says which entry and user code it came from."""
-    from .toolchain import compile_image
-
-    stem = f"{variant.entry}__{arch.sm}{'_ptx' if arch.ptx else ''}"
-    try:
-        return compile_image(
-            arch,
-            work / "kernels",
-            stem,
-            variant.cuda_source,
-            variant.nvcc_options,
-            what=f"nvcc ({variant.entry}, {arch})",
-            path_map=path_map,
-        )
-    except FailedProcessError as e:
-        crash = _crash_of(e, work)
-        if crash:
-            raise CompileError(f"entry {variant.entry!r} ({arch}): {crash}", entry=variant.entry, arch=arch.sm, location=source) from e
-        hint = ""
-        if variant.nvcc_options and re.search(r"Unknown option|unknown option|Unsupported|invalid", e.stderr + e.stdout):
-            hint = (
-                f"\n  the extra nvcc flags ({' '.join(variant.nvcc_options)}) come from the entry's compile_flags / "
-                "--nvcc-flag, or the kernel's TL_DEVICE_COMPILE_FLAGS pass config"
-            )
-        msg = (
-            f"entry {variant.entry!r} ({arch}): nvcc failed on the CUDA code TileLang generated from {source}\n"
-            f"  generated source: {work / 'kernels' / (stem + '.cu')}{hint}\n{e}"
-        )
-        raise CompileError(msg, entry=variant.entry, arch=arch.sm, location=source) from e
-
-
-def _crash_of(e: FailedProcessError, work: Path) -> str:
-    """For a tool that died of a signal on a nearly full disk: what happened, in words ("" otherwise).
-
-    cicc and ptxas crash (SIGSEGV, SIGBUS) rather than report a failed write when the disk fills
-    under them; the CUDA code is not at fault then, and saying so would send the user the wrong way.
-    """
-    sig = tool_signal(e.returncode)
-    if sig is None or sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL, signal.SIGHUP):
-        return ""
-    disk = disk_full_note(work, tempfile.gettempdir())
-    tool = Path(e.cmd[0]).name if e.cmd else "the tool"
-    if disk:
-        return f"{tool} died of {sig.name} with the {disk}; free some space and build again"
-    return ""
-
-
-def _cutedsl(variant: LoweredVariant, arch, work: Path) -> bytes:
-    """The cubin CuTeDSL compiles from the variant's generated module; every launch's kernel pattern matched once in it."""
-    from .cutedsl import compile_cubin, match_kernels
-
-    image, module = compile_cubin(variant, arch, work)
-    match_kernels(variant.kernels, image, entry=variant.entry, arch=arch.sm)
-    shutil.rmtree(module.parent, ignore_errors=True)
-    return image
-
-
-def link(
-    name: str, work: Path, manifest: Manifest, images: dict, objects: tuple[Path, Path], *, cache: Path, key: str, force: bool = False
-) -> Path:
-    """Link ``lib<name>.so`` in the work folder from the images (symbol -> bytes) and the objects.
-
-    Writes the images, compiles the manifest unit (or takes its object from ``cache``, keyed with
-    ``key``: :func:`objects_key`), embeds the images into a copy of the launcher object and links
-    it with the runtime object. ``objects``: the launcher's and the runtime's, both in the cache
-    (read, never modified).
-    """
-    from .codegen import render_manifest
-    from .toolchain import embed_images, link_library
-
-    launcher_obj, runtime_obj = objects
-    files = {}
-    for sym, image in images.items():
-        path = work / f"{sym}.bin"
-        if _read_bytes(path) != image:
-            atomic_write(path, image)
-        files[sym] = path
-    text = render_manifest(manifest)
-    write_if_different(work / f"{name}.manifest.cc", text)
-    manifest_obj, _ = generated_object(
-        cache,
-        {f"{name}.manifest.cc": text},
-        f"{name}.manifest.cc",
-        f"{name}.manifest.o",
-        extra_key=key,
-        what=f"compiling the manifest of {name}",
-        force=force,
-    )
-    embed_images(work, str(launcher_obj), files, f"{name}.o")
-    link_library(work, [f"{name}.o", str(manifest_obj), str(runtime_obj)], f"lib{name}.so", what=f"linking lib{name}.so")
-    return work / f"lib{name}.so"
-
-
-def _read_bytes(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return None
-
-
-@dataclass(frozen=True)
-class Outputs:
-    """Where a build puts what it publishes."""
-
-    library: Path
-    header: Path
-    stamp: Path
-    depfile: Path | None
-
-
-def publish(
-    built: Path, out: Outputs, manifest: Manifest, header_text: str, *, lib_key: str, inputs: list, deps: tuple, stamp: bool
-) -> None:
-    """Swap the linked library and its header into place together, after writing the stamp and the depfile.
-
-    The stamp names the new library's digest, so written first it cannot make the library that
-    is still in place look up to date; a fault before the swap leaves library and header as they
-    were. Without ``stamp`` (a build that left variants out) the stamp is removed: the next build
-    tries again.
-    """
-    staged = StagedFiles()
-    try:
-        staged.stage(out.library, source=built, role="library")
-        header = header_text.encode()
-        if _read_bytes(out.header) != header:  # an unchanged header keeps its timestamp
-            with filesystem_errors("create the header folder", out.header.parent):
-                out.header.parent.mkdir(parents=True, exist_ok=True)
-            staged.stage(out.header, data=header, role="header")
-        with filesystem_errors("read the linked library", built):
-            library_sha256 = file_digest(built)
-        with filesystem_errors("write the build stamp", out.stamp):
-            if stamp:
-                data = {
-                    "key": lib_key,
-                    "library_sha256": library_sha256,
-                    "header_sha256": hashlib.sha256(header).hexdigest(),
-                    "manifest": json.loads(to_json(manifest)),
-                    "inputs": inputs,
-                }
-                atomic_write(out.stamp, json.dumps(data))
-            else:
-                out.stamp.unlink(missing_ok=True)
-        if out.depfile:
-            with filesystem_errors("write the depfile", out.depfile):
-                write_depfile(out.depfile, out.library, tuple(sorted({*deps, *(Path(p) for p, _ in inputs)})))
-    except BaseException:
-        staged.discard()
-        raise
-    staged.publish()
-
-
-def write_depfile(path: Path, target: Path, deps) -> None:
-    """A Makefile depfile: the library depends on the kernel files, local modules, headers and tl_aot's templates."""
-    from .build_plan import generator_files
-
-    lines = [f"{depfile_path(target)}: \\"] + [f"  {depfile_path(d)} \\" for d in [*deps, *generator_files()]]
-    lines[-1] = lines[-1][:-2]
-    write_if_different(path, encode_text("\n".join(lines) + "\n"))
-
-
-def sweep_debris(work: Path, out: Outputs | None = None) -> None:
-    """Remove what killed builds of this library left in its work folder and beside its outputs (the caller holds its lock)."""
-    beside = [p for f in (out.library, out.header) for p in f.parent.glob(f".{f.name}.*") if p.suffix in (".part", ".old")] if out else []
-    for p in [*work.glob(".lib*.part"), *beside]:
-        with contextlib.suppress(OSError):
-            p.unlink()
-    kernels = work / "kernels"
-    if kernels.is_dir():
-        for p in kernels.iterdir():
-            if p.name.startswith(".") and p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-
-
-def manifest_of(lib: LibrarySpec, tasks, lowered: dict, nvcc_version: str, image_sizes: dict | None = None) -> Manifest:
-    """The library's manifest from each task's lowered variant; image sizes are 0 until nvcc is done."""
-    heads = [(entry_head(spec), [(t.arch, t.key) for t in tasks if t.spec is spec]) for spec in lib.entries]
-    manifest = manifest_from(lib.name, heads, lowered, nvcc_version, package_version("tilelang"), image_sizes)
-    records = {spec.capture[0] for spec in lib.entries if spec.capture}
-    if records:  # the autotuner's recorded choices and the served call keys whose kernels the library holds
-        held = {e.capture_key for e in manifest.entries}
-        manifest = replace(manifest, tunings=recorded_tunings(records, held), calls=recorded_calls(records, held))
-    return manifest
-
-
-def entry_head(spec: KernelSpec) -> LoweredEntry:
-    """The part of an entry's manifest record its spec decides (no params, symbols or variants yet)."""
-    return LoweredEntry(
-        name=spec.name,
-        source=display_path(spec.source),
-        function=spec.function,
-        args=_spelled_args(spec),
-        params=(),
-        symbols=(),
-        variants=(),
-        export=spec.export,
-        when=spec.when,
-        fallback=spec.fallback,
-        capture_key=spec.capture[1] if spec.capture else "",
-        capture_name=spec.capture[2] if spec.capture else "",
-    )
-
-
-def manifest_from(
-    name: str,
-    heads,
-    lowered: dict,
-    nvcc_version: str,
-    tilelang_version: str,
-    image_sizes: dict | None = None,
-    *,
-    compiler: str | None = None,
-) -> Manifest:
-    """The manifest of library ``name``: ``heads`` are (:func:`entry_head`, [(arch, key), ...]) in the library's order.
-
-    Also what ``python -m tl_aot link`` makes from build shards, which hold heads and variants, not
-    specs; ``compiler`` (default: this machine's) is then the one the shards recorded.
-    """
-    entries = []
-    for head, arch_keys in heads:
-        first = lowered[arch_keys[0][1]]
-        for _, key in arch_keys[1:]:
-            v = lowered[key]
-            if (v.params, v.symbols) != (first.params, first.symbols):
-                msg = (
-                    f"entry {head.name!r}: its signature differs between {first.arch} and {v.arch} "
-                    f"({_sig(first)} vs {_sig(v)}); one entry must take the same arguments on every arch"
-                )
-                raise LoweringError(msg)
-        sizes = image_sizes or {}
-        variants = tuple(_arch_variant(arch, lowered[key], sizes.get(key, 0), nvcc_version) for arch, key in arch_keys)
-        entries.append(replace(head, params=first.params, symbols=first.symbols, variants=variants))
-    floor = library_floor(_pair(v.min_driver_cuda) for e in entries for v in e.variants)
-    return Manifest(
-        abi_version=ABI_VERSION,
-        library=name,
-        entries=tuple(entries),
-        tl_aot_version=__version__,
-        tilelang_version=tilelang_version,
-        nvcc_version=nvcc_version,
-        compiler=_compiler() if compiler is None else compiler,
-        driver_min_cuda=floor.min_cuda,
-        driver_min_version=floor.min_version,
-    )
-
-
-def _compiler() -> str:
-    """The compiler's description, or "" where none is found (a manifest made without building images)."""
-    try:
-        return compiler_description()
-    except ToolchainNotFound:
-        return ""
-
-
-def _pair(version: str) -> tuple[int, int]:
-    major, minor = version.split(".")[:2]
-    return int(major), int(minor)
-
-
-def _arch_variant(arch, v: LoweredVariant, image_bytes: int, compiler_version: str) -> ArchVariant:
-    cuda = compiler_version.split()[0] if v.backend == "cuda" else ""  # CuTeDSL images come from its own compiler
-    floor = image_floor(cuda or "12.0", ptx=arch.ptx, backend=v.backend)
-    return ArchVariant(
-        arch=arch.sm,
-        ptx=arch.ptx,
-        kernels=v.kernels,
-        tma_descriptors=v.tma_descriptors,
-        image_bytes=image_bytes,
-        image_kind="fatbin" if arch.ptx else "cubin",
-        workspaces=v.workspaces,
-        device=v.device,
-        config=v.config,
-        config_source=v.config_source,
-        pass_configs=v.pass_configs,
-        compile_flags=v.compile_flags,
-        nvcc_options=v.nvcc_options,
-        func_hash=v.func_hash,
-        resolved=v.resolved,
-        request_key=v.request_key,
-        request=v.request,
-        backend=v.backend,
-        cuda_version=cuda,
-        min_driver_cuda=f"{floor[0]}.{floor[1]}",
-        device_code=v.device_code,
-    )
-
-
-def _spelled_args(spec: KernelSpec) -> tuple:
-    """The entry's arguments as the manifest shows them; pinned ones as ``factory_args.x`` / ``jit_args.x``."""
-    if spec.capture:
-        return tuple(spec.capture[3])  # the captured call's arguments, as recorded
-    out = [(k, spell(v)) for k, v in spec.args]
-    out += [(f"factory_args.{k}", spell(v)) for k, v in spec.factory_args]
-    out += [(f"jit_args.{k}", spell(v)) for k, v in spec.jit_args]
-    if spec.select:
-        out.append(("select", repr(spec.select)))
-    return tuple(out)
-
-
-def _sig(v: LoweredVariant) -> str:
-    return ", ".join(f"{p.name}:{p.dtype}{list(p.shape) if p.is_tensor else ''}" for p in v.params)
-
-
-def image_files(tasks, images: dict) -> dict:
-    """Image symbol -> bytes for the tasks' variants."""
-    return {image_symbol(t.spec.name, t.arch.sm, t.arch.ptx): images[t.key] for t in tasks}
-
-
-def image_files_by_symbol(heads, images: dict) -> dict:
-    """Image symbol -> bytes for :func:`manifest_from`'s heads ((entry head, [(arch, key), ...]))."""
-    return {image_symbol(head.name, arch.sm, arch.ptx): images[key] for head, arch_keys in heads for arch, key in arch_keys}

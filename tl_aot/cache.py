@@ -93,6 +93,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: Sou
         # under a compiler launcher nvcc runs in one step, so the image's line table differs
         "tuned": [list(c) for a, c, _ in spec.tuned if a == str(arch).split("+")[0]],
         "one_step_nvcc": bool(compiler_launcher()),
+        "image_ptx": "own-part",  # images made from the variant's own part of the PTX (tl_aot.ptx_split)
         "source": f"capture:{spec.capture[1]}" if spec.capture else sources.files[0][3],
         "deps": [[Path(p).name, d] for p, _, _, d in deps],
     }

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .fileutil import record_digest, verified_file
-from .toolchain import RUNTIME_SOURCES, check_output_file, compiler_id, compiler_launcher, host_command, run, sweep_dead_temporaries
+from .host_compile import host_command
+from .toolchain import RUNTIME_SOURCES, check_output_file, compiler_id, compiler_launcher, run, sweep_dead_temporaries
 
 __all__ = ["OBJECTS_FOLDER", "generated_object", "runtime_object"]
 

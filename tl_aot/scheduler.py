@@ -3,8 +3,8 @@
 The stages themselves (:mod:`tl_aot.build_stages`) know nothing of threads. Here they share one
 budget of ``jobs`` slots, like make's jobserver: ``-j 1`` is strictly serial and ``-j N`` never
 runs more than N tools at once. Lowering runs in worker processes once ``-j`` leaves room for
-more than one (TileLang is not thread safe), each variant's nvcc starts the moment it is lowered,
-and the launcher compiles while nvcc still runs.
+more than one (TileLang is not thread safe), lowered variants compile in batches (one nvcc front
+end for several, :func:`batch_size`) as soon as a batch is full, and the launcher compiles while nvcc still runs.
 """
 
 from __future__ import annotations
@@ -19,11 +19,14 @@ from dataclasses import dataclass, field
 from .errors import SpecError, TlAotError
 from .lower_worker import LoweringPool
 
-__all__ = ["default_jobs", "lowering_workers", "Progress", "VariantRun", "run_variants"]
+__all__ = ["default_jobs", "lowering_workers", "batch_size", "Progress", "VariantRun", "run_variants"]
 
 #: Memory one job may take: nvcc of a big TileLang kernel peaks near 1.5 GB; a lowering worker holds
 #: TileLang, TVM and torch (about 0.4 GB for a GEMM, more for attention kernels).
 JOB_MEMORY_GB = 1.5
+
+#: The most variants one nvcc job compiles together (see :func:`batch_size`): bounds its memory and how long it runs.
+MAX_BATCH = 24
 
 #: The share of a build's job slots that lower (the rest run nvcc); see :func:`lowering_workers`.
 LOWERING_SHARE = 0.5
@@ -142,6 +145,8 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
         runtime = pool.submit(held, stages.runtime)
         pending = {lowering.submit(_lowered, held, stages.lower, t, lower_fn, progress): t for t in todo}
         compiling: dict = {}
+        waiting: list = []
+        size = batch_size(jobs, run.workers, len(todo))
         try:
             for fut in cf.as_completed(pending):
                 task = pending[fut]
@@ -150,7 +155,12 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
                     continue
                 run.lowered[task.key] = variant
                 run.spent["lowering"] += seconds
-                compiling[pool.submit(held, stages.compile, task, variant)] = (task, seconds)
+                waiting.append((task, variant, seconds))
+                if len(waiting) >= size:
+                    compiling[pool.submit(held, _compile_batch, stages, waiting)] = waiting
+                    waiting = []
+            if waiting:
+                compiling[pool.submit(held, _compile_batch, stages, waiting)] = waiting
             # Everything the launcher says is known once lowering is done: compile it while nvcc runs.
             _launcher(run, stages, held)
             nvcc_failed = _collect_images(compiling, run, keep_going)
@@ -162,6 +172,22 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
                 f.cancel()
             raise
     return run
+
+
+def batch_size(jobs: int, workers: int, variants: int) -> int:
+    """How many lowered variants one nvcc job compiles together: the build's share per compile slot, at most :data:`MAX_BATCH`.
+
+    A batch parses the headers every TileLang kernel includes once (most of a small kernel's nvcc
+    time), so fewer, larger batches cost less CPU; one batch per slot keeps every slot busy. The
+    slots that do not lower compile (one lowering in this process at ``-j 2`` or less holds one).
+    """
+    slots = max(1, jobs - workers)
+    return max(1, min(MAX_BATCH, -(-variants // slots)))
+
+
+def _compile_batch(stages, waiting: list) -> list:
+    """Compile ``waiting`` ((task, variant, lowering seconds)) in one job: each item an image or its error."""
+    return stages.compile_many([(task, variant) for task, variant, _ in waiting])
 
 
 def _lowered(held, lower, task, lower_fn, progress):
@@ -188,16 +214,21 @@ def _launcher(run: VariantRun, stages, held) -> None:
 
 
 def _collect_images(compiling: dict, run: VariantRun, keep_going: bool) -> bool:
-    """Wait for every nvcc; True if one failed (and was left out)."""
+    """Wait for every nvcc batch; True if a variant failed (and was left out)."""
     failed = False
     for fut in cf.as_completed(compiling):
-        task, t_lower = compiling[fut]
-        image, seconds = _result(fut, task, run, keep_going)
-        if image is None:
-            failed = True
-            continue
-        run.images[task.key] = image
-        run.timings[task.key] = t_lower + seconds
+        batch = compiling[fut]
+        images, seconds = fut.result()
         run.spent["nvcc"] += seconds
-        run.rebuilt.append((task.spec.name, str(task.arch)))
+        for (task, _, t_lower), image in zip(batch, images):
+            if isinstance(image, TlAotError):
+                if not keep_going:
+                    raise image
+                run.failures.append((task.spec.name, str(task.arch), str(image)))
+                run.lowered.pop(task.key, None)
+                failed = True
+                continue
+            run.images[task.key] = image
+            run.timings[task.key] = t_lower + seconds / len(batch)
+            run.rebuilt.append((task.spec.name, str(task.arch)))
     return failed

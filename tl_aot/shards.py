@@ -19,6 +19,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from .build_link import Outputs, link, publish
+from .build_manifest import compiler_or_none, entry_head, image_files_by_symbol, manifest_from
+from .build_plan import check_toolchain, plan_build
+from .build_run import all_failed, build_variants, left_out_of
+from .build_stages import objects_key
 from .errors import SpecError, TlAotError
 from .fileutil import atomic_write
 
@@ -64,9 +69,6 @@ def build_shard(
     report_all=False,
 ):
     """Build shard ``K/N`` of ``lib`` into the part folder ``out_dir``; returns the part's path."""
-    from .build import _all_failed, _build_variants, left_out_of
-    from .build_plan import check_toolchain, plan_build
-    from .build_stages import _compiler, entry_head
     from .cache import VariantCache, default_cache_dir
     from .destinations import ensure_folder
     from .metadata import to_json
@@ -89,9 +91,9 @@ def build_shard(
     if sub.todo:
         cache.check_writable()
     tolerant = keep_going or report_all or any(e.capture for e in lib.entries)
-    run = _build_variants(sub, work, cache, jobs or default_jobs(), log, force=force, keep_going=tolerant, cluster=cluster, launcher=False)
+    run = build_variants(sub, work, cache, jobs or default_jobs(), log, force=force, keep_going=tolerant, cluster=cluster, launcher=False)
     if run.failures and not keep_going:
-        raise _all_failed(sub, run)
+        raise all_failed(sub, run)
     variants = part / "variants"
     variants.mkdir(exist_ok=True)
     for old in variants.glob("*.tlv"):
@@ -110,7 +112,7 @@ def build_shard(
         "nvcc_version": plan.nvcc_version,
         "tvm_ffi_version": plan.tvm_ffi_version,
         "tilelang_version": local_toolset(nvcc=False).tilelang,
-        "compiler": _compiler(),
+        "compiler": compiler_or_none(),
         "entries": [json.loads(to_json(entry_head(spec))) for spec in lib.entries],
         "tasks": [[t.spec.name, str(t.arch), t.key] for t in plan.tasks],
         "variants": held,
@@ -249,7 +251,6 @@ def _variants_of(first: dict, by_k: dict) -> tuple[dict, dict, list]:
 def link_parts(folders, *, out_dir, header_dir=None, cache_dir=None, log=print):
     """Join the parts into ``out_dir/lib<name>.so`` (+ header); returns the library's path."""
     from .arch import parse_arch
-    from .build_stages import Outputs, image_files_by_symbol, link, manifest_from, objects_key, publish
     from .cache import default_cache_dir
     from .codegen import render_header, render_launcher
     from .destinations import ensure_folder

@@ -1,4 +1,7 @@
-"""Drive the compilers: nvcc for kernel images, the host C++ compiler for the launcher, ld for the .so.
+"""Find and run the compilers: nvcc (its version, archs, headers), the host C++ compiler, tvm-ffi; run a tool.
+
+Commands are built in :mod:`tl_aot.nvcc_command`; images are made in :mod:`tl_aot.device_image`,
+the host objects and the library in :mod:`tl_aot.host_compile`.
 
 Every subprocess runs from an argument list (never a shell), with the working directory set so
 that only relative paths reach the outputs (reproducible builds).
@@ -16,13 +19,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from .arch import Arch
 from .cuda_toolkit import Toolkit, find_toolkit
-from .errors import CompileError, FailedProcessError, TlAotError, ToolchainNotFound
-from .fileutil import write_if_different
+from .errors import CompileError, FailedProcessError, ToolchainNotFound
 
 __all__ = [
     "find_nvcc",
@@ -34,21 +34,16 @@ __all__ = [
     "tilelang_include_dirs",
     "tvm_ffi_paths",
     "find_cxx",
-    "nvcc_command",
     "supported_archs",
     "supported_archs_of",
-    "source_prefix_map",
-    "map_ptx_paths",
-    "compile_image",
-    "nvrtc_options",
-    "compile_host",
-    "host_command",
-    "embed_images",
     "compiler_id",
     "sweep_dead_temporaries",
-    "link_library",
     "run",
     "check_output_file",
+    "compiler_launcher",
+    "default_archs",
+    "RUNTIME_INCLUDE",
+    "RUNTIME_SOURCES",
 ]
 
 
@@ -279,230 +274,6 @@ def find_cxx() -> str:
     raise ToolchainNotFound(msg)
 
 
-def nvcc_command(arch: Arch, source: str, output: str, options=(), *, nvcc: str | None = None, stage: str = "image") -> list[str]:
-    """The nvcc command TileLang itself would run for ``arch`` (plus a PTX fallback for ``+PTX``).
-
-    ``stage="ptx"`` stops after the front end (CUDA C++ → PTX); ``stage="image"`` (the default)
-    makes the cubin, or for ``+PTX`` the fatbin, from a ``.cu`` or a ``.ptx`` source.
-    """
-    nvcc = nvcc or find_nvcc()
-    if stage == "ptx":
-        fmt = "--ptx"
-        gencode = ["-gencode", f"arch={arch.compute},code={arch.sm}"]
-    elif arch.ptx:
-        fmt = "--fatbin"
-        gencode = ["-gencode", f"arch={arch.compute},code=[{arch.sm},{arch.compute}]"]
-    else:
-        fmt = "--cubin"
-        gencode = ["-gencode", f"arch={arch.compute},code={arch.sm}"]
-    cmd = [nvcc, fmt, "-O3", "-lineinfo", *gencode, "-std=c++20", "-w"]
-    for inc in tilelang_include_dirs():
-        cmd += ["-I", inc]
-    cmd += list(options)
-    cmd += ["-o", output, source]
-    return cmd
-
-
-_PTX_FILE_RE = re.compile(r'^(\s*\.file\s+\d+\s+")([^"]*)(")', re.M)
-
-
-def source_prefix_map(workdir: Path | None = None, *, host: bool = False) -> list[tuple[str, str]]:
-    """Build-machine path prefixes and the stable names that replace them in outputs, longest first.
-
-    The kernel folder becomes ``""`` (a generated ``.cu`` keeps its bare name), TileLang's install
-    ``tilelang/``, the CUDA toolkit's headers ``cuda/include``, tvm-ffi's headers ``tvm_ffi/include``:
-    libraries built in different folders, checkouts or virtual environments carry the same bytes.
-    """
-    pairs: dict[str, str] = {}
-
-    def add(path, new: str) -> None:
-        if not path:
-            return
-        for p in {str(path), os.path.realpath(path)}:
-            pairs[p.rstrip("/") + "/"] = new.rstrip("/") + "/" if new else ""
-
-    if workdir is not None:
-        add(workdir, "")
-    spec = importlib.util.find_spec("tilelang")
-    if spec is not None and spec.submodule_search_locations:
-        add(next(iter(spec.submodule_search_locations)), "tilelang")
-    with contextlib.suppress(TlAotError):
-        add(cuda_include_dir(), "cuda/include")
-    if host:  # tvm-ffi's headers reach only the host launcher (and locating them imports tvm_ffi)
-        p = tvm_ffi_paths()
-        add(p["include"], "tvm_ffi/include")
-        add(p["dlpack"], "dlpack/include")
-    return sorted(pairs.items(), key=lambda kv: -len(kv[0]))
-
-
-def map_ptx_paths(ptx: str, prefix_map: list[tuple[str, str]]) -> str:
-    """Rewrite the absolute paths of PTX ``.file`` directives (``-lineinfo``) through ``prefix_map``.
-
-    nvcc has no ``-ffile-prefix-map``: cicc records each source and header by absolute path, and
-    ptxas copies them into the cubin's line table. Mapping them in the PTX keeps profilers' source
-    view working (paths stay relative to the kernel folder / TileLang) and the image reproducible.
-    """
-
-    def repl(m: re.Match) -> str:
-        path = m.group(2)
-        for old, new in prefix_map:
-            if path.startswith(old):
-                path = new + path[len(old) :]
-                break
-        return m.group(1) + path + m.group(3)
-
-    return _PTX_FILE_RE.sub(repl, ptx)
-
-
-def compile_image(arch: Arch, workdir: Path, stem: str, source_text: str, options=(), *, what: str, path_map=()) -> bytes:
-    """Compile TileLang's CUDA source for one arch into a cubin (or fatbin) and return its bytes.
-
-    The source is kept as ``workdir/<stem>.cu`` (for error messages and debugging). nvcc runs in
-    two steps, CUDA → PTX → image, so that the PTX's source paths can be made machine-independent
-    (:func:`map_ptx_paths`); ``path_map`` ((old, new) folder pairs) respells more of them (a cluster
-    worker's copy of the sources as the driver's folder). Its outputs go to a private temporary folder: a build killed half way,
-    or an nvcc it orphaned, never leaves a file a later build could read.
-    """
-    workdir.mkdir(parents=True, exist_ok=True)
-    _sweep_stale(workdir, f".{stem}.")
-    cu = f"{stem}.cu"
-    write_if_different(workdir / cu, source_text)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.", dir=workdir))
-    launcher = compiler_launcher()
-    tk = find_toolkit()
-    try:
-        if tk.kind == "nvrtc":
-            return _nvrtc_image(tk, arch, workdir, tmp, cu, source_text, options, what=what)
-        out = f"{stem}.{'fatbin' if arch.ptx else 'cubin'}"
-        if launcher:
-            # One step, CUDA → image, which compiler caches understand (sccache takes neither a .ptx
-            # input nor cicc's extra source-name argument); the image then keeps build-machine paths.
-            cmd = nvcc_command(arch, cu, str(tmp / out), options)
-            run([*launcher, *cmd], what=what, cwd=workdir)
-            return (tmp / out).read_bytes()
-        ptx = tmp / f"{stem}.ptx"
-        # cicc hashes the source's absolute path into internal symbol names (_INTERNAL_<hash>_):
-        # name the source by its bare name so the PTX does not depend on the build folder.
-        stable = ["-Xcicc", "--orig_src_path_name", "-Xcicc", cu]
-        try:
-            run(nvcc_command(arch, cu, str(ptx), [*stable, *options], stage="ptx"), what=what, cwd=workdir)
-        except FailedProcessError as e:
-            if "orig_src_path_name" not in e.stderr + e.stdout:
-                raise
-            run(nvcc_command(arch, cu, str(ptx), options, stage="ptx"), what=what, cwd=workdir)  # an nvcc without it
-        extra = [(old.rstrip("/") + "/", new.rstrip("/") + "/") for old, new in path_map]
-        prefixes = sorted([*extra, *source_prefix_map(workdir)], key=lambda kv: -len(kv[0]))
-        ptx.write_text(map_ptx_paths(ptx.read_text(), prefixes))
-        run(nvcc_command(arch, ptx.name, out, options), what=what, cwd=tmp)
-        return (tmp / out).read_bytes()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def nvrtc_options(arch: Arch, options=()) -> tuple[list[str], list[str]]:
-    """The NVRTC and ptxas options that make the image nvcc would make from ``options`` (nvcc flags).
-
-    NVRTC gets what nvcc gives ``cicc`` (arch, C++20, line info, TileLang's and the toolkit's
-    headers, the kernel's ``-I`` / ``-D`` / ``--use_fast_math`` ...); ``--ptxas-options`` /
-    ``-Xptxas`` go to ptxas; ``-O<n>`` (nvcc's host optimisation level) and ``-Xcompiler`` (host
-    compiler) options have no device effect and are dropped. ``-default-device``: TileLang's
-    headers call unannotated constexpr helpers from device code, which nvcc allows and NVRTC only
-    in this mode (as TileLang's own NVRTC backend does).
-    """
-    nv = [f"--gpu-architecture={arch.compute}", "-std=c++20", "-lineinfo", "-w", "-default-device"]
-    nv += [f"-I{d}" for d in (*tilelang_include_dirs(), *find_toolkit().include_dirs)]
-    px = ["-w", f"-arch={arch.sm}", "-m64", "--generate-line-info"]
-    opts = [str(o) for o in options]
-    i = 0
-    while i < len(opts):
-        o = opts[i]
-        if o in ("-Xptxas", "--ptxas-options") and i + 1 < len(opts):
-            px += opts[i + 1].split(",")
-            i += 2
-            continue
-        if o in ("-Xcompiler", "--compiler-options") and i + 1 < len(opts):  # host compiler only: no device effect
-            i += 2
-            continue
-        if o.startswith(("--ptxas-options=", "-Xptxas=")):
-            px += o.split("=", 1)[1].split(",")
-        elif re.fullmatch(r"-O\d", o):
-            pass
-        elif o in ("-I", "-D", "-U", "-include") and i + 1 < len(opts):
-            nv.append(f"--pre-include={opts[i + 1]}" if o == "-include" else o + opts[i + 1])
-            i += 2
-            continue
-        else:
-            nv.append(o)
-        i += 1
-    return nv, px
-
-
-def _nvrtc_image(tk: Toolkit, arch: Arch, workdir: Path, tmp: Path, cu: str, source_text: str, options, *, what: str) -> bytes:
-    """The CUDA 12 pip compiler's image: NVRTC (CUDA C++ → PTX, paths made stable) then ptxas (PTX → cubin)."""
-    from .nvrtc_compile import compile_ptx, drop_unused_globals
-
-    if arch.ptx:
-        msg = (
-            f"{what}: {arch} needs a PTX fallback packed with the image (fatbinary), which the CUDA 12 compiler "
-            "from PyPI lacks (NVIDIA publishes NVRTC and ptxas for CUDA 12, not nvcc); build "
-            f"--arch {arch.sm.removeprefix('sm_')} without +PTX, or with tl_aot[build-cu13] or a CUDA toolkit"
-        )
-        raise CompileError(msg)
-    nv, px = nvrtc_options(arch, options)
-    ptx = drop_unused_globals(compile_ptx(tk.nvrtc, source_text, cu, nv, what=f"{what}: {workdir / cu}"))
-    (tmp / f"{Path(cu).stem}.ptx").write_text(map_ptx_paths(ptx, source_prefix_map(workdir)))
-    out = f"{Path(cu).stem}.cubin"
-    run([tk.ptxas, *px, f"{Path(cu).stem}.ptx", "-o", out], what=what, cwd=tmp)
-    return (tmp / out).read_bytes()
-
-
-def _sweep_stale(folder: Path, prefix: str, age_s: float = 3600.0) -> None:
-    """Remove ``prefix*`` temporary folders older than ``age_s`` (left by a killed build)."""
-    now = time.time()
-    with contextlib.suppress(OSError):
-        for p in folder.iterdir():
-            if p.name.startswith(prefix) and p.is_dir():
-                with contextlib.suppress(OSError):
-                    if now - p.stat().st_mtime > age_s:
-                        shutil.rmtree(p, ignore_errors=True)
-
-
-def compile_host(workdir: Path, source: str, obj: str, *, what: str) -> None:
-    """Compile a generated host C++ unit (the launcher, the manifest) into an object."""
-    run([*compiler_launcher(), *host_command(workdir, source, obj)], what=what, cwd=workdir)
-    check_output_file(Path(workdir) / obj, what=what)
-
-
-def host_command(workdir: Path, source: str, obj: str) -> list[str]:
-    """The host compiler command of :func:`compile_host`: cuda.h types, tvm-ffi headers, stable paths."""
-    p = tvm_ffi_paths()
-    return [
-        find_cxx(),
-        "-std=c++17",
-        "-O2",
-        "-fPIC",
-        "-fvisibility=hidden",
-        "-fno-gnu-unique",
-        *[f"-ffile-prefix-map={old.rstrip('/')}={new.rstrip('/') or '.'}" for old, new in source_prefix_map(workdir, host=True)],
-        "-I",
-        ".",
-        "-I",
-        str(RUNTIME_INCLUDE),
-        "-include",
-        "tl_aot/glibc_compat.h",  # pre-2.34 symbol versions: the library loads on older glibc (manylinux)
-        "-I",
-        p["include"],
-        "-I",
-        p["dlpack"],
-        "-I",
-        cuda_include_dir(),
-        "-c",
-        source,
-        "-o",
-        obj,
-    ]
-
-
 #: tl_aot's fixed launcher runtime: a public header and one source file, shipped in the package.
 RUNTIME_INCLUDE = Path(__file__).parent / "include"
 RUNTIME_SOURCES = (
@@ -531,57 +302,6 @@ def compiler_id(cxx: str) -> str:
         return run([cxx, "--version"], what=f"{cxx} --version").splitlines()[0]
     except (CompileError, ToolchainNotFound, IndexError, OSError):
         return cxx
-
-
-def embed_images(workdir: Path, obj: str, images: dict[str, Path], out: str) -> None:
-    """Embed each image into the launcher object with tvm-ffi's cubin embedding (``__tvm_ffi__cubin_<name>``)."""
-    try:
-        from tvm_ffi.utils.embed_cubin import embed_cubin
-    except ImportError:
-        msg = "apache-tvm-ffi is needed to embed images: pip install apache-tvm-ffi"
-        raise ToolchainNotFound(msg) from None
-    current = workdir / obj
-    for i, (name, path) in enumerate(sorted(images.items())):
-        nxt = workdir / (f"{out}.{i}.o" if i < len(images) - 1 else out)
-        try:
-            embed_cubin(Path(path), current, nxt, name)
-        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
-            msg = f"embedding image {name} into {obj} failed: {e}"
-            raise CompileError(msg) from e
-        if current != workdir / obj:
-            current.unlink()
-        current = nxt
-    if not images:
-        shutil.copyfile(workdir / obj, workdir / out)
-    check_output_file(workdir / out, what=f"embedding the images into {obj}")
-
-
-def link_library(workdir: Path, objs: list[str], output: str, *, what: str) -> None:
-    """Link the shared library against libtvm_ffi; libcuda is never linked (dlopen at run time)."""
-    p = tvm_ffi_paths()
-    cmd = [
-        find_cxx(),
-        "-shared",
-        "-o",
-        output,
-        *objs,
-        "-L" + p["libdir"],
-        "-ltvm_ffi",
-        # By name and always recorded: on glibc < 2.34 the pre-2.34 dlopen / pthread_once that
-        # glibc_compat.h binds to live in these two (on newer glibc they are empty stubs).
-        "-Wl,--push-state,--no-as-needed",
-        "-l:libdl.so.2",
-        "-l:libpthread.so.0",
-        "-Wl,--pop-state",
-        "-Wl,--no-undefined",
-        "-Wl,--build-id=sha1",
-        # A SONAME, so programs linked against it (CMake's IMPORTED target) record `lib<name>.so`, not a path.
-        "-Wl,-soname," + Path(output).name,
-        # Find libtvm_ffi next to the library or in an installed tvm_ffi package beside it.
-        "-Wl,-rpath,$ORIGIN:$ORIGIN/../tvm_ffi/lib:$ORIGIN/../../tvm_ffi/lib",
-    ]
-    run(cmd, what=what, cwd=workdir)
-    check_output_file(Path(workdir) / output, what=what, library=True)
 
 
 #: Archs built by default (from sm_80 up), kept to those this nvcc can target. sm_120 is left out:

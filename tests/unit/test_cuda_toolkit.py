@@ -224,12 +224,12 @@ def test_min_cuda_per_arch(arch, cuda):
 
 
 def test_nvrtc_options_mirror_what_nvcc_gives_cicc_and_ptxas(world, monkeypatch):
-    from tl_aot import toolchain
+    from tl_aot import nvcc_command
 
     _pip_cu12(world["site"])
     _find()
-    monkeypatch.setattr(toolchain, "tilelang_include_dirs", lambda: ["/tl/src", "/tl/cutlass"])
-    nv, px = toolchain.nvrtc_options(
+    monkeypatch.setattr(nvcc_command, "tilelang_include_dirs", lambda: ["/tl/src", "/tl/cutlass"])
+    nv, px = nvcc_command.nvrtc_options(
         parse_arch("90a"),
         ["--use_fast_math", "-O3", "--ptxas-options=--register-usage-level=5", "-Xcompiler", "-fPIC"]
         + ["-I", "/inc", "-DX=1", "-include", "h.h"],

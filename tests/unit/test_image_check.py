@@ -99,13 +99,13 @@ def test_disk_full_note_names_the_folder_short_of_space(tmp_path, monkeypatch):
 
 
 def test_a_tool_killed_by_a_signal_on_a_full_disk_is_put_down_to_the_disk(tmp_path, monkeypatch):
-    from tl_aot.build_stages import _crash_of
+    from tl_aot.build_images import _crash_of
 
     err = FailedProcessError("nvcc (add, sm_90a)", ["/usr/local/cuda/bin/nvcc", "--cubin"], 128 + signal.SIGSEGV, "", "")
     assert "signal SIGSEGV (exit status 139)" in str(err)
-    monkeypatch.setattr("tl_aot.build_stages.disk_full_note", lambda *p: "")
+    monkeypatch.setattr("tl_aot.build_images.disk_full_note", lambda *p: "")
     assert _crash_of(err, tmp_path) == ""  # a crash with room to spare: nvcc's own error is shown
-    monkeypatch.setattr("tl_aot.build_stages.disk_full_note", lambda *p: f"disk full at {tmp_path} (12 KiB free)")
+    monkeypatch.setattr("tl_aot.build_images.disk_full_note", lambda *p: f"disk full at {tmp_path} (12 KiB free)")
     assert (
         _crash_of(err, tmp_path) == f"nvcc died of SIGSEGV with the disk full at {tmp_path} (12 KiB free); free some space and build again"
     )
