@@ -81,6 +81,14 @@ def _cluster(root: Path, workers: int, threads: int) -> tuple[list, str]:
     return procs, address
 
 
+#: Builds the launcher runtime's object into a cache folder, keyed as a build keys it.
+_WARM_RUNTIME = (
+    "import sys; from tl_aot.host_objects import runtime_object as r; from tl_aot.build_stages import objects_key as k; "
+    "from tl_aot.toolchain import nvcc_version as n; from tl_aot.cache import package_version as p; "
+    "r(sys.argv[1], extra_key=k(n(), p('apache-tvm-ffi')))"
+)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spec", default=str(HERE / "scaling.toml"))
@@ -101,9 +109,7 @@ def main(argv=None) -> int:
             out.flush()
 
     runtime = work / "runtime"
-    subprocess.run(
-        [sys.executable, "-c", "import sys; from tl_aot.host_objects import runtime_object as r; from tl_aot.build_stages import objects_key as k; from tl_aot.toolchain import nvcc_version as n; from tl_aot.cache import package_version as p; r(sys.argv[1], extra_key=k(n(), p('apache-tvm-ffi')))", str(runtime)], check=True
-    )
+    subprocess.run([sys.executable, "-c", _WARM_RUNTIME, str(runtime)], check=True)
     procs, address = _cluster(work / "cluster", args.workers, args.threads)
     try:
         for run in ("cold", "warm"):  # cold: workers just started (each lowering process imports TileLang); warm: again

@@ -70,6 +70,14 @@ print(json.dumps({"import_s": round(t_import, 3), "kernels": times}))
 """
 
 
+#: Builds the launcher runtime's object into a cache folder, keyed as a build keys it.
+_WARM_RUNTIME = (
+    "import sys; from tl_aot.host_objects import runtime_object as r; from tl_aot.build_stages import objects_key as k; "
+    "from tl_aot.toolchain import nvcc_version as n; from tl_aot.cache import package_version as p; "
+    "r(sys.argv[1], extra_key=k(n(), p('apache-tvm-ffi')))"
+)
+
+
 def _children_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -89,7 +97,7 @@ def tl_aot_build(spec: Path, jobs: int, arch: str, work: Path) -> dict:
     warm = work / "runtime-cache"
     if not warm.is_dir():  # the launcher runtime object: once per toolchain, not per build
         subprocess.run(
-            [sys.executable, "-c", "import sys; from tl_aot.host_objects import runtime_object as r; from tl_aot.build_stages import objects_key as k; from tl_aot.toolchain import nvcc_version as n; from tl_aot.cache import package_version as p; r(sys.argv[1], extra_key=k(n(), p('apache-tvm-ffi')))", str(warm)],
+            [sys.executable, "-c", _WARM_RUNTIME, str(warm)],
             check=True,
             env=_env(),
         )
@@ -157,8 +165,8 @@ def jit_compile(spec: Path, jobs: int, arch: str) -> dict:
 def cuts(work: Path) -> list[dict]:
     """``import tilelang`` CPU, and nvcc's cost per variant as tl_aot runs it vs one step and without -lineinfo."""
     from tl_aot.arch import parse_arch
-    from tl_aot.metadata import LoweredVariant, from_json
     from tl_aot.device_image import compile_image
+    from tl_aot.metadata import LoweredVariant, from_json
     from tl_aot.nvcc_command import nvcc_command
 
     recs = []

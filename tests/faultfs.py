@@ -225,11 +225,11 @@ class ToolMemo(_Patching):
     def __enter__(self) -> ToolMemo:
         import tvm_ffi.utils.embed_cubin as embed
 
-        import tl_aot.host_objects
-        import tl_aot.lower
         import tl_aot.build_images
         import tl_aot.device_image
         import tl_aot.errors
+        import tl_aot.host_objects
+        import tl_aot.lower
         import tl_aot.toolchain
 
         memo = self
