@@ -55,17 +55,20 @@ def batch_problem(source: str) -> str:
 
     Sharing is safe for what TileLang generates: ``#include`` lines (each header guarded) and
     ``extern "C"`` kernels. A macro defined or removed, or any other definition at file scope, could
-    change or clash with the next source in the batch: such a source is compiled alone.
+    change or clash with the next source in the batch: such a source is compiled alone. (A
+    ``#pragma unroll`` inside a kernel is its own.)
     """
     names = kernel_names(source)
     if not names:
         return 'no extern "C" __global__ kernel'
     text = _MSVC_BLOCK.sub("", source)
-    if re.search(r"^\s*#\s*(define|undef|pragma)\b", text, re.M):
-        return "a preprocessor macro or pragma of its own"
+    if re.search(r"^\s*#\s*(define|undef)\b", text, re.M):
+        return "a preprocessor macro of its own"
     depth = 0
     for line in text.splitlines():
         s = line.strip()
+        if depth == 0 and re.match(r"#\s*pragma\b", s):
+            return f"a file-scope pragma ({s[:40]})"
         if depth == 0 and s and not s.startswith(("#", 'extern "C" __global__', "//", "}")):
             return f"a file-scope definition ({s[:40]})"
         depth += line.count("{") - line.count("}")
