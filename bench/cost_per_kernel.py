@@ -12,8 +12,10 @@
   worker processes and every tool they waited for (lowering workers, nvcc, cicc, ptxas, the host
   compiler). ``ratio`` = tl_aot's per kernel / the JIT's (goal <= 0.5).
 * ``--cuts``: what parts of the cost are: ``import tilelang`` in one process (paid per lowering
-  worker and per JIT process), and for each variant's CUDA source nvcc as tl_aot runs it (two
-  steps: CUDA -> PTX, paths mapped, -> cubin) vs one step, and without ``-lineinfo``.
+  worker and per JIT process), and nvcc over the variants' CUDA sources: all of one arch and flags
+  batched as a build compiles them (one front end, then ptxas per variant: ``compile_images``),
+  each alone as tl_aot compiles one variant (CUDA -> PTX, paths mapped, own part -> cubin), in one
+  step as TileLang's JIT runs it, and that without ``-lineinfo``.
 
 Run it on a quiet machine: the load average goes into each line.
 """
@@ -163,9 +165,9 @@ def jit_compile(spec: Path, jobs: int, arch: str) -> dict:
 
 
 def cuts(work: Path) -> list[dict]:
-    """``import tilelang`` CPU, and nvcc's cost per variant as tl_aot runs it vs one step and without -lineinfo."""
+    """``import tilelang`` CPU, and nvcc's cost per variant: batched, alone, one step as the JIT runs it, without -lineinfo."""
     from tl_aot.arch import parse_arch
-    from tl_aot.device_image import compile_image
+    from tl_aot.device_image import Unit, compile_image, compile_images
     from tl_aot.metadata import LoweredVariant, from_json
     from tl_aot.nvcc_command import nvcc_command
 
@@ -173,17 +175,26 @@ def cuts(work: Path) -> list[dict]:
     cpu0 = _children_cpu()
     subprocess.run([sys.executable, "-c", "import tilelang"], check=True, env=_env())
     recs.append({"what": "cut", "name": "import tilelang (one process)", "cpu_s": round(_children_cpu() - cpu0, 2)})
-    totals = {"two_step (tl_aot)": 0.0, "one_step": 0.0, "one_step_no_lineinfo": 0.0}
+    totals = {"batched (tl_aot build)": 0.0, "alone (tl_aot, one variant)": 0.0, "one_step (JIT)": 0.0, "one_step_no_lineinfo": 0.0}
+    variants = [from_json(LoweredVariant, f.read_text()) for f in sorted((work / "tl_aot-cache").glob("*/variant.json"))]
+    groups: dict = {}
+    for i, v in enumerate(variants):
+        groups.setdefault((v.arch, v.ptx, tuple(v.nvcc_options)), []).append(Unit(f"k{i}", v.cuda_source, "bench"))
+    for (sm, ptx, options), units in groups.items():
+        d = Path(tempfile.mkdtemp(dir=work))
+        c = _children_cpu()
+        compile_images(parse_arch(sm.removeprefix("sm_") + ("+PTX" if ptx else "")), d, units, options)
+        totals["batched (tl_aot build)"] += _children_cpu() - c
+        shutil.rmtree(d, ignore_errors=True)
     n = 0
-    for f in sorted((work / "tl_aot-cache").glob("*/variant.json")):
-        v = from_json(LoweredVariant, f.read_text())
+    for v in variants:
         arch = parse_arch(v.arch.removeprefix("sm_") + ("+PTX" if v.ptx else ""))
         d = Path(tempfile.mkdtemp(dir=work))
         c = _children_cpu()
         compile_image(arch, d, "k", v.cuda_source, v.nvcc_options, what="bench")
-        totals["two_step (tl_aot)"] += _children_cpu() - c
+        totals["alone (tl_aot, one variant)"] += _children_cpu() - c
         (d / "k.cu").write_text(v.cuda_source)
-        for label, drop in (("one_step", False), ("one_step_no_lineinfo", True)):
+        for label, drop in (("one_step (JIT)", False), ("one_step_no_lineinfo", True)):
             cmd = nvcc_command(arch, "k.cu", "k.cubin", v.nvcc_options)
             if drop:
                 cmd.remove("-lineinfo")
