@@ -12,6 +12,7 @@ import signal
 import tempfile
 from pathlib import Path
 
+from .cutedsl import compile_cubin, match_kernels
 from .destinations import disk_full_note
 from .device_image import Unit, compile_image, compile_images
 from .errors import CompileError, FailedProcessError, TlAotError, tool_signal
@@ -109,8 +110,6 @@ def _crash_of(e: FailedProcessError, work: Path) -> str:
 
 def _cutedsl(variant: LoweredVariant, arch, work: Path) -> bytes:
     """The cubin CuTeDSL compiles from the variant's generated module; every launch's kernel pattern matched once in it."""
-    from .cutedsl import compile_cubin, match_kernels
-
     image, module = compile_cubin(variant, arch, work)
     match_kernels(variant.kernels, image, entry=variant.entry, arch=arch.sm)
     shutil.rmtree(module.parent, ignore_errors=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,12 +18,15 @@ from . import __version__
 from .arch import Arch
 from .build_inputs import generator_files, project_of
 from .cache import VariantCache, package_version, variant_key
+from .cuda_compat import min_cuda_for_arch
+from .cuda_toolkit import find_toolkit, pin_toolkit, pip_toolkits
 from .errors import SpecError, ToolchainNotFound
 from .fileutil import file_digest
 from .metadata import ABI_VERSION, Manifest, from_json
 from .options import inputs_unchanged
 from .source import SourceSnapshot, display_path, snapshot_files, snapshot_sources
 from .spec import KernelSpec, LibrarySpec
+from .toolchain import compiler_description, nvcc_version, point_tilelang_at_toolkit, supported_archs_of
 
 __all__ = ["Task", "Plan", "plan_build", "check_toolchain", "generator_files", "read_stamp"]
 
@@ -64,12 +68,6 @@ def check_toolchain(lib: LibrarySpec) -> str:
     the entry, the arch, the compiler and the CUDA release the arch needs. The version returned
     (``13.0.88``, or ``12.9.86 (NVRTC)`` for the CUDA 12 pip compiler) keys the cache.
     """
-    import os
-
-    from .cuda_compat import min_cuda_for_arch
-    from .cuda_toolkit import find_toolkit, pin_toolkit, pip_toolkits
-    from .toolchain import compiler_description, nvcc_version, point_tilelang_at_toolkit, supported_archs_of
-
     pin_toolkit(None)
     try:
         tk = find_toolkit()
@@ -161,7 +159,6 @@ def _digest(*parts: str) -> str:
 
 
 def _lib_key(lib: LibrarySpec, keys: list[str], tvm_ffi_version: str) -> str:
-    from .cuda_toolkit import find_toolkit
 
     templates = "".join(sorted(_digest(f.name, f.read_text()) for f in generator_files()))
     try:  # which compiler (and from where) is recorded in the manifest: another one relinks, from cached images

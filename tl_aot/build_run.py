@@ -12,6 +12,9 @@ from pathlib import Path
 from .build_plan import Plan
 from .build_stages import Stages
 from .cache import VariantCache
+from .captured import origin_of_spec
+from .cluster import run_on_cluster
+from .cutedsl import close_workers
 from .errors import LoweringError
 from .metadata import LeftOut
 from .scheduler import Progress, VariantRun, run_variants
@@ -49,22 +52,16 @@ def build_variants(
     )
     try:
         if cluster and todo:
-            from .cluster import run_on_cluster
-
             return run_on_cluster(todo, run, stages, address=cluster, log=log, keep_going=keep_going, progress=progress, launcher=launcher)
         if not launcher:
             stages = VariantsOnly(**{f.name: getattr(stages, f.name) for f in fields(Stages)})
         return run_variants(todo, run, stages, jobs=jobs, keep_going=keep_going, progress=progress)
     finally:
-        from .cutedsl import close_workers
-
         close_workers()  # a build's CuTeDSL workers do not outlive it (each holds TileLang and CuTeDSL)
 
 
 def left_out_of(plan: Plan, run: VariantRun) -> tuple:
     """The failed variants of a build as :class:`~tl_aot.metadata.LeftOut`: first error line and origin of each."""
-    from .captured import origin_of_spec
-
     specs = {s.name: s for s in plan.lib.entries}
     out = []
     for entry, arch, msg in run.failures:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from . import __version__
 from .arch import Arch
+from .destinations import ensure_folder, filesystem_errors, fs_error
 from .errors import CompileError
 from .image_check import variant_image_problem
 from .metadata import LoweredVariant, from_json, to_json
@@ -162,8 +163,6 @@ class VariantCache:
 
     def check_writable(self) -> None:
         """Raise a :class:`~tl_aot.errors.FilesystemError` unless variants can be stored here."""
-        from .destinations import ensure_folder, filesystem_errors
-
         ensure_folder(self.root, "cache folder")
         with filesystem_errors("store variants in the cache folder", self.root, "pass a writable --cache-dir or TL_AOT_CACHE_DIR"):
             tempfile.TemporaryDirectory(prefix=".probe.", dir=self.root).cleanup()
@@ -180,7 +179,6 @@ class VariantCache:
             raise CompileError(msg, entry=variant.entry, arch=variant.arch)
         if project is not None:
             variant = relocate(variant, str(project), ROOT_TOKEN)
-        from .destinations import ensure_folder, filesystem_errors
 
         ensure_folder(self.root, "cache folder")
         self._sweep(key)
@@ -210,7 +208,6 @@ class VariantCache:
                     shutil.rmtree(aside.parent, ignore_errors=True)
         except OSError as e:
             shutil.rmtree(tmp, ignore_errors=True)
-            from .destinations import fs_error
 
             raise fs_error(e, "store a variant in the cache folder", self.root) from None
         except BaseException:

@@ -26,6 +26,7 @@ from .cuda_toolkit import Toolkit, find_toolkit
 from .errors import CompileError, FailedProcessError, TlAotError
 from .fileutil import write_if_different
 from .nvcc_command import map_ptx_paths, nvcc_command, nvrtc_options, source_prefix_map
+from .nvrtc_compile import compile_ptx, drop_unused_globals
 from .ptx_split import entry_names, kernel_prefix, split_variant
 from .toolchain import compiler_launcher, run
 
@@ -196,8 +197,6 @@ def _image(arch: Arch, tmp: Path, stem: str, ptx_text: str, options, *, what: st
 
 def _nvrtc_image(tk: Toolkit, arch: Arch, workdir: Path, tmp: Path, cu: str, source_text: str, options, *, what: str) -> bytes:
     """The CUDA 12 pip compiler's image: NVRTC (CUDA C++ → PTX, paths made stable) then ptxas (PTX → cubin)."""
-    from .nvrtc_compile import compile_ptx, drop_unused_globals
-
     if arch.ptx:
         msg = (
             f"{what}: {arch} needs a PTX fallback packed with the image (fatbinary), which the CUDA 12 compiler "

@@ -19,13 +19,25 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from .arch import parse_arch
 from .build_link import Outputs, link, publish
 from .build_manifest import compiler_or_none, entry_head, image_files_by_symbol, manifest_from
 from .build_plan import check_toolchain, plan_build
 from .build_run import all_failed, build_variants, left_out_of
 from .build_stages import objects_key
+from .cache import VariantCache, default_cache_dir
+from .captured import recorded_calls
+from .codegen import render_header, render_launcher
+from .destinations import ensure_folder
 from .errors import SpecError, TlAotError
-from .fileutil import atomic_write
+from .fileutil import atomic_write, write_if_different
+from .host_objects import generated_object, runtime_object
+from .image_check import variant_image_problem
+from .metadata import Call, LeftOut, LoweredEntry, LoweredVariant, Tuning, from_json, to_json
+from .scheduler import default_jobs
+from .shared_cache import SharedCache, pack_entry, unpack_entry
+from .toolset import differences, local_toolset
+from .tuning import recorded_tunings
 
 __all__ = ["parse_shard", "shard_of", "build_shard", "check_parts", "link_parts", "PartError"]
 
@@ -69,13 +81,6 @@ def build_shard(
     report_all=False,
 ):
     """Build shard ``K/N`` of ``lib`` into the part folder ``out_dir``; returns the part's path."""
-    from .cache import VariantCache, default_cache_dir
-    from .destinations import ensure_folder
-    from .metadata import to_json
-    from .scheduler import default_jobs
-    from .shared_cache import SharedCache, pack_entry
-    from .toolset import local_toolset
-
     k, n = parse_shard(shard)
     t0 = time.perf_counter()
     part = ensure_folder(Path(out_dir).resolve(), "part folder")
@@ -131,9 +136,6 @@ def _recorded(lib, what: str) -> tuple:
 
     Link keeps those whose kernel it holds.
     """
-    from .captured import recorded_calls
-    from .tuning import recorded_tunings
-
     records = {spec.capture[0] for spec in lib.entries if spec.capture}
     if not records:
         return ()
@@ -143,9 +145,6 @@ def _recorded(lib, what: str) -> tuple:
 
 def _host_objects(name: str, work: Path, cache_root: Path, key: str, header_text: str, launcher_text: str) -> tuple:
     """The launcher's and the runtime's objects, from the cache a one-machine build uses, keyed the same way."""
-    from .fileutil import write_if_different
-    from .host_objects import generated_object, runtime_object
-
     write_if_different(work / f"{name}.h", header_text)
     write_if_different(work / f"{name}.cc", launcher_text)
     sources = {f"{name}.cc": launcher_text, f"{name}.h": header_text}
@@ -172,8 +171,6 @@ def _read_part(folder: Path) -> dict:
 
 def check_parts(parts: list) -> tuple[int, dict]:
     """N and {K: (folder, part.json)} of parts of one library; a mismatch, missing or duplicate shard is an error naming it."""
-    from .toolset import differences
-
     first_folder, first = parts[0]
     by_k: dict = {}
     for folder, data in parts:
@@ -210,18 +207,12 @@ def check_parts(parts: list) -> tuple[int, dict]:
 
 def _left_out(first: dict, by_k: dict) -> tuple:
     """The variants the shards left out (``--keep-going``), in the library's order."""
-    from .metadata import LeftOut, from_json
-
     found = {(x["entry"], x["arch"]): x for _, data in by_k.values() for x in data.get("left_out", [])}
     return tuple(from_json(LeftOut, json.dumps(found[(e, a)])) for e, a, _ in first["tasks"] if (e, a) in found)
 
 
 def _variants_of(first: dict, by_k: dict) -> tuple[dict, dict, list]:
     """Every variant the parts hold, read and verified: (key -> LoweredVariant, key -> image, [(entry, arch) not built])."""
-    from .image_check import variant_image_problem
-    from .metadata import LoweredVariant, from_json
-    from .shared_cache import unpack_entry
-
     lowered, images, failed = {}, {}, []
     for key_index, (entry, arch, key) in enumerate(first["tasks"]):
         k = key_index % first["shard"][1] + 1
@@ -250,13 +241,6 @@ def _variants_of(first: dict, by_k: dict) -> tuple[dict, dict, list]:
 
 def link_parts(folders, *, out_dir, header_dir=None, cache_dir=None, log=print):
     """Join the parts into ``out_dir/lib<name>.so`` (+ header); returns the library's path."""
-    from .arch import parse_arch
-    from .cache import default_cache_dir
-    from .codegen import render_header, render_launcher
-    from .destinations import ensure_folder
-    from .metadata import Call, LoweredEntry, Tuning, from_json
-    from .toolset import differences, local_toolset
-
     t0 = time.perf_counter()
     if not folders:
         msg = "link: give the part folders (python -m tl_aot link PART... -o OUT)"

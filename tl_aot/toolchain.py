@@ -21,8 +21,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .cuda_toolkit import Toolkit, find_toolkit
+from .arch import parse_arch_list
+from .cuda_toolkit import Toolkit, export_cuda_home, find_toolkit, pip_toolkits
+from .destinations import disk_full_note
+from .elf import elf_problem
 from .errors import CompileError, FailedProcessError, ToolchainNotFound
+from .fileutil import pid_alive
+from .image_check import object_problem
+from .nvrtc_compile import nvrtc_archs
 
 __all__ = [
     "find_nvcc",
@@ -68,8 +74,6 @@ def run(cmd: list[str], *, what: str, cwd: str | os.PathLike | None = None, env:
     env = dict(os.environ) if env is None else env
     proc = subprocess.run(full, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        from .destinations import disk_full_note
-
         disk = disk_full_note(cwd or ".", tempfile.gettempdir())
         raise FailedProcessError(f"{what} (with the {disk})" if disk else what, cmd, proc.returncode, proc.stdout, proc.stderr)
     return proc.stdout
@@ -81,10 +85,6 @@ def check_output_file(path: Path, *, what: str, library: bool = False) -> None:
     A compiler or linker on a full disk may leave a file cut short and still exit 0: such a file is
     never recorded, embedded, cached or published.
     """
-    from .destinations import disk_full_note
-    from .elf import elf_problem
-    from .image_check import object_problem
-
     try:
         data = Path(path).read_bytes()
     except OSError as e:
@@ -144,8 +144,6 @@ def _nvcc_facts(nvcc: str) -> tuple[str, str]:
 
 def _toolkit_for(tool: str) -> Toolkit:
     """The toolkit whose nvcc (or, for the CUDA 12 pip compiler, ptxas) is ``tool``."""
-    from .cuda_toolkit import pip_toolkits
-
     for tk in [find_toolkit(), *pip_toolkits()]:
         if tool in (tk.nvcc, tk.ptxas):
             return tk
@@ -166,8 +164,6 @@ def supported_archs_of(tk: Toolkit) -> frozenset:
 @functools.cache
 def _list_gpu_archs(nvcc: str) -> frozenset:
     if Path(nvcc).name == "ptxas":  # NVRTC + ptxas: what NVRTC can do
-        from .nvrtc_compile import nvrtc_archs
-
         return frozenset(nvrtc_archs(_toolkit_for(nvcc).nvrtc))
     out = run([nvcc, "--list-gpu-arch"], what="nvcc --list-gpu-arch")
     nums = set()
@@ -220,8 +216,6 @@ def point_tilelang_at_toolkit() -> None:
     and nvcc; set before that, lowering and the image compile agree on one toolkit. An explicit
     ``CUDA_HOME`` is kept (it chose the toolkit in the first place).
     """
-    from .cuda_toolkit import export_cuda_home
-
     if not os.environ.get("CUDA_HOME"):
         export_cuda_home(cuda_home())
 
@@ -285,8 +279,6 @@ RUNTIME_SOURCES = (
 
 def sweep_dead_temporaries(folder: Path, prefix: str) -> None:
     """Remove ``<prefix><pid>.*`` files and folders whose writer (process ``pid``) is gone: a killed build's debris."""
-    from .fileutil import pid_alive
-
     with contextlib.suppress(OSError):
         for p in folder.iterdir():
             pid = p.name[len(prefix) :].split(".", 1)[0]
@@ -311,8 +303,6 @@ _DEFAULT_ARCHS = ("80", "86", "89", "90a", "100a")
 
 def default_archs() -> tuple:
     """Every default arch this nvcc supports: ``TL_AOT_ARCHS`` unset and no ``--arch`` given."""
-    from .arch import parse_arch_list
-
     known = supported_archs()
     picked = [a for a in _DEFAULT_ARCHS if int(a.rstrip("af")) in known]
     return parse_arch_list(picked or ["80"])
