@@ -228,6 +228,7 @@ class ToolMemo(_Patching):
         import tl_aot.build_images
         import tl_aot.device_image
         import tl_aot.errors
+        import tl_aot.host_compile
         import tl_aot.host_objects
         import tl_aot.lower
         import tl_aot.toolchain
@@ -300,6 +301,7 @@ class ToolMemo(_Patching):
                 (tl_aot.build_images, "compile_images", images),
                 (tl_aot.toolchain, "run", tool),
                 (tl_aot.host_objects, "run", tool),  # the launcher, manifest and runtime objects (it imports run by name)
+                (tl_aot.host_compile, "run", tool),  # the link (imports run by name)
                 (embed, "embed_cubin", embedded),
             )
         )
