@@ -6,7 +6,7 @@ it may raise, and knows nothing of threads (:mod:`tl_aot.scheduler` runs them in
 * :meth:`Stages.lower`: a task → its :class:`~tl_aot.metadata.LoweredVariant`; raises
   :class:`LoweringError`, also when a kernel file or local module changed while it was lowered
   (the variant would not be the one its key names).
-* :meth:`Stages.compile` / :meth:`Stages.compile_many`: lowered variants → their images
+* :meth:`Stages.compile_many`: lowered variants → their images
   (:mod:`tl_aot.build_images`; several at once share one nvcc front end), stored in the cache;
   raises :class:`CompileError`, also when a header its flags name changed during nvcc.
 * :meth:`Stages.launcher`: the lowered variants → the launcher object and the header's text.
@@ -63,16 +63,8 @@ class Stages:
             raise LoweringError(msg, entry=task.spec.name, arch=task.arch.sm, location=files)
         return variant
 
-    def compile(self, task, variant: LoweredVariant) -> bytes:
-        """Run nvcc for one variant and store it in the cache, unless a header it includes changed meanwhile."""
-        headers = snapshot_files([p for p, _ in variant.inputs])
-        t0 = time.perf_counter()
-        image = image_of(variant, task.arch, self.work, _user_location(task.spec))
-        self._store(task, variant, image, headers, f"{time.perf_counter() - t0:.1f} s")
-        return image
-
     def compile_many(self, pairs: list) -> list:
-        """Images of several (task, variant) pairs, each stored as :meth:`compile` stores it; each item an image or its error.
+        """Images of several (task, variant) pairs, each checked and stored in the cache; each item an image or its error.
 
         Variants of one arch compile together (:func:`~tl_aot.build_images.images_of`): nvcc parses
         the headers every TileLang kernel includes once for the batch, not once per variant.

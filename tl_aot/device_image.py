@@ -32,7 +32,9 @@ from .toolchain import compiler_launcher, run
 
 __all__ = ["Unit", "compile_image", "compile_images", "batch_problem", "kernel_names"]
 
-_KERNEL = re.compile(r'^extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?([A-Za-z_]\w*)\(', re.M)
+_GLOBAL = re.compile(r'^extern "C" __global__ (.*)$', re.M)
+_ATTRIBUTE = re.compile(r"\b__\w+__\s*\([^()]*\)")  # __launch_bounds__(256, 1), __cluster_dims__(2, 1, 1)
+_NAME = re.compile(r"^void\s+([A-Za-z_]\w*)\s*\(")
 #: TileLang's guard for old MSVC (never true under nvcc on Linux): the one macro block a batchable source may hold.
 _MSVC_BLOCK = re.compile(r"^#if defined\(_MSC_VER\)[^\n]*\n(?:(?!#endif).*\n)*?#endif\n", re.M)
 
@@ -47,8 +49,12 @@ class Unit:
 
 
 def kernel_names(source: str) -> list[str]:
-    """The ``extern "C" __global__`` functions the source declares, in order, each once."""
-    return list(dict.fromkeys(_KERNEL.findall(source)))
+    """The ``extern "C" __global__`` functions the source declares, in order, each once ("" for one not understood)."""
+    names = []
+    for rest in _GLOBAL.findall(source):
+        m = _NAME.match(_ATTRIBUTE.sub("", rest).strip())
+        names.append(m.group(1) if m else "")
+    return list(dict.fromkeys(names))
 
 
 def batch_problem(source: str) -> str:
@@ -62,6 +68,8 @@ def batch_problem(source: str) -> str:
     names = kernel_names(source)
     if not names:
         return 'no extern "C" __global__ kernel'
+    if "" in names:
+        return "a kernel whose name is not recognised"
     text = _MSVC_BLOCK.sub("", source)
     if re.search(r"^\s*#\s*(define|undef)\b", text, re.M):
         return "a preprocessor macro of its own"

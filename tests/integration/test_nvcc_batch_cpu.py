@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from tl_aot.arch import parse_arch
-from tl_aot.device_image import Unit, batch_problem, compile_image, compile_images
+from tl_aot.device_image import Unit, batch_problem, compile_image, compile_images, kernel_names
 from tl_aot.ptx_split import split_variant
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
@@ -40,6 +40,9 @@ def test_a_source_with_its_own_macro_or_file_scope_code_is_compiled_alone(tmp_pa
     assert batch_problem(ADD) == "" and batch_problem(SCALE) == ""
     assert "macro" in batch_problem("#define N 4\n" + ADD)
     assert "file-scope definition" in batch_problem(ADD + "__device__ int counter;\n")
+    clustered = 'extern "C" __global__ void __launch_bounds__(128, 1) __cluster_dims__(2, 1, 1) k2(float* Y) {\n}\n'
+    assert kernel_names(ADD + clustered) == ["main_kernel", "k2"] and batch_problem(ADD + clustered) == ""
+    assert "not recognised" in batch_problem(ADD + 'extern "C" __global__ void (*odd)(float*);\n')
     arch = parse_arch("90a")
     broken = Unit("bad__sm_90a", ADD.replace("1.0f;", "1.0f"), "nvcc (bad)")  # a syntax error: its own error, the other built
     got = compile_images(arch, tmp_path / "kernels", [Unit("add__sm_90a", ADD, "nvcc (add)"), broken])
