@@ -26,6 +26,7 @@ from pathlib import Path
 from .build_plan import Plan, check_toolchain, plan_build, read_stamp
 from .build_stages import Outputs, Stages, image_files, link, manifest_of, objects_key, publish, sweep_debris, write_depfile
 from .cache import VariantCache, default_cache_dir
+from .captured import origin_of_spec, with_captures
 from .cluster import CLUSTER_ENV
 from .destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
 from .errors import FilesystemError, LoweringError, SpecError
@@ -134,6 +135,7 @@ def build_library(
 
     """
     t_start = time.perf_counter()
+    lib = with_captures(lib)  # a spec file's [library] capture records, as entries
     torch_ops = lib.torch_ops if torch_ops is None else torch_ops
     cluster, cache_url = _settled(jobs, cluster, cache_url)
     if shard:
@@ -279,8 +281,6 @@ def _build_variants(
 
 def left_out_of(plan: Plan, run: VariantRun) -> tuple:
     """The failed variants of a build as :class:`~tl_aot.metadata.LeftOut`: first error line and origin of each."""
-    from .captured import origin_of_spec
-
     specs = {s.name: s for s in plan.lib.entries}
     out = []
     for entry, arch, msg in run.failures:

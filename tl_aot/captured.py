@@ -14,16 +14,19 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from .capture import Record
 from .errors import SpecError
 from .fileutil import atomic_write
 from .ir_record import load_ir
+from .kernel_spec import KernelSpec, LibrarySpec
 from .options import map_flag_paths
 
 __all__ = [
     "specs_from_record",
+    "with_captures",
     "recorded_device",
     "recorded_calls",
     "proof_of",
@@ -39,10 +42,7 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
 
     ``device``: the GPU profile for every kernel; by default each kernel's :func:`recorded_device`.
     """
-    import re
-
-    from .cutedsl import cutedsl_version
-    from .spec import KernelSpec
+    from .cutedsl import cutedsl_version  # the lower wing's (imports nothing heavy, but sits above this one)
 
     rec = Record.load(path)
     out = []
@@ -62,6 +62,16 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
         args = tuple(sorted((str(k), str(v)) for k, v in origin.get("args", {}).items()))
         out.append(dataclasses.replace(spec, capture=(str(Path(path).resolve()), key, jit, args, proof_of(item))))
     return out
+
+
+def with_captures(lib: LibrarySpec) -> LibrarySpec:
+    """``lib`` with the kernels of its capture records (a spec file's ``[library] capture``) as entries; as is without."""
+    if not lib.captures:
+        return lib
+    entries = list(lib.entries)
+    for source in lib.captures:
+        entries.extend(specs_from_record(source.record, source.archs, device=source.device))
+    return dataclasses.replace(lib, entries=tuple(entries), captures=())
 
 
 def recorded_device(item: dict) -> str:

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .arch import cc_digits
 from .cuda_driver import current_gpu, gpu_identity
 from .errors import TlAotError
 from .jit_seam import Interception, install, uninstall
@@ -346,7 +347,7 @@ class Server:
 
 def _image(arch: str, ptx: bool) -> tuple:
     """``sm_90a`` -> ``("90", 9, 0, True, False)``: what the launcher's image selection reads of a variant."""
-    digits = "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
+    digits = cc_digits(arch)
     return (digits, int(digits[:-1] or 0), int(digits[-1:] or 0), arch.endswith("a"), bool(ptx))
 
 
