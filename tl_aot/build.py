@@ -101,14 +101,13 @@ def build_library(
     Parameters
     ----------
     lib : LibrarySpec
-        The library name and its entries (each with its archs).
+        The library name and its entries (each with its archs); its ``captures`` become entries here.
     out_dir : path
         Where ``lib<name>.so`` goes. Intermediate files live in ``out_dir/.tl_aot/<name>/``.
     jobs : int, optional
         Job slots shared by lowering, nvcc and host compiles; default :func:`default_jobs` (reads ``MAX_JOBS``).
     cache_dir : path, optional
-        Variant cache; default ``$TL_AOT_CACHE_DIR`` or ``out_dir/.tl_aot/cache`` (relative paths are
-        taken from the working folder).
+        Variant cache; default ``$TL_AOT_CACHE_DIR`` or ``out_dir/.tl_aot/cache`` (relative: from the working folder).
     header_dir : path, optional
         Where the C++ header goes; default ``out_dir``.
     depfile : path, optional
@@ -135,7 +134,7 @@ def build_library(
 
     """
     t_start = time.perf_counter()
-    lib = with_captures(lib)  # a spec file's [library] capture records, as entries
+    lib = with_captures(lib).bound()
     torch_ops = lib.torch_ops if torch_ops is None else torch_ops
     cluster, cache_url = _settled(jobs, cluster, cache_url)
     if shard:

@@ -239,6 +239,14 @@ class LibrarySpec:
     torch_ops: bool = False  # also build lib<name>_torch.so: the entries as native torch operators
     captures: tuple = ()  # CaptureSource: records whose kernels become entries (tl_aot.captured.with_captures)
 
+    def bound(self) -> LibrarySpec:
+        """The library itself, refused if an entry is still arch-free (never bound with :meth:`KernelSpec.for_archs`)."""
+        for e in self.entries:
+            if not e.archs:
+                msg = f"library {self.name!r}: entry {e.name!r}: no arch given"
+                raise SpecError(msg, entry=e.name)
+        return self
+
     @property
     def exports(self) -> tuple:
         """The library's function names, in order (specialisations of one entry share one)."""
@@ -250,9 +258,6 @@ class LibrarySpec:
         exports: dict[str, bool] = {}  # exported name -> is it specialised
         for e in self.entries:
             check_entry_name(e.exported, self.name)
-            if not e.archs:
-                msg = f"library {self.name!r}: entry {e.name!r}: no arch given"
-                raise SpecError(msg)
             if e.name in seen or (e.exported in exports and not (e.export and exports[e.exported])):
                 msg = f"library {self.name!r}: entry {e.exported!r} is listed twice"
                 raise SpecError(msg)

@@ -37,12 +37,12 @@ def test_declaration_names_files_and_records_kernel_sources(in_demo):
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        ({"entries": [{"name": "a", "source": "k.py"}]}, "misses key\\(s\\) function"),
+        ({"entries": [{"name": "a", "source": "k.py"}]}, "missing key\\(s\\) function"),
         ({"entries": [{**ADD_ONE, "arg": {}}]}, "unknown key 'arg' \\(did you mean 'args'\\?\\)"),
         ({"entries": [{**ADD_ONE, "name": "LIBRARY_PATH"}]}, "reserved by tl_aot"),
         ({"entries": [{**ADD_ONE, "name": "cleanup_module"}]}, "reserved by tl_aot"),
         ({"entries": [ADD_ONE, ADD_ONE]}, "'add_one' is listed twice"),
-        ({"entries": [{**ADD_ONE, "args": [1, 2]}]}, "args must be a dict"),
+        ({"entries": [{**ADD_ONE, "args": [1, 2]}]}, "args must be a table"),
         ({"entries": [{**ADD_ONE, "archs": ["sm_90x"]}]}, "unsupported arch name"),
         ({"entries": [ADD_ONE], "sources": ["a.c"]}, "unsupported argument\\(s\\) sources"),
         ({"entries": []}, "no entries"),
