@@ -30,7 +30,7 @@ def parse_arg(text: str, flag: str = "--arg") -> tuple[str, object]:
     return name, parse_value_text(raw, f"{flag} {text!r}")
 
 
-def parse_pass_config(text: str) -> tuple[str, object]:
+def parse_pass_config(text: str, flag: str = "--pass-config") -> tuple[str, object]:
     """Parse ``--pass-config KEY=VALUE`` with a dotted TileLang key (``tl.disable_tma_lower``).
 
     ``true`` / ``false`` are booleans, as in a spec file; other values parse as ``--arg`` values.
@@ -38,12 +38,12 @@ def parse_pass_config(text: str) -> tuple[str, object]:
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key or not all(part.isidentifier() for part in key.split(".")):
-        msg = f"--pass-config {text!r}: expected KEY=VALUE with a TileLang pass config key, e.g. tl.disable_tma_lower=true"
+        msg = f"{flag} {text!r}: expected KEY=VALUE with a TileLang pass config key, e.g. tl.disable_tma_lower=true"
         raise SpecError(msg)
     word = raw.strip().lower()
     if word in ("true", "false"):
         return key, word == "true"
-    return key, parse_value_text(raw, f"--pass-config {text!r}")
+    return key, parse_value_text(raw, f"{flag} {text!r}")
 
 
 def parse_target(text: str) -> tuple[Path, str]:

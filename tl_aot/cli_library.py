@@ -16,7 +16,7 @@ from .kernel_spec import KernelSpec, LibrarySpec
 from .spec_file import load_spec_file
 from .toolchain import default_archs
 
-__all__ = ["library_of", "log_of"]
+__all__ = ["entry_of", "library_of", "log_of"]
 
 #: Options whose argparse dest is not their name.
 _DESTS = {"--import": "imports"}
@@ -40,25 +40,32 @@ def library_of(args, what: str) -> LibrarySpec:
             msg = f"{what}: {', '.join(per_entry)} apply to FILE.py:FUNCTION; in a spec file set them per entry"
             raise TlAotError(msg)
         return with_captures(load_spec_file(args.spec, archs=args.arch, name=args.name, device=args.device, log=log_of(args)))
+    spec = entry_of(args, _archs(args))
+    return LibrarySpec(name=args.name or parse_target(args.target)[1], entries=(spec,))
+
+
+def entry_of(args, archs, spell=str) -> KernelSpec:
+    """The entry ``FILE.py:FUNCTION`` and its options declare, for ``archs`` (None: arch-free).
+
+    ``spell`` names an option in errors (CMake names its keyword: ``ARGS item``, not ``--arg``).
+    """
     source, func = parse_target(args.target)
-    name = args.name or func
-    spec = KernelSpec.create(
-        name=args.entry or name,
+    return KernelSpec.create(
+        name=args.entry or args.name or func,
         source=source,
         function=func,
-        args=dict(parse_arg(a) for a in args.arg),
-        archs=_archs(args),
-        pass_configs=dict(parse_pass_config(a) for a in args.pass_config),
+        args=dict(parse_arg(a, spell("--arg")) for a in args.arg),
+        archs=archs,
+        pass_configs=dict(parse_pass_config(a, spell("--pass-config")) for a in args.pass_config),
         compile_flags=args.nvcc_flag,
         device=args.device,
         out_idx=_out_idx(args.out_idx),
-        factory_args=dict(parse_arg(a, "--factory-arg") for a in args.factory_arg),
-        jit_args=dict(parse_arg(a, "--jit-arg") for a in args.jit_arg),
+        factory_args=dict(parse_arg(a, spell("--factory-arg")) for a in args.factory_arg),
+        jit_args=dict(parse_arg(a, spell("--jit-arg")) for a in args.jit_arg),
         select=args.select,
         imports=args.imports or None,
         backend=args.backend,
     )
-    return LibrarySpec(name=name, entries=(spec,))
 
 
 def _archs(args) -> tuple:
