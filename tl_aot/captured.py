@@ -17,12 +17,16 @@ import os
 import re
 from pathlib import Path
 
+from .arch import parse_arch
 from .capture import Record
-from .errors import SpecError
+from .device import PROFILES, find_profile
+from .errors import LoweringError, SpecError
 from .fileutil import atomic_write
 from .ir_record import load_ir
 from .kernel_spec import KernelSpec, LibrarySpec
+from .metadata import Call
 from .options import map_flag_paths
+from .resolve import Resolved
 
 __all__ = [
     "specs_from_record",
@@ -81,8 +85,6 @@ def recorded_device(item: dict) -> str:
     ``--device`` names another): a kernel sized by the SM count or shared memory is then built as
     the JIT built it, and the device code check proves it.
     """
-    from .device import PROFILES
-
     names = {str(d.get("name", "")) for d in item.get("devices", []) if isinstance(d, dict) and d.get("name")}
     found = {p.name for p in PROFILES.values() for n in names if p.reported_name == n}
     return found.pop() if len(found) == 1 and len(names) == 1 else ""
@@ -96,9 +98,6 @@ def _fitting(device: str, archs) -> str:
     """
     if not device or not archs:
         return device
-    from .arch import parse_arch
-    from .device import find_profile
-
     for arch in archs:
         with contextlib.suppress(SpecError):  # an arch spelled wrong is reported where the spec is made
             find_profile(device, parse_arch(arch) if isinstance(arch, str) else arch)
@@ -113,8 +112,6 @@ def recorded_calls(records, built) -> tuple:
     for two different requests (a function that reads something its key does not cover) is
     shipped for neither: serving then keys those calls by their prim_func.
     """
-    from .metadata import Call
-
     seen: dict = {}
     for path in sorted(records):
         kernels = Record.load(path).kernels  # unreadable now: an error naming it, never a library without its call keys
@@ -141,9 +138,6 @@ def unbuildable_reason(item: dict) -> str:
 
 def resolve_captured(spec, where: str):
     """The :class:`~tl_aot.resolve.Resolved` of a captured kernel: its IR and options from the record."""
-    from .errors import LoweringError
-    from .resolve import Resolved
-
     record_path, key = spec.capture[:2]
     item = Record.load(record_path).kernels.get(key)
     if item is None:
