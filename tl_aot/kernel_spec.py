@@ -162,7 +162,6 @@ class KernelSpec:
             shared = check_backend(backend, f"entry {name!r}")
             return tuple(dataclasses.replace(m, tune=check_tune(tune, name), backend=m.backend or shared) for m in made)
         args = check_args(args, name, "args")
-        check_identifier(name, "entry name")
         source, pass_configs, compile_flags = check_loose(name, source, pass_configs, compile_flags)
         given = Given(f"entry {name!r} ({source})", archs)
         parsed_archs = parse_given(given) if given.given else ()
