@@ -46,13 +46,14 @@ def cmake_dir() -> Path:
 
 
 def include_dir() -> Path:
+    """Folder of tl_aot's C++ headers (``tl_aot/launcher_runtime.h``)."""
     return _PKG / "include"
 
 
 def _cmd_build(args) -> int:
-
+    """Build the library the command line names (a tuning record's configs applied)."""
     lib = library_of(args, "build")
-    log = None if args.quiet else (lambda s: print(s, flush=True))
+    log = log_of(args)
     tune_file = args.tune_file or (record_path_for(args.spec) if args.spec and record_path_for(args.spec).is_file() else None)
     if tune_file:
         lib = apply_record(lib, TuningRecord.load(tune_file), strict=args.strict_tune, where=str(tune_file))
@@ -84,7 +85,7 @@ def _cmd_build(args) -> int:
 
 
 def _cmd_link(args) -> int:
-
+    """Join the parts of a sharded build into the library."""
     link_parts(args.parts, out_dir=args.output, header_dir=args.header_dir, cache_dir=args.cache_dir, log=log_of(args))
     return 0
 
@@ -146,7 +147,7 @@ def _cmd_verify(args) -> int:
 
 
 def _cmd_tune(args) -> int:
-
+    """Time each entry's candidate configs on this GPU and write the tuning record."""
     lib = library_of(args, "tune")
     out = args.output or (record_path_for(args.spec) if args.spec else "tune.json")
     items = tune_library(
@@ -180,7 +181,7 @@ def _cmd_locate_cuda(args) -> int:
 
 
 def _cmd_inspect(args) -> int:
-
+    """Print a library's manifest (text, or JSON with --json)."""
     path = Path(args.library)
     manifest = read_manifest(_load_module(path), path)
     print(manifest_json(to_json(manifest)) if args.json else describe(manifest))
@@ -188,7 +189,7 @@ def _cmd_inspect(args) -> int:
 
 
 def _cmd_check_wheel(args) -> int:
-
+    """Check (and with --retag, retag) each wheel's manylinux platform tag."""
     for wheel in map(Path, args.wheels):
         report = check_wheel(wheel)
         platform = wheel.stem.split("-")[-1]
