@@ -28,6 +28,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+# The launcher runtime's object, under the key a build looks it up by (one per toolchain, not per build).
+WARM_RUNTIME = """
+import sys
+from pathlib import Path
+from tl_aot.build_plan import package_version
+from tl_aot.build_stages import objects_key
+from tl_aot.host_objects import runtime_object
+from tl_aot.toolchain import nvcc_version
+runtime_object(Path(sys.argv[1]), extra_key=objects_key(nvcc_version(), package_version("apache-tvm-ffi")))
+"""
 _JOB_TIME = re.compile(r"job time: lowering ([\d.]+) s \((.*?)\), nvcc ([\d.]+) s, host compile ([\d.]+) s, link ([\d.]+) s")
 
 
@@ -101,9 +111,7 @@ def main(argv=None) -> int:
             out.flush()
 
     runtime = work / "runtime"
-    subprocess.run(
-        [sys.executable, "-c", "import sys; from tl_aot.toolchain import runtime_object as r; r(sys.argv[1])", str(runtime)], check=True
-    )
+    subprocess.run([sys.executable, "-c", WARM_RUNTIME, str(runtime)], check=True)
     procs, address = _cluster(work / "cluster", args.workers, args.threads)
     try:
         for run in ("cold", "warm"):  # cold: workers just started (each lowering process imports TileLang); warm: again
