@@ -16,7 +16,7 @@ from .arch import Arch
 from .cuda_source import check_source_kernels, rename_reserved_names, static_shared_bytes
 from .device import default_profile, emulate, find_profile
 from .device_code import check_against_record, digest, lower, spell_target
-from .errors import LoweringError, SpecError, TlAotError
+from .errors import LoweringError, SpecError, TlAotError, ToolchainNotFound
 from .import_guard import guarded_call
 from .ir_metadata import host_walk, read_kernels, read_tma_descriptors, read_workspaces
 from .ir_signature import output_positions, read_signature
@@ -24,12 +24,12 @@ from .jit_seam import CompileRequest
 from .launch_limits import check_launch_limits
 from .metadata import LoweredVariant
 from .options import flag_inputs, jit_pass_configs, nvcc_flags_for, plain_pass_configs, portable_flags
-from .request_key import backend_kind
+from .request_key import backend_kind, options_of, request_key
 from .resolve import func_hash, resolve_kernel
 from .resolved import Resolved
 from .source import display_path, function_line, import_kernel_file, local_dependencies
 from .spec import KernelSpec
-from .tilelang_compat import tilelang_version
+from .tilelang_compat import INSTALL_HINT, tilelang_version
 from .user_frames import format_user_error, user_location
 from .values import spell
 
@@ -58,9 +58,6 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
     try:
         from tilelang import tvm
     except ImportError as e:
-        from .errors import ToolchainNotFound
-        from .tilelang_compat import INSTALL_HINT
-
         msg = f"{where}: TileLang is needed at build time: {INSTALL_HINT} ({e})"
         raise ToolchainNotFound(msg, entry=spec.name, arch=arch.sm) from None
     profile = _profile(spec, arch)
@@ -177,8 +174,6 @@ def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict:
 
     Its key is what serving matches; its prim_func name and options, as JSON, are what ``verify`` compares.
     """
-    from .request_key import options_of, request_key
-
     req = CompileRequest.of(
         resolved.func,
         None if out_idx is None else list(out_idx),
