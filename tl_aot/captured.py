@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from .capture import Record
+from .capture_record import Record
 from .errors import SpecError
 from .fileutil import atomic_write
 from .ir_record import load_ir
@@ -41,8 +41,8 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
     """
     import re
 
-    from .cutedsl import cutedsl_version
     from .spec import KernelSpec
+    from .versions import cutedsl_version
 
     rec = Record.load(path)
     out = []
@@ -130,9 +130,9 @@ def unbuildable_reason(item: dict) -> str:
 
 
 def resolve_captured(spec, where: str):
-    """The :class:`~tl_aot.resolve.Resolved` of a captured kernel: its IR and options from the record."""
+    """The :class:`~tl_aot.resolved.Resolved` of a captured kernel: its IR and options from the record."""
     from .errors import LoweringError
-    from .resolve import Resolved
+    from .resolved import Resolved
 
     record_path, key = spec.capture[:2]
     item = Record.load(record_path).kernels.get(key)

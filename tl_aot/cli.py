@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from . import __version__
 from .errors import TlAotError, ToolchainNotFound
+from .versions import __version__
 
 __all__ = ["main"]
 
