@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .errors import SpecError
 
-__all__ = ["Arch", "parse_arch", "parse_arch_list", "cc_digits"]
+__all__ = ["Arch", "parse_arch", "parse_arch_list"]
 
 _ARCH_RE = re.compile(r"^(?:sm_|compute_)?(?P<major>\d{1,2})(?:\.)?(?P<minor>\d)(?P<suffix>[af]?)(?P<ptx>\+ptx)?$", re.I)
 
@@ -78,8 +78,3 @@ def parse_arch_list(values) -> tuple[Arch, ...]:
         msg = "no architecture given: pass at least one arch such as 'sm_90a' or '80'"
         raise SpecError(msg)
     return tuple(out)
-
-
-def cc_digits(arch: str) -> str:
-    """``sm_90a`` (a manifest's or a record's arch) -> ``"90"``: the compute capability's digits, as GPUs report it."""
-    return "".join(ch for ch in str(arch).removeprefix("sm_") if ch.isdigit())

@@ -13,15 +13,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__
 from .arch import Arch
-from .cache import VariantCache, package_version, variant_key
+from .cache import VariantCache, variant_key
 from .errors import SpecError, ToolchainNotFound
 from .fileutil import file_digest
 from .metadata import ABI_VERSION, Manifest, from_json
 from .options import inputs_unchanged
 from .source import SourceSnapshot, display_path, snapshot_files, snapshot_sources
 from .spec import KernelSpec, LibrarySpec
+from .versions import __version__, package_version
 
 __all__ = ["Task", "Plan", "plan_build", "check_toolchain", "generator_files", "read_stamp"]
 

@@ -26,8 +26,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import __version__
-from .cache import VariantCache, package_version
+from .cache import VariantCache
 from .captured import recorded_calls
 from .codegen import image_symbol, render_header, render_launcher
 from .cuda_compat import image_floor, library_floor
@@ -43,6 +42,7 @@ from .spec import KernelSpec, LibrarySpec
 from .toolchain import compiler_description
 from .tuning import recorded_tunings
 from .values import spell
+from .versions import __version__, package_version
 
 __all__ = [
     "Stages",

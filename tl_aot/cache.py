@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import importlib.metadata
 import json
 import os
 import re
@@ -24,7 +23,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import __version__
 from .arch import Arch
 from .errors import CompileError
 from .image_check import variant_image_problem
@@ -34,8 +32,9 @@ from .source import SourceSnapshot, snapshot_files, snapshot_sources
 from .spec import KernelSpec
 from .toolchain import compiler_launcher
 from .values import spell
+from .versions import __version__, package_version
 
-__all__ = ["VariantCache", "variant_key", "default_cache_dir", "package_version", "relocate"]
+__all__ = ["VariantCache", "variant_key", "default_cache_dir", "relocate"]
 
 #: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
 #: so that entries written by an older tl_aot of the same version are never reused.
@@ -43,14 +42,6 @@ CACHE_SCHEMA = 10
 
 #: Stands for the project root in stored paths (see :func:`relocate`).
 ROOT_TOKEN = "${TL_AOT_PROJECT_ROOT}"
-
-
-def package_version(dist: str) -> str:
-    """Installed version of ``dist`` without importing it ('' if absent)."""
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
 
 
 def default_cache_dir(out_dir: Path) -> Path:

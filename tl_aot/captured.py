@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from .arch import parse_arch
-from .capture import Record
+from .capture_record import Record
 from .device import PROFILES, find_profile
 from .errors import LoweringError, SpecError
 from .fileutil import atomic_write
@@ -26,7 +26,8 @@ from .ir_record import load_ir
 from .kernel_spec import KernelSpec, LibrarySpec
 from .metadata import Call
 from .options import map_flag_paths
-from .resolve import Resolved
+from .resolved import Resolved
+from .versions import cutedsl_version
 
 __all__ = [
     "specs_from_record",
@@ -46,8 +47,6 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
 
     ``device``: the GPU profile for every kernel; by default each kernel's :func:`recorded_device`.
     """
-    from .cutedsl import cutedsl_version  # the lower wing's (imports nothing heavy, but sits above this one)
-
     rec = Record.load(path)
     out = []
     for key, item in sorted(rec.kernels.items()):
@@ -137,7 +136,7 @@ def unbuildable_reason(item: dict) -> str:
 
 
 def resolve_captured(spec, where: str):
-    """The :class:`~tl_aot.resolve.Resolved` of a captured kernel: its IR and options from the record."""
+    """The :class:`~tl_aot.resolved.Resolved` of a captured kernel: its IR and options from the record."""
     record_path, key = spec.capture[:2]
     item = Record.load(record_path).kernels.get(key)
     if item is None:

@@ -11,10 +11,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import __version__
 from .arg_text import parse_arg
 from .build import build_library
-from .capture import Record as CaptureRecord
+from .capture_record import Record as CaptureRecord
 from .cli_library import library_of, log_of
 from .cli_parser import build_parser
 from .cuda_toolkit import find_toolkit
@@ -32,6 +31,7 @@ from .startup import environment
 from .toolchain import cuda_home
 from .tune import tune_library, write_record
 from .verify import report, verify
+from .versions import __version__
 from .wheel_check import check_claim, check_wheel, retag_wheel
 
 __all__ = ["main", "describe", "cmake_dir", "include_dir"]

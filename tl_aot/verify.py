@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .arch import cc_digits
+from .image_select import arch_digits
 
 __all__ = ["Finding", "verify", "report"]
 
@@ -42,7 +42,7 @@ def verify(manifests, kernels: dict) -> list[Finding]:
     by_name: dict[str, list] = {}
     for key, item in kernels.items():
         by_name.setdefault(str(item.get("name", "main")), []).append((key, item))
-    ccs = {cc_digits(d["arch"]) for item in kernels.values() for d in item.get("devices", []) if d.get("arch")}
+    ccs = {arch_digits(d["arch"]) for item in kernels.values() for d in item.get("devices", []) if d.get("arch")}
     hashes: dict[str, str] = {}
     out = []
     for library, manifest in manifests:
@@ -50,7 +50,7 @@ def verify(manifests, kernels: dict) -> list[Finding]:
             for v in e.variants:
                 key = v.request_key or e.capture_key
                 where = (library, e.name, v.arch)
-                if ccs and cc_digits(v.arch) not in ccs:
+                if ccs and arch_digits(v.arch) not in ccs:
                     out.append(Finding(*where, "unchecked", f"the workload ran on sm_{'/'.join(sorted(ccs))} only"))
                 elif not key or not v.request:
                     out.append(Finding(*where, "unchecked", "built from a plain prim_func or by an older tl_aot: no request recorded"))
@@ -103,7 +103,7 @@ def _differences(func_hash: str, options: dict, item: dict, hashes: dict, key: s
 
     The prim_func is compared first (structural hash), then each option.
     """
-    from .capture import recorded_flags
+    from .request_key import recorded_flags
 
     theirs = {**item.get("options", {}), "compile_flags": recorded_flags(item)}
     out = []

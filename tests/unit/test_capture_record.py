@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from tl_aot.capture import Record
+from tl_aot.capture_record import Record
 from tl_aot.errors import SpecError
 from tl_aot.hooks import on_import
 

@@ -9,10 +9,10 @@ import pytest
 import tomllib
 
 from tl_aot import cubin, cutedsl
-from tl_aot.capture import backend_kind
 from tl_aot.cli_parser import build_parser
 from tl_aot.errors import CompileError, SpecError, ToolchainNotFound
 from tl_aot.metadata import DeviceKernel
+from tl_aot.request_key import backend_kind
 from tl_aot.spec import KernelSpec, load_spec_file
 
 ROOT = Path(__file__).resolve().parents[2]
