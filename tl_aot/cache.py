@@ -38,7 +38,7 @@ __all__ = ["VariantCache", "variant_key", "default_cache_dir", "relocate"]
 
 #: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
 #: so that entries written by an older tl_aot of the same version are never reused.
-CACHE_SCHEMA = 10
+CACHE_SCHEMA = 11  # 11: request keys taken before lowering (TileLang renamed variables in place)
 
 #: Stands for the project root in stored paths (see :func:`relocate`).
 ROOT_TOKEN = "${TL_AOT_PROJECT_ROOT}"

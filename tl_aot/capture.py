@@ -24,9 +24,10 @@ from .capture_record import Record
 from .cuda_driver import current_gpu, emulating, gpu_identity
 from .device_code import arch_of_cc, jit_kernel_code, jit_target, lowered_code
 from .errors import TlAotError
-from .ir_record import round_trip_problem, save_ir
+from .ir_record import round_trip_problem
 from .jit_seam import CompiledStandIn, Interception, install
 from .options import flag_inputs
+from .pristine_ir import pristine_ir
 from .request_key import backend_kind, options_of, request_key
 from .request_origin import caller_origin, jit_origin, request_device
 from .tilelang_compat import tilelang_version
@@ -62,7 +63,7 @@ class Capturer:
         """
         try:
             options = options_of(req)
-            text = save_ir(req.func)
+            text = pristine_ir(req.func)  # as first seen: TileLang's lowering renames variables in place
             key = request_key(req.func, options, text=text)
             headers = {p: base64.b64encode(Path(p).read_bytes()).decode() for p, _ in flag_inputs(options["compile_flags"])}
             item = {

@@ -71,6 +71,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
             func = resolved.func
             out_idx = resolved.out_idx if spec.out_idx is None else spec.out_idx
             outputs = output_positions(func, out_idx, where)
+            identity = _request_identity(spec, resolved, out_idx)  # before lowering: TileLang's renames variables in place
             pass_configs = jit_pass_configs(resolved.pass_configs, resolved.compile_flags)
             backend = spec.backend or backend_kind(resolved.execution_backend, resolved.target)
             lower_target = _cutedsl_target(spec, arch, target) if backend == "cutedsl" else target
@@ -119,7 +120,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         inputs=flag_inputs(nvcc_options),
         backend=backend,
         device_code=code,
-        **_request_identity(spec, resolved, out_idx),
+        **identity,
     )
 
 
@@ -173,6 +174,9 @@ def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict:
     """The JIT compile request this variant answers, with the options it was built with (spec overrides included).
 
     Its key is what serving matches; its prim_func name and options, as JSON, are what ``verify`` compares.
+    Taken before the variant is lowered, of the prim_func as this process first saw it
+    (:mod:`tl_aot.pristine_ir`): ``@tilelang.jit`` hands out one prim_func object for the same
+    arguments, and lowering it for another arch may have renamed its variables since.
     """
     req = CompileRequest.of(
         resolved.func,

@@ -15,6 +15,7 @@ import json
 
 from .ir_record import normalized_ir
 from .options import plain_pass_configs, portable_flags
+from .pristine_ir import pristine_ir
 
 __all__ = ["recorded_flags", "backend_kind", "options_of", "request_key"]
 
@@ -57,9 +58,11 @@ def options_of(req) -> dict:
 def request_key(func, options: dict, *, text: str | None = None) -> str:
     """The identity of a compile request: prim_func (without locations) and options (headers by content).
 
-    ``text``: the prim_func already saved as JSON (:func:`tl_aot.ir_record.save_ir`).
+    ``text``: the prim_func already saved as JSON (:func:`tl_aot.pristine_ir.pristine_ir`, or a record's
+    IR); by default the prim_func as this process first saw it, since TileLang's lowering renames its
+    variables in place (:mod:`tl_aot.pristine_ir`): a key must not depend on what was lowered before.
     """
     keyed = {**options, "compile_flags": portable_flags(options["compile_flags"])}
-    h = hashlib.sha256(normalized_ir(func, text).encode())
+    h = hashlib.sha256(normalized_ir(func, pristine_ir(func) if text is None else text).encode())
     h.update(json.dumps(keyed, sort_keys=True, default=str).encode())
     return h.hexdigest()[:32]
