@@ -28,6 +28,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+# The launcher runtime's object, under the key a build looks it up by (one per toolchain, not per build).
+WARM_RUNTIME = """
+import sys
+from pathlib import Path
+from tl_aot.build_plan import package_version
+from tl_aot.build_stages import objects_key
+from tl_aot.host_objects import runtime_object
+from tl_aot.toolchain import nvcc_version
+runtime_object(Path(sys.argv[1]), extra_key=objects_key(nvcc_version(), package_version("apache-tvm-ffi")))
+"""
 _JOB_TIME = re.compile(r"job time: lowering ([\d.]+) s \((.*?)\), nvcc ([\d.]+) s, host compile ([\d.]+) s, link ([\d.]+) s")
 
 
@@ -47,6 +57,31 @@ def _build(spec: Path, out: Path, cache: Path, runtime: Path, extra: list) -> tu
         rec.update(lowering_s=float(m[1]), nvcc_s=float(m[3]), host_s=float(m[4]), link_s=float(m[5]))
     lib = next(out.glob("lib*.so"))
     return rec, lib
+
+
+def _inspect(lib: Path) -> dict:
+    cmd = [sys.executable, "-m", "tl_aot", "inspect", "--json", str(lib)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT)
+    return json.loads(out.stdout)
+
+
+def _differences(a: Path, b: Path, limit: int = 8) -> list:
+    """Where two libraries that should be identical differ: manifest fields first, else the first differing byte."""
+    ma, mb = _inspect(a), _inspect(b)
+    found = [f"manifest {k}" for k in sorted(set(ma) | set(mb)) if k != "entries" and ma.get(k) != mb.get(k)]
+    for ea, eb in zip(ma.get("entries", []), mb.get("entries", [])):
+        for va, vb in zip(ea.get("variants", []), eb.get("variants", [])):
+            keys = [k for k in sorted(set(va) | set(vb)) if va.get(k) != vb.get(k)]
+            if keys:
+                found.append(f"{ea.get('name')} {va.get('arch')}: {', '.join(keys)}")
+        keys = [k for k in sorted(set(ea) | set(eb)) if k != "variants" and ea.get(k) != eb.get(k)]
+        if keys:
+            found.append(f"{ea.get('name')}: {', '.join(keys)}")
+    if not found:
+        ba, bb = a.read_bytes(), b.read_bytes()
+        first = next((i for i, (x, y) in enumerate(zip(ba, bb)) if x != y), min(len(ba), len(bb)))
+        found.append(f"manifests equal; sizes {len(ba)} vs {len(bb)}, first differing byte at {first}")
+    return found[:limit]
 
 
 def _cluster(root: Path, workers: int, threads: int) -> tuple[list, str]:
@@ -81,14 +116,6 @@ def _cluster(root: Path, workers: int, threads: int) -> tuple[list, str]:
     return procs, address
 
 
-#: Builds the launcher runtime's object into a cache folder, keyed as a build keys it.
-_WARM_RUNTIME = (
-    "import sys; from tl_aot.host_objects import runtime_object as r; from tl_aot.build_stages import objects_key as k; "
-    "from tl_aot.toolchain import nvcc_version as n; from tl_aot.cache import package_version as p; "
-    "r(sys.argv[1], extra_key=k(n(), p('apache-tvm-ffi')))"
-)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spec", default=str(HERE / "scaling.toml"))
@@ -109,7 +136,7 @@ def main(argv=None) -> int:
             out.flush()
 
     runtime = work / "runtime"
-    subprocess.run([sys.executable, "-c", _WARM_RUNTIME, str(runtime)], check=True)
+    subprocess.run([sys.executable, "-c", WARM_RUNTIME, str(runtime)], check=True)
     procs, address = _cluster(work / "cluster", args.workers, args.threads)
     try:
         for run in ("cold", "warm"):  # cold: workers just started (each lowering process imports TileLang); warm: again
@@ -125,7 +152,9 @@ def main(argv=None) -> int:
                 p.kill()
     for jobs in (int(j) for j in args.local_jobs.split(",") if j):
         rec, lib = _build(spec, work / f"out-j{jobs}", work / f"cache-j{jobs}", runtime, ["-j", str(jobs)])
-        emit({"what": "local", "jobs": jobs, **rec, "identical_to_cluster": lib.read_bytes() == cluster_lib.read_bytes()})
+        same = lib.read_bytes() == cluster_lib.read_bytes()
+        diff = {} if same else {"differences": _differences(lib, cluster_lib)}
+        emit({"what": "local", "jobs": jobs, **rec, "identical_to_cluster": same, **diff})
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -190,7 +190,8 @@ def _inner_calls(mode: str, record: str) -> dict:
     from tilelang.cache.kernel_cache import KernelCache
 
     from tl_aot import serving
-    from tl_aot.capture import Capturer, Record
+    from tl_aot.capture import Capturer
+    from tl_aot.capture_record import Record
     from tl_aot.captured import recorded_calls
     from tl_aot.device import emulate, find_profile
     from tl_aot.jit_seam import Interception, intercepting, jit_module

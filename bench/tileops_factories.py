@@ -170,8 +170,10 @@ def measure(qualname: str, cls, arch) -> dict:
     from tilelang import tvm
 
     from tl_aot.device import default_profile, emulate
+    from tl_aot.jit_seam import CompiledStandIn
     from tl_aot.lower import lower_variant
-    from tl_aot.resolve import CompiledStandIn, func_hash, intercept_compiles, plain_pass_configs
+    from tl_aot.options import plain_pass_configs
+    from tl_aot.resolve import func_hash, intercept_compiles
     from tl_aot.spec import KernelSpec
 
     args = constructor_args(cls)

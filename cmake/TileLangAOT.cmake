@@ -372,50 +372,6 @@ function(_tl_aot_init out_error)
   set(${out_error} "" PARENT_SCOPE)
 endfunction()
 
-#[=======================================================================[.rst:
-.. command:: _tl_aot_archs
-
-  Private. Turn user arch spellings into tl_aot's (``80``, ``90a``, ``80+PTX``) and a display
-  string (``sm_80, sm_90a``)::
-
-    _tl_aot_archs(<out-list> <out-display> <arch>...)
-#]=======================================================================]
-function(_tl_aot_archs out_list out_display)
-  set(archs "")
-  set(display "")
-  foreach(raw IN LISTS ARGN)
-    string(STRIP "${raw}" a)
-    if(a STREQUAL "")
-      continue()
-    endif()
-    if(a MATCHES "^(all|all-major|native)$")
-      message(FATAL_ERROR "add_tilelang_kernel(): arch '${a}' is not supported: name the archs, "
-                          "e.g. ARCHS 80 90a (or set TL_AOT_ARCHS)")
-    endif()
-    if(a MATCHES "^(.+)-real$")
-      set(a "${CMAKE_MATCH_1}")
-    elseif(a MATCHES "^(.+)-virtual$")
-      set(a "${CMAKE_MATCH_1}+PTX")
-    endif()
-    if(NOT a MATCHES "^(sm_|compute_)?([0-9]+)\\.?([0-9])([afAF]?)(\\+[Pp][Tt][Xx])?$")
-      message(FATAL_ERROR "add_tilelang_kernel(): arch '${raw}' is not an arch: use forms like "
-                          "80, sm_90a, 9.0a, 80+PTX or 80-real")
-    endif()
-    string(TOLOWER "${CMAKE_MATCH_2}${CMAKE_MATCH_3}${CMAKE_MATCH_4}" sm)
-    set(ptx "")
-    if(CMAKE_MATCH_5)
-      set(ptx "+PTX")
-    endif()
-    if(NOT "${sm}${ptx}" IN_LIST archs)
-      list(APPEND archs "${sm}${ptx}")
-      list(APPEND display "sm_${sm}${ptx}")
-    endif()
-  endforeach()
-  list(JOIN display ", " display)
-  set(${out_list} "${archs}" PARENT_SCOPE)
-  set(${out_display} "${display}" PARENT_SCOPE)
-endfunction()
-
 # Write <file> only when its content changes, so a configure that changes nothing keeps its
 # timestamp (it is a dependency of the build step: the Makefile generators do not notice a
 # changed command line on their own).
@@ -453,6 +409,45 @@ function(_tl_aot_link_tvm_ffi_beside out_dir build_target)
     add_custom_target(${link_target} DEPENDS "${out_dir}/${tvm_ffi_name}")
   endif()
   add_dependencies(${build_target} ${link_target})
+endfunction()
+
+#[=======================================================================[.rst:
+.. command:: _tl_aot_configure
+
+  Private. Ask tl_aot (``python -m tl_aot.cmake_configure``) to check the target name and the
+  entry the build arguments declare, and to choose the archs from ``ARCHS``, ``TL_AOT_ARCHS``
+  (the variable, then the environment) and ``CMAKE_CUDA_ARCHITECTURES``: CMake passes its raw
+  values and decides nothing itself. Sets ``<out-archs>`` (``80;90a``; empty: tl_aot's default
+  archs) and ``<out-display>`` (``sm_80, sm_90a``); stops the configure with tl_aot's message::
+
+    _tl_aot_configure(<python> <name> <ARCHS> <out-archs> <out-display> <build-argument>...)
+#]=======================================================================]
+function(_tl_aot_configure python name archs_arg out_archs out_display)
+  list(JOIN archs_arg " " archs_arg)
+  list(JOIN TL_AOT_ARCHS " " archs_var)
+  list(JOIN CMAKE_CUDA_ARCHITECTURES " " cuda_archs)
+  set(explicit "")
+  if(archs_arg)
+    set(explicit "--archs=${archs_arg}")
+  endif()
+  execute_process(
+    COMMAND "${python}" -m tl_aot.cmake_configure --target "${name}" ${explicit}
+            "--archs-variable=${archs_var}" "--cuda-architectures=${cuda_archs}" -- ${ARGN}
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    string(STRIP "${err}" err)
+    message(FATAL_ERROR "add_tilelang_kernel(): ${err}")
+  endif()
+  string(REPLACE "\n" ";" lines "${out}")
+  list(POP_FRONT lines archs display)
+  string(REPLACE " " ";" archs "${archs}")
+  foreach(note IN LISTS lines)
+    if(note)
+      message(STATUS "${note}")
+    endif()
+  endforeach()
+  set(${out_archs} "${archs}" PARENT_SCOPE)
+  set(${out_display} "${display}" PARENT_SCOPE)
 endfunction()
 
 function(add_tilelang_kernel)
@@ -547,10 +542,6 @@ function(add_tilelang_kernel)
         "add_tilelang_kernel(): 'ARCHS' is empty (target ${name}): name the archs, "
         "e.g. ARCHS 80 90a, or leave ARCHS out to use TL_AOT_ARCHS or " "CMAKE_CUDA_ARCHITECTURES")
   endif()
-  if(NOT name MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
-    message(FATAL_ERROR "add_tilelang_kernel(): target name '${name}' must be a C identifier "
-                        "(letters, digits and '_'): it names lib${name}.so and the C++ namespace")
-  endif()
   foreach(t IN ITEMS "${name}" "${name}_tl_aot")
     if(TARGET "${t}")
       message(FATAL_ERROR "add_tilelang_kernel(): a target named '${t}' already exists")
@@ -589,25 +580,12 @@ function(add_tilelang_kernel)
     if(NOT ARG_FUNCTION)
       message(FATAL_ERROR "add_tilelang_kernel(): 'FUNCTION' is required")
     endif()
-    if(NOT ARG_FUNCTION MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
-      message(
-        FATAL_ERROR
-          "add_tilelang_kernel(): FUNCTION '${ARG_FUNCTION}' is not a Python function name")
-    endif()
     set(main_file "${ARG_SOURCE}")
   endif()
   get_filename_component(main_file "${main_file}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
   if(NOT EXISTS "${main_file}" OR IS_DIRECTORY "${main_file}")
     message(FATAL_ERROR "add_tilelang_kernel(): '${main_file}' does not exist (target ${name})")
   endif()
-  foreach(kw IN ITEMS ARGS FACTORY_ARGS JIT_ARGS PASS_CONFIGS)
-    foreach(item IN LISTS ARG_${kw})
-      if(NOT item MATCHES "^[A-Za-z_][A-Za-z0-9_.]*=")
-        message(FATAL_ERROR "add_tilelang_kernel(): ${kw} item '${item}' must be NAME=VALUE, "
-                            "e.g. M=4096 or dtype='float16' (target ${name})")
-      endif()
-    endforeach()
-  endforeach()
   if(DEFINED ARG_JOBS AND NOT ARG_JOBS MATCHES "^[1-9][0-9]*$")
     message(FATAL_ERROR "add_tilelang_kernel(): JOBS must be a positive integer, got '${ARG_JOBS}'")
   endif()
@@ -617,39 +595,8 @@ function(add_tilelang_kernel)
     message(FATAL_ERROR "add_tilelang_kernel(): ${err}")
   endif()
   get_property(python GLOBAL PROPERTY _TL_AOT_PYTHON)
-  # The name makes lib<name>.so and a C++ namespace: tl_aot refuses C++ keywords and macros and the
-  # file names of the libraries it loads (tvm_ffi, cuda, ...), with the same message as a spec file.
-  execute_process(
-    COMMAND
-      "${python}" -c
-      "import sys, tl_aot.spec as s\ntry:\n s.check_library_name(sys.argv[1], 'target name')\nexcept s.SpecError as e:\n sys.exit(str(e))"
-      "${name}"
-    RESULT_VARIABLE name_rc
-    ERROR_VARIABLE name_err)
-  if(NOT name_rc EQUAL 0)
-    string(STRIP "${name_err}" name_err)
-    message(FATAL_ERROR "add_tilelang_kernel(): ${name_err}")
-  endif()
   get_property(templates GLOBAL PROPERTY _TL_AOT_TEMPLATES)
   get_property(versions GLOBAL PROPERTY _TL_AOT_VERSIONS)
-
-  # --- Archs: ARCHS, else TL_AOT_ARCHS (variable, then environment), else CUDA archs --------
-  set(archs_in "${ARG_ARCHS}")
-  if(NOT archs_in)
-    if(DEFINED TL_AOT_ARCHS AND NOT "${TL_AOT_ARCHS}" STREQUAL "")
-      set(archs_in "${TL_AOT_ARCHS}")
-    elseif(NOT "$ENV{TL_AOT_ARCHS}" STREQUAL "")
-      string(REGEX REPLACE "[ ,]+" ";" archs_in "$ENV{TL_AOT_ARCHS}")
-      message(STATUS "add_tilelang_kernel(${name}): archs ${archs_in} from the TL_AOT_ARCHS "
-                     "environment variable (no ARCHS given)")
-    elseif(CMAKE_CUDA_ARCHITECTURES)
-      set(archs_in "${CMAKE_CUDA_ARCHITECTURES}")
-    endif()
-  endif()
-  _tl_aot_archs(archs arch_display ${archs_in})
-  if(NOT archs)
-    set(arch_display "tl_aot's default archs")
-  endif()
 
   # --- Paths -------------------------------------------------------------------------------
   if(ARG_OUTPUT_DIRECTORY)
@@ -679,21 +626,8 @@ function(add_tilelang_kernel)
   file(MAKE_DIRECTORY "${out_dir}" "${header_dir}" "${work_dir}")
 
   # --- The command: one call of the tl_aot CLI ---------------------------------------------
-  # TL_AOT_ARCHS in the build's environment would override --arch; the archs are decided here.
-  # The project's compiler launchers (sccache, ccache) run tl_aot's nvcc and host compiles too.
-  set(launcher "")
-  if(CMAKE_CUDA_COMPILER_LAUNCHER)
-    list(JOIN CMAKE_CUDA_COMPILER_LAUNCHER " " launcher)
-  elseif(CMAKE_CXX_COMPILER_LAUNCHER)
-    list(JOIN CMAKE_CXX_COMPILER_LAUNCHER " " launcher)
-  endif()
-  if(launcher)
-    set(env_launcher "TL_AOT_COMPILER_LAUNCHER=${launcher}")
-  else()
-    set(env_launcher "")
-  endif()
-  set(cmd "${CMAKE_COMMAND}" -E env --unset=TL_AOT_ARCHS ${env_launcher} "${python}" -m tl_aot
-          build)
+  # First what declares the entry; tl_aot checks it (and the target name) and chooses the archs.
+  set(cmd "")
   if(ARG_CAPTURE)
     foreach(f IN LISTS capture_files)
       list(APPEND cmd --capture "${f}")
@@ -707,9 +641,6 @@ function(add_tilelang_kernel)
     endif()
   endif()
   list(APPEND cmd --name "${name}")
-  foreach(a IN LISTS archs)
-    list(APPEND cmd --arch "${a}")
-  endforeach()
   foreach(a IN LISTS ARG_ARGS)
     list(APPEND cmd --arg "${a}")
   endforeach()
@@ -734,6 +665,17 @@ function(add_tilelang_kernel)
   if(ARG_DEVICE)
     list(APPEND cmd --device "${ARG_DEVICE}")
   endif()
+  foreach(a IN LISTS ARG_OUT_IDX)
+    list(APPEND cmd "--out-idx=${a}")
+  endforeach()
+  if(ARG_BACKEND)
+    list(APPEND cmd --backend "${ARG_BACKEND}")
+  endif()
+  _tl_aot_configure("${python}" ${name} "${ARG_ARCHS}" archs arch_display ${cmd})
+  # TL_AOT_ARCHS in the build's environment would override --arch; the archs are decided here.
+  foreach(a IN LISTS archs)
+    list(APPEND cmd --arch "${a}")
+  endforeach()
   set(tune_dep "")
   if(ARG_SPEC)
     get_filename_component(spec_stem "${main_file}" NAME_WE)
@@ -747,12 +689,6 @@ function(add_tilelang_kernel)
                            "${CMAKE_CURRENT_SOURCE_DIR}")
     list(APPEND cmd --tune-file "${tune_file}")
     set(tune_dep "${tune_file}")
-  endif()
-  foreach(a IN LISTS ARG_OUT_IDX)
-    list(APPEND cmd "--out-idx=${a}")
-  endforeach()
-  if(ARG_BACKEND)
-    list(APPEND cmd --backend "${ARG_BACKEND}")
   endif()
   list(APPEND cmd -o "${out_dir}" --header-dir "${header_dir}" --depfile "${depfile}")
   if(ARG_JOBS)
@@ -776,6 +712,20 @@ function(add_tilelang_kernel)
     list(APPEND cmd --torch-ops)
     set(companion "${out_dir}/lib${name}_torch.so")
   endif()
+  # The project's compiler launchers (sccache, ccache) run tl_aot's nvcc and host compiles too.
+  set(launcher "")
+  if(CMAKE_CUDA_COMPILER_LAUNCHER)
+    list(JOIN CMAKE_CUDA_COMPILER_LAUNCHER " " launcher)
+  elseif(CMAKE_CXX_COMPILER_LAUNCHER)
+    list(JOIN CMAKE_CXX_COMPILER_LAUNCHER " " launcher)
+  endif()
+  if(launcher)
+    set(env_launcher "TL_AOT_COMPILER_LAUNCHER=${launcher}")
+  else()
+    set(env_launcher "")
+  endif()
+  list(PREPEND cmd "${CMAKE_COMMAND}" -E env --unset=TL_AOT_ARCHS ${env_launcher} "${python}" -m
+       tl_aot build)
 
   # Everything that decides the output, as a file the build step depends on.
   list(JOIN cmd "\n" cmd_text)

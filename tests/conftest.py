@@ -40,9 +40,9 @@ def cache_dir(tmp_path_factory) -> Path:
 def session_runtime(cache_dir) -> Path:
     """The launcher runtime's object in the session cache (compiled once per session, as a build would)."""
     from tl_aot.build_stages import objects_key
-    from tl_aot.cache import package_version
     from tl_aot.host_objects import runtime_object
     from tl_aot.toolchain import nvcc_version
+    from tl_aot.versions import package_version
 
     obj, _ = runtime_object(cache_dir, extra_key=objects_key(nvcc_version(), package_version("apache-tvm-ffi")))
     return obj

@@ -6,7 +6,8 @@ and :func:`load` needs only ``apache-tvm-ffi``.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .versions import __version__
+
 __all__ = ["__version__", "load", "Library", "serve"]
 
 

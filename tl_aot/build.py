@@ -28,6 +28,7 @@ from .build_plan import Plan, check_toolchain, plan_build, read_stamp
 from .build_run import all_failed, build_variants, first_error_line, left_out_of
 from .build_stages import objects_key
 from .cache import VariantCache, default_cache_dir
+from .captured import with_captures
 from .cluster import CLUSTER_ENV
 from .destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
 from .errors import FilesystemError, SpecError
@@ -102,14 +103,13 @@ def build_library(
     Parameters
     ----------
     lib : LibrarySpec
-        The library name and its entries (each with its archs).
+        The library name and its entries (each with its archs); its ``captures`` become entries here.
     out_dir : path
         Where ``lib<name>.so`` goes. Intermediate files live in ``out_dir/.tl_aot/<name>/``.
     jobs : int, optional
         Job slots shared by lowering, nvcc and host compiles; default :func:`default_jobs` (reads ``MAX_JOBS``).
     cache_dir : path, optional
-        Variant cache; default ``$TL_AOT_CACHE_DIR`` or ``out_dir/.tl_aot/cache`` (relative paths are
-        taken from the working folder).
+        Variant cache; default ``$TL_AOT_CACHE_DIR`` or ``out_dir/.tl_aot/cache`` (relative: from the working folder).
     header_dir : path, optional
         Where the C++ header goes; default ``out_dir``.
     depfile : path, optional
@@ -136,6 +136,7 @@ def build_library(
 
     """
     t_start = time.perf_counter()
+    lib = with_captures(lib).bound()
     torch_ops = lib.torch_ops if torch_ops is None else torch_ops
     cluster, cache_url = _settled(jobs, cluster, cache_url)
     if shard:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import __version__
-from .cache import package_version
 from .captured import recorded_calls
 from .codegen import image_symbol
 from .cuda_compat import image_floor, library_floor
@@ -20,6 +18,7 @@ from .spec import KernelSpec, LibrarySpec
 from .toolchain import compiler_description
 from .tuning import recorded_tunings
 from .values import spell
+from .versions import __version__, package_version
 
 __all__ = ["manifest_of", "entry_head", "manifest_from", "compiler_or_none", "image_files", "image_files_by_symbol"]
 

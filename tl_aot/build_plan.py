@@ -14,10 +14,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__
 from .arch import Arch
 from .build_inputs import generator_files, project_of
-from .cache import VariantCache, package_version, variant_key
+from .cache import VariantCache, variant_key
 from .cuda_compat import min_cuda_for_arch
 from .cuda_toolkit import find_toolkit, pin_toolkit, pip_toolkits
 from .errors import SpecError, ToolchainNotFound
@@ -27,6 +26,7 @@ from .options import inputs_unchanged
 from .source import SourceSnapshot, display_path, snapshot_files, snapshot_sources
 from .spec import KernelSpec, LibrarySpec
 from .toolchain import compiler_description, nvcc_version, point_tilelang_at_toolkit, supported_archs_of
+from .versions import __version__, package_version
 
 __all__ = ["Task", "Plan", "plan_build", "check_toolchain", "generator_files", "read_stamp"]
 

@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__
 from .build_images import image_of, images_of
 from .build_inputs import project_of
 from .build_manifest import manifest_of
@@ -33,6 +32,7 @@ from .image_check import variant_image_problem
 from .metadata import LoweredVariant
 from .source import display_path, function_line, snapshot_files
 from .spec import KernelSpec, LibrarySpec
+from .versions import __version__
 
 __all__ = ["Stages", "objects_key", "project_of", "image_of"]
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import importlib.metadata
 import json
 import os
 import re
@@ -24,7 +23,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import __version__
 from .arch import Arch
 from .destinations import ensure_folder, filesystem_errors, fs_error
 from .errors import CompileError
@@ -35,23 +33,18 @@ from .source import SourceSnapshot, snapshot_files, snapshot_sources
 from .spec import KernelSpec
 from .toolchain import compiler_launcher
 from .values import spell
+from .versions import __version__, package_version
 
-__all__ = ["VariantCache", "variant_key", "default_cache_dir", "package_version", "relocate"]
+__all__ = ["VariantCache", "variant_key", "default_cache_dir", "relocate"]
 
 #: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
 #: so that entries written by an older tl_aot of the same version are never reused.
-CACHE_SCHEMA = 10
+#: 11: request keys taken before lowering (TileLang renamed variables in place);
+#: 12: images made from each variant's own part of the PTX (tl_aot.ptx_split).
+CACHE_SCHEMA = 12
 
 #: Stands for the project root in stored paths (see :func:`relocate`).
 ROOT_TOKEN = "${TL_AOT_PROJECT_ROOT}"
-
-
-def package_version(dist: str) -> str:
-    """Installed version of ``dist`` without importing it ('' if absent)."""
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
 
 
 def default_cache_dir(out_dir: Path) -> Path:
@@ -94,7 +87,6 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: Sou
         # under a compiler launcher nvcc runs in one step, so the image's line table differs
         "tuned": [list(c) for a, c, _ in spec.tuned if a == str(arch).split("+")[0]],
         "one_step_nvcc": bool(compiler_launcher()),
-        "image_ptx": "own-part",  # images made from the variant's own part of the PTX (tl_aot.ptx_split)
         "source": f"capture:{spec.capture[1]}" if spec.capture else sources.files[0][3],
         "deps": [[Path(p).name, d] for p, _, _, d in deps],
     }

@@ -1,6 +1,6 @@
 """The key of a ``@tilelang.jit`` call: what serving matches before TileLang traces the prim_func.
 
-A request key (:func:`tl_aot.capture.request_key`) is a digest of the prim_func, which TileLang
+A request key (:func:`tl_aot.request_key.request_key`) is a digest of the prim_func, which TileLang
 must first build by running the user's function (``JITImpl.get_tir``): most of what a warm JIT
 spends. The call key names the same kernel from the call alone: the function (module, name, a
 digest of its source), every value it reads from its closure and its module's globals (numbers,
@@ -26,7 +26,8 @@ import hashlib
 import json
 import types
 
-from .tuning import _function, _source_digest
+from .function_source import source_digest, user_function
+from .options import plain_pass_configs
 
 __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 
@@ -71,7 +72,7 @@ def _spell(v, depth: int):
 
 def _spell_function(fn, depth: int):
     fn = getattr(fn, "func", None) if type(fn).__name__ == "JITImpl" else fn
-    fn = _function(fn)
+    fn = user_function(fn)
     module = getattr(fn, "__module__", "") or ""
     name = f"{module}.{getattr(fn, '__qualname__', '?')}"
     if isinstance(fn, types.BuiltinFunctionType) or _library(module):
@@ -81,7 +82,7 @@ def _spell_function(fn, depth: int):
     code = getattr(fn, "__code__", None)
     source = _SOURCES.get(code) if code is not None else None
     if source is None:
-        source = _source_digest(fn)
+        source = source_digest(fn)
         if code is not None and len(_SOURCES) < 4096:
             _SOURCES[code] = source  # the code object is what runs: its source is read once
     if code is None or not source:
@@ -113,8 +114,6 @@ def call_key(jit, args: tuple, kwargs: dict, gpu: str) -> str | None:
 
     None when it cannot be keyed.
     """
-    from .resolve import plain_pass_configs
-
     try:
         import tilelang
 

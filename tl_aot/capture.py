@@ -11,187 +11,29 @@ for on another machine, from another install path, has the same key. Serving mat
 from __future__ import annotations
 
 import base64
-import dataclasses
-import hashlib
 import json
 import os
 import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 
 from .call_key import call_key
+from .capture_record import Record
 from .cuda_driver import current_gpu, emulating, gpu_identity
 from .device_code import arch_of_cc, jit_kernel_code, jit_target, lowered_code
-from .errors import SpecError, TlAotError
-from .fileutil import atomic_write
-from .ir_record import normalized_ir, round_trip_problem, save_ir
+from .errors import TlAotError
+from .ir_record import round_trip_problem
 from .jit_seam import CompiledStandIn, Interception, install
-from .options import flag_inputs, portable_flags
+from .options import flag_inputs
+from .pristine_ir import pristine_ir
+from .request_key import backend_kind, options_of, request_key
+from .request_origin import caller_origin, jit_origin, request_device
+from .tilelang_compat import tilelang_version
+from .tuning import chosen_index, describe, resolved_configs, spelled_config, tuning_key
 
-__all__ = ["RECORD_SCHEMA", "request_key", "Record", "Capturer", "install_from_env", "normalized_ir"]
-
-RECORD_SCHEMA = 1
-_CUTEDSL = ("cutedsl",)
-
-
-def recorded_flags(item: dict) -> list[str]:
-    """A recorded request's compile flags with paths spelled by content (:func:`portable_flags`).
-
-    The digests come from the headers the record carries, so the spelling is the same on any machine.
-    """
-    digests = {p: hashlib.sha256(base64.b64decode(b64)).hexdigest() for p, b64 in item.get("headers", {}).items()}
-    return portable_flags(item.get("options", {}).get("compile_flags", []), digests)
-
-
-def backend_kind(execution_backend, target) -> str:
-    """``cutedsl`` for TileLang's CuTeDSL backend, else ``cuda`` (every other backend compiles the same CUDA)."""
-    if execution_backend in _CUTEDSL or (isinstance(target, str) and target.strip() in _CUTEDSL):
-        return "cutedsl"
-    if isinstance(target, dict):
-        return "cutedsl" if target.get("kind") in _CUTEDSL or "cutedsl" in (target.get("keys") or ()) else "cuda"
-    keys = getattr(target, "keys", None)  # a tvm Target: TileLang marks its CuTeDSL targets with a "cutedsl" key
-    return "cutedsl" if keys is not None and not callable(keys) and "cutedsl" in [str(k) for k in keys] else "cuda"
-
-
-def options_of(req) -> dict:
-    """The options of a compile request, as JSON values."""
-    from .resolve import plain_pass_configs
-
-    out_idx = req.out_idx
-    if out_idx is not None and not isinstance(out_idx, (list, tuple)):
-        out_idx = [out_idx]
-    return {
-        "out_idx": None if out_idx is None else [int(i) if not isinstance(i, str) else i for i in out_idx],
-        "pass_configs": plain_pass_configs(req.pass_configs),
-        "compile_flags": list(req.compile_flags),
-        "backend": backend_kind(req.execution_backend, req.target),
-        "target": None if req.target is None else str(req.target),
-    }
-
-
-def request_key(func, options: dict, *, text: str | None = None) -> str:
-    """The identity of a compile request: prim_func (without locations) and options (headers by content).
-
-    ``text``: the prim_func already saved as JSON (:func:`tl_aot.ir_record.save_ir`).
-    """
-    keyed = {**options, "compile_flags": portable_flags(options["compile_flags"])}
-    h = hashlib.sha256(normalized_ir(func, text).encode())
-    h.update(json.dumps(keyed, sort_keys=True, default=str).encode())
-    return h.hexdigest()[:32]
-
-
-@dataclass
-class Record:
-    """A capture record: kernels by key, each with its IR, options, devices and origins; and the autotuner's choices.
-
-    ``tunings`` maps a tuning key (:func:`tl_aot.tuning.tuning_key`) to the choice TileLang's
-    autotuner made in the captured run: the config, its index among the candidates, the request
-    key of the chosen kernel (one of ``kernels``), the GPU and the latency measured.
-    """
-
-    path: Path
-    kernels: dict
-    tunings: dict = dataclasses.field(default_factory=dict)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike, *, missing_ok: bool = False) -> Record:
-        """Read a record; a missing file is empty with ``missing_ok``, else an error naming it."""
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            if missing_ok:
-                return cls(path, {})
-            msg = f"capture record {path} does not exist"
-            raise SpecError(msg) from None
-        except (OSError, ValueError) as e:
-            msg = f"capture record {path} cannot be read: {e}"
-            raise SpecError(msg) from None
-        if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA or not isinstance(data.get("kernels"), dict):
-            msg = f"{path} is not a tl_aot capture record (schema {RECORD_SCHEMA})"
-            raise SpecError(msg)
-        tunings = data.get("tunings", {})
-        return cls(path, data["kernels"], tunings if isinstance(tunings, dict) else {})
-
-    def merge(self, other: dict, tunings: dict | None = None) -> int:
-        """Add ``other``'s kernels (key -> item); devices and origins of known keys are merged. Returns how many are new.
-
-        ``tunings`` (tuning key -> choice) are added too; a tuning already recorded keeps its first choice
-        (a record is reproducible: tuning again, with its timing noise, does not change what is served).
-        """
-        for key, item in (tunings or {}).items():
-            self.tunings.setdefault(key, item)
-        new = 0
-        for key, item in other.items():
-            have = self.kernels.get(key)
-            if have is None:
-                if "ir" not in item:
-                    continue  # device code of a request this record does not hold
-                self.kernels[key] = item
-                new += 1
-                continue
-            for field in ("devices", "origins", "calls"):
-                seen = {json.dumps(x, sort_keys=True) for x in have.get(field, [])}
-                for x in item.get(field, []):
-                    if json.dumps(x, sort_keys=True) not in seen and len(have.setdefault(field, [])) < 32:
-                        have[field].append(x)
-            for arch, code in (item.get("device_code") or {}).items():  # the first digest of an arch is kept
-                have.setdefault("device_code", {}).setdefault(arch, code)
-            if item.get("unfaithful") and not have.get("unfaithful"):
-                have["unfaithful"] = item["unfaithful"]
-        return new
-
-    def save(self) -> None:
-        """Write the record atomically, kernels sorted by key (stable diffs)."""
-        data = {"schema": RECORD_SCHEMA, "kernels": dict(sorted(self.kernels.items()))}
-        if self.tunings:
-            data["tunings"] = dict(sorted(self.tunings.items()))
-        atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
-
-
-def _origin() -> dict:
-    """Where the request came from: the innermost frame of the caller's code (not TileLang, not tl_aot)."""
-    skip = ("/tilelang/", "/tvm/", "/tl_aot/", "/functools.py", "/contextlib.py")
-    frames = traceback.extract_stack()[:-3]
-    for fs in reversed(frames):
-        if not any(s in fs.filename.replace(os.sep, "/") for s in skip):
-            return {"file": fs.filename, "line": fs.lineno, "function": fs.name}
-    return {}
-
-
-def _jit_origin(jit_call) -> dict:
-    """The ``@tilelang.jit`` function compiled and its arguments (spelled), when the request came through one."""
-    from .values import spell
-
-    if jit_call is None:
-        return {}
-    jit, args, kwargs = jit_call
-    fn = getattr(getattr(jit, "func", None), "orig_func", None)
-    out = {"jit": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"}
-    spelled = {}
-    for k, v in {**{str(i): a for i, a in enumerate(args)}, **kwargs}.items():
-        try:
-            spelled[k] = spell(v)
-        except SpecError:
-            spelled[k] = type(v).__name__
-    out["args"] = spelled
-    return out
-
-
-def _device() -> dict:
-    """The device the request was made on (torch's current device, or the emulated profile)."""
-    torch = sys.modules.get("torch")
-    try:
-        if torch is not None and torch.cuda.is_available():
-            i = torch.cuda.current_device()
-            major, minor = torch.cuda.get_device_capability(i)
-            return {"name": torch.cuda.get_device_name(i), "arch": f"sm_{major}{minor}{'a' if major >= 9 else ''}"}
-    except Exception:  # noqa: BLE001 (a capture never fails the workload)
-        pass
-    return {}
+__all__ = ["Capturer", "install_from_env"]
 
 
 class Capturer:
@@ -221,7 +63,7 @@ class Capturer:
         """
         try:
             options = options_of(req)
-            text = save_ir(req.func)
+            text = pristine_ir(req.func)  # as first seen: TileLang's lowering renames variables in place
             key = request_key(req.func, options, text=text)
             headers = {p: base64.b64encode(Path(p).read_bytes()).decode() for p, _ in flag_inputs(options["compile_flags"])}
             item = {
@@ -229,8 +71,8 @@ class Capturer:
                 "ir": text,
                 "options": options,
                 "headers": headers,
-                "devices": [d] if (d := _device()) else [],
-                "origins": [{**_origin(), **_jit_origin(jit_call), "time": int(time.time())}],
+                "devices": [d] if (d := request_device()) else [],
+                "origins": [{**caller_origin(), **jit_origin(jit_call), "time": int(time.time())}],
             }
             call = call_key(*jit_call, gpu_identity()) if jit_call is not None else None
             if call:
@@ -253,8 +95,6 @@ class Capturer:
 
     def record_tuning(self, tuner, result) -> None:
         """Add the choice TileLang's autotuner made (never raises): tuning key -> config and the chosen kernel's request key."""
-        from .tuning import chosen_index, describe, resolved_configs, spelled_config, tuning_key
-
         try:
             config = getattr(result, "config", None)
             if config is None:
@@ -276,7 +116,7 @@ class Capturer:
                 "candidates": len(resolved_configs(tuner)),
                 "request_key": have[1],
                 "cc": material["cc"],
-                "device": _device().get("name", ""),
+                "device": request_device().get("name", ""),
                 "latency_ms": float(getattr(result, "latency", 0.0) or 0.0),
                 "time": int(time.time()),
             }
@@ -348,13 +188,13 @@ class Capturer:
                 code = lowered_code(req, self.lower_arch)
                 self.lowering_s += time.perf_counter() - t0
                 if code is not None:
-                    made = {"sha256": code[1], "tilelang": _tilelang_version(), "from": "lowered at capture"}
+                    made = {"sha256": code[1], "tilelang": tilelang_version(), "from": "lowered at capture"}
                     self.record_device_code(key, {code[0]: made})
             return self._remember(CompiledStandIn(req), key)
         kernel = proceed()
         code = jit_kernel_code(kernel) if backend_kind(req.execution_backend, req.target) == "cuda" else None
         if code is not None:
-            made = {"sha256": code[1], "tilelang": _tilelang_version(), "from": "JIT", "target": jit_target(kernel)}
+            made = {"sha256": code[1], "tilelang": tilelang_version(), "from": "JIT", "target": jit_target(kernel)}
             self.record_device_code(key, {code[0]: made})
         return self._remember(kernel, key)
 
@@ -372,8 +212,6 @@ class Capturer:
         except Exception:
             if self.compile_for_real:
                 raise
-            from .tuning import describe, tuning_key
-
             _, material = tuning_key(tuner, current_gpu().cc)
             msg = (
                 f"tl_aot capture --device: {describe(material)} is tuned by TileLang's autotuner at run time, which times "
@@ -427,9 +265,3 @@ def install_from_env() -> Capturer | None:
     atexit.register(cap.report)
     atexit.register(cap.flush)  # runs first: atexit calls in reverse order
     return cap
-
-
-def _tilelang_version() -> str:
-    import tilelang
-
-    return str(getattr(tilelang, "__version__", "unknown"))

@@ -14,16 +14,24 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
-from .capture import Record
-from .errors import SpecError
+from .arch import parse_arch
+from .capture_record import Record
+from .device import PROFILES, find_profile
+from .errors import LoweringError, SpecError
 from .fileutil import atomic_write
 from .ir_record import load_ir
+from .kernel_spec import KernelSpec, LibrarySpec
+from .metadata import Call
 from .options import map_flag_paths
+from .resolved import Resolved
+from .versions import cutedsl_version
 
 __all__ = [
     "specs_from_record",
+    "with_captures",
     "recorded_device",
     "recorded_calls",
     "proof_of",
@@ -39,11 +47,6 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
 
     ``device``: the GPU profile for every kernel; by default each kernel's :func:`recorded_device`.
     """
-    import re
-
-    from .cutedsl import cutedsl_version
-    from .spec import KernelSpec
-
     rec = Record.load(path)
     out = []
     for key, item in sorted(rec.kernels.items()):
@@ -64,6 +67,16 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
     return out
 
 
+def with_captures(lib: LibrarySpec) -> LibrarySpec:
+    """``lib`` with the kernels of its capture records (a spec file's ``[library] capture``) as entries; as is without."""
+    if not lib.captures:
+        return lib
+    entries = list(lib.entries)
+    for source in lib.captures:
+        entries.extend(specs_from_record(source.record, source.archs, device=source.device))
+    return dataclasses.replace(lib, entries=tuple(entries), captures=())
+
+
 def recorded_device(item: dict) -> str:
     """The device profile of the GPU a kernel was captured on ('' when unknown, or when it was seen on several models).
 
@@ -71,8 +84,6 @@ def recorded_device(item: dict) -> str:
     ``--device`` names another): a kernel sized by the SM count or shared memory is then built as
     the JIT built it, and the device code check proves it.
     """
-    from .device import PROFILES
-
     names = {str(d.get("name", "")) for d in item.get("devices", []) if isinstance(d, dict) and d.get("name")}
     found = {p.name for p in PROFILES.values() for n in names if p.reported_name == n}
     return found.pop() if len(found) == 1 and len(names) == 1 else ""
@@ -86,9 +97,6 @@ def _fitting(device: str, archs) -> str:
     """
     if not device or not archs:
         return device
-    from .arch import parse_arch
-    from .device import find_profile
-
     for arch in archs:
         with contextlib.suppress(SpecError):  # an arch spelled wrong is reported where the spec is made
             find_profile(device, parse_arch(arch) if isinstance(arch, str) else arch)
@@ -103,8 +111,6 @@ def recorded_calls(records, built) -> tuple:
     for two different requests (a function that reads something its key does not cover) is
     shipped for neither: serving then keys those calls by their prim_func.
     """
-    from .metadata import Call
-
     seen: dict = {}
     for path in sorted(records):
         kernels = Record.load(path).kernels  # unreadable now: an error naming it, never a library without its call keys
@@ -130,10 +136,7 @@ def unbuildable_reason(item: dict) -> str:
 
 
 def resolve_captured(spec, where: str):
-    """The :class:`~tl_aot.resolve.Resolved` of a captured kernel: its IR and options from the record."""
-    from .errors import LoweringError
-    from .resolve import Resolved
-
+    """The :class:`~tl_aot.resolved.Resolved` of a captured kernel: its IR and options from the record."""
     record_path, key = spec.capture[:2]
     item = Record.load(record_path).kernels.get(key)
     if item is None:

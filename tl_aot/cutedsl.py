@@ -22,13 +22,10 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .cache import package_version
 from .errors import CompileError, LoweringError, ToolchainNotFound
+from .versions import CUTEDSL_DIST, CUTEDSL_PIN, cutedsl_version, package_version
 
 __all__ = [
-    "CUTEDSL_DIST",
-    "CUTEDSL_PIN",
-    "cutedsl_version",
     "require_cutedsl",
     "generated_module",
     "check_kernels",
@@ -38,18 +35,8 @@ __all__ = [
     "match_kernels",
 ]
 
-#: The distribution that provides CuTeDSL, and the version ``tl_aot[cutedsl]`` pins.
-CUTEDSL_DIST = "nvidia-cutlass-dsl"
-CUTEDSL_PIN = "4.8.1"
-
-
 #: TileLang releases whose generated CuTeDSL module (its cubin step) tl_aot is tested with.
 CUTEDSL_TILELANG = ("0.1.15",)
-
-
-def cutedsl_version() -> str:
-    """The installed CuTeDSL version ('' when the extra is not installed); imports nothing."""
-    return package_version(CUTEDSL_DIST)
 
 
 def require_cutedsl(entry: str, arch: str) -> str:

@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from .errors import LoweringError
+from .user_frames import format_user_error, user_frame, user_location
 
 __all__ = ["guarded_import", "guarded_call"]
 
@@ -71,8 +72,6 @@ def guarded_call(what: str, files, *, entry: str = "", arch: str = ""):
     except (SystemExit, _HardExit, KeyboardInterrupt) as e:
         if isinstance(e, KeyboardInterrupt) and not raised_by_code(e, files):
             raise
-        from .source import format_user_error
-
         head = f"entry {entry!r} ({arch}): " if entry else ""
         where = format_user_error(e, set(files))
         msg = f"{head}{what} {_did(e)} while tl_aot built it" + (f"\n  at {where}" if where else "")
@@ -91,8 +90,6 @@ def raised_by_code(e: KeyboardInterrupt, files) -> bool:
     """
     if threading.current_thread() is not threading.main_thread():
         return True
-    from .source import user_frame
-
     fs = user_frame(e.__traceback__, set(files))
     if fs is None:
         return False
@@ -111,15 +108,11 @@ def _did(e: BaseException) -> str:
 
 
 def _where(e: BaseException, files) -> str | None:
-    from .source import user_location
-
     return user_location(e, set(files)) or None
 
 
 def _message(e: BaseException, path: Path, files, entry: str, arch: str) -> str:
     """``entry 'add' (sm_90a): k.py called sys.exit(3) while it was imported, at k.py:2: sys.exit(3)`` and the fix."""
-    from .source import format_user_error
-
     what = f"{_did(e)} while tl_aot imported it"
     if _through_argparse(e):
         what = "parsed the command line (argparse) while tl_aot imported it, and the arguments it wants are not there"

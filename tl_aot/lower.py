@@ -1,7 +1,7 @@
 """Lower one entry for one arch with TileLang's own API: the orchestration of one variant.
 
 Runs without a GPU: the target is explicit. The user's object is resolved by :mod:`tl_aot.resolve`,
-the lowered IR read into metadata by :mod:`tl_aot.ir_metadata`, and the generated CUDA edited and
+the lowered IR read into metadata by :mod:`tl_aot.ir_signature` and :mod:`tl_aot.ir_metadata`, and the generated CUDA edited and
 checked by :mod:`tl_aot.cuda_source`.
 """
 
@@ -13,30 +13,27 @@ import logging
 import sys
 
 from .arch import Arch
-from .capture import backend_kind
 from .cuda_source import check_source_kernels, rename_reserved_names, static_shared_bytes
 from .device import default_profile, emulate, find_profile
 from .device_code import check_against_record, digest, lower, spell_target
-from .errors import LoweringError, SpecError, TlAotError
+from .errors import LoweringError, SpecError, TlAotError, ToolchainNotFound
 from .import_guard import guarded_call
-from .ir_metadata import host_walk, output_positions, read_kernels, read_signature, read_tma_descriptors, read_workspaces
+from .ir_metadata import host_walk, read_kernels, read_tma_descriptors, read_workspaces
+from .ir_signature import output_positions, read_signature
 from .jit_seam import CompileRequest
 from .launch_limits import check_launch_limits
 from .metadata import LoweredVariant
-from .options import flag_inputs, jit_pass_configs, nvcc_flags_for, portable_flags
-from .resolve import Resolved, func_hash, plain_pass_configs, resolve_kernel
-from .source import display_path, format_user_error, function_line, import_kernel_file, local_dependencies, user_location
+from .options import flag_inputs, jit_pass_configs, nvcc_flags_for, plain_pass_configs, portable_flags
+from .request_key import backend_kind, options_of, request_key
+from .resolve import func_hash, resolve_kernel
+from .resolved import Resolved
+from .source import display_path, function_line, import_kernel_file, local_dependencies
 from .spec import KernelSpec
+from .tilelang_compat import INSTALL_HINT, tilelang_version
+from .user_frames import format_user_error, user_location
 from .values import spell
 
-__all__ = ["lower_variant", "tilelang_version"]
-
-
-def tilelang_version() -> str:
-    """Version of the TileLang used to lower (importing it if needed)."""
-    import tilelang
-
-    return str(getattr(tilelang, "__version__", "unknown"))
+__all__ = ["lower_variant"]
 
 
 class _DropBuilderDump(logging.Filter):
@@ -61,9 +58,6 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
     try:
         from tilelang import tvm
     except ImportError as e:
-        from .errors import ToolchainNotFound
-        from .tilelang_compat import INSTALL_HINT
-
         msg = f"{where}: TileLang is needed at build time: {INSTALL_HINT} ({e})"
         raise ToolchainNotFound(msg, entry=spec.name, arch=arch.sm) from None
     profile = _profile(spec, arch)
@@ -77,6 +71,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
             func = resolved.func
             out_idx = resolved.out_idx if spec.out_idx is None else spec.out_idx
             outputs = output_positions(func, out_idx, where)
+            identity = _request_identity(spec, resolved, out_idx)  # before lowering: TileLang's renames variables in place
             pass_configs = jit_pass_configs(resolved.pass_configs, resolved.compile_flags)
             backend = spec.backend or backend_kind(resolved.execution_backend, resolved.target)
             lower_target = _cutedsl_target(spec, arch, target) if backend == "cutedsl" else target
@@ -125,7 +120,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         inputs=flag_inputs(nvcc_options),
         backend=backend,
         device_code=code,
-        **_request_identity(spec, resolved, out_idx),
+        **identity,
     )
 
 
@@ -179,9 +174,10 @@ def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict:
     """The JIT compile request this variant answers, with the options it was built with (spec overrides included).
 
     Its key is what serving matches; its prim_func name and options, as JSON, are what ``verify`` compares.
+    Taken before the variant is lowered, of the prim_func as this process first saw it
+    (:mod:`tl_aot.pristine_ir`): ``@tilelang.jit`` hands out one prim_func object for the same
+    arguments, and lowering it for another arch may have renamed its variables since.
     """
-    from .capture import options_of, request_key
-
     req = CompileRequest.of(
         resolved.func,
         None if out_idx is None else list(out_idx),

@@ -176,7 +176,7 @@ class ArchVariant:
     nvcc_options: tuple = ()  # the nvcc flags the image was compiled with (from the two above)
     func_hash: str = ""  # structural hash of the prim_func built (what TileLang's JIT would compile)
     resolved: str = ""  # how the kernel was reached from the entry's function
-    request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.capture.request_key)
+    request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.request_key.request_key)
     request: str = ""  # that request as JSON: prim_func name and options (portable flags), for ``verify``
     backend: str = "cuda"  # TileLang's code generator: "cuda" (CUDA C++, nvcc) or "cutedsl" (CuTeDSL; kernels found by pattern)
     cuda_version: str = ""  # the CUDA release of the compiler that made the image ("13.0.88"; "" for CuTeDSL's own)
@@ -198,7 +198,7 @@ class LoweredEntry:
     export: str = ""  # the exported function this is a specialisation of ("": exported as ``name``)
     when: tuple = ()  # (symbol, lo, hi): the dynamic dims this specialisation covers
     fallback: bool = False  # picked only when no other specialisation of its export matches
-    capture_key: str = ""  # a captured kernel's request key (tl_aot.capture.request_key): what serving matches
+    capture_key: str = ""  # a captured kernel's request key (tl_aot.request_key.request_key): what serving matches
     capture_name: str = ""  # the captured prim_func's name
 
     @property
@@ -375,7 +375,7 @@ class LoweredVariant:
     compile_flags: tuple = ()  # the kernel's compile_flags (decorator, prim_func, spec), in order
     func_hash: str = ""  # TileLang's structural hash of the prim_func lowered (tl_aot.resolve.func_hash)
     resolved: str = ""  # how the prim_func was reached, e.g. "make_gemm(M=1024) -> kernel(block_m=128)"
-    request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.capture.request_key)
+    request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.request_key.request_key)
     request: str = ""  # that request as JSON: prim_func name and options (portable flags)
     inputs: tuple = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale
     backend: str = "cuda"  # "cuda" or "cutedsl": which of TileLang's code generators produced ``cuda_source``

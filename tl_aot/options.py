@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .fileutil import file_digest
 
-__all__ = ["jit_pass_configs", "absolute_flags", "flag_inputs", "nvcc_flags_for", "portable_flags", "map_flag_paths"]
+__all__ = ["jit_pass_configs", "plain_pass_configs", "absolute_flags", "flag_inputs", "nvcc_flags_for", "portable_flags", "map_flag_paths"]
 
 #: Flags whose value (attached or the next word) is a path nvcc reads.
 _PATH_FLAGS = ("-include", "--pre-include", "-I", "--include-path", "-isystem", "--system-include")
@@ -36,6 +36,29 @@ def jit_pass_configs(pass_configs: dict, compile_flags) -> dict:
     have = [] if have is None else [have] if isinstance(have, str) else [str(f) for f in have]
     out[key] = [*have, *flags]
     return out
+
+
+def _plain(v):
+    """TVM containers and scalars as Python values (pass configs arrive as either)."""
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    for conv in (int, float, str):
+        if type(v).__name__ in ("IntImm", "Integer") and conv is int:
+            return int(v)
+    if hasattr(v, "items"):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if hasattr(v, "__iter__"):
+        return [_plain(x) for x in v]
+    return str(v)
+
+
+def plain_pass_configs(pc: dict) -> dict:
+    """Pass configs as JSON-able Python values under their string keys (``tl.disable_tma_lower``), sorted."""
+    return dict(sorted((_key(k), _plain(v)) for k, v in pc.items()))
+
+
+def _key(k) -> str:
+    return str(getattr(k, "value", k))
 
 
 def nvcc_flags_for(pass_configs: dict) -> tuple[str, ...]:

@@ -2,7 +2,7 @@
 
 ``tl_aot.serve(path)`` (a library, or a folder of them) patches TileLang's compile
 (``tilelang.jit.cached``) in this process. A compile request whose key (prim_func without source
-locations, options, headers by content: :func:`tl_aot.capture.request_key`) is the key of a
+locations, options, headers by content: :func:`tl_aot.request_key.request_key`) is the key of a
 loaded library's variant (every kernel built from a capture, or reached through TileLang's JIT
 from a spec entry, records the request it answers), on a GPU the library has an image for, returns a
 :class:`ServedKernel`: the library's entry, called like TileLang's compiled kernel. Any other
@@ -13,8 +13,6 @@ different options are always a miss: nothing else is ever served for them.
 
 from __future__ import annotations
 
-import enum
-import json
 import logging
 import os
 import threading
@@ -24,59 +22,17 @@ from pathlib import Path
 
 from .cuda_driver import current_gpu, gpu_identity
 from .errors import TlAotError
-from .jit_seam import Interception, install, uninstall
+from .image_select import image_of, runs_on
+from .jit_seam import CompileRequest, Interception, install, uninstall
+from .served_kernel import ServedKernel
 
-__all__ = ["serve", "stop", "Server", "ServedKernel", "KernelNotServed", "install_from_env"]
+__all__ = ["serve", "stop", "Server", "KernelNotServed", "install_from_env"]
 
 _log = logging.getLogger("tl_aot.serving")
 
 
 class KernelNotServed(TlAotError, LookupError):
     """Strict serving met a compile request no loaded library holds."""
-
-
-class ServedKernel:
-    """A prebuilt entry standing in for ``tilelang.jit.JITKernel``: same call forms (``out_idx`` outputs returned)."""
-
-    def __init__(self, fn, entry: str, library, request, trace=None) -> None:
-        self._fn = fn
-        self.entry = entry
-        self.library = library
-        self._func = request.func
-        self._trace = trace  # served from its @tilelang.jit call: the prim_func is built only if asked for
-        self.out_idx = request.out_idx
-        self.pass_configs = dict(request.pass_configs)
-        self.compile_flags = list(request.compile_flags)
-        self.execution_backend = "tl_aot"
-        self.adapter = None  # no TileLang adapter: callers that look for one launch through __call__
-        self.latency = self.config = self.ref_latency = None  # set when it answers TileLang's autotuner
-
-    @property
-    def prim_func(self):
-        """The prim_func this kernel was built from (traced by TileLang on first use when the call was served untraced)."""
-        if self._func is None and self._trace is not None:
-            self._func = self._trace()
-        return self._func
-
-    def update_tuner_result(self, latency, config, ref_latency):
-        """As ``JITKernel.update_tuner_result``: the tuning this kernel answered (recorded, not measured here)."""
-        self.latency, self.config, self.ref_latency = latency, config, ref_latency
-        return self
-
-    def get_tuner_result(self) -> dict:
-        """As ``JITKernel.get_tuner_result``."""
-        return {"latency": self.latency, "config": self.config, "ref_latency": self.ref_latency}
-
-    def __call__(self, *args):
-        return self._fn(*args)
-
-    def get_kernel_source(self, *args, **kwargs) -> str:
-        """The CUDA source is not shipped; the manifest names what was built."""
-        entry = self.library.signature(self.entry)
-        return f"// served by tl_aot from {self.library.path}: {entry.signature()}"
-
-    def __repr__(self) -> str:
-        return f"<tl_aot.ServedKernel {self.entry} from {self.library.path.name}>"
 
 
 @dataclass
@@ -94,82 +50,12 @@ class Stats:
     missed: dict = field(default_factory=dict)  # kernel name -> key
 
 
-class RequestKeys:
-    """:func:`tl_aot.capture.request_key` of each request, computed once per prim_func and per ``@tilelang.jit`` call.
-
-    The key serialises the whole prim_func (TVM JSON) and hashes it: about as long as building a
-    small prim_func. A request seen before is not hashed again: the same prim_func object with the
-    same options, or the same ``@tilelang.jit`` object compiled with the same arguments and options
-    (what TileLang's own per-object kernel cache assumes gives the same kernel; direct
-    ``JITImpl.compile`` calls, the autotuner's among them, bypass that cache). Each memo holds
-    what it is keyed by alive, so an id is never reused while remembered; both are bounded.
-    """
-
-    LIMIT = 4096
-
-    def __init__(self) -> None:
-        self._by_func: dict = {}  # (id(func), options) -> (func, key)
-        self._by_call: dict = {}  # (id(jit), args, options) -> (jit, key)
-        self.hashed = 0  # requests hashed (not answered from a memo)
-
-    def key(self, req, jit_call=None) -> str:
-        from .capture import options_of, request_key
-
-        options = options_of(req)
-        spelled = json.dumps(options, sort_keys=True, default=str)
-        fkey = (id(req.func), spelled)
-        have = self._by_func.get(fkey)
-        if have is not None and have[0] is req.func:
-            return have[1]
-        ckey = _call_key(jit_call, spelled + current_gpu().cc)  # a factory may pick its tiles by the GPU
-        have = self._by_call.get(ckey) if ckey is not None else None
-        if have is not None and have[0] is jit_call.jit:
-            key = have[1]
-        else:
-            key = request_key(req.func, options)
-            self.hashed += 1
-            if ckey is not None:
-                _remember(self._by_call, ckey, (jit_call.jit, key), self.LIMIT)
-        _remember(self._by_func, fkey, (req.func, key), self.LIMIT)
-        return key
-
-
-def _call_key(jit_call, options: str):
-    """``(id(jit), args, kwargs, options)`` of a ``@tilelang.jit`` compile, or None when an argument is not a plain value.
-
-    Only values that compare by content and cannot change in place key the memo (numbers,
-    strings, tuples of them, torch dtypes, enum members): a tensor (an eager kernel's argument) or
-    any object hashed by identity is asked for afresh, since its shape or contents may differ.
-    """
-    if jit_call is None:
-        return None
-    values = (*jit_call.args, *jit_call.kwargs.values())
-    if not all(_plain(v) for v in values):
-        return None
-    return (id(jit_call.jit), jit_call.args, tuple(sorted(jit_call.kwargs.items())), options)
-
-
-def _plain(v) -> bool:
-    if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
-        return True
-    if isinstance(v, (tuple, frozenset)):
-        return all(_plain(x) for x in v)
-    if isinstance(v, enum.Enum):
-        return True
-    t = type(v)
-    return t.__name__ == "dtype" and t.__module__ == "torch"  # torch.float16 and the like: immutable singletons
-
-
-def _remember(memo: dict, key, value, limit: int) -> None:
-    if len(memo) >= limit:
-        memo.pop(next(iter(memo)))  # the oldest
-    memo[key] = value
-
-
 class Server:
     """Prebuilt kernels by capture key, from one or more libraries."""
 
     def __init__(self, libraries, *, strict: bool = False) -> None:
+        from .request_key_memo import RequestKeys  # what hashing a request needs loads with the first library
+
         self.strict = strict
         self.stats = Stats()
         self.index: dict[str, tuple] = {}  # key -> (library, entry name, ccs)
@@ -199,7 +85,7 @@ class Server:
                         continue  # built before tl_aot recorded request keys, or from a plain prim_func with no request
                     have = self.index.setdefault(key, (lib, e.name, set()))
                     if have[1] == e.name and have[0] is lib:
-                        have[2].add(_image(v.arch, v.ptx))
+                        have[2].add(image_of(v.arch, v.ptx))
                 self.by_name.setdefault(e.capture_name or e.function, []).append(e)
             for t in getattr(lib.manifest, "tunings", ()):
                 self.tunings.setdefault(t.key, (lib, t))
@@ -213,7 +99,6 @@ class Server:
         this GPU: the compile then proceeds and its request is looked up by its prim_func.
         """
         from .call_key import call_key
-        from .jit_seam import CompileRequest
 
         if not self.calls:
             return None
@@ -224,7 +109,7 @@ class Server:
         key = call_key(*jit_call, identity) if identity else None
         request_key = self.calls.get(key) if key else None
         hit = self.index.get(request_key) if request_key else None
-        if hit is not None and _runs_on(hit[2], gpu.cc):
+        if hit is not None and runs_on(hit[2], gpu.cc):
             jit, args, kwargs = jit_call
             with self._lock:
                 served = self._served.get(request_key)
@@ -243,7 +128,7 @@ class Server:
         key = self.keys.key(req, jit_call)
         hit = self.index.get(key)
         served = None
-        if hit is not None and _runs_on(hit[2], current_gpu().cc):
+        if hit is not None and runs_on(hit[2], current_gpu().cc):
             with self._lock:
                 served = self._served.get(key)
                 if served is None:
@@ -317,9 +202,9 @@ class Server:
 
     def miss_message(self, req, key: str, jit_call=None) -> str:
         """Which kernel missed and why: no GPU visible, or the nearest prebuilt ones (same jit function, closest arguments first)."""
-        from .capture import _jit_origin
+        from .request_origin import jit_origin
 
-        origin = _jit_origin(jit_call)
+        origin = jit_origin(jit_call)
         jit, args = origin.get("jit", ""), origin.get("args", {})
         what = f"{jit}({', '.join(f'{k}={v}' for k, v in args.items())})" if jit else f"prim_func {req.name!r}"
         gpu = current_gpu()
@@ -342,26 +227,6 @@ class Server:
             f"tl_aot.serve: {what} (key {key}) is not in the served libraries for this GPU ({gpu.sm}); "
             f"{hint}. Capture a workload that asks for it and rebuild (python -m tl_aot capture / build --capture)"
         )
-
-
-def _image(arch: str, ptx: bool) -> tuple:
-    """``sm_90a`` -> ``("90", 9, 0, True, False)``: what the launcher's image selection reads of a variant."""
-    digits = "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
-    return (digits, int(digits[:-1] or 0), int(digits[-1:] or 0), arch.endswith("a"), bool(ptx))
-
-
-def _runs_on(images, cc: str) -> bool:
-    """Whether the launcher finds an image for a GPU of compute capability ``cc`` (its ``select_image`` rule).
-
-    An exact match; else SASS of the same major from an older minor (not arch-specific); else PTX no newer than the GPU.
-    """
-    if not cc:
-        return False
-    major, minor = int(cc[:-1]), int(cc[-1])
-    for digits, maj, mnr, specific, ptx in images:
-        if digits == cc or (maj == major and mnr <= minor and not specific) or (ptx and maj * 10 + mnr <= major * 10 + minor):
-            return True
-    return False
 
 
 _active: Server | None = None

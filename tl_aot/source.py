@@ -13,20 +13,17 @@ import importlib.util
 import os
 import re
 import sys
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import LoweringError
 from .fileutil import file_digest
 from .import_guard import guarded_import
+from .user_frames import format_user_error
 
 __all__ = [
     "local_dependencies",
     "import_kernel_file",
-    "user_frame",
-    "format_user_error",
-    "user_location",
     "display_path",
     "project_root",
     "SourceSnapshot",
@@ -168,38 +165,6 @@ def function_line(path: str | Path, name: str) -> int | None:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             return node.lineno
     return None
-
-
-def user_frame(tb, files: set[str]) -> traceback.FrameSummary | None:
-    """The innermost traceback frame that lies in one of the user's files."""
-    found = None
-    for fs in traceback.extract_tb(tb):
-        try:
-            if str(Path(fs.filename).resolve()) in files:
-                found = fs
-        except OSError:
-            continue
-    return found
-
-
-def format_user_error(exc: BaseException, files: set[str]) -> str:
-    """``file:line: <source line>`` of the innermost user frame of ``exc``, or ''."""
-    where = _user_line(exc, files)
-    return f"{where[0]}:{where[1]}: {where[2]}" if where else ""
-
-
-def user_location(exc: BaseException, files: set[str]) -> str:
-    """``file:line`` of the innermost user frame of ``exc`` (an error's ``location`` field), or ''."""
-    where = _user_line(exc, files)
-    return f"{where[0]}:{where[1]}" if where else ""
-
-
-def _user_line(exc: BaseException, files: set[str]) -> tuple | None:
-    """(file, line, its source) of the innermost frame of ``exc`` in ``files`` (a SyntaxError's own), or None."""
-    if isinstance(exc, SyntaxError) and exc.filename:
-        return exc.filename, exc.lineno, (exc.text or "").strip()
-    fs = user_frame(exc.__traceback__, files)
-    return None if fs is None else (fs.filename, fs.lineno, (fs.line or "").strip())
 
 
 @contextlib.contextmanager

@@ -9,9 +9,19 @@ from __future__ import annotations
 
 import warnings
 
-from .cache import package_version
+from .versions import package_version
 
-__all__ = ["TESTED_TILELANG", "OLDEST", "NEWEST", "INSTALL_HINT", "installed_version", "is_tested", "warn_if_untested", "cluster_kernel"]
+__all__ = [
+    "TESTED_TILELANG",
+    "OLDEST",
+    "NEWEST",
+    "INSTALL_HINT",
+    "installed_version",
+    "tilelang_version",
+    "is_tested",
+    "warn_if_untested",
+    "cluster_kernel",
+]
 
 #: Releases whose unit tests and quickstart pass (0.1.12: oldest, CI; 0.1.15: newest, CI).
 TESTED_TILELANG = ("0.1.12", "0.1.13", "0.1.14", "0.1.15")
@@ -24,6 +34,13 @@ _warned: set = set()
 def installed_version() -> str:
     """The installed TileLang release ('' if none), read without importing it."""
     return package_version("tilelang")
+
+
+def tilelang_version() -> str:
+    """The version of the TileLang that lowers here, as it says itself (importing it if needed)."""
+    import tilelang
+
+    return str(getattr(tilelang, "__version__", "unknown"))
 
 
 def is_tested(version: str) -> bool:

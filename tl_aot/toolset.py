@@ -15,7 +15,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass
 
-from . import __version__
+from .versions import __version__, package_version
 
 __all__ = ["Toolset", "local_toolset", "differences"]
 
@@ -58,7 +58,7 @@ _LABELS = {
 
 def local_toolset(*, nvcc: bool = True) -> Toolset:
     """The toolset of this process; ``nvcc=False`` leaves nvcc's version out (a machine that only links)."""
-    from .cache import CACHE_SCHEMA, package_version
+    from .cache import CACHE_SCHEMA
     from .errors import TlAotError
     from .toolchain import compiler_launcher, nvcc_version
 

@@ -140,9 +140,10 @@ def tune_library(lib: LibrarySpec, *, values: dict, jobs: int | None, cache_dir,
     if not torch.cuda.is_available():
         msg = "python -m tl_aot tune runs the candidates: it needs a CUDA GPU and torch with CUDA (build needs neither)"
         raise TlAotError(msg)
-    from . import __version__, load
     from .build import build_library
-    from .lower import tilelang_version
+    from .runtime import load
+    from .tilelang_compat import tilelang_version
+    from .versions import __version__
 
     arch = local_arch(torch)
     gpu = torch.cuda.get_device_name(0)

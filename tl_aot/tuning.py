@@ -21,7 +21,10 @@ import hashlib
 import inspect
 import json
 
+from .capture_record import Record
+from .function_source import source_digest, user_function
 from .metadata import Tuning
+from .options import plain_pass_configs
 
 __all__ = [
     "TUNING_SCHEMA",
@@ -53,18 +56,6 @@ def _spell(v):
     return {type(v).__qualname__: text}
 
 
-def _function(fn):
-    """The user's Python function behind a tuner's ``fn`` (a ``@tilelang.jit`` body or a plain factory)."""
-    return getattr(fn, "orig_func", None) or fn
-
-
-def _source_digest(fn) -> str:
-    try:
-        return hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]
-    except (OSError, TypeError):
-        return ""
-
-
 def _closure(fn) -> dict:
     code = getattr(fn, "__code__", None)
     cells = getattr(fn, "__closure__", None) or ()
@@ -92,15 +83,13 @@ def resolved_configs(tuner) -> list:
 
 def tuning_key(tuner, cc: str) -> tuple[str, dict]:
     """(key, what it covers) of the tuning ``tuner`` (a ``tilelang.autotuner.AutoTuner`` about to run) on a GPU of ``cc``."""
-    from .resolve import plain_pass_configs
-
-    fn = _function(tuner.fn)
+    fn = user_function(tuner.fn)
     ca = tuner.compile_args
     out_idx = getattr(ca, "out_idx", None)
     material = {
         "schema": TUNING_SCHEMA,
         "function": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}",
-        "source": _source_digest(fn),
+        "source": source_digest(fn),
         "closure": _closure(fn),
         "args": _spell(tuner._kernel_parameters),
         "configs": _spell(resolved_configs(tuner)),
@@ -142,8 +131,6 @@ def recorded_tunings(records, built) -> tuple:
     ``built`` is the request keys of the captured kernels the library holds (a tuning whose kernel
     was left out of the build cannot be served, so it is not shipped).
     """
-    from .capture import Record
-
     out: dict = {}
     for path in sorted(records):
         # A record that cannot be read now is an error naming it (never a library quietly without its tunings).

@@ -148,7 +148,7 @@ def pack_task(task, toolset: Toolset) -> VariantTask:
     base = _base_of(spec)
     files: dict = {}
     if spec.capture:
-        from .capture import RECORD_SCHEMA, Record
+        from .capture_record import RECORD_SCHEMA, Record
 
         item = Record.load(spec.capture[0]).kernels.get(spec.capture[1])
         if item is None:

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .image_select import arch_digits
+
 __all__ = ["Finding", "verify", "report"]
 
 #: The options compared one by one when a variant has no identical request.
@@ -40,7 +42,7 @@ def verify(manifests, kernels: dict) -> list[Finding]:
     by_name: dict[str, list] = {}
     for key, item in kernels.items():
         by_name.setdefault(str(item.get("name", "main")), []).append((key, item))
-    ccs = {_cc(d["arch"]) for item in kernels.values() for d in item.get("devices", []) if d.get("arch")}
+    ccs = {arch_digits(d["arch"]) for item in kernels.values() for d in item.get("devices", []) if d.get("arch")}
     hashes: dict[str, str] = {}
     out = []
     for library, manifest in manifests:
@@ -48,7 +50,7 @@ def verify(manifests, kernels: dict) -> list[Finding]:
             for v in e.variants:
                 key = v.request_key or e.capture_key
                 where = (library, e.name, v.arch)
-                if ccs and _cc(v.arch) not in ccs:
+                if ccs and arch_digits(v.arch) not in ccs:
                     out.append(Finding(*where, "unchecked", f"the workload ran on sm_{'/'.join(sorted(ccs))} only"))
                 elif not key or not v.request:
                     out.append(Finding(*where, "unchecked", "built from a plain prim_func or by an older tl_aot: no request recorded"))
@@ -101,7 +103,7 @@ def _differences(func_hash: str, options: dict, item: dict, hashes: dict, key: s
 
     The prim_func is compared first (structural hash), then each option.
     """
-    from .capture import recorded_flags
+    from .request_key import recorded_flags
 
     theirs = {**item.get("options", {}), "compile_flags": recorded_flags(item)}
     out = []
@@ -142,10 +144,6 @@ def _origin(item: dict) -> str:
     if o.get("file"):
         return f"{Path(o['file']).name}:{o.get('line', '?')} ({o.get('function', '?')})"
     return f"prim_func {item.get('name', 'main')!r}"
-
-
-def _cc(arch: str) -> str:
-    return "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
 
 
 def report(findings: list[Finding], *, allow_unreached: bool = False) -> tuple[str, bool]:

@@ -134,7 +134,7 @@ setup(name="x", ext_modules=[TileLangExtension("x._k", entries={entries})], cmdc
 @pytest.mark.parametrize(
     "entries,needle",
     [
-        ('[{"source": "k.py", "function": "add"}]', "entry '?' misses key(s) name"),
+        ('[{"source": "k.py", "function": "add"}]', "missing key(s) name"),
         ('["add"]', "each entry must be a dict"),
         ('[{"name": "a", "source": "k.py", "function": "add", "archs": 90}]', "archs must be a list of archs"),
         ('[{"name": "a", "source": "k.py", "function": "add", "pass_configs": ["x"]}]', "pass_configs must be a table"),

@@ -226,9 +226,9 @@ def test_a_fresh_output_folder_with_a_warm_cache_compiles_nothing(tmp_path, fres
 def test_the_runtime_objects_key_does_not_depend_on_the_working_folder(session_runtime, cache_dir, tmp_path, monkeypatch):
     """Builds started from any folder share one runtime object (its key spells the compile for a fixed folder)."""
     from tl_aot.build_stages import objects_key
-    from tl_aot.cache import package_version
     from tl_aot.host_objects import runtime_object
     from tl_aot.toolchain import nvcc_version
+    from tl_aot.versions import package_version
 
     monkeypatch.chdir(tmp_path)
     obj, compiled = runtime_object(cache_dir, extra_key=objects_key(nvcc_version(), package_version("apache-tvm-ffi")))

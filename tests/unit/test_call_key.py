@@ -13,11 +13,13 @@ pytest.importorskip("tilelang")
 
 from tl_aot import serving  # noqa: E402
 from tl_aot.call_key import call_key  # noqa: E402
-from tl_aot.capture import Capturer, Record  # noqa: E402
+from tl_aot.capture import Capturer  # noqa: E402
+from tl_aot.capture_record import Record  # noqa: E402
 from tl_aot.captured import recorded_calls  # noqa: E402
 from tl_aot.cuda_driver import emulating, gpu_identity  # noqa: E402
 from tl_aot.device import PROFILES, emulate  # noqa: E402
 from tl_aot.jit_seam import Interception, intercepting, jit_module, uninstall  # noqa: E402
+from tl_aot.served_kernel import ServedKernel  # noqa: E402
 
 KERNEL = """
 import tilelang
@@ -105,7 +107,7 @@ def test_a_served_jit_call_never_traces_and_a_changed_closure_or_global_misses(t
         serving._patch(jit_module())
         try:
             kernel = k.make(1.0)(256)  # a new @tilelang.jit object, called as a library calls it
-            assert isinstance(kernel, serving.ServedKernel) and kernel(1, 2)[:2] == ("ran", "add_k")
+            assert isinstance(kernel, ServedKernel) and kernel(1, 2)[:2] == ("ran", "add_k")
             assert len(traces) == 1, "served before TileLang built the prim_func"
             assert serving._active.stats.served_untraced == 1
             assert kernel.prim_func is not None and len(traces) == 2  # traced only when asked for

@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from tl_aot.capture import Record
+from tl_aot.capture_record import Record
 from tl_aot.errors import SpecError
 from tl_aot.hooks import on_import
 
@@ -151,3 +151,22 @@ def test_the_recorded_device_answers_only_for_archs_it_fits():
     assert _fitting("H100-SXM", ["80"]) == ""
     assert _fitting("H100-SXM", None) == "H100-SXM"  # archs resolved later: the spec checks them
     assert _fitting("", ["90a"]) == ""
+
+
+def test_a_spec_files_capture_records_are_expanded_by_the_build_layer_with_the_archs_chosen(tmp_path, monkeypatch):
+    """``[library] capture``: the spec layer keeps the record (never reads it); captured.with_captures makes its entries."""
+    from tl_aot.captured import with_captures
+    from tl_aot.spec import load_spec_file
+
+    monkeypatch.delenv("TL_AOT_ARCHS", raising=False)
+    item = {"ir": "{}", "devices": [{"arch": "sm_90a", "name": "NVIDIA H200"}], "origins": [], "options": {}}
+    Record(tmp_path / "r.json", {"k1": item}).save()
+    (tmp_path / "lib.toml").write_text('[library]\nname = "ops"\narchs = ["80"]\ncapture = ["r.json"]\n')
+    lib = load_spec_file(tmp_path / "lib.toml")
+    assert lib.entries == () and [(c.record, [str(a) for a in c.archs]) for c in lib.captures] == [(tmp_path / "r.json", ["sm_80"])]
+    (spec,) = with_captures(load_spec_file(tmp_path / "lib.toml", archs=["90a"])).entries
+    assert spec.capture[1] == "k1" and [str(a) for a in spec.archs] == ["sm_90a"] and spec.device == "H200"
+    assert with_captures(with_captures(lib)) == with_captures(lib)  # expanded once
+    (tmp_path / "bare.toml").write_text('[library]\ncapture = ["r.json"]\n')
+    with pytest.raises(SpecError, match="capture needs archs"):
+        load_spec_file(tmp_path / "bare.toml")

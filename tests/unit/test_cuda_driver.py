@@ -93,9 +93,9 @@ def test_probing_needs_no_torch():
     ],
 )
 def test_an_image_runs_where_the_launcher_would_pick_it(arch, ptx, cc, runs):
-    from tl_aot.serving import _image, _runs_on
+    from tl_aot.image_select import image_of, runs_on
 
-    assert _runs_on({_image(arch, ptx)}, cc) is runs
+    assert runs_on({image_of(arch, ptx)}, cc) is runs
 
 
 @pytest.fixture(scope="module")
@@ -107,9 +107,9 @@ def served_request():
         import elementwise
     finally:
         sys.path.pop(0)
-    from tl_aot.capture import options_of, request_key
+    from tl_aot.jit_seam import CompileRequest
     from tl_aot.metadata import ArchVariant, LoweredEntry, Manifest
-    from tl_aot.resolve import CompileRequest
+    from tl_aot.request_key import options_of, request_key
 
     req = CompileRequest(elementwise.axpy(1024), None, None, None, None, {}, (), 0)
     key = request_key(req.func, options_of(req))

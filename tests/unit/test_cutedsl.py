@@ -9,10 +9,10 @@ import pytest
 import tomllib
 
 from tl_aot import cubin, cutedsl
-from tl_aot.capture import backend_kind
-from tl_aot.cli import _build_parser
+from tl_aot.cli_parser import build_parser
 from tl_aot.errors import CompileError, SpecError, ToolchainNotFound
 from tl_aot.metadata import DeviceKernel
+from tl_aot.request_key import backend_kind
 from tl_aot.spec import KernelSpec, load_spec_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,10 +51,10 @@ def test_a_specialisation_may_pick_its_own_backend(tmp_path):
 
 
 def test_the_cli_takes_backend_and_refuses_others(capsys):
-    args = _build_parser().parse_args(["build", "k.py:f", "--backend", "cutedsl"])
+    args = build_parser().parse_args(["build", "k.py:f", "--backend", "cutedsl"])
     assert args.backend == "cutedsl"
     with pytest.raises(SystemExit):
-        _build_parser().parse_args(["build", "k.py:f", "--backend", "hip"])
+        build_parser().parse_args(["build", "k.py:f", "--backend", "hip"])
     assert "invalid choice" in capsys.readouterr().err
 
 

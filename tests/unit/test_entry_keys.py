@@ -79,10 +79,10 @@ def _add_tilelang_kernel() -> tuple[str, set]:
 
 
 def test_cmake_takes_every_entry_key_a_command_line_carries_and_passes_it_to_the_cli():
-    from tl_aot.cli import _build_parser
+    from tl_aot.cli_parser import build_parser
 
     body, keywords = _add_tilelang_kernel()
-    build = next(a for a in _build_parser()._subparsers._group_actions[0].choices.values() if a.prog.endswith(" build"))
+    build = next(a for a in build_parser()._subparsers._group_actions[0].choices.values() if a.prog.endswith(" build"))
     options = {o for action in build._actions for o in action.option_strings}
     for k in ENTRY_TABLE:
         if k.cmake:

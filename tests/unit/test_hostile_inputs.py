@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from tl_aot import cli
+from tl_aot.cli_library import library_of
+from tl_aot.cli_parser import build_parser
 from tl_aot.destinations import StagedFiles, check_file_destination, ensure_folder
 from tl_aot.elf import check_library_file
 from tl_aot.errors import FilesystemError, LibraryError, LoweringError, SpecError, TlAotError
@@ -120,14 +122,14 @@ OK = {"name": "add", "source": "k.py", "function": "add"}
 EXTENSION_CASES = {
     "archs_int": ({"entries": [OK], "archs": 90}, "archs must be a list of archs"),
     "entry_archs_int": ({"entries": [{**OK, "archs": 90}]}, "entry 'add': archs must be a list of archs"),
-    "entry_without_name": ({"entries": [{"source": "k.py", "function": "add"}]}, "misses key(s) name"),
+    "entry_without_name": ({"entries": [{"source": "k.py", "function": "add"}]}, "missing key(s) name"),
     "entry_as_string": ({"entries": ["add"]}, "each entry must be a dict"),
     "entry_as_int": ({"entries": [7]}, "got int"),
     "source_int": ({"entries": [{**OK, "source": 5}]}, "source must be a string"),
     "compile_flags_int": ({"entries": [{**OK, "compile_flags": 1}]}, "compile_flags must be a list of strings"),
     "pass_configs_list": ({"entries": [{**OK, "pass_configs": ["x"]}]}, "pass_configs must be a table"),
     "key_typo": ({"entries": [{**OK, "fuction": "add"}]}, "did you mean 'function'?"),
-    "args_list": ({"entries": [{**OK, "args": [1, 2]}]}, "args must be a dict"),
+    "args_list": ({"entries": [{**OK, "args": [1, 2]}]}, "args must be a table"),
     "capture_int": ({"capture": 5}, "capture must be a list of strings"),
     "unknown_keyword": ({"entries": [OK], "sources": ["x.cu"]}, "unsupported argument(s) sources"),
 }
@@ -184,11 +186,11 @@ def test_deps_of_a_missing_file_is_an_error(tmp_path, capsys):
 def test_arch_flag_beats_tl_aot_archs_and_the_environment_is_named_when_used(tmp_path, monkeypatch, capsys):
     (tmp_path / "k.py").write_text("def add():\n    pass\n")
     monkeypatch.setenv("TL_AOT_ARCHS", "80")
-    args = cli._build_parser().parse_args(["build", f"{tmp_path / 'k.py'}:add", "--arch", "90a"])
-    assert [str(a) for a in cli._library(args, "build").entries[0].archs] == ["sm_90a"]
+    args = build_parser().parse_args(["build", f"{tmp_path / 'k.py'}:add", "--arch", "90a"])
+    assert [str(a) for a in library_of(args, "build").entries[0].archs] == ["sm_90a"]
     assert "TL_AOT_ARCHS" not in capsys.readouterr().out
-    args = cli._build_parser().parse_args(["build", f"{tmp_path / 'k.py'}:add"])
-    assert [str(a) for a in cli._library(args, "build").entries[0].archs] == ["sm_80"]
+    args = build_parser().parse_args(["build", f"{tmp_path / 'k.py'}:add"])
+    assert [str(a) for a in library_of(args, "build").entries[0].archs] == ["sm_80"]
     assert "archs sm_80 from TL_AOT_ARCHS" in capsys.readouterr().out
 
 

@@ -8,7 +8,8 @@ import tilelang  # noqa: E402
 import tilelang.language as T  # noqa: E402
 
 from tl_aot import jit_seam  # noqa: E402
-from tl_aot.resolve import CompileRequest, intercept_compiles  # noqa: E402
+from tl_aot.jit_seam import CompileRequest  # noqa: E402
+from tl_aot.resolve import intercept_compiles  # noqa: E402
 
 
 def _func():

@@ -117,7 +117,7 @@ def test_jit_caches_hold_no_stand_in_after_a_build():
     import importlib
 
     lower(TLOPS / "scale.py", "relu6_scale", args={"n": 512, "factor": 1.0})
-    from tl_aot.resolve import CompiledStandIn
+    from tl_aot.jit_seam import CompiledStandIn
 
     mods = [m for name, m in __import__("sys").modules.items() if name.endswith("kernels.scale")]
     assert mods
@@ -155,8 +155,8 @@ def test_options_tl_aot_cannot_honour_are_errors_naming_them(kernels, decorator,
 
 @pytest.mark.parametrize("decorator", ['target="cutedsl"', 'execution_backend="cutedsl"'])
 def test_a_kernel_asking_for_cutedsl_is_built_with_it_or_names_the_extra(kernels, decorator):
-    from tl_aot.cutedsl import cutedsl_version
     from tl_aot.errors import ToolchainNotFound
+    from tl_aot.versions import cutedsl_version
 
     src = kernels(f"""
         @tilelang.jit({decorator})

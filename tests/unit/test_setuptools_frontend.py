@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from setuptools import Distribution, Extension
 
+from tl_aot.arch import parse_arch, parse_arch_list
 from tl_aot.errors import SpecError
 from tl_aot.setuptools import TileLangExtension, bdist_wheel, build_ext
 
@@ -37,12 +38,12 @@ def test_declaration_names_files_and_records_kernel_sources(in_demo):
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        ({"entries": [{"name": "a", "source": "k.py"}]}, "misses key\\(s\\) function"),
+        ({"entries": [{"name": "a", "source": "k.py"}]}, "missing key\\(s\\) function"),
         ({"entries": [{**ADD_ONE, "arg": {}}]}, "unknown key 'arg' \\(did you mean 'args'\\?\\)"),
         ({"entries": [{**ADD_ONE, "name": "LIBRARY_PATH"}]}, "reserved by tl_aot"),
         ({"entries": [{**ADD_ONE, "name": "cleanup_module"}]}, "reserved by tl_aot"),
         ({"entries": [ADD_ONE, ADD_ONE]}, "'add_one' is listed twice"),
-        ({"entries": [{**ADD_ONE, "args": [1, 2]}]}, "args must be a dict"),
+        ({"entries": [{**ADD_ONE, "args": [1, 2]}]}, "args must be a table"),
         ({"entries": [{**ADD_ONE, "archs": ["sm_90x"]}]}, "unsupported arch name"),
         ({"entries": [ADD_ONE], "sources": ["a.c"]}, "unsupported argument\\(s\\) sources"),
         ({"entries": []}, "no entries"),
@@ -156,3 +157,19 @@ def test_a_kernel_spec_given_in_setup_py_keeps_every_field(tmp_path, monkeypatch
     one = KernelSpec.create(**spec.keywords(), specialisations=[{"args": {"n": 1}}])[0]
     with pytest.raises(SpecError, match="KernelSpec 'g__s0' is one specialisation"):
         TileLangExtension("pkg._k", entries=[one])
+
+
+def test_entries_are_declared_arch_free_and_bound_by_the_one_precedence(in_demo, monkeypatch):
+    """An entry is checked once in setup.py, arch-free; build_ext --archs > TL_AOT_ARCHS > entry's > extension's."""
+    ext = TileLangExtension("tl_demo._kernels", entries=[{**ADD_ONE, "device": "H100-SXM"}, SCALE], archs=["90a"])
+    assert [e.archs for e in ext.entries] == [(), (parse_arch("90a"),)] and ext.entries[0].device == "H100-SXM"
+    spec = ext.library_spec()
+    assert [[str(a) for a in e.archs] for e in spec.entries] == [["sm_90a"], ["sm_90a"]] and spec.entries[0].device == "H100-SXM"
+    monkeypatch.setenv("TL_AOT_ARCHS", "80")
+    with pytest.raises(SpecError, match="entry 'add_one': device 'H100-SXM' fits none of its archs \\(sm_80\\)"):
+        ext.library_spec()  # the device is checked again once the archs are known
+    plain = TileLangExtension("tl_demo._kernels", entries=[ADD_ONE, SCALE], archs=["90a"])
+    lines = []
+    assert {str(a) for e in plain.library_spec(log=lines.append).entries for a in e.archs} == {"sm_80"}
+    assert lines == ["archs sm_80 from TL_AOT_ARCHS (no build_ext --archs given)"]
+    assert {str(a) for e in plain.library_spec(archs=parse_arch_list("86")).entries for a in e.archs} == {"sm_86"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tl_aot.capture import Record
+from tl_aot.capture_record import Record
 from tl_aot.metadata import Manifest, from_json, to_json
 from tl_aot.tuning import recorded_tunings, spelled_config
 

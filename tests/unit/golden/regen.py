@@ -22,8 +22,8 @@ from tl_aot.torch_native import render_companion  # noqa: E402
 
 
 def relower() -> Manifest:
-    from tl_aot.build_plan import Task
     from tl_aot.build_manifest import manifest_of
+    from tl_aot.build_plan import Task
     from tl_aot.lower import lower_variant
     from tl_aot.source import snapshot_files
     from tl_aot.spec import KernelSpec, LibrarySpec

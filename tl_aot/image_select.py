@@ -1,0 +1,34 @@
+"""Which of a library's images a GPU runs: the launcher's ``select_image`` rule, for serving to ask before it answers.
+
+An exact match; else SASS of the same major from an older minor (not arch-specific); else PTX no
+newer than the GPU. Serving uses it so a served kernel is one the library can launch here.
+"""
+
+from __future__ import annotations
+
+__all__ = ["arch_digits", "image_of", "runs_on"]
+
+
+def arch_digits(arch: str) -> str:
+    """``sm_90a`` -> ``90``: the compute capability an arch names, as the driver spells it."""
+    return "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
+
+
+def image_of(arch: str, ptx: bool) -> tuple:
+    """``sm_90a`` -> ``("90", 9, 0, True, False)``: what the launcher's image selection reads of a variant."""
+    digits = arch_digits(arch)
+    return (digits, int(digits[:-1] or 0), int(digits[-1:] or 0), arch.endswith("a"), bool(ptx))
+
+
+def runs_on(images, cc: str) -> bool:
+    """Whether the launcher finds an image for a GPU of compute capability ``cc`` (its ``select_image`` rule).
+
+    An exact match; else SASS of the same major from an older minor (not arch-specific); else PTX no newer than the GPU.
+    """
+    if not cc:
+        return False
+    major, minor = int(cc[:-1]), int(cc[-1])
+    for digits, maj, mnr, specific, ptx in images:
+        if digits == cc or (maj == major and mnr <= minor and not specific) or (ptx and maj * 10 + mnr <= major * 10 + minor):
+            return True
+    return False

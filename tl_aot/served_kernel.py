@@ -1,0 +1,54 @@
+"""A prebuilt entry standing in for TileLang's compiled kernel: what serving returns for a compile it answers.
+
+Called like ``tilelang.jit.JITKernel`` (``out_idx`` outputs returned), it carries the request's
+options and, when TileLang's autotuner asked for it, the tuning it answered; its prim_func is built
+by TileLang only if asked for (a call served from its ``@tilelang.jit`` call key is never traced).
+"""
+
+from __future__ import annotations
+
+__all__ = ["ServedKernel"]
+
+
+class ServedKernel:
+    """A prebuilt entry standing in for ``tilelang.jit.JITKernel``: same call forms (``out_idx`` outputs returned)."""
+
+    def __init__(self, fn, entry: str, library, request, trace=None) -> None:
+        self._fn = fn
+        self.entry = entry
+        self.library = library
+        self._func = request.func
+        self._trace = trace  # served from its @tilelang.jit call: the prim_func is built only if asked for
+        self.out_idx = request.out_idx
+        self.pass_configs = dict(request.pass_configs)
+        self.compile_flags = list(request.compile_flags)
+        self.execution_backend = "tl_aot"
+        self.adapter = None  # no TileLang adapter: callers that look for one launch through __call__
+        self.latency = self.config = self.ref_latency = None  # set when it answers TileLang's autotuner
+
+    @property
+    def prim_func(self):
+        """The prim_func this kernel was built from (traced by TileLang on first use when the call was served untraced)."""
+        if self._func is None and self._trace is not None:
+            self._func = self._trace()
+        return self._func
+
+    def update_tuner_result(self, latency, config, ref_latency):
+        """As ``JITKernel.update_tuner_result``: the tuning this kernel answered (recorded, not measured here)."""
+        self.latency, self.config, self.ref_latency = latency, config, ref_latency
+        return self
+
+    def get_tuner_result(self) -> dict:
+        """As ``JITKernel.get_tuner_result``."""
+        return {"latency": self.latency, "config": self.config, "ref_latency": self.ref_latency}
+
+    def __call__(self, *args):
+        return self._fn(*args)
+
+    def get_kernel_source(self, *args, **kwargs) -> str:
+        """The CUDA source is not shipped; the manifest names what was built."""
+        entry = self.library.signature(self.entry)
+        return f"// served by tl_aot from {self.library.path}: {entry.signature()}"
+
+    def __repr__(self) -> str:
+        return f"<tl_aot.ServedKernel {self.entry} from {self.library.path.name}>"
