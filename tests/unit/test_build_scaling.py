@@ -37,6 +37,14 @@ def test_lowering_workers_take_a_share_of_the_slots(monkeypatch):
     assert scheduler.lowering_workers(16, 104) == 2  # nor than memory holds
 
 
+def test_a_batch_is_the_builds_share_per_compile_slot():
+    assert scheduler.batch_size(2, 1, 10) == 10  # -j 2 lowers here: one compile slot, one batch of all
+    assert scheduler.batch_size(1, 1, 10) == 10  # -j 1: lower everything, then one nvcc front end
+    assert scheduler.batch_size(16, 8, 104) == 13  # eight compile slots, each a batch of 13
+    assert scheduler.batch_size(4, 2, 2) == 1  # as many slots as variants: each alone
+    assert scheduler.batch_size(2, 1, 500) == scheduler.MAX_BATCH
+
+
 def test_progress_lines_tell_elapsed_time_and_what_is_left():
     lines = []
     p = scheduler.Progress(10, lines.append)
