@@ -26,8 +26,9 @@ SCALE = _HEAD + (
 )
 
 
-def test_batched_images_are_the_images_each_variant_gets_alone(tmp_path):
-    arch = parse_arch("90a")
+@pytest.mark.parametrize("arch_text", ["90a", "80+PTX"])
+def test_batched_images_are_the_images_each_variant_gets_alone(tmp_path, arch_text):
+    arch = parse_arch(arch_text)
     units = [Unit("add__sm_90a", ADD, "nvcc (add)"), Unit("scale__sm_90a", SCALE, "nvcc (scale)")]
     batched = compile_images(arch, tmp_path / "batch" / "kernels", units)
     for u in units:
