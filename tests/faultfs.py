@@ -257,13 +257,15 @@ class ToolMemo(_Patching):
                 (Path(workdir) / f"{stem}.cu").write_text(source_text)
             return memo._store[key]
 
-        def images(arch, workdir, units, options=(), *, path_map=()):  # a batch's images are each unit's own
+        def images(arch, workdir, units, options=(), *, path_map=(), on_done=None):  # a batch's images are each unit's own
             out = {}
             for u in units:
                 try:
                     out[u.stem] = image(arch, workdir, u.stem, u.source, options, what=u.what, path_map=path_map)
                 except tl_aot.errors.TlAotError as e:
                     out[u.stem] = e
+                if on_done is not None:
+                    on_done(u.stem, out[u.stem])
             return out
 
         def tool(cmd, *, what, cwd=None, env=None):

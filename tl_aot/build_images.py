@@ -42,31 +42,35 @@ def _nvcc(variant: LoweredVariant, arch, work: Path, source: str, path_map=()) -
         raise _nvcc_error(e, variant, arch, work, source, unit.stem) from e
 
 
-def images_of(variants: list[tuple[LoweredVariant, str]], arch, work: Path) -> list[bytes | TlAotError]:
-    """The images of several variants of one ``arch`` (each with where its errors point), or each one's error.
+def images_of(variants: list[tuple[LoweredVariant, str]], arch, work: Path, on_done) -> None:
+    """The images of several variants of one ``arch`` (each with where its errors point): ``on_done(i, image or error)`` for each.
 
     nvcc variants with the same flags compile to PTX in one nvcc run (:func:`tl_aot.device_image.compile_images`:
     the headers are parsed once; the images are those each variant gets alone); CuTeDSL ones one by one.
+    Each result is passed on as soon as it is known.
     """
-    out: list = [None] * len(variants)
     groups: dict[tuple, list[int]] = {}
     for i, (v, _) in enumerate(variants):
-        if v.backend == "cutedsl":
-            try:
-                out[i] = _cutedsl(v, arch, work)
-            except TlAotError as e:
-                out[i] = e
-        else:
+        if v.backend != "cutedsl":
             groups.setdefault(tuple(v.nvcc_options), []).append(i)
+            continue
+        try:
+            image = _cutedsl(v, arch, work)
+        except TlAotError as e:
+            on_done(i, e)
+        else:
+            on_done(i, image)
     for options, members in groups.items():
         units = [_unit(variants[i][0], arch) for i in members]
-        done = compile_images(arch, work / "kernels", units, options)
-        for i, unit in zip(members, units):
-            got = done[unit.stem]
+        index = {u.stem: i for u, i in zip(units, members)}
+
+        def done(stem: str, got, index=index) -> None:
+            i = index[stem]
             if isinstance(got, FailedProcessError):
-                got = _nvcc_error(got, variants[i][0], arch, work, variants[i][1], unit.stem)
-            out[i] = got
-    return out
+                got = _nvcc_error(got, variants[i][0], arch, work, variants[i][1], stem)
+            on_done(i, got)
+
+        compile_images(arch, work / "kernels", units, options, on_done=done)
 
 
 def _unit(variant: LoweredVariant, arch) -> Unit:

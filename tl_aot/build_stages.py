@@ -74,19 +74,21 @@ class Stages:
         for i, (task, _) in enumerate(pairs):
             by_arch.setdefault(str(task.arch), []).append(i)
         for members in by_arch.values():
-            arch = pairs[members[0]][0].arch
             headers = [snapshot_files([p for p, _ in pairs[i][1].inputs]) for i in members]
             t0 = time.perf_counter()
-            images = images_of([(pairs[i][1], _user_location(pairs[i][0].spec)) for i in members], arch, self.work)
-            took = f"{time.perf_counter() - t0:.1f} s for {len(members)}" if len(members) > 1 else f"{time.perf_counter() - t0:.1f} s"
-            for i, snap, image in zip(members, headers, images):
+
+            def done(k: int, image, members=members, headers=headers, t0=t0) -> None:
+                task, variant = pairs[members[k]]
+                took = f"{time.perf_counter() - t0:.1f} s" + (f" into a batch of {len(members)}" if len(members) > 1 else "")
                 try:
                     if isinstance(image, TlAotError):
                         raise image
-                    self._store(pairs[i][0], pairs[i][1], image, snap, took)
-                    out[i] = image
+                    self._store(task, variant, image, headers[k], took)
+                    out[members[k]] = image
                 except TlAotError as e:
-                    out[i] = e
+                    out[members[k]] = e
+
+            images_of([(pairs[i][1], _user_location(pairs[i][0].spec)) for i in members], pairs[members[0]][0].arch, self.work, done)
         return out
 
     def _store(self, task, variant: LoweredVariant, image: bytes, headers, took: str) -> None:

@@ -119,23 +119,34 @@ def compile_image(arch: Arch, workdir: Path, stem: str, source_text: str, option
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def compile_images(arch: Arch, workdir: Path, units: list[Unit], options=(), *, path_map=()) -> dict[str, bytes | TlAotError]:
+def compile_images(arch: Arch, workdir: Path, units: list[Unit], options=(), *, path_map=(), on_done=None) -> dict[str, bytes | TlAotError]:
     """Each unit's image (or the error of its compile alone), its CUDA compiled to PTX with the others' in one nvcc run.
+
+    ``on_done(stem, image or error)``, if given, is called as each unit's result is known (the
+    build stores each image then, rather than when the whole batch is done).
 
     Falls back to :func:`compile_image` for each unit where a batch cannot be used (a compiler
     launcher such as sccache keys single files; the CUDA 12 NVRTC compiler; a source that must be
     compiled alone, :func:`batch_problem`), for a unit whose kernels cannot be split out of the
     batch's PTX, and for every unit when the batch fails (each then reports its own error).
     """
-    batch = [u for u in units if not _alone(u, workdir)]
     results: dict[str, bytes | TlAotError] = {}
+
+    def done(stem: str, result: bytes | TlAotError) -> None:
+        results[stem] = result
+        if on_done is not None:
+            on_done(stem, result)
+
+    batch = [u for u in units if not _alone(u, workdir)]
     if len(batch) > 1:
-        results.update(_batch(arch, workdir, batch, options, path_map=path_map))
+        _batch(arch, workdir, batch, options, path_map=path_map, done=done)
     for u in [u for u in units if u.stem not in results]:
         try:
-            results[u.stem] = compile_image(arch, workdir, u.stem, u.source, options, what=u.what, path_map=path_map)
+            image = compile_image(arch, workdir, u.stem, u.source, options, what=u.what, path_map=path_map)
         except TlAotError as e:
-            results[u.stem] = e
+            done(u.stem, e)
+        else:
+            done(u.stem, image)
     return results
 
 
@@ -143,8 +154,8 @@ def _alone(unit: Unit, workdir: Path) -> bool:
     return bool(compiler_launcher() or find_toolkit().kind == "nvrtc" or batch_problem(unit.source) or re.search(r'["\\\n]', str(workdir)))
 
 
-def _batch(arch: Arch, workdir: Path, units: list[Unit], options, *, path_map) -> dict[str, bytes]:
-    """The images of ``units`` from one PTX; units left out of the result are compiled alone by the caller."""
+def _batch(arch: Arch, workdir: Path, units: list[Unit], options, *, path_map, done) -> None:
+    """The images of ``units`` from one PTX, each passed to ``done(stem, image)``; the caller compiles the others alone."""
     workdir.mkdir(parents=True, exist_ok=True)
     _sweep_stale(workdir, ".batch.")
     tmp = Path(tempfile.mkdtemp(prefix=".batch.", dir=workdir))
@@ -161,18 +172,16 @@ def _batch(arch: Arch, workdir: Path, units: list[Unit], options, *, path_map) -
             what = f"nvcc (a batch of {len(units)} variants, {arch})"
             ptx = _ptx(arch, tmp, tmp, "batch.cu", "batch", options, what=what, path_map=path_map, prefix_dir=workdir)
         except TlAotError:
-            return {}  # each unit alone, each with its own error
+            return  # each unit alone, each with its own error
         prefixes = tuple(kernel_prefix(i) for i in range(len(units)))
         if not all(name.startswith(prefixes) for name in entry_names(ptx)):
-            return {}  # a kernel the macros did not rename: each unit alone
-        out = {}
+            return  # a kernel the macros did not rename: each unit alone
         for i, u in enumerate(units):
             split = split_variant(ptx, kernel_prefix(i))
             if split.problem:
                 continue
             with contextlib.suppress(TlAotError):  # alone it reports its own error
-                out[u.stem] = _image(arch, tmp, u.stem, split.text, options, what=u.what)
-        return out
+                done(u.stem, _image(arch, tmp, u.stem, split.text, options, what=u.what))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -30,7 +30,9 @@ SCALE = _HEAD + (
 def test_batched_images_are_the_images_each_variant_gets_alone(tmp_path, arch_text):
     arch = parse_arch(arch_text)
     units = [Unit("add__sm_90a", ADD, "nvcc (add)"), Unit("scale__sm_90a", SCALE, "nvcc (scale)")]
-    batched = compile_images(arch, tmp_path / "batch" / "kernels", units)
+    seen = []
+    batched = compile_images(arch, tmp_path / "batch" / "kernels", units, on_done=lambda stem, image: seen.append((stem, image)))
+    assert dict(seen) == batched and len(seen) == 2  # each result passed on once, as it is made
     for u in units:
         alone = compile_image(arch, tmp_path / "alone" / u.stem, u.stem, u.source, what=u.what)
         assert batched[u.stem] == alone, u.stem
