@@ -5,7 +5,7 @@
 Writes into the folder (carry it to the GPU machine; it is git-ignored through .git/info/exclude):
 
 * ``libtl_aot_bench.so``: the entries of ``bench/bench.toml`` (add_one, gemm_f16, gemm_bf16,
-  softmax) for sm_90a, built by tl_aot's own pipeline (``tl_aot.build.build_library``);
+  softmax) for sm_90a, built by tl_aot's own pipeline (``tl_aot.pipeline.library.build_library``);
 * ``libtl_aot_bench_noop.so``: a TVM-FFI no-op (the launch floor's call half, ``cpp/noop.cc``);
 * ``culaunch`` + ``add_one.sm_90a.cubin`` + ``culaunch.json``: a C++ loop of ``cuLaunchKernel`` on
   the cubin tl_aot embedded for ``add_one`` (the floor's launch half, ``cpp/culaunch.cc``);
@@ -41,7 +41,7 @@ _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1,
 
 def build_bench_library(out: Path, *, jobs: int | None, force: bool):
     """``libtl_aot_bench.so`` through tl_aot's build pipeline; returns its BuildResult."""
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
     from tl_aot.spec import load_spec_file
 
     return build_library(load_spec_file(SPEC), out_dir=out, jobs=jobs, force=force, log=lambda s: print(s, flush=True))
@@ -49,7 +49,7 @@ def build_bench_library(out: Path, *, jobs: int | None, force: bool):
 
 def build_noop(out: Path) -> Path:
     """The no-op TVM-FFI library, compiled and linked like tl_aot links its libraries."""
-    from tl_aot.toolchain import find_cxx, run, tvm_ffi_paths
+    from tl_aot.cuda.toolchain import find_cxx, run, tvm_ffi_paths
 
     p = tvm_ffi_paths()
     lib = out / f"lib{NOOP}.so"
@@ -68,7 +68,7 @@ def build_tool(name: str, out: Path) -> Path:
     ``culaunch`` is the floor's cuLaunchKernel loop; ``entrycall`` the launch-path profile, which
     calls a tl_aot entry from C++ and so also needs tvm-ffi's headers and libtvm_ffi.
     """
-    from tl_aot.toolchain import cuda_include_dir, find_cxx, run, tvm_ffi_paths
+    from tl_aot.cuda.toolchain import cuda_include_dir, find_cxx, run, tvm_ffi_paths
 
     exe = out / name
     cmd = [find_cxx(), "-std=c++17", "-O2", "-I", cuda_include_dir(), str(HERE / "cpp" / f"{name}.cc"), "-o", str(exe), "-ldl"]
@@ -89,7 +89,7 @@ def _static_int(expr: str, what: str) -> int:
 
 def export_launch_kernel(out: Path, result) -> dict:
     """Copy the cubin tl_aot embedded for the launch entry next to the loop, with its launch config."""
-    from tl_aot.codegen import image_symbol
+    from tl_aot.codegen.render import image_symbol
 
     entry = result.manifest.entry(LAUNCH_ENTRY)
     variant = next(v for v in entry.variants if v.arch == "sm_90a")

@@ -32,10 +32,10 @@ ROOT = HERE.parent
 WARM_RUNTIME = """
 import sys
 from pathlib import Path
-from tl_aot.build_plan import package_version
-from tl_aot.build_stages import objects_key
-from tl_aot.host_objects import runtime_object
-from tl_aot.toolchain import nvcc_version
+from tl_aot.pipeline.plan import package_version
+from tl_aot.pipeline.stages import objects_key
+from tl_aot.cuda.host_objects import runtime_object
+from tl_aot.cuda.toolchain import nvcc_version
 runtime_object(Path(sys.argv[1]), extra_key=objects_key(nvcc_version(), package_version("apache-tvm-ffi")))
 """
 _JOB_TIME = re.compile(r"job time: lowering ([\d.]+) s \((.*?)\), nvcc ([\d.]+) s, host compile ([\d.]+) s, link ([\d.]+) s")

@@ -48,9 +48,9 @@ spec_file, arch_text, share, nshares = sys.argv[1], sys.argv[2], int(sys.argv[3]
 t0 = time.perf_counter()
 import tilelang
 from tilelang import tvm
-from tl_aot.arch import parse_arch
-from tl_aot.device import default_profile, emulate
-from tl_aot.lower import _resolve
+from tl_aot.gpu.arch import parse_arch
+from tl_aot.gpu.device import default_profile, emulate
+from tl_aot.lower.lower import _resolve
 from tl_aot.spec import load_spec_file
 t_import = time.perf_counter() - t0
 arch = parse_arch(arch_text)
@@ -74,8 +74,8 @@ print(json.dumps({"import_s": round(t_import, 3), "kernels": times}))
 
 #: Builds the launcher runtime's object into a cache folder, keyed as a build keys it.
 _WARM_RUNTIME = (
-    "import sys; from tl_aot.host_objects import runtime_object as r; from tl_aot.build_stages import objects_key as k; "
-    "from tl_aot.toolchain import nvcc_version as n; from tl_aot.cache import package_version as p; "
+    "import sys; from tl_aot.cuda.host_objects import runtime_object as r; from tl_aot.pipeline.stages import objects_key as k; "
+    "from tl_aot.cuda.toolchain import nvcc_version as n; from tl_aot.pipeline.cache import package_version as p; "
     "r(sys.argv[1], extra_key=k(n(), p('apache-tvm-ffi')))"
 )
 
@@ -166,10 +166,10 @@ def jit_compile(spec: Path, jobs: int, arch: str) -> dict:
 
 def cuts(work: Path) -> list[dict]:
     """``import tilelang`` CPU, and nvcc's cost per variant: batched, alone, one step as the JIT runs it, without -lineinfo."""
-    from tl_aot.arch import parse_arch
-    from tl_aot.device_image import Unit, compile_image, compile_images
-    from tl_aot.metadata import LoweredVariant, from_json
-    from tl_aot.nvcc_command import nvcc_command
+    from tl_aot.common.metadata import LoweredVariant, from_json
+    from tl_aot.cuda.device_image import Unit, compile_image, compile_images
+    from tl_aot.cuda.nvcc_command import nvcc_command
+    from tl_aot.gpu.arch import parse_arch
 
     recs = []
     cpu0 = _children_cpu()

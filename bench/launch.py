@@ -210,7 +210,7 @@ def _entrycall(ctx, *, calls: int, batch: int) -> dict:
 
     import tvm_ffi.libinfo
 
-    from tl_aot.codegen import DLPACK_DTYPES
+    from tl_aot.codegen.render import DLPACK_DTYPES
 
     _, kernel_args = _launch_config(ctx)
     tensors = [p for p in ctx.lib.signature(ENTRY).params if p.is_tensor]

@@ -38,7 +38,7 @@ def _first_calls(mode: str) -> dict:
     calls += [(f"relu{r}x{c}", api.relu_kernel_for, (r, c, "float16")) for r, c in workload.RELUS]
     out = {}
     if mode == "tir":  # the prim_func alone, as the library builds it before asking TileLang to compile
-        from tl_aot.resolve import intercept_compiles
+        from tl_aot.jit.resolve import intercept_compiles
 
         with intercept_compiles():
             for name, fn, args in calls:

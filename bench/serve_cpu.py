@@ -96,7 +96,8 @@ def _inner_load(lib: str) -> dict:
     import tvm_ffi  # noqa: F401
 
     import tl_aot
-    from tl_aot import runtime, serving
+    from tl_aot.jit import serving
+    from tl_aot.runtime import loader as runtime
 
     t["import_s"] = CLOCK() - t0
     gc.collect()  # the collection torch's import left pending is not serving's cost
@@ -133,7 +134,7 @@ def _inner_requests(lib: str) -> dict:
     from tilelang.cache.kernel_cache import KernelCache
 
     import tl_aot
-    from tl_aot.device import emulate, find_profile
+    from tl_aot.gpu.device import emulate, find_profile
 
     server = tl_aot.serve(lib, strict=True)
     entries = [e for x in server.libraries for e in x.manifest.entries]
@@ -189,12 +190,12 @@ def _inner_calls(mode: str, record: str) -> dict:
     """``capture``: record the calls; ``anchor``: trace + TileLang's key per call; ``served``: each call answered, untraced."""
     from tilelang.cache.kernel_cache import KernelCache
 
-    from tl_aot import serving
-    from tl_aot.capture import Capturer
-    from tl_aot.capture_record import Record
-    from tl_aot.captured import recorded_calls
-    from tl_aot.device import emulate, find_profile
-    from tl_aot.jit_seam import Interception, intercepting, jit_module
+    from tl_aot.gpu.device import emulate, find_profile
+    from tl_aot.jit import serving
+    from tl_aot.jit.capture import Capturer
+    from tl_aot.jit.capture_record import Record
+    from tl_aot.jit.captured import recorded_calls
+    from tl_aot.jit.jit_seam import Interception, intercepting, jit_module
 
     rows = []
     with emulate(find_profile("H100-SXM")):

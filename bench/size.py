@@ -94,8 +94,8 @@ def replicated(manifest, copies: int):
 
 def launcher_object(manifest) -> dict:
     """Bytes of ``manifest``'s launcher object (text, data, bss; per entry) and the seconds its compile took."""
-    from tl_aot.codegen import render_header, render_launcher
-    from tl_aot.host_compile import host_command
+    from tl_aot.codegen.render import render_header, render_launcher
+    from tl_aot.cuda.host_compile import host_command
 
     with tempfile.TemporaryDirectory(prefix="tl_aot_size_") as tmp:
         work = Path(tmp)
@@ -128,7 +128,7 @@ def _children_cpu() -> float:
 
 def _launcher_record(lib_path) -> dict:
     """The launcher object of the library at ``lib_path``, rebuilt from its manifest."""
-    from tl_aot.metadata import Manifest, from_json
+    from tl_aot.common.metadata import Manifest, from_json
 
     p = subprocess.run([sys.executable, "-m", "tl_aot", "inspect", str(lib_path), "--json"], capture_output=True, text=True, check=True)
     return launcher_object(from_json(Manifest, p.stdout))
@@ -138,7 +138,7 @@ def main(argv=None) -> None:
     """Print the launcher object's bytes per entry for a manifest file (see the module docstring)."""
     import argparse
 
-    from tl_aot.metadata import Manifest, from_json
+    from tl_aot.common.metadata import Manifest, from_json
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("manifest", type=Path)

@@ -169,11 +169,11 @@ def measure(qualname: str, cls, arch) -> dict:
     """Instantiate one kernel class as the library does, then build its factory with tl_aot; compare."""
     from tilelang import tvm
 
-    from tl_aot.device import default_profile, emulate
-    from tl_aot.jit_seam import CompiledStandIn
-    from tl_aot.lower import lower_variant
-    from tl_aot.options import plain_pass_configs
-    from tl_aot.resolve import func_hash, intercept_compiles
+    from tl_aot.config.options import plain_pass_configs
+    from tl_aot.gpu.device import default_profile, emulate
+    from tl_aot.jit.jit_seam import CompiledStandIn
+    from tl_aot.jit.resolve import func_hash, intercept_compiles
+    from tl_aot.lower.lower import lower_variant
     from tl_aot.spec import KernelSpec
 
     args = constructor_args(cls)
@@ -236,7 +236,7 @@ def main(argv=None) -> int:
     p.add_argument("--match", default="")
     p.add_argument("--json", help="write every result here")
     args = p.parse_args(argv)
-    from tl_aot.arch import parse_arch
+    from tl_aot.gpu.arch import parse_arch
 
     arch = parse_arch("90a")
     classes = {k: v for k, v in sorted(kernel_classes().items()) if args.match in k}

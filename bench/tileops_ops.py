@@ -75,7 +75,7 @@ def _inner(mode: str) -> dict:
         make, args = _make(op, shape, torch)
         torch.cuda.synchronize()
         if mode == "tir":
-            from tl_aot.resolve import intercept_compiles
+            from tl_aot.jit.resolve import intercept_compiles
 
             with intercept_compiles():
                 t0 = time.perf_counter()

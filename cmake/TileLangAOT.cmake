@@ -414,7 +414,7 @@ endfunction()
 #[=======================================================================[.rst:
 .. command:: _tl_aot_configure
 
-  Private. Ask tl_aot (``python -m tl_aot.cmake_configure``) to check the target name and the
+  Private. Ask tl_aot (``python -m tl_aot.frontends.cmake_configure``) to check the target name and the
   entry the build arguments declare, and to choose the archs from ``ARCHS``, ``TL_AOT_ARCHS``
   (the variable, then the environment) and ``CMAKE_CUDA_ARCHITECTURES``: CMake passes its raw
   values and decides nothing itself. Sets ``<out-archs>`` (``80;90a``; empty: tl_aot's default
@@ -431,7 +431,7 @@ function(_tl_aot_configure python name archs_arg out_archs out_display)
     set(explicit "--archs=${archs_arg}")
   endif()
   execute_process(
-    COMMAND "${python}" -m tl_aot.cmake_configure --target "${name}" ${explicit}
+    COMMAND "${python}" -m tl_aot.frontends.cmake_configure --target "${name}" ${explicit}
             "--archs-variable=${archs_var}" "--cuda-architectures=${cuda_archs}" -- ${ARGN}
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)

@@ -39,10 +39,10 @@ def cache_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def session_runtime(cache_dir) -> Path:
     """The launcher runtime's object in the session cache (compiled once per session, as a build would)."""
-    from tl_aot.build_stages import objects_key
-    from tl_aot.host_objects import runtime_object
-    from tl_aot.toolchain import nvcc_version
-    from tl_aot.versions import package_version
+    from tl_aot.common.versions import package_version
+    from tl_aot.cuda.host_objects import runtime_object
+    from tl_aot.cuda.toolchain import nvcc_version
+    from tl_aot.pipeline.stages import objects_key
 
     obj, _ = runtime_object(cache_dir, extra_key=objects_key(nvcc_version(), package_version("apache-tvm-ffi")))
     return obj
@@ -57,7 +57,7 @@ def fresh_cache(tmp_path, session_runtime) -> Path:
     each test ~8 s. Tests of a clean build from nothing (reproducibility, concurrent writers) use
     an empty folder instead.
     """
-    from tl_aot.host_objects import OBJECTS_FOLDER
+    from tl_aot.cuda.host_objects import OBJECTS_FOLDER
 
     cache = tmp_path / "cache"
     shutil.copytree(session_runtime.parent, cache / OBJECTS_FOLDER / session_runtime.parent.name)
@@ -70,7 +70,7 @@ def testlib_path(tmp_path_factory, cache_dir) -> Path:
     prebuilt = os.environ.get("TL_AOT_TEST_LIBDIR")
     if prebuilt:
         return Path(prebuilt) / "libtl_aot_testlib.so"
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
     from tl_aot.spec import load_spec_file
 
     out = tmp_path_factory.mktemp("testlib")
@@ -82,7 +82,7 @@ def prebuilt_or_build(spec: Path, name: str, tmp_path_factory, cache_dir) -> Pat
     prebuilt = os.environ.get("TL_AOT_TEST_LIBDIR")
     if prebuilt:
         return Path(prebuilt) / f"lib{name}.so"
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
     from tl_aot.spec import load_spec_file
 
     out = tmp_path_factory.mktemp(name)
@@ -92,7 +92,7 @@ def prebuilt_or_build(spec: Path, name: str, tmp_path_factory, cache_dir) -> Pat
 def build_spec(spec: Path, tmp_path_factory, cache_dir, *, jobs: int = 2):
     """Build the spec file ``spec`` into a fresh folder: (BuildResult, the loaded library)."""
     import tl_aot
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
     from tl_aot.spec import load_spec_file
 
     out = tmp_path_factory.mktemp(spec.stem)

@@ -32,7 +32,7 @@ def cubin(*kernels: str, payload: bytes = b"\0" * 64) -> bytes:
 
 def fatbin(*payloads: tuple) -> bytes:
     """A fatbin of ``(kind, bytes)`` entries (2: ELF, 1: PTX)."""
-    from tl_aot.image_check import FATBIN_MAGIC
+    from tl_aot.cuda.image_check import FATBIN_MAGIC
 
     entries = b"".join(struct.pack("<HHIQ", kind, 0x101, 16, len(data)) + data for kind, data in payloads)
     return struct.pack("<IHHQ", FATBIN_MAGIC, 1, 16, len(entries)) + entries

@@ -225,19 +225,19 @@ class ToolMemo(_Patching):
     def __enter__(self) -> ToolMemo:
         import tvm_ffi.utils.embed_cubin as embed
 
-        import tl_aot.build_images
-        import tl_aot.device_image
-        import tl_aot.errors
-        import tl_aot.host_compile
-        import tl_aot.host_objects
-        import tl_aot.lower
-        import tl_aot.toolchain
+        import tl_aot.common.errors
+        import tl_aot.cuda.device_image
+        import tl_aot.cuda.host_compile
+        import tl_aot.cuda.host_objects
+        import tl_aot.cuda.toolchain
+        import tl_aot.lower.lower
+        import tl_aot.pipeline.images
 
         memo = self
         lower, compile_image, run, embed_cubin = (
-            tl_aot.lower.lower_variant,
-            tl_aot.device_image.compile_image,
-            tl_aot.toolchain.run,
+            tl_aot.lower.lower.lower_variant,
+            tl_aot.cuda.device_image.compile_image,
+            tl_aot.cuda.toolchain.run,
             embed.embed_cubin,
         )
 
@@ -262,7 +262,7 @@ class ToolMemo(_Patching):
             for u in units:
                 try:
                     out[u.stem] = image(arch, workdir, u.stem, u.source, options, what=u.what, path_map=path_map)
-                except tl_aot.errors.TlAotError as e:
+                except tl_aot.common.errors.TlAotError as e:
                     out[u.stem] = e
                 if on_done is not None:
                     on_done(u.stem, out[u.stem])
@@ -296,14 +296,14 @@ class ToolMemo(_Patching):
 
         self._patch(
             (
-                (tl_aot.lower, "lower_variant", lower_variant),
-                (tl_aot.device_image, "compile_image", image),
-                (tl_aot.device_image, "compile_images", images),
-                (tl_aot.build_images, "compile_image", image),
-                (tl_aot.build_images, "compile_images", images),
-                (tl_aot.toolchain, "run", tool),
-                (tl_aot.host_objects, "run", tool),  # the launcher, manifest and runtime objects (it imports run by name)
-                (tl_aot.host_compile, "run", tool),  # the link (imports run by name)
+                (tl_aot.lower.lower, "lower_variant", lower_variant),
+                (tl_aot.cuda.device_image, "compile_image", image),
+                (tl_aot.cuda.device_image, "compile_images", images),
+                (tl_aot.pipeline.images, "compile_image", image),
+                (tl_aot.pipeline.images, "compile_images", images),
+                (tl_aot.cuda.toolchain, "run", tool),
+                (tl_aot.cuda.host_objects, "run", tool),  # the launcher, manifest and runtime objects (it imports run by name)
+                (tl_aot.cuda.host_compile, "run", tool),  # the link (imports run by name)
                 (embed, "embed_cubin", embedded),
             )
         )

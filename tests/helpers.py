@@ -71,7 +71,7 @@ def tl_aot_here(*args, cwd: Path | str | None = None, env: dict | None = None) -
     what reaches each stream from a real process) use :func:`tl_aot_cli`. ``cwd``: the folder the
     command runs in; ``env``: the environment it sees (default :func:`child_env`).
     """
-    from tl_aot.cli import main
+    from tl_aot.frontends.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     env = child_env() if env is None else env

@@ -6,18 +6,18 @@ and :func:`load` needs only ``apache-tvm-ffi``.
 
 from __future__ import annotations
 
-from .versions import __version__
+from .common.versions import __version__
 
 __all__ = ["__version__", "load", "Library", "serve"]
 
 
 def __getattr__(name: str):
     if name in ("load", "Library"):
-        from . import runtime
+        from .runtime import loader as runtime
 
         return getattr(runtime, name)
     if name == "serve":
-        from .serving import serve
+        from .jit.serving import serve
 
         return serve
     raise AttributeError(f"module 'tl_aot' has no attribute {name!r}")

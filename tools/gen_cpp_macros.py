@@ -4,7 +4,7 @@
 
 A parameter, dimension or local named after one of these (``NULL``, ``EOF``, ``SIZE_MAX``) would be
 replaced by the preprocessor in the generated header, launcher or CUDA source; tl_aot renames them
-(:func:`tl_aot.spec.cpp_name`, :mod:`tl_aot.cuda_source`). The list is the union of ``g++ -dM -E``
+(:func:`tl_aot.spec.cpp_name`, :mod:`tl_aot.lower.cuda_source`). The list is the union of ``g++ -dM -E``
 over the launcher's and header's includes plus the C and C++ standard headers a user's code may
 include before the header, and ``nvcc -dM -E`` over the headers of TileLang's CUDA source.
 Run it after a TileLang, CUDA or tvm-ffi upgrade and commit the diff.
@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tl_aot.toolchain import RUNTIME_INCLUDE, cuda_include_dir, find_cxx, find_nvcc, tilelang_include_dirs, tvm_ffi_paths  # noqa: E402
+from tl_aot.cuda.toolchain import RUNTIME_INCLUDE, cuda_include_dir, find_cxx, find_nvcc, tilelang_include_dirs, tvm_ffi_paths  # noqa: E402
 
 #: Standard headers a program including a tl_aot header may have included first.
 STD_HEADERS = """cassert cctype cerrno cfenv cfloat cinttypes climits clocale cmath csetjmp csignal cstdarg cstddef

@@ -24,7 +24,7 @@ def tlops(tmp_path_factory, cache_dir):
     prebuilt = os.environ.get("TL_AOT_TEST_LIBDIR")
     if prebuilt:
         return tl_aot.load(Path(prebuilt) / "libtlops_aot.so")
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
     from tl_aot.spec import load_spec_file
 
     out = tmp_path_factory.mktemp("tlops")
@@ -64,7 +64,7 @@ def test_the_included_header_is_what_runs(tlops, reference):
 
 SERVED_CHECK = """
 import sys, torch, tl_aot, jit_reference
-from tl_aot import serving
+from tl_aot.jit import serving
 kernels = jit_reference.jit_kernels()  # the library's own JIT calls, served
 lib = tl_aot.load(sys.argv[1])
 for entry, k in kernels.items():

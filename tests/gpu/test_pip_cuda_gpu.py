@@ -76,7 +76,7 @@ path = sys.argv[1]
 try:
     tl_aot.load(path)
     load = "loaded"
-except tl_aot.errors.LibraryError as e:
+except tl_aot.common.errors.LibraryError as e:
     load = str(e)
 module = tvm_ffi.load_module(path)  # around tl_aot.load: the C++ runtime refuses at the first call itself
 a = torch.zeros(2048, 2048, device="cuda", dtype=torch.float16)
@@ -119,5 +119,5 @@ def test_the_real_driver_loads_what_its_cuda_version_allows():
         if have >= major * 1000:
             assert tl_aot.load(path).manifest.driver_min_cuda == f"{major}.0"
         else:
-            with pytest.raises(tl_aot.errors.LibraryError, match="update the NVIDIA driver"):
+            with pytest.raises(tl_aot.common.errors.LibraryError, match="update the NVIDIA driver"):
                 tl_aot.load(path)

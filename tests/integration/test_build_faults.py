@@ -247,7 +247,7 @@ def test_a_lock_says_who_holds_it_and_a_dead_holder_releases_it(clean, tmp_path,
 
 def test_load_after_a_rebuild_in_one_process_returns_the_new_library(tmp_path, fresh_cache):
     import tl_aot
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
     from tl_aot.spec import KernelSpec, LibrarySpec
 
     root = _project(tmp_path / "p")

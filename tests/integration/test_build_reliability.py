@@ -178,7 +178,10 @@ def test_no_cuda_compiler_anywhere(tmp_path):
     """No nvcc on PATH, no CUDA_HOME and no pip-installed compiler (hidden here): one error naming the way out."""
     path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "nvcc").exists())
     env = {k: v for k, v in _env(PATH=path).items() if k not in ("CUDA_HOME", "CUDA_PATH", "TL_AOT_NVCC")}
-    hide_pip = "import sys, tl_aot.cuda_toolkit as c; c.pip_toolkits = list; from tl_aot.cli import main; sys.exit(main(sys.argv[1:]))"
+    hide_pip = (
+        "import sys, tl_aot.cuda.cuda_toolkit as c; c.pip_toolkits = list; "
+        "from tl_aot.frontends.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
     cmd = [sys.executable, "-c", hide_pip, "build", str(KERNELS / "elementwise.py:add_one"), "--arch", "90a", "-o", str(tmp_path)]
     fails(
         subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False),
@@ -397,8 +400,8 @@ def test_concurrent_builds_of_one_target(tmp_path):
 def test_damaged_cache_entry_is_rebuilt_not_used(tmp_path):
     from elf_images import cubin
 
-    from tl_aot.cache import VariantCache
-    from tl_aot.metadata import LoweredVariant
+    from tl_aot.common.metadata import LoweredVariant
+    from tl_aot.pipeline.cache import VariantCache
 
     image = cubin("main_kernel")
     cache = VariantCache(tmp_path)
@@ -438,7 +441,7 @@ def test_no_subprocess_runs_through_a_shell():
 
 @pytest.mark.parametrize("name", ["a-b", "x;system()", "class", "__x", "1abc", "", "a b", 'x"y', "x" * 121, "é"])
 def test_names_reaching_cpp_must_be_identifiers(name):
-    from tl_aot.errors import SpecError
+    from tl_aot.common.errors import SpecError
     from tl_aot.spec import KernelSpec, LibrarySpec, check_identifier
 
     with pytest.raises(SpecError, match="not a valid identifier|reserved|longer than"):
@@ -450,7 +453,7 @@ def test_names_reaching_cpp_must_be_identifiers(name):
 
 
 def test_function_names_and_reserved_exports_are_refused():
-    from tl_aot.errors import SpecError
+    from tl_aot.common.errors import SpecError
     from tl_aot.spec import KernelSpec, LibrarySpec
 
     with pytest.raises(SpecError, match="function 'f;g' is not a Python function name"):
@@ -482,8 +485,8 @@ def test_text_reaching_generated_cpp_is_escaped():
     """Paths and shape text land in comments and string literals: they can never end them."""
     import dataclasses
 
-    from tl_aot.codegen import c_comment, c_string_body, render_header, render_launcher
-    from tl_aot.metadata import Manifest, from_json
+    from tl_aot.codegen.render import c_comment, c_string_body, render_header, render_launcher
+    from tl_aot.common.metadata import Manifest, from_json
 
     golden = from_json(Manifest, (ROOT / "tests" / "unit" / "golden" / "manifest.json").read_text())
     evil = 'k.py\n#error injected\n"\\'

@@ -58,8 +58,8 @@ def built(record, cache_dir) -> dict:
 
 def _direct(function: str, **kwargs):
     """What the direct build of the same call lowers (request key and device code digest), in this process."""
-    from tl_aot.arch import parse_arch
-    from tl_aot.lower import lower_variant
+    from tl_aot.gpu.arch import parse_arch
+    from tl_aot.lower.lower import lower_variant
     from tl_aot.spec import KernelSpec
 
     spec = KernelSpec.create(name=function, source=KERNELS / "faithful.py", function=function, archs=["90a"], **kwargs)

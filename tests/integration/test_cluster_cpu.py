@@ -89,7 +89,7 @@ class LocalCluster:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The library built here, on this machine alone (and its cache, which the shards reuse)."""
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
 
     out = tmp_path_factory.mktemp("local")
     return build_library(_lib(), out_dir=out, cache_dir=out / "cache", jobs=2, log=None, cluster="")
@@ -110,7 +110,7 @@ def cluster(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cluster_build(cluster, tmp_path_factory):
     """A build through the cluster, with an empty local cache and a shared cache at a file:// URL."""
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
 
     out = tmp_path_factory.mktemp("on-cluster")
     shared = (out / "shared").as_uri()
@@ -137,8 +137,8 @@ def test_a_worker_with_another_tl_aot_is_refused(cluster_build):
 
 
 def test_a_cluster_where_no_worker_agrees_builds_nothing(tmp_path):
-    from tl_aot.build import build_library
-    from tl_aot.variant_task import ToolsetMismatch
+    from tl_aot.pipeline.library import build_library
+    from tl_aot.pipeline.variant_task import ToolsetMismatch
 
     c = LocalCluster(tmp_path / "cluster")
     try:
@@ -152,7 +152,7 @@ def test_a_cluster_where_no_worker_agrees_builds_nothing(tmp_path):
 
 def test_a_worker_killed_mid_task_loses_nothing(reference, tmp_path):
     """SIGKILL the worker running a variant: Dask runs it on the other; the library is still the local one."""
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
 
     c = LocalCluster(tmp_path / "cluster")
     killed: list = []
@@ -188,7 +188,7 @@ def test_a_worker_killed_mid_task_loses_nothing(reference, tmp_path):
 
 
 def test_a_second_machine_reuses_variants_through_the_shared_cache(reference, cluster_build, tmp_path):
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
 
     _, _, shared = cluster_build
     lines: list = []
@@ -199,8 +199,8 @@ def test_a_second_machine_reuses_variants_through_the_shared_cache(reference, cl
 
 
 def test_shards_link_into_the_one_machine_library(reference, tmp_path):
-    from tl_aot.build import build_library
-    from tl_aot.shards import PartError, link_parts
+    from tl_aot.pipeline.library import build_library
+    from tl_aot.pipeline.shards import PartError, link_parts
 
     cache = reference.library.parent / "cache"  # each shard its own machine; here they share the reference's cache
     parts = [tmp_path / f"part{k}" for k in (1, 2)]

@@ -14,9 +14,9 @@ from helpers import ok, tl_aot_here
 
 pytest.importorskip("tilelang")
 
-from tl_aot import cubin, cutedsl  # noqa: E402
-from tl_aot.arch import parse_arch  # noqa: E402
-from tl_aot.errors import CompileError, ToolchainNotFound  # noqa: E402
+from tl_aot.common.errors import CompileError, ToolchainNotFound  # noqa: E402
+from tl_aot.gpu.arch import parse_arch  # noqa: E402
+from tl_aot.lower import cubin, cutedsl  # noqa: E402
 from tl_aot.spec import KernelSpec  # noqa: E402
 
 KERNELS = Path(__file__).parents[1] / "kernels"
@@ -32,7 +32,7 @@ def _needs_extra():
 @pytest.fixture(scope="module")
 def cutedsl_lib(tmp_path_factory, cache_dir) -> Path:
     _needs_extra()
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
     from tl_aot.spec import load_spec_file
 
     out = tmp_path_factory.mktemp("cutedsl")
@@ -93,7 +93,7 @@ def _scale_spec(**kw) -> KernelSpec:
 
 
 def test_a_kernel_file_asking_for_cutedsl_without_the_extra_names_the_packages(monkeypatch):
-    from tl_aot.lower import lower_variant
+    from tl_aot.lower.lower import lower_variant
 
     monkeypatch.setattr(cutedsl, "cutedsl_version", lambda: "")
     with pytest.raises(ToolchainNotFound, match=r"entry 'scale' \(sm_90a\): .*pip install 'tl_aot\[cutedsl\]'"):
@@ -106,8 +106,8 @@ REFUSED = [("90+PTX", {}, "cubins only"), ("90a", {"compile_flags": ["-lineinfo"
 @pytest.mark.parametrize(("arch", "kw", "fragment"), REFUSED)
 def test_what_the_cutedsl_backend_cannot_honour_is_refused_by_name(arch, kw, fragment):
     _needs_extra()
-    from tl_aot.errors import SpecError
-    from tl_aot.lower import lower_variant
+    from tl_aot.common.errors import SpecError
+    from tl_aot.lower.lower import lower_variant
 
     spec = KernelSpec.create(name="scale", source=KERNELS / "cutedsl.py", function="scale_cutedsl", archs=[arch], **kw)
     with pytest.raises(SpecError, match=r"entry 'scale' \(sm_90") as e:
@@ -116,7 +116,7 @@ def test_what_the_cutedsl_backend_cannot_honour_is_refused_by_name(arch, kw, fra
 
 
 def test_backend_cuda_overrides_the_kernel_files_cutedsl():
-    from tl_aot.lower import lower_variant
+    from tl_aot.lower.lower import lower_variant
 
     v = lower_variant(_scale_spec(backend="cuda"), parse_arch("90a"))
     assert v.backend == "cuda" and "__global__" in v.cuda_source
@@ -124,8 +124,8 @@ def test_backend_cuda_overrides_the_kernel_files_cutedsl():
 
 def test_a_kernel_taking_workspaces_is_refused_by_name_as_tilelangs_cutedsl_backend_cannot_pass_them():
     _needs_extra()
-    from tl_aot.errors import LoweringError
-    from tl_aot.lower import lower_variant
+    from tl_aot.common.errors import LoweringError
+    from tl_aot.lower.lower import lower_variant
 
     spec = KernelSpec.create(
         name="decode",
@@ -157,7 +157,7 @@ def test_the_cubins_parameters_are_checked_against_the_launchers_arguments(cuted
 def test_a_cutedsl_compile_failure_names_entry_arch_and_module_and_the_worker_goes_on(cutedsl_lib, cache_dir, tmp_path):
     import dataclasses
 
-    from tl_aot.metadata import LoweredVariant, from_json
+    from tl_aot.common.metadata import LoweredVariant, from_json
 
     for d in Path(cache_dir).iterdir():
         text = (d / "variant.json").read_text() if (d / "variant.json").is_file() else "{}"
@@ -197,7 +197,7 @@ step(*[value(n) for n in inspect.signature(step).parameters])
 
 @pytest.mark.parametrize(("entry", "n"), [("gemm_tma", None), ("scale", 1 << 20)])
 def test_the_cubin_is_the_one_tilelangs_cutedsl_jit_makes_from_real_tensors(cutedsl_lib, cache_dir, tmp_path, entry, n):
-    from tl_aot.metadata import LoweredVariant, from_json
+    from tl_aot.common.metadata import LoweredVariant, from_json
 
     for d in Path(cache_dir).iterdir():
         text = (d / "variant.json").read_text() if (d / "variant.json").is_file() else "{}"

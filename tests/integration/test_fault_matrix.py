@@ -48,14 +48,14 @@ args = {{ N = {n} }}
 
 
 def _cli(root: Path, n: int) -> tuple[int, str]:
-    from tl_aot import cli
+    from tl_aot.frontends import cli
 
     args = ["build", "k.py:add", "--arch", "90a", "--arg", f"N={n}", "-o", "out"]
     return _call(lambda: cli.main([*args, "--cache-dir", "cache", "-j", "1", "-q"]))
 
 
 def _spec(root: Path, n: int) -> tuple[int, str]:
-    from tl_aot import cli
+    from tl_aot.frontends import cli
 
     args = ["build", "--spec", "kernels.toml", "-o", "out", "--header-dir", "include", "--depfile", "out/fm.d"]
     return _call(lambda: cli.main([*args, "--cache-dir", "cache", "-j", "1", "-q"]))
@@ -71,7 +71,7 @@ tilelang.jit(add)(int(sys.argv[1]))
 
 
 def _capture(root: Path, n: int) -> tuple[int, str]:
-    from tl_aot import cli
+    from tl_aot.frontends import cli
 
     args = ["build", "--capture", f"rec{n}.json", "--arch", "90a", "--name", "cap", "-o", "out"]
     return _call(lambda: cli.main([*args, "--cache-dir", "cache", "-j", "1", "-q"]))
@@ -92,7 +92,7 @@ def _setuptools(root: Path, n: int) -> tuple[int, str]:
     import setuptools
 
     def build():
-        from tl_aot.setuptools import TileLangExtension, build_ext
+        from tl_aot.frontends.setuptools import TileLangExtension, build_ext
 
         ext = TileLangExtension("fmpkg._k", entries=[{"name": "add", "source": "k.py", "function": "add", "args": {"N": n}}], archs=["90a"])
         setuptools.setup(
@@ -153,8 +153,8 @@ def _outputs(root: Path, kind: str) -> dict:
 
 def _unverified(cache: Path) -> list:
     """Cache entries whose digests or image do not check out."""
-    from tl_aot.image_check import variant_image_problem
-    from tl_aot.metadata import LoweredVariant, from_json
+    from tl_aot.common.metadata import LoweredVariant, from_json
+    from tl_aot.cuda.image_check import variant_image_problem
 
     bad = []
     for d in cache.iterdir() if cache.is_dir() else ():
@@ -243,7 +243,7 @@ def _schedule(trace: list, *, every_fault: bool = False) -> list:
 
 
 def _cause_words(fault) -> tuple:
-    from tl_aot.destinations import _HINTS
+    from tl_aot.common.destinations import _HINTS
 
     code = 28 if fault == "short" else fault
     return tuple(w for w in (_HINTS.get(code), os.strerror(code)) if w)

@@ -68,7 +68,7 @@ def project(tmp_path_factory) -> Path:
 
 def _build(root: Path, *args) -> tuple[int, str]:
     """``python -m tl_aot build ...`` in this process (TileLang imported once): (exit status, stderr)."""
-    from tl_aot import cli
+    from tl_aot.frontends import cli
 
     err = io.StringIO()
     before = os.getcwd()
@@ -126,7 +126,7 @@ def test_an_up_to_date_build_never_touches_a_missing_torch_companion(project, mo
 
 
 SETUP = """from setuptools import setup
-from tl_aot.setuptools import TileLangExtension, build_ext
+from tl_aot.frontends.setuptools import TileLangExtension, build_ext
 setup(name="x", ext_modules=[TileLangExtension("x._k", entries={entries})], cmdclass={{"build_ext": build_ext}})
 """
 
@@ -183,7 +183,7 @@ exit 0
 
 
 def test_a_cubin_cut_short_by_a_tool_that_exits_0_is_never_linked_or_cached(project, tmp_path, monkeypatch):
-    from tl_aot.cache import VariantCache
+    from tl_aot.pipeline.cache import VariantCache
 
     launcher = tmp_path / "cut.sh"
     launcher.write_text(CUTTER)

@@ -106,8 +106,8 @@ def test_a_read_only_output_folder_that_needs_a_build_is_one_line_and_keeps_the_
 
 
 def test_no_space_at_the_final_copy_keeps_library_and_header(project, cache_dir, monkeypatch):
-    from tl_aot.build import build_library
-    from tl_aot.errors import FilesystemError
+    from tl_aot.common.errors import FilesystemError
+    from tl_aot.pipeline.library import build_library
     from tl_aot.spec import KernelSpec, LibrarySpec
 
     out = project / "out"
@@ -119,7 +119,7 @@ def test_no_space_at_the_final_copy_keeps_library_and_header(project, cache_dir,
         Path(dst).write_bytes(Path(src).read_bytes()[:4096])
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
 
-    monkeypatch.setattr("tl_aot.destinations.shutil.copyfile", full_disk)
+    monkeypatch.setattr("tl_aot.common.destinations.shutil.copyfile", full_disk)
     spec = KernelSpec.create(name="add", source=project / "k.py", function="add", archs=["90a"])
     with pytest.raises(FilesystemError) as info:
         build_library(LibrarySpec("add", (spec,)), out_dir=out, cache_dir=cache_dir, jobs=2, log=None)
@@ -192,13 +192,13 @@ DAMAGE = {
 
 PROBE = """import json, sys, io, contextlib
 import tl_aot
-from tl_aot import cli
+from tl_aot.frontends import cli
 out = {}
 for path in sys.argv[1:]:
     try:
         tl_aot.load(path)
         loaded = "loaded"
-    except tl_aot.errors.LibraryError as e:
+    except tl_aot.common.errors.LibraryError as e:
         loaded = "refused: " + str(e)
     err = io.StringIO()
     with contextlib.redirect_stderr(err):

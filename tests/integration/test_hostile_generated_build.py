@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("tilelang")
 
-from tl_aot.build import build_library  # noqa: E402
-from tl_aot.codegen import TORCH_GLUE_MODULE, render_loader  # noqa: E402
-from tl_aot.errors import SpecError  # noqa: E402
+from tl_aot.codegen.render import TORCH_GLUE_MODULE, render_loader  # noqa: E402
+from tl_aot.common.errors import SpecError  # noqa: E402
+from tl_aot.pipeline.library import build_library  # noqa: E402
 from tl_aot.spec import KernelSpec, LibrarySpec  # noqa: E402
 
 KERNEL = Path(__file__).parents[1] / "kernels" / "hostile.py"
@@ -39,7 +39,7 @@ def hostile_build(tmp_path_factory, cache_dir):
 def test_macro_named_params_build_end_to_end(hostile_build, tmp_path):
     """The library, its header and manifest keep the user's names; a program including libc headers first compiles."""
     tvm_ffi = pytest.importorskip("tvm_ffi")  # noqa: F841
-    from tl_aot.toolchain import find_cxx, tvm_ffi_paths
+    from tl_aot.cuda.toolchain import find_cxx, tvm_ffi_paths
 
     _, result = hostile_build
     assert result.library.is_file()

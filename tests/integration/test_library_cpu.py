@@ -56,7 +56,7 @@ def test_inspect_cli_text_and_json(testlib_path):
     assert "tma A_desc: tiled on A" in text
     assert "TileLang 0.1.15" in text and "nvcc 13." in text
     data = json.loads(subprocess.run(run + ["--json"], capture_output=True, text=True, check=True).stdout)
-    from tl_aot.metadata import ABI_VERSION
+    from tl_aot.common.metadata import ABI_VERSION
 
     assert data["abi_version"] == ABI_VERSION
     assert {e["name"] for e in data["entries"]} == ENTRIES
@@ -108,8 +108,8 @@ def test_good_arguments_reach_the_driver_and_fail_clearly_without_one(testlib):
 
 
 def test_incompatible_abi_is_refused(testlib_path, monkeypatch):
-    import tl_aot.runtime as rt
-    from tl_aot.metadata import ABI_VERSION
+    import tl_aot.runtime.loader as rt
+    from tl_aot.common.metadata import ABI_VERSION
 
     monkeypatch.setattr(rt, "ABI_VERSION", 999)
     with pytest.raises(rt.LibraryError, match=f"launcher ABI {ABI_VERSION}; this tl_aot understands ABI 999"):
@@ -118,7 +118,7 @@ def test_incompatible_abi_is_refused(testlib_path, monkeypatch):
 
 def test_no_op_rebuild_does_not_import_tilelang(testlib_path, cache_dir, tmp_path):
     """A second build of an unchanged library only checks the stamp (fast: no TileLang import)."""
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
     from tl_aot.spec import KernelSpec, LibrarySpec
 
     kernels = Path(__file__).parents[1] / "kernels"
@@ -128,7 +128,7 @@ def test_no_op_rebuild_does_not_import_tilelang(testlib_path, cache_dir, tmp_pat
     src = str(kernels / "elementwise.py")
     code = (
         "import sys, time; t=time.perf_counter()\n"
-        "from tl_aot.build import build_library; from tl_aot.spec import *\n"
+        "from tl_aot.pipeline.library import build_library; from tl_aot.spec import *\n"
         f"lib = LibrarySpec('noop', (KernelSpec.create(name='add_one', source={src!r}, function='add_one', archs=['80']),))\n"
         f"r = build_library(lib, out_dir={str(tmp_path)!r}, cache_dir={str(cache_dir)!r}, log=None)\n"
         "assert r.up_to_date and not r.rebuilt\n"
@@ -140,7 +140,7 @@ def test_no_op_rebuild_does_not_import_tilelang(testlib_path, cache_dir, tmp_pat
 
 def test_default_archs_each_get_their_own_cubin(tmp_path, cache_dir):
     """Without --arch, every default arch this nvcc supports (sm_80 … sm_100a) gets a cubin of its own."""
-    from tl_aot.toolchain import default_archs
+    from tl_aot.cuda.toolchain import default_archs
 
     archs = [str(a) for a in default_archs()]
     assert {"sm_80", "sm_89", "sm_90a"} <= set(archs)  # nvcc 12.4+ supports all of these
@@ -174,7 +174,7 @@ def add(N, block={block}):
 
 def test_editing_one_kernel_reuses_the_launcher_unless_its_launch_changes(tmp_path, fresh_cache):
     """A kernel body edit rebuilds that entry only and reuses the compiled launcher; a launch change recompiles it."""
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
     from tl_aot.spec import KernelSpec, LibrarySpec
 
     (tmp_path / "a.py").write_text(_KERNEL.format(block=128, value=1.0))
@@ -207,7 +207,7 @@ def test_editing_one_kernel_reuses_the_launcher_unless_its_launch_changes(tmp_pa
 
 def test_a_fresh_output_folder_with_a_warm_cache_compiles_nothing(tmp_path, fresh_cache):
     """Launcher, manifest and runtime objects come from the cache by content: a second folder only links, to the same bytes."""
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
     from tl_aot.spec import KernelSpec, LibrarySpec
 
     kernels = Path(__file__).parents[1] / "kernels"
@@ -225,10 +225,10 @@ def test_a_fresh_output_folder_with_a_warm_cache_compiles_nothing(tmp_path, fres
 
 def test_the_runtime_objects_key_does_not_depend_on_the_working_folder(session_runtime, cache_dir, tmp_path, monkeypatch):
     """Builds started from any folder share one runtime object (its key spells the compile for a fixed folder)."""
-    from tl_aot.build_stages import objects_key
-    from tl_aot.host_objects import runtime_object
-    from tl_aot.toolchain import nvcc_version
-    from tl_aot.versions import package_version
+    from tl_aot.common.versions import package_version
+    from tl_aot.cuda.host_objects import runtime_object
+    from tl_aot.cuda.toolchain import nvcc_version
+    from tl_aot.pipeline.stages import objects_key
 
     monkeypatch.chdir(tmp_path)
     obj, compiled = runtime_object(cache_dir, extra_key=objects_key(nvcc_version(), package_version("apache-tvm-ffi")))

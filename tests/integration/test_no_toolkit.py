@@ -1,7 +1,7 @@
 """A build on a machine without a CUDA toolkit: every system CUDA path removed from PATH, no CUDA_HOME.
 
 The compiler is the one ``tl_aot[build]`` installed from PyPI, found with no configuration
-(tl_aot.cuda_toolkit); the library records it and the oldest driver that loads it. Skipped where no
+(tl_aot.cuda.cuda_toolkit); the library records it and the oldest driver that loads it. Skipped where no
 pip compiler is installed (CI installs ``tl_aot[build]``, which brings one).
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tl_aot.cuda_toolkit import pip_toolkits
+from tl_aot.cuda.cuda_toolkit import pip_toolkits
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "tests" / "kernels"

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from helpers import child_env, run, run_ok
 
-from tl_aot.manylinux import version_key
-from tl_aot.wheel_check import check_wheel
+from tl_aot.wheel.manylinux import version_key
+from tl_aot.wheel.wheel_check import check_wheel
 
 pytest.importorskip("tilelang")
 

@@ -100,8 +100,8 @@ def _lib_spec(tmp_path, specialisations: str):
     ],
 )
 def test_bad_specialisations_are_build_errors(tmp_path, cache_dir, specialisations, message):
-    from tl_aot.build import build_library
-    from tl_aot.errors import TlAotError
+    from tl_aot.common.errors import TlAotError
+    from tl_aot.pipeline.library import build_library
     from tl_aot.spec import load_spec_file
 
     with pytest.raises(TlAotError) as e:
@@ -111,7 +111,7 @@ def test_bad_specialisations_are_build_errors(tmp_path, cache_dir, specialisatio
 
 def test_a_lone_specialisation_still_holds_to_its_range(tmp_path, cache_dir):
     import tl_aot
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
     from tl_aot.spec import load_spec_file
 
     spec = load_spec_file(_lib_spec(tmp_path, "[{ args = { N = 2048 }, when = { m = [1, 8] } }]"))

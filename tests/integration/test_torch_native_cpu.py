@@ -100,7 +100,7 @@ def test_a_generated_loader_registers_the_companion_shipped_beside_it(built, tmp
     import importlib
     import shutil
 
-    from tl_aot.codegen import TORCH_GLUE_MODULE, render_loader
+    from tl_aot.codegen.render import TORCH_GLUE_MODULE, render_loader
 
     result, _ = built
     pkg = tmp_path / "tlnpkg"

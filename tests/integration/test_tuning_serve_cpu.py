@@ -28,7 +28,7 @@ CHOSEN = 5  # the candidate the stand-in tuner picks (TileLang would pick the fa
 FAKE_TUNER = """
 def fake_run(tuner, *args, **kwargs):
     from tilelang.autotuner.param import AutotuneResult
-    from tl_aot.tuning import config_args, resolved_configs
+    from tl_aot.jit.tuning import config_args, resolved_configs
     kernels = {}
     for i, config in enumerate(resolved_configs(tuner)):
         if MODE == "choose" and i != CHOSEN:
@@ -55,9 +55,9 @@ def record(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("capture") / "tuned.capture.json"
     script = f"""
 import sys
-from tl_aot import jit_seam
-from tl_aot.capture import Capturer
-from tl_aot.device import emulate, find_profile
+from tl_aot.jit import jit_seam
+from tl_aot.jit.capture import Capturer
+from tl_aot.gpu.device import emulate, find_profile
 MODE, CHOSEN, FAKE_RUNS = "choose", {CHOSEN}, []
 {FAKE_TUNER}
 cap = Capturer({str(path)!r}, compile_for_real=False)
@@ -106,7 +106,7 @@ def test_the_library_ships_the_tuning(served_lib, record):
     (t,) = lib.manifest.tunings
     recorded = json.loads(record.read_text())["tunings"]
     assert t.key in recorded and t.index == CHOSEN and t.request_key == lib.manifest.entries[0].capture_key
-    from tl_aot.cli import describe
+    from tl_aot.frontends.cli import describe
 
     text = describe(lib.manifest)  # what inspect prints
     assert "run-time tunings served: 1" in text and f"tuned.gemm([[512,512,512],[]]) on sm_90: candidate {CHOSEN + 1}/15" in text
@@ -115,8 +115,8 @@ def test_the_library_ships_the_tuning(served_lib, record):
 SERVE = """
 import json, logging, sys
 import tl_aot
-from tl_aot import jit_seam
-from tl_aot.device import emulate, find_profile
+from tl_aot.jit import jit_seam
+from tl_aot.gpu.device import emulate, find_profile
 MODE, CHOSEN, FAKE_RUNS = "all", -1, []
 {fake}
 def no_tuning(tuner, *a, **kw):
@@ -187,7 +187,7 @@ def test_non_strict_serving_warns_once_and_lets_tilelang_tune(served_lib):
 
 def test_run_serve_loads_the_library_when_tilelang_is_imported(served_lib):
     probe = (
-        "import sys; before = 'tl_aot.runtime' in sys.modules; import tilelang; from tl_aot import serving; "
+        "import sys; before = 'tl_aot.runtime.loader' in sys.modules; import tilelang; from tl_aot.jit import serving; "
         "print(before, [lib.path.name for lib in serving._active.libraries], len(serving._active.tunings))"
     )
     cmd = [sys.executable, "-m", "tl_aot", "run", "--serve", str(served_lib), "--strict", "--", sys.executable, "-c", probe]

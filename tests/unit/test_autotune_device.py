@@ -6,10 +6,10 @@ import types
 
 import pytest
 
-from tl_aot.arch import parse_arch
-from tl_aot.autotune import choose_config
-from tl_aot.device import PROFILES, default_profile, find_profile
-from tl_aot.errors import LoweringError, SpecError
+from tl_aot.common.errors import LoweringError, SpecError
+from tl_aot.gpu.arch import parse_arch
+from tl_aot.gpu.device import PROFILES, default_profile, find_profile
+from tl_aot.jit.autotune import choose_config
 
 
 def _autotuned(configs, **defaults):
@@ -85,7 +85,7 @@ def test_emulated_driver_answers_tilelang_queries():
     pytest.importorskip("tilelang")
     from tilelang.carver.arch import driver
 
-    from tl_aot.device import emulate
+    from tl_aot.gpu.device import emulate
 
     with emulate(find_profile("H100-PCIe")):
         assert driver.get_num_sms() == 114
@@ -95,7 +95,7 @@ def test_emulated_driver_answers_tilelang_queries():
 
 def test_emulated_torch_cuda_answers_device_queries_and_is_restored():
     torch = pytest.importorskip("torch")
-    from tl_aot.device import emulate
+    from tl_aot.gpu.device import emulate
 
     real = (torch.cuda.is_available, torch.cuda.get_device_capability, torch.cuda.get_device_properties)
     with emulate(find_profile("H100-PCIe")):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tl_aot import scheduler
-from tl_aot.errors import LoweringError, ToolchainNotFound
+from tl_aot.common.errors import LoweringError, ToolchainNotFound
+from tl_aot.pipeline import scheduler
 from tl_aot.spec import KernelSpec
 
 KERNELS = Path(__file__).parents[1] / "kernels"
@@ -55,7 +55,7 @@ def test_progress_lines_tell_elapsed_time_and_what_is_left():
 
 
 def test_compiler_launcher_from_the_environment(monkeypatch):
-    from tl_aot.toolchain import compiler_launcher
+    from tl_aot.cuda.toolchain import compiler_launcher
 
     monkeypatch.delenv("TL_AOT_COMPILER_LAUNCHER", raising=False)
     assert compiler_launcher() == []
@@ -69,7 +69,7 @@ def test_compiler_launcher_from_the_environment(monkeypatch):
 @pytest.fixture(scope="module")
 def pool():
     pytest.importorskip("tilelang")
-    from tl_aot.lower_worker import LoweringPool
+    from tl_aot.lower.lower_worker import LoweringPool
 
     with LoweringPool(2) as p:
         yield p
@@ -78,8 +78,8 @@ def pool():
 def test_worker_processes_lower_exactly_as_this_process_does(pool):
     import concurrent.futures as cf
 
-    from tl_aot.lower import lower_variant
-    from tl_aot.metadata import to_json
+    from tl_aot.common.metadata import to_json
+    from tl_aot.lower.lower import lower_variant
 
     specs = [
         KernelSpec.create(name=f"n{n}", source=KERNELS / "specialised.py", function="rms_norm", args={"N": n}, archs=["90a"])
@@ -105,8 +105,8 @@ def test_a_worker_reports_the_users_line_and_keeps_working(pool, tmp_path):
 
 def test_worker_errors_are_the_errors_lowering_here_raises(pool, tmp_path):
     """An error in a lowering worker reaches the build as the same class, message, entry, arch and location."""
-    from tl_aot.errors import TlAotError
-    from tl_aot.lower import lower_variant
+    from tl_aot.common.errors import TlAotError
+    from tl_aot.lower.lower import lower_variant
 
     bad = tmp_path / "bad.py"
     bad.write_text("import tilelang.language as T\n\n\ndef f(N):\n    raise ValueError('N must be even')\n")

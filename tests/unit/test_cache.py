@@ -6,8 +6,8 @@ import hashlib
 
 from elf_images import cubin
 
-from tl_aot.cache import ROOT_TOKEN, VariantCache, relocate
-from tl_aot.metadata import LoweredVariant
+from tl_aot.common.metadata import LoweredVariant
+from tl_aot.pipeline.cache import ROOT_TOKEN, VariantCache, relocate
 
 
 def _variant(root: str, header_digest: str) -> LoweredVariant:

@@ -11,15 +11,15 @@ import pytest
 
 pytest.importorskip("tilelang")
 
-from tl_aot import serving  # noqa: E402
-from tl_aot.call_key import call_key  # noqa: E402
-from tl_aot.capture import Capturer  # noqa: E402
-from tl_aot.capture_record import Record  # noqa: E402
-from tl_aot.captured import recorded_calls  # noqa: E402
-from tl_aot.cuda_driver import emulating, gpu_identity  # noqa: E402
-from tl_aot.device import PROFILES, emulate  # noqa: E402
-from tl_aot.jit_seam import Interception, intercepting, jit_module, uninstall  # noqa: E402
-from tl_aot.served_kernel import ServedKernel  # noqa: E402
+from tl_aot.gpu.cuda_driver import emulating, gpu_identity  # noqa: E402
+from tl_aot.gpu.device import PROFILES, emulate  # noqa: E402
+from tl_aot.jit import serving  # noqa: E402
+from tl_aot.jit.call_key import call_key  # noqa: E402
+from tl_aot.jit.capture import Capturer  # noqa: E402
+from tl_aot.jit.capture_record import Record  # noqa: E402
+from tl_aot.jit.captured import recorded_calls  # noqa: E402
+from tl_aot.jit.jit_seam import Interception, intercepting, jit_module, uninstall  # noqa: E402
+from tl_aot.jit.served_kernel import ServedKernel  # noqa: E402
 
 KERNEL = """
 import tilelang

@@ -5,9 +5,9 @@ import types
 
 import pytest
 
-from tl_aot.capture_record import Record
-from tl_aot.errors import SpecError
-from tl_aot.hooks import on_import
+from tl_aot.common.errors import SpecError
+from tl_aot.jit.capture_record import Record
+from tl_aot.jit.hooks import on_import
 
 
 def test_records_merge_by_key_keeping_every_device_and_origin(tmp_path):
@@ -45,7 +45,7 @@ def test_on_import_runs_now_or_when_the_module_is_imported(tmp_path, monkeypatch
 
 
 def test_flags_name_headers_by_content_wherever_the_package_lives(tmp_path):
-    from tl_aot.options import portable_flags
+    from tl_aot.config.options import portable_flags
 
     for root in (tmp_path / "a", tmp_path / "b"):
         (root / "inc" / "sub").mkdir(parents=True)
@@ -77,9 +77,9 @@ def test_a_kernel_that_does_not_round_trip_is_marked_warned_once_and_refused_by_
     pytest.importorskip("tilelang")
     import tilelang.language as T
 
-    from tl_aot import capture, captured
-    from tl_aot.errors import LoweringError
-    from tl_aot.jit_seam import CompileRequest
+    from tl_aot.common.errors import LoweringError
+    from tl_aot.jit import capture, captured
+    from tl_aot.jit.jit_seam import CompileRequest
 
     def kernel(n):
         @T.prim_func
@@ -106,7 +106,7 @@ def test_a_kernel_that_does_not_round_trip_is_marked_warned_once_and_refused_by_
 
 
 def test_the_first_error_line_is_the_underlying_exception():
-    from tl_aot.build import first_error_line
+    from tl_aot.pipeline.library import first_error_line
 
     msg = "entry 'g' (sm_90a): TileLang failed to lower captured\n  at run.py:3\n  ValueError: Invalid layout for shared buffer a\n  more"
     assert first_error_line(msg) == "ValueError: Invalid layout for shared buffer a"
@@ -114,8 +114,8 @@ def test_the_first_error_line_is_the_underlying_exception():
 
 
 def test_a_digest_mismatch_names_the_jit_target_beside_the_build_target():
-    from tl_aot.device_code import check_against_record, digest
-    from tl_aot.errors import LoweringError
+    from tl_aot.common.errors import LoweringError
+    from tl_aot.jit.device_code import check_against_record, digest
 
     jit = "cuda -keys=cuda,gpu -arch=sm_90a -max_num_threads=1024 -l2_cache_size_bytes=52428800"
     item = {"device_code": {"sm_90a": {"sha256": "0" * 24, "tilelang": "0.1.15", "from": "JIT", "target": jit}}}
@@ -128,7 +128,7 @@ def test_a_digest_mismatch_names_the_jit_target_beside_the_build_target():
 
 
 def test_a_build_from_a_record_answers_device_queries_as_the_gpu_that_captured(tmp_path):
-    from tl_aot import captured
+    from tl_aot.jit import captured
 
     h200 = {"ir": "{}", "devices": [{"arch": "sm_90a", "name": "NVIDIA H200"}], "origins": [], "options": {}}
     pcie = {**h200, "devices": [{"arch": "sm_90a", "name": "NVIDIA H100 PCIe"}]}
@@ -144,7 +144,7 @@ def test_a_build_from_a_record_answers_device_queries_as_the_gpu_that_captured(t
 
 def test_the_recorded_device_answers_only_for_archs_it_fits():
     """A kernel captured on an H100 and built for sm_80 is lowered as sm_80's default GPU, not refused."""
-    from tl_aot.captured import _fitting
+    from tl_aot.jit.captured import _fitting
 
     assert _fitting("H100-SXM", ["90a"]) == "H100-SXM"
     assert _fitting("H100-SXM", ["80", "90a"]) == "H100-SXM"
@@ -155,7 +155,7 @@ def test_the_recorded_device_answers_only_for_archs_it_fits():
 
 def test_a_spec_files_capture_records_are_expanded_by_the_build_layer_with_the_archs_chosen(tmp_path, monkeypatch):
     """``[library] capture``: the spec layer keeps the record (never reads it); captured.with_captures makes its entries."""
-    from tl_aot.captured import with_captures
+    from tl_aot.jit.captured import with_captures
     from tl_aot.spec import load_spec_file
 
     monkeypatch.delenv("TL_AOT_ARCHS", raising=False)

@@ -1,4 +1,4 @@
-"""TIR host expressions spelled as launcher C++ (tl_aot.cexpr), and what that C++ computes."""
+"""TIR host expressions spelled as launcher C++ (tl_aot.lower.cexpr), and what that C++ computes."""
 
 import subprocess
 
@@ -9,8 +9,8 @@ pytest.importorskip("tilelang")
 import tilelang.language as T  # noqa: E402
 from tilelang import tvm  # noqa: E402
 
-from tl_aot.cexpr import CppExprPrinter  # noqa: E402
-from tl_aot.errors import LoweringError  # noqa: E402
+from tl_aot.common.errors import LoweringError  # noqa: E402
+from tl_aot.lower.cexpr import CppExprPrinter  # noqa: E402
 
 tirx = tvm.tirx
 n, k, u, f = tirx.Var("n", "int32"), tirx.Var("k", "int32"), tirx.Var("u", "uint32"), tirx.Var("f", "float32")
@@ -54,7 +54,7 @@ def test_what_has_no_launcher_spelling_is_a_build_error():
 
 def test_printed_expressions_compute_what_tilelang_host_code_computes(tmp_path):
     """The spelled C++ compiled against the launcher runtime header, for values where int32 wraps or signs matter."""
-    from tl_aot.toolchain import RUNTIME_INCLUDE, cuda_include_dir, find_cxx, tvm_ffi_paths
+    from tl_aot.cuda.toolchain import RUNTIME_INCLUDE, cuda_include_dir, find_cxx, tvm_ffi_paths
 
     cases = {
         T.shift_left(k, 29): -(2**31),  # 4 << 29 wraps in int32, as the host's int32_t does

@@ -3,8 +3,8 @@
 import dataclasses
 from pathlib import Path
 
-from tl_aot.codegen import render_header, render_launcher, render_manifest
-from tl_aot.metadata import ABI_VERSION, Manifest, from_json
+from tl_aot.codegen.render import render_header, render_launcher, render_manifest
+from tl_aot.common.metadata import ABI_VERSION, Manifest, from_json
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = "python tests/unit/golden/regen.py"

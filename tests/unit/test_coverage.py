@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("tilelang")
 
-from tl_aot.arch import parse_arch  # noqa: E402
-from tl_aot.errors import LoweringError  # noqa: E402
-from tl_aot.lower import lower_variant  # noqa: E402
+from tl_aot.common.errors import LoweringError  # noqa: E402
+from tl_aot.gpu.arch import parse_arch  # noqa: E402
+from tl_aot.lower.lower import lower_variant  # noqa: E402
 from tl_aot.spec import KernelSpec  # noqa: E402
 
 KERNELS = Path(__file__).parents[1] / "kernels"
@@ -135,8 +135,8 @@ def test_the_golden_launcher_solves_checks_and_picks_the_current_device():
 def test_when_on_a_solved_symbol_is_refused():
     import dataclasses
 
-    from tl_aot.dispatch import plan
-    from tl_aot.metadata import LoweredEntry, Param, Symbol
+    from tl_aot.codegen.dispatch import plan
+    from tl_aot.common.metadata import LoweredEntry, Param, Symbol
 
     x = Param("X", "tensor", "float32", ("n * 2",), shape_cpp=("(s_n * 2)",))
     y = Param("Y", "tensor", "float32", ("n",), shape_cpp=("s_n",), output=True)

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tl_aot import cuda_driver
-from tl_aot.cuda_driver import current_gpu
+from tl_aot.gpu import cuda_driver
+from tl_aot.gpu.cuda_driver import current_gpu
 
 HERE = Path(__file__).parent
 
@@ -66,7 +66,7 @@ def test_the_current_contexts_device_else_device_0(driver):
 
 
 def test_an_emulated_profile_answers_over_the_driver(driver):
-    from tl_aot.device import emulate, find_profile
+    from tl_aot.gpu.device import emulate, find_profile
 
     driver(ccs="")  # loaded, no device
     with emulate(find_profile("A100-SXM")):
@@ -75,7 +75,7 @@ def test_an_emulated_profile_answers_over_the_driver(driver):
 
 
 def test_probing_needs_no_torch():
-    code = "import sys; from tl_aot.cuda_driver import current_gpu; current_gpu(); print('torch' in sys.modules)"
+    code = "import sys; from tl_aot.gpu.cuda_driver import current_gpu; current_gpu(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -93,7 +93,7 @@ def test_probing_needs_no_torch():
     ],
 )
 def test_an_image_runs_where_the_launcher_would_pick_it(arch, ptx, cc, runs):
-    from tl_aot.image_select import image_of, runs_on
+    from tl_aot.gpu.image_select import image_of, runs_on
 
     assert runs_on({image_of(arch, ptx)}, cc) is runs
 
@@ -107,9 +107,9 @@ def served_request():
         import elementwise
     finally:
         sys.path.pop(0)
-    from tl_aot.jit_seam import CompileRequest
-    from tl_aot.metadata import ArchVariant, LoweredEntry, Manifest
-    from tl_aot.request_key import options_of, request_key
+    from tl_aot.common.metadata import ArchVariant, LoweredEntry, Manifest
+    from tl_aot.jit.jit_seam import CompileRequest
+    from tl_aot.jit.request_key import options_of, request_key
 
     req = CompileRequest(elementwise.axpy(1024), None, None, None, None, {}, (), 0)
     key = request_key(req.func, options_of(req))
@@ -124,7 +124,7 @@ def served_request():
 
 
 def test_serving_with_no_gpu_says_no_gpu_is_visible(driver, served_request):
-    from tl_aot.serving import Server
+    from tl_aot.jit.serving import Server
 
     req, key, lib = served_request
     server = Server([lib], strict=True)
@@ -137,7 +137,7 @@ def test_serving_with_no_gpu_says_no_gpu_is_visible(driver, served_request):
 
 
 def test_serving_on_a_gpu_the_library_lacks_names_the_archs_it_has(driver, served_request):
-    from tl_aot.serving import Server
+    from tl_aot.jit.serving import Server
 
     req, key, lib = served_request
     server = Server([lib], strict=True)

@@ -1,4 +1,4 @@
-"""The CUDA compiler's one search order (tl_aot.cuda_toolkit), the driver floors (tl_aot.cuda_compat), NVRTC options."""
+"""The CUDA compiler's one search order (tl_aot.cuda.cuda_toolkit), the driver floors (tl_aot.gpu.cuda_compat), NVRTC options."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tl_aot import cuda_toolkit
-from tl_aot.arch import parse_arch
-from tl_aot.cuda_compat import cuda_int, cuda_str, image_floor, library_floor, min_cuda_for_arch
-from tl_aot.cuda_toolkit import find_toolkit, pin_toolkit
-from tl_aot.errors import ToolchainNotFound
+from tl_aot.common.errors import ToolchainNotFound
+from tl_aot.cuda import cuda_toolkit
+from tl_aot.cuda.cuda_toolkit import find_toolkit, pin_toolkit
+from tl_aot.gpu.arch import parse_arch
+from tl_aot.gpu.cuda_compat import cuda_int, cuda_str, image_floor, library_floor, min_cuda_for_arch
 
 FAKE_NVCC = """#!/bin/sh
 case "$1" in
@@ -154,7 +154,7 @@ def test_pinned_toolkit_wins_until_unpinned(world, monkeypatch):
 
 
 def test_tilelang_is_pointed_at_the_same_toolkit(world, monkeypatch):
-    from tl_aot import toolchain
+    from tl_aot.cuda import toolchain
 
     root = _pip_cu13(world["site"])
     _find()
@@ -169,7 +169,7 @@ def test_tilelang_is_pointed_at_the_same_toolkit(world, monkeypatch):
 
 
 def test_cli_locates_the_nvcc(world, capsys):
-    from tl_aot.cli import main
+    from tl_aot.frontends.cli import main
 
     root = _pip_cu13(world["site"])
     _find()
@@ -178,7 +178,7 @@ def test_cli_locates_the_nvcc(world, capsys):
 
 
 def test_cli_nvcc_with_the_cuda12_pip_compiler_says_there_is_none(world, capsys):
-    from tl_aot.cli import main
+    from tl_aot.frontends.cli import main
 
     _pip_cu12(world["site"])
     _find()
@@ -224,7 +224,7 @@ def test_min_cuda_per_arch(arch, cuda):
 
 
 def test_nvrtc_options_mirror_what_nvcc_gives_cicc_and_ptxas(world, monkeypatch):
-    from tl_aot import nvcc_command
+    from tl_aot.cuda import nvcc_command
 
     _pip_cu12(world["site"])
     _find()
@@ -242,7 +242,7 @@ def test_nvrtc_options_mirror_what_nvcc_gives_cicc_and_ptxas(world, monkeypatch)
 
 
 def test_unreferenced_globals_are_dropped_from_nvrtc_ptx():
-    from tl_aot.nvrtc_compile import drop_unused_globals
+    from tl_aot.cuda.nvrtc_compile import drop_unused_globals
 
     ptx = "\n".join(
         [
@@ -270,8 +270,9 @@ def test_module_has_no_import_time_search():
 
 @pytest.mark.parametrize("archs,kind", [(["90a"], "nvrtc"), (["90a", "110"], "nvcc"), (["80+PTX"], "nvcc")])
 def test_build_takes_cuda12_unless_an_arch_needs_cuda13(world, monkeypatch, archs, kind):
-    from tl_aot import build_plan, toolchain
-    from tl_aot.build_plan import check_toolchain
+    from tl_aot.cuda import toolchain
+    from tl_aot.pipeline import plan as build_plan
+    from tl_aot.pipeline.plan import check_toolchain
     from tl_aot.spec import KernelSpec, LibrarySpec
 
     nv = _pip_cu12(world["site"])
@@ -289,9 +290,10 @@ def test_build_takes_cuda12_unless_an_arch_needs_cuda13(world, monkeypatch, arch
 
 
 def test_an_arch_the_only_compiler_cannot_build_names_the_cuda_it_needs(world, monkeypatch):
-    from tl_aot import build_plan, toolchain
-    from tl_aot.build_plan import check_toolchain
-    from tl_aot.errors import SpecError
+    from tl_aot.common.errors import SpecError
+    from tl_aot.cuda import toolchain
+    from tl_aot.pipeline import plan as build_plan
+    from tl_aot.pipeline.plan import check_toolchain
     from tl_aot.spec import KernelSpec, LibrarySpec
 
     nv = _pip_cu12(world["site"])

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from tl_aot import cubin, cutedsl
-from tl_aot.cli_parser import build_parser
-from tl_aot.errors import CompileError, SpecError, ToolchainNotFound
-from tl_aot.metadata import DeviceKernel
-from tl_aot.request_key import backend_kind
+from tl_aot.common.errors import CompileError, SpecError, ToolchainNotFound
+from tl_aot.common.metadata import DeviceKernel
+from tl_aot.frontends.cli_parser import build_parser
+from tl_aot.jit.request_key import backend_kind
+from tl_aot.lower import cubin, cutedsl
 from tl_aot.spec import KernelSpec, load_spec_file
 
 ROOT = Path(__file__).resolve().parents[2]

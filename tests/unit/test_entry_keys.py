@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tl_aot.entry_keys import ENTRY_KEYS, ENTRY_TABLE
-from tl_aot.setuptools import TileLangExtension
+from tl_aot.config.entry_keys import ENTRY_KEYS, ENTRY_TABLE
+from tl_aot.frontends.setuptools import TileLangExtension
 from tl_aot.spec import load_spec_file
 
 CMAKE = Path(__file__).resolve().parents[2] / "cmake" / "TileLangAOT.cmake"
@@ -63,7 +63,7 @@ def test_a_setup_py_entry_takes_each_spec_file_key_and_builds_the_same_spec(kern
 
 
 def test_a_setup_py_entry_with_a_tune_table_is_tuned_over_its_candidates(kernel):
-    from tl_aot.tune import candidates_of
+    from tl_aot.tune.tuner import candidates_of
 
     ext = TileLangExtension("pkg._k", entries=[{"name": "f", "source": "k.py", "function": "f", "tune": SAMPLES["tune"]}], archs=["80"])
     (spec,) = ext.library_spec().entries
@@ -79,7 +79,7 @@ def _add_tilelang_kernel() -> tuple[str, set]:
 
 
 def test_cmake_takes_every_entry_key_a_command_line_carries_and_passes_it_to_the_cli():
-    from tl_aot.cli_parser import build_parser
+    from tl_aot.frontends.cli_parser import build_parser
 
     body, keywords = _add_tilelang_kernel()
     build = next(a for a in build_parser()._subparsers._group_actions[0].choices.values() if a.prog.endswith(" build"))
@@ -102,7 +102,7 @@ def test_cmake_refuses_with_spec_the_entry_keywords_a_spec_file_sets_per_entry()
 
 @pytest.mark.parametrize("option", ["--arg=N=1", "--pass-config=tl.disable_tma_lower=true", "--nvcc-flag=-O3", "--entry=g", "--out-idx=0"])
 def test_the_cli_refuses_entry_options_with_a_spec_file_instead_of_ignoring_them(kernel, capsys, option):
-    from tl_aot.cli import main
+    from tl_aot.frontends.cli import main
 
     entry = {"name": "f", "source": "k.py", "function": "f"}
     (kernel.parent / "lib.json").write_text(json.dumps({"library": {"archs": ["80"]}, "entry": [entry]}))

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from tl_aot.codegen import render_header, render_launcher, render_loader
-from tl_aot.cpp_spelling import cpp_macros, cpp_name, cpp_reserved
-from tl_aot.cuda_source import rename_reserved_names, static_shared_bytes
-from tl_aot.errors import LoweringError, SpecError
-from tl_aot.escaping import c_string_body, depfile_path, json_text, py_comment, py_doc_line, py_str
-from tl_aot.launch_limits import max_shared_bytes, static_int
-from tl_aot.metadata import Manifest, from_json, to_json
+from tl_aot.codegen.render import render_header, render_launcher, render_loader
+from tl_aot.common.cpp_spelling import cpp_macros, cpp_name, cpp_reserved
+from tl_aot.common.errors import LoweringError, SpecError
+from tl_aot.common.escaping import c_string_body, depfile_path, json_text, py_comment, py_doc_line, py_str
+from tl_aot.common.metadata import Manifest, from_json, to_json
+from tl_aot.gpu.launch_limits import max_shared_bytes, static_int
+from tl_aot.lower.cuda_source import rename_reserved_names, static_shared_bytes
 from tl_aot.spec import RESERVED_ENTRY_NAMES, KernelSpec, LibrarySpec
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -82,7 +82,7 @@ def _renamed_args(kernel, names: dict):
 def compile_cxx(tmp_path: Path, files: dict, main: str, prelude: str = "") -> None:
     """``g++ -fsyntax-only`` of ``main`` among ``files`` (written as generated: UTF-8, path bytes kept)."""
     tvm_ffi = pytest.importorskip("tvm_ffi")  # noqa: F841
-    from tl_aot.toolchain import RUNTIME_INCLUDE, cuda_include_dir, find_cxx, tvm_ffi_paths
+    from tl_aot.cuda.toolchain import RUNTIME_INCLUDE, cuda_include_dir, find_cxx, tvm_ffi_paths
 
     for name, text in files.items():
         (tmp_path / name).write_bytes(text.encode("utf-8", "surrogateescape"))
@@ -149,7 +149,7 @@ DEPFILE_NAMES = {
 @pytest.mark.parametrize("name", DEPFILE_NAMES.values(), ids=DEPFILE_NAMES.keys())
 def test_depfile_names_each_file_make_reads_back(tmp_path, name):
     """Touching the dependency (and only it) makes the library out of date for make."""
-    from tl_aot.build_link import write_depfile
+    from tl_aot.pipeline.link import write_depfile
 
     dep, target = tmp_path / name, tmp_path / "libk.so"
     dep.write_text("x")
@@ -278,7 +278,7 @@ def test_entries_may_not_take_the_loaders_names(name, tmp_path):
 
 
 def test_reserved_entry_names_cover_the_library_object_and_the_wheel_loader():
-    from tl_aot.runtime import Library
+    from tl_aot.runtime.loader import Library
 
     public = {n for n in dir(Library) if not n.startswith("_")}
     loader = ast.parse(render_loader(golden(), module="pkg._kernels", library_file="lib_kernels.so"))
@@ -325,7 +325,7 @@ def test_library_names_that_would_shadow_or_not_compile_are_refused(name, tmp_pa
     [("75", 64), ("80", 163), ("86", 99), ("87", 163), ("89", 99), ("90a", 227), ("100a", 227), ("120", 99)],
 )
 def test_shared_memory_limit_per_arch(arch, kib):
-    from tl_aot.arch import parse_arch
+    from tl_aot.gpu.arch import parse_arch
 
     assert max_shared_bytes(parse_arch(arch)) == kib * 1024
 
@@ -353,8 +353,8 @@ LIMITS = [
 
 def _lower(function, arch, args):
     pytest.importorskip("tilelang")
-    from tl_aot.arch import parse_arch
-    from tl_aot.lower import lower_variant
+    from tl_aot.gpu.arch import parse_arch
+    from tl_aot.lower.lower import lower_variant
 
     spec = KernelSpec.create(name=f"hostile_{function}", source=KERNELS / "hostile.py", function=function, args=args, archs=[arch])
     return lower_variant(spec, parse_arch(arch))
@@ -372,13 +372,13 @@ def test_impossible_launches_fail_the_build(function, arch, args, fragment):
 
 
 def _lower_arch(arch: str) -> str:
-    from tl_aot.arch import parse_arch
+    from tl_aot.gpu.arch import parse_arch
 
     return parse_arch(arch).sm
 
 
 def _def_line(function: str) -> int:
-    from tl_aot.source import function_line
+    from tl_aot.jit.source import function_line
 
     return function_line(KERNELS / "hostile.py", function)
 

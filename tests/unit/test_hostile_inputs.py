@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tl_aot import cli
-from tl_aot.cli_library import library_of
-from tl_aot.cli_parser import build_parser
-from tl_aot.destinations import StagedFiles, check_file_destination, ensure_folder
-from tl_aot.elf import check_library_file
-from tl_aot.errors import FilesystemError, LibraryError, LoweringError, SpecError, TlAotError
-from tl_aot.keycheck import check_keys, did_you_mean
+from tl_aot.common.destinations import StagedFiles, check_file_destination, ensure_folder
+from tl_aot.common.errors import FilesystemError, LibraryError, LoweringError, SpecError, TlAotError
+from tl_aot.common.keycheck import check_keys, did_you_mean
+from tl_aot.frontends import cli
+from tl_aot.frontends.cli_library import library_of
+from tl_aot.frontends.cli_parser import build_parser
+from tl_aot.runtime.elf import check_library_file
 from tl_aot.spec import load_spec_file
 
 ENTRY = '[[entry]]\nname = "add"\nsource = "k.py"\nfunction = "add"\n'
@@ -137,7 +137,7 @@ EXTENSION_CASES = {
 
 @pytest.mark.parametrize("case", sorted(EXTENSION_CASES))
 def test_extension_values_are_checked_where_they_enter(case):
-    from tl_aot.setuptools import TileLangExtension
+    from tl_aot.frontends.setuptools import TileLangExtension
 
     kwargs, fragment = EXTENSION_CASES[case]
     with pytest.raises(SpecError) as info:
@@ -161,7 +161,7 @@ def test_jobs_below_one_or_not_a_number_are_usage_errors(jobs, capsys):
 
 @pytest.mark.parametrize("jobs", [0, -1, 2.0, "4"])
 def test_build_library_refuses_a_job_count_below_one(jobs, tmp_path):
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
     from tl_aot.spec import KernelSpec, LibrarySpec
 
     lib = LibrarySpec("x", (KernelSpec.create(name="add", source=tmp_path / "k.py", function="add", archs=["90a"]),))
@@ -171,7 +171,7 @@ def test_build_library_refuses_a_job_count_below_one(jobs, tmp_path):
 
 @pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
 def test_an_invalid_max_jobs_is_a_clear_error(value, monkeypatch):
-    from tl_aot.scheduler import default_jobs
+    from tl_aot.pipeline.scheduler import default_jobs
 
     monkeypatch.setenv("MAX_JOBS", value)
     with pytest.raises(SpecError, match="MAX_JOBS="):
@@ -239,7 +239,7 @@ def _fs_case(tmp_path: Path, case: str) -> tuple[dict, str]:
     ["output_is_a_file", "output_parent_is_a_file", "library_is_a_folder", "header_is_a_folder", "header_dir_is_a_file", "cache_is_a_file"],
 )
 def test_a_file_where_a_folder_goes_or_the_reverse_is_refused_before_any_work(case, tmp_path):
-    from tl_aot.build import build_library
+    from tl_aot.pipeline.library import build_library
 
     kwargs, fragment = _fs_case(tmp_path, case)
     with pytest.raises(FilesystemError) as info:
@@ -297,7 +297,7 @@ def test_a_fault_swapping_the_header_puts_the_previous_library_back(tmp_path, mo
             raise OSError(errno.EROFS, "injected", str(dst))
         return real(src, dst)
 
-    monkeypatch.setattr("tl_aot.destinations.os.replace", refuse_header)
+    monkeypatch.setattr("tl_aot.common.destinations.os.replace", refuse_header)
     with pytest.raises(FilesystemError, match="read-only"):
         staged.publish()
     assert (lib.read_bytes(), header.read_text()) == (b"old library", "// old header\n")
@@ -336,7 +336,7 @@ EXIT_CASES = {
 def test_a_kernel_file_that_exits_at_import_is_an_error_naming_file_and_line(case, tmp_path, monkeypatch):
     import os
 
-    from tl_aot.source import import_kernel_file
+    from tl_aot.jit.source import import_kernel_file
 
     body, fragment, line = EXIT_CASES[case]
     (tmp_path / "helper_exit.py").write_text("import sys\nsys.exit(7)\n")
@@ -352,7 +352,7 @@ def test_a_kernel_file_that_exits_at_import_is_an_error_naming_file_and_line(cas
 
 
 def test_a_kernel_file_sees_its_own_path_as_argv(tmp_path):
-    from tl_aot.source import import_kernel_file
+    from tl_aot.jit.source import import_kernel_file
 
     path = tmp_path / "kargv.py"
     path.write_text("import sys\nSEEN = list(sys.argv)\n")
@@ -360,8 +360,8 @@ def test_a_kernel_file_sees_its_own_path_as_argv(tmp_path):
 
 
 def test_a_lowering_worker_that_dies_names_the_kernel_file(tmp_path):
-    from tl_aot.arch import parse_arch
-    from tl_aot.lower_worker import LoweringPool
+    from tl_aot.gpu.arch import parse_arch
+    from tl_aot.lower.lower_worker import LoweringPool
     from tl_aot.spec import KernelSpec
 
     path = tmp_path / "kdie.py"
@@ -452,7 +452,10 @@ def test_load_and_inspect_refuse_them_in_a_child_process_that_survives(case, tmp
     import subprocess
 
     path, fragment = _elf_case(tmp_path, case)
-    code = f"import tl_aot\ntry:\n    tl_aot.load({str(path)!r})\nexcept tl_aot.errors.LibraryError as e:\n    print('refused:', e)\n"
+    code = (
+        "import tl_aot\nfrom tl_aot.common.errors import LibraryError\n"
+        f"try:\n    tl_aot.load({str(path)!r})\nexcept LibraryError as e:\n    print('refused:', e)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "refused:" in proc.stdout and fragment in proc.stdout

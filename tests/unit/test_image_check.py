@@ -1,4 +1,4 @@
-"""tl_aot.image_check and the cache's use of it: a cut-short or foreign image never enters or leaves the cache."""
+"""tl_aot.cuda.image_check and the cache's use of it: a cut-short or foreign image never enters or leaves the cache."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from elf_images import elf, fatbin
 
-from tl_aot.cache import VariantCache
-from tl_aot.destinations import disk_full_note
-from tl_aot.errors import CompileError, FailedProcessError
-from tl_aot.image_check import image_problem, object_problem, variant_image_problem
-from tl_aot.metadata import DeviceKernel, LoweredVariant
+from tl_aot.common.destinations import disk_full_note
+from tl_aot.common.errors import CompileError, FailedProcessError
+from tl_aot.common.metadata import DeviceKernel, LoweredVariant
+from tl_aot.cuda.image_check import image_problem, object_problem, variant_image_problem
+from tl_aot.pipeline.cache import VariantCache
 
 CUBIN = elf({".text.main_kernel": b"\x00" * 64, ".nv.info.main_kernel": b"\x04\x17"})
 
@@ -94,25 +94,25 @@ def test_disk_full_note_names_the_folder_short_of_space(tmp_path, monkeypatch):
         f_bavail, f_frsize, f_files, f_favail = 21, 4096, 100, 100
 
     assert disk_full_note(tmp_path / "not" / "made") == "" or "disk full" in disk_full_note(tmp_path)
-    monkeypatch.setattr("tl_aot.destinations.os.statvfs", lambda p: Full)
+    monkeypatch.setattr("tl_aot.common.destinations.os.statvfs", lambda p: Full)
     assert disk_full_note(tmp_path / "not" / "made") == f"disk full at {tmp_path} (84 KiB free)"
 
 
 def test_a_tool_killed_by_a_signal_on_a_full_disk_is_put_down_to_the_disk(tmp_path, monkeypatch):
-    from tl_aot.build_images import _crash_of
+    from tl_aot.pipeline.images import _crash_of
 
     err = FailedProcessError("nvcc (add, sm_90a)", ["/usr/local/cuda/bin/nvcc", "--cubin"], 128 + signal.SIGSEGV, "", "")
     assert "signal SIGSEGV (exit status 139)" in str(err)
-    monkeypatch.setattr("tl_aot.build_images.disk_full_note", lambda *p: "")
+    monkeypatch.setattr("tl_aot.pipeline.images.disk_full_note", lambda *p: "")
     assert _crash_of(err, tmp_path) == ""  # a crash with room to spare: nvcc's own error is shown
-    monkeypatch.setattr("tl_aot.build_images.disk_full_note", lambda *p: f"disk full at {tmp_path} (12 KiB free)")
+    monkeypatch.setattr("tl_aot.pipeline.images.disk_full_note", lambda *p: f"disk full at {tmp_path} (12 KiB free)")
     assert (
         _crash_of(err, tmp_path) == f"nvcc died of SIGSEGV with the disk full at {tmp_path} (12 KiB free); free some space and build again"
     )
 
 
 def test_a_file_system_error_names_the_path_and_the_cause():
-    from tl_aot.destinations import fs_error
+    from tl_aot.common.destinations import fs_error
 
     e = OSError(errno.ENAMETOOLONG, "File name too long", "/x" * 10)
     assert "the path is longer than the OS allows" in str(fs_error(e, "create the output folder", Path("/x")))

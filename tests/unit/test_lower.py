@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("tilelang")
 
-from tl_aot.arch import parse_arch  # noqa: E402
-from tl_aot.errors import LoweringError  # noqa: E402
-from tl_aot.lower import lower_variant  # noqa: E402
-from tl_aot.metadata import LoweredVariant, from_json, to_json  # noqa: E402
+from tl_aot.common.errors import LoweringError  # noqa: E402
+from tl_aot.common.metadata import LoweredVariant, from_json, to_json  # noqa: E402
+from tl_aot.gpu.arch import parse_arch  # noqa: E402
+from tl_aot.lower.lower import lower_variant  # noqa: E402
 from tl_aot.spec import KernelSpec  # noqa: E402
 
 KERNELS = Path(__file__).parents[1] / "kernels"

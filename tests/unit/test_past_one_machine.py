@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from elf_images import cubin
 
-from tl_aot.cache import VariantCache
-from tl_aot.metadata import LoweredVariant, to_json
-from tl_aot.shards import PartError, check_parts, parse_shard, shard_of
-from tl_aot.shared_cache import SharedCache, pack_entry, unpack_entry
-from tl_aot.toolset import TEST_VERSION_ENV, differences, local_toolset
-from tl_aot.variant_task import ShippedSources, VariantResult, VariantTask, accept_result, build_variant_task
+from tl_aot.common.metadata import LoweredVariant, to_json
+from tl_aot.pipeline.cache import VariantCache
+from tl_aot.pipeline.shards import PartError, check_parts, parse_shard, shard_of
+from tl_aot.pipeline.shared_cache import SharedCache, pack_entry, unpack_entry
+from tl_aot.pipeline.toolset import TEST_VERSION_ENV, differences, local_toolset
+from tl_aot.pipeline.variant_task import ShippedSources, VariantResult, VariantTask, accept_result, build_variant_task
 
 
 def test_shards_are_a_deterministic_partition():
@@ -111,7 +111,7 @@ def test_two_machines_share_variants_through_a_url(tmp_path):
 
 
 def test_a_worker_with_other_tools_refuses_the_task(monkeypatch):
-    from tl_aot.arch import parse_arch
+    from tl_aot.gpu.arch import parse_arch
     from tl_aot.spec import KernelSpec
 
     spec = KernelSpec.create(name="e", source=Path(__file__), function="f", archs=["80"])
@@ -125,8 +125,8 @@ def test_a_worker_with_other_tools_refuses_the_task(monkeypatch):
 
 
 def test_a_damaged_result_is_refused():
-    from tl_aot.arch import parse_arch
-    from tl_aot.errors import CompileError
+    from tl_aot.common.errors import CompileError
+    from tl_aot.gpu.arch import parse_arch
     from tl_aot.spec import KernelSpec
 
     spec = KernelSpec.create(name="e", source=Path(__file__), function="f", archs=["80"])

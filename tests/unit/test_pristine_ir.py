@@ -19,10 +19,10 @@ pytest.importorskip("tilelang")
 sys.path.insert(0, str(Path(__file__).parents[1] / "kernels"))
 import elementwise  # noqa: E402
 
-from tl_aot.ir_record import save_ir  # noqa: E402
-from tl_aot.jit_seam import CompileRequest  # noqa: E402
-from tl_aot.pristine_ir import pristine_ir  # noqa: E402
-from tl_aot.request_key import options_of, request_key  # noqa: E402
+from tl_aot.jit.ir_record import save_ir  # noqa: E402
+from tl_aot.jit.jit_seam import CompileRequest  # noqa: E402
+from tl_aot.jit.pristine_ir import pristine_ir  # noqa: E402
+from tl_aot.jit.request_key import options_of, request_key  # noqa: E402
 
 _KERNELS = Path(__file__).parents[1] / "kernels"
 
@@ -79,8 +79,8 @@ def _fresh_specialised():
 def test_a_gemm_lowered_for_sm80_keys_as_it_did_before_lowering():
     from tilelang import tvm
 
-    from tl_aot.device_code import lower
-    from tl_aot.resolve import resolve_kernel
+    from tl_aot.jit.device_code import lower
+    from tl_aot.jit.resolve import resolve_kernel
     from tl_aot.spec import KernelSpec
 
     module = _fresh_specialised()
@@ -100,9 +100,9 @@ def test_a_build_keys_one_variant_alike_whichever_arch_its_lowering_process_lowe
     """What differed between a Dask-built and a locally built library: gemm bfloat16 N=512 K=2048, sm_90a after sm_80."""
     from tilelang import tvm
 
-    from tl_aot.arch import parse_arch
-    from tl_aot.lower import lower_variant
-    from tl_aot.resolve import resolve_kernel
+    from tl_aot.gpu.arch import parse_arch
+    from tl_aot.jit.resolve import resolve_kernel
+    from tl_aot.lower.lower import lower_variant
     from tl_aot.spec import load_spec_file
 
     lib = load_spec_file(_KERNELS / "specialised.toml", archs=("80", "90a"))

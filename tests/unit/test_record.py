@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tl_aot.errors import SpecError
-from tl_aot.record import Candidate, Item, Record, apply_record, record_path_for, source_digest
+from tl_aot.common.errors import SpecError
 from tl_aot.spec import KernelSpec, LibrarySpec
+from tl_aot.tune.tuning_record import Candidate, Item, Record, apply_record, record_path_for, source_digest
 
 KERNELS = Path(__file__).parents[1] / "kernels"
 

@@ -7,11 +7,11 @@ import pytest
 
 pytest.importorskip("tilelang")
 
-from tl_aot.arch import parse_arch  # noqa: E402
-from tl_aot.errors import LoweringError, SpecError  # noqa: E402
-from tl_aot.lower import lower_variant  # noqa: E402
+from tl_aot.common.errors import LoweringError, SpecError  # noqa: E402
+from tl_aot.config.values import Expr  # noqa: E402
+from tl_aot.gpu.arch import parse_arch  # noqa: E402
+from tl_aot.lower.lower import lower_variant  # noqa: E402
 from tl_aot.spec import KernelSpec  # noqa: E402
-from tl_aot.values import Expr  # noqa: E402
 
 TLOPS = Path(__file__).parents[1] / "packages" / "factory_shapes" / "tlops" / "kernels"
 
@@ -117,7 +117,7 @@ def test_jit_caches_hold_no_stand_in_after_a_build():
     import importlib
 
     lower(TLOPS / "scale.py", "relu6_scale", args={"n": 512, "factor": 1.0})
-    from tl_aot.jit_seam import CompiledStandIn
+    from tl_aot.jit.jit_seam import CompiledStandIn
 
     mods = [m for name, m in __import__("sys").modules.items() if name.endswith("kernels.scale")]
     assert mods
@@ -155,8 +155,8 @@ def test_options_tl_aot_cannot_honour_are_errors_naming_them(kernels, decorator,
 
 @pytest.mark.parametrize("decorator", ['target="cutedsl"', 'execution_backend="cutedsl"'])
 def test_a_kernel_asking_for_cutedsl_is_built_with_it_or_names_the_extra(kernels, decorator):
-    from tl_aot.errors import ToolchainNotFound
-    from tl_aot.versions import cutedsl_version
+    from tl_aot.common.errors import ToolchainNotFound
+    from tl_aot.common.versions import cutedsl_version
 
     src = kernels(f"""
         @tilelang.jit({decorator})

@@ -10,7 +10,7 @@ HERE = Path(__file__).parent
 
 def test_launcher_runtime_against_a_fake_driver(tmp_path):
     pytest.importorskip("tvm_ffi")
-    from tl_aot.toolchain import RUNTIME_INCLUDE, RUNTIME_SOURCES, cuda_include_dir, find_cxx, tvm_ffi_paths
+    from tl_aot.cuda.toolchain import RUNTIME_INCLUDE, RUNTIME_SOURCES, cuda_include_dir, find_cxx, tvm_ffi_paths
 
     p = tvm_ffi_paths()
     exe = tmp_path / "test_launcher_runtime"

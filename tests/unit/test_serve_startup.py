@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tl_aot.startup import environment
+from tl_aot.jit.startup import environment
 
 
 def _python(code: str, serve: str) -> subprocess.CompletedProcess:
@@ -17,7 +17,7 @@ def _python(code: str, serve: str) -> subprocess.CompletedProcess:
 
 def test_a_process_that_never_imports_tilelang_loads_nothing(tmp_path):
     missing = tmp_path / "libnothing.so"  # loading it would fail: the process must not try
-    out = _python("import sys; print(sorted(m for m in ('tvm_ffi', 'torch', 'tl_aot.runtime') if m in sys.modules))", str(missing))
+    out = _python("import sys; print(sorted(m for m in ('tvm_ffi', 'torch', 'tl_aot.runtime.loader') if m in sys.modules))", str(missing))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]" and "tl_aot serve" not in out.stderr
 

@@ -1,4 +1,4 @@
-"""tl_aot.setuptools without building: declarations, file names, outputs, wheel tag, the generated loader."""
+"""tl_aot.frontends.setuptools without building: declarations, file names, outputs, wheel tag, the generated loader."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from setuptools import Distribution, Extension
 
-from tl_aot.arch import parse_arch, parse_arch_list
-from tl_aot.errors import SpecError
-from tl_aot.setuptools import TileLangExtension, bdist_wheel, build_ext
+from tl_aot.common.errors import SpecError
+from tl_aot.frontends.setuptools import TileLangExtension, bdist_wheel, build_ext
+from tl_aot.gpu.arch import parse_arch, parse_arch_list
 
 DEMO = Path(__file__).resolve().parents[1] / "packages" / "setuptools_wheel"
 ADD_ONE = {"name": "add_one", "source": "kernels/add_one.py", "function": "add_one"}
@@ -106,8 +106,8 @@ def test_build_ext_options_are_checked():
 
 
 def test_generated_loader_needs_only_tvm_ffi():
-    from tl_aot.codegen import render_loader
-    from tl_aot.metadata import Manifest, from_json
+    from tl_aot.codegen.render import render_loader
+    from tl_aot.common.metadata import Manifest, from_json
 
     manifest = from_json(Manifest, json.loads((Path(__file__).parent / "golden" / "manifest.json").read_text()))
     text = render_loader(manifest, module="pkg._kernels", library_file="lib_kernels.so")

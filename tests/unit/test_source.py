@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tl_aot.cache import variant_key
-from tl_aot.source import import_kernel_file, local_dependencies
+from tl_aot.jit.source import import_kernel_file, local_dependencies
+from tl_aot.pipeline.cache import variant_key
 
 
 def test_local_dependencies_are_found_without_importing(tmp_path):

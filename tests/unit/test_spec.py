@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from tl_aot.errors import SpecError
+from tl_aot.common.errors import SpecError
 from tl_aot.spec import (
     KernelSpec,
     LibrarySpec,
@@ -125,7 +125,7 @@ def test_specialisations_share_one_exported_name(tmp_path):
     ],
 )
 def test_bad_specialisations_are_refused_with_the_entry_named(tmp_path, items, message):
-    from tl_aot.errors import SpecError
+    from tl_aot.common.errors import SpecError
     from tl_aot.spec import load_spec_file
 
     (tmp_path / "s.toml").write_text(
@@ -137,7 +137,7 @@ def test_bad_specialisations_are_refused_with_the_entry_named(tmp_path, items, m
 
 
 def test_an_entry_and_a_specialised_entry_of_the_same_name_clash(tmp_path):
-    from tl_aot.errors import SpecError
+    from tl_aot.common.errors import SpecError
     from tl_aot.spec import load_spec_file
 
     entry = '[[entry]]\nname = "gemm"\nsource = "k.py"\nfunction = "f"\narchs = ["90a"]\n'

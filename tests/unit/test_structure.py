@@ -30,7 +30,7 @@ def test_every_module_says_what_it_is_for():
 
 
 def test_templates_only_substitute_and_loop():
-    """Decisions and spelling live in Python (tl_aot.launcher_context): a template tests flags, never computes."""
+    """Decisions and spelling live in Python (tl_aot.codegen.launcher_context): a template tests flags, never computes."""
     import jinja2
     from jinja2 import nodes
 

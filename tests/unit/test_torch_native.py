@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tl_aot import torch_ops
-from tl_aot.errors import SpecError
-from tl_aot.metadata import Manifest, from_json
+from tl_aot.codegen.torch_native import companion_ops, companion_path, render_companion, torch_include_dir
+from tl_aot.common.errors import SpecError
+from tl_aot.common.metadata import Manifest, from_json
+from tl_aot.runtime import torch_ops
 from tl_aot.spec import load_spec_file
-from tl_aot.torch_native import companion_ops, companion_path, render_companion, torch_include_dir
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = "python tests/unit/golden/regen.py"
@@ -97,7 +97,7 @@ def test_a_companion_that_cannot_load_falls_back_to_python_and_says_so(tmp_path,
     fns = {e.get("export") or e["name"]: (lambda *a: None) for e in m["entries"]}
     with pytest.raises(RuntimeError, match="the native companion cannot serve them"):
         torch_ops.register(fns, m, "tln_insist", companion=broken, backend="native")
-    with caplog.at_level("DEBUG", logger="tl_aot.torch_ops"):
+    with caplog.at_level("DEBUG", logger="tl_aot.runtime.torch_ops"):
         ops = torch_ops.register(fns, m, "tln_fallback", companion=broken)
     assert ops.backend == "python" and torch_ops.backend_of("tln_fallback") == "python"
     assert "python registration (cannot load" in caplog.text

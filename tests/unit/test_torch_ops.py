@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tl_aot import torch_ops  # noqa: E402
+from tl_aot.runtime import torch_ops  # noqa: E402
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "manifest.json").read_text())
 

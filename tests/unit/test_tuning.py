@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tl_aot.capture_record import Record
-from tl_aot.metadata import Manifest, from_json, to_json
-from tl_aot.tuning import recorded_tunings, spelled_config
+from tl_aot.common.metadata import Manifest, from_json, to_json
+from tl_aot.jit.capture_record import Record
+from tl_aot.jit.tuning import recorded_tunings, spelled_config
 
 KERNELS = Path(__file__).parents[1] / "kernels"
 
@@ -52,8 +52,8 @@ def tuner_keys(monkeypatch):
     monkeypatch.syspath_prepend(str(KERNELS))
     from tilelang.autotuner.param import AutotuneResult
 
-    from tl_aot import jit_seam
-    from tl_aot.tuning import tuning_key
+    from tl_aot.jit import jit_seam
+    from tl_aot.jit.tuning import tuning_key
 
     keys = []
 
@@ -89,7 +89,7 @@ def test_the_tuning_key_follows_arguments_and_candidates_only(tuner_keys):
 def test_the_seam_puts_the_tuner_back(tuner_keys):
     from tilelang.autotuner.tuner import AutoTuner
 
-    from tl_aot import jit_seam
+    from tl_aot.jit import jit_seam
 
     real = AutoTuner.run
     with jit_seam.intercepting(jit_seam.Interception(lambda r, c, p: p(), on_tune=lambda t, p: p())):
@@ -103,9 +103,9 @@ def test_a_capture_without_a_gpu_says_it_cannot_record_a_tuning(tmp_path, monkey
     monkeypatch.syspath_prepend(str(KERNELS))
     import tuned
 
-    from tl_aot import jit_seam
-    from tl_aot.capture import Capturer
-    from tl_aot.errors import TlAotError
+    from tl_aot.common.errors import TlAotError
+    from tl_aot.jit import jit_seam
+    from tl_aot.jit.capture import Capturer
 
     def no_gpu_tuner(tuner, proceed):  # what TileLang's tuner ends with when no candidate can be timed
         raise RuntimeError("Auto-tuning failed: No configuration successfully compiled and passed benchmarking/validation.")

@@ -7,8 +7,8 @@ from typing import NamedTuple
 
 import pytest
 
-from tl_aot.errors import LoweringError, SpecError
-from tl_aot.values import Expr, as_spec_value, evaluate, from_spec_value, parse_value_text, spell
+from tl_aot.common.errors import LoweringError, SpecError
+from tl_aot.config.values import Expr, as_spec_value, evaluate, from_spec_value, parse_value_text, spell
 
 
 class Mode(enum.Enum):

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tl_aot.elf_deps import ElfError, parse_elf_deps, read_elf_deps
-from tl_aot.manylinux import CHECKED_NAMESPACES, policies_for, version_key
-from tl_aot.toolchain import RUNTIME_INCLUDE, find_cxx
-from tl_aot.wheel_check import WheelCheckError, check_claim, check_files, check_wheel, retag_wheel
+from tl_aot.cuda.toolchain import RUNTIME_INCLUDE, find_cxx
+from tl_aot.wheel.elf_deps import ElfError, parse_elf_deps, read_elf_deps
+from tl_aot.wheel.manylinux import CHECKED_NAMESPACES, policies_for, version_key
+from tl_aot.wheel.wheel_check import WheelCheckError, check_claim, check_files, check_wheel, retag_wheel
 
 ARCH = platform.machine()
 SOURCE = """
@@ -200,7 +200,7 @@ def test_retag_rewrites_name_wheel_and_record(libs, tmp_path):
 
 
 def test_check_wheel_command_reports_and_retags(libs, tmp_path):
-    from tl_aot.cli import main
+    from tl_aot.frontends.cli import main
 
     wheel = _wheel(tmp_path, {"demo/libk.so": libs[1].read_bytes()})
     assert main(["check-wheel", "--retag", "-w", tmp_path / "out", wheel]) == 0

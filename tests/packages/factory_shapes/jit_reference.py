@@ -56,8 +56,8 @@ def inputs(entry: str, device="cuda") -> list:
 
 def describe(kernel) -> dict:
     """What the JIT compiled: source, prim_func hash and options (JSON values)."""
-    from tl_aot.options import plain_pass_configs
-    from tl_aot.resolve import func_hash
+    from tl_aot.config.options import plain_pass_configs
+    from tl_aot.jit.resolve import func_hash
 
     flags = kernel.compile_flags or []
     return {

@@ -9,7 +9,7 @@ from setuptools import setup
 sys.path.insert(0, str(Path(__file__).parent))
 from tlops.kernels.common import Act, Problem, TileConfig  # noqa: E402
 
-from tl_aot.setuptools import TileLangExtension, bdist_wheel, build_ext  # noqa: E402
+from tl_aot.frontends.setuptools import TileLangExtension, bdist_wheel, build_ext  # noqa: E402
 
 K = "tlops/kernels/"
 entries = [

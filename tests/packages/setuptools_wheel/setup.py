@@ -1,6 +1,6 @@
 from setuptools import Extension, setup
 
-from tl_aot.setuptools import TileLangExtension, bdist_wheel, build_ext
+from tl_aot.frontends.setuptools import TileLangExtension, bdist_wheel, build_ext
 
 setup(
     ext_modules=[

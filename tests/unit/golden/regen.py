@@ -16,16 +16,16 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tl_aot.codegen import render_header, render_launcher, render_manifest  # noqa: E402
-from tl_aot.metadata import Manifest, from_json, to_json  # noqa: E402
-from tl_aot.torch_native import render_companion  # noqa: E402
+from tl_aot.codegen.render import render_header, render_launcher, render_manifest  # noqa: E402
+from tl_aot.codegen.torch_native import render_companion  # noqa: E402
+from tl_aot.common.metadata import Manifest, from_json, to_json  # noqa: E402
 
 
 def relower() -> Manifest:
-    from tl_aot.build_manifest import manifest_of
-    from tl_aot.build_plan import Task
-    from tl_aot.lower import lower_variant
-    from tl_aot.source import snapshot_files
+    from tl_aot.jit.source import snapshot_files
+    from tl_aot.lower.lower import lower_variant
+    from tl_aot.pipeline.manifest import manifest_of
+    from tl_aot.pipeline.plan import Task
     from tl_aot.spec import KernelSpec, LibrarySpec
 
     kernels = ROOT / "tests" / "kernels"

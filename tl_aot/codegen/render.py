@@ -1,0 +1,146 @@
+"""Render the generated files (launcher, C++ header, manifest unit, Python loader) from ``tl_aot/templates/*.j2``.
+
+Templates substitute and loop; what they substitute for the launcher and header, with every
+decision and C++ spelling, is built by :mod:`tl_aot.codegen.launcher_context` (C++ spelling of values: :mod:`tl_aot.common.cpp_spelling`).
+User text reaches every template spelled by :mod:`tl_aot.common.escaping`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+
+from ..common.cpp_spelling import DLPACK_DTYPES, c_comment, c_string_body, image_symbol
+from ..common.escaping import py_comment, py_doc_line, py_str
+from ..common.metadata import ABI_VERSION, Manifest, to_json
+from .launcher_context import library_code
+
+__all__ = [
+    "render_launcher",
+    "render_manifest",
+    "render_header",
+    "render_loader",
+    "image_symbol",
+    "c_comment",
+    "c_string_body",
+    "DLPACK_DTYPES",
+]
+
+
+@functools.lru_cache(maxsize=1)
+def _env():
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("tl_aot.codegen", "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def _raw_string(text: str) -> tuple[str, str]:
+    """``text`` and a delimiter that lets it sit verbatim in a C++ raw string literal."""
+    delim = "tlaot"
+    while f'){delim}"' in text:
+        delim += "x"
+    return text, delim
+
+
+def _fields(obj) -> dict:
+    """A dataclass's fields as template variables (one level: nested pieces stay typed)."""
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+def render_launcher(manifest: Manifest, *, header_name: str) -> str:
+    """The launcher translation unit for every entry of ``manifest``."""
+    return _env().get_template("launcher.cc.j2").render(**_fields(library_code(manifest, header_name)))
+
+
+def render_manifest(manifest: Manifest) -> str:
+    """The manifest translation unit: the JSON of ``manifest`` as the launcher's ``tl_aot_manifest_json``.
+
+    Kept apart from the launcher, whose text never depends on image sizes: the launcher can be
+    rendered and compiled as soon as lowering is done, the manifest only once nvcc is.
+    """
+    json_text = to_json(manifest)
+    text, delim = _raw_string(json_text)
+    return (
+        _env()
+        .get_template("manifest.cc.j2")
+        .render(
+            lib=manifest.library,
+            entries=[e.name for e in manifest.entries],
+            abi_version=ABI_VERSION,
+            tl_aot_version=manifest.tl_aot_version,
+            manifest_json=text,
+            manifest_delim=delim,
+            manifest_sha256=hashlib.sha256(json_text.encode()).hexdigest(),
+        )
+    )
+
+
+def render_header(manifest: Manifest) -> str:
+    """The C++ API header (``<lib>.h``) matching :func:`render_launcher`."""
+    return _env().get_template("launcher.h.j2").render(**_fields(library_code(manifest, f"{manifest.library}.h")))
+
+
+#: File name of the copy of :mod:`tl_aot.runtime.torch_ops` shipped next to a generated loader.
+TORCH_GLUE_MODULE = "_tl_aot_torch"
+
+
+def render_loader(manifest: Manifest, *, module: str, library_file: str, torch_ops: bool | str = False) -> str:
+    """A pure-Python module that loads ``library_file`` from its own folder and exposes each entry.
+
+    ``module`` is the dotted name it is imported as (``tl_gemm._kernels``). The module needs only
+    ``tvm_ffi`` (not tl_aot), so a package shipping it depends on apache-tvm-ffi alone; its
+    ``register_torch_ops()`` uses the copy of :mod:`tl_aot.runtime.torch_ops` placed beside it
+    (``_tl_aot_torch.py``). ``torch_ops`` (True or a namespace) registers them on import when
+    torch is installed; the default namespace is the package's name.
+    """
+    package = module.rpartition(".")[0] or module
+    namespace = torch_ops if isinstance(torch_ops, str) else package.replace(".", "_").lstrip("_") or manifest.library.lstrip("_")
+    glue = f"from . import {TORCH_GLUE_MODULE}" if "." in module else f"import {TORCH_GLUE_MODULE}"
+
+    entries = []
+    for name, ms in manifest.exports().items():
+        raw = f"__tl_aot_module[{py_str(name)}]"
+        several = len(ms[0].outputs) > 1  # returned as a tuple, like the JIT's list, not a tvm_ffi.Array
+        entries.append(
+            {
+                "name": name,
+                "name_repr": py_str(name),
+                "signatures": [py_doc_line(m.signature()) for m in ms],
+                "tuple": several,
+                "function": f"__tl_aot_tuple({raw})" if several else raw,
+                "tensorless": bool(ms[0].outputs) and not any(p.is_tensor for p in ms[0].inputs),
+            }
+        )
+    archs = sorted({py_comment(v.arch) + ("+PTX" if v.ptx else "") for e in manifest.entries for v in e.variants})
+    companion_file = library_file.removesuffix(".so") + "_torch.so"  # as tl_aot.codegen.torch_native.companion_path names it
+    return (
+        _env()
+        .get_template("loader.py.j2")
+        .render(
+            package=py_doc_line(package),
+            library_file=py_comment(library_file),
+            library_file_repr=py_str(library_file),
+            missing_tvm_ffi_msg=py_str(f"{module} needs apache-tvm-ffi: pip install apache-tvm-ffi"),
+            entries=entries,
+            any_tuple=any(e["tuple"] for e in entries),
+            any_tensorless=any(e["tensorless"] for e in entries),
+            namespace_repr=py_str(namespace),
+            torch_glue_import=glue,
+            companion_file=py_doc_line(companion_file),
+            companion_file_repr=py_str(companion_file),
+            torch_ops=bool(torch_ops),
+            archs=archs,
+            sources=sorted({py_comment(e.source) for e in manifest.entries}),
+            tl_aot_version=py_comment(manifest.tl_aot_version),
+            tilelang_version=py_comment(manifest.tilelang_version),
+            nvcc_version=py_comment(manifest.nvcc_version),
+        )
+    )

@@ -1,0 +1,145 @@
+"""Build a library's torch companion: ``lib<name>_torch.so``, native torch operators over the LibTorch Stable ABI.
+
+The companion holds one boxed kernel per exported entry calling the entry's C++ function (the
+library's header), and registers them with the schemas :func:`tl_aot.runtime.torch_ops.schema_of` writes,
+so the native and the Python registration define the same ops. It is compiled against torch's
+headers only, targeting torch 2.10's stable ABI: torch symbols stay undefined until torch (any
+release from 2.10) has loaded, and nothing ties it to the torch it was built with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..common.errors import CompileError
+from ..common.fileutil import atomic_write
+from ..common.metadata import Manifest, to_json
+from ..cuda.toolchain import RUNTIME_INCLUDE, find_cxx, run, tvm_ffi_paths
+from ..runtime import torch_ops
+from .launcher_context import library_code
+from .render import _env
+
+__all__ = ["CompanionOp", "companion_path", "companion_ops", "render_companion", "build_companion", "torch_include_dir"]
+
+#: The C++ type of a scalar parameter → how the kernel reads it from torch's stack.
+_READ = {"float": "c.real({i})", "double": "c.real({i})", "bool": "c.boolean({i})"}
+_TENSOR = "::tvm::ffi::TensorView"
+
+
+@dataclass(frozen=True)
+class CompanionOp:
+    """One op of a companion: the schema torch sees and how its kernel calls the entry's C++ function."""
+
+    name: str
+    cpp_name: str
+    schema: str
+    args: tuple  # C++ expressions reading each input from the stack
+    returns: bool  # the entry returns outputs (else it writes its tensors in place)
+    tensorless: bool  # no input tensor: the op serves every dispatch key
+
+
+def companion_path(library: str | os.PathLike) -> Path:
+    """Where the companion of ``lib<name>.so`` lives: ``lib<name>_torch.so`` beside it."""
+    p = Path(library)
+    return p.with_name(p.name.removesuffix(".so") + "_torch.so")
+
+
+def _read(i: int, declared: str) -> str:
+    ctype, name = declared.rsplit(" ", 1)
+    if ctype == _TENSOR:
+        return f"c.tensor({i})"
+    if ctype in _READ:
+        return _READ[ctype].format(i=i)
+    return f'c.integer<{ctype}>({i}, "{name}")'
+
+
+def companion_ops(manifest: Manifest) -> tuple:
+    """The ops of ``manifest``'s companion, one per exported entry, in library order."""
+    code = library_code(manifest, f"{manifest.library}.h")
+    ops = []
+    for x, members in zip(code.exports, manifest.exports().values()):
+        entry = json.loads(to_json(members[0]))
+        form = x.first.inputs_only if x.alloc else x.first.every
+        ops.append(
+            CompanionOp(
+                name=x.name,
+                cpp_name=x.cpp_name,
+                schema=torch_ops.schema_of(entry),
+                args=tuple(_read(i, d) for i, d in enumerate(form.declared)),
+                returns=x.alloc is not None,
+                tensorless=torch_ops.takes_no_tensor(entry),
+            )
+        )
+    return tuple(ops)
+
+
+def render_companion(manifest: Manifest, *, header_name: str) -> str:
+    """The companion's translation unit (only what varies per library; the rest is ``tl_aot/torch_native.h``)."""
+    return (
+        _env()
+        .get_template("torch_companion.cc.j2")
+        .render(lib=manifest.library, tl_aot_version=manifest.tl_aot_version, header_name=header_name, ops=companion_ops(manifest))
+    )
+
+
+def torch_include_dir() -> Path:
+    """The folder of torch's C++ headers, found without importing torch."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        msg = "torch ops: building the torch companion needs torch's headers (pip install torch)"
+        raise CompileError(msg)
+    inc = Path(next(iter(spec.submodule_search_locations))) / "include"
+    if not (inc / "torch" / "csrc" / "stable" / "library.h").is_file():
+        msg = f"torch ops: {inc} has no LibTorch Stable ABI headers (torch >= 2.10 is needed to build the companion)"
+        raise CompileError(msg)
+    return inc
+
+
+def _command(source: Path, output: Path, library: Path, header_dir: Path) -> list[str]:
+    p = tvm_ffi_paths()
+    lib_name = library.name.removeprefix("lib").removesuffix(".so")
+    return [
+        find_cxx(),
+        "-std=c++17",
+        "-O2",
+        "-fPIC",
+        "-shared",
+        "-fvisibility=hidden",
+        "-Wall",
+        "-Werror",
+        *("-isystem", str(torch_include_dir())),
+        *("-isystem", p["include"], "-isystem", p["dlpack"]),
+        *("-I", str(RUNTIME_INCLUDE), "-I", str(header_dir)),
+        str(source),
+        "-o",
+        str(output),
+        *("-L" + str(library.parent), "-l" + lib_name, "-L" + p["libdir"], "-ltvm_ffi", "-ldl"),
+        "-Wl,-rpath,$ORIGIN:$ORIGIN/../tvm_ffi/lib:$ORIGIN/../../tvm_ffi/lib",
+    ]
+
+
+def build_companion(manifest: Manifest, library: str | os.PathLike, header: str | os.PathLike, *, log=print) -> Path:
+    """Compile ``library``'s companion beside it (kept when its source and command are unchanged); returns its path."""
+    library, header = Path(library).resolve(), Path(header).resolve()
+    output = companion_path(library)
+    work = library.parent / ".tl_aot" / manifest.library
+    work.mkdir(parents=True, exist_ok=True)
+    source = work / f"{manifest.library}_torch.cc"
+    text = render_companion(manifest, header_name=header.name)
+    cmd = _command(source, output, library, header.parent)
+    runtime = (RUNTIME_INCLUDE / "tl_aot" / "torch_native.h").read_bytes()
+    key = hashlib.sha256("\0".join([text, *cmd]).encode() + runtime + library.read_bytes()).hexdigest()
+    stamp = work / "torch_companion.stamp"
+    if output.is_file() and stamp.is_file() and stamp.read_text() == key:
+        return output
+    atomic_write(source, text)
+    run(cmd, what=f"compiling the torch companion of {library.name}", cwd=work)
+    atomic_write(stamp, key)
+    if log:
+        log(f"{output.name}: native torch ops ({len(companion_ops(manifest))})")
+    return output

@@ -1,0 +1,1 @@
+"""What every wing shares: errors, files, spelling, the metadata dataclasses, versions."""

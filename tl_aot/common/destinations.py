@@ -1,0 +1,194 @@
+"""Where a build writes: folders checked before any work, and the library and header swapped in together.
+
+A fault (read-only, full, a file where a folder goes, a folder where a file goes) is one
+:class:`~tl_aot.common.errors.FilesystemError` naming the path and the problem; the library and header
+that were there stay byte-identical and no ``.part`` file is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+from pathlib import Path
+
+from .errors import FilesystemError
+
+__all__ = ["fs_error", "ensure_folder", "check_file_destination", "StagedFiles", "filesystem_errors", "disk_full_note", "LOW_SPACE_BYTES"]
+
+#: Below this much free space a tool's crash or a cut-short output is put down to the disk: nvcc's
+#: temporary files for one large kernel take tens of MiB, and cicc / ptxas crash when they cannot write them.
+LOW_SPACE_BYTES = 256 * 2**20
+
+_HINTS = {
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "not permitted (read-only or immutable)",
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.ENOTDIR: "a file is where a folder is needed",
+    errno.EISDIR: "a folder is where a file is needed",
+    errno.EEXIST: "a file is where a folder is needed",
+    errno.EIO: "an input/output error (a failing disk, or a network file system that went away)",
+    errno.ENAMETOOLONG: "the path is longer than the OS allows (255 bytes a name, 4096 a path)",
+    errno.ENOENT: "no such file or folder (removed while the build ran?)",
+    errno.ELOOP: "too many levels of symbolic links",
+}
+
+
+def fs_error(e: OSError, what: str, path=None, hint: str = "") -> FilesystemError:
+    """A one-line :class:`FilesystemError`: ``cannot <what> <path>: <problem>[; <hint>]``."""
+    where = path if path is not None else (e.filename or "?")
+    problem = _HINTS.get(e.errno, e.strerror or str(e))
+    return FilesystemError(f"cannot {what} {where}: {problem}" + (f"; {hint}" if hint else ""))
+
+
+@contextlib.contextmanager
+def filesystem_errors(what: str, path=None, hint: str = ""):
+    """Turn a file-system :class:`OSError` raised inside (read-only, full, wrong kind of path) into a :class:`FilesystemError`.
+
+    Other OS errors (a tool that cannot start, a signal) pass through unchanged: they are not about a path.
+    """
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in _HINTS or (path is None and not e.filename):
+            raise
+        raise fs_error(e, what, path if path is not None else e.filename, hint) from None
+
+
+def disk_full_note(*paths) -> str:
+    """``disk full at /mnt/out (84 KiB free)`` for the first of ``paths`` (their nearest existing folder) short of space, else "".
+
+    Used when a tool crashed or wrote a short file: a full disk is then the likely cause, and it is
+    said plainly rather than blaming the code being compiled.
+    """
+    for path in paths:
+        folder = Path(path)
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        try:
+            st = os.statvfs(folder)
+        except OSError:
+            continue
+        free = st.f_bavail * st.f_frsize
+        if free < LOW_SPACE_BYTES or (st.f_files > 0 and st.f_favail == 0):
+            return f"disk full at {folder} ({free // 1024} KiB free)"
+    return ""
+
+
+def ensure_folder(path: Path, role: str) -> Path:
+    """Create folder ``path`` (its ``role``: "output folder", "cache folder") or say why it cannot be one."""
+    path = Path(path)
+    with filesystem_errors(f"create the {role}", path):
+        for p in (path, *path.parents):
+            if p.exists() and not p.is_dir():
+                msg = f"{role} {path}: {p} is a file, not a folder; remove it or choose another {role}"
+                raise FilesystemError(msg)
+            if p.exists():
+                break
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def check_file_destination(path: Path, role: str) -> None:
+    """``path`` (the library, the header) can be replaced by a file: it is not a folder, and its folder exists."""
+    with filesystem_errors(f"write the {role}", path):
+        is_dir, parent_is_file = path.is_dir(), path.parent.exists() and not path.parent.is_dir()
+    if is_dir:
+        msg = f"{role} {path} is a folder; tl_aot writes a file there: remove or rename the folder"
+        raise FilesystemError(msg)
+    if parent_is_file:
+        msg = f"{role} {path}: {path.parent} is a file, not a folder"
+        raise FilesystemError(msg)
+
+
+class StagedFiles:
+    """Files written beside their destinations as ``.<name>.<pid>.part``, then swapped in together.
+
+    :meth:`stage` writes a part (a fault here removes every part, the destinations untouched);
+    :meth:`publish` renames them over their destinations, and puts the earlier files back if a
+    later rename fails, so the library and its header change together or not at all.
+    """
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[Path, Path]] = []  # (part, destination)
+
+    def stage(
+        self, dest: Path, *, data: bytes | None = None, source: Path | None = None, role: str = "file", mode: int | None = None
+    ) -> None:
+        """Write ``data`` (or a copy of ``source``) to a part file beside ``dest`` (with permissions ``mode``, if given)."""
+        check_file_destination(dest, role)
+        part = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+        self._parts.append((part, dest))
+        try:
+            if source is not None:
+                shutil.copyfile(source, part)
+                if part.stat().st_size != Path(source).stat().st_size:  # a copy cut short that did not say so
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(part))
+            else:
+                part.write_bytes(data or b"")
+            if mode is not None:
+                os.chmod(part, mode)
+        except OSError as e:
+            self.discard()
+            raise fs_error(e, f"write the {role}", dest) from None
+
+    def discard(self) -> None:
+        """Remove every part written so far."""
+        for part, _ in self._parts:
+            with contextlib.suppress(OSError):
+                part.unlink()
+        self._parts.clear()
+
+    def publish(self) -> None:
+        """Rename each part over its destination; on a fault, undo the renames already done and remove the parts."""
+        done: list[tuple[Path, Path | None]] = []  # (destination, its earlier file kept aside), swapped in
+        dest = None
+        try:
+            for part, dest in self._parts:
+                kept = _keep_aside(dest)
+                try:
+                    os.replace(part, dest)
+                except OSError:
+                    _drop(kept)
+                    raise
+                done.append((dest, kept))
+        except OSError as e:
+            for d, kept in reversed(done):
+                _restore(d, kept)
+            self.discard()
+            raise fs_error(e, "replace", dest) from None
+        for _, kept in done:
+            _drop(kept)
+        self._parts.clear()
+
+
+def _keep_aside(dest: Path) -> Path | None:
+    """A hard link to ``dest``'s current file (to put back if a later swap fails), or None if there is none."""
+    if not dest.is_file():
+        return None
+    kept = dest.with_name(f".{dest.name}.{os.getpid()}.old")
+    with contextlib.suppress(OSError):
+        kept.unlink()
+    try:
+        os.link(dest, kept)
+    except OSError:
+        shutil.copy2(dest, kept)
+    return kept
+
+
+def _restore(dest: Path, kept: Path | None) -> None:
+    """Put ``dest``'s earlier file back (or remove the new one if there was none)."""
+    with contextlib.suppress(OSError):
+        if kept is not None:
+            os.replace(kept, dest)
+        else:
+            dest.unlink()
+
+
+def _drop(kept: Path | None) -> None:
+    if kept is not None:
+        with contextlib.suppress(OSError):
+            kept.unlink()

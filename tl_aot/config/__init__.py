@@ -1,0 +1,1 @@
+"""What to build, checked once: entries (``KernelSpec``), libraries, spec files, arch precedence, values, options."""

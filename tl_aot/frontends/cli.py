@@ -1,0 +1,264 @@
+"""``python -m tl_aot``: build libraries, inspect them, and locate tl_aot's CMake/include files.
+
+The grammar is :mod:`tl_aot.frontends.cli_parser`'s; the library a command line names, :mod:`tl_aot.frontends.cli_library`'s;
+what ``inspect`` prints, :mod:`tl_aot.frontends.inspect_text`'s. This module runs the subcommands.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..common.destinations import fs_error
+from ..common.errors import TlAotError, ToolchainNotFound
+from ..common.metadata import to_json
+from ..common.versions import __version__
+from ..config.arg_text import parse_arg
+from ..cuda.cuda_toolkit import find_toolkit
+from ..cuda.toolchain import cuda_home
+from ..gpu.device import find_profile
+from ..jit.capture_record import Record as CaptureRecord
+from ..jit.source import local_dependencies
+from ..jit.startup import environment
+from ..jit.verify import report, verify
+from ..pipeline.library import build_library
+from ..pipeline.shards import link_parts
+from ..runtime.loader import _load_module, read_manifest
+from ..tune.tuner import tune_library, write_record
+from ..tune.tuning_record import Record as TuningRecord
+from ..tune.tuning_record import apply_record, record_path_for
+from ..wheel.wheel_check import check_claim, check_wheel, retag_wheel
+from .cli_library import library_of, log_of
+from .cli_parser import build_parser
+from .inspect_text import describe, manifest_json
+
+__all__ = ["main", "describe", "cmake_dir", "include_dir"]
+
+_PKG = Path(__file__).resolve().parents[1]
+
+
+def cmake_dir() -> Path:
+    """Folder holding ``TileLangAOTConfig.cmake``: inside an installed package, else the checkout's cmake/."""
+    shipped = _PKG / "cmake"
+    return shipped if (shipped / "TileLangAOTConfig.cmake").is_file() else _PKG.parent / "cmake"
+
+
+def include_dir() -> Path:
+    """Folder of tl_aot's C++ headers (``tl_aot/launcher_runtime.h``)."""
+    return _PKG / "include"
+
+
+def _cmd_build(args) -> int:
+    """Build the library the command line names (a tuning record's configs applied)."""
+    lib = library_of(args, "build")
+    log = log_of(args)
+    tune_file = args.tune_file or (record_path_for(args.spec) if args.spec and record_path_for(args.spec).is_file() else None)
+    if tune_file:
+        lib = apply_record(lib, TuningRecord.load(tune_file), strict=args.strict_tune, where=str(tune_file))
+        tuned = sum(1 for e in lib.entries if e.tuned)
+        if log:
+            log(f"tuning record {Path(tune_file).name}: configs for {tuned} of {len(lib.entries)} entries")
+    result = build_library(
+        lib,
+        out_dir=args.output,
+        jobs=args.jobs,
+        cache_dir=args.cache_dir,
+        header_dir=args.header_dir,
+        depfile=args.depfile,
+        log=log,
+        force=args.force,
+        keep_going=args.keep_going,
+        report_all=bool(args.capture),
+        torch_ops=args.torch_ops,
+        cluster=args.cluster,
+        cache_url=args.cache_url,
+        shard=args.shard,
+    )
+    if result.manifest.left_out and not log:  # the summary lists them; with -q this line does
+        left = result.manifest.left_out
+        print(f"tl_aot build: left out {len(left)} variant(s) (--keep-going):", file=sys.stderr)
+        for x in left:
+            print(f"  {x.spelled()}", file=sys.stderr)
+    return 0
+
+
+def _cmd_link(args) -> int:
+    """Join the parts of a sharded build into the library."""
+    link_parts(args.parts, out_dir=args.output, header_dir=args.header_dir, cache_dir=args.cache_dir, log=log_of(args))
+    return 0
+
+
+def _command(args, what: str) -> list:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        msg = f"{what}: give the command to run after --, e.g. python -m tl_aot {what} ... -- python -m pytest tests"
+        raise TlAotError(msg)
+    return cmd
+
+
+def _cmd_capture(args) -> int:
+    """Run the command with the capture hook; report what the record holds."""
+    cmd = _command(args, "capture")
+    record = Path(args.output).resolve()
+    extra = {"TL_AOT_CAPTURE": str(record)}
+    if args.device:
+        extra["TL_AOT_CAPTURE_DEVICE"] = find_profile(args.device).name
+    before = len(CaptureRecord.load(record, missing_ok=True).kernels)
+    code = subprocess.call(cmd, env=environment(extra))
+    after = len(CaptureRecord.load(record, missing_ok=True).kernels)
+    print(f"tl_aot capture: {after} kernels in {record} ({after - before} new); the command exited with {code}", flush=True)
+    return code
+
+
+def _cmd_run(args) -> int:
+    """Run the command with TileLang's JIT served from the libraries."""
+    cmd = _command(args, "run")
+    extra = {"TL_AOT_SERVE": str(Path(args.serve).resolve()), "TL_AOT_SERVE_STRICT": "1" if args.strict else "0"}
+    return subprocess.call(cmd, env=environment(extra))
+
+
+def _cmd_verify(args) -> int:
+    """Check the library's variants against the requests of a workload (run now, or a record)."""
+    path = Path(args.library)
+    files = sorted(path.glob("lib*.so")) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        msg = f"verify: {path} is not a tl_aot library or a folder holding some"
+        raise TlAotError(msg)
+    manifests = [(f.name, read_manifest(_load_module(f), f)) for f in files]
+    if args.record:
+        if args.cmd:
+            msg = "verify: give either --record RECORD or a command after --, not both"
+            raise TlAotError(msg)
+        kernels = CaptureRecord.load(args.record).kernels
+    else:
+        with tempfile.TemporaryDirectory(prefix="tl_aot_verify_") as tmp:
+            args.output = str(Path(tmp) / "requests.json")
+            code = _cmd_capture(args)
+            if code != 0:
+                print(f"tl_aot verify: the workload exited with {code}; checking what it asked for before that", file=sys.stderr)
+            kernels = CaptureRecord.load(args.output, missing_ok=True).kernels
+    text, passed = report(verify(manifests, kernels), allow_unreached=args.allow_unreached)
+    print(text)
+    return 0 if passed else 1
+
+
+def _cmd_tune(args) -> int:
+    """Time each entry's candidate configs on this GPU and write the tuning record."""
+    lib = library_of(args, "tune")
+    out = args.output or (record_path_for(args.spec) if args.spec else "tune.json")
+    items = tune_library(
+        lib,
+        values=dict(parse_arg(d) for d in args.dim),
+        jobs=args.jobs,
+        cache_dir=args.cache_dir,
+        warmup=args.warmup,
+        rep=args.rep,
+        log=lambda s: print(s, flush=True),
+    )
+    if not items:
+        print("nothing to tune: no entry has candidate configs (@autotune, or a `tune` table in the spec)")
+        return 1
+    record = write_record(out, items)
+    print(f"wrote {out}: {len(items)} tuned, {len(record.items)} in the record")
+    return 0
+
+
+def _cmd_locate_cuda(args) -> int:
+    """``--nvcc`` / ``--cuda-home``: the compiler tl_aot builds with, for CMake (``CMAKE_CUDA_COMPILER``) and scripts."""
+    tk = find_toolkit()
+    if args.nvcc:
+        if not tk.nvcc:
+            msg = f"the CUDA compiler found ({tk.describe}) has no nvcc (none is on PyPI for CUDA 12)"
+            raise ToolchainNotFound(msg)
+        print(tk.nvcc)
+    if args.cuda_home:
+        print(cuda_home())
+    return 0
+
+
+def _cmd_inspect(args) -> int:
+    """Print a library's manifest (text, or JSON with --json)."""
+    path = Path(args.library)
+    manifest = read_manifest(_load_module(path), path)
+    print(manifest_json(to_json(manifest)) if args.json else describe(manifest))
+    return 0
+
+
+def _cmd_check_wheel(args) -> int:
+    """Check (and with --retag, retag) each wheel's manylinux platform tag."""
+    for wheel in map(Path, args.wheels):
+        report = check_wheel(wheel)
+        platform = wheel.stem.split("-")[-1]
+        check_claim(report, platform)
+        print(f"{wheel.name}: {report.summary()}")
+        if args.retag and report.platform and platform.startswith("linux_"):
+            print(f"  -> {retag_wheel(wheel, report.platform, args.wheel_dir)}")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    # `capture`/`run`/`verify` take a command after `--`: split there, so options may follow a positional
+    head, tail = (argv[: argv.index("--")], argv[argv.index("--") :]) if "--" in argv else (argv, [])
+    args = parser.parse_args(head)
+    if tail:
+        if not hasattr(args, "cmd"):
+            parser.error(f"unrecognized arguments: {' '.join(tail)}")
+        args.cmd = tail
+    if args.version:
+        print(__version__)
+        return 0
+    if args.cmake_dir:
+        print(cmake_dir())
+        return 0
+    if args.include_dir:
+        print(include_dir())
+        return 0
+    try:
+        if args.nvcc or args.cuda_home:
+            return _cmd_locate_cuda(args)
+        if args.command == "build":
+            return _cmd_build(args)
+        if args.command == "link":
+            return _cmd_link(args)
+        if args.command == "tune":
+            return _cmd_tune(args)
+        if args.command == "capture":
+            return _cmd_capture(args)
+        if args.command == "run":
+            return _cmd_run(args)
+        if args.command == "verify":
+            return _cmd_verify(args)
+        if args.command == "inspect":
+            return _cmd_inspect(args)
+        if args.command == "check-wheel":
+            return _cmd_check_wheel(args)
+        if args.command == "deps":
+            if not Path(args.file).is_file():
+                msg = f"deps: no such kernel file: {args.file}"
+                raise TlAotError(msg)
+            for p in local_dependencies(args.file):
+                print(p)
+            return 0
+    except TlAotError as e:
+        print(f"tl_aot: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        if not e.filename:  # not about a path: a bug to report with its traceback
+            raise
+        print(f"tl_aot: error: {fs_error(e, 'use', e.filename)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("tl_aot: interrupted", file=sys.stderr)
+        return 130
+    parser.print_help()
+    return 0 if argv is None and len(sys.argv) <= 1 else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

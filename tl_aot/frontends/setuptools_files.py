@@ -1,0 +1,83 @@
+"""Placing a built TileLang extension in a package: library, loader, torch glue and companion, all or none.
+
+Files that already hold the content are left alone (their timestamps stay); the rest are staged
+and swapped in together (:class:`tl_aot.common.destinations.StagedFiles`), so a fault never leaves a new
+library beside an old loader.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from ..common.destinations import StagedFiles, filesystem_errors
+from ..common.fileutil import atomic_write
+
+__all__ = ["GLUE", "companion_of", "copy_if_different", "place_companion", "place_together"]
+
+log = logging.getLogger("tl_aot.frontends.setuptools")
+
+#: The torch glue module shipped beside every loader.
+GLUE = Path(__file__).parents[1] / "runtime" / "torch_ops.py"
+
+
+def copy_if_different(src: Path, dst: Path) -> bool:
+    """Put ``src`` at ``dst`` in one atomic step (a process using the old library never sees half a file).
+
+    Unchanged content is left alone so its timestamp stays; returns True when ``dst`` was written.
+    """
+    data = src.read_bytes()
+    try:
+        if dst.read_bytes() == data:
+            return False
+    except OSError:
+        pass
+    atomic_write(dst, data, mode=0o755)
+    return True
+
+
+def companion_of(library: Path) -> Path | None:
+    """The native torch companion beside ``library`` (``lib<name>_torch.so``), if one was built."""
+    p = library.with_name(library.name.removesuffix(".so") + "_torch.so")
+    return p if p.is_file() else None
+
+
+def place_together(files: list, companion: Path | None) -> None:
+    """Put each ``(destination, bytes or a file to copy, role)`` in place, all or none (the first is the library).
+
+    Files that already hold the content are left alone (their timestamps stay); the rest are
+    written beside their destinations and swapped in together, so a fault (a full disk, a read-only
+    build folder) leaves the library and its loader as they were: never a new library with an old
+    loader. A stale torch companion goes first when the library has none.
+    """
+    library = files[0][0]
+    dest = library.with_name(library.name.removesuffix(".so") + "_torch.so")
+    if companion is None and os.path.lexists(dest):
+        with filesystem_errors("remove the stale torch companion", dest):
+            dest.unlink()
+    if companion is not None:
+        files = [*files, (dest, companion, "torch companion")]
+    staged = StagedFiles()
+    for path, content, role in files:
+        data = content.read_bytes() if isinstance(content, Path) else content
+        try:
+            same = path.read_bytes() == data
+        except OSError:
+            same = False
+        if not same:
+            with filesystem_errors(f"create the folder of the {role}", path.parent):
+                path.parent.mkdir(parents=True, exist_ok=True)
+            staged.stage(path, data=data, role=role, mode=0o755 if path.suffix == ".so" else 0o644)
+            log.info(f"writing {path}")
+    staged.publish()
+
+
+def place_companion(companion: Path | None, library: Path) -> None:
+    """Ship ``companion`` beside ``library``, where the loader looks for it (none: remove a stale one)."""
+    dest = library.with_name(library.name.removesuffix(".so") + "_torch.so")
+    if companion is None:
+        if os.path.lexists(dest):
+            dest.unlink()
+    elif copy_if_different(companion, dest):
+        log.info(f"copying {companion} -> {dest.parent}")

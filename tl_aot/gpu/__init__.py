@@ -1,0 +1,1 @@
+"""Facts about GPUs: arch names, launch limits, device profiles, the driver, CUDA compatibility."""

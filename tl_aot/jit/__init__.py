@@ -1,0 +1,1 @@
+"""The seam with TileLang's JIT: resolving user code, capture, serving, verify."""

@@ -1,0 +1,90 @@
+"""A capture record: the JSON file a capture writes and a build reads (kernels by request key, the autotuner's choices).
+
+Several processes may capture into one record: each merges what it saw under a lock
+(:meth:`tl_aot.jit.capture.Capturer.flush`); a kernel's devices, origins and call keys accumulate, its
+first device code digest per arch and its first tuning choice are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..common.errors import SpecError
+from ..common.fileutil import atomic_write
+
+__all__ = ["RECORD_SCHEMA", "Record"]
+
+RECORD_SCHEMA = 1
+
+
+@dataclass
+class Record:
+    """A capture record: kernels by key, each with its IR, options, devices and origins; and the autotuner's choices.
+
+    ``tunings`` maps a tuning key (:func:`tl_aot.jit.tuning.tuning_key`) to the choice TileLang's
+    autotuner made in the captured run: the config, its index among the candidates, the request
+    key of the chosen kernel (one of ``kernels``), the GPU and the latency measured.
+    """
+
+    path: Path
+    kernels: dict
+    tunings: dict = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, missing_ok: bool = False) -> Record:
+        """Read a record; a missing file is empty with ``missing_ok``, else an error naming it."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            if missing_ok:
+                return cls(path, {})
+            msg = f"capture record {path} does not exist"
+            raise SpecError(msg) from None
+        except (OSError, ValueError) as e:
+            msg = f"capture record {path} cannot be read: {e}"
+            raise SpecError(msg) from None
+        if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA or not isinstance(data.get("kernels"), dict):
+            msg = f"{path} is not a tl_aot capture record (schema {RECORD_SCHEMA})"
+            raise SpecError(msg)
+        tunings = data.get("tunings", {})
+        return cls(path, data["kernels"], tunings if isinstance(tunings, dict) else {})
+
+    def merge(self, other: dict, tunings: dict | None = None) -> int:
+        """Add ``other``'s kernels (key -> item); devices and origins of known keys are merged. Returns how many are new.
+
+        ``tunings`` (tuning key -> choice) are added too; a tuning already recorded keeps its first choice
+        (a record is reproducible: tuning again, with its timing noise, does not change what is served).
+        """
+        for key, item in (tunings or {}).items():
+            self.tunings.setdefault(key, item)
+        new = 0
+        for key, item in other.items():
+            have = self.kernels.get(key)
+            if have is None:
+                if "ir" not in item:
+                    continue  # device code of a request this record does not hold
+                self.kernels[key] = item
+                new += 1
+                continue
+            for field in ("devices", "origins", "calls"):
+                seen = {json.dumps(x, sort_keys=True) for x in have.get(field, [])}
+                for x in item.get(field, []):
+                    if json.dumps(x, sort_keys=True) not in seen and len(have.setdefault(field, [])) < 32:
+                        have[field].append(x)
+            for arch, code in (item.get("device_code") or {}).items():  # the first digest of an arch is kept
+                have.setdefault("device_code", {}).setdefault(arch, code)
+            if item.get("unfaithful") and not have.get("unfaithful"):
+                have["unfaithful"] = item["unfaithful"]
+        return new
+
+    def save(self) -> None:
+        """Write the record atomically, kernels sorted by key (stable diffs)."""
+        data = {"schema": RECORD_SCHEMA, "kernels": dict(sorted(self.kernels.items()))}
+        if self.tunings:
+            data["tunings"] = dict(sorted(self.tunings.items()))
+        atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")

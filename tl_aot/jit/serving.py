@@ -1,0 +1,365 @@
+"""Serve: TileLang's JIT answered from prebuilt tl_aot libraries, with no compile.
+
+``tl_aot.serve(path)`` (a library, or a folder of them) patches TileLang's compile
+(``tilelang.jit.cached``) in this process. A compile request whose key (prim_func without source
+locations, options, headers by content: :func:`tl_aot.jit.request_key.request_key`) is the key of a
+loaded library's variant (every kernel built from a capture, or reached through TileLang's JIT
+from a spec entry, records the request it answers), on a GPU the library has an image for, returns a
+:class:`ServedKernel`: the library's entry, called like TileLang's compiled kernel. Any other
+request is a miss: compiled by the JIT with one warning per kernel, or, ``strict``, a
+:class:`KernelNotServed` error naming the kernel and the nearest prebuilt one. A different IR or
+different options are always a miss: nothing else is ever served for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..common.errors import TlAotError
+from ..gpu.cuda_driver import current_gpu, gpu_identity
+from ..gpu.image_select import image_of, runs_on
+from .jit_seam import CompileRequest, Interception, install, uninstall
+from .served_kernel import ServedKernel
+
+__all__ = ["serve", "stop", "Server", "KernelNotServed", "install_from_env"]
+
+_log = logging.getLogger("tl_aot.jit.serving")
+
+
+class KernelNotServed(TlAotError, LookupError):
+    """Strict serving met a compile request no loaded library holds."""
+
+
+@dataclass
+class Stats:
+    """What serving did in this process."""
+
+    served: int = 0
+    served_untraced: int = 0  # of which answered from the @tilelang.jit call's key, before TileLang built the prim_func
+    compiled: int = 0  # misses passed on to TileLang's JIT
+    refused: int = 0  # strict misses
+    tunings_served: int = 0  # autotuner runs answered with a recorded choice (nothing compiled or timed)
+    tunings_run: int = 0  # autotuner runs passed on to TileLang (not strict)
+    tunings_refused: int = 0  # strict autotuner runs with no recorded choice
+    lookup_s: float = 0.0
+    missed: dict = field(default_factory=dict)  # kernel name -> key
+
+
+class Server:
+    """Prebuilt kernels by capture key, from one or more libraries."""
+
+    def __init__(self, libraries, *, strict: bool = False) -> None:
+        from .request_key_memo import RequestKeys
+
+        self.strict = strict
+        self.stats = Stats()
+        self.index: dict[str, tuple] = {}  # key -> (library, entry name, ccs)
+        self.by_name: dict[str, list] = {}
+        self._served: dict[str, ServedKernel] = {}
+        self._lock = threading.Lock()
+        self._warned_tunings: set = set()
+        self.keys = RequestKeys()
+        self.tunings: dict = {}  # tuning key -> (library, Tuning)
+        self.calls: dict = {}  # call key -> request key (tl_aot.jit.call_key)
+        self.libraries: list = []
+        self.add(libraries)
+
+    def add(self, libraries) -> None:
+        """Serve these libraries' captured kernels too (a library already served is skipped)."""
+        have = {str(lib.path) for lib in self.libraries}
+        for lib in libraries:
+            if str(lib.path) in have:
+                continue
+            self.libraries.append(lib)
+            for e in lib.manifest.entries:
+                if e.export:
+                    continue  # a specialisation is reached through its export's dispatch, which may pick another
+                for v in e.variants:
+                    key = v.request_key or e.capture_key
+                    if not key:
+                        continue  # built before tl_aot recorded request keys, or from a plain prim_func with no request
+                    have = self.index.setdefault(key, (lib, e.name, set()))
+                    if have[1] == e.name and have[0] is lib:
+                        have[2].add(image_of(v.arch, v.ptx))
+                self.by_name.setdefault(e.capture_name or e.function, []).append(e)
+            for t in getattr(lib.manifest, "tunings", ()):
+                self.tunings.setdefault(t.key, (lib, t))
+            for c in getattr(lib.manifest, "calls", ()):
+                self.calls.setdefault(c.key, c.request_key)
+
+    def answer_call(self, jit_call):
+        """The served kernel for a ``@tilelang.jit`` compile, by its call key, before TileLang traces; None to go on.
+
+        None when the call cannot be keyed, no library recorded it, or its kernel has no image for
+        this GPU: the compile then proceeds and its request is looked up by its prim_func.
+        """
+        from .call_key import call_key
+
+        if not self.calls:
+            return None
+        t0 = time.perf_counter()
+        gpu = current_gpu()
+        served = None
+        identity = gpu_identity() if gpu else ""
+        key = call_key(*jit_call, identity) if identity else None
+        request_key = self.calls.get(key) if key else None
+        hit = self.index.get(request_key) if request_key else None
+        if hit is not None and runs_on(hit[2], gpu.cc):
+            jit, args, kwargs = jit_call
+            with self._lock:
+                served = self._served.get(request_key)
+                if served is None:
+                    lib, name, _ = hit
+                    req = CompileRequest.of(
+                        None, jit.out_idx, pass_configs=jit.pass_configs, compile_flags=jit.compile_flags, target=jit.target
+                    )
+                    served = self._served[request_key] = ServedKernel(lib[name], name, lib, req, lambda: jit.get_tir(*args, **kwargs))
+        self.stats.lookup_s += time.perf_counter() - t0
+        return served
+
+    def lookup(self, req, jit_call=None):
+        """The served kernel for ``req``, or None (a miss): its key names a prebuilt image that runs on the current GPU."""
+        t0 = time.perf_counter()
+        key = self.keys.key(req, jit_call)
+        hit = self.index.get(key)
+        served = None
+        if hit is not None and runs_on(hit[2], current_gpu().cc):
+            with self._lock:
+                served = self._served.get(key)
+                if served is None:
+                    lib, name, _ = hit
+                    served = self._served[key] = ServedKernel(lib[name], name, lib, req)
+        self.stats.lookup_s += time.perf_counter() - t0
+        return served, key
+
+    def tune(self, tuner, proceed):
+        """Answer one run of TileLang's autotuner: the recorded choice, served; else refused (strict) or run by TileLang.
+
+        A recorded tuning is answered by asking for its chosen kernel (served like any request:
+        nothing is compiled or timed). Strict serving with no recorded tuning lets TileLang's tuner
+        go on only as far as serving allows: a run whose tunable arguments were given compiles one
+        kernel, served; one that would tune has every candidate refused, and fails naming the tuning.
+        """
+        from .tuning import answer, describe, tuning_key
+
+        gpu = current_gpu()
+        try:
+            key, material = tuning_key(tuner, gpu.cc)
+        except Exception as e:  # noqa: BLE001 (a tuner tl_aot cannot key is never answered from a record)
+            what = f"TileLang's autotuner ran for {getattr(tuner, 'fn', '?')!r}, whose tuning tl_aot cannot key ({type(e).__name__}: {e})"
+            if self.strict:
+                raise KernelNotServed(f"tl_aot.serve: {what}") from None
+            _log.warning("tl_aot.serve: %s; TileLang tunes it", what)
+            return proceed()
+        hit = self.tunings.get(key)
+        if hit is not None:
+            result = answer(tuner, hit[1])
+            if result is not None:
+                self.stats.tunings_served += 1
+                return result
+        if self.strict:
+            try:
+                return proceed()  # a kernel refused outside tuning (tunable arguments given) raises its own KernelNotServed
+            except RuntimeError as e:  # every candidate refused: "Auto-tuning failed: No configuration successfully compiled ..."
+                if "Auto-tuning failed" not in str(e):
+                    raise
+            self.stats.tunings_refused += 1
+            raise KernelNotServed(self.tuning_message(material, key, gpu)) from None
+        with self._lock:
+            first = key not in self._warned_tunings
+            self._warned_tunings.add(key)
+        if first:
+            _log.warning("%s; TileLang's autotuner tunes it (compiling and timing each candidate)", self.tuning_message(material, key, gpu))
+        self.stats.tunings_run += 1
+        _fallback_tunings.append(describe(material))
+        try:
+            return proceed()
+        finally:
+            _fallback_tunings.pop()
+
+    def tuning_message(self, material: dict, key: str, gpu) -> str:
+        """Why a tuning is not served: no GPU visible, or no library holds it (with the tunings of that function it holds)."""
+        from .tuning import describe
+
+        what = f"TileLang's autotuner was asked to tune {describe(material)}"
+        if not gpu:
+            return f"tl_aot.serve: {what}; it cannot be served: no GPU is visible to this process ({gpu.why_none})"
+        same = [t for _, t in self.tunings.values() if t.function == material["function"]]
+        if same:
+            listing = "; ".join(f"{t.args[:80]} on sm_{t.cc}" for t in same[:3])
+            hint = f"the libraries hold {len(same)} tuning(s) of that function, for other arguments, candidates or GPUs: {listing}"
+        else:
+            hint = f"no served library holds a tuning of that function ({len(self.tunings)} tunings loaded)"
+        return (
+            f"tl_aot.serve: {what} on {gpu.sm} (tuning key {key}); {hint}. Capture a run that tunes it on this GPU "
+            "and rebuild (python -m tl_aot capture / build --capture)"
+        )
+
+    def miss_message(self, req, key: str, jit_call=None) -> str:
+        """Which kernel missed and why: no GPU visible, or the nearest prebuilt ones (same jit function, closest arguments first)."""
+        from .request_origin import jit_origin
+
+        origin = jit_origin(jit_call)
+        jit, args = origin.get("jit", ""), origin.get("args", {})
+        what = f"{jit}({', '.join(f'{k}={v}' for k, v in args.items())})" if jit else f"prim_func {req.name!r}"
+        gpu = current_gpu()
+        if not gpu:
+            held = "a library holds it" if key in self.index else "no library holds it either"
+            return (
+                f"tl_aot.serve: {what} (key {key}) cannot be served: no GPU is visible to this process ({gpu.why_none}); "
+                f"served kernels run on an NVIDIA GPU ({held})"
+            )
+        near = sorted(self.by_name.get(jit, []), key=lambda e: -sum(1 for k, v in e.args if args.get(k) == v))
+        if key in self.index:
+            archs = ", ".join(sorted(f"sm_{cc}" for cc, *_ in self.index[key][2]))
+            hint = f"{self.index[key][1]} holds it for {archs} only"
+        elif near:
+            listing = "; ".join(f"{e.name} ({', '.join(f'{k}={v}' for k, v in e.args[:8])})" for e in near[:3])
+            hint = f"nearest prebuilt: {listing}"
+        else:
+            hint = f"no prebuilt kernel comes from that function ({len(self.index)} kernels loaded)"
+        return (
+            f"tl_aot.serve: {what} (key {key}) is not in the served libraries for this GPU ({gpu.sm}); "
+            f"{hint}. Capture a workload that asks for it and rebuild (python -m tl_aot capture / build --capture)"
+        )
+
+
+_active: Server | None = None
+_lock = threading.Lock()
+
+
+def serve(path: str | os.PathLike, *, strict: bool = False) -> Server:
+    """Answer TileLang's JIT from the tl_aot libraries at ``path`` (a ``lib*.so`` or a folder of them).
+
+    Parameters
+    ----------
+    path : path
+        A tl_aot library, or a folder holding several: built from a capture (``build --capture``) or
+        from spec files, the CLI, setuptools or CMake (each entry reached through TileLang's JIT is
+        served for the request it answers).
+    strict : bool
+        A request no library holds raises :class:`KernelNotServed` instead of being compiled by the JIT.
+
+    Returns the :class:`Server` (its ``stats`` count served and compiled kernels). Several
+    packages may each serve their own library: later calls add to what is served (strict if any
+    asked for it); :func:`stop` ends serving.
+
+    """
+    from .hooks import on_import
+
+    server = _load(path, strict)
+    on_import("tilelang.jit", _patch)
+    return server
+
+
+def _load(path, strict: bool) -> Server:
+    """The libraries at ``path`` loaded and added to the process's server (made on first use)."""
+    from ..runtime.loader import load
+
+    p = Path(path)
+    files = sorted(p.glob("lib*.so")) if p.is_dir() else [p]
+    global _active
+    libs = [load(f) for f in files]
+    if _active is None:
+        _active = Server(libs, strict=strict)
+    else:
+        _active.add(libs)
+        _active.strict = _active.strict or strict
+    return _active
+
+
+def stop() -> None:
+    """End serving in this process: TileLang's JIT compiles every request again, through its own functions."""
+    global _active
+    with _lock:
+        _active = None
+        while _installed:  # the seam puts TileLang's functions back once no interception is left
+            uninstall(_installed.pop())
+
+
+_installed: list = []  # the serving interception, once installed
+_fallback_tunings: list = []  # tunings TileLang's autotuner runs now (not strict, not recorded): its candidates compile quietly
+
+
+def _patch(tl_jit) -> None:
+    with _lock:
+        if _installed:
+            return
+        warned: set = set()
+
+        def on_request(req, jit_call, proceed):
+            server = _active
+            if server is None:
+                return proceed()
+            served, key = server.lookup(req, jit_call)
+            if served is not None:
+                server.stats.served += 1
+                return served
+            server.stats.missed[req.name] = key
+            if server.strict:
+                server.stats.refused += 1
+                raise KernelNotServed(server.miss_message(req, key, jit_call))
+            if key not in warned and not _fallback_tunings:  # a tuning TileLang runs was warned about once, not per candidate
+                warned.add(key)
+                _log.warning("%s; compiling it with TileLang's JIT", server.miss_message(req, key, jit_call))
+            server.stats.compiled += 1
+            return proceed()
+
+        def on_tune(tuner, proceed):
+            server = _active
+            return proceed() if server is None else server.tune(tuner, proceed)
+
+        def on_compile(jit_call, proceed):
+            server = _active
+            served = None if server is None else server.answer_call(jit_call)
+            if served is None:
+                return proceed()
+            server.stats.served += 1
+            server.stats.served_untraced += 1
+            return served
+
+        _installed.append(Interception(on_request, name="serving", on_tune=on_tune, on_compile=on_compile))
+        install(_installed[0], tl_jit)
+
+
+def install_from_env() -> None:
+    """Serve ``$TL_AOT_SERVE`` (strict when ``$TL_AOT_SERVE_STRICT`` is 1): an unchanged program, served.
+
+    The libraries are loaded when the process imports TileLang's JIT, not at start-up: a process of
+    the command that never uses TileLang (a tool, a worker, a test's subprocess) does not pay for
+    loading them (nor for the tvm-ffi and torch imports that come with it). At exit a process that
+    served prints one line to stderr: kernels served, compiled by the JIT, refused; tunings likewise.
+    """
+    import atexit
+    import sys
+
+    from .hooks import on_import
+
+    path = os.environ.get("TL_AOT_SERVE")
+    if not path:
+        return
+    strict = os.environ.get("TL_AOT_SERVE_STRICT", "") in ("1", "true", "yes")
+    started: list = []
+
+    def start(tl_jit) -> None:  # tilelang.jit has just executed (its import is still in progress)
+        started.append(_load(path, strict))
+        _patch(tl_jit)
+
+    def report() -> None:
+        if not started:
+            return
+        st = started[0].stats
+        print(
+            f"tl_aot serve (pid {os.getpid()}): {st.served} served, {st.compiled} compiled by the JIT, {st.refused} refused; "
+            f"tunings {st.tunings_served} served, {st.tunings_run} run by TileLang, {st.tunings_refused} refused; "
+            f"lookups {st.lookup_s * 1e3:.1f} ms in all ({st.served_untraced} kernels served before TileLang traced them)",
+            file=sys.stderr,
+        )
+
+    on_import("tilelang.jit", start)
+    atexit.register(report)

@@ -1,0 +1,73 @@
+"""The TileLang releases tl_aot is tested with, and what differs between them, in one place.
+
+``tl_aot[build]`` declares ``tilelang>=0.1.12,<=0.1.15`` (pyproject.toml); CI runs the unit tests on
+the oldest and the newest. A build with another release goes ahead but warns once per process.
+Spellings that differ between releases live here; kernels and tl_aot's own code use these names.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from ..common.versions import package_version
+
+__all__ = [
+    "TESTED_TILELANG",
+    "OLDEST",
+    "NEWEST",
+    "INSTALL_HINT",
+    "installed_version",
+    "tilelang_version",
+    "is_tested",
+    "warn_if_untested",
+    "cluster_kernel",
+]
+
+#: Releases whose unit tests and quickstart pass (0.1.12: oldest, CI; 0.1.15: newest, CI).
+TESTED_TILELANG = ("0.1.12", "0.1.13", "0.1.14", "0.1.15")
+OLDEST, NEWEST = TESTED_TILELANG[0], TESTED_TILELANG[-1]
+INSTALL_HINT = f'pip install "tilelang>={OLDEST},<={NEWEST}"'
+
+_warned: set = set()
+
+
+def installed_version() -> str:
+    """The installed TileLang release ('' if none), read without importing it."""
+    return package_version("tilelang")
+
+
+def tilelang_version() -> str:
+    """The version of the TileLang that lowers here, as it says itself (importing it if needed)."""
+    import tilelang
+
+    return str(getattr(tilelang, "__version__", "unknown"))
+
+
+def is_tested(version: str) -> bool:
+    """Whether ``version`` (``0.1.14``, ``0.1.14+cu130``, ``0.1.14.post1``) is a tested release."""
+    base = version.split("+", 1)[0]
+    return any(base == v or base.startswith(v + ".post") for v in TESTED_TILELANG)
+
+
+def warn_if_untested(log=None) -> str:
+    """Warn once per process (through ``log``, else :mod:`warnings`) when the installed TileLang is untested; return it."""
+    version = installed_version()
+    if version and not is_tested(version) and version not in _warned:
+        _warned.add(version)
+        msg = f"TileLang {version} is not a release tl_aot is tested with ({', '.join(TESTED_TILELANG)}); {INSTALL_HINT}"
+        if log:
+            log(f"warning: {msg}")
+        else:
+            warnings.warn(msg, stacklevel=2)
+    return version
+
+
+def cluster_kernel(*blocks, cluster_dims, threads=None):
+    """A launch frame in thread-block clusters of ``cluster_dims`` (sm_90+).
+
+    ``T.ClusterKernel(..., cluster_dims=)`` is the spelling every tested release accepts; 0.1.15
+    also takes ``T.Kernel(..., cluster_dims=)``, which 0.1.12-0.1.14 reject.
+    """
+    import tilelang.language as T
+
+    return T.ClusterKernel(*blocks, cluster_dims=cluster_dims, threads=threads)

@@ -1,0 +1,1 @@
+"""TileLang (and CuTeDSL) lowering: prim_func -> metadata + device code."""

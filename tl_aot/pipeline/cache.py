@@ -1,0 +1,217 @@
+"""Content-addressed cache of lowered + compiled variants (one per entry and arch).
+
+A key covers everything that can change an image: the kernel file and the local modules it
+imports, function, arguments, arch, pass configs and flags, backend, and the TileLang, nvcc,
+CuTeDSL and tl_aot versions. Entries are written to a temporary folder and renamed into place, so a killed build
+never leaves a half entry, and entries of kernels that failed stay valid.
+
+Entries are relocatable: paths inside the kernel's project (the headers its ``-include`` / ``-I``
+flags name, its local modules) are stored relative to the project root and re-anchored on load,
+so two checkouts sharing one cache each check, and report, their own headers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from ..common.destinations import ensure_folder, filesystem_errors, fs_error
+from ..common.errors import CompileError
+from ..common.metadata import LoweredVariant, from_json, to_json
+from ..common.versions import __version__, package_version
+from ..config.kernel_spec import KernelSpec
+from ..config.options import inputs_unchanged
+from ..config.values import spell
+from ..cuda.image_check import variant_image_problem
+from ..cuda.toolchain import compiler_launcher
+from ..gpu.arch import Arch
+from ..jit.source import SourceSnapshot, snapshot_files, snapshot_sources
+
+__all__ = ["VariantCache", "variant_key", "default_cache_dir", "relocate"]
+
+#: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
+#: so that entries written by an older tl_aot of the same version are never reused.
+#: 11: request keys taken before lowering (TileLang renamed variables in place);
+#: 12: images made from each variant's own part of the PTX (tl_aot.cuda.ptx_split).
+CACHE_SCHEMA = 12
+
+#: Stands for the project root in stored paths (see :func:`relocate`).
+ROOT_TOKEN = "${TL_AOT_PROJECT_ROOT}"
+
+
+def default_cache_dir(out_dir: Path) -> Path:
+    """``$TL_AOT_CACHE_DIR`` if set, else ``<out_dir>/.tl_aot/cache``."""
+    env = os.environ.get("TL_AOT_CACHE_DIR")
+    return (Path(env) if env else Path(out_dir) / ".tl_aot" / "cache").resolve()
+
+
+def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: SourceSnapshot | None = None) -> tuple[str, SourceSnapshot]:
+    """The cache key of ``spec`` built for ``arch``, and the snapshot of the Python sources it was made from.
+
+    ``sources`` (the entry's :func:`~tl_aot.jit.source.snapshot_sources`, read once per entry) is
+    taken when not given; the build checks it again after lowering.
+    """
+    src = Path(spec.source).resolve()
+    if sources is None:
+        sources = snapshot_files([]) if spec.capture else snapshot_sources(src, spec.imports)
+    deps = sources.files[1:]
+    payload = {
+        "schema": CACHE_SCHEMA,
+        "tl_aot": __version__,
+        "tilelang": package_version("tilelang"),
+        "nvcc": nvcc_version,
+        "function": spec.function,
+        "args": [[k, spell(v)] for k, v in spec.args],
+        "factory_args": [[k, spell(v)] for k, v in spec.factory_args],
+        "jit_args": [[k, spell(v)] for k, v in spec.jit_args],
+        "select": spec.select,
+        "imports": list(spec.imports),
+        "capture": [spec.capture[1], spec.capture[2], [list(a) for a in spec.capture[3]], _proof(spec, arch)] if spec.capture else [],
+        "arch": str(arch),
+        "pass_configs": [[k, spell(v)] for k, v in spec.pass_configs],
+        "compile_flags": list(spec.compile_flags),
+        "entry": spec.name,
+        "device": spec.device,
+        "out_idx": None if spec.out_idx is None else list(spec.out_idx),
+        "backend": spec.backend,
+        # an entry that may be built by CuTeDSL (asked for, or left to its kernel file) is keyed by its version
+        "cutedsl": "" if spec.backend == "cuda" else package_version("nvidia-cutlass-dsl"),
+        # under a compiler launcher nvcc runs in one step, so the image's line table differs
+        "tuned": [list(c) for a, c, _ in spec.tuned if a == str(arch).split("+")[0]],
+        "one_step_nvcc": bool(compiler_launcher()),
+        "source": f"capture:{spec.capture[1]}" if spec.capture else sources.files[0][3],
+        "deps": [[Path(p).name, d] for p, _, _, d in deps],
+    }
+    key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+    return key, sources
+
+
+def _proof(spec: KernelSpec, arch: Arch) -> list:
+    """A captured kernel's recorded device code digest for ``arch`` and the capture's verdict (tl_aot.jit.captured.proof_of)."""
+    if len(spec.capture) < 5:
+        return []
+    proof = json.loads(spec.capture[4])
+    return [proof.get("sha256", {}).get(arch.sm, ""), proof.get("unfaithful", "")]
+
+
+def relocate(variant: LoweredVariant, old: str, new: str) -> LoweredVariant:
+    """``variant`` with every path under ``old`` (in its flags, header inputs and deps) moved under ``new``."""
+    pattern = re.compile(re.escape(old.rstrip("/")) + r"(?=/|$)")
+
+    def move(s: str) -> str:
+        return pattern.sub(lambda _: new.rstrip("/"), s)
+
+    return dataclasses.replace(
+        variant,
+        nvcc_options=tuple(move(o) for o in variant.nvcc_options),
+        compile_flags=tuple(move(o) for o in variant.compile_flags),
+        inputs=tuple((move(p), d) for p, d in variant.inputs),
+        deps=tuple(move(p) for p in variant.deps),
+    )
+
+
+class VariantCache:
+    """A folder of ``<key>/variant.json`` + ``<key>/image.bin`` entries, each with its SHA-256 beside it.
+
+    Every file is checked on read: a damaged, truncated or foreign entry is a miss (rebuilt and
+    overwritten), never an error and never used. An image is checked for what it claims to be (a
+    complete cubin or fatbin defining the variant's kernels) before it is stored and again when it
+    is read; one that fails on read is noted in :attr:`notes` (the build logs them).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).resolve()  # the linker and nvcc run in other folders: relative paths would break
+        self.notes: list[str] = []
+
+    def load(self, key: str, project: Path | None = None) -> tuple[LoweredVariant, bytes] | None:
+        """The entry for ``key`` with its paths under ``project`` (the kernel's project root), if still valid."""
+        d = self.root / key
+        try:
+            text = (d / "variant.json").read_bytes()
+            image = (d / "image.bin").read_bytes()
+            digests = ((d / "variant.sha256").read_text().strip(), (d / "image.sha256").read_text().strip())
+            if digests != (hashlib.sha256(text).hexdigest(), hashlib.sha256(image).hexdigest()):
+                return None  # damaged (a crash before the data reached the disk, an edit): rebuild it
+            variant = from_json(LoweredVariant, text.decode())
+            problem = variant_image_problem(variant, image)
+            if problem:
+                self.notes.append(f"cache entry {d} of {variant.entry} ({variant.arch}) holds a damaged image ({problem}): rebuilding it")
+                return None
+            if project is not None:
+                variant = relocate(variant, ROOT_TOKEN, str(project))
+            if not inputs_unchanged(variant.inputs):
+                return None  # a header its nvcc flags name (-include, -I) changed since: rebuild it
+        except Exception:  # noqa: BLE001 (unreadable, not JSON, JSON of another shape: a miss, never a crash)
+            return None
+        return variant, image
+
+    def check_writable(self) -> None:
+        """Raise a :class:`~tl_aot.common.errors.FilesystemError` unless variants can be stored here."""
+        ensure_folder(self.root, "cache folder")
+        with filesystem_errors("store variants in the cache folder", self.root, "pass a writable --cache-dir or TL_AOT_CACHE_DIR"):
+            tempfile.TemporaryDirectory(prefix=".probe.", dir=self.root).cleanup()
+
+    def store(self, key: str, variant: LoweredVariant, image: bytes, project: Path | None = None, *, replace: bool = False) -> None:
+        """Write the entry under a temporary name and rename it into place (all or nothing).
+
+        An entry already there is kept if valid (a concurrent build stored the same key), unless
+        ``replace`` (a ``--force`` build: whatever is there is not trusted).
+        """
+        problem = variant_image_problem(variant, image)
+        if problem:  # the compile stage checks first and says why; nothing unverified is ever stored
+            msg = f"entry {variant.entry!r} ({variant.arch}): refusing to cache a damaged image ({problem})"
+            raise CompileError(msg, entry=variant.entry, arch=variant.arch)
+        if project is not None:
+            variant = relocate(variant, str(project), ROOT_TOKEN)
+
+        ensure_folder(self.root, "cache folder")
+        self._sweep(key)
+        final = self.root / key
+        with filesystem_errors("store a variant in the cache folder", self.root, "pass a writable --cache-dir or TL_AOT_CACHE_DIR"):
+            tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root))
+        try:
+            text = to_json(variant, indent=1).encode()
+            (tmp / "image.bin").write_bytes(image)
+            (tmp / "variant.json").write_bytes(text)
+            (tmp / "image.sha256").write_text(hashlib.sha256(image).hexdigest() + "\n")
+            (tmp / "variant.sha256").write_text(hashlib.sha256(text).hexdigest() + "\n")
+            try:
+                os.replace(tmp, final)
+            except OSError:
+                if not replace and self.load(key, project) is not None:
+                    # A concurrent build stored the same key first: its entry is as good as ours.
+                    shutil.rmtree(tmp, ignore_errors=True)
+                else:  # a damaged (or distrusted) entry is in the way: move it aside and put ours in its place
+                    aside = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root)) / "damaged"
+                    with contextlib.suppress(OSError):
+                        os.replace(final, aside)
+                    try:
+                        os.replace(tmp, final)
+                    except OSError:
+                        shutil.rmtree(tmp, ignore_errors=True)
+                    shutil.rmtree(aside.parent, ignore_errors=True)
+        except OSError as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+            raise fs_error(e, "store a variant in the cache folder", self.root) from None
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def _sweep(self, key: str, age_s: float = 3600.0) -> None:
+        """Remove this key's temporary folders left by builds killed over an hour ago."""
+        now = time.time()
+        for p in self.root.glob(f".{key}.*"):
+            try:
+                if now - p.stat().st_mtime > age_s:
+                    shutil.rmtree(p, ignore_errors=True)
+            except OSError:
+                pass

@@ -1,0 +1,239 @@
+"""Builds past one machine: each variant's lowering and nvcc as a task on a Dask cluster's workers.
+
+Why Dask (``distributed``): pure Python, a small install (``tl_aot[cluster]``), and the standard
+``dask scheduler`` / ``dask worker`` commands run it anywhere, a CI runner or an HPC job
+included; a lost worker's tasks are rescheduled by the engine itself. Ray would do the same from a
+~200 MB wheel with its own object store and dashboard, none of which a build needs.
+
+The driver (this module, in the build's process):
+
+1. connects to ``ADDRESS`` (``tcp://host:8786``, or a scheduler file ``dask scheduler
+   --scheduler-file F`` wrote) and asks every worker for its :class:`~tl_aot.pipeline.toolset.Toolset`; a
+   worker whose tools differ is refused before any task runs (its differences logged), and tasks
+   go only to the workers that agree;
+2. submits one :class:`~tl_aot.pipeline.variant_task.VariantTask` per variant the cache lacks (sources as
+   bytes: no shared file system), with a unique key (never answered from another build's result);
+3. verifies each :class:`~tl_aot.pipeline.variant_task.VariantResult` (:func:`~tl_aot.pipeline.variant_task.accept_result`)
+   and alone writes the cache; a worker killed mid-task has its task rescheduled by Dask, and
+   nothing it half wrote can reach the cache (it writes none);
+4. renders and compiles the launcher and links locally, as a local build does: the library is
+   the same bytes.
+
+Progress lines name the worker each variant ran on and, while tasks run, what runs where.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+import uuid
+
+from ..common.errors import TlAotError, ToolchainNotFound
+from .toolset import differences, local_toolset
+from .variant_task import ToolsetMismatch, accept_result, pack_task
+
+__all__ = ["ClusterError", "connect", "vet_workers", "run_on_cluster", "CLUSTER_ENV"]
+
+#: The environment variable every front end reads for the cluster's address (``--cluster`` wins).
+CLUSTER_ENV = "TL_AOT_CLUSTER"
+
+#: Seconds between checks of the cluster's workers while tasks run.
+_POLL_S = 1.0
+
+#: Seconds between "what runs where" lines.
+_WHERE_EVERY_S = 15.0
+
+
+class ClusterError(TlAotError):
+    """The cluster cannot build: unreachable, no worker agrees with this machine, every worker left."""
+
+
+def _dask():
+    try:
+        import distributed
+    except ImportError:
+        msg = "--cluster / TL_AOT_CLUSTER needs Dask's distributed scheduler: pip install 'tl_aot[cluster]'"
+        raise ToolchainNotFound(msg) from None
+    return distributed
+
+
+def connect(address: str, *, timeout_s: float = 30.0):
+    """A ``distributed.Client`` of ``address`` (``tcp://host:port`` or a scheduler file); an error names it."""
+    from pathlib import Path
+
+    distributed = _dask()
+    try:
+        if "://" not in address and Path(address).is_file():
+            return distributed.Client(scheduler_file=address, timeout=timeout_s, set_as_default=False)
+        return distributed.Client(address, timeout=timeout_s, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as e:
+        msg = f"cluster {address}: cannot connect to its scheduler ({type(e).__name__}: {e}); is `dask scheduler` running there?"
+        raise ClusterError(msg) from None
+
+
+def _report_toolset() -> dict:
+    """Run on each worker by :func:`vet_workers`: its toolset as a plain dict."""
+    return local_toolset().as_dict()
+
+
+def _scheduler_workers(dask_scheduler=None) -> list:
+    """Run on the scheduler: the addresses of the workers it has now (the client's own view lags)."""
+    return list(dask_scheduler.workers)
+
+
+def _worker_names(client) -> dict:
+    """Worker address -> ``name (address, N threads)``."""
+    info = client.scheduler_info().get("workers", {})
+    return {a: f"{w.get('name', a)} ({a}, {w.get('nthreads', '?')} thread{'' if w.get('nthreads') == 1 else 's'})" for a, w in info.items()}
+
+
+def vet_workers(client, log=None) -> list:
+    """The addresses of the workers whose toolset is this machine's; the others are refused, naming each difference.
+
+    Raises :class:`ClusterError` when the cluster has no worker, or none agrees.
+    """
+    here = local_toolset()
+    try:
+        client.wait_for_workers(1, timeout=30)
+    except (TimeoutError, OSError) as e:
+        msg = f"cluster {client.scheduler.address}: no worker joined within 30 s ({e}); start some with `dask worker ADDRESS`"
+        raise ClusterError(msg) from None
+    reports = client.run(_report_toolset, on_error="return")
+    names = _worker_names(client)
+    ok, refused = [], []
+    for addr, report in sorted(reports.items()):
+        name = names.get(addr, addr)
+        if isinstance(report, BaseException):
+            refused.append(f"{name}: cannot report its tools ({type(report).__name__}: {report}); is tl_aot installed there?")
+            continue
+        diff = differences(here, report, here_name="here", there_name="there")
+        if diff:
+            refused.append(f"{name}: {'; '.join(diff)}")
+        else:
+            ok.append(addr)
+    for line in refused:
+        if log:
+            log(f"cluster: refused worker {line}")
+    if not ok:
+        msg = f"cluster {client.scheduler.address}: no worker has this machine's tools ({here.describe()}):\n  " + "\n  ".join(refused)
+        raise ToolsetMismatch(msg)
+    if log:
+        log(f"cluster {client.scheduler.address}: {len(ok)} worker(s) agree ({here.describe()}): {', '.join(names.get(a, a) for a in ok)}")
+    return ok
+
+
+def run_on_cluster(todo: list, run, stages, *, address: str, log, keep_going: bool, progress, launcher: bool = True):
+    """Build ``todo`` (plan tasks) on the cluster at ``address``; verify, cache and record each; then the launcher here.
+
+    Fills ``run`` (a :class:`~tl_aot.pipeline.scheduler.VariantRun`) as :func:`~tl_aot.pipeline.scheduler.run_variants`
+    does; ``launcher=False`` (a shard) builds the variants only.
+    """
+    from .cluster_worker import run_task
+    from .stages import project_of
+
+    client = connect(address)
+    try:
+        ok = vet_workers(client, log)
+        names = _worker_names(client)
+        here = local_toolset()
+        with cf.ThreadPoolExecutor(max_workers=1) as local:
+            runtime = local.submit(stages.runtime) if launcher else None
+            build = uuid.uuid4().hex[:8]
+            futures = {}
+            for t in todo:
+                vt = pack_task(t, here)
+                fut = client.submit(
+                    run_task,
+                    vt,
+                    key=f"tl_aot-{t.spec.name}-{t.arch.sm}-{build}-{t.key[:12]}",
+                    pure=False,
+                    workers=ok,
+                    allow_other_workers=False,
+                    retries=0,
+                )
+                futures[fut] = t
+            run.workers, run.cluster = len(ok), address
+            _collect(client, futures, run, stages, ok, names, log, keep_going, progress, project_of)
+            if launcher:
+                run.tasks = stages.without_failures(run)
+                t0 = time.perf_counter()
+                run.header_text, run.launcher_obj = stages.launcher(run)
+                run.spent["host"] += time.perf_counter() - t0
+                run.runtime_obj = runtime.result()
+    finally:
+        client.close()
+    return run
+
+
+def _collect(client, futures: dict, run, stages, ok: list, names: dict, log, keep_going: bool, progress, project_of) -> None:
+    """Wait for every task; verify, cache and record each result as it comes; log workers that leave and what runs where."""
+    distributed = _dask()
+    waiting = distributed.as_completed(list(futures), loop=client.loop)
+    alive = set(ok)
+    last_check = last_where = time.monotonic()
+    try:
+        while not waiting.is_empty():
+            if waiting.has_ready():
+                for fut in waiting.next_batch(block=False):
+                    _take(fut, futures[fut], run, stages, names, keep_going, progress, project_of)
+                continue
+            time.sleep(0.05)
+            if time.monotonic() - last_check < _POLL_S:
+                continue
+            last_check = time.monotonic()
+            now_workers = set(client.run_on_scheduler(_scheduler_workers))
+            for gone in sorted(alive - now_workers):
+                if log:
+                    log(f"cluster: worker {names.get(gone, gone)} left; the scheduler runs its tasks on the others")
+            alive &= now_workers
+            if not alive:
+                msg = "cluster: every worker that agrees with this machine has left; nothing can build the variants left"
+                raise ClusterError(msg)
+            if log and last_check - last_where > _WHERE_EVERY_S:
+                last_where = last_check
+                log(_where(client, futures, names))
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        raise
+
+
+def _take(fut, task, run, stages, names: dict, keep_going: bool, progress, project_of) -> None:
+    """One finished task: its result verified and cached, or its error raised (recorded with ``keep_going``)."""
+    distributed = _dask()
+    try:
+        try:
+            result = fut.result()
+        except distributed.KilledWorker as e:
+            msg = f"entry {task.spec.name!r} ({task.arch}): the workers running it died repeatedly ({e}); nothing was stored"
+            raise ClusterError(msg, entry=task.spec.name, arch=task.arch.sm) from None
+        variant, image = accept_result(task, result)
+    except TlAotError as e:
+        if not keep_going:
+            raise
+        run.failures.append((task.spec.name, str(task.arch), str(e)))
+        run.lowered.pop(task.key, None)
+        return
+    stages.cache.store(task.key, variant, image, project_of(task.spec), replace=stages.force)
+    run.lowered[task.key] = variant
+    run.images[task.key] = image
+    run.timings[task.key] = result.lower_s + result.compile_s
+    run.spent["lowering"] += result.lower_s
+    run.spent["nvcc"] += result.compile_s
+    run.rebuilt.append((task.spec.name, str(task.arch)))
+    where = names.get(result.worker, result.worker)
+    progress.step(
+        f"{task.spec.name} {task.arch} on {where}: lowered {result.lower_s:.1f} s, "
+        f"nvcc {result.compile_s:.1f} s ({len(image) / 1024:.0f} KiB)"
+    )
+
+
+def _where(client, futures: dict, names: dict) -> str:
+    """``running: w1: gemm sm_90a; w2: softmax sm_80``: what each worker runs now."""
+    by_key = {f.key: t for f, t in futures.items()}
+    parts = []
+    for addr, keys in sorted(client.processing().items()):
+        labels = [f"{by_key[k].spec.name} {by_key[k].arch}" for k in keys if k in by_key]
+        if labels:
+            parts.append(f"{names.get(addr, addr).split(' ')[0]}: {', '.join(labels)}")
+    return "cluster running: " + ("; ".join(parts) if parts else "(waiting for a worker)")

@@ -1,0 +1,120 @@
+"""Stage 3, compile images: a lowered variant's CUDA → its image (nvcc), or its CuTeDSL module → a cubin.
+
+Errors name the entry, the arch and the user's code the kernel came from; a tool that died on a
+nearly full disk is said to have, rather than blamed on the CUDA code.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+from ..common.destinations import disk_full_note
+from ..common.errors import CompileError, FailedProcessError, TlAotError, tool_signal
+from ..common.metadata import LoweredVariant
+from ..cuda.device_image import Unit, compile_image, compile_images
+from ..lower.cutedsl import compile_cubin, match_kernels
+
+__all__ = ["image_of", "images_of"]
+
+
+def image_of(variant: LoweredVariant, arch, work: Path, source: str, *, path_map=()) -> bytes:
+    """The image of one lowered variant (nvcc, or CuTeDSL for a ``cutedsl`` variant), compiled under ``work``.
+
+    ``source`` (``kernels.py:12 (matmul)``) is where errors point; ``path_map`` ((old, new) folder
+    pairs) respells paths in the image's line table: a cluster worker's copy of the sources as the
+    driver's folder, so the image is the driver's own.
+    """
+    if variant.backend == "cutedsl":
+        return _cutedsl(variant, arch, work)
+    return _nvcc(variant, arch, work, source, path_map)
+
+
+def _nvcc(variant: LoweredVariant, arch, work: Path, source: str, path_map=()) -> bytes:
+    """The image of one variant; nvcc's error says which entry and user code it came from."""
+    unit = _unit(variant, arch)
+    try:
+        return compile_image(arch, work / "kernels", unit.stem, unit.source, variant.nvcc_options, what=unit.what, path_map=path_map)
+    except FailedProcessError as e:
+        raise _nvcc_error(e, variant, arch, work, source, unit.stem) from e
+
+
+def images_of(variants: list[tuple[LoweredVariant, str]], arch, work: Path, on_done) -> None:
+    """The images of several variants of one ``arch`` (each with where its errors point): ``on_done(i, image or error)`` for each.
+
+    nvcc variants with the same flags compile to PTX in one nvcc run (:func:`tl_aot.cuda.device_image.compile_images`:
+    the headers are parsed once; the images are those each variant gets alone); CuTeDSL ones one by one.
+    Each result is passed on as soon as it is known.
+    """
+    groups: dict[tuple, list[int]] = {}
+    for i, (v, _) in enumerate(variants):
+        if v.backend != "cutedsl":
+            groups.setdefault(tuple(v.nvcc_options), []).append(i)
+            continue
+        try:
+            image = _cutedsl(v, arch, work)
+        except TlAotError as e:
+            on_done(i, e)
+        else:
+            on_done(i, image)
+    for options, members in groups.items():
+        units = [_unit(variants[i][0], arch) for i in members]
+        index = {u.stem: i for u, i in zip(units, members)}
+
+        def done(stem: str, got, index=index) -> None:
+            i = index[stem]
+            if isinstance(got, FailedProcessError):
+                got = _nvcc_error(got, variants[i][0], arch, work, variants[i][1], stem)
+            on_done(i, got)
+
+        compile_images(arch, work / "kernels", units, options, on_done=done)
+
+
+def _unit(variant: LoweredVariant, arch) -> Unit:
+    stem = f"{variant.entry}__{arch.sm}{'_ptx' if arch.ptx else ''}"
+    return Unit(stem, variant.cuda_source, f"nvcc ({variant.entry}, {arch})")
+
+
+def _nvcc_error(e: FailedProcessError, variant: LoweredVariant, arch, work: Path, source: str, stem: str) -> CompileError:
+    """Nvcc's failure on one variant as the error a user reads: entry, arch, their code, the generated source."""
+    crash = _crash_of(e, work)
+    if crash:
+        return CompileError(f"entry {variant.entry!r} ({arch}): {crash}", entry=variant.entry, arch=arch.sm, location=source)
+    hint = ""
+    if variant.nvcc_options and re.search(r"Unknown option|unknown option|Unsupported|invalid", e.stderr + e.stdout):
+        hint = (
+            f"\n  the extra nvcc flags ({' '.join(variant.nvcc_options)}) come from the entry's compile_flags / "
+            "--nvcc-flag, or the kernel's TL_DEVICE_COMPILE_FLAGS pass config"
+        )
+    msg = (
+        f"entry {variant.entry!r} ({arch}): nvcc failed on the CUDA code TileLang generated from {source}\n"
+        f"  generated source: {work / 'kernels' / (stem + '.cu')}{hint}\n{e}"
+    )
+    return CompileError(msg, entry=variant.entry, arch=arch.sm, location=source)
+
+
+def _crash_of(e: FailedProcessError, work: Path) -> str:
+    """For a tool that died of a signal on a nearly full disk: what happened, in words ("" otherwise).
+
+    cicc and ptxas crash (SIGSEGV, SIGBUS) rather than report a failed write when the disk fills
+    under them; the CUDA code is not at fault then, and saying so would send the user the wrong way.
+    """
+    sig = tool_signal(e.returncode)
+    if sig is None or sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL, signal.SIGHUP):
+        return ""
+    disk = disk_full_note(work, tempfile.gettempdir())
+    tool = Path(e.cmd[0]).name if e.cmd else "the tool"
+    if disk:
+        return f"{tool} died of {sig.name} with the {disk}; free some space and build again"
+    return ""
+
+
+def _cutedsl(variant: LoweredVariant, arch, work: Path) -> bytes:
+    """The cubin CuTeDSL compiles from the variant's generated module; every launch's kernel pattern matched once in it."""
+    image, module = compile_cubin(variant, arch, work)
+    match_kernels(variant.kernels, image, entry=variant.entry, arch=arch.sm)
+    shutil.rmtree(module.parent, ignore_errors=True)
+    return image

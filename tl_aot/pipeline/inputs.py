@@ -1,0 +1,28 @@
+"""What a build reads besides the specs: the project an entry's paths are relative to, and tl_aot's own generator files.
+
+Shared by the plan (keys, the stamp) and the stages (cache entries, the depfile), so neither
+imports the other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config.kernel_spec import KernelSpec
+from ..cuda.toolchain import RUNTIME_SOURCES
+from ..jit.source import project_root
+
+__all__ = ["project_of", "generator_files"]
+
+_TEMPLATES = Path(__file__).parents[1] / "codegen" / "templates"
+
+
+def project_of(spec: KernelSpec) -> Path | None:
+    """The project root of the entry's kernel file (cache entries store paths relative to it)."""
+    src = Path(spec.source)
+    return None if spec.capture or not src.is_file() else project_root(src)
+
+
+def generator_files() -> list[Path]:
+    """Files whose content shapes every library besides the kernels: templates and the launcher runtime."""
+    return sorted([*_TEMPLATES.glob("*.j2"), *RUNTIME_SOURCES])

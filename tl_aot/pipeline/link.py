@@ -1,0 +1,136 @@
+"""Stages 5 and 6, link and publish: the manifest, images and objects → ``lib<name>.so``, swapped into place with its header.
+
+* :func:`link`: the manifest, images, launcher and runtime objects → ``lib<name>.so`` in the work folder.
+* :func:`publish`: that library, its header, stamp and depfile moved into place together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..codegen.render import render_manifest
+from ..common.destinations import StagedFiles, filesystem_errors
+from ..common.escaping import depfile_path, encode_text
+from ..common.fileutil import atomic_write, file_digest, write_if_different
+from ..common.metadata import Manifest, to_json
+from ..cuda.host_compile import embed_images, link_library
+from ..cuda.host_objects import generated_object
+from .inputs import generator_files
+
+__all__ = ["Outputs", "link", "publish", "write_depfile", "sweep_debris"]
+
+
+def link(
+    name: str, work: Path, manifest: Manifest, images: dict, objects: tuple[Path, Path], *, cache: Path, key: str, force: bool = False
+) -> Path:
+    """Link ``lib<name>.so`` in the work folder from the images (symbol -> bytes) and the objects.
+
+    Writes the images, compiles the manifest unit (or takes its object from ``cache``, keyed with
+    ``key``: :func:`objects_key`), embeds the images into a copy of the launcher object and links
+    it with the runtime object. ``objects``: the launcher's and the runtime's, both in the cache
+    (read, never modified).
+    """
+    launcher_obj, runtime_obj = objects
+    files = {}
+    for sym, image in images.items():
+        path = work / f"{sym}.bin"
+        if _read_bytes(path) != image:
+            atomic_write(path, image)
+        files[sym] = path
+    text = render_manifest(manifest)
+    write_if_different(work / f"{name}.manifest.cc", text)
+    manifest_obj, _ = generated_object(
+        cache,
+        {f"{name}.manifest.cc": text},
+        f"{name}.manifest.cc",
+        f"{name}.manifest.o",
+        extra_key=key,
+        what=f"compiling the manifest of {name}",
+        force=force,
+    )
+    embed_images(work, str(launcher_obj), files, f"{name}.o")
+    link_library(work, [f"{name}.o", str(manifest_obj), str(runtime_obj)], f"lib{name}.so", what=f"linking lib{name}.so")
+    return work / f"lib{name}.so"
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where a build puts what it publishes."""
+
+    library: Path
+    header: Path
+    stamp: Path
+    depfile: Path | None
+
+
+def publish(
+    built: Path, out: Outputs, manifest: Manifest, header_text: str, *, lib_key: str, inputs: list, deps: tuple, stamp: bool
+) -> None:
+    """Swap the linked library and its header into place together, after writing the stamp and the depfile.
+
+    The stamp names the new library's digest, so written first it cannot make the library that
+    is still in place look up to date; a fault before the swap leaves library and header as they
+    were. Without ``stamp`` (a build that left variants out) the stamp is removed: the next build
+    tries again.
+    """
+    staged = StagedFiles()
+    try:
+        staged.stage(out.library, source=built, role="library")
+        header = header_text.encode()
+        if _read_bytes(out.header) != header:  # an unchanged header keeps its timestamp
+            with filesystem_errors("create the header folder", out.header.parent):
+                out.header.parent.mkdir(parents=True, exist_ok=True)
+            staged.stage(out.header, data=header, role="header")
+        with filesystem_errors("read the linked library", built):
+            library_sha256 = file_digest(built)
+        with filesystem_errors("write the build stamp", out.stamp):
+            if stamp:
+                data = {
+                    "key": lib_key,
+                    "library_sha256": library_sha256,
+                    "header_sha256": hashlib.sha256(header).hexdigest(),
+                    "manifest": json.loads(to_json(manifest)),
+                    "inputs": inputs,
+                }
+                atomic_write(out.stamp, json.dumps(data))
+            else:
+                out.stamp.unlink(missing_ok=True)
+        if out.depfile:
+            with filesystem_errors("write the depfile", out.depfile):
+                write_depfile(out.depfile, out.library, tuple(sorted({*deps, *(Path(p) for p, _ in inputs)})))
+    except BaseException:
+        staged.discard()
+        raise
+    staged.publish()
+
+
+def write_depfile(path: Path, target: Path, deps) -> None:
+    """A Makefile depfile: the library depends on the kernel files, local modules, headers and tl_aot's templates."""
+    lines = [f"{depfile_path(target)}: \\"] + [f"  {depfile_path(d)} \\" for d in [*deps, *generator_files()]]
+    lines[-1] = lines[-1][:-2]
+    write_if_different(path, encode_text("\n".join(lines) + "\n"))
+
+
+def sweep_debris(work: Path, out: Outputs | None = None) -> None:
+    """Remove what killed builds of this library left in its work folder and beside its outputs (the caller holds its lock)."""
+    beside = [p for f in (out.library, out.header) for p in f.parent.glob(f".{f.name}.*") if p.suffix in (".part", ".old")] if out else []
+    for p in [*work.glob(".lib*.part"), *beside]:
+        with contextlib.suppress(OSError):
+            p.unlink()
+    kernels = work / "kernels"
+    if kernels.is_dir():
+        for p in kernels.iterdir():
+            if p.name.startswith(".") and p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)

@@ -1,0 +1,168 @@
+"""The first stage of a build: from specs to variants, their keys, and what the cache already holds.
+
+:func:`plan_build` reads each entry's Python sources once (a :class:`~tl_aot.jit.source.SourceSnapshot`:
+the keys are made from exactly those bytes, and the lower stage checks them again), keys every
+(entry, arch) variant, and tells whether the library on disk is still the one these keys make
+(the stamp), all without importing TileLang.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..common.errors import SpecError, ToolchainNotFound
+from ..common.fileutil import file_digest
+from ..common.metadata import ABI_VERSION, Manifest, from_json
+from ..common.versions import __version__, package_version
+from ..config.kernel_spec import KernelSpec, LibrarySpec
+from ..config.options import inputs_unchanged
+from ..cuda.cuda_toolkit import find_toolkit, pin_toolkit, pip_toolkits
+from ..cuda.toolchain import compiler_description, nvcc_version, point_tilelang_at_toolkit, supported_archs_of
+from ..gpu.arch import Arch
+from ..gpu.cuda_compat import min_cuda_for_arch
+from ..jit.source import SourceSnapshot, display_path, snapshot_files, snapshot_sources
+from .cache import VariantCache, variant_key
+from .inputs import generator_files, project_of
+
+__all__ = ["Task", "Plan", "plan_build", "check_toolchain", "generator_files", "read_stamp"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One variant to have in the library: an entry built for one arch, and its cache key."""
+
+    spec: KernelSpec
+    arch: Arch
+    key: str
+    sources: SourceSnapshot  # the entry's kernel file and local modules, as read for the key
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every variant of the library, its key, and what the cache holds already."""
+
+    lib: LibrarySpec
+    tasks: tuple  # Task
+    lib_key: str  # changes with any variant key, the generator files, the versions
+    nvcc_version: str
+    tvm_ffi_version: str
+    hits: dict  # key -> (LoweredVariant, image) found valid in the cache
+    deps: tuple  # every kernel file and local module: what the depfile lists
+
+    @property
+    def todo(self) -> list:
+        """The tasks to lower and compile in this build."""
+        return [t for t in self.tasks if t.key not in self.hits]
+
+
+def check_toolchain(lib: LibrarySpec) -> str:
+    """Find the CUDA compiler, check it builds every arch asked for, point TileLang at it; returns its version.
+
+    The compiler is found by :func:`tl_aot.cuda.cuda_toolkit.find_toolkit`'s one search order. When it is
+    a pip-installed one and both CUDA 12 and 13 are installed (and ``TL_AOT_CUDA`` does not choose),
+    the oldest that builds every arch is used: its libraries load on the most drivers. Errors name
+    the entry, the arch, the compiler and the CUDA release the arch needs. The version returned
+    (``13.0.88``, or ``12.9.86 (NVRTC)`` for the CUDA 12 pip compiler) keys the cache.
+    """
+    pin_toolkit(None)
+    try:
+        tk = find_toolkit()
+    except ToolchainNotFound as e:
+        msg = f"{_what(lib)}: {e}"
+        raise ToolchainNotFound(msg) from None
+    wanted = {arch.number for spec in lib.entries for arch in spec.archs}
+    ptx = any(arch.ptx for spec in lib.entries for arch in spec.archs)
+    if tk.origin == "pip" and not os.environ.get("TL_AOT_CUDA", "").strip():
+        fits = (t for t in pip_toolkits() if wanted <= supported_archs_of(t) and not (ptx and t.kind == "nvrtc"))
+        tk = next(fits, tk)
+    pin_toolkit(tk)  # this build's compiler, whatever CUDA_HOME says next (point_tilelang_at_toolkit sets it)
+    point_tilelang_at_toolkit()
+    version = nvcc_version()
+    known = supported_archs_of(tk)
+    for spec in lib.entries:
+        for arch in spec.archs:
+            if known and arch.number not in known:
+                need = ".".join(map(str, min_cuda_for_arch(arch.number)))
+                hint = " (pip install 'tl_aot[build-cu13]')" if tk.origin == "pip" and min_cuda_for_arch(arch.number) >= (13, 0) else ""
+                msg = (
+                    f"entry {spec.name!r} ({arch}) in {display_path(spec.source)}: {compiler_description()} cannot build "
+                    f"{arch.sm}; it targets sm_{', sm_'.join(str(n) for n in sorted(known))}. {arch.sm} needs CUDA {need} "
+                    f"or newer{hint}"
+                )
+                raise SpecError(msg)
+            if arch.ptx and tk.kind == "nvrtc":
+                msg = (
+                    f"entry {spec.name!r} ({arch}) in {display_path(spec.source)}: {compiler_description()} cannot pack "
+                    "a PTX fallback with the image (NVIDIA publishes no fatbinary for CUDA 12 on PyPI); build "
+                    f"--arch {arch.sm.removeprefix('sm_')} without +PTX, or with tl_aot[build-cu13] or a CUDA toolkit"
+                )
+                raise SpecError(msg)
+    return version if tk.kind == "nvcc" else f"{version} (NVRTC)"
+
+
+def plan_build(lib: LibrarySpec, cache: VariantCache, nvcc_version: str, *, force: bool = False) -> Plan:
+    """Key every variant from its sources read once, and look each key up in the cache (none with ``force``)."""
+    tasks, deps = [], set()
+    for spec in lib.entries:
+        sources = snapshot_files([]) if spec.capture else snapshot_sources(spec.source, spec.imports)
+        deps.update(sources.paths)
+        for arch in spec.archs:
+            key, _ = variant_key(spec, arch, nvcc_version=nvcc_version, sources=sources)
+            tasks.append(Task(spec, arch, key, sources))
+    tvm_ffi = package_version("apache-tvm-ffi")
+    hits = {}
+    if not force:
+        for t in tasks:
+            hit = cache.load(t.key, project_of(t.spec))
+            if hit is not None:
+                hits[t.key] = hit
+    return Plan(lib, tuple(tasks), _lib_key(lib, [t.key for t in tasks], tvm_ffi), nvcc_version, tvm_ffi, hits, tuple(sorted(deps)))
+
+
+def read_stamp(stamp: Path, plan: Plan, library: Path, header: Path | None = None) -> tuple[Manifest, list] | None:
+    """The manifest and header inputs of the library on disk, if the stamp says it is what ``plan`` builds.
+
+    A stamp of another shape, of another key, of a library file or ``header`` that changed since,
+    or naming an input header that changed since, is None (the library is built again), never an error.
+    """
+    try:
+        data = json.loads(stamp.read_text())
+        if not isinstance(data, dict) or data.get("key") != plan.lib_key or data.get("library_sha256") != file_digest(library):
+            return None
+        if header is not None and data.get("header_sha256") != file_digest(header):
+            return None  # a header truncated or edited since: publish it again
+        inputs = [tuple(i) for i in data["inputs"]]
+        if not all(len(i) == 2 and all(isinstance(x, str) for x in i) for i in inputs) or not inputs_unchanged(inputs):
+            return None
+        return from_json(Manifest, data["manifest"]), inputs
+    except Exception:  # noqa: BLE001 (missing, not JSON, of another shape: not up to date)
+        return None
+
+
+def _what(lib: LibrarySpec) -> str:
+    """``library 'x' (entries a, b for sm_80, sm_90a)``: the subject of errors raised before any entry runs."""
+    archs = sorted({str(a) for e in lib.entries for a in e.archs})
+    names = ", ".join(e.name for e in lib.entries)
+    return f"library {lib.name!r} (entr{'y' if len(lib.entries) == 1 else 'ies'} {names} for {', '.join(archs)})"
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _lib_key(lib: LibrarySpec, keys: list[str], tvm_ffi_version: str) -> str:
+
+    templates = "".join(sorted(_digest(f.name, f.read_text()) for f in generator_files()))
+    try:  # which compiler (and from where) is recorded in the manifest: another one relinks, from cached images
+        compiler = find_toolkit().describe
+    except ToolchainNotFound:
+        compiler = ""
+    return _digest(__version__, str(ABI_VERSION), lib.name, tvm_ffi_version, templates, compiler, *keys)

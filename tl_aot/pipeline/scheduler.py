@@ -1,0 +1,234 @@
+"""Run a build's stages in parallel: how many jobs, where lowering runs, and the order things start.
+
+The stages themselves (:mod:`tl_aot.pipeline.stages`) know nothing of threads. Here they share one
+budget of ``jobs`` slots, like make's jobserver: ``-j 1`` is strictly serial and ``-j N`` never
+runs more than N tools at once. Lowering runs in worker processes once ``-j`` leaves room for
+more than one (TileLang is not thread safe), lowered variants compile in batches (one nvcc front
+end for several, :func:`batch_size`) as soon as a batch is full, and the launcher compiles while nvcc still runs.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..common.errors import SpecError, TlAotError
+from ..lower.lower_worker import LoweringPool
+
+__all__ = ["default_jobs", "lowering_workers", "batch_size", "Progress", "VariantRun", "run_variants"]
+
+#: Memory one job may take: nvcc of a big TileLang kernel peaks near 1.5 GB; a lowering worker holds
+#: TileLang, TVM and torch (about 0.4 GB for a GEMM, more for attention kernels).
+JOB_MEMORY_GB = 1.5
+
+#: The most variants one nvcc job compiles together (see :func:`batch_size`): bounds its memory and how long it runs.
+MAX_BATCH = 24
+
+#: The share of a build's job slots that lower (the rest run nvcc); see :func:`lowering_workers`.
+LOWERING_SHARE = 0.5
+
+
+def available_memory_gb() -> float | None:
+    """MemAvailable from /proc/meminfo (None where there is none)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return None
+
+
+def default_jobs() -> int:
+    """Parallel jobs: ``MAX_JOBS`` if set (as torch users expect), else the CPU count within memory.
+
+    At most one job per :data:`JOB_MEMORY_GB` of available memory (as flashinfer's builds derive
+    theirs), so ``-j`` left to its default never makes a small machine swap.
+    """
+    env = os.environ.get("MAX_JOBS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            msg = f"MAX_JOBS={env!r}: expected a whole number of jobs, at least 1 (or leave MAX_JOBS unset)"
+            raise SpecError(msg)
+        return int(env)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, _jobs_in_memory(cpus)))
+
+
+def _jobs_in_memory(otherwise: int) -> int:
+    """How many :data:`JOB_MEMORY_GB` jobs available memory holds (``otherwise`` where it cannot be read)."""
+    mem = available_memory_gb()
+    return int(mem // JOB_MEMORY_GB) if mem is not None else otherwise
+
+
+def lowering_workers(jobs: int, variants: int) -> int:
+    """Lowering processes for a build of ``variants`` with ``jobs`` slots: a share of the slots, within memory.
+
+    A variant spends about as long lowering as in nvcc once 16 jobs share the machine (2.0 s and
+    2.1 s per variant in bench/scaling.py on the 16-core GPU machine), so half the slots lower and
+    the rest compile. One means this process, no worker: with ``-j 2`` or less (``round(2 * 0.5)``),
+    one lowering at a time keeps nvcc busy and no second TileLang import is paid for.
+    """
+    return max(1, min(variants, _jobs_in_memory(jobs), round(jobs * LOWERING_SHARE)))
+
+
+class Progress:
+    """``[3/22 4.1 s, ~20 s left] lower gemm_bf16 sm_90a``: one numbered line per step, from any thread."""
+
+    def __init__(self, total: int, log) -> None:
+        self.total = total
+        self.n = 0
+        self.log = log
+        self._lock = threading.Lock()
+        self._t0 = time.perf_counter()
+
+    def step(self, text: str) -> None:
+        """One line: step count, time since the build started and, past a few steps, an estimate of what is left."""
+        with self._lock:
+            self.n += 1
+            if self.log:
+                elapsed = time.perf_counter() - self._t0
+                left = elapsed / self.n * (self.total - self.n)
+                eta = f", ~{left:.0f} s left" if self.n >= 3 and self.total - self.n > 1 else ""
+                self.log(f"[{self.n}/{self.total} {elapsed:.1f} s{eta}] {text}")
+
+
+@dataclass
+class VariantRun:
+    """What the lower, compile and launcher stages produced for a build's variants."""
+
+    lib_name: str
+    lowered: dict  # key -> LoweredVariant, cached ones included
+    images: dict  # key -> image bytes, cached ones included
+    tasks: list  # the tasks left once failed variants are dropped
+    header_text: str = ""
+    timings: dict = field(default_factory=dict)  # key -> seconds, for variants built in this run
+    rebuilt: list = field(default_factory=list)  # (entry, arch)
+    failures: list = field(default_factory=list)  # (entry, arch, message) left out by a keep-going build
+    spent: dict = field(default_factory=lambda: {"lowering": 0.0, "nvcc": 0.0, "host": 0.0, "link": 0.0})
+    workers: int = 1
+    cluster: str = ""  # the Dask scheduler whose workers built the variants ("": this machine)
+    runtime_obj: object = None
+    launcher_obj: object = None
+    progress: object = None
+
+
+def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: bool, progress: Progress) -> VariantRun:
+    """Lower and compile ``todo`` (plan tasks) and compile the launcher, in parallel within ``jobs`` slots.
+
+    ``stages`` gives ``lower(task, lower_fn)``, ``compile(task, variant)``, ``launcher(run)`` (renders
+    and compiles the launcher of ``run.tasks``; returns the header text and the object) and ``runtime()``. A
+    failing variant stops the build, or with ``keep_going`` is recorded in ``run.failures``.
+    """
+    slots = threading.BoundedSemaphore(max(1, jobs))
+    run.workers = lowering_workers(jobs, len(todo))
+
+    def held(fn, *args):
+        with slots:
+            t0 = time.perf_counter()
+            return fn(*args), time.perf_counter() - t0
+
+    with (
+        cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
+        cf.ThreadPoolExecutor(max_workers=run.workers) as lowering,
+        LoweringPool(run.workers) if run.workers > 1 else contextlib.nullcontext() as processes,
+    ):
+        lower_fn = processes.lower if processes else None
+        runtime = pool.submit(held, stages.runtime)
+        pending = {lowering.submit(_lowered, held, stages.lower, t, lower_fn, progress): t for t in todo}
+        compiling: dict = {}
+        waiting: list = []
+        size = batch_size(jobs, run.workers, len(todo))
+        try:
+            for fut in cf.as_completed(pending):
+                task = pending[fut]
+                variant, seconds = _result(fut, task, run, keep_going)
+                if variant is None:
+                    continue
+                run.lowered[task.key] = variant
+                run.spent["lowering"] += seconds
+                waiting.append((task, variant, seconds))
+                if len(waiting) >= size:
+                    compiling[pool.submit(held, _compile_batch, stages, waiting)] = waiting
+                    waiting = []
+            if waiting:
+                compiling[pool.submit(held, _compile_batch, stages, waiting)] = waiting
+            # Everything the launcher says is known once lowering is done: compile it while nvcc runs.
+            _launcher(run, stages, held)
+            nvcc_failed = _collect_images(compiling, run, keep_going)
+            if nvcc_failed:  # the launcher named images that failed: render and compile it without them
+                _launcher(run, stages, held)
+            run.runtime_obj = runtime.result()[0]
+        except BaseException:  # leaving the `with` also ends the lowering workers
+            for f in [*compiling, *pending]:
+                f.cancel()
+            raise
+    return run
+
+
+def batch_size(jobs: int, workers: int, variants: int) -> int:
+    """How many lowered variants one nvcc job compiles together: the build's share per compile slot, at most :data:`MAX_BATCH`.
+
+    A batch parses the headers every TileLang kernel includes once (most of a small kernel's nvcc
+    time), so fewer, larger batches cost less CPU; one batch per slot keeps every slot busy. The
+    slots that do not lower compile (one lowering in this process at ``-j 2`` or less holds one).
+    """
+    slots = max(1, jobs - workers)
+    return max(1, min(MAX_BATCH, -(-variants // slots)))
+
+
+def _compile_batch(stages, waiting: list) -> list:
+    """Compile ``waiting`` ((task, variant, lowering seconds)) in one job: each item an image or its error."""
+    return stages.compile_many([(task, variant) for task, variant, _ in waiting])
+
+
+def _lowered(held, lower, task, lower_fn, progress):
+    progress.step(f"lower {task.spec.name} {task.arch}")
+    return held(lower, task, lower_fn)
+
+
+def _result(fut, task, run: VariantRun, keep_going: bool):
+    """A finished stage's (value, seconds), or (None, 0) for a failure a keep-going build records."""
+    try:
+        return fut.result()
+    except TlAotError as e:
+        if not keep_going:
+            raise
+        run.failures.append((task.spec.name, str(task.arch), str(e)))
+        run.lowered.pop(task.key, None)
+        return None, 0.0
+
+
+def _launcher(run: VariantRun, stages, held) -> None:
+    run.tasks = stages.without_failures(run)
+    (run.header_text, run.launcher_obj), seconds = held(stages.launcher, run)
+    run.spent["host"] += seconds
+
+
+def _collect_images(compiling: dict, run: VariantRun, keep_going: bool) -> bool:
+    """Wait for every nvcc batch; True if a variant failed (and was left out)."""
+    failed = False
+    for fut in cf.as_completed(compiling):
+        batch = compiling[fut]
+        images, seconds = fut.result()
+        run.spent["nvcc"] += seconds
+        for (task, _, t_lower), image in zip(batch, images):
+            if isinstance(image, TlAotError):
+                if not keep_going:
+                    raise image
+                run.failures.append((task.spec.name, str(task.arch), str(image)))
+                run.lowered.pop(task.key, None)
+                failed = True
+                continue
+            run.images[task.key] = image
+            run.timings[task.key] = t_lower + seconds / len(batch)
+            run.rebuilt.append((task.spec.name, str(task.arch)))
+    return failed

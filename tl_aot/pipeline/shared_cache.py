@@ -1,0 +1,160 @@
+"""A variant cache shared between machines: entries at an fsspec URL, behind the local cache.
+
+``TL_AOT_CACHE_URL`` / ``--cache-url`` (``file:///mnt/shared/tl_aot``, ``s3://bucket/tl_aot``, any
+fsspec URL whose filesystem is installed): CI runs, shards and cluster drivers reuse what any of
+them built. Each entry is one object, ``<url>/<key>.tlv``: a header line (key, sizes and SHA-256
+of both parts) then the variant's metadata (paths relative to its project, as the local cache
+stores them) and its image. One object per entry, so a put is all or nothing on an object store;
+on a folder it is written under a temporary name and renamed.
+
+Reads are verified like the local cache's: an entry of another key, of the wrong size or digest,
+or whose metadata does not parse is a miss, never used. A hit is copied into the local cache
+(which checks it again, the headers its flags name included) and served from there. A shared
+cache that cannot be reached or written is reported once and the build goes on without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import uuid
+
+from ..common.metadata import LoweredVariant, from_json, to_json
+from .cache import ROOT_TOKEN, VariantCache, relocate
+
+__all__ = ["SharedCache", "CACHE_URL_ENV", "pack_entry", "unpack_entry"]
+
+#: The environment variable every front end reads for the shared cache (``--cache-url`` wins).
+CACHE_URL_ENV = "TL_AOT_CACHE_URL"
+
+_MAGIC = b"TL_AOT_VARIANT 1\n"
+
+
+def pack_entry(key: str, variant_text: str, image: bytes) -> bytes:
+    """One shared-cache object: the header line, the metadata JSON and the image."""
+    text = variant_text.encode()
+    head = {
+        "key": key,
+        "variant_bytes": len(text),
+        "variant_sha256": hashlib.sha256(text).hexdigest(),
+        "image_bytes": len(image),
+        "image_sha256": hashlib.sha256(image).hexdigest(),
+    }
+    return _MAGIC + json.dumps(head, sort_keys=True).encode() + b"\n" + text + image
+
+
+def unpack_entry(data: bytes, key: str) -> tuple[str, bytes] | None:
+    """(metadata JSON, image) of an object written by :func:`pack_entry` for ``key``, if intact; else None."""
+    try:
+        if not data.startswith(_MAGIC):
+            return None
+        line_end = data.index(b"\n", len(_MAGIC))
+        head = json.loads(data[len(_MAGIC) : line_end])
+        body = data[line_end + 1 :]
+        n = int(head["variant_bytes"])
+        text, image = body[:n], body[n:]
+        if head["key"] != key or len(image) != int(head["image_bytes"]):
+            return None
+        if hashlib.sha256(text).hexdigest() != head["variant_sha256"] or hashlib.sha256(image).hexdigest() != head["image_sha256"]:
+            return None
+        return text.decode(), image
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None
+
+
+class SharedCache:
+    """The local :class:`~tl_aot.pipeline.cache.VariantCache` with a shared one behind it; the same interface as the local one."""
+
+    def __init__(self, local: VariantCache, url: str, *, log=None) -> None:
+        try:
+            import fsspec
+        except ImportError:
+            from ..common.errors import ToolchainNotFound
+
+            msg = f"a shared cache ({url}) needs fsspec: pip install 'tl_aot[cluster]'"
+            raise ToolchainNotFound(msg) from None
+        self.local = local
+        self.url = url.rstrip("/")
+        try:
+            self.fs, self.path = fsspec.core.url_to_fs(self.url)
+        except (ImportError, ValueError) as e:
+            from ..common.errors import SpecError
+
+            msg = f"shared cache {url}: {e} (for s3:// install s3fs, for gs:// gcsfs)"
+            raise SpecError(msg) from None
+        self.log = log
+        self._warned = False
+        self._lock = threading.Lock()
+        self.hits = 0
+        self._bad: set = set()  # keys whose shared entry was damaged: rewritten by store()
+
+    def __getattr__(self, name):  # everything else (root, the runtime object's folder, ...) is the local cache's
+        return getattr(self.local, name)
+
+    def _object(self, key: str) -> str:
+        return f"{self.path}/{key}.tlv"
+
+    def _warn(self, what: str, e: BaseException) -> None:
+        with self._lock:
+            if self._warned:
+                return
+            self._warned = True
+        if self.log:
+            self.log(f"shared cache {self.url}: cannot {what} ({type(e).__name__}: {e}); building without it")
+
+    def load(self, key: str, project=None):
+        """The local entry, else the shared one (verified, then copied into the local cache and read from there)."""
+        hit = self.local.load(key, project)
+        if hit is not None:
+            return hit
+        try:
+            data = self.fs.cat_file(self._object(key))
+        except FileNotFoundError:
+            return None
+        except Exception as e:  # noqa: BLE001 (an unreachable store is a miss: the build goes on)
+            self._warn("read", e)
+            return None
+        entry = unpack_entry(data, key)
+        try:
+            variant = None if entry is None else from_json(LoweredVariant, entry[0])
+        except Exception:  # noqa: BLE001 (metadata of another shape: a miss)
+            variant = None
+        if variant is None:
+            self._bad.add(key)  # damaged or foreign: rebuilt, and overwritten by store()
+            return None
+        if project is not None:
+            variant = relocate(variant, ROOT_TOKEN, str(project))
+        self.local.store(key, variant, entry[1], project)
+        found = self.local.load(key, project)
+        if found is not None:
+            self.hits += 1
+        return found
+
+    def check_writable(self) -> None:
+        self.local.check_writable()
+
+    def store(self, key: str, variant, image: bytes, project=None, *, replace: bool = False) -> None:
+        """Store locally, then put the entry in the shared cache (atomically: one object, or a temporary name renamed)."""
+        self.local.store(key, variant, image, project, replace=replace)
+        shared = relocate(variant, str(project), ROOT_TOKEN) if project is not None else variant
+        data = pack_entry(key, to_json(shared, indent=1), image)
+        final = self._object(key)
+        try:
+            if not replace and key not in self._bad and self.fs.exists(final):
+                return  # content addressed: an entry of this key is this entry (a damaged one is rewritten by a miss's store)
+            self.fs.makedirs(self.path, exist_ok=True)
+            if "file" in _protocols(self.fs):
+                tmp = f"{self.path}/.{key}.{uuid.uuid4().hex}.tmp"
+                self.fs.pipe_file(tmp, data)
+                os.replace(tmp, final)
+            else:
+                self.fs.pipe_file(final, data)  # an object store's put is all or nothing
+        except Exception as e:  # noqa: BLE001 (the local cache has it; the shared one is best effort)
+            self._warn("write", e)
+
+
+def _protocols(fs) -> tuple:
+    p = fs.protocol
+    return (p,) if isinstance(p, str) else tuple(p)

@@ -1,0 +1,183 @@
+"""The per-variant stages of a build: lower → compile images → launcher (then :mod:`tl_aot.pipeline.link` links and publishes).
+
+Each stage is a function that takes what the one before produced, says what it returns and what
+it may raise, and knows nothing of threads (:mod:`tl_aot.pipeline.scheduler` runs them in parallel).
+
+* :meth:`Stages.lower`: a task → its :class:`~tl_aot.common.metadata.LoweredVariant`; raises
+  :class:`LoweringError`, also when a kernel file or local module changed while it was lowered
+  (the variant would not be the one its key names).
+* :meth:`Stages.compile_many`: lowered variants → their images
+  (:mod:`tl_aot.pipeline.images`; several at once share one nvcc front end), stored in the cache;
+  raises :class:`CompileError`, also when a header its flags name changed during nvcc.
+* :meth:`Stages.launcher`: the lowered variants → the launcher object and the header's text.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..codegen.render import render_header, render_launcher
+from ..common.destinations import disk_full_note
+from ..common.errors import CompileError, LoweringError, TlAotError
+from ..common.fileutil import write_if_different
+from ..common.metadata import LoweredVariant
+from ..common.versions import __version__
+from ..config.kernel_spec import KernelSpec, LibrarySpec
+from ..cuda.host_objects import generated_object, runtime_object
+from ..cuda.image_check import variant_image_problem
+from ..jit.source import display_path, function_line, snapshot_files
+from .cache import VariantCache
+from .images import image_of, images_of
+from .inputs import project_of
+from .manifest import manifest_of
+
+__all__ = ["Stages", "objects_key", "project_of", "image_of"]
+
+
+@dataclass
+class Stages:
+    """The per-variant stages of one build, bound to its work folder, cache and progress lines."""
+
+    work: Path
+    cache: VariantCache
+    nvcc_version: str
+    tvm_ffi_version: str
+    progress: object
+    force: bool = False
+
+    def lower(self, task, lower_fn=None) -> LoweredVariant:
+        """Lower ``task`` (in a worker process through ``lower_fn``, else here) and check its sources did not move."""
+        from ..lower.lower import lower_variant
+
+        variant = (lower_fn or lower_variant)(task.spec, task.arch)
+        changed = task.sources.changed()
+        if changed:
+            files = ", ".join(display_path(f) for f in changed)
+            msg = (
+                f"entry {task.spec.name!r} ({task.arch}): {files} changed while the build was lowering it; "
+                "nothing was built from it. Build again once the file is saved."
+            )
+            raise LoweringError(msg, entry=task.spec.name, arch=task.arch.sm, location=files)
+        return variant
+
+    def compile_many(self, pairs: list) -> list:
+        """Images of several (task, variant) pairs, each checked and stored in the cache; each item an image or its error.
+
+        Variants of one arch compile together (:func:`~tl_aot.pipeline.images.images_of`): nvcc parses
+        the headers every TileLang kernel includes once for the batch, not once per variant.
+        """
+        out: list = [None] * len(pairs)
+        by_arch: dict = {}
+        for i, (task, _) in enumerate(pairs):
+            by_arch.setdefault(str(task.arch), []).append(i)
+        for members in by_arch.values():
+            headers = [snapshot_files([p for p, _ in pairs[i][1].inputs]) for i in members]
+            t0 = time.perf_counter()
+
+            def done(k: int, image, members=members, headers=headers, t0=t0) -> None:
+                task, variant = pairs[members[k]]
+                took = f"{time.perf_counter() - t0:.1f} s" + (f" into a batch of {len(members)}" if len(members) > 1 else "")
+                try:
+                    if isinstance(image, TlAotError):
+                        raise image
+                    self._store(task, variant, image, headers[k], took)
+                    out[members[k]] = image
+                except TlAotError as e:
+                    out[members[k]] = e
+
+            images_of([(pairs[i][1], _user_location(pairs[i][0].spec)) for i in members], pairs[members[0]][0].arch, self.work, done)
+        return out
+
+    def _store(self, task, variant: LoweredVariant, image: bytes, headers, took: str) -> None:
+        """Check the image and the headers it was compiled from, then keep it in the cache."""
+        moved = headers.changed() or tuple(p for p, d in variant.inputs if headers.files and _digest_of(headers, p) != d)
+        if moved:
+            msg = (
+                f"entry {task.spec.name!r} ({task.arch}): {', '.join(moved)} changed while nvcc compiled it; "
+                "nothing was stored. Build again."
+            )
+            raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm, location=", ".join(moved))
+        problem = variant_image_problem(variant, image)
+        if problem:
+            tool = "CuTeDSL" if variant.backend == "cutedsl" else "nvcc"
+            disk = disk_full_note(self.work, tempfile.gettempdir())
+            cause = f"; {disk}: free some space and build again" if disk else " (a tool that ran out of space, or was killed?)"
+            msg = f"entry {task.spec.name!r} ({task.arch}): {tool} made a damaged image, {problem}; nothing was stored{cause}"
+            raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
+        self.cache.store(task.key, variant, image, project_of(task.spec), replace=self.force)
+        tool = "cutedsl" if variant.backend == "cutedsl" else "nvcc"
+        self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {took})")
+
+    def launcher(self, run) -> tuple[str, Path]:
+        """Render the header and launcher of what was lowered and compile the launcher; returns the header text and the object.
+
+        The object comes from the cache when a build (of this library or another, into any folder)
+        compiled the same text with the same toolchain: editing one kernel usually leaves the
+        launcher's text unchanged (same signatures and launch shapes), and a fresh output folder
+        with a warm cache needs no compile at all.
+        """
+        lib = LibrarySpec(name=run.lib_name, entries=_entries_of(run.tasks))
+        signatures = manifest_of(lib, run.tasks, run.lowered, self.nvcc_version)
+        header_text = render_header(signatures)
+        launcher_text = render_launcher(signatures, header_name=f"{lib.name}.h")
+        write_if_different(self.work / f"{lib.name}.h", header_text)  # kept to read, and named in compile errors
+        write_if_different(self.work / f"{lib.name}.cc", launcher_text)
+        t0 = time.perf_counter()
+        obj, compiled = generated_object(
+            self.cache.root,
+            {f"{lib.name}.cc": launcher_text, f"{lib.name}.h": header_text},
+            f"{lib.name}.cc",
+            f"{lib.name}.launcher.o",
+            extra_key=self.objects_key,
+            what=f"compiling the launcher of {lib.name} ({self.work / (lib.name + '.cc')})",
+            force=self.force,
+        )
+        done = f"{time.perf_counter() - t0:.1f} s" if compiled else "unchanged, reused"
+        self.progress.step(f"launcher {lib.name}.cc ({len(lib.exports)} entries, {done})")
+        return header_text, obj
+
+    def runtime(self) -> Path:
+        """The launcher runtime's object (compiled once per toolchain into the cache; again with ``force``)."""
+        obj, _ = runtime_object(self.cache.root, extra_key=self.objects_key, force=self.force)
+        return obj
+
+    @property
+    def objects_key(self) -> str:
+        """See :func:`objects_key`."""
+        return objects_key(self.nvcc_version, self.tvm_ffi_version)
+
+    @staticmethod
+    def without_failures(run) -> list:
+        """The tasks left once failed variants are dropped (an error if none is left)."""
+        kept = [t for t in run.tasks if t.key in run.lowered]
+        if not kept:
+            shown = "\n".join(f"  {e} {a}: {err}" for e, a, err in run.failures[:5])
+            msg = f"library {run.lib_name!r}: every variant failed; nothing to link:\n{shown}"
+            raise LoweringError(msg)
+        return kept
+
+
+def objects_key(nvcc_version: str, tvm_ffi_version: str) -> str:
+    """The versions the host objects kept in the cache are keyed by, beside their text and command."""
+    return f"tl_aot {__version__}, tvm-ffi {tvm_ffi_version}, nvcc {nvcc_version}"
+
+
+def _digest_of(snapshot, path: str) -> str:
+    return next((d for p, _, _, d in snapshot.files if p == path), "missing")
+
+
+def _entries_of(tasks) -> tuple:
+    """The entries the tasks cover, in the library's order."""
+    seen: dict = {}
+    for t in tasks:
+        seen.setdefault(t.spec.name, t.spec)
+    return tuple(seen.values())
+
+
+def _user_location(spec: KernelSpec) -> str:
+    """``kernels.py:12 (matmul)``: where the user's kernel function is defined."""
+    line = function_line(spec.source, spec.function)
+    return f"{display_path(spec.source)}:{line or '?'} ({spec.function})"

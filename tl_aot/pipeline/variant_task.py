@@ -1,0 +1,336 @@
+"""The seam between a build and whatever machine builds one variant: a task in, verified bytes out.
+
+* :class:`VariantTask` (frozen, picklable): the entry, the arch, its cache key, the driver's
+  :class:`~tl_aot.pipeline.toolset.Toolset`, and the kernel's sources as **bytes** (:class:`ShippedSources`,
+  read from the plan's :class:`~tl_aot.jit.source.SourceSnapshot` and checked against its digests), so
+  a worker needs no shared file system.
+* :func:`build_variant_task` runs on the worker: refuses a task whose toolset differs from its own,
+  writes the sources into a private folder, lowers and compiles there, and moves every path back
+  to the driver's (the image's line table included), so the bytes equal a local build's.
+* :class:`VariantResult` (frozen): the variant's metadata as JSON and its image, each with its
+  SHA-256, or the error the worker raised (its class, message and fields).
+* :func:`accept_result` runs on the driver: checks the digests, the image's format and the headers
+  the flags named before anything reaches the cache (the driver alone writes it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import resource
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..common.errors import CompileError, LoweringError, TlAotError
+from ..cuda.image_check import variant_image_problem
+from .toolset import Toolset, differences, local_toolset
+
+__all__ = [
+    "ShippedSources",
+    "VariantTask",
+    "VariantResult",
+    "pack_task",
+    "build_variant_task",
+    "accept_result",
+    "raise_failure",
+    "ToolsetMismatch",
+]
+
+#: Image formats a variant may have: an ELF cubin, or a fatbin (``+PTX``).
+_ELF_MAGIC = b"\x7fELF"
+_FATBIN_MAGIC = (0xBA55ED50).to_bytes(4, "little")
+
+
+class ToolsetMismatch(TlAotError):
+    """A machine's TileLang / tl_aot / nvcc / tvm-ffi differ from the driver's: its outputs would differ."""
+
+
+@dataclass(frozen=True)
+class ShippedSources:
+    """A kernel's Python sources and the headers its flags name, as bytes, relative to ``base`` on the driver."""
+
+    base: str  # the driver's folder the files are relative to (their project, or the capture record's folder)
+    files: tuple  # (relative posix path, bytes)
+
+    def materialise(self, root: Path) -> Path:
+        """Write the files under ``root/<digest>/`` (reused when already there, intact); returns that folder."""
+        h = hashlib.sha256()
+        for rel, data in self.files:
+            h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+        folder = root / h.hexdigest()[:20]
+        done = folder / ".complete"
+        if done.is_file():
+            with contextlib.suppress(OSError):
+                os.utime(folder)  # in use: a sweep of day-old folders leaves it
+            return folder
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=root))
+        for rel, data in self.files:
+            dest = tmp / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+        (tmp / "setup.cfg").touch(exist_ok=True)  # a project marker: paths display as they do on the driver
+        (tmp / ".complete").touch()
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # another thread of this worker placed the same sources first
+            shutil.rmtree(tmp, ignore_errors=True)
+        return folder
+
+
+@dataclass(frozen=True)
+class VariantTask:
+    """One variant to build elsewhere: everything it needs, nothing of the driver's state."""
+
+    spec: object  # KernelSpec, its paths the driver's
+    arch: object  # Arch
+    key: str
+    toolset: Toolset
+    sources: ShippedSources
+
+    @property
+    def label(self) -> str:
+        return f"{self.spec.name} {self.arch}"
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    """What a worker gives back for a task: the variant and image with their digests, or its error."""
+
+    key: str
+    worker: str
+    variant_json: str = ""
+    variant_sha256: str = ""
+    image: bytes = b""
+    image_sha256: str = ""
+    lower_s: float = 0.0
+    compile_s: float = 0.0
+    cpu_s: float = 0.0  # CPU-seconds of the worker's tools (nvcc, ptxas) while it compiled (other threads' too)
+    error_class: str = ""  # "LoweringError", ...: the tl_aot error the worker raised
+    error: str = ""
+    error_fields: tuple = ()  # (name, value) of the error's plain fields
+
+    @property
+    def ok(self) -> bool:
+        return not self.error_class
+
+
+def _under(path: Path, base: Path) -> bool:
+    try:
+        path.relative_to(base)
+        return True
+    except ValueError:
+        return False
+
+
+def _base_of(spec) -> Path:
+    from ..jit.source import project_root
+
+    src = Path(spec.source).resolve()
+    return src.parent if spec.capture else project_root(src)
+
+
+def pack_task(task, toolset: Toolset) -> VariantTask:
+    """The :class:`VariantTask` of a plan task: its sources read as bytes, checked against the plan's snapshot.
+
+    A file edited since the plan read it is an error naming it (the variant would not be the one its
+    key names). A captured kernel ships a record of that kernel alone.
+    """
+    import json
+
+    from ..config.options import flag_inputs
+
+    spec = task.spec
+    base = _base_of(spec)
+    files: dict = {}
+    if spec.capture:
+        from ..jit.capture_record import RECORD_SCHEMA, Record
+
+        item = Record.load(spec.capture[0]).kernels.get(spec.capture[1])
+        if item is None:
+            msg = f"entry {spec.name!r} ({task.arch}): kernel {spec.capture[1]} is no longer in {spec.capture[0]}"
+            raise LoweringError(msg, entry=spec.name, arch=task.arch.sm)
+        if item.get("headers"):  # the worker writes them beside its copy of the record; the driver checks them here
+            from ..jit.captured import _materialise_headers
+
+            _materialise_headers(list(item.get("options", {}).get("compile_flags", [])), item["headers"], Path(spec.capture[0]))
+        data = {"schema": RECORD_SCHEMA, "kernels": {spec.capture[1]: item}}
+        files[Path(spec.capture[0]).name] = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+    for path, _, _, digest in task.sources.files:
+        data = Path(path).read_bytes() if digest != "missing" else None
+        if data is None or hashlib.sha256(data).hexdigest() != digest:
+            msg = f"entry {spec.name!r} ({task.arch}): {path} changed since the build read it; nothing was sent. Build again."
+            raise LoweringError(msg, entry=spec.name, arch=task.arch.sm, location=str(path))
+        files[Path(path).resolve().relative_to(base).as_posix()] = data
+    for header, _ in flag_inputs(spec.compile_flags):  # headers the entry's own flags name, where they lie in the project
+        p = Path(header).resolve()
+        if _under(p, base) and p.is_file():
+            files.setdefault(p.relative_to(base).as_posix(), p.read_bytes())
+    return VariantTask(spec, task.arch, task.key, toolset, ShippedSources(str(base), tuple(sorted(files.items()))))
+
+
+def _moved_spec(spec, old: str, new: str):
+    """``spec`` with its source, record and flag paths under ``old`` moved under ``new``."""
+    from ..config.options import map_flag_paths
+
+    def move(s: str) -> str:
+        return new + s[len(old) :] if s == old or s.startswith(old.rstrip("/") + "/") else s
+
+    changes = {"source": Path(move(str(spec.source)))}
+    if spec.compile_flags:
+        changes["compile_flags"] = tuple(map_flag_paths(spec.compile_flags, lambda v, _folder: move(v)))
+    if spec.capture:
+        changes["capture"] = (move(spec.capture[0]), *spec.capture[1:])
+    return replace(spec, **changes)
+
+
+_WORK_ROOT_LOCK = threading.Lock()
+_SWEPT: set = set()
+
+#: Sources a worker wrote for builds, and compile folders of killed tasks, are removed after this long unused.
+_KEEP_S = 24 * 3600.0
+
+
+def _work_root() -> Path:
+    """The worker's folder (``TL_AOT_WORKER_DIR``, else the temporary folder): ``sources/`` and ``work/``."""
+    root = Path(os.environ.get("TL_AOT_WORKER_DIR") or Path(tempfile.gettempdir()) / f"tl_aot-worker-{os.getuid()}")
+    with _WORK_ROOT_LOCK:
+        (root / "sources").mkdir(parents=True, exist_ok=True)
+        (root / "work").mkdir(parents=True, exist_ok=True)
+        if str(root) not in _SWEPT:  # once per process: what earlier builds (or killed workers) left a day ago
+            _SWEPT.add(str(root))
+            now = time.time()
+            for p in [*(root / "sources").iterdir(), *(root / "work").iterdir()]:
+                try:
+                    if now - p.stat().st_mtime > _KEEP_S:
+                        shutil.rmtree(p, ignore_errors=True)
+                except OSError:
+                    pass
+    return root
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def build_variant_task(task: VariantTask, *, worker: str = "", lower_fn=None) -> VariantResult:
+    """Build one variant on this machine (a cluster worker); never raises for the variant's own errors.
+
+    ``lower_fn(spec, arch)`` lowers (a worker process pool); default: in this process.
+    """
+    from ..common.metadata import to_json
+    from ..lower.lower import lower_variant
+    from .cache import relocate
+    from .stages import image_of
+
+    mine = local_toolset()
+    diff = differences(task.toolset, mine, here_name="on the driver", there_name=f"on {worker or 'this worker'}")
+    if diff:
+        msg = f"worker {worker or '?'} refused entry {task.label}: its tools differ from the driver's: {'; '.join(diff)}"
+        return _failure(task, worker, ToolsetMismatch(msg, entry=task.spec.name, arch=task.arch.sm))
+    root = _work_root()
+    base = task.sources.base
+    try:
+        here = str(task.sources.materialise(root / "sources"))
+        spec = _moved_spec(task.spec, base, here)
+        t0 = time.perf_counter()
+        variant = (lower_fn or lower_variant)(spec, task.arch)
+        lower_s = time.perf_counter() - t0
+        work = Path(tempfile.mkdtemp(prefix=f"{task.key}.", dir=root / "work"))
+        cpu0 = _children_cpu()
+        t1 = time.perf_counter()
+        try:
+            image = image_of(variant, task.arch, work, f"{task.spec.source}:{task.spec.function}", path_map=((here, base),))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        compile_s, cpu_s = time.perf_counter() - t1, _children_cpu() - cpu0
+        text = to_json(relocate(variant, here, base))
+    except TlAotError as e:
+        return _failure(task, worker, e, moved=(locals().get("here"), base))
+    except Exception as e:  # noqa: BLE001 (a worker-side surprise is still this variant's error, sent back whole)
+        err = LoweringError(f"entry {task.label}: {type(e).__name__}: {e}", entry=task.spec.name, arch=task.arch.sm)
+        return _failure(task, worker, err, moved=(locals().get("here"), base))
+    return VariantResult(
+        key=task.key,
+        worker=worker,
+        variant_json=text,
+        variant_sha256=hashlib.sha256(text.encode()).hexdigest(),
+        image=image,
+        image_sha256=hashlib.sha256(image).hexdigest(),
+        lower_s=lower_s,
+        compile_s=compile_s,
+        cpu_s=cpu_s,
+    )
+
+
+def _failure(task: VariantTask, worker: str, e: TlAotError, moved=(None, "")) -> VariantResult:
+    """The error as a result: its class name, message and plain fields, with the worker's paths spelled as the driver's."""
+    old, new = moved
+
+    def fix(v):
+        return v.replace(old, new) if old and isinstance(v, str) else v
+
+    cls = next(c for c in type(e).__mro__ if issubclass(c, TlAotError) and c.__module__.startswith("tl_aot."))
+    plain = {k: fix(v) for k, v in vars(e).items() if isinstance(v, (str, int, float, bool, type(None)))}
+    plain.setdefault("entry", task.spec.name)
+    plain["entry"] = plain["entry"] or task.spec.name
+    plain["arch"] = plain.get("arch") or task.arch.sm
+    return VariantResult(
+        key=task.key, worker=worker, error_class=cls.__name__, error=fix(str(e)), error_fields=tuple(sorted(plain.items()))
+    )
+
+
+def raise_failure(result: VariantResult) -> None:
+    """Raise a failed result's error as the worker raised it: its tl_aot class, message and fields."""
+    from ..common import errors
+
+    cls = ToolsetMismatch if result.error_class == "ToolsetMismatch" else getattr(errors, result.error_class, LoweringError)
+    if not (isinstance(cls, type) and issubclass(cls, TlAotError)):
+        cls = LoweringError
+    fields = dict(result.error_fields)
+    err = cls.__new__(cls)
+    TlAotError.__init__(err, result.error, **{k: fields.get(k) for k in ("entry", "arch", "location")})
+    err.__dict__.update(fields)
+    raise err
+
+
+def accept_result(task, result: VariantResult):
+    """The (LoweredVariant, image) of a worker's result, once verified; raises its error, or one naming what is wrong.
+
+    Checked: the digests of both parts, the image's format for the arch (cubin or fatbin), and that
+    every header the variant's flags name has, here, the digest it had on the worker.
+    """
+    from ..common.metadata import LoweredVariant, from_json
+    from ..config.options import inputs_unchanged
+
+    if not result.ok:
+        raise_failure(result)
+    where = f"entry {task.spec.name!r} ({task.arch}) from worker {result.worker}"
+    if hashlib.sha256(result.variant_json.encode()).hexdigest() != result.variant_sha256:
+        msg = f"{where}: its metadata arrived damaged (digest mismatch); nothing was stored"
+        raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
+    if hashlib.sha256(result.image).hexdigest() != result.image_sha256:
+        msg = f"{where}: its image arrived damaged (digest mismatch); nothing was stored"
+        raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
+    magic = _FATBIN_MAGIC if task.arch.ptx else _ELF_MAGIC
+    if not result.image.startswith(magic):
+        msg = f"{where}: its image is not a {'fatbin' if task.arch.ptx else 'cubin'}; nothing was stored"
+        raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
+    variant = from_json(LoweredVariant, result.variant_json)
+    if (variant.entry, variant.arch, variant.ptx) != (task.spec.name, task.arch.sm, task.arch.ptx):
+        msg = f"{where}: the worker answered for {variant.entry} {variant.arch}; nothing was stored"
+        raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
+    problem = variant_image_problem(variant, result.image)  # the local cache's own check: a complete image, its kernels
+    if problem:
+        msg = f"{where}: its image is damaged ({problem}); nothing was stored"
+        raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
+    if not inputs_unchanged(variant.inputs):
+        changed = ", ".join(p for p, d in variant.inputs if not inputs_unchanged([(p, d)]))
+        msg = f"{where}: headers its nvcc flags name differ between this machine and the worker ({changed}); nothing was stored"
+        raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm, location=changed)
+    return variant, result.image

@@ -1,0 +1,265 @@
+"""Load a tl_aot library: ``tl_aot.load(path)`` → an object whose attributes are the entries.
+
+Needs only ``apache-tvm-ffi``: no TileLang, torch, nvcc or GPU (a call on a machine without a
+GPU fails with a clear message; loading and ``inspect`` work anywhere). Entry attributes are the
+library's TVM FFI functions themselves, so a call costs exactly one tvm-ffi call (an entry returning
+several outputs is wrapped to return a tuple rather than a ``tvm_ffi.Array``; one taking no input
+tensor is wrapped to allocate its outputs with torch, when torch is imported, on its current device).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from ..common.errors import LibraryError
+from ..common.metadata import ABI_VERSION, LoweredEntry, Manifest, from_json, to_json
+from . import torch_ops
+from .elf import check_library_file
+
+__all__ = ["load", "Library", "read_manifest"]
+
+
+#: Library file -> (its identity when loaded, the path the loader was given): see :func:`_load_module`.
+_loaded: dict[str, tuple] = {}
+
+
+def _load_module(path: Path):
+    """Load the library at ``path``; a file rebuilt since this process loaded it is loaded anew.
+
+    The dynamic loader hands back the library it already loaded from a path, whatever is there
+    now, so a rebuilt file is loaded through a private copy named by its contents.
+    """
+    try:
+        import tvm_ffi
+    except ImportError:
+        msg = "tl_aot.load needs apache-tvm-ffi: pip install apache-tvm-ffi"
+        raise LibraryError(msg) from None
+    if not path.is_file():
+        msg = f"no such library: {path}"
+        raise LibraryError(msg)
+    _checked(path)  # before dlopen: a truncated file would SIGBUS, a libtvm_ffi copy would abort
+    real = path.resolve()
+    st = real.stat()
+    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    seen = _loaded.get(str(real))
+    target = real if seen is None else seen[1] if seen[0] == identity else _private_copy(real)
+    try:
+        module = tvm_ffi.load_module(str(target))  # an absolute path: dlopen searches the loader path for a bare name
+    except Exception as e:  # tvm_ffi raises its own error kinds
+        msg = f"cannot load {path}: {e}"
+        raise LibraryError(msg) from e
+    _loaded[str(real)] = (identity, target)
+    return module
+
+
+#: Library file -> (its identity when checked, its ElfInfo): a file is read and checked once, not per step of a load.
+_checked_files: dict[str, tuple] = {}
+
+
+def _checked(path: Path):
+    """:func:`check_library_file` of ``path``, reused while the file is the one checked (same inode, size, mtime)."""
+    try:
+        st = path.stat()
+        identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        identity = None
+    have = _checked_files.get(str(path))
+    if identity is not None and have is not None and have[0] == identity:
+        return have[1]
+    info = check_library_file(path)
+    if identity is not None:
+        _checked_files[str(path)] = (identity, info)
+    return info
+
+
+def _private_copy(path: Path) -> Path:
+    """``path`` copied to ``$TMPDIR/tl_aot-<uid>/<digest>/<name>`` (once per content), for loading a rebuilt library."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    data = path.read_bytes()
+    folder = Path(tempfile.gettempdir()) / f"tl_aot-{os.getuid()}" / hashlib.sha256(data).hexdigest()[:16]
+    copy = folder / path.name
+    if not copy.is_file() or copy.stat().st_size != len(data):
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{path.name}.{os.getpid()}"
+        tmp.write_bytes(data)
+        os.replace(tmp, copy)
+        shutil.copymode(path, copy)
+    return copy
+
+
+def read_manifest(module, path: Path) -> Manifest:
+    """The manifest a library carries, checked against its digest, this runtime's launcher ABI and the library's exports."""
+    try:
+        fn = module["tl_aot_manifest"]
+    except Exception:
+        msg = f"{path} is not a tl_aot library (it exports no tl_aot_manifest)"
+        raise LibraryError(msg) from None
+    text = str(fn())
+    digest = _checked(path).manifest_sha256
+    if digest and hashlib.sha256(text.encode()).hexdigest() != digest:
+        msg = f"{path}: its manifest was altered after the build (its SHA-256 differs from the one recorded then); rebuild the library"
+        raise LibraryError(msg)
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")  # noqa: TRY301 (one message for every malformed manifest)
+    except ValueError as e:
+        msg = f"{path}: its manifest is not valid JSON ({e}); rebuild the library"
+        raise LibraryError(msg) from None
+    abi = raw.get("abi_version")
+    if abi != ABI_VERSION:
+        msg = (
+            f"{path} was built by tl_aot {raw.get('tl_aot_version', '?')} with launcher ABI {abi}; this tl_aot "
+            f"understands ABI {ABI_VERSION}. Rebuild the library with this tl_aot, or install the tl_aot that built it."
+        )
+        raise LibraryError(msg)
+    try:
+        manifest = from_json(Manifest, raw)
+    except Exception as e:  # noqa: BLE001 (a manifest of another shape)
+        msg = f"{path}: its manifest does not describe a library ({type(e).__name__}: {e}); rebuild the library"
+        raise LibraryError(msg) from None
+    _check_exports(module, manifest, path)
+    return manifest
+
+
+def _check_exports(module, manifest: Manifest, path: Path) -> None:
+    """Every entry the manifest names is a function of the library."""
+    for name in manifest.exports():
+        try:
+            module[name]
+        except Exception:  # noqa: BLE001 (tvm_ffi's own error kinds)
+            msg = f"{path}: its manifest names entry {name!r}, which the library does not export; rebuild the library"
+            raise LibraryError(msg) from None
+
+
+class Library:
+    """A loaded library: one attribute per entry (a ``tvm_ffi.Function``), plus cleanup and metadata."""
+
+    def __init__(self, path: Path, module, manifest: Manifest) -> None:
+        self._path = path
+        self._module = module
+        self._manifest = manifest
+        self._entries = {}
+        for name, members in manifest.exports().items():  # one function per entry, however many specialisations
+            fn = module[name]
+            if len(members[0].outputs) > 1:
+                fn = _returning_tuple(fn, name)
+            first = members[0]
+            if first.outputs and not any(p.is_tensor for p in first.inputs):  # torch_ops.takes_no_tensor, without the JSON
+                fn = torch_ops.allocating_call(fn, json.loads(to_json(first)))  # no input says where: torch's device, as the JIT
+            self._entries[name] = fn
+            if not hasattr(type(self), name):
+                object.__setattr__(self, name, fn)
+        self._cleanup = module["cleanup_module"]
+        self._prepare = module["tl_aot_prepare"]
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+    @property
+    def entries(self) -> dict:
+        """Entry name → callable."""
+        return dict(self._entries)
+
+    def signature(self, name: str) -> LoweredEntry:
+        """The entry ``name`` (its first specialisation, if it has several: see :meth:`specialisations`)."""
+        return self._manifest.entry(name)
+
+    def specialisations(self, name: str) -> tuple:
+        """Every specialisation of entry ``name``, in the order they are tried (one for a plain entry)."""
+        return self._manifest.exports()[name]
+
+    def __getitem__(self, name: str):
+        return self._entries[name]
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._entries))
+
+    def register_torch_ops(self, namespace: str | None = None, *, backend: str = "auto"):
+        """Register the entries as ``torch.ops.<namespace>.<entry>`` (default namespace: the library's name).
+
+        The ops have fake implementations derived from the manifest, so ``torch.compile(fullgraph=True)``
+        traces through them; returns ``torch.ops.<namespace>``. Imports torch (only here). A library
+        built with torch ops has a native companion beside it (``lib<name>_torch.so``): its C++ kernels
+        serve the ops when torch can load it, else the Python registration does (``backend``: see
+        :func:`tl_aot.runtime.torch_ops.register`; the namespace's ``backend`` attribute says which).
+        """
+        functions = {name: self._module[name] for name in self._entries}  # torch_ops wraps them itself
+        companion = self.torch_companion
+        manifest = json.loads(str(self._module["tl_aot_manifest"]()))
+        return torch_ops.register(functions, manifest, namespace, companion=companion, backend=backend)
+
+    @property
+    def torch_companion(self) -> Path | None:
+        """The library's native torch companion (``lib<name>_torch.so`` beside it), or None when it was built without."""
+        p = self._path.with_name(self._path.name.removesuffix(".so") + "_torch.so")
+        return p if p.is_file() else None
+
+    def prepare(self, device: int = 0) -> None:
+        """Load every entry's kernels on ``device`` now (do this before CUDA graph capture)."""
+        self._prepare(int(device))
+
+    def cleanup(self) -> int:
+        """Unload modules and release primary contexts (``cleanup_module``); returns the last CUresult."""
+        return int(self._cleanup())
+
+    cleanup_module = cleanup
+
+    def __repr__(self) -> str:
+        names = ", ".join(self._entries)
+        return f"<tl_aot.Library {self._manifest.library} ({names}) from {self._path}>"
+
+
+def _returning_tuple(fn, name: str):
+    """``fn`` returning a tuple where the library returns a ``tvm_ffi.Array`` of outputs (None stays None)."""
+
+    def call(*args):
+        out = fn(*args)
+        return None if out is None else tuple(out)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"{name}: returns its outputs as a tuple (a call passing every parameter returns None)."
+    return call
+
+
+def load(path: str | os.PathLike) -> Library:
+    """Load ``lib<name>.so`` built by tl_aot and check that this runtime can drive it.
+
+    Raises :class:`tl_aot.common.errors.LibraryError` for a missing file, a non-tl_aot library, a
+    library built with an incompatible launcher ABI, or one that needs a newer NVIDIA driver than
+    this machine's (the message names the CUDA version it needs and the two ways out). Loading a path again after the library there
+    was rebuilt (in this process or another) returns the new library; objects loaded before keep
+    the old one.
+    """
+    path = Path(path)
+    module = _load_module(path)
+    manifest = read_manifest(module, path)
+    _check_driver(module, path)
+    return Library(path, module, manifest)
+
+
+def _check_driver(module, path: Path) -> None:
+    """Refuse a library this machine's NVIDIA driver cannot load, with the library's own message.
+
+    The launcher runtime makes the check (``tl_aot_driver_check``: the driver's CUDA version against
+    the floor recorded at build time, read without initialising CUDA); a machine without a driver
+    passes (the library still loads and describes itself there).
+    """
+    try:
+        check = module["tl_aot_driver_check"]
+    except Exception:  # noqa: BLE001 (a library built before the check existed)
+        return
+    why = str(check())
+    if why:
+        raise LibraryError(f"{path}: {why}")

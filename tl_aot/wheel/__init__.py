@@ -1,0 +1,1 @@
+"""Wheel platform tags: symbol versions, manylinux policies, the check."""
