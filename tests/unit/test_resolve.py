@@ -113,6 +113,37 @@ def test_a_stale_compiled_kernel_in_a_user_cache_is_rebuilt_not_reused():
     assert a.func_hash == b.func_hash and b.arch == "sm_80"
 
 
+def test_a_user_cache_that_kept_a_stand_in_compiles_for_real_once_the_build_is_over(monkeypatch):
+    """fill_like's private lru_cache keeps what TileLang returned during the build: after it, that is TileLang's kernel."""
+    import sys
+
+    import tilelang
+
+    lower(TLOPS / "cached.py", "fill_like", arch="90a", args={"n": 2048})
+    cached = next(m for name, m in sys.modules.items() if name.endswith("kernels.cached"))
+    kept = cached.fill_like(2048)  # the helper's lru_cache answers: the build's stand-in
+    compiled = []
+
+    class Kernel:
+        def __call__(self, x):
+            return ("ran", x)
+
+        def get_kernel_source(self):
+            return "// cuda"
+
+    def compile(func, **options):
+        compiled.append((func, options))
+        return Kernel()
+
+    monkeypatch.setattr(tilelang, "compile", compile)
+    assert kept("x") == ("ran", "x")  # compiled with TileLang on first use, as the JIT would have
+    assert kept.get_kernel_source() == "// cuda"
+    assert len(compiled) == 1  # once
+    func, options = compiled[0]
+    assert func is kept.tl_aot_request.func and options["out_idx"] == kept.tl_aot_request.out_idx
+    assert options["pass_configs"] == dict(kept.tl_aot_request.pass_configs)
+
+
 def test_jit_caches_hold_no_stand_in_after_a_build():
     import importlib
 

@@ -38,6 +38,7 @@ __all__ = [
     "uninstall",
     "intercepting",
     "last_jit_call",
+    "resolving",
     "jit_module",
 ]
 
@@ -117,26 +118,62 @@ class StandInUsed(LoweringError, AttributeError):
 
 
 class CompiledStandIn:
-    """What TileLang's compile returns while nothing is compiled: the request, never a compiled kernel."""
+    """What TileLang's compile returns while tl_aot resolves a kernel: the request, never a compiled kernel.
+
+    A cache of the user's (an ``lru_cache`` over a private helper, say) may keep it past the build;
+    called or used once no resolve is running, it compiles the request with TileLang, as the JIT
+    would have, and stands for that kernel.
+    """
 
     def __init__(self, request: CompileRequest) -> None:
         self.tl_aot_request = request
+        self.tl_aot_kernel = None
 
     def __call__(self, *args, **kwargs):
-        msg = (
-            f"kernel {self.tl_aot_request.name!r} was called while tl_aot built it; tl_aot builds kernels ahead of time "
-            "and never runs them at build time (move warm-up or test calls out of the factory)"
-        )
-        raise LoweringError(msg)
+        return self._tl_aot_compiled(None)(*args, **kwargs)
 
     def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
-        msg = f"kernel {self.tl_aot_request.name!r}: .{name} was used while tl_aot built it; tl_aot only takes what TileLang would compile"
-        raise StandInUsed(msg)
+        return getattr(self._tl_aot_compiled(name), name)
+
+    def _tl_aot_compiled(self, attribute):
+        """TileLang's kernel for the request; while a resolve runs (or nothing compiles), the error that tl_aot never runs kernels."""
+        if self.tl_aot_kernel is None and not resolving():
+            import tilelang
+
+            req = self.tl_aot_request
+            kernel = tilelang.compile(
+                req.func,
+                out_idx=req.out_idx,
+                execution_backend=req.execution_backend,
+                target=req.target,
+                target_host=req.target_host,
+                pass_configs=dict(req.pass_configs),
+                compile_flags=list(req.compile_flags),
+            )
+            if not isinstance(kernel, CompiledStandIn):  # an interception that compiles nothing stood in again
+                self.tl_aot_kernel = kernel
+        if self.tl_aot_kernel is None:
+            what = "was called" if attribute is None else f": .{attribute} was used"
+            if attribute is None:
+                msg = (
+                    f"kernel {self.tl_aot_request.name!r} {what} while tl_aot built it; tl_aot builds kernels ahead of time "
+                    "and never runs them at build time (move warm-up or test calls out of the factory)"
+                )
+                raise LoweringError(msg)
+            msg = f"kernel {self.tl_aot_request.name!r}{what} while tl_aot built it; tl_aot only takes what TileLang would compile"
+            raise StandInUsed(msg)
+        return self.tl_aot_kernel
 
     def __repr__(self) -> str:
         return f"<tl_aot stand-in for compiled kernel {self.tl_aot_request.name!r}>"
+
+
+def resolving() -> bool:
+    """Whether tl_aot is resolving a kernel in this process (a ``resolve`` interception is installed)."""
+    with _lock:
+        return any(i.name == "resolve" for i in _installed)
 
 
 _lock = threading.RLock()
