@@ -32,7 +32,7 @@ ROOT = HERE.parent
 WARM_RUNTIME = """
 import sys
 from pathlib import Path
-from tl_aot.pipeline.plan import package_version
+from tl_aot.common.versions import package_version
 from tl_aot.pipeline.stages import objects_key
 from tl_aot.cuda.host_objects import runtime_object
 from tl_aot.cuda.toolchain import nvcc_version

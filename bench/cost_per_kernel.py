@@ -75,7 +75,7 @@ print(json.dumps({"import_s": round(t_import, 3), "kernels": times}))
 #: Builds the launcher runtime's object into a cache folder, keyed as a build keys it.
 _WARM_RUNTIME = (
     "import sys; from tl_aot.cuda.host_objects import runtime_object as r; from tl_aot.pipeline.stages import objects_key as k; "
-    "from tl_aot.cuda.toolchain import nvcc_version as n; from tl_aot.pipeline.cache import package_version as p; "
+    "from tl_aot.cuda.toolchain import nvcc_version as n; from tl_aot.common.versions import package_version as p; "
     "r(sys.argv[1], extra_key=k(n(), p('apache-tvm-ffi')))"
 )
 

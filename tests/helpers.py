@@ -1,4 +1,4 @@
-"""What the integration tests share: a clean environment for child processes, running them, and reading their verdicts.
+"""What the tests share: a clean environment for child processes, running them, and reading their verdicts.
 
 Imported as ``from helpers import ...`` (``tests/`` is on ``sys.path`` through its ``conftest.py``).
 One copy of each helper, so a change to how tests run tools (an environment variable they must not
@@ -17,13 +17,37 @@ from unittest import mock
 
 import pytest
 
-__all__ = ["ROOT", "KERNELS", "ADD_KERNEL", "child_env", "run", "run_ok", "tl_aot_cli", "tl_aot_here", "ok", "fails"]
+from tl_aot.common.metadata import Manifest, from_json
+
+__all__ = [
+    "ROOT",
+    "KERNELS",
+    "GOLDEN",
+    "REGEN",
+    "ADD_KERNEL",
+    "golden_manifest",
+    "child_env",
+    "run",
+    "run_ok",
+    "tl_aot_cli",
+    "tl_aot_here",
+    "ok",
+    "fails",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "tests" / "kernels"
+#: The codegen tests' golden files (a manifest and what it renders to) and the command that regenerates them.
+GOLDEN = ROOT / "tests" / "unit" / "golden"
+REGEN = "python tests/unit/golden/regen.py"
 
 #: Settings of the developer's shell that would change what a test builds or installs.
 _INHERITED_SETTINGS = ("TL_AOT_ARCHS", "MAX_JOBS", "PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT")
+
+
+def golden_manifest() -> Manifest:
+    """The manifest the golden launcher, header and torch companion are rendered from."""
+    return from_json(Manifest, (GOLDEN / "manifest.json").read_text())
 
 
 def child_env(cache_dir: Path | str | None = None, *, checkout_first: bool = False, drop=(), **extra: str) -> dict:

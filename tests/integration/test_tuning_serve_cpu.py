@@ -75,12 +75,18 @@ print("runs", FAKE_RUNS, "errors", cap.errors)
     return path
 
 
-def test_the_record_holds_the_tuners_choice_and_its_kernel(record):
+def _tuned_kernels():
+    """``tests/kernels/tuned.py``, imported here to read its candidate configs."""
     sys.path.insert(0, str(KERNELS))
     try:
         import tuned
     finally:
         sys.path.pop(0)
+    return tuned
+
+
+def test_the_record_holds_the_tuners_choice_and_its_kernel(record):
+    tuned = _tuned_kernels()
     data = json.loads(record.read_text())
     (key, t), *rest = data["tunings"].items()
     assert not rest and len(key) == 32
@@ -152,11 +158,7 @@ def _serve(lib: Path, strict: bool) -> tuple[dict, str]:
 
 
 def test_strict_serving_answers_the_tuner_with_the_recorded_kernel_and_refuses_another_tuning(served_lib):
-    sys.path.insert(0, str(KERNELS))
-    try:
-        import tuned
-    finally:
-        sys.path.pop(0)
+    tuned = _tuned_kernels()
     out, _ = _serve(served_lib, strict=True)
     first = out["first"]
     assert first["type"] == "ServedKernel" and first["same"] and first["config"] == tuned._configs()[CHOSEN]
@@ -171,11 +173,7 @@ def test_strict_serving_answers_the_tuner_with_the_recorded_kernel_and_refuses_a
 
 
 def test_non_strict_serving_warns_once_and_lets_tilelang_tune(served_lib):
-    sys.path.insert(0, str(KERNELS))
-    try:
-        import tuned
-    finally:
-        sys.path.pop(0)
+    tuned = _tuned_kernels()
     out, err = _serve(served_lib, strict=False)
     assert out["first"]["type"] == "ServedKernel" and out["after_first"]["tunings_served"] == 1
     assert out["other"] == "CompiledStandIn"  # TileLang's tuner (the stand-in) ran and chose

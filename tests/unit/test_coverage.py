@@ -10,13 +10,14 @@ import pytest
 
 pytest.importorskip("tilelang")
 
+from helpers import GOLDEN  # noqa: E402
+
 from tl_aot.common.errors import LoweringError  # noqa: E402
 from tl_aot.gpu.arch import parse_arch  # noqa: E402
 from tl_aot.lower.lower import lower_variant  # noqa: E402
 from tl_aot.spec import KernelSpec  # noqa: E402
 
 KERNELS = Path(__file__).parents[1] / "kernels"
-GOLDEN = Path(__file__).parent / "golden"
 ARCHS = ["90a", "80"]
 
 

@@ -18,6 +18,7 @@ import tokenize
 from pathlib import Path
 
 import pytest
+from helpers import golden_manifest
 
 from tl_aot.codegen.render import render_header, render_launcher, render_loader
 from tl_aot.common.cpp_spelling import cpp_macros, cpp_name, cpp_reserved
@@ -28,7 +29,6 @@ from tl_aot.gpu.launch_limits import max_shared_bytes, static_int
 from tl_aot.lower.cuda_source import rename_reserved_names, static_shared_bytes
 from tl_aot.spec import RESERVED_ENTRY_NAMES, KernelSpec, LibrarySpec
 
-GOLDEN = Path(__file__).parent / "golden"
 KERNELS = Path(__file__).parents[1] / "kernels"
 HOSTILE = {
     "newline": "k.py\nimport os; os.system('echo PWNED')",
@@ -47,18 +47,14 @@ HOSTILE = {
 MACRO_PAIRS = [("NULL", "EOF"), ("SIZE_MAX", "INT32_MAX"), ("errno", "assert"), ("CHAR_BIT", "INFINITY"), ("NAN", "HUGE_VAL")]
 
 
-def golden() -> Manifest:
-    return from_json(Manifest, (GOLDEN / "manifest.json").read_text())
-
-
 def with_source(source: str) -> Manifest:
-    m = golden()
+    m = golden_manifest()
     return dataclasses.replace(m, entries=tuple(dataclasses.replace(e, source=source) for e in m.entries))
 
 
 def with_param_names(pairs) -> Manifest:
     """The golden manifest plus one copy of its first entry (X, Y renamed) per pair of names."""
-    m = golden()
+    m = golden_manifest()
     e = m.entries[0]
     copies = []
     for i, pair in enumerate(pairs):
@@ -194,7 +190,7 @@ def test_wheel_loader_with_hostile_source_path_is_inert(source):
 
 
 def test_wheel_loader_docstring_reads_signatures_back():
-    m = golden()
+    m = golden_manifest()
     text = render_loader(m, module="pkg._kernels", library_file="lib_kernels.so")
     doc = ast.get_docstring(ast.parse(text))
     assert all(e.signature() in doc for e in m.entries)
@@ -202,7 +198,7 @@ def test_wheel_loader_docstring_reads_signatures_back():
 
 def test_header_with_hostile_source_paths_compiles(tmp_path):
     """Every hostile path at once, one per entry's doc comment (one compile keeps the test fast)."""
-    m = golden()
+    m = golden_manifest()
     paths = list(HOSTILE.values())
     m = dataclasses.replace(m, entries=tuple(dataclasses.replace(e, source=paths[i % len(paths)]) for i, e in enumerate(m.entries)))
     header = render_header(m)
@@ -281,10 +277,10 @@ def test_reserved_entry_names_cover_the_library_object_and_the_wheel_loader():
     from tl_aot.runtime.loader import Library
 
     public = {n for n in dir(Library) if not n.startswith("_")}
-    loader = ast.parse(render_loader(golden(), module="pkg._kernels", library_file="lib_kernels.so"))
+    loader = ast.parse(render_loader(golden_manifest(), module="pkg._kernels", library_file="lib_kernels.so"))
     defined = {t.id for n in loader.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     defined |= {n.name for n in loader.body if isinstance(n, ast.FunctionDef)}
-    entries = {e.exported for e in golden().entries}
+    entries = {e.exported for e in golden_manifest().entries}
     assert public <= RESERVED_ENTRY_NAMES
     assert {n for n in defined - entries if not n.startswith("__")} - {"__all__"} <= RESERVED_ENTRY_NAMES
     assert "_tl_aot_torch" in RESERVED_ENTRY_NAMES
@@ -411,7 +407,7 @@ def test_macro_named_params_and_dims_lower_with_renamed_cuda_names():
 
 def test_entries_named_after_macros_get_distinct_cpp_names(tmp_path):
     """Entries ``EOF`` and ``EOF_`` (and ``new``) are separate C++ functions in one header that compiles."""
-    m = golden()
+    m = golden_manifest()
     e = m.entries[0]
     m = dataclasses.replace(m, entries=(*(dataclasses.replace(e, name=n) for n in ("EOF", "EOF_", "new")), *m.entries[1:]))
     header = render_header(m)

@@ -9,27 +9,20 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import GOLDEN, REGEN, golden_manifest
 
 from tl_aot.codegen.torch_native import companion_ops, companion_path, render_companion, torch_include_dir
 from tl_aot.common.errors import SpecError
-from tl_aot.common.metadata import Manifest, from_json
 from tl_aot.runtime import torch_ops
 from tl_aot.spec import load_spec_file
 
-GOLDEN = Path(__file__).parent / "golden"
-REGEN = "python tests/unit/golden/regen.py"
-
-
-def manifest() -> Manifest:
-    return from_json(Manifest, (GOLDEN / "manifest.json").read_text())
-
 
 def test_companion_matches_golden():
-    assert render_companion(manifest(), header_name="golden.h") == (GOLDEN / "torch_companion.cc.ref").read_text(), f"run {REGEN}"
+    assert render_companion(golden_manifest(), header_name="golden.h") == (GOLDEN / "torch_companion.cc.ref").read_text(), f"run {REGEN}"
 
 
 def test_one_op_per_export_with_the_python_registrations_schema():
-    m = manifest()
+    m = golden_manifest()
     raw = json.loads((GOLDEN / "manifest.json").read_text())
     firsts = {}
     for e in raw["entries"]:
@@ -52,7 +45,7 @@ def test_the_golden_companion_compiles_without_a_warning(tmp_path):
 
     shutil.copy(GOLDEN / "header.h.ref", tmp_path / "golden.h")
     src = tmp_path / "golden_torch.cc"
-    src.write_text(render_companion(manifest(), header_name="golden.h"))
+    src.write_text(render_companion(golden_manifest(), header_name="golden.h"))
     inc = Path(libinfo.find_include_path())
     cmd = ["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-isystem", str(torch_include_dir())]
     cmd += ["-isystem", str(inc), "-isystem", str(Path(libinfo.find_dlpack_include_path())), "-I", str(tmp_path)]

@@ -27,7 +27,6 @@ The chosen :class:`Toolkit` says where it came from (``origin``), which the buil
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import os
 import shutil
 import sys
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.errors import ToolchainNotFound
+from ..common.versions import package_version
 
 __all__ = [
     "Toolkit",
@@ -80,13 +80,6 @@ class Toolkit:
         return f"{self.origin} ({self.nvcc or self.ptxas})"
 
 
-def _cuda_version_of(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
-
-
 def _site_dirs() -> list[Path]:
     """The folders ``nvidia/`` packages can be in: the import path (site-packages, a build env's, a venv's)."""
     seen, out = set(), []
@@ -103,7 +96,7 @@ def pip_toolkits() -> list[Toolkit]:
     for site in _site_dirs():
         cu13 = site / "nvidia" / "cu13"
         if "13" not in found and (cu13 / "bin" / "nvcc").is_file() and (cu13 / "nvvm" / "bin" / "cicc").is_file():
-            pkgs = tuple((d, _cuda_version_of(d)) for d in ("nvidia-cuda-nvcc", "nvidia-nvvm") if _cuda_version_of(d))
+            pkgs = tuple((d, package_version(d)) for d in ("nvidia-cuda-nvcc", "nvidia-nvvm") if package_version(d))
             found["13"] = Toolkit("nvcc", "pip", str(cu13), nvcc=str(cu13 / "bin" / "nvcc"), packages=pkgs)
         nv = site / "nvidia"
         libnvrtc = nv / "cuda_nvrtc" / "lib" / "libnvrtc.so.12"
@@ -111,7 +104,7 @@ def pip_toolkits() -> list[Toolkit]:
         if "12" not in found and libnvrtc.is_file() and ptxas.is_file():
             incs = (nv / "cuda_runtime" / "include", nv / "cuda_nvcc" / "include", nv / "cuda_cccl" / "include")
             if all((d).is_dir() for d in incs):
-                pkgs = tuple((d, _cuda_version_of(d)) for d in ("nvidia-cuda-nvrtc-cu12", "nvidia-cuda-nvcc-cu12") if _cuda_version_of(d))
+                pkgs = tuple((d, package_version(d)) for d in ("nvidia-cuda-nvrtc-cu12", "nvidia-cuda-nvcc-cu12") if package_version(d))
                 found["12"] = Toolkit(
                     "nvrtc", "pip", "", ptxas=str(ptxas), nvrtc=str(libnvrtc), include_dirs=tuple(str(d) for d in incs), packages=pkgs
                 )

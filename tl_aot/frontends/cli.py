@@ -23,13 +23,9 @@ from ..jit.capture_record import Record as CaptureRecord
 from ..jit.source import local_dependencies
 from ..jit.startup import environment
 from ..jit.verify import report, verify
-from ..pipeline.library import build_library
-from ..pipeline.shards import link_parts
 from ..runtime.loader import _load_module, read_manifest
-from ..tune.tuner import tune_library, write_record
 from ..tune.tuning_record import Record as TuningRecord
 from ..tune.tuning_record import apply_record, record_path_for
-from ..wheel.wheel_check import check_claim, check_wheel, retag_wheel
 from .cli_library import library_of, log_of
 from .cli_parser import build_parser
 from .inspect_text import describe, manifest_json
@@ -52,6 +48,8 @@ def include_dir() -> Path:
 
 def _cmd_build(args) -> int:
     """Build the library the command line names (a tuning record's configs applied)."""
+    from ..pipeline.library import build_library  # the whole pipeline: ~60 ms of imports no other subcommand needs
+
     lib = library_of(args, "build")
     log = log_of(args)
     tune_file = args.tune_file or (record_path_for(args.spec) if args.spec and record_path_for(args.spec).is_file() else None)
@@ -86,6 +84,8 @@ def _cmd_build(args) -> int:
 
 def _cmd_link(args) -> int:
     """Join the parts of a sharded build into the library."""
+    from ..pipeline.shards import link_parts  # the pipeline, as for build
+
     link_parts(args.parts, out_dir=args.output, header_dir=args.header_dir, cache_dir=args.cache_dir, log=log_of(args))
     return 0
 
@@ -148,6 +148,8 @@ def _cmd_verify(args) -> int:
 
 def _cmd_tune(args) -> int:
     """Time each entry's candidate configs on this GPU and write the tuning record."""
+    from ..tune.tuner import tune_library, write_record  # the pipeline, as for build
+
     lib = library_of(args, "tune")
     out = args.output or (record_path_for(args.spec) if args.spec else "tune.json")
     items = tune_library(
@@ -190,6 +192,8 @@ def _cmd_inspect(args) -> int:
 
 def _cmd_check_wheel(args) -> int:
     """Check (and with --retag, retag) each wheel's manylinux platform tag."""
+    from ..wheel.wheel_check import check_claim, check_wheel, retag_wheel  # the wheel wing: this command alone reads wheels
+
     for wheel in map(Path, args.wheels):
         report = check_wheel(wheel)
         platform = wheel.stem.split("-")[-1]
@@ -198,6 +202,30 @@ def _cmd_check_wheel(args) -> int:
         if args.retag and report.platform and platform.startswith("linux_"):
             print(f"  -> {retag_wheel(wheel, report.platform, args.wheel_dir)}")
     return 0
+
+
+def _cmd_deps(args) -> int:
+    """The local Python files a kernel file imports, one a line."""
+    if not Path(args.file).is_file():
+        msg = f"deps: no such kernel file: {args.file}"
+        raise TlAotError(msg)
+    for p in local_dependencies(args.file):
+        print(p)
+    return 0
+
+
+#: Each subcommand's function (``--nvcc`` / ``--cuda-home`` are options of no subcommand).
+_COMMANDS = {
+    "build": _cmd_build,
+    "link": _cmd_link,
+    "tune": _cmd_tune,
+    "capture": _cmd_capture,
+    "run": _cmd_run,
+    "verify": _cmd_verify,
+    "inspect": _cmd_inspect,
+    "check-wheel": _cmd_check_wheel,
+    "deps": _cmd_deps,
+}
 
 
 def main(argv=None) -> int:
@@ -222,29 +250,8 @@ def main(argv=None) -> int:
     try:
         if args.nvcc or args.cuda_home:
             return _cmd_locate_cuda(args)
-        if args.command == "build":
-            return _cmd_build(args)
-        if args.command == "link":
-            return _cmd_link(args)
-        if args.command == "tune":
-            return _cmd_tune(args)
-        if args.command == "capture":
-            return _cmd_capture(args)
-        if args.command == "run":
-            return _cmd_run(args)
-        if args.command == "verify":
-            return _cmd_verify(args)
-        if args.command == "inspect":
-            return _cmd_inspect(args)
-        if args.command == "check-wheel":
-            return _cmd_check_wheel(args)
-        if args.command == "deps":
-            if not Path(args.file).is_file():
-                msg = f"deps: no such kernel file: {args.file}"
-                raise TlAotError(msg)
-            for p in local_dependencies(args.file):
-                print(p)
-            return 0
+        if args.command in _COMMANDS:
+            return _COMMANDS[args.command](args)
     except TlAotError as e:
         print(f"tl_aot: error: {e}", file=sys.stderr)
         return 1

@@ -65,12 +65,17 @@ def _kernel_options(sp) -> None:
     sp.add_argument("--cache-dir", help="variant cache (default: TL_AOT_CACHE_DIR or OUTPUT/.tl_aot/cache)")
 
 
+def _library_folders(p) -> None:
+    """``-o`` / ``--header-dir``: where ``build`` and ``link`` put the library and its header."""
+    p.add_argument("-o", "--output", default=".", help="output folder (default: .)")
+    p.add_argument("--header-dir", help="folder for the C++ header (default: the output folder)")
+
+
 def _add_build(sub) -> None:
     """``build``: lower, compile and link."""
     b = sub.add_parser("build", help="lower, compile and link kernels into lib<NAME>.so")
     _kernel_options(b)
-    b.add_argument("-o", "--output", default=".", help="output folder (default: .)")
-    b.add_argument("--header-dir", help="folder for the C++ header (default: the output folder)")
+    _library_folders(b)
     b.add_argument("--depfile", help="write a Makefile depfile of every Python file the kernels import")
     b.add_argument("--force", action="store_true", help="rebuild every variant, ignoring the cache")
     b.add_argument(
@@ -126,8 +131,7 @@ def _add_link(sub) -> None:
         "identical to a one-machine build. Refuses parts of other sources or tools, and missing or duplicate shards.",
     )
     k.add_argument("parts", nargs="+", metavar="PART")
-    k.add_argument("-o", "--output", default=".", help="output folder (default: .)")
-    k.add_argument("--header-dir", help="folder for the C++ header (default: the output folder)")
+    _library_folders(k)
     k.add_argument("--cache-dir", help="where the launcher runtime object is kept (default: TL_AOT_CACHE_DIR or OUTPUT/.tl_aot/cache)")
     k.add_argument("-q", "--quiet", action="store_true", help="print errors only")
 

@@ -27,6 +27,7 @@ from ..gpu.arch import parse_arch
 from ..gpu.device import PROFILES, find_profile
 from .capture_record import Record
 from .ir_record import load_ir
+from .request_origin import origin_text
 from .resolved import Resolved
 
 __all__ = [
@@ -37,7 +38,6 @@ __all__ = [
     "proof_of",
     "resolve_captured",
     "unbuildable_reason",
-    "origin_text",
     "origin_of_spec",
 ]
 
@@ -197,19 +197,8 @@ def _materialise_headers(flags: list, headers: dict, record: Path) -> list:
     return map_flag_paths(flags, place)
 
 
-def origin_text(item: dict) -> str:
-    """Where a recorded request came from: the jit function and its arguments, and the caller's file:line."""
-    o = next((o for o in item.get("origins", []) if o.get("jit")), (item.get("origins") or [{}])[0])
-    parts = []
-    if o.get("jit"):
-        parts.append(f"{o['jit']}({', '.join(f'{k}={v}' for k, v in o.get('args', {}).items())})")
-    if o.get("file"):
-        parts.append(f"{Path(o['file']).name}:{o.get('line', '?')} ({o.get('function', '?')})")
-    return " at ".join(parts) or f"prim_func {item.get('name', 'main')!r}"
-
-
 def origin_of_spec(spec) -> str:
-    """Where an entry came from: a captured kernel's :func:`origin_text`, else its ``source:function``."""
+    """Where an entry came from: a captured kernel's :func:`~tl_aot.jit.request_origin.origin_text`, else its ``source:function``."""
     if spec is None:
         return ""
     if not getattr(spec, "capture", None):

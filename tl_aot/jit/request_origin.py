@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from pathlib import Path
 
 from ..common.errors import SpecError
 from ..config.values import spell
 
-__all__ = ["caller_origin", "jit_origin", "request_device"]
+__all__ = ["caller_origin", "jit_origin", "jit_text", "origin_text", "request_device"]
 
 
 def caller_origin() -> dict:
@@ -41,6 +42,26 @@ def jit_origin(jit_call) -> dict:
             spelled[k] = type(v).__name__
     out["args"] = spelled
     return out
+
+
+def jit_text(origin: dict) -> str:
+    """A :func:`jit_origin` spelled as the call: ``mod.gemm(M=1024, N=1024)``."""
+    return f"{origin['jit']}({', '.join(f'{k}={v}' for k, v in origin.get('args', {}).items())})"
+
+
+def origin_text(item: dict, *, caller: bool = True) -> str:
+    """Where a recorded request came from: the jit function and its arguments, and the caller's file:line.
+
+    The first origin made through a jit function is named, else the first origin. With
+    ``caller=False`` only the first of the two that is known is named (``verify``'s short form).
+    """
+    o = next((o for o in item.get("origins", []) if o.get("jit")), (item.get("origins") or [{}])[0])
+    parts = []
+    if o.get("jit"):
+        parts.append(jit_text(o))
+    if o.get("file"):
+        parts.append(f"{Path(o['file']).name}:{o.get('line', '?')} ({o.get('function', '?')})")
+    return " at ".join(parts if caller else parts[:1]) or f"prim_func {item.get('name', 'main')!r}"
 
 
 def request_device() -> dict:

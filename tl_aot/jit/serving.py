@@ -202,11 +202,11 @@ class Server:
 
     def miss_message(self, req, key: str, jit_call=None) -> str:
         """Which kernel missed and why: no GPU visible, or the nearest prebuilt ones (same jit function, closest arguments first)."""
-        from .request_origin import jit_origin
+        from .request_origin import jit_origin, jit_text
 
         origin = jit_origin(jit_call)
         jit, args = origin.get("jit", ""), origin.get("args", {})
-        what = f"{jit}({', '.join(f'{k}={v}' for k, v in args.items())})" if jit else f"prim_func {req.name!r}"
+        what = jit_text(origin) if jit else f"prim_func {req.name!r}"
         gpu = current_gpu()
         if not gpu:
             held = "a library holds it" if key in self.index else "no library holds it either"

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..gpu.image_select import arch_digits
+from .request_origin import origin_text
 
 __all__ = ["Finding", "verify", "report"]
 
@@ -137,13 +137,8 @@ def _show(d: dict, k: str) -> str:
 
 
 def _origin(item: dict) -> str:
-    """Where a recorded request came from: the jit function and its arguments, or the caller's file:line."""
-    o = next((o for o in item.get("origins", []) if o.get("jit")), (item.get("origins") or [{}])[0])
-    if o.get("jit"):
-        return f"{o['jit']}({', '.join(f'{k}={v}' for k, v in o.get('args', {}).items())})"
-    if o.get("file"):
-        return f"{Path(o['file']).name}:{o.get('line', '?')} ({o.get('function', '?')})"
-    return f"prim_func {item.get('name', 'main')!r}"
+    """The short origin ``verify`` names: the jit call when known, else the caller's file:line."""
+    return origin_text(item, caller=False)
 
 
 def report(findings: list[Finding], *, allow_unreached: bool = False) -> tuple[str, bool]:

@@ -6,7 +6,7 @@ from the shards' entry heads) both embed.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from ..codegen.render import image_symbol
 from ..common.errors import LoweringError, ToolchainNotFound
@@ -108,31 +108,24 @@ def _pair(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+#: What an image's record takes from its lowered variant as it is: every field the two share by name
+#: but ``arch`` and ``ptx`` (from the typed arch); the rest is the image's own.
+_AS_LOWERED = tuple(
+    f.name for f in fields(ArchVariant) if f.name in {g.name for g in fields(LoweredVariant)} and f.name not in ("arch", "ptx")
+)
+
+
 def _arch_variant(arch, v: LoweredVariant, image_bytes: int, compiler_version: str) -> ArchVariant:
     cuda = compiler_version.split()[0] if v.backend == "cuda" else ""  # CuTeDSL images come from its own compiler
     floor = image_floor(cuda or "12.0", ptx=arch.ptx, backend=v.backend)
     return ArchVariant(
+        **{name: getattr(v, name) for name in _AS_LOWERED},
         arch=arch.sm,
         ptx=arch.ptx,
-        kernels=v.kernels,
-        tma_descriptors=v.tma_descriptors,
         image_bytes=image_bytes,
         image_kind="fatbin" if arch.ptx else "cubin",
-        workspaces=v.workspaces,
-        device=v.device,
-        config=v.config,
-        config_source=v.config_source,
-        pass_configs=v.pass_configs,
-        compile_flags=v.compile_flags,
-        nvcc_options=v.nvcc_options,
-        func_hash=v.func_hash,
-        resolved=v.resolved,
-        request_key=v.request_key,
-        request=v.request,
-        backend=v.backend,
         cuda_version=cuda,
         min_driver_cuda=f"{floor[0]}.{floor[1]}",
-        device_code=v.device_code,
     )
 
 

@@ -1,4 +1,4 @@
-/* A fake NVIDIA driver (libcuda.so.1) for tl_aot's device probe (tl_aot/cuda_driver.py), no GPU needed.
+/* A fake NVIDIA driver (libcuda.so.1) for tl_aot's device probe (tl_aot/gpu/cuda_driver.py), no GPU needed.
  *
  * Read from the environment on every call, so one loaded copy serves every test:
  *   FAKE_CUDA_INIT     the CUresult cuInit returns (default 0)
