@@ -65,7 +65,7 @@ def test_newline_in_the_kernel_path_gives_an_inert_wheel_loader(hostile_build, t
     (pkg / "__init__.py").write_text("")
     shutil.copy(result.library, pkg / "lib_kernels.so")
     (pkg / "_kernels.py").write_text(render_loader(result.manifest, module="pkg._kernels", library_file="lib_kernels.so"))
-    shutil.copy(Path(__import__("tl_aot").__file__).parent / "torch_ops.py", pkg / f"{TORCH_GLUE_MODULE}.py")
+    shutil.copy(Path(__import__("tl_aot").__file__).parent / "runtime" / "torch_ops.py", pkg / f"{TORCH_GLUE_MODULE}.py")
     assert "evil\\nopen(" in (pkg / "_kernels.py").read_text().splitlines()[0]
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     code = "import pkg._kernels as k; print(sorted(k.__all__))"

@@ -109,7 +109,7 @@ def test_a_generated_loader_registers_the_companion_shipped_beside_it(built, tmp
     for f in (result.library, result.torch_companion):  # as TileLangExtension(torch_ops=True) places them
         shutil.copy(f, pkg / f.name)
     (pkg / "_kernels.py").write_text(render_loader(result.manifest, module="tlnpkg._kernels", library_file=result.library.name))
-    shutil.copy(Path(__file__).parents[2] / "tl_aot" / "torch_ops.py", pkg / f"{TORCH_GLUE_MODULE}.py")
+    shutil.copy(Path(__file__).parents[2] / "tl_aot" / "runtime" / "torch_ops.py", pkg / f"{TORCH_GLUE_MODULE}.py")
     monkeypatch.syspath_prepend(str(tmp_path))
     loader = importlib.import_module("tlnpkg._kernels")
     ops = loader.register_torch_ops("tll_" + uuid.uuid4().hex[:8])
