@@ -195,13 +195,19 @@ def test_no_cuda_compiler_anywhere(tmp_path):
 @pytest.mark.parametrize(
     "arch,needles",
     [
-        ("sm_91x", ["entry 'add_one' (", "elementwise.py): unsupported arch name 'sm_91x'"]),
+        ("sm_91x", ["entry 'add_one' (", "elementwise.py): --arch: unsupported arch name 'sm_91x'"]),
         ("60", ["entry 'add_one' (", "unsupported arch '60'", "sm_75 and newer"]),
         ("99", ["entry 'add_one' (sm_99) in tests/kernels/elementwise.py: nvcc", "cannot build sm_99", "sm_90"]),
     ],
 )
 def test_unsupported_arch(tmp_path, arch, needles):
     fails(tl_aot("build", KERNELS / "elementwise.py:add_one", "--arch", arch, "-o", tmp_path), *needles)
+
+
+def test_unsupported_arch_from_the_environment(tmp_path):
+    """A wrong TL_AOT_ARCHS is refused naming the entry, the variable and the arch."""
+    proc = tl_aot("build", KERNELS / "elementwise.py:add_one", "-o", tmp_path, env=_env(TL_AOT_ARCHS="9z"))
+    fails(proc, "entry 'add_one' (", "elementwise.py): TL_AOT_ARCHS: unsupported arch name '9z'")
 
 
 def test_unsupported_arch_in_a_spec_file(tmp_path):

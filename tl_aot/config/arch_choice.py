@@ -67,7 +67,7 @@ def parse_given(given: Given) -> tuple[Arch, ...]:
         return parse_arch_list(value)
     except SpecError as e:
         msg = f"{given.origin}: {e}"
-        raise SpecError(msg) from None
+        raise SpecError(msg, **e.fields()) from None
 
 
 def resolve_archs(
