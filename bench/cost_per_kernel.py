@@ -48,7 +48,7 @@ spec_file, arch_text, share, nshares = sys.argv[1], sys.argv[2], int(sys.argv[3]
 t0 = time.perf_counter()
 import tilelang
 from tilelang import tvm
-from tl_aot.gpu.arch import parse_arch
+from tl_aot.common.arch import parse_arch
 from tl_aot.gpu.device import default_profile, emulate
 from tl_aot.lower.lower import _resolve
 from tl_aot.spec import load_spec_file
@@ -169,7 +169,7 @@ def cuts(work: Path) -> list[dict]:
     from tl_aot.common.metadata import LoweredVariant, from_json
     from tl_aot.cuda.device_image import Unit, compile_image, compile_images
     from tl_aot.cuda.nvcc_command import nvcc_command
-    from tl_aot.gpu.arch import parse_arch
+    from tl_aot.common.arch import parse_arch
 
     recs = []
     cpu0 = _children_cpu()

@@ -406,21 +406,22 @@ def test_concurrent_builds_of_one_target(tmp_path):
 def test_damaged_cache_entry_is_rebuilt_not_used(tmp_path):
     from elf_images import cubin
 
+    from tl_aot.common.arch import parse_arch
     from tl_aot.common.metadata import LoweredVariant
     from tl_aot.pipeline.cache import VariantCache
 
     image = cubin("main_kernel")
     cache = VariantCache(tmp_path)
-    cache.store("k1", LoweredVariant(entry="e", arch="sm_90a", ptx=False), image)
+    cache.store("k1", LoweredVariant(entry="e", arch=parse_arch("sm_90a")), image)
     assert cache.load("k1") is not None
     (tmp_path / "k1" / "image.bin").write_bytes(image[:-8])  # torn by a crash before it reached the disk
     assert cache.load("k1") is None
-    cache.store("k1", LoweredVariant(entry="e", arch="sm_90a", ptx=False), image)  # the next build repairs it
+    cache.store("k1", LoweredVariant(entry="e", arch=parse_arch("sm_90a")), image)  # the next build repairs it
     assert cache.load("k1")[1] == image
     assert [p.name for p in tmp_path.iterdir()] == ["k1"]
     (tmp_path / ".k1.stale").mkdir()
     os.utime(tmp_path / ".k1.stale", (0, 0))
-    cache.store("k1", LoweredVariant(entry="e", arch="sm_90a", ptx=False), image)
+    cache.store("k1", LoweredVariant(entry="e", arch=parse_arch("sm_90a")), image)
     assert not (tmp_path / ".k1.stale").exists()  # temporary folders of builds killed long ago are swept
 
 

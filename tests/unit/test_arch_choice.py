@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tl_aot.common.arch import parse_arch_list
 from tl_aot.common.errors import SpecError
 from tl_aot.config.arch_choice import Given, cmake_spelling, env_archs, resolve_archs
 from tl_aot.frontends.cmake_configure import configure
-from tl_aot.gpu.arch import parse_arch_list
 
 
 def _sm(choice) -> list[str]:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from ..common.cpp_spelling import c_string_body, cpp_bool, image_symbol
 from ..common.errors import LoweringError
 from ..common.metadata import ArchVariant, DeviceKernel, LoweredEntry, TmaDescriptor, Workspace
-from ..gpu.arch import parse_arch
 
 __all__ = ["VariantCode", "variant_code"]
 
@@ -166,15 +165,15 @@ def variant_code(e: LoweredEntry, v: ArchVariant, where: str) -> VariantCode:
             f"{where} ({v.arch}): launches {len(v.kernels)} kernels with {len(v.workspaces)} workspaces; "
             f"the launcher runtime holds at most {_MAX_KERNELS} of each per entry (rt::kMaxKernels)"
         )
-        raise LoweringError(msg, entry=e.name, arch=v.arch)
-    a = parse_arch(v.arch)
+        raise LoweringError(msg, entry=e.name, arch=v.arch.sm)
+    a = v.arch
     return VariantCode(
-        arch=v.arch,
-        image_symbol=image_symbol(e.name, v.arch, v.ptx),
+        arch=a.sm,
+        image_symbol=image_symbol(e.name, a),
         major=a.major,
         minor=a.minor,
         arch_specific=cpp_bool(a.suffix == "a"),
-        ptx=cpp_bool(v.ptx),
+        ptx=cpp_bool(a.ptx),
         kernels=tuple(_launch_code(k) for k in v.kernels),
         workspaces=tuple(_workspace_code(w) for w in v.workspaces),
         tma=tuple(_tma_code(d) for d in v.tma_descriptors),

@@ -12,6 +12,7 @@ import json
 import typing
 from dataclasses import dataclass, field
 
+from .arch import Arch, parse_arch
 from .escaping import json_text
 
 __all__ = [
@@ -161,8 +162,7 @@ class DeviceKernel:
 class ArchVariant:
     """What one target arch needs: its kernels, descriptors and compiled image."""
 
-    arch: str  # sm_90a
-    ptx: bool = False
+    arch: Arch  # sm_90a, or sm_80+PTX: a fatbin with a PTX fallback (JSON: "arch": "sm_80", "ptx": true)
     kernels: tuple = ()  # DeviceKernel
     tma_descriptors: tuple = ()  # TmaDescriptor
     image_bytes: int = 0
@@ -182,6 +182,11 @@ class ArchVariant:
     cuda_version: str = ""  # the CUDA release of the compiler that made the image ("13.0.88"; "" for CuTeDSL's own)
     min_driver_cuda: str = ""  # the oldest driver that loads this image, as a CUDA version (tl_aot.gpu.cuda_compat)
     device_code: str = ""  # digest of the CUDA source TileLang generated, before tl_aot's edits (tl_aot.jit.device_code)
+
+    @property
+    def ptx(self) -> bool:
+        """Whether the image carries a PTX fallback (a fatbin)."""
+        return self.arch.ptx
 
 
 @dataclass(frozen=True)
@@ -313,10 +318,16 @@ _NESTED: dict[str, dict[str, type]] = {
     "Manifest": {"entries": LoweredEntry, "tunings": Tuning, "left_out": LeftOut, "calls": Call},
 }
 
+#: The dataclasses whose ``arch`` is an :class:`Arch`: written by :func:`_arch_plain`, read by :func:`_arch_of`.
+_TYPED_ARCH = frozenset({"ArchVariant", "LoweredVariant"})
+
 
 def _to_plain(obj: typing.Any) -> typing.Any:
     if dataclasses.is_dataclass(obj):
-        return {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        plain = {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        if type(obj).__name__ in _TYPED_ARCH:
+            plain.update(_arch_plain(obj.arch))
+        return plain
     if isinstance(obj, (list, tuple)):
         return [_to_plain(v) for v in obj]
     return obj
@@ -339,7 +350,19 @@ def _from_plain(cls: type, data: dict) -> typing.Any:
             kwargs[key] = tuple(_from_plain(nested[key], v) for v in value)
         else:
             kwargs[key] = _tuplify(value)
+    if cls.__name__ in _TYPED_ARCH:
+        kwargs["arch"] = _arch_of(data)
     return cls(**kwargs)
+
+
+def _arch_plain(arch: Arch) -> dict:
+    """An :class:`Arch` as the JSON of a variant has always spelled it: ``"arch": "sm_80", "ptx": true``."""
+    return {"arch": arch.sm, "ptx": arch.ptx}
+
+
+def _arch_of(data: dict) -> Arch:
+    """The :class:`Arch` of a variant's JSON (the inverse of :func:`_arch_plain`)."""
+    return parse_arch(str(data["arch"]) + ("+PTX" if data.get("ptx") else ""))
 
 
 def to_json(obj: typing.Any, *, indent: int | None = None) -> str:
@@ -358,8 +381,7 @@ class LoweredVariant:
     """What lowering one entry for one arch yields (cached between builds): metadata and CUDA source."""
 
     entry: str
-    arch: str
-    ptx: bool
+    arch: Arch  # what it was lowered for; ``arch.ptx``: the image is a fatbin with a PTX fallback
     params: tuple = ()  # Param
     symbols: tuple = ()  # Symbol
     kernels: tuple = ()  # DeviceKernel
@@ -380,6 +402,11 @@ class LoweredVariant:
     inputs: tuple = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale
     backend: str = "cuda"  # "cuda" or "cutedsl": which of TileLang's code generators produced ``cuda_source``
     device_code: str = ""  # digest of TileLang's CUDA source before tl_aot's edits (tl_aot.jit.device_code.digest)
+
+    @property
+    def ptx(self) -> bool:
+        """Whether the image carries a PTX fallback (a fatbin)."""
+        return self.arch.ptx
 
 
 _NESTED["LoweredVariant"] = {

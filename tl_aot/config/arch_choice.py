@@ -14,8 +14,8 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..common.arch import Arch, parse_arch_list
 from ..common.errors import SpecError
-from ..gpu.arch import Arch, parse_arch_list
 
 __all__ = ["ENV_VAR", "Given", "ArchChoice", "env_archs", "parse_given", "resolve_archs", "cmake_spelling"]
 

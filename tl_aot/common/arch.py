@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..common.errors import SpecError
+from .errors import SpecError
 
 __all__ = ["Arch", "parse_arch", "parse_arch_list"]
 
