@@ -7,6 +7,7 @@ substitutes them.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from ..common.cpp_spelling import c_string_body, cpp_bool, image_symbol
@@ -17,6 +18,9 @@ __all__ = ["VariantCode", "variant_code"]
 
 #: rt::kMaxKernels (and Workspaces' capacity) in tl_aot/include/tl_aot/launcher_runtime.h.
 _MAX_KERNELS = 16
+
+#: A C++ integer literal: spelled as it is in a braced initialiser (a constant that fits is no narrowing).
+_INT_LITERAL = re.compile(r"-?\d+")
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,12 @@ class WorkspaceCode:
 
 @dataclass(frozen=True)
 class TmaCode:
-    """A ``CUtensorMap`` encoded per call (tiled or im2col); every field is C++."""
+    """A ``CUtensorMap`` encoded per call (tiled or im2col); every field is C++.
+
+    The arrays' values are spelled for the template's arrays (:func:`_as`): ``global_dim`` as
+    ``cuuint64_t``, ``strides`` as ``int64_t``, ``element_strides`` and ``box_dim`` as ``cuuint32_t``,
+    the corners as ``int``.
+    """
 
     tensor: str
     tiled: bool
@@ -143,12 +152,12 @@ def _tma_code(d: TmaDescriptor) -> TmaCode:
         dtype=d.dtype,
         rank=d.rank,
         global_address=d.global_address,
-        global_dim=tuple(d.global_dim),
-        strides=tuple(d.global_stride) if d.rank > 1 else ("0",),
-        element_strides=tuple(d.element_strides),
-        box_dim=tuple(d.box_dim),
-        lower_corner=tuple(d.lower_corner),
-        upper_corner=tuple(d.upper_corner),
+        global_dim=_as("cuuint64_t", d.global_dim),
+        strides=_as("int64_t", d.global_stride) if d.rank > 1 else ("0",),
+        element_strides=_as("cuuint32_t", d.element_strides),
+        box_dim=_as("cuuint32_t", d.box_dim),
+        lower_corner=_as("int", d.lower_corner),
+        upper_corner=_as("int", d.upper_corner),
         channels_per_pixel=d.channels_per_pixel,
         pixels_per_column=d.pixels_per_column,
         interleave=d.interleave,
@@ -156,6 +165,17 @@ def _tma_code(d: TmaDescriptor) -> TmaCode:
         l2_promotion=d.l2_promotion,
         oob_fill=d.oob_fill,
     )
+
+
+def _as(ctype: str, values) -> tuple:
+    """``values`` as elements of a braced ``ctype`` array: a literal as it is, an expression converted explicitly.
+
+    A dynamic dim is an ``int64_t`` (or ``int32_t``) symbol such as ``s_m``; put as it is into
+    ``cuuint64_t dims[] = {...}`` it is a narrowing conversion, which compilers warn of
+    (``-Wnarrowing``) and C++ forbids. ``static_cast<cuuint64_t>(s_m)`` is the same conversion, said
+    to be meant: the same value reaches ``cuTensorMapEncode*``, which checks its range.
+    """
+    return tuple(str(v) if _INT_LITERAL.fullmatch(str(v).strip()) else f"static_cast<{ctype}>({v})" for v in values)
 
 
 def variant_code(e: LoweredEntry, v: ArchVariant, where: str) -> VariantCode:
