@@ -183,11 +183,6 @@ class ArchVariant:
     min_driver_cuda: str = ""  # the oldest driver that loads this image, as a CUDA version (tl_aot.gpu.cuda_compat)
     device_code: str = ""  # digest of the CUDA source TileLang generated, before tl_aot's edits (tl_aot.jit.device_code)
 
-    @property
-    def ptx(self) -> bool:
-        """Whether the image carries a PTX fallback (a fatbin)."""
-        return self.arch.ptx
-
 
 @dataclass(frozen=True)
 class LoweredEntry:
@@ -318,15 +313,15 @@ _NESTED: dict[str, dict[str, type]] = {
     "Manifest": {"entries": LoweredEntry, "tunings": Tuning, "left_out": LeftOut, "calls": Call},
 }
 
-#: The dataclasses whose ``arch`` is an :class:`Arch`: written by :func:`_arch_plain`, read by :func:`_arch_of`.
+#: The dataclasses whose ``arch`` is an :class:`Arch` (``arch.ptx``: a fatbin with a PTX fallback), in JSON ``arch`` + ``ptx``.
 _TYPED_ARCH = frozenset({"ArchVariant", "LoweredVariant"})
 
 
 def _to_plain(obj: typing.Any) -> typing.Any:
     if dataclasses.is_dataclass(obj):
         plain = {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-        if type(obj).__name__ in _TYPED_ARCH:
-            plain.update(_arch_plain(obj.arch))
+        if type(obj).__name__ in _TYPED_ARCH:  # as variants have always been spelled: "arch": "sm_80", "ptx": true
+            plain.update(arch=obj.arch.sm, ptx=obj.arch.ptx)
         return plain
     if isinstance(obj, (list, tuple)):
         return [_to_plain(v) for v in obj]
@@ -350,19 +345,9 @@ def _from_plain(cls: type, data: dict) -> typing.Any:
             kwargs[key] = tuple(_from_plain(nested[key], v) for v in value)
         else:
             kwargs[key] = _tuplify(value)
-    if cls.__name__ in _TYPED_ARCH:
-        kwargs["arch"] = _arch_of(data)
+    if cls.__name__ in _TYPED_ARCH:  # read back as _to_plain wrote it
+        kwargs["arch"] = parse_arch(str(data["arch"]) + ("+PTX" if data.get("ptx") else ""))
     return cls(**kwargs)
-
-
-def _arch_plain(arch: Arch) -> dict:
-    """An :class:`Arch` as the JSON of a variant has always spelled it: ``"arch": "sm_80", "ptx": true``."""
-    return {"arch": arch.sm, "ptx": arch.ptx}
-
-
-def _arch_of(data: dict) -> Arch:
-    """The :class:`Arch` of a variant's JSON (the inverse of :func:`_arch_plain`)."""
-    return parse_arch(str(data["arch"]) + ("+PTX" if data.get("ptx") else ""))
 
 
 def to_json(obj: typing.Any, *, indent: int | None = None) -> str:
@@ -402,11 +387,6 @@ class LoweredVariant:
     inputs: tuple = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale
     backend: str = "cuda"  # "cuda" or "cutedsl": which of TileLang's code generators produced ``cuda_source``
     device_code: str = ""  # digest of TileLang's CUDA source before tl_aot's edits (tl_aot.jit.device_code.digest)
-
-    @property
-    def ptx(self) -> bool:
-        """Whether the image carries a PTX fallback (a fatbin)."""
-        return self.arch.ptx
 
 
 _NESTED["LoweredVariant"] = {
