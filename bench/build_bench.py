@@ -106,6 +106,7 @@ def main() -> int:
         lib_info = z.getinfo("tl_gemm/lib_kernels.so")
     library = next((src / "build").glob("lib.*/tl_gemm/lib_kernels.so"))
     import tl_aot
+    from tl_aot.common.cpp_spelling import image_symbol
 
     entries = tl_aot.load(library).manifest.entries
     # The images as embedded, kept by the build in its work folder (named like the embedded symbols).
@@ -114,8 +115,8 @@ def main() -> int:
     for e in entries:
         raw = sum(v.image_bytes for v in e.variants)
         image_total += raw
-        record = {"name": "entry", "entry": e.name, "archs": [v.arch for v in e.variants], "image_bytes": raw}
-        paths = [images.get(f"{e.name}__{v.arch}{'_ptx' if v.ptx else ''}") for v in e.variants]
+        record = {"name": "entry", "entry": e.name, "archs": [v.arch.sm for v in e.variants], "image_bytes": raw}
+        paths = [images.get(image_symbol(e.name, v.arch)) for v in e.variants]
         if all(paths):
             record["deflated_bytes"] = sum(len(zlib.compress(p.read_bytes(), 6)) for p in paths)
         _emit(record)

@@ -89,19 +89,20 @@ def _static_int(expr: str, what: str) -> int:
 
 def export_launch_kernel(out: Path, result) -> dict:
     """Copy the cubin tl_aot embedded for the launch entry next to the loop, with its launch config."""
-    from tl_aot.codegen.render import image_symbol
+    from tl_aot.common.arch import parse_arch
+    from tl_aot.common.cpp_spelling import image_symbol
 
     entry = result.manifest.entry(LAUNCH_ENTRY)
-    variant = next(v for v in entry.variants if v.arch == "sm_90a")
+    variant = next(v for v in entry.variants if v.arch == parse_arch("sm_90a"))
     if len(variant.kernels) != 1:
         raise SystemExit(f"{LAUNCH_ENTRY}: expected one device kernel, found {len(variant.kernels)}")
     k = variant.kernels[0]
     if any(not a.ctype.endswith("*") for a in k.args):
         raise SystemExit(f"{LAUNCH_ENTRY}: the launch-floor loop passes pointers only, the kernel takes {[a.ctype for a in k.args]}")
-    src = out / ".tl_aot" / LIBRARY / f"{image_symbol(entry.name, variant.arch, variant.ptx)}.bin"
+    src = out / ".tl_aot" / LIBRARY / f"{image_symbol(entry.name, variant.arch)}.bin"
     if not src.is_file():
         raise SystemExit(f"{src} is missing: tl_aot's build folder layout changed; update bench/build_libs.py")
-    cubin = out / f"{LAUNCH_ENTRY}.{variant.arch}.cubin"
+    cubin = out / f"{LAUNCH_ENTRY}.{variant.arch.sm}.cubin"
     shutil.copyfile(src, cubin)
     nbytes = max(math.prod(_static_int(d, f"{p.name} dim") for d in p.shape) * _ITEMSIZE[p.dtype] for p in entry.params if p.is_tensor)
     cfg = {

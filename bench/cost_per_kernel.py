@@ -48,7 +48,7 @@ spec_file, arch_text, share, nshares = sys.argv[1], sys.argv[2], int(sys.argv[3]
 t0 = time.perf_counter()
 import tilelang
 from tilelang import tvm
-from tl_aot.gpu.arch import parse_arch
+from tl_aot.common.arch import parse_arch
 from tl_aot.gpu.device import default_profile, emulate
 from tl_aot.lower.lower import _resolve
 from tl_aot.spec import load_spec_file
@@ -169,7 +169,6 @@ def cuts(work: Path) -> list[dict]:
     from tl_aot.common.metadata import LoweredVariant, from_json
     from tl_aot.cuda.device_image import Unit, compile_image, compile_images
     from tl_aot.cuda.nvcc_command import nvcc_command
-    from tl_aot.gpu.arch import parse_arch
 
     recs = []
     cpu0 = _children_cpu()
@@ -179,19 +178,18 @@ def cuts(work: Path) -> list[dict]:
     variants = [from_json(LoweredVariant, f.read_text()) for f in sorted((work / "tl_aot-cache").glob("*/variant.json"))]
     groups: dict = {}
     for i, v in enumerate(variants):
-        groups.setdefault((v.arch, v.ptx, tuple(v.nvcc_options)), []).append(Unit(f"k{i}", v.cuda_source, "bench"))
-    for (sm, ptx, options), units in groups.items():
+        groups.setdefault((v.arch, tuple(v.nvcc_options)), []).append(Unit(f"k{i}", v.cuda_source, "bench"))
+    for (arch, options), units in groups.items():
         d = Path(tempfile.mkdtemp(dir=work))
         c = _children_cpu()
-        compile_images(parse_arch(sm.removeprefix("sm_") + ("+PTX" if ptx else "")), d, units, options)
+        compile_images(arch, d, units, options)
         totals["batched (tl_aot build)"] += _children_cpu() - c
         shutil.rmtree(d, ignore_errors=True)
     n = 0
     for v in variants:
-        arch = parse_arch(v.arch.removeprefix("sm_") + ("+PTX" if v.ptx else ""))
         d = Path(tempfile.mkdtemp(dir=work))
         c = _children_cpu()
-        compile_image(arch, d, "k", v.cuda_source, v.nvcc_options, what="bench")
+        compile_image(v.arch, d, "k", v.cuda_source, v.nvcc_options, what="bench")
         totals["alone (tl_aot, one variant)"] += _children_cpu() - c
         (d / "k.cu").write_text(v.cuda_source)
         for label, drop in (("one_step (JIT)", False), ("one_step_no_lineinfo", True)):

@@ -236,10 +236,12 @@ class _StandIn:
     def __init__(self, kernels: dict, calls: tuple) -> None:
         import types
 
+        from tl_aot.common.arch import parse_arch
+
         entries = [
             types.SimpleNamespace(
                 export="", name=f"k_{key[:10]}", capture_key=key, capture_name="", function="captured", args=(),
-                variants=[types.SimpleNamespace(request_key=key, arch="sm_90a", ptx=False)],
+                variants=[types.SimpleNamespace(request_key=key, arch=parse_arch("sm_90a"))],
             )
             for key in kernels
         ]  # fmt: skip

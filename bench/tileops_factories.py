@@ -236,7 +236,7 @@ def main(argv=None) -> int:
     p.add_argument("--match", default="")
     p.add_argument("--json", help="write every result here")
     args = p.parse_args(argv)
-    from tl_aot.gpu.arch import parse_arch
+    from tl_aot.common.arch import parse_arch
 
     arch = parse_arch("90a")
     classes = {k: v for k, v in sorted(kernel_classes().items()) if args.match in k}

@@ -195,13 +195,19 @@ def test_no_cuda_compiler_anywhere(tmp_path):
 @pytest.mark.parametrize(
     "arch,needles",
     [
-        ("sm_91x", ["entry 'add_one' (", "elementwise.py): unsupported arch name 'sm_91x'"]),
+        ("sm_91x", ["entry 'add_one' (", "elementwise.py): --arch: unsupported arch name 'sm_91x'"]),
         ("60", ["entry 'add_one' (", "unsupported arch '60'", "sm_75 and newer"]),
         ("99", ["entry 'add_one' (sm_99) in tests/kernels/elementwise.py: nvcc", "cannot build sm_99", "sm_90"]),
     ],
 )
 def test_unsupported_arch(tmp_path, arch, needles):
     fails(tl_aot("build", KERNELS / "elementwise.py:add_one", "--arch", arch, "-o", tmp_path), *needles)
+
+
+def test_unsupported_arch_from_the_environment(tmp_path):
+    """A wrong TL_AOT_ARCHS is refused naming the entry, the variable and the arch."""
+    proc = tl_aot("build", KERNELS / "elementwise.py:add_one", "-o", tmp_path, env=_env(TL_AOT_ARCHS="9z"))
+    fails(proc, "entry 'add_one' (", "elementwise.py): TL_AOT_ARCHS: unsupported arch name '9z'")
 
 
 def test_unsupported_arch_in_a_spec_file(tmp_path):
@@ -400,21 +406,22 @@ def test_concurrent_builds_of_one_target(tmp_path):
 def test_damaged_cache_entry_is_rebuilt_not_used(tmp_path):
     from elf_images import cubin
 
+    from tl_aot.common.arch import parse_arch
     from tl_aot.common.metadata import LoweredVariant
     from tl_aot.pipeline.cache import VariantCache
 
     image = cubin("main_kernel")
     cache = VariantCache(tmp_path)
-    cache.store("k1", LoweredVariant(entry="e", arch="sm_90a", ptx=False), image)
+    cache.store("k1", LoweredVariant(entry="e", arch=parse_arch("sm_90a")), image)
     assert cache.load("k1") is not None
     (tmp_path / "k1" / "image.bin").write_bytes(image[:-8])  # torn by a crash before it reached the disk
     assert cache.load("k1") is None
-    cache.store("k1", LoweredVariant(entry="e", arch="sm_90a", ptx=False), image)  # the next build repairs it
+    cache.store("k1", LoweredVariant(entry="e", arch=parse_arch("sm_90a")), image)  # the next build repairs it
     assert cache.load("k1")[1] == image
     assert [p.name for p in tmp_path.iterdir()] == ["k1"]
     (tmp_path / ".k1.stale").mkdir()
     os.utime(tmp_path / ".k1.stale", (0, 0))
-    cache.store("k1", LoweredVariant(entry="e", arch="sm_90a", ptx=False), image)
+    cache.store("k1", LoweredVariant(entry="e", arch=parse_arch("sm_90a")), image)
     assert not (tmp_path / ".k1.stale").exists()  # temporary folders of builds killed long ago are swept
 
 

@@ -58,7 +58,7 @@ def built(record, cache_dir) -> dict:
 
 def _direct(function: str, **kwargs):
     """What the direct build of the same call lowers (request key and device code digest), in this process."""
-    from tl_aot.gpu.arch import parse_arch
+    from tl_aot.common.arch import parse_arch
     from tl_aot.lower.lower import lower_variant
     from tl_aot.spec import KernelSpec
 

@@ -65,7 +65,7 @@ def test_spec_file_builds_every_shape_as_the_jit_compiles_it(package, jit, cache
 
 
 def test_lowered_cuda_source_is_the_jits(package, jit):
-    from tl_aot.gpu.arch import parse_arch
+    from tl_aot.common.arch import parse_arch
     from tl_aot.lower.lower import lower_variant
     from tl_aot.spec import load_spec_file
 

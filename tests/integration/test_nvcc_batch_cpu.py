@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
+from tl_aot.common.arch import parse_arch
 from tl_aot.cuda.device_image import Unit, batch_problem, compile_image, compile_images, kernel_names
 from tl_aot.cuda.ptx_split import split_variant
-from tl_aot.gpu.arch import parse_arch
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 

@@ -1,7 +1,7 @@
 import pytest
 
+from tl_aot.common.arch import Arch, parse_arch, parse_arch_list
 from tl_aot.common.errors import SpecError
-from tl_aot.gpu.arch import Arch, parse_arch, parse_arch_list
 
 
 @pytest.mark.parametrize("text", ["sm_90a", "90a", "9.0a", "SM_90A", "compute_90a"])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tl_aot.common.arch import parse_arch_list
 from tl_aot.common.errors import SpecError
 from tl_aot.config.arch_choice import Given, cmake_spelling, env_archs, resolve_archs
 from tl_aot.frontends.cmake_configure import configure
-from tl_aot.gpu.arch import parse_arch_list
 
 
 def _sm(choice) -> list[str]:
@@ -57,6 +57,8 @@ def test_a_bad_value_names_where_it_came_from(level, origin, value, fragment):
     with pytest.raises(SpecError) as info:
         resolve_archs(**{level: Given(origin, value)})
     assert fragment in str(info.value)
+    bad = {"9z", "sm_70", "90a+PTX"} & set(value if isinstance(value, list) else str(value).split(";"))
+    assert info.value.arch == (bad.pop() if bad else None)  # the field callers read names the arch refused
 
 
 def test_a_bad_value_below_the_winner_is_not_read_here():

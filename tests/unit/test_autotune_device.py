@@ -6,8 +6,8 @@ import types
 
 import pytest
 
+from tl_aot.common.arch import parse_arch
 from tl_aot.common.errors import LoweringError, SpecError
-from tl_aot.gpu.arch import parse_arch
 from tl_aot.gpu.device import PROFILES, default_profile, find_profile
 from tl_aot.jit.autotune import choose_config
 

@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("tilelang")
 
+from tl_aot.common.arch import parse_arch  # noqa: E402
 from tl_aot.gpu.cuda_driver import emulating, gpu_identity  # noqa: E402
 from tl_aot.gpu.device import PROFILES, emulate  # noqa: E402
 from tl_aot.jit import serving  # noqa: E402
@@ -72,7 +73,7 @@ def traces(monkeypatch):
 
 def _library(record, request_key: str):
     """A library holding the captured kernel (what ``build --capture`` makes of the record), calls included."""
-    variant = types.SimpleNamespace(request_key=request_key, arch="sm_90a", ptx=False)
+    variant = types.SimpleNamespace(request_key=request_key, arch=parse_arch("sm_90a"))
     entry = types.SimpleNamespace(
         export="", variants=[variant], capture_key=request_key, name="add_k", capture_name="add", function="captured", args=()
     )

@@ -1,11 +1,15 @@
 """Generated launcher and header against checked-in golden files (regen: tests/unit/golden/regen.py)."""
 
 import dataclasses
+import re
+import subprocess
 
+import pytest
 from helpers import GOLDEN, REGEN, golden_manifest
 
 from tl_aot.codegen.render import render_header, render_launcher, render_manifest
-from tl_aot.common.metadata import ABI_VERSION
+from tl_aot.common.arch import parse_arch
+from tl_aot.common.metadata import ABI_VERSION, Manifest, from_json, to_json
 
 
 def test_launcher_matches_golden():
@@ -59,5 +63,45 @@ def test_manifest_embedded_verbatim_and_every_entry_exported():
 def test_ptx_variant_is_a_fatbin_image():
     two = golden_manifest().entry("two")
     (v,) = two.variants
-    assert v.ptx and v.image_kind == "fatbin"
+    assert v.arch.ptx and v.image_kind == "fatbin"
     assert "__tvm_ffi__cubin_two__sm_80_ptx" in render_launcher(golden_manifest(), header_name="golden.h")
+
+
+def test_variants_hold_their_arch_typed_and_json_spells_it_as_before():
+    """In memory an :class:`Arch` (PTX included); in the manifest ``"arch": "sm_80", "ptx": true`` as ever."""
+    m = golden_manifest()
+    assert [v.arch for v in m.entry("two").variants] == [parse_arch("80+PTX")]
+    assert {str(v.arch) for e in m.entries for v in e.variants} >= {"sm_80", "sm_90a", "sm_80+PTX"}
+    text = (GOLDEN / "manifest.json").read_text()
+    assert to_json(from_json(Manifest, text), indent=1) == to_json(from_json(Manifest, to_json(m, indent=1)), indent=1)
+    assert '"arch": "sm_80",' in text and "+PTX" not in text
+
+
+#: A braced array of a TMA encoding in the launcher: its element type, name and values.
+_TMA_ARRAY = re.compile(r"const (cuuint64_t|cuuint32_t|int64_t|int) (dims|strides|estr|box|lower|upper)\[\] = \{(.*)\};")
+
+
+def test_tma_arrays_convert_dynamic_values_explicitly():
+    """``{256, s_m}`` into ``cuuint64_t`` narrows an int64_t (-Wnarrowing): every non-literal is converted explicitly."""
+    cc = render_launcher(golden_manifest(), header_name="golden.h")
+    arrays = _TMA_ARRAY.findall(cc)
+    assert arrays, "the golden library has TMA descriptors"
+    for ctype, _name, values in arrays:
+        for value in (v.strip() for v in values.split(",")):
+            assert re.fullmatch(r"-?\d+", value) or value.startswith(f"static_cast<{ctype}>("), (ctype, value)
+    assert "const cuuint64_t dims[] = {256, static_cast<cuuint64_t>(s_m)};" in cc  # gemm's dynamic m
+
+
+def test_generated_launcher_compiles_without_warnings(tmp_path):
+    """The launcher and manifest units compiled as a build compiles them, with -Wall -Wextra -Werror: they warn of nothing."""
+    pytest.importorskip("tvm_ffi")
+    from tl_aot.cuda.host_compile import host_command
+
+    m = golden_manifest()
+    (tmp_path / "golden.h").write_text(render_header(m))
+    (tmp_path / "launcher.cc").write_text(render_launcher(m, header_name="golden.h"))
+    (tmp_path / "manifest.cc").write_text(render_manifest(m))
+    for unit in ("launcher", "manifest"):
+        cmd = host_command(tmp_path, f"{unit}.cc", f"{unit}.o")
+        proc = subprocess.run([cmd[0], "-Wall", "-Wextra", "-Werror", *cmd[1:]], cwd=tmp_path, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, f"{unit}.cc:\n{proc.stderr[-4000:]}"

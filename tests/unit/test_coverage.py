@@ -12,8 +12,8 @@ pytest.importorskip("tilelang")
 
 from helpers import GOLDEN  # noqa: E402
 
+from tl_aot.common.arch import parse_arch  # noqa: E402
 from tl_aot.common.errors import LoweringError  # noqa: E402
-from tl_aot.gpu.arch import parse_arch  # noqa: E402
 from tl_aot.lower.lower import lower_variant  # noqa: E402
 from tl_aot.spec import KernelSpec  # noqa: E402
 

@@ -93,9 +93,10 @@ def test_probing_needs_no_torch():
     ],
 )
 def test_an_image_runs_where_the_launcher_would_pick_it(arch, ptx, cc, runs):
+    from tl_aot.common.arch import parse_arch
     from tl_aot.gpu.image_select import image_of, runs_on
 
-    assert runs_on({image_of(arch, ptx)}, cc) is runs
+    assert runs_on({image_of(parse_arch(arch + ("+PTX" if ptx else "")))}, cc) is runs
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +108,7 @@ def served_request():
         import elementwise
     finally:
         sys.path.pop(0)
+    from tl_aot.common.arch import parse_arch
     from tl_aot.common.metadata import ArchVariant, LoweredEntry, Manifest
     from tl_aot.jit.jit_seam import CompileRequest
     from tl_aot.jit.request_key import options_of, request_key
@@ -114,7 +116,7 @@ def served_request():
     req = CompileRequest(elementwise.axpy(1024), None, None, None, None, {}, (), 0)
     key = request_key(req.func, options_of(req))
     entry = LoweredEntry(name="axpy_k", source="elementwise.py", function="axpy", args=(("N", "1024"),), capture_key=key)
-    entry = LoweredEntry(**{**entry.__dict__, "variants": (ArchVariant(arch="sm_90a", request_key=key),)})
+    entry = LoweredEntry(**{**entry.__dict__, "variants": (ArchVariant(arch=parse_arch("sm_90a"), request_key=key),)})
 
     class Lib(SimpleNamespace):
         def __getitem__(self, name):

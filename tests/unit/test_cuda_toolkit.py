@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tl_aot.common.arch import parse_arch
 from tl_aot.common.errors import ToolchainNotFound
 from tl_aot.cuda import cuda_toolkit
 from tl_aot.cuda.cuda_toolkit import find_toolkit, pin_toolkit
-from tl_aot.gpu.arch import parse_arch
 from tl_aot.gpu.cuda_compat import cuda_int, cuda_str, image_floor, library_floor, min_cuda_for_arch
 
 FAKE_NVCC = """#!/bin/sh

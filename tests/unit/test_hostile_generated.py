@@ -321,7 +321,7 @@ def test_library_names_that_would_shadow_or_not_compile_are_refused(name, tmp_pa
     [("75", 64), ("80", 163), ("86", 99), ("87", 163), ("89", 99), ("90a", 227), ("100a", 227), ("120", 99)],
 )
 def test_shared_memory_limit_per_arch(arch, kib):
-    from tl_aot.gpu.arch import parse_arch
+    from tl_aot.common.arch import parse_arch
 
     assert max_shared_bytes(parse_arch(arch)) == kib * 1024
 
@@ -349,7 +349,7 @@ LIMITS = [
 
 def _lower(function, arch, args):
     pytest.importorskip("tilelang")
-    from tl_aot.gpu.arch import parse_arch
+    from tl_aot.common.arch import parse_arch
     from tl_aot.lower.lower import lower_variant
 
     spec = KernelSpec.create(name=f"hostile_{function}", source=KERNELS / "hostile.py", function=function, args=args, archs=[arch])
@@ -368,7 +368,7 @@ def test_impossible_launches_fail_the_build(function, arch, args, fragment):
 
 
 def _lower_arch(arch: str) -> str:
-    from tl_aot.gpu.arch import parse_arch
+    from tl_aot.common.arch import parse_arch
 
     return parse_arch(arch).sm
 

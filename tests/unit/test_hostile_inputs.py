@@ -360,7 +360,7 @@ def test_a_kernel_file_sees_its_own_path_as_argv(tmp_path):
 
 
 def test_a_lowering_worker_that_dies_names_the_kernel_file(tmp_path):
-    from tl_aot.gpu.arch import parse_arch
+    from tl_aot.common.arch import parse_arch
     from tl_aot.lower.lower_worker import LoweringPool
     from tl_aot.spec import KernelSpec
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from elf_images import cubin
 
+from tl_aot.common.arch import parse_arch
 from tl_aot.common.metadata import LoweredVariant, to_json
 from tl_aot.pipeline.cache import VariantCache
 from tl_aot.pipeline.shards import PartError, check_parts, parse_shard, shard_of
@@ -75,7 +76,7 @@ def test_toolset_differences_are_named(monkeypatch):
 
 
 def _variant() -> LoweredVariant:
-    return LoweredVariant(entry="e", arch="sm_80", ptx=False, cuda_source='extern "C" __global__ void k() {}')
+    return LoweredVariant(entry="e", arch=parse_arch("sm_80"), cuda_source='extern "C" __global__ void k() {}')
 
 
 def test_shared_cache_entries_are_verified():
@@ -111,7 +112,7 @@ def test_two_machines_share_variants_through_a_url(tmp_path):
 
 
 def test_a_worker_with_other_tools_refuses_the_task(monkeypatch):
-    from tl_aot.gpu.arch import parse_arch
+    from tl_aot.common.arch import parse_arch
     from tl_aot.spec import KernelSpec
 
     spec = KernelSpec.create(name="e", source=Path(__file__), function="f", archs=["80"])
@@ -125,8 +126,8 @@ def test_a_worker_with_other_tools_refuses_the_task(monkeypatch):
 
 
 def test_a_damaged_result_is_refused():
+    from tl_aot.common.arch import parse_arch
     from tl_aot.common.errors import CompileError
-    from tl_aot.gpu.arch import parse_arch
     from tl_aot.spec import KernelSpec
 
     spec = KernelSpec.create(name="e", source=Path(__file__), function="f", archs=["80"])

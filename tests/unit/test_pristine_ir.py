@@ -100,7 +100,7 @@ def test_a_build_keys_one_variant_alike_whichever_arch_its_lowering_process_lowe
     """What differed between a Dask-built and a locally built library: gemm bfloat16 N=512 K=2048, sm_90a after sm_80."""
     from tilelang import tvm
 
-    from tl_aot.gpu.arch import parse_arch
+    from tl_aot.common.arch import parse_arch
     from tl_aot.jit.resolve import resolve_kernel
     from tl_aot.lower.lower import lower_variant
     from tl_aot.spec import load_spec_file

@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("tilelang")
 
+from tl_aot.common.arch import parse_arch  # noqa: E402
 from tl_aot.common.errors import LoweringError, SpecError  # noqa: E402
 from tl_aot.config.values import Expr  # noqa: E402
-from tl_aot.gpu.arch import parse_arch  # noqa: E402
 from tl_aot.lower.lower import lower_variant  # noqa: E402
 from tl_aot.spec import KernelSpec  # noqa: E402
 
@@ -110,7 +110,7 @@ def test_lru_cache_partial_and_compiled_kernels_never_compile(monkeypatch):
 def test_a_stale_compiled_kernel_in_a_user_cache_is_rebuilt_not_reused():
     a = lower(TLOPS / "cached.py", "fill_like", arch="90a", args={"n": 1024})
     b = lower(TLOPS / "cached.py", "fill_like", arch="80", args={"n": 1024})
-    assert a.func_hash == b.func_hash and b.arch == "sm_80"
+    assert a.func_hash == b.func_hash and b.arch == parse_arch("sm_80")
 
 
 def test_a_user_cache_that_kept_a_stand_in_compiles_for_real_once_the_build_is_over(monkeypatch):

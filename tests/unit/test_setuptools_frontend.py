@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from setuptools import Distribution, Extension
 
+from tl_aot.common.arch import parse_arch, parse_arch_list
 from tl_aot.common.errors import SpecError
 from tl_aot.frontends.setuptools import TileLangExtension, bdist_wheel, build_ext
-from tl_aot.gpu.arch import parse_arch, parse_arch_list
 
 DEMO = Path(__file__).resolve().parents[1] / "packages" / "setuptools_wheel"
 ADD_ONE = {"name": "add_one", "source": "kernels/add_one.py", "function": "add_one"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
+from tl_aot.common.arch import parse_arch
 from tl_aot.common.metadata import ArchVariant, LoweredEntry, Manifest
 from tl_aot.jit.verify import report, verify
 
@@ -18,7 +19,7 @@ def _manifest(*variants) -> Manifest:
 
 def _variant(key: str, arch="sm_90a", options=OPTIONS, name="main", func_hash="aaaa") -> ArchVariant:
     request = json.dumps({"name": name, "options": options})
-    return ArchVariant(arch=arch, request_key=key, request=request, func_hash=func_hash, resolved="make(n=1) -> k()")
+    return ArchVariant(arch=parse_arch(arch), request_key=key, request=request, func_hash=func_hash, resolved="make(n=1) -> k()")
 
 
 def _item(options=OPTIONS, name="main", jit="pkg.k", headers=None) -> dict:

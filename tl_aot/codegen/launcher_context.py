@@ -85,7 +85,7 @@ def entry_code(e: LoweredEntry, index: int, label: str = "") -> EntryCode:
         source=c_comment(e.source),
         function=e.function,
         args_display=c_comment(", ".join(f"{k}={v}" for k, v in e.args)),
-        archs=tuple(v.arch + ("+PTX" if v.ptx else "") for v in e.variants),
+        archs=tuple(str(v.arch) for v in e.variants),
         variants=tuple(variant_code(e, v, where) for v in e.variants),
         args_type=f"rt::Args<{len(tensors)}, {len(e.symbols)}, {len(scalars)}, {len(e.outputs)}>",
         checks=checks,

@@ -7,17 +7,20 @@ substitutes them.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from ..common.cpp_spelling import c_string_body, cpp_bool, image_symbol
 from ..common.errors import LoweringError
 from ..common.metadata import ArchVariant, DeviceKernel, LoweredEntry, TmaDescriptor, Workspace
-from ..gpu.arch import parse_arch
 
 __all__ = ["VariantCode", "variant_code"]
 
 #: rt::kMaxKernels (and Workspaces' capacity) in tl_aot/include/tl_aot/launcher_runtime.h.
 _MAX_KERNELS = 16
+
+#: A C++ integer literal: spelled as it is in a braced initialiser (a constant that fits is no narrowing).
+_INT_LITERAL = re.compile(r"-?\d+")
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,12 @@ class WorkspaceCode:
 
 @dataclass(frozen=True)
 class TmaCode:
-    """A ``CUtensorMap`` encoded per call (tiled or im2col); every field is C++."""
+    """A ``CUtensorMap`` encoded per call (tiled or im2col); every field is C++.
+
+    The arrays' values are spelled for the template's arrays (:func:`_as`): ``global_dim`` as
+    ``cuuint64_t``, ``strides`` as ``int64_t``, ``element_strides`` and ``box_dim`` as ``cuuint32_t``,
+    the corners as ``int``.
+    """
 
     tensor: str
     tiled: bool
@@ -144,12 +152,12 @@ def _tma_code(d: TmaDescriptor) -> TmaCode:
         dtype=d.dtype,
         rank=d.rank,
         global_address=d.global_address,
-        global_dim=tuple(d.global_dim),
-        strides=tuple(d.global_stride) if d.rank > 1 else ("0",),
-        element_strides=tuple(d.element_strides),
-        box_dim=tuple(d.box_dim),
-        lower_corner=tuple(d.lower_corner),
-        upper_corner=tuple(d.upper_corner),
+        global_dim=_as("cuuint64_t", d.global_dim),
+        strides=_as("int64_t", d.global_stride) if d.rank > 1 else ("0",),
+        element_strides=_as("cuuint32_t", d.element_strides),
+        box_dim=_as("cuuint32_t", d.box_dim),
+        lower_corner=_as("int", d.lower_corner),
+        upper_corner=_as("int", d.upper_corner),
         channels_per_pixel=d.channels_per_pixel,
         pixels_per_column=d.pixels_per_column,
         interleave=d.interleave,
@@ -159,6 +167,17 @@ def _tma_code(d: TmaDescriptor) -> TmaCode:
     )
 
 
+def _as(ctype: str, values) -> tuple:
+    """``values`` as elements of a braced ``ctype`` array: a literal as it is, an expression converted explicitly.
+
+    A dynamic dim is an ``int64_t`` (or ``int32_t``) symbol such as ``s_m``; put as it is into
+    ``cuuint64_t dims[] = {...}`` it is a narrowing conversion, which compilers warn of
+    (``-Wnarrowing``) and C++ forbids. ``static_cast<cuuint64_t>(s_m)`` is the same conversion, said
+    to be meant: the same value reaches ``cuTensorMapEncode*``, which checks its range.
+    """
+    return tuple(str(v) if _INT_LITERAL.fullmatch(str(v).strip()) else f"static_cast<{ctype}>({v})" for v in values)
+
+
 def variant_code(e: LoweredEntry, v: ArchVariant, where: str) -> VariantCode:
     """One arch's image, launches, TMA descriptors and workspaces; the runtime holds at most 16 kernels."""
     if len(v.kernels) > _MAX_KERNELS or len(v.workspaces) > _MAX_KERNELS:
@@ -166,15 +185,15 @@ def variant_code(e: LoweredEntry, v: ArchVariant, where: str) -> VariantCode:
             f"{where} ({v.arch}): launches {len(v.kernels)} kernels with {len(v.workspaces)} workspaces; "
             f"the launcher runtime holds at most {_MAX_KERNELS} of each per entry (rt::kMaxKernels)"
         )
-        raise LoweringError(msg, entry=e.name, arch=v.arch)
-    a = parse_arch(v.arch)
+        raise LoweringError(msg, entry=e.name, arch=v.arch.sm)
+    a = v.arch
     return VariantCode(
-        arch=v.arch,
-        image_symbol=image_symbol(e.name, v.arch, v.ptx),
+        arch=a.sm,
+        image_symbol=image_symbol(e.name, a),
         major=a.major,
         minor=a.minor,
         arch_specific=cpp_bool(a.suffix == "a"),
-        ptx=cpp_bool(v.ptx),
+        ptx=cpp_bool(a.ptx),
         kernels=tuple(_launch_code(k) for k in v.kernels),
         workspaces=tuple(_workspace_code(w) for w in v.workspaces),
         tma=tuple(_tma_code(d) for d in v.tma_descriptors),

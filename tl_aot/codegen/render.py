@@ -119,7 +119,7 @@ def render_loader(manifest: Manifest, *, module: str, library_file: str, torch_o
                 "tensorless": bool(ms[0].outputs) and not any(p.is_tensor for p in ms[0].inputs),
             }
         )
-    archs = sorted({py_comment(v.arch) + ("+PTX" if v.ptx else "") for e in manifest.entries for v in e.variants})
+    archs = sorted({py_comment(str(v.arch)) for e in manifest.entries for v in e.variants})
     companion_file = library_file.removesuffix(".so") + "_torch.so"  # as tl_aot.codegen.torch_native.companion_path names it
     return (
         _env()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 from importlib import resources
 
+from .arch import Arch
 from .escaping import c_comment, c_string_body
 
 __all__ = [
@@ -86,9 +87,9 @@ DLPACK_DTYPES = {
 }
 
 
-def image_symbol(entry: str, arch: str, ptx: bool) -> str:
-    """Name of the embedded image of ``entry`` for ``arch`` (``__tvm_ffi__cubin_<this>``)."""
-    return f"{entry}__{arch}{'_ptx' if ptx else ''}"
+def image_symbol(entry: str, arch: Arch) -> str:
+    """Name of the embedded image of ``entry`` for ``arch`` (``__tvm_ffi__cubin_<this>``: ``gemm__sm_80_ptx``)."""
+    return f"{entry}__{arch.sm}{'_ptx' if arch.ptx else ''}"
 
 
 def cpp_bool(value: bool) -> str:

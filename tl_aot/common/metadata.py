@@ -12,6 +12,7 @@ import json
 import typing
 from dataclasses import dataclass, field
 
+from .arch import Arch, parse_arch
 from .escaping import json_text
 
 __all__ = [
@@ -161,8 +162,7 @@ class DeviceKernel:
 class ArchVariant:
     """What one target arch needs: its kernels, descriptors and compiled image."""
 
-    arch: str  # sm_90a
-    ptx: bool = False
+    arch: Arch  # sm_90a, or sm_80+PTX: a fatbin with a PTX fallback (JSON: "arch": "sm_80", "ptx": true)
     kernels: tuple = ()  # DeviceKernel
     tma_descriptors: tuple = ()  # TmaDescriptor
     image_bytes: int = 0
@@ -313,10 +313,16 @@ _NESTED: dict[str, dict[str, type]] = {
     "Manifest": {"entries": LoweredEntry, "tunings": Tuning, "left_out": LeftOut, "calls": Call},
 }
 
+#: The dataclasses whose ``arch`` is an :class:`Arch` (``arch.ptx``: a fatbin with a PTX fallback), in JSON ``arch`` + ``ptx``.
+_TYPED_ARCH = frozenset({"ArchVariant", "LoweredVariant"})
+
 
 def _to_plain(obj: typing.Any) -> typing.Any:
     if dataclasses.is_dataclass(obj):
-        return {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        plain = {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        if type(obj).__name__ in _TYPED_ARCH:  # as variants have always been spelled: "arch": "sm_80", "ptx": true
+            plain.update(arch=obj.arch.sm, ptx=obj.arch.ptx)
+        return plain
     if isinstance(obj, (list, tuple)):
         return [_to_plain(v) for v in obj]
     return obj
@@ -339,6 +345,8 @@ def _from_plain(cls: type, data: dict) -> typing.Any:
             kwargs[key] = tuple(_from_plain(nested[key], v) for v in value)
         else:
             kwargs[key] = _tuplify(value)
+    if cls.__name__ in _TYPED_ARCH:  # read back as _to_plain wrote it
+        kwargs["arch"] = parse_arch(str(data["arch"]) + ("+PTX" if data.get("ptx") else ""))
     return cls(**kwargs)
 
 
@@ -358,8 +366,7 @@ class LoweredVariant:
     """What lowering one entry for one arch yields (cached between builds): metadata and CUDA source."""
 
     entry: str
-    arch: str
-    ptx: bool
+    arch: Arch  # what it was lowered for; ``arch.ptx``: the image is a fatbin with a PTX fallback
     params: tuple = ()  # Param
     symbols: tuple = ()  # Symbol
     kernels: tuple = ()  # DeviceKernel

@@ -14,8 +14,8 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..common.arch import Arch, parse_arch_list
 from ..common.errors import SpecError
-from ..gpu.arch import Arch, parse_arch_list
 
 __all__ = ["ENV_VAR", "Given", "ArchChoice", "env_archs", "parse_given", "resolve_archs", "cmake_spelling"]
 
@@ -67,7 +67,7 @@ def parse_given(given: Given) -> tuple[Arch, ...]:
         return parse_arch_list(value)
     except SpecError as e:
         msg = f"{given.origin}: {e}"
-        raise SpecError(msg) from None
+        raise SpecError(msg, **e.fields()) from None
 
 
 def resolve_archs(

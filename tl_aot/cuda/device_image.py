@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..common.arch import Arch
 from ..common.errors import CompileError, FailedProcessError, TlAotError
 from ..common.fileutil import write_if_different
-from ..gpu.arch import Arch
 from .cuda_toolkit import Toolkit, find_toolkit
 from .nvcc_command import map_ptx_paths, nvcc_command, nvrtc_options, source_prefix_map
 from .nvrtc_compile import compile_ptx, drop_unused_globals

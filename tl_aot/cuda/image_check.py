@@ -89,4 +89,4 @@ def variant_image_problem(variant, image: bytes) -> str | None:
     """
     if variant.backend == "cutedsl":
         return image_problem(image, fatbin=False, any_elf_type=True)
-    return image_problem(image, fatbin=variant.ptx, kernels=tuple(k.name for k in variant.kernels))
+    return image_problem(image, fatbin=variant.arch.ptx, kernels=tuple(k.name for k in variant.kernels))

@@ -11,8 +11,8 @@ import os
 import re
 from pathlib import Path
 
+from ..common.arch import Arch
 from ..common.errors import TlAotError
-from ..gpu.arch import Arch
 from .cuda_toolkit import find_toolkit
 from .toolchain import cuda_include_dir, find_nvcc, tilelang_include_dirs, tvm_ffi_paths
 

@@ -21,10 +21,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..common.arch import parse_arch_list
 from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, FailedProcessError, ToolchainNotFound
 from ..common.fileutil import pid_alive
-from ..gpu.arch import parse_arch_list
 from ..runtime.elf import elf_problem
 from .cuda_toolkit import Toolkit, export_cuda_home, find_toolkit, pip_toolkits
 from .image_check import object_problem

@@ -7,7 +7,7 @@ by :meth:`tl_aot.config.kernel_spec.KernelSpec.create`, as every front end's is.
 
 from __future__ import annotations
 
-from ..common.errors import TlAotError
+from ..common.errors import SpecError, TlAotError
 from ..config.arch_choice import Given, env_archs, resolve_archs
 from ..config.arg_text import parse_arg, parse_pass_config, parse_target
 from ..config.entry_keys import entry_options
@@ -40,8 +40,8 @@ def library_of(args, what: str) -> LibrarySpec:
             msg = f"{what}: {', '.join(per_entry)} apply to FILE.py:FUNCTION; in a spec file set them per entry"
             raise TlAotError(msg)
         return with_captures(load_spec_file(args.spec, archs=args.arch, name=args.name, device=args.device, log=log_of(args)))
-    spec = entry_of(args, _archs(args))
-    return LibrarySpec(name=args.name or parse_target(args.target)[1], entries=(spec,))
+    spec = entry_of(args, None)
+    return LibrarySpec(name=args.name or parse_target(args.target)[1], entries=(spec.for_archs(_archs(args, spec)),))
 
 
 def entry_of(args, archs, spell=str) -> KernelSpec:
@@ -68,9 +68,19 @@ def entry_of(args, archs, spell=str) -> KernelSpec:
     )
 
 
-def _archs(args) -> tuple:
-    """``--arch``, else ``TL_AOT_ARCHS`` (said so in the log), else the default archs this nvcc supports."""
-    return resolve_archs(Given("--arch", args.arch), env_archs(), default=default_archs, log=log_of(args)).archs
+def _archs(args, spec: KernelSpec | None = None) -> tuple:
+    """``--arch``, else ``TL_AOT_ARCHS`` (said so in the log), else the default archs this nvcc supports.
+
+    A wrong arch is refused naming where it came from and, for ``FILE.py:FUNCTION``, the entry it
+    was for (``entry 'add_one' (kernels.py): --arch: unsupported arch name 'sm_91x' ...``).
+    """
+    try:
+        return resolve_archs(Given("--arch", args.arch), env_archs(), default=default_archs, log=log_of(args)).archs
+    except SpecError as e:
+        if spec is None:
+            raise
+        msg = f"entry {spec.name!r} ({spec.source}): {e}"
+        raise SpecError(msg, **{**e.fields(), "entry": spec.name}) from None
 
 
 def _out_idx(values: list | None) -> tuple | None:

@@ -20,12 +20,12 @@ import argparse
 import re
 import sys
 
+from ..common.arch import Arch
 from ..common.errors import SpecError
 from ..config.arch_choice import ENV_VAR, ArchChoice, Given, cmake_spelling, env_archs, resolve_archs
 from ..config.entry_keys import ENTRY_TABLE
 from ..config.kernel_spec import LibrarySpec
 from ..config.spec_names import check_library_name
-from ..gpu.arch import Arch
 from .cli_library import entry_of
 from .cli_parser import build_parser
 

@@ -49,7 +49,7 @@ def describe(manifest) -> str:
             lines.append("  dynamic: " + ", ".join(s.spelled() for s in e.symbols))
         for v in e.variants:
             backend = "CuTeDSL backend, kernels found by pattern" if v.backend == "cutedsl" else "CUDA C++ backend"
-            lines.append(f"  arch {v.arch}{'+PTX' if v.ptx else ''}: {v.image_kind} {v.image_bytes} bytes ({backend})")
+            lines.append(f"  arch {v.arch}: {v.image_kind} {v.image_bytes} bytes ({backend})")
             if v.device:
                 lines.append(f"    device queries answered as {v.device}")
             if v.config:

@@ -12,8 +12,8 @@ import contextlib
 import types
 from dataclasses import dataclass
 
+from ..common.arch import Arch
 from ..common.errors import SpecError
-from .arch import Arch
 from .cuda_driver import emulating as _emulating_gpu
 from .cuda_driver import traits_text
 

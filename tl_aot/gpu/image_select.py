@@ -6,6 +6,8 @@ newer than the GPU. Serving uses it so a served kernel is one the library can la
 
 from __future__ import annotations
 
+from ..common.arch import Arch
+
 __all__ = ["arch_digits", "image_of", "runs_on"]
 
 
@@ -14,10 +16,9 @@ def arch_digits(arch: str) -> str:
     return "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
 
 
-def image_of(arch: str, ptx: bool) -> tuple:
+def image_of(arch: Arch) -> tuple:
     """``sm_90a`` -> ``("90", 9, 0, True, False)``: what the launcher's image selection reads of a variant."""
-    digits = arch_digits(arch)
-    return (digits, int(digits[:-1] or 0), int(digits[-1:] or 0), arch.endswith("a"), bool(ptx))
+    return (str(arch.number), arch.major, arch.minor, arch.suffix == "a", arch.ptx)
 
 
 def runs_on(images, cc: str) -> bool:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
+from ..common.arch import Arch
 from ..common.errors import LoweringError
-from .arch import Arch
 
 __all__ = ["max_shared_bytes", "check_launch_limits", "static_int"]
 

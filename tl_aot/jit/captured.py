@@ -17,13 +17,13 @@ import os
 import re
 from pathlib import Path
 
+from ..common.arch import parse_arch
 from ..common.errors import LoweringError, SpecError
 from ..common.fileutil import atomic_write
 from ..common.metadata import Call
 from ..common.versions import cutedsl_version
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.options import map_flag_paths
-from ..gpu.arch import parse_arch
 from ..gpu.device import PROFILES, find_profile
 from .capture_record import Record
 from .ir_record import load_ir

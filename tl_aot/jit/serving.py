@@ -85,7 +85,7 @@ class Server:
                         continue  # built before tl_aot recorded request keys, or from a plain prim_func with no request
                     have = self.index.setdefault(key, (lib, e.name, set()))
                     if have[1] == e.name and have[0] is lib:
-                        have[2].add(image_of(v.arch, v.ptx))
+                        have[2].add(image_of(v.arch))
                 self.by_name.setdefault(e.capture_name or e.function, []).append(e)
             for t in getattr(lib.manifest, "tunings", ()):
                 self.tunings.setdefault(t.key, (lib, t))

@@ -49,8 +49,8 @@ def verify(manifests, kernels: dict) -> list[Finding]:
         for e in manifest.entries:
             for v in e.variants:
                 key = v.request_key or e.capture_key
-                where = (library, e.name, v.arch)
-                if ccs and arch_digits(v.arch) not in ccs:
+                where = (library, e.name, v.arch.sm)
+                if ccs and str(v.arch.number) not in ccs:
                     out.append(Finding(*where, "unchecked", f"the workload ran on sm_{'/'.join(sorted(ccs))} only"))
                 elif not key or not v.request:
                     out.append(Finding(*where, "unchecked", "built from a plain prim_func or by an older tl_aot: no request recorded"))
@@ -81,7 +81,7 @@ def _same_request(where: tuple, v, item: dict) -> Finding:
     """A variant answering a recorded request: identical, unless the device code recorded for its arch differs."""
     from .device_code import recorded
 
-    want = recorded(item, v.arch)
+    want = recorded(item, v.arch.sm)
     if want and v.device_code and want["sha256"] != v.device_code:
         detail = (
             f"{_origin(item)}: the same request, but other device code: digest {v.device_code} built, "

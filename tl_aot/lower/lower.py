@@ -12,13 +12,13 @@ import json
 import logging
 import sys
 
+from ..common.arch import Arch
 from ..common.errors import LoweringError, SpecError, TlAotError, ToolchainNotFound
 from ..common.metadata import LoweredVariant
 from ..common.user_frames import format_user_error, user_location
 from ..config.kernel_spec import KernelSpec
 from ..config.options import flag_inputs, jit_pass_configs, nvcc_flags_for, plain_pass_configs, portable_flags
 from ..config.values import spell
-from ..gpu.arch import Arch
 from ..gpu.device import default_profile, emulate, find_profile
 from ..gpu.launch_limits import check_launch_limits
 from ..jit.device_code import check_against_record, digest, lower, spell_target
@@ -100,8 +100,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         raise LoweringError(msg, entry=spec.name, arch=arch.sm, location=user_location(e, files) or None) from e
     return LoweredVariant(
         entry=spec.name,
-        arch=arch.sm,
-        ptx=arch.ptx,
+        arch=arch,
         params=params,
         symbols=symbols,
         kernels=kernels,
@@ -234,9 +233,9 @@ def _first_lines(e: BaseException, n: int = 40) -> str:
 
 
 if __name__ == "__main__":  # pragma: no cover - debugging aid: python -m tl_aot.lower.lower file.py:fn sm_90a
+    from ..common.arch import parse_arch
     from ..common.metadata import to_json
     from ..config.arg_text import parse_target
-    from ..gpu.arch import parse_arch
 
     src, fn = parse_target(sys.argv[1])
     v = lower_variant(KernelSpec.create(name=fn, source=src, function=fn, archs=[sys.argv[2]]), parse_arch(sys.argv[2]))

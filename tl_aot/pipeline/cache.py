@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..common.arch import Arch
 from ..common.destinations import ensure_folder, filesystem_errors, fs_error
 from ..common.errors import CompileError
 from ..common.metadata import LoweredVariant, from_json, to_json
@@ -32,7 +33,6 @@ from ..config.options import inputs_unchanged
 from ..config.values import spell
 from ..cuda.image_check import variant_image_problem
 from ..cuda.toolchain import compiler_launcher
-from ..gpu.arch import Arch
 from ..jit.source import SourceSnapshot, snapshot_files, snapshot_sources
 
 __all__ = ["VariantCache", "variant_key", "default_cache_dir", "relocate"]
@@ -168,7 +168,7 @@ class VariantCache:
         problem = variant_image_problem(variant, image)
         if problem:  # the compile stage checks first and says why; nothing unverified is ever stored
             msg = f"entry {variant.entry!r} ({variant.arch}): refusing to cache a damaged image ({problem})"
-            raise CompileError(msg, entry=variant.entry, arch=variant.arch)
+            raise CompileError(msg, entry=variant.entry, arch=variant.arch.sm)
         if project is not None:
             variant = relocate(variant, str(project), ROOT_TOKEN)
 

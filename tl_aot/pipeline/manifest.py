@@ -109,10 +109,8 @@ def _pair(version: str) -> tuple[int, int]:
 
 
 #: What an image's record takes from its lowered variant as it is: every field the two share by name
-#: but ``arch`` and ``ptx`` (from the typed arch); the rest is the image's own.
-_AS_LOWERED = tuple(
-    f.name for f in fields(ArchVariant) if f.name in {g.name for g in fields(LoweredVariant)} and f.name not in ("arch", "ptx")
-)
+#: but ``arch`` (the task's, the one it was lowered for); the rest is the image's own.
+_AS_LOWERED = tuple(f.name for f in fields(ArchVariant) if f.name in {g.name for g in fields(LoweredVariant)} and f.name != "arch")
 
 
 def _arch_variant(arch, v: LoweredVariant, image_bytes: int, compiler_version: str) -> ArchVariant:
@@ -120,8 +118,7 @@ def _arch_variant(arch, v: LoweredVariant, image_bytes: int, compiler_version: s
     floor = image_floor(cuda or "12.0", ptx=arch.ptx, backend=v.backend)
     return ArchVariant(
         **{name: getattr(v, name) for name in _AS_LOWERED},
-        arch=arch.sm,
-        ptx=arch.ptx,
+        arch=arch,
         image_bytes=image_bytes,
         image_kind="fatbin" if arch.ptx else "cubin",
         cuda_version=cuda,
@@ -147,9 +144,9 @@ def _sig(v: LoweredVariant) -> str:
 
 def image_files(tasks, images: dict) -> dict:
     """Image symbol -> bytes for the tasks' variants."""
-    return {image_symbol(t.spec.name, t.arch.sm, t.arch.ptx): images[t.key] for t in tasks}
+    return {image_symbol(t.spec.name, t.arch): images[t.key] for t in tasks}
 
 
 def image_files_by_symbol(heads, images: dict) -> dict:
     """Image symbol -> bytes for :func:`manifest_from`'s heads ((entry head, [(arch, key), ...]))."""
-    return {image_symbol(head.name, arch.sm, arch.ptx): images[key] for head, arch_keys in heads for arch, key in arch_keys}
+    return {image_symbol(head.name, arch): images[key] for head, arch_keys in heads for arch, key in arch_keys}

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..common.arch import Arch
 from ..common.errors import SpecError, ToolchainNotFound
 from ..common.fileutil import file_digest
 from ..common.metadata import ABI_VERSION, Manifest, from_json
@@ -22,7 +23,6 @@ from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.options import inputs_unchanged
 from ..cuda.cuda_toolkit import find_toolkit, pin_toolkit, pip_toolkits
 from ..cuda.toolchain import compiler_description, nvcc_version, point_tilelang_at_toolkit, supported_archs_of
-from ..gpu.arch import Arch
 from ..gpu.cuda_compat import min_cuda_for_arch
 from ..jit.source import SourceSnapshot, display_path, snapshot_files, snapshot_sources
 from .cache import VariantCache, variant_key

@@ -20,13 +20,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..codegen.render import render_header, render_launcher
+from ..common.arch import parse_arch
 from ..common.destinations import ensure_folder
 from ..common.errors import SpecError, TlAotError
 from ..common.fileutil import atomic_write, write_if_different
 from ..common.metadata import Call, LeftOut, LoweredEntry, LoweredVariant, Tuning, from_json, to_json
 from ..cuda.host_objects import generated_object, runtime_object
 from ..cuda.image_check import variant_image_problem
-from ..gpu.arch import parse_arch
 from ..jit.captured import recorded_calls
 from ..jit.tuning import recorded_tunings
 from .cache import VariantCache, default_cache_dir

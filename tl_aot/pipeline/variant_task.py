@@ -322,7 +322,7 @@ def accept_result(task, result: VariantResult):
         msg = f"{where}: its image is not a {'fatbin' if task.arch.ptx else 'cubin'}; nothing was stored"
         raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
     variant = from_json(LoweredVariant, result.variant_json)
-    if (variant.entry, variant.arch, variant.ptx) != (task.spec.name, task.arch.sm, task.arch.ptx):
+    if (variant.entry, variant.arch) != (task.spec.name, task.arch):
         msg = f"{where}: the worker answered for {variant.entry} {variant.arch}; nothing was stored"
         raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
     problem = variant_image_problem(variant, result.image)  # the local cache's own check: a complete image, its kernels

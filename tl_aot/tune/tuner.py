@@ -17,9 +17,9 @@ import math
 import tempfile
 from pathlib import Path
 
+from ..common.arch import parse_arch
 from ..common.errors import SpecError, TlAotError
 from ..config.kernel_spec import KernelSpec, LibrarySpec
-from ..gpu.arch import parse_arch
 from ..runtime.torch_ops import TORCH_DTYPES
 from .tuning_record import Candidate, Item, Record, source_digest
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..common.errors import SpecError
+from .errors import SpecError
 
 __all__ = ["Arch", "parse_arch", "parse_arch_list"]
 
@@ -44,19 +44,19 @@ def parse_arch(text: str) -> Arch:
     m = _ARCH_RE.match(raw.replace(" ", ""))
     if not m:
         msg = f"unsupported arch name {raw!r}: expected forms like 'sm_90a', '90a', '9.0a', 'sm_80' or '80+PTX'"
-        raise SpecError(msg)
+        raise SpecError(msg, arch=raw)
     major, minor = int(m["major"]), int(m["minor"])
     suffix = m["suffix"].lower()
     ptx = bool(m["ptx"])
     if major < 7 or (major == 7 and minor < 5):
         msg = f"unsupported arch {raw!r}: tl_aot builds for sm_75 and newer (TileLang's CUDA backend)"
-        raise SpecError(msg)
+        raise SpecError(msg, arch=raw)
     if suffix and ptx:
         msg = (
             f"arch {raw!r}: '+PTX' cannot be combined with the arch-specific suffix '{suffix}'; "
             f"PTX for sm_{major}{minor}{suffix} is not forward compatible. Use '{major}{minor}+PTX' instead"
         )
-        raise SpecError(msg)
+        raise SpecError(msg, arch=raw)
     return Arch(major, minor, suffix, ptx)
 
 
