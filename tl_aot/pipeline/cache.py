@@ -153,6 +153,15 @@ class VariantCache:
             return None
         return variant, image
 
+    def load_many(self, items) -> dict:
+        """``{key: (variant, image)}`` of the ``(key, project)`` items this cache holds intact (the others are misses)."""
+        found = {}
+        for key, project in items:
+            hit = self.load(key, project)
+            if hit is not None:
+                found[key] = hit
+        return found
+
     def check_writable(self) -> None:
         """Raise a :class:`~tl_aot.common.errors.FilesystemError` unless variants can be stored here."""
         ensure_folder(self.root, "cache folder")

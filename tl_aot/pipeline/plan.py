@@ -114,12 +114,8 @@ def plan_build(lib: LibrarySpec, cache: VariantCache, nvcc_version: str, *, forc
             key, _ = variant_key(spec, arch, nvcc_version=nvcc_version, sources=sources)
             tasks.append(Task(spec, arch, key, sources))
     tvm_ffi = package_version("apache-tvm-ffi")
-    hits = {}
-    if not force:
-        for t in tasks:
-            hit = cache.load(t.key, project_of(t.spec))
-            if hit is not None:
-                hits[t.key] = hit
+    # every key at once: a shared cache lists its folder and reads what it holds in one batch
+    hits = {} if force else cache.load_many([(t.key, project_of(t.spec)) for t in tasks])
     return Plan(lib, tuple(tasks), _lib_key(lib, [t.key for t in tasks], tvm_ffi), nvcc_version, tvm_ffi, hits, tuple(sorted(deps)))
 
 
