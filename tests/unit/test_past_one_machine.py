@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -193,3 +195,42 @@ def test_a_shared_cache_that_is_not_there_yet_is_one_listing(tmp_path):
     reader.fs = _Counting(reader.fs)
     assert reader.load_many([(f"k{i}", None) for i in range(50)]) == {}
     assert reader.fs.calls == ["ls"]
+
+
+def test_link_refuses_parts_of_another_host_compiler():
+    other = dict(local_toolset(nvcc=False).as_dict(), host_compiler="clang version 99.0.0")
+    mine = local_toolset(nvcc=False).host_compiler
+    with pytest.raises(PartError, match=rf"different tools: host C\+\+ compiler {re.escape(mine)} in .*, clang version 99\.0\.0 in "):
+        check_parts([_part(1, 2), _part(2, 2, tools=other)])
+
+
+def test_link_refuses_parts_whose_host_compiler_is_not_this_machines(tmp_path):
+    """The link compiles the launcher: with another host compiler than the parts' the library would be no one machine's."""
+    from tl_aot.pipeline.shards import PART_FORMAT, link_parts
+
+    folder, data = _part(1, 1, tools=dict(local_toolset(nvcc=False).as_dict(), host_compiler="clang version 99.0.0"))
+    part = tmp_path / "part"
+    part.mkdir()
+    (part / "part.json").write_text(json.dumps(dict(data, format=PART_FORMAT)))
+    mine = local_toolset(nvcc=False).host_compiler
+    with pytest.raises(PartError, match=rf"host C\+\+ compiler clang version 99\.0\.0 in the parts \(.*part\), {re.escape(mine)} here"):
+        link_parts([str(part)], out_dir=tmp_path / "out", log=None)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_host_compiler_is_named_by_name_and_version_not_path(tmp_path, monkeypatch):
+    import shutil
+
+    from tl_aot.cuda.host_identity import compiler_identity
+
+    monkeypatch.delenv("CXX", raising=False)
+    cxx = shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    alias = tmp_path / "bin" / "my-cxx"
+    alias.parent.mkdir()
+    alias.symlink_to(cxx)
+    name = compiler_identity(cxx)
+    assert name and name == compiler_identity(str(alias))
+    assert str(tmp_path) not in name and not name.startswith(("c++ ", "g++ ", "my-cxx "))
+    assert local_toolset(nvcc=False).host_compiler == name

@@ -31,7 +31,6 @@ from ..config.kernel_spec import KernelSpec
 from ..config.options import inputs_unchanged
 from ..config.values import spell
 from ..cuda.image_check import variant_image_problem
-from ..cuda.toolchain import compiler_launcher
 from ..gpu.arch import Arch
 from ..jit.source import SourceSnapshot, snapshot_files, snapshot_sources
 
@@ -40,8 +39,9 @@ __all__ = ["VariantCache", "variant_key", "default_cache_dir", "relocate"]
 #: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
 #: so that entries written by an older tl_aot of the same version are never reused.
 #: 11: request keys taken before lowering (TileLang renamed variables in place);
-#: 12: images made from each variant's own part of the PTX (tl_aot.cuda.ptx_split).
-CACHE_SCHEMA = 12
+#: 12: images made from each variant's own part of the PTX (tl_aot.cuda.ptx_split);
+#: 13: under a compiler launcher too (only CUDA → PTX goes through it): the same bytes as without one.
+CACHE_SCHEMA = 13
 
 #: Stands for the project root in stored paths (see :func:`relocate`).
 ROOT_TOKEN = "${TL_AOT_PROJECT_ROOT}"
@@ -84,9 +84,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: Sou
         "backend": spec.backend,
         # an entry that may be built by CuTeDSL (asked for, or left to its kernel file) is keyed by its version
         "cutedsl": "" if spec.backend == "cuda" else package_version("nvidia-cutlass-dsl"),
-        # under a compiler launcher nvcc runs in one step, so the image's line table differs
         "tuned": [list(c) for a, c, _ in spec.tuned if a == str(arch).split("+")[0]],
-        "one_step_nvcc": bool(compiler_launcher()),
         "source": f"capture:{spec.capture[1]}" if spec.capture else sources.files[0][3],
         "deps": [[Path(p).name, d] for p, _, _, d in deps],
     }
