@@ -61,7 +61,7 @@ def nvcc_host_compiler() -> str:
         nvcc = find_nvcc()
     except TlAotError:
         return ""
-    if Path(nvcc).name != "nvcc" and not Path(nvcc).name.startswith("nvcc"):
+    if not Path(nvcc).name.startswith("nvcc"):  # ptxas: the NVRTC compiler
         return ""
     words = shlex.split(os.environ.get("NVCC_CCBIN", "").strip()) or ["gcc"]
     ccbin = words[0]

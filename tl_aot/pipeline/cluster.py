@@ -109,8 +109,11 @@ def toolset_tag(here) -> str:
     return "tl_aot-tools-" + hashlib.sha256(json.dumps(here.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _vet(client, addresses, here, tag: str, names: dict) -> tuple[dict, list]:
-    """({address: threads} of the ``addresses`` (None: all) that agree with ``here``, given ``tag``; [refusal lines])."""
+def _vet(client, addresses, here, tag: str, names: dict) -> tuple[dict, list, set]:
+    """Vet the workers at ``addresses`` (None: all): each that agrees with ``here`` is given ``tag``.
+
+    Returns ({address: threads} of those that agree, [a refusal line for each other], every address examined).
+    """
     reports = client.run(_report_toolset, workers=None if addresses is None else list(addresses), on_error="return")
     ok, refused = [], []
     for addr, report in sorted(reports.items()):
@@ -126,12 +129,14 @@ def _vet(client, addresses, here, tag: str, names: dict) -> tuple[dict, list]:
     granted = client.run(_grant, tag, workers=ok, on_error="return") if ok else {}
     threads = {a: t for a, t in granted.items() if isinstance(t, int)}
     refused += [f"{names.get(a, a)}: cannot take tasks ({type(e).__name__}: {e})" for a, e in granted.items() if not isinstance(e, int)]
-    return threads, refused
+    return threads, refused, set(reports)
 
 
-def vet_workers(client, log=None, *, tag: str = "") -> dict:
-    """{address: threads} of the workers whose toolset is this machine's, each given ``tag``; the others refused, named.
+def vet_workers(client, log=None, *, tag: str = "") -> tuple[dict, set]:
+    """The workers whose toolset is this machine's, each given ``tag``; the others refused, each difference logged.
 
+    Returns ({address: threads} of those that agree, every worker examined); one that joins later
+    is vetted when the build sees it.
     Raises :class:`ClusterError` when the cluster has no worker, :class:`ToolsetMismatch` when none agrees.
     """
     here = local_toolset()
@@ -142,7 +147,7 @@ def vet_workers(client, log=None, *, tag: str = "") -> dict:
         msg = f"cluster {client.scheduler.address}: no worker joined within 30 s ({e}); start some with `dask worker ADDRESS`"
         raise ClusterError(msg) from None
     names = _worker_names(client)
-    ok, refused = _vet(client, None, here, tag, names)
+    ok, refused, examined = _vet(client, None, here, tag, names)
     for line in refused:
         if log:
             log(f"cluster: refused worker {line}")
@@ -151,7 +156,7 @@ def vet_workers(client, log=None, *, tag: str = "") -> dict:
         raise ToolsetMismatch(msg)
     if log:
         log(f"cluster {client.scheduler.address}: {len(ok)} worker(s) agree ({here.describe()}): {', '.join(names.get(a, a) for a in ok)}")
-    return ok
+    return ok, examined
 
 
 def run_on_cluster(todo: list, run, stages, *, address: str, log, keep_going: bool, progress, launcher: bool = True):
@@ -166,11 +171,11 @@ def run_on_cluster(todo: list, run, stages, *, address: str, log, keep_going: bo
     try:
         here = local_toolset()
         tag = toolset_tag(here)
-        ok = vet_workers(client, log, tag=tag)
+        ok, examined = vet_workers(client, log, tag=tag)
         with cf.ThreadPoolExecutor(max_workers=1) as local:
             runtime = local.submit(stages.runtime) if launcher else None
             run.workers, run.cluster = len(ok), address
-            driver = _Driver(client, here, tag, ok, run, stages, log, keep_going, progress, project_of)
+            driver = _Driver(client, here, tag, ok, examined, run, stages, log, keep_going, progress, project_of)
             driver.build(todo)
             if launcher:
                 run.tasks = stages.without_failures(run)
@@ -186,7 +191,7 @@ def run_on_cluster(todo: list, run, stages, *, address: str, log, keep_going: bo
 class _Driver:
     """Submits the tasks as threads free up, takes each result as it comes, vets workers that join, logs what runs where."""
 
-    def __init__(self, client, here, tag: str, ok: dict, run, stages, log, keep_going: bool, progress, project_of) -> None:
+    def __init__(self, client, here, tag: str, ok: dict, examined: set, run, stages, log, keep_going: bool, progress, project_of) -> None:
         self.client, self.here, self.tag, self.agree = client, here, tag, dict(ok)
         self.run, self.stages, self.log, self.keep_going, self.progress, self.project_of = (
             run,
@@ -197,7 +202,7 @@ class _Driver:
             project_of,
         )
         self.names = _worker_names(client)
-        self.seen = set(self.names)
+        self.seen = set(examined)  # a worker that joined after the vetting is vetted at the first check
         self.build_id = uuid.uuid4().hex[:8]
         self.futures: dict = {}  # every future submitted -> its plan task
         self.outstanding: set = set()
@@ -254,7 +259,7 @@ class _Driver:
         if joined:
             self.seen |= joined
             self.names.update(_worker_names(self.client))
-            ok, refused = _vet(self.client, joined, self.here, self.tag, self.names)
+            ok, refused, _ = _vet(self.client, joined, self.here, self.tag, self.names)
             for line in refused:
                 if self.log:
                     self.log(f"cluster: refused worker {line} (it joined during the build)")
