@@ -4,7 +4,8 @@ Started with Dask's own commands (``dask scheduler``, ``dask worker``) as subpro
 cluster build is bit-identical to a local one; a worker whose tl_aot differs is refused (the test
 hook ``TL_AOT_TEST_REPORT_VERSION``); a worker killed mid-task has its task run elsewhere and the
 library is still identical; workers that join mid-build are vetted and the one that agrees takes
-tasks; a sharded build links into the same library, and link refuses a
+tasks; a worker whose tools change after vetting refuses its task, which runs elsewhere; a
+sharded build links into the same library, and link refuses a
 missing shard; a second "machine" (its own cache) reuses the first's variants through a shared
 ``file://`` cache. One tiny kernel for two archs, one thread per worker (2 cores).
 """
@@ -231,9 +232,37 @@ def test_a_worker_that_joins_mid_build_takes_tasks(reference, tmp_path):
     assert any(ln.startswith("cluster: worker late (") and "joined and agrees" in ln for ln in lines), lines
     refused = [ln for ln in lines if ln.startswith("cluster: refused worker late-stale")]
     assert refused and f"tl_aot {__version__} here, 9.9.9 there" in refused[0] and "joined during the build" in refused[0], lines
-    ran = [ln for ln in lines if "add_one sm_" in ln and " on " in ln]
+    ran = [ln for ln in lines if ln.startswith("[") and "add_one sm_" in ln and " on " in ln]  # progress lines
     assert any(" on late (" in ln for ln in ran) and any(" on first (" in ln for ln in ran), lines
     assert not any(" on late-stale" in ln for ln in lines)
+    assert result.library.read_bytes() == reference.library.read_bytes()
+
+
+def test_a_worker_whose_tools_change_after_vetting_refuses_its_task_and_it_runs_elsewhere(reference, tmp_path):
+    """The task's own check: a worker that agreed when vetted but no longer does refuses, naming the difference;
+    it gets no more tasks and its task runs on the other worker."""
+    from tl_aot.pipeline.library import build_library
+
+    c = LocalCluster(tmp_path / "cluster")
+    lines: list = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if "worker(s) agree" in line:  # vetted, no task submitted yet: now its tl_aot "changes"
+            with distributed.Client(c.address, set_as_default=False) as client:
+                addr = next(a for a, w in client.scheduler_info()["workers"].items() if w["name"] == "turncoat")
+                client.run(lambda: os.environ.update({"TL_AOT_TEST_REPORT_VERSION": "9.9.9"}), workers=[addr])
+
+    try:
+        c.add_worker("steady")
+        c.add_worker("turncoat")
+        result = build_library(_lib(), out_dir=tmp_path / "out", cache_dir=tmp_path / "cache", log=log, cluster=c.address)
+    finally:
+        c.close()
+    refused = [ln for ln in lines if ln.startswith("cluster: refused worker turncoat")]
+    assert refused and "9.9.9" in refused[0], lines
+    ran = [ln for ln in lines if ln.startswith("[") and "add_one sm_" in ln and " on " in ln]  # progress lines
+    assert len(ran) == 2 and all(" on steady (" in ln for ln in ran), lines
     assert result.library.read_bytes() == reference.library.read_bytes()
 
 

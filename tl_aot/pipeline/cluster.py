@@ -20,10 +20,12 @@ The driver (this module, in the build's process):
    no more at a time than the agreeing workers have threads: tasks with resources are placed on a
    worker when submitted (Dask queues only unrestricted ones), so a worker that joins later
    gets the next tasks rather than none;
-3. verifies each :class:`~tl_aot.pipeline.variant_task.VariantResult` (:func:`~tl_aot.pipeline.variant_task.accept_result`)
+3. resubmits a task whose worker refused it (its tools changed since it was vetted: the task
+   checks again) after taking that worker's resource away, so it runs on one that agrees;
+4. verifies each :class:`~tl_aot.pipeline.variant_task.VariantResult` (:func:`~tl_aot.pipeline.variant_task.accept_result`)
    and alone writes the cache; a worker killed mid-task has its task rescheduled by Dask, and
    nothing it half wrote can reach the cache (it writes none);
-4. renders and compiles the launcher and links locally, as a local build does: the library is
+5. renders and compiles the launcher and links locally, as a local build does: the library is
    the same bytes.
 
 Progress lines name the worker each variant ran on and, while tasks run, what runs where.
@@ -206,13 +208,14 @@ class _Driver:
         self.build_id = uuid.uuid4().hex[:8]
         self.futures: dict = {}  # every future submitted -> its plan task
         self.outstanding: set = set()
+        self.attempts: dict = {}  # plan key -> times a worker refused it (each attempt its own Dask key)
 
     def build(self, todo: list) -> None:
         """Every task of ``todo`` built on the cluster (or its error raised / recorded)."""
         from .cluster_worker import run_task
 
         distributed = _dask()
-        pending = list(todo)
+        self.pending = pending = list(todo)
         waiting = distributed.as_completed([], loop=self.client.loop)
         last_check = last_where = time.monotonic()
         try:
@@ -222,7 +225,7 @@ class _Driver:
                     fut = self.client.submit(
                         run_task,
                         pack_task(t, self.here),
-                        key=f"tl_aot-{t.spec.name}-{t.arch.sm}-{self.build_id}-{t.key[:12]}",
+                        key=f"tl_aot-{t.spec.name}-{t.arch.sm}-{self.build_id}-{t.key[:12]}-{self.attempts.get(t.key, 0)}",
                         pure=False,
                         resources={self.tag: 1},
                         retries=0,
@@ -275,13 +278,18 @@ class _Driver:
     def _take(self, fut, task) -> None:
         """One finished task: its result verified and cached, or its error raised (recorded with ``keep_going``)."""
         distributed = _dask()
-        run = self.run
+        run, pending = self.run, self.pending
         try:
             try:
                 result = fut.result()
             except distributed.KilledWorker as e:
                 msg = f"entry {task.spec.name!r} ({task.arch}): the workers running it died repeatedly ({e}); nothing was stored"
                 raise ClusterError(msg, entry=task.spec.name, arch=task.arch.sm) from None
+            if result.error_class == "ToolsetMismatch" and self._refuse(result):
+                pending.insert(0, task)  # built again on a worker that still agrees, under a new key
+                self.attempts[task.key] = self.attempts.get(task.key, 0) + 1
+                del self.futures[fut]
+                return
             variant, image = accept_result(task, result)
         except TlAotError as e:
             if not self.keep_going:
@@ -303,6 +311,24 @@ class _Driver:
             f"{task.spec.name} {task.arch} on {where}: lowered {result.lower_s:.1f} s, "
             f"nvcc {result.compile_s:.1f} s ({len(image) / 1024:.0f} KiB)"
         )
+
+    def _refuse(self, result) -> bool:
+        """A worker whose tools changed since it was vetted refused a task: take its resource away, log why.
+
+        Returns whether the task can go elsewhere (another worker agrees); else its error stands.
+        """
+        addr = result.worker
+        if self.log:
+            self.log(f"cluster: refused worker {self.names.get(addr, addr)}: {result.error}")
+        self.client.run(_revoke, self.tag, workers=[addr], on_error="return")
+        self.agree.pop(addr, None)
+        self.run.workers = len(self.agree)
+        return bool(self.agree)
+
+
+async def _revoke(tag: str, dask_worker=None) -> None:
+    """Run on a worker that no longer agrees: no more tasks of this toolset for it."""
+    await dask_worker.set_resources(**{tag: 0})
 
 
 def _where(client, futures: dict, names: dict) -> str:
