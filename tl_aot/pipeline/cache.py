@@ -1,8 +1,8 @@
 """Content-addressed cache of lowered + compiled variants (one per entry and arch).
 
 A key covers everything that can change an image: the kernel file and the local modules it
-imports, function, arguments, arch, pass configs and flags, backend, and the TileLang, nvcc,
-CuTeDSL and tl_aot versions. Entries are written to a temporary folder and renamed into place, so a killed build
+imports, function, arguments, arch, pass configs and flags, backend, the TileLang, nvcc,
+CuTeDSL and tl_aot versions, and nvcc's host compiler (by name and version). Entries are written to a temporary folder and renamed into place, so a killed build
 never leaves a half entry, and entries of kernels that failed stay valid.
 
 Entries are relocatable: paths inside the kernel's project (the headers its ``-include`` / ``-I``
@@ -30,6 +30,7 @@ from ..common.versions import __version__, package_version
 from ..config.kernel_spec import KernelSpec
 from ..config.options import inputs_unchanged
 from ..config.values import spell
+from ..cuda.host_identity import nvcc_host_compiler
 from ..cuda.image_check import variant_image_problem
 from ..gpu.arch import Arch
 from ..jit.source import SourceSnapshot, snapshot_files, snapshot_sources
@@ -68,6 +69,8 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: Sou
         "tl_aot": __version__,
         "tilelang": package_version("tilelang"),
         "nvcc": nvcc_version,
+        # nvcc preprocesses with it and tells cicc its version (--gnu_version): machines sharing a cache must agree
+        "nvcc_host_compiler": nvcc_host_compiler(),
         "function": spec.function,
         "args": [[k, spell(v)] for k, v in spec.args],
         "factory_args": [[k, spell(v)] for k, v in spec.factory_args],

@@ -21,6 +21,7 @@ from ..common.versions import __version__, package_version
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.options import inputs_unchanged
 from ..cuda.cuda_toolkit import find_toolkit, pin_toolkit, pip_toolkits
+from ..cuda.host_identity import host_compiler
 from ..cuda.toolchain import compiler_description, nvcc_version, point_tilelang_at_toolkit, supported_archs_of
 from ..gpu.arch import Arch
 from ..gpu.cuda_compat import min_cuda_for_arch
@@ -161,4 +162,5 @@ def _lib_key(lib: LibrarySpec, keys: list[str], tvm_ffi_version: str) -> str:
         compiler = find_toolkit().describe
     except ToolchainNotFound:
         compiler = ""
-    return _digest(__version__, str(ABI_VERSION), lib.name, tvm_ffi_version, templates, compiler, *keys)
+    # the launcher's and runtime's compiler: another one (CXX changed) relinks, its objects keyed by it
+    return _digest(__version__, str(ABI_VERSION), lib.name, tvm_ffi_version, templates, compiler, host_compiler(), *keys)
