@@ -2,8 +2,9 @@
 
 A key covers everything that can change an image: the kernel file and the local modules it
 imports, function, arguments, arch, pass configs and flags, backend, the TileLang, nvcc,
-CuTeDSL and tl_aot versions, and nvcc's host compiler (by name and version). Entries are written to a temporary folder and renamed into place, so a killed build
-never leaves a half entry, and entries of kernels that failed stay valid.
+CuTeDSL and tl_aot versions, and nvcc's host compiler (by name and version). Entries are
+written to a temporary folder and renamed into place, so a killed build never leaves a half
+entry, and entries of kernels that failed stay valid.
 
 Entries are relocatable: paths inside the kernel's project (the headers its ``-include`` / ``-I``
 flags name, its local modules) are stored relative to the project root and re-anchored on load,
