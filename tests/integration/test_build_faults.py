@@ -112,7 +112,7 @@ def test_a_module_edited_while_lowering_is_refused_and_never_cached(clean, tmp_p
 
 
 def test_a_header_edited_while_nvcc_runs_is_refused_and_never_cached(tmp_path, fresh_cache):
-    root = _project(tmp_path / "a" / "p")  # under a launcher images keep paths: the reference's is as long
+    root = _project(tmp_path / "a" / "p")
     edit = f'case "$*" in *nvcc*) [ -e {root}/mark ] || {{ touch {root}/mark; echo "// edited" >> {root}/h.h; }};; esac'
     env = {"TL_AOT_COMPILER_LAUNCHER": _launcher(root, edit)}
     proc = _build(root, fresh_cache, env=env, check=False)

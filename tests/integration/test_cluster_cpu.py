@@ -3,7 +3,9 @@
 Started with Dask's own commands (``dask scheduler``, ``dask worker``) as subprocesses. Checked: a
 cluster build is bit-identical to a local one; a worker whose tl_aot differs is refused (the test
 hook ``TL_AOT_TEST_REPORT_VERSION``); a worker killed mid-task has its task run elsewhere and the
-library is still identical; a sharded build links into the same library, and link refuses a
+library is still identical; workers that join mid-build are vetted and the one that agrees takes
+tasks; a worker whose tools change after vetting refuses its task, which runs elsewhere; a
+sharded build links into the same library, and link refuses a
 missing shard; a second "machine" (its own cache) reuses the first's variants through a shared
 ``file://`` cache. One tiny kernel for two archs, one thread per worker (2 cores).
 """
@@ -61,9 +63,17 @@ class LocalCluster:
 
     def add_worker(self, name: str, **env) -> None:
         """Start worker ``name`` (one thread, no nanny: killing it kills it) and wait until the scheduler has it."""
+        self.start_worker(name, **env)
+        self.wait_for(name)
+
+    def start_worker(self, name: str, **env) -> None:
+        """Start worker ``name`` without waiting for it to join."""
         e = dict(os.environ, TL_AOT_WORKER_DIR=str(self.root / f"{name}-work"), **env)
         args = ["worker", self.address, "--name", name, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1", "--no-dashboard"]
         self._start(name, [*args, "--local-directory", str(self.root / f"{name}-dask")], e)
+
+    def wait_for(self, name: str) -> None:
+        """Wait until the scheduler has worker ``name``."""
         with distributed.Client(self.address, set_as_default=False) as c:
             deadline = time.monotonic() + 90
             while name not in {w["name"] for w in c.scheduler_info()["workers"].values()}:
@@ -184,6 +194,75 @@ def test_a_worker_killed_mid_task_loses_nothing(reference, tmp_path):
     assert any(f"worker {killed[0]}" in ln and "left" in ln for ln in lines), lines
     survivor = "k2" if killed[0] == "k1" else "k1"
     assert sum(f"on {survivor}" in ln for ln in lines) == 2, lines
+    assert result.library.read_bytes() == reference.library.read_bytes()
+
+
+def test_a_worker_that_joins_mid_build_takes_tasks(reference, tmp_path):
+    """A cluster of one worker; two more join while its first task runs: the one that agrees takes a task, the other
+    (another tl_aot) is refused before it gets any; the library is still the local one."""
+    from tl_aot import __version__
+    from tl_aot.pipeline.library import build_library
+
+    c = LocalCluster(tmp_path / "cluster")
+    joined: list = []
+
+    def joiner():
+        with distributed.Client(c.address, set_as_default=False) as client:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                if any(str(k).startswith("tl_aot-") for keys in client.processing().values() for k in keys):
+                    c.start_worker("late")
+                    c.start_worker("late-stale", TL_AOT_TEST_REPORT_VERSION="9.9.9")
+                    c.wait_for("late")
+                    c.wait_for("late-stale")
+                    joined.append(time.monotonic())
+                    return
+                time.sleep(0.05)
+
+    try:
+        c.add_worker("first")
+        watcher = threading.Thread(target=joiner)
+        watcher.start()
+        lines: list = []
+        result = build_library(_lib(), out_dir=tmp_path / "out", cache_dir=tmp_path / "cache", log=lines.append, cluster=c.address)
+        watcher.join()
+    finally:
+        c.close()
+    assert joined, "no task was seen running"
+    assert any(ln.startswith("cluster: worker late (") and "joined and agrees" in ln for ln in lines), lines
+    refused = [ln for ln in lines if ln.startswith("cluster: refused worker late-stale")]
+    assert refused and f"tl_aot {__version__} here, 9.9.9 there" in refused[0] and "joined during the build" in refused[0], lines
+    ran = [ln for ln in lines if ln.startswith("[") and "add_one sm_" in ln and " on " in ln]  # progress lines
+    assert any(" on late (" in ln for ln in ran) and any(" on first (" in ln for ln in ran), lines
+    assert not any(" on late-stale" in ln for ln in lines)
+    assert result.library.read_bytes() == reference.library.read_bytes()
+
+
+def test_a_worker_whose_tools_change_after_vetting_refuses_its_task_and_it_runs_elsewhere(reference, tmp_path):
+    """The task's own check: a worker that agreed when vetted but no longer does refuses, naming the difference;
+    it gets no more tasks and its task runs on the other worker."""
+    from tl_aot.pipeline.library import build_library
+
+    c = LocalCluster(tmp_path / "cluster")
+    lines: list = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if "worker(s) agree" in line:  # vetted, no task submitted yet: now its tl_aot "changes"
+            with distributed.Client(c.address, set_as_default=False) as client:
+                addr = next(a for a, w in client.scheduler_info()["workers"].items() if w["name"] == "turncoat")
+                client.run(lambda: os.environ.update({"TL_AOT_TEST_REPORT_VERSION": "9.9.9"}), workers=[addr])
+
+    try:
+        c.add_worker("steady")
+        c.add_worker("turncoat")
+        result = build_library(_lib(), out_dir=tmp_path / "out", cache_dir=tmp_path / "cache", log=log, cluster=c.address)
+    finally:
+        c.close()
+    refused = [ln for ln in lines if ln.startswith("cluster: refused worker turncoat")]
+    assert refused and "9.9.9" in refused[0], lines
+    ran = [ln for ln in lines if ln.startswith("[") and "add_one sm_" in ln and " on " in ln]  # progress lines
+    assert len(ran) == 2 and all(" on steady (" in ln for ln in ran), lines
     assert result.library.read_bytes() == reference.library.read_bytes()
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,91 @@ def test_a_damaged_result_is_refused():
     cut = VariantResult("k1", "w", text, good.variant_sha256, truncated, hashlib.sha256(truncated).hexdigest())
     with pytest.raises(CompileError, match="damaged"):
         accept_result(task, cut)
+
+
+class _Counting:
+    """A filesystem that counts the calls made to it (each a round trip on an object store) and passes them on."""
+
+    def __init__(self, fs) -> None:
+        self._fs, self.calls = fs, []
+
+    def __getattr__(self, name):
+        attr = getattr(self._fs, name)
+        if not callable(attr) or name.startswith("_"):
+            return attr
+
+        def counted(*args, **kwargs):
+            self.calls.append(name)
+            return attr(*args, **kwargs)
+
+        return counted
+
+
+@pytest.mark.parametrize("n", [3, 24])
+def test_a_plan_looks_up_the_shared_cache_in_one_batch(tmp_path, n):
+    """A plan's keys cost one listing and one batched read, however many; entries are still verified."""
+    url = (tmp_path / "shared").as_uri()
+    writer = SharedCache(VariantCache(tmp_path / "w"), url)
+    image = cubin("k")
+    keys = [f"key{i:03d}" for i in range(n)]
+    for key in keys[: n // 2]:
+        writer.store(key, _variant(), image)
+    damaged = tmp_path / "shared" / f"{keys[0]}.tlv"
+    damaged.write_bytes(damaged.read_bytes()[:-2])
+    reader = SharedCache(VariantCache(tmp_path / "r"), url)
+    reader.fs = _Counting(reader.fs)
+    hits = reader.load_many([(k, None) for k in keys])
+    assert sorted(hits) == keys[1 : n // 2]  # the damaged entry and the absent ones are misses
+    assert all(hits[k][1] == image for k in hits)
+    assert sorted(reader.fs.calls) == ["cat", "ls"], reader.fs.calls  # not one call per key
+    reader.fs.calls.clear()
+    for key in keys:  # storing what was missing asks nothing per key: the listing said what is there
+        reader.store(key, _variant(), image)
+    assert "exists" not in reader.fs.calls and reader.fs.calls.count("makedirs") == 1, reader.fs.calls
+    assert unpack_entry(damaged.read_bytes(), keys[0]) is not None  # the damaged entry was written again
+
+
+def test_a_shared_cache_that_is_not_there_yet_is_one_listing(tmp_path):
+    reader = SharedCache(VariantCache(tmp_path / "r"), (tmp_path / "none").as_uri())
+    reader.fs = _Counting(reader.fs)
+    assert reader.load_many([(f"k{i}", None) for i in range(50)]) == {}
+    assert reader.fs.calls == ["ls"]
+
+
+def test_link_refuses_parts_of_another_host_compiler():
+    other = dict(local_toolset(nvcc=False).as_dict(), host_compiler="clang version 99.0.0")
+    mine = local_toolset(nvcc=False).host_compiler
+    with pytest.raises(PartError, match=rf"different tools: host C\+\+ compiler {re.escape(mine)} in .*, clang version 99\.0\.0 in "):
+        check_parts([_part(1, 2), _part(2, 2, tools=other)])
+
+
+def test_link_refuses_parts_whose_host_compiler_is_not_this_machines(tmp_path):
+    """The link compiles the launcher: with another host compiler than the parts' the library would be no one machine's."""
+    from tl_aot.pipeline.shards import PART_FORMAT, link_parts
+
+    folder, data = _part(1, 1, tools=dict(local_toolset(nvcc=False).as_dict(), host_compiler="clang version 99.0.0"))
+    part = tmp_path / "part"
+    part.mkdir()
+    (part / "part.json").write_text(json.dumps(dict(data, format=PART_FORMAT)))
+    mine = local_toolset(nvcc=False).host_compiler
+    with pytest.raises(PartError, match=rf"host C\+\+ compiler clang version 99\.0\.0 in the parts \(.*part\), {re.escape(mine)} here"):
+        link_parts([str(part)], out_dir=tmp_path / "out", log=None)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_host_compiler_is_named_by_name_and_version_not_path(tmp_path, monkeypatch):
+    import shutil
+
+    from tl_aot.cuda.host_identity import compiler_identity
+
+    monkeypatch.delenv("CXX", raising=False)
+    cxx = shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    alias = tmp_path / "bin" / "my-cxx"
+    alias.parent.mkdir()
+    alias.symlink_to(cxx)
+    name = compiler_identity(cxx)
+    assert name and name == compiler_identity(str(alias))
+    assert str(tmp_path) not in name and not name.startswith(("c++ ", "g++ ", "my-cxx "))
+    assert local_toolset(nvcc=False).host_compiler == name

@@ -61,3 +61,18 @@ def test_a_same_named_module_of_another_project_never_shadows_ours(tmp_path):
     assert import_kernel_file(tmp_path / "a" / "kern.py").f() == 64
     assert import_kernel_file(tmp_path / "b" / "kern.py").f() == 128  # not project a's sizes.py
     assert import_kernel_file(tmp_path / "a" / "kern.py").f() == 64
+
+
+def test_another_nvcc_host_compiler_is_another_key(tmp_path, monkeypatch):
+    """nvcc preprocesses with the host compiler and tells cicc its version: a cache shared with a machine of another one
+    never serves its images."""
+    from tl_aot.config.kernel_spec import KernelSpec
+    from tl_aot.pipeline import cache
+
+    (tmp_path / "k.py").write_text("def f():\n    return 1\n")
+    spec = KernelSpec.create(name="k", source=tmp_path / "k.py", function="f", archs=["80"])
+    monkeypatch.setattr(cache, "nvcc_host_compiler", lambda: "gcc (Debian 12.2.0-14+deb12u1) 12.2.0")
+    before = variant_key(spec, spec.archs[0], nvcc_version="13.0")[0]
+    assert variant_key(spec, spec.archs[0], nvcc_version="13.0")[0] == before
+    monkeypatch.setattr(cache, "nvcc_host_compiler", lambda: "gcc (GCC) 14.1.0")
+    assert variant_key(spec, spec.archs[0], nvcc_version="13.0")[0] != before

@@ -88,7 +88,8 @@ def compile_image(arch: Arch, workdir: Path, stem: str, source_text: str, option
     """Compile TileLang's CUDA source for one arch into a cubin (or fatbin) and return its bytes.
 
     The source is kept as ``workdir/<stem>.cu`` (for error messages and debugging). nvcc runs in
-    two steps, CUDA → PTX → image, so that the PTX's source paths can be made machine-independent
+    two steps, CUDA → PTX → image (the first through ``TL_AOT_COMPILER_LAUNCHER`` if set), so that
+    the PTX's source paths can be made machine-independent
     (:func:`~tl_aot.cuda.nvcc_command.map_ptx_paths`) and the PTX reduced to the variant's own
     (:func:`~tl_aot.cuda.ptx_split.split_variant`, as a batch does); ``path_map`` ((old, new) folder
     pairs) respells more paths (a cluster worker's copy of the sources as the driver's folder). Its
@@ -100,19 +101,11 @@ def compile_image(arch: Arch, workdir: Path, stem: str, source_text: str, option
     cu = f"{stem}.cu"
     write_if_different(workdir / cu, source_text)
     tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.", dir=workdir))
-    launcher = compiler_launcher()
     tk = find_toolkit()
     try:
         if tk.kind == "nvrtc":
             return _nvrtc_image(tk, arch, workdir, tmp, cu, source_text, options, what=what)
-        out = f"{stem}.{'fatbin' if arch.ptx else 'cubin'}"
-        if launcher:
-            # One step, CUDA → image, which compiler caches understand (sccache takes neither a .ptx
-            # input nor cicc's extra source-name argument); the image then keeps build-machine paths.
-            cmd = nvcc_command(arch, cu, str(tmp / out), options)
-            run([*launcher, *cmd], what=what, cwd=workdir)
-            return (tmp / out).read_bytes()
-        ptx = _ptx(arch, workdir, tmp, cu, stem, options, what=what, path_map=path_map)
+        ptx = _ptx(arch, workdir, tmp, cu, stem, options, what=what, path_map=path_map, launcher=compiler_launcher())
         split = split_variant(ptx)
         return _image(arch, tmp, stem, split.text or ptx, options, what=what)
     finally:
@@ -186,18 +179,26 @@ def _batch(arch: Arch, workdir: Path, units: list[Unit], options, *, path_map, d
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _ptx(arch: Arch, cwd: Path, tmp: Path, cu: str, stem: str, options, *, what: str, path_map=(), prefix_dir: Path | None = None) -> str:
-    """CUDA → PTX (nvcc's front end), its ``.file`` paths respelled machine-independently."""
+def _ptx(
+    arch: Arch, cwd: Path, tmp: Path, cu: str, stem: str, options, *, what: str, path_map=(), prefix_dir: Path | None = None, launcher=()
+) -> str:
+    """CUDA → PTX (nvcc's front end, through the compiler ``launcher`` if any), its ``.file`` paths respelled machine-independently.
+
+    Under a launcher (sccache, ccache) only this step goes through it: it is nearly all of nvcc's
+    time, sccache caches ``nvcc --ptx`` (its "PTX" hits), and ptxas then runs here on the PTX whose
+    paths were respelled, so the image is the same bytes as without a launcher, in any folder.
+    """
     ptx = tmp / f"{stem}.ptx"
     # cicc hashes the source's absolute path into internal symbol names (_INTERNAL_<hash>_):
-    # name the source by its bare name so the PTX does not depend on the build folder.
-    stable = ["-Xcicc", "--orig_src_path_name", "-Xcicc", cu]
+    # name the source by its bare name so the PTX does not depend on the build folder. One argument
+    # (``-Xcicc=a,b``): sccache takes the separate form's second value for a second input file.
+    stable = [f"-Xcicc=--orig_src_path_name,{cu}"] if "," not in cu else ["-Xcicc", "--orig_src_path_name", "-Xcicc", cu]
     try:
-        run(nvcc_command(arch, cu, str(ptx), [*stable, *options], stage="ptx"), what=what, cwd=cwd)
+        run([*launcher, *nvcc_command(arch, cu, str(ptx), [*stable, *options], stage="ptx")], what=what, cwd=cwd)
     except FailedProcessError as e:
         if "orig_src_path_name" not in e.stderr + e.stdout:
             raise
-        run(nvcc_command(arch, cu, str(ptx), options, stage="ptx"), what=what, cwd=cwd)  # an nvcc without it
+        run([*launcher, *nvcc_command(arch, cu, str(ptx), options, stage="ptx")], what=what, cwd=cwd)  # an nvcc without it
     extra = [(old.rstrip("/") + "/", new.rstrip("/") + "/") for old, new in path_map]
     prefixes = sorted([*extra, *source_prefix_map(prefix_dir or cwd)], key=lambda kv: -len(kv[0]))
     return map_ptx_paths(ptx.read_text(), prefixes)

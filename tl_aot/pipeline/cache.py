@@ -1,9 +1,10 @@
 """Content-addressed cache of lowered + compiled variants (one per entry and arch).
 
 A key covers everything that can change an image: the kernel file and the local modules it
-imports, function, arguments, arch, pass configs and flags, backend, and the TileLang, nvcc,
-CuTeDSL and tl_aot versions. Entries are written to a temporary folder and renamed into place, so a killed build
-never leaves a half entry, and entries of kernels that failed stay valid.
+imports, function, arguments, arch, pass configs and flags, backend, the TileLang, nvcc,
+CuTeDSL and tl_aot versions, and nvcc's host compiler (by name and version). Entries are
+written to a temporary folder and renamed into place, so a killed build never leaves a half
+entry, and entries of kernels that failed stay valid.
 
 Entries are relocatable: paths inside the kernel's project (the headers its ``-include`` / ``-I``
 flags name, its local modules) are stored relative to the project root and re-anchored on load,
@@ -31,8 +32,8 @@ from ..common.versions import __version__, package_version
 from ..config.kernel_spec import KernelSpec
 from ..config.options import inputs_unchanged
 from ..config.values import spell
+from ..cuda.host_identity import nvcc_host_compiler
 from ..cuda.image_check import variant_image_problem
-from ..cuda.toolchain import compiler_launcher
 from ..jit.source import SourceSnapshot, snapshot_files, snapshot_sources
 
 __all__ = ["VariantCache", "variant_key", "default_cache_dir", "relocate"]
@@ -40,8 +41,9 @@ __all__ = ["VariantCache", "variant_key", "default_cache_dir", "relocate"]
 #: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
 #: so that entries written by an older tl_aot of the same version are never reused.
 #: 11: request keys taken before lowering (TileLang renamed variables in place);
-#: 12: images made from each variant's own part of the PTX (tl_aot.cuda.ptx_split).
-CACHE_SCHEMA = 12
+#: 12: images made from each variant's own part of the PTX (tl_aot.cuda.ptx_split);
+#: 13: under a compiler launcher too (only CUDA → PTX goes through it): the same bytes as without one.
+CACHE_SCHEMA = 13
 
 #: Stands for the project root in stored paths (see :func:`relocate`).
 ROOT_TOKEN = "${TL_AOT_PROJECT_ROOT}"
@@ -68,6 +70,8 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: Sou
         "tl_aot": __version__,
         "tilelang": package_version("tilelang"),
         "nvcc": nvcc_version,
+        # nvcc preprocesses with it and tells cicc its version (--gnu_version): machines sharing a cache must agree
+        "nvcc_host_compiler": nvcc_host_compiler(),
         "function": spec.function,
         "args": [[k, spell(v)] for k, v in spec.args],
         "factory_args": [[k, spell(v)] for k, v in spec.factory_args],
@@ -84,9 +88,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: Sou
         "backend": spec.backend,
         # an entry that may be built by CuTeDSL (asked for, or left to its kernel file) is keyed by its version
         "cutedsl": "" if spec.backend == "cuda" else package_version("nvidia-cutlass-dsl"),
-        # under a compiler launcher nvcc runs in one step, so the image's line table differs
         "tuned": [list(c) for a, c, _ in spec.tuned if a == str(arch).split("+")[0]],
-        "one_step_nvcc": bool(compiler_launcher()),
         "source": f"capture:{spec.capture[1]}" if spec.capture else sources.files[0][3],
         "deps": [[Path(p).name, d] for p, _, _, d in deps],
     }
@@ -152,6 +154,15 @@ class VariantCache:
         except Exception:  # noqa: BLE001 (unreadable, not JSON, JSON of another shape: a miss, never a crash)
             return None
         return variant, image
+
+    def load_many(self, items) -> dict:
+        """``{key: (variant, image)}`` of the ``(key, project)`` items this cache holds intact (the others are misses)."""
+        found = {}
+        for key, project in items:
+            hit = self.load(key, project)
+            if hit is not None:
+                found[key] = hit
+        return found
 
     def check_writable(self) -> None:
         """Raise a :class:`~tl_aot.common.errors.FilesystemError` unless variants can be stored here."""

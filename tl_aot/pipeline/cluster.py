@@ -9,14 +9,23 @@ The driver (this module, in the build's process):
 
 1. connects to ``ADDRESS`` (``tcp://host:8786``, or a scheduler file ``dask scheduler
    --scheduler-file F`` wrote) and asks every worker for its :class:`~tl_aot.pipeline.toolset.Toolset`; a
-   worker whose tools differ is refused before any task runs (its differences logged), and tasks
-   go only to the workers that agree;
+   worker whose tools differ is refused before any task runs (its differences logged). A worker
+   that agrees is given the Dask resource named after the driver's toolset
+   (``tl_aot-tools-<digest>``, one unit per thread), and every task asks for one unit of it, so
+   the scheduler sends tasks only to workers that agree, whenever they joined. While the build
+   runs, the driver vets each worker that joins the same way (once a second), before it can get
+   a task; a worker whose tools differ is refused and never given the resource;
 2. submits one :class:`~tl_aot.pipeline.variant_task.VariantTask` per variant the cache lacks (sources as
-   bytes: no shared file system), with a unique key (never answered from another build's result);
-3. verifies each :class:`~tl_aot.pipeline.variant_task.VariantResult` (:func:`~tl_aot.pipeline.variant_task.accept_result`)
+   bytes: no shared file system), with a unique key (never answered from another build's result),
+   no more at a time than the agreeing workers have threads: tasks with resources are placed on a
+   worker when submitted (Dask queues only unrestricted ones), so a worker that joins later
+   gets the next tasks rather than none;
+3. resubmits a task whose worker refused it (its tools changed since it was vetted: the task
+   checks again) after taking that worker's resource away, so it runs on one that agrees;
+4. verifies each :class:`~tl_aot.pipeline.variant_task.VariantResult` (:func:`~tl_aot.pipeline.variant_task.accept_result`)
    and alone writes the cache; a worker killed mid-task has its task rescheduled by Dask, and
    nothing it half wrote can reach the cache (it writes none);
-4. renders and compiles the launcher and links locally, as a local build does: the library is
+5. renders and compiles the launcher and links locally, as a local build does: the library is
    the same bytes.
 
 Progress lines name the worker each variant ran on and, while tasks run, what runs where.
@@ -25,6 +34,8 @@ Progress lines name the worker each variant ran on and, while tasks run, what ru
 from __future__ import annotations
 
 import concurrent.futures as cf
+import hashlib
+import json
 import time
 import uuid
 
@@ -32,7 +43,7 @@ from ..common.errors import TlAotError, ToolchainNotFound
 from .toolset import differences, local_toolset
 from .variant_task import ToolsetMismatch, accept_result, pack_task
 
-__all__ = ["ClusterError", "connect", "vet_workers", "run_on_cluster", "CLUSTER_ENV"]
+__all__ = ["ClusterError", "connect", "vet_workers", "toolset_tag", "run_on_cluster", "CLUSTER_ENV"]
 
 #: The environment variable every front end reads for the cluster's address (``--cluster`` wins).
 CLUSTER_ENV = "TL_AOT_CLUSTER"
@@ -76,6 +87,14 @@ def _report_toolset() -> dict:
     return local_toolset().as_dict()
 
 
+async def _grant(tag: str, dask_worker=None) -> int:
+    """Run on an agreeing worker: give it ``tag``, one unit per thread (tasks ask for one); returns its threads."""
+    threads = int(getattr(dask_worker.state, "nthreads", 0) or dask_worker.nthreads or 1)
+    if dask_worker.state.total_resources.get(tag) != threads:
+        await dask_worker.set_resources(**{tag: threads})
+    return threads
+
+
 def _scheduler_workers(dask_scheduler=None) -> list:
     """Run on the scheduler: the addresses of the workers it has now (the client's own view lags)."""
     return list(dask_scheduler.workers)
@@ -87,19 +106,17 @@ def _worker_names(client) -> dict:
     return {a: f"{w.get('name', a)} ({a}, {w.get('nthreads', '?')} thread{'' if w.get('nthreads') == 1 else 's'})" for a, w in info.items()}
 
 
-def vet_workers(client, log=None) -> list:
-    """The addresses of the workers whose toolset is this machine's; the others are refused, naming each difference.
+def toolset_tag(here) -> str:
+    """``tl_aot-tools-<digest>``: the Dask resource of the workers whose toolset is ``here`` (one per toolset)."""
+    return "tl_aot-tools-" + hashlib.sha256(json.dumps(here.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
-    Raises :class:`ClusterError` when the cluster has no worker, or none agrees.
+
+def _vet(client, addresses, here, tag: str, names: dict) -> tuple[dict, list, set]:
+    """Vet the workers at ``addresses`` (None: all): each that agrees with ``here`` is given ``tag``.
+
+    Returns ({address: threads} of those that agree, [a refusal line for each other], every address examined).
     """
-    here = local_toolset()
-    try:
-        client.wait_for_workers(1, timeout=30)
-    except (TimeoutError, OSError) as e:
-        msg = f"cluster {client.scheduler.address}: no worker joined within 30 s ({e}); start some with `dask worker ADDRESS`"
-        raise ClusterError(msg) from None
-    reports = client.run(_report_toolset, on_error="return")
-    names = _worker_names(client)
+    reports = client.run(_report_toolset, workers=None if addresses is None else list(addresses), on_error="return")
     ok, refused = [], []
     for addr, report in sorted(reports.items()):
         name = names.get(addr, addr)
@@ -111,6 +128,28 @@ def vet_workers(client, log=None) -> list:
             refused.append(f"{name}: {'; '.join(diff)}")
         else:
             ok.append(addr)
+    granted = client.run(_grant, tag, workers=ok, on_error="return") if ok else {}
+    threads = {a: t for a, t in granted.items() if isinstance(t, int)}
+    refused += [f"{names.get(a, a)}: cannot take tasks ({type(e).__name__}: {e})" for a, e in granted.items() if not isinstance(e, int)]
+    return threads, refused, set(reports)
+
+
+def vet_workers(client, log=None, *, tag: str = "") -> tuple[dict, set]:
+    """The workers whose toolset is this machine's, each given ``tag``; the others refused, each difference logged.
+
+    Returns ({address: threads} of those that agree, every worker examined); one that joins later
+    is vetted when the build sees it.
+    Raises :class:`ClusterError` when the cluster has no worker, :class:`ToolsetMismatch` when none agrees.
+    """
+    here = local_toolset()
+    tag = tag or toolset_tag(here)
+    try:
+        client.wait_for_workers(1, timeout=30)
+    except (TimeoutError, OSError) as e:
+        msg = f"cluster {client.scheduler.address}: no worker joined within 30 s ({e}); start some with `dask worker ADDRESS`"
+        raise ClusterError(msg) from None
+    names = _worker_names(client)
+    ok, refused, examined = _vet(client, None, here, tag, names)
     for line in refused:
         if log:
             log(f"cluster: refused worker {line}")
@@ -119,7 +158,7 @@ def vet_workers(client, log=None) -> list:
         raise ToolsetMismatch(msg)
     if log:
         log(f"cluster {client.scheduler.address}: {len(ok)} worker(s) agree ({here.describe()}): {', '.join(names.get(a, a) for a in ok)}")
-    return ok
+    return ok, examined
 
 
 def run_on_cluster(todo: list, run, stages, *, address: str, log, keep_going: bool, progress, launcher: bool = True):
@@ -128,32 +167,18 @@ def run_on_cluster(todo: list, run, stages, *, address: str, log, keep_going: bo
     Fills ``run`` (a :class:`~tl_aot.pipeline.scheduler.VariantRun`) as :func:`~tl_aot.pipeline.scheduler.run_variants`
     does; ``launcher=False`` (a shard) builds the variants only.
     """
-    from .cluster_worker import run_task
     from .stages import project_of
 
     client = connect(address)
     try:
-        ok = vet_workers(client, log)
-        names = _worker_names(client)
         here = local_toolset()
+        tag = toolset_tag(here)
+        ok, examined = vet_workers(client, log, tag=tag)
         with cf.ThreadPoolExecutor(max_workers=1) as local:
             runtime = local.submit(stages.runtime) if launcher else None
-            build = uuid.uuid4().hex[:8]
-            futures = {}
-            for t in todo:
-                vt = pack_task(t, here)
-                fut = client.submit(
-                    run_task,
-                    vt,
-                    key=f"tl_aot-{t.spec.name}-{t.arch.sm}-{build}-{t.key[:12]}",
-                    pure=False,
-                    workers=ok,
-                    allow_other_workers=False,
-                    retries=0,
-                )
-                futures[fut] = t
             run.workers, run.cluster = len(ok), address
-            _collect(client, futures, run, stages, ok, names, log, keep_going, progress, project_of)
+            driver = _Driver(client, here, tag, ok, examined, run, stages, log, keep_going, progress, project_of)
+            driver.build(todo)
             if launcher:
                 run.tasks = stages.without_failures(run)
                 t0 = time.perf_counter()
@@ -165,67 +190,145 @@ def run_on_cluster(todo: list, run, stages, *, address: str, log, keep_going: bo
     return run
 
 
-def _collect(client, futures: dict, run, stages, ok: list, names: dict, log, keep_going: bool, progress, project_of) -> None:
-    """Wait for every task; verify, cache and record each result as it comes; log workers that leave and what runs where."""
-    distributed = _dask()
-    waiting = distributed.as_completed(list(futures), loop=client.loop)
-    alive = set(ok)
-    last_check = last_where = time.monotonic()
-    try:
-        while not waiting.is_empty():
-            if waiting.has_ready():
-                for fut in waiting.next_batch(block=False):
-                    _take(fut, futures[fut], run, stages, names, keep_going, progress, project_of)
-                continue
-            time.sleep(0.05)
-            if time.monotonic() - last_check < _POLL_S:
-                continue
-            last_check = time.monotonic()
-            now_workers = set(client.run_on_scheduler(_scheduler_workers))
-            for gone in sorted(alive - now_workers):
-                if log:
-                    log(f"cluster: worker {names.get(gone, gone)} left; the scheduler runs its tasks on the others")
-            alive &= now_workers
-            if not alive:
-                msg = "cluster: every worker that agrees with this machine has left; nothing can build the variants left"
-                raise ClusterError(msg)
-            if log and last_check - last_where > _WHERE_EVERY_S:
-                last_where = last_check
-                log(_where(client, futures, names))
-    except BaseException:
-        for f in futures:
-            f.cancel()
-        raise
+class _Driver:
+    """Submits the tasks as threads free up, takes each result as it comes, vets workers that join, logs what runs where."""
 
+    def __init__(self, client, here, tag: str, ok: dict, examined: set, run, stages, log, keep_going: bool, progress, project_of) -> None:
+        self.client, self.here, self.tag, self.agree = client, here, tag, dict(ok)
+        self.run, self.stages, self.log, self.keep_going, self.progress, self.project_of = (
+            run,
+            stages,
+            log,
+            keep_going,
+            progress,
+            project_of,
+        )
+        self.names = _worker_names(client)
+        self.seen = set(examined)  # a worker that joined after the vetting is vetted at the first check
+        self.build_id = uuid.uuid4().hex[:8]
+        self.futures: dict = {}  # every future submitted -> its plan task
+        self.outstanding: set = set()
+        self.attempts: dict = {}  # plan key -> times a worker refused it (each attempt its own Dask key)
 
-def _take(fut, task, run, stages, names: dict, keep_going: bool, progress, project_of) -> None:
-    """One finished task: its result verified and cached, or its error raised (recorded with ``keep_going``)."""
-    distributed = _dask()
-    try:
+    def build(self, todo: list) -> None:
+        """Every task of ``todo`` built on the cluster (or its error raised / recorded)."""
+        from .cluster_worker import run_task
+
+        distributed = _dask()
+        self.pending = pending = list(todo)
+        waiting = distributed.as_completed([], loop=self.client.loop)
+        last_check = last_where = time.monotonic()
         try:
-            result = fut.result()
-        except distributed.KilledWorker as e:
-            msg = f"entry {task.spec.name!r} ({task.arch}): the workers running it died repeatedly ({e}); nothing was stored"
-            raise ClusterError(msg, entry=task.spec.name, arch=task.arch.sm) from None
-        variant, image = accept_result(task, result)
-    except TlAotError as e:
-        if not keep_going:
+            while pending or self.outstanding:
+                while pending and len(self.outstanding) < max(1, sum(self.agree.values())):
+                    t = pending.pop(0)
+                    fut = self.client.submit(
+                        run_task,
+                        pack_task(t, self.here),
+                        key=f"tl_aot-{t.spec.name}-{t.arch.sm}-{self.build_id}-{t.key[:12]}-{self.attempts.get(t.key, 0)}",
+                        pure=False,
+                        resources={self.tag: 1},
+                        retries=0,
+                    )
+                    self.futures[fut] = t
+                    self.outstanding.add(fut)
+                    waiting.add(fut)
+                if waiting.has_ready():
+                    for fut in waiting.next_batch(block=False):
+                        self.outstanding.discard(fut)
+                        self._take(fut, self.futures[fut])
+                    continue
+                time.sleep(0.05)
+                if time.monotonic() - last_check < _POLL_S:
+                    continue
+                last_check = time.monotonic()
+                self._check_workers()
+                if self.log and last_check - last_where > _WHERE_EVERY_S:
+                    last_where = last_check
+                    self.log(_where(self.client, self.futures, self.names))
+        except BaseException:
+            for f in self.futures:
+                f.cancel()
             raise
-        run.failures.append((task.spec.name, str(task.arch), str(e)))
-        run.lowered.pop(task.key, None)
-        return
-    stages.cache.store(task.key, variant, image, project_of(task.spec), replace=stages.force)
-    run.lowered[task.key] = variant
-    run.images[task.key] = image
-    run.timings[task.key] = result.lower_s + result.compile_s
-    run.spent["lowering"] += result.lower_s
-    run.spent["nvcc"] += result.compile_s
-    run.rebuilt.append((task.spec.name, str(task.arch)))
-    where = names.get(result.worker, result.worker)
-    progress.step(
-        f"{task.spec.name} {task.arch} on {where}: lowered {result.lower_s:.1f} s, "
-        f"nvcc {result.compile_s:.1f} s ({len(image) / 1024:.0f} KiB)"
-    )
+
+    def _check_workers(self) -> None:
+        """Log the agreeing workers that left; vet those that joined (refused, or given the tasks' resource)."""
+        now = set(self.client.run_on_scheduler(_scheduler_workers))
+        for gone in sorted(set(self.agree) - now):
+            if self.log:
+                self.log(f"cluster: worker {self.names.get(gone, gone)} left; the scheduler runs its tasks on the others")
+            del self.agree[gone]
+        joined = now - self.seen
+        if joined:
+            self.seen |= joined
+            self.names.update(_worker_names(self.client))
+            ok, refused, _ = _vet(self.client, joined, self.here, self.tag, self.names)
+            for line in refused:
+                if self.log:
+                    self.log(f"cluster: refused worker {line} (it joined during the build)")
+            for addr in sorted(ok):
+                if self.log:
+                    self.log(f"cluster: worker {self.names.get(addr, addr)} joined and agrees; it takes tasks now")
+            self.agree.update(ok)
+            self.run.workers = len(self.agree)
+        if not self.agree:
+            msg = "cluster: every worker that agrees with this machine has left; nothing can build the variants left"
+            raise ClusterError(msg)
+
+    def _take(self, fut, task) -> None:
+        """One finished task: its result verified and cached, or its error raised (recorded with ``keep_going``)."""
+        distributed = _dask()
+        run, pending = self.run, self.pending
+        try:
+            try:
+                result = fut.result()
+            except distributed.KilledWorker as e:
+                msg = f"entry {task.spec.name!r} ({task.arch}): the workers running it died repeatedly ({e}); nothing was stored"
+                raise ClusterError(msg, entry=task.spec.name, arch=task.arch.sm) from None
+            if result.error_class == "ToolsetMismatch" and self._refuse(result):
+                pending.insert(0, task)  # built again on a worker that still agrees, under a new key
+                self.attempts[task.key] = self.attempts.get(task.key, 0) + 1
+                del self.futures[fut]
+                return
+            variant, image = accept_result(task, result)
+        except TlAotError as e:
+            if not self.keep_going:
+                raise
+            run.failures.append((task.spec.name, str(task.arch), str(e)))
+            run.lowered.pop(task.key, None)
+            return
+        self.stages.cache.store(task.key, variant, image, self.project_of(task.spec), replace=self.stages.force)
+        run.lowered[task.key] = variant
+        run.images[task.key] = image
+        run.timings[task.key] = result.lower_s + result.compile_s
+        run.spent["lowering"] += result.lower_s
+        run.spent["nvcc"] += result.compile_s
+        run.rebuilt.append((task.spec.name, str(task.arch)))
+        if result.worker not in self.names:
+            self.names.update(_worker_names(self.client))
+        where = self.names.get(result.worker, result.worker)
+        self.progress.step(
+            f"{task.spec.name} {task.arch} on {where}: lowered {result.lower_s:.1f} s, "
+            f"nvcc {result.compile_s:.1f} s ({len(image) / 1024:.0f} KiB)"
+        )
+
+    def _refuse(self, result) -> bool:
+        """A worker whose tools changed since it was vetted refused a task: take its resource away, log why.
+
+        Returns whether the task can go elsewhere (another worker agrees); else its error stands.
+        """
+        addr = result.worker
+        if self.log:
+            self.log(f"cluster: refused worker {self.names.get(addr, addr)}: {result.error}")
+        self.client.run(_revoke, self.tag, workers=[addr], on_error="return")
+        self.agree.pop(addr, None)
+        self.run.workers = len(self.agree)
+        return bool(self.agree)
+
+
+async def _revoke(tag: str, dask_worker=None) -> None:
+    """Run on a worker that no longer agrees: no more tasks of this toolset for it."""
+    await dask_worker.set_resources(**{tag: 0})
 
 
 def _where(client, futures: dict, names: dict) -> str:

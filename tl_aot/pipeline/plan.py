@@ -22,6 +22,7 @@ from ..common.versions import __version__, package_version
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.options import inputs_unchanged
 from ..cuda.cuda_toolkit import find_toolkit, pin_toolkit, pip_toolkits
+from ..cuda.host_identity import host_compiler
 from ..cuda.toolchain import compiler_description, nvcc_version, point_tilelang_at_toolkit, supported_archs_of
 from ..gpu.cuda_compat import min_cuda_for_arch
 from ..jit.source import SourceSnapshot, display_path, snapshot_files, snapshot_sources
@@ -114,12 +115,8 @@ def plan_build(lib: LibrarySpec, cache: VariantCache, nvcc_version: str, *, forc
             key, _ = variant_key(spec, arch, nvcc_version=nvcc_version, sources=sources)
             tasks.append(Task(spec, arch, key, sources))
     tvm_ffi = package_version("apache-tvm-ffi")
-    hits = {}
-    if not force:
-        for t in tasks:
-            hit = cache.load(t.key, project_of(t.spec))
-            if hit is not None:
-                hits[t.key] = hit
+    # every key at once: a shared cache lists its folder and reads what it holds in one batch
+    hits = {} if force else cache.load_many([(t.key, project_of(t.spec)) for t in tasks])
     return Plan(lib, tuple(tasks), _lib_key(lib, [t.key for t in tasks], tvm_ffi), nvcc_version, tvm_ffi, hits, tuple(sorted(deps)))
 
 
@@ -165,4 +162,5 @@ def _lib_key(lib: LibrarySpec, keys: list[str], tvm_ffi_version: str) -> str:
         compiler = find_toolkit().describe
     except ToolchainNotFound:
         compiler = ""
-    return _digest(__version__, str(ABI_VERSION), lib.name, tvm_ffi_version, templates, compiler, *keys)
+    # the launcher's and runtime's compiler: another one (CXX changed) relinks, its objects keyed by it
+    return _digest(__version__, str(ABI_VERSION), lib.name, tvm_ffi_version, templates, compiler, host_compiler(), *keys)

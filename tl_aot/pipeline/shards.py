@@ -6,8 +6,9 @@ with its own cache. Its part folder holds ``part.json`` (library, shard, the lib
 toolset, every entry's manifest head and every variant's key) and ``variants/<key>.tlv`` (the
 metadata and image, in the shared cache's verified format).
 
-``link`` checks that the parts are one library's: the same library key (same sources, specs and
-versions: "different sources" otherwise), the same toolset (naming the difference), every shard
+``link`` checks that the parts are one library's: the same toolset (naming the difference: versions,
+the host compilers by name and version), the same library key (same sources and specs:
+"different sources" otherwise), every shard
 1..N exactly once (a missing or duplicate one named); then it makes the manifest, renders and
 compiles the launcher and links, as a one-machine build does: the same bytes.
 """
@@ -177,15 +178,16 @@ def check_parts(parts: list) -> tuple[int, dict]:
         if data["library"] != first["library"]:
             msg = f"{folder} is a part of library {data['library']!r}, {first_folder} of {first['library']!r}"
             raise PartError(msg)
+        # tools first: other tools (nvcc) make other keys too, and the tools are what differs
+        diff = differences(first["toolset"], data["toolset"], here_name=f"in {first_folder}", there_name=f"in {folder}")
+        if diff:
+            msg = f"{folder} and {first_folder} were built with different tools: {'; '.join(diff)}"
+            raise PartError(msg)
         if data["lib_key"] != first["lib_key"] or data["tasks"] != first["tasks"]:
             msg = (
                 f"{folder} and {first_folder} were built from different sources or specs of library {data['library']!r} "
                 "(their variant keys differ): build every shard from the same commit"
             )
-            raise PartError(msg)
-        diff = differences(first["toolset"], data["toolset"], here_name=f"in {first_folder}", there_name=f"in {folder}")
-        if diff:
-            msg = f"{folder} and {first_folder} were built with different tools: {'; '.join(diff)}"
             raise PartError(msg)
         k, n = data["shard"]
         if n != first["shard"][1]:
@@ -249,11 +251,12 @@ def link_parts(folders, *, out_dir, header_dir=None, cache_dir=None, log=print):
     _, by_k = check_parts(parts)
     first = parts[0][1]
     here = local_toolset().as_dict()
-    mine = {f: here[f] for f in ("tl_aot", "tvm_ffi", "python", "cache_schema")}
-    theirs = {f: first["toolset"][f] for f in mine}
-    diff = differences(theirs, mine, here_name="in the parts", there_name="here")
+    # what the link itself runs: tl_aot's generator, tvm-ffi's headers, and the host compiler of the launcher and runtime
+    mine = {f: here[f] for f in ("tl_aot", "tvm_ffi", "python", "cache_schema", "host_compiler")}
+    theirs = {f: first["toolset"].get(f, "") for f in mine}
+    diff = differences(theirs, mine, here_name=f"in the parts ({parts[0][0]})", there_name="here")
     if diff:
-        msg = f"link: this machine's tools differ from the parts': {'; '.join(diff)}"
+        msg = f"link: this machine's tools differ from the parts' (the library would not be a one-machine build's): {'; '.join(diff)}"
         raise PartError(msg)
     name = first["library"]
     lowered, images, failed = _variants_of(first, by_k)

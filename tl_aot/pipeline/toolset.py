@@ -34,7 +34,8 @@ class Toolset:
     cutedsl: str  # "" where the cutedsl extra is not installed
     python: str  # major.minor: tasks travel as pickles
     cache_schema: str
-    one_step_nvcc: str  # "yes" under a compiler launcher: its images keep build-machine paths
+    host_compiler: str  # the launcher's and runtime's compiler, by name and version (cuda/host_identity.py)
+    nvcc_host_compiler: str  # the host compiler nvcc preprocesses CUDA with ("" where nvcc is not asked)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -52,14 +53,16 @@ _LABELS = {
     "cutedsl": "nvidia-cutlass-dsl",
     "python": "Python",
     "cache_schema": "tl_aot's cache schema",
-    "one_step_nvcc": "a compiler launcher (TL_AOT_COMPILER_LAUNCHER)",
+    "host_compiler": "host C++ compiler",
+    "nvcc_host_compiler": "nvcc's host compiler",
 }
 
 
 def local_toolset(*, nvcc: bool = True) -> Toolset:
-    """The toolset of this process; ``nvcc=False`` leaves nvcc's version out (a machine that only links)."""
+    """The toolset of this process; ``nvcc=False`` leaves nvcc's version and host compiler out (a machine that only links)."""
     from ..common.errors import TlAotError
-    from ..cuda.toolchain import compiler_launcher, nvcc_version
+    from ..cuda.host_identity import host_compiler, nvcc_host_compiler
+    from ..cuda.toolchain import nvcc_version
     from .cache import CACHE_SCHEMA
 
     version = ""
@@ -68,10 +71,6 @@ def local_toolset(*, nvcc: bool = True) -> Toolset:
             version = nvcc_version()
         except TlAotError:
             version = ""
-    try:
-        launcher = "yes" if compiler_launcher() else "no"
-    except TlAotError:
-        launcher = "unusable"
     return Toolset(
         tl_aot=os.environ.get(TEST_VERSION_ENV) or __version__,
         tilelang=package_version("tilelang"),
@@ -80,7 +79,8 @@ def local_toolset(*, nvcc: bool = True) -> Toolset:
         cutedsl=package_version("nvidia-cutlass-dsl"),
         python=f"{sys.version_info[0]}.{sys.version_info[1]}",
         cache_schema=str(CACHE_SCHEMA),
-        one_step_nvcc=launcher,
+        host_compiler=host_compiler(),
+        nvcc_host_compiler=nvcc_host_compiler() if nvcc else "",
     )
 
 
