@@ -59,8 +59,8 @@ extern "C" __global__ void __launch_bounds__(128) add_one(float* __restrict__ x)
 
 def test_images_under_sccache_are_the_bytes_of_a_build_without_it(tmp_path, sccache_env, monkeypatch):
     """Only CUDA → PTX runs through the launcher, and its paths are respelled: no build folder reaches the image."""
-    from tl_aot.cuda.device_image import compile_image
     from tl_aot.common.arch import parse_arch
+    from tl_aot.cuda.device_image import compile_image
 
     for k, v in sccache_env.items():
         monkeypatch.setenv(k, v)
