@@ -128,6 +128,7 @@ void launch(const char* entry, const char* kernel, CUfunction fn, const int64_t 
   }
   if (TL_AOT_UNLIKELY(r != CUDA_SUCCESS)) fail_launch(entry, kernel, r);
 }
+
 // ------------------------------------------------------------------------------------------------
 // L2 windows
 // ------------------------------------------------------------------------------------------------
