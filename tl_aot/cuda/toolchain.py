@@ -50,6 +50,7 @@ __all__ = [
     "default_archs",
     "RUNTIME_INCLUDE",
     "RUNTIME_SOURCES",
+    "RUNTIME_UNITS",
 ]
 
 
@@ -268,12 +269,19 @@ def find_cxx() -> str:
     raise ToolchainNotFound(msg)
 
 
-#: tl_aot's fixed launcher runtime: a public header and one source file, shipped in the package.
+#: tl_aot's fixed launcher runtime: public headers and its source files, one per job, shipped in the package.
 RUNTIME_INCLUDE = Path(__file__).parents[1] / "include"
+_RUNTIME_SRC = Path(__file__).parents[1] / "src"
+#: The runtime's units, in the order one object compiles them (host_objects.runtime_object): errors,
+#: the driver, modules and contexts, calls and launches, TMA, per-call buffers, the checker, exports.
+RUNTIME_UNITS = tuple(
+    _RUNTIME_SRC / f"{name}.cc" for name in ("errors", "driver", "modules", "launch", "tma", "buffers", "checks", "exports")
+)
+#: Every file whose bytes shape the runtime object (and every host unit, which includes the headers).
 RUNTIME_SOURCES = (
     RUNTIME_INCLUDE / "tl_aot" / "launcher_runtime.h",
-    Path(__file__).parents[1] / "src" / "launcher_runtime.cc",
     RUNTIME_INCLUDE / "tl_aot" / "glibc_compat.h",
+    *RUNTIME_UNITS,
 )
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 __all__ = ["Gpu", "current_gpu", "gpu_identity", "traits_text", "emulating", "reset"]
 
-#: The names the launcher runtime dlopens, in order (tl_aot/src/launcher_runtime.cc).
+#: The names the launcher runtime dlopens, in order (tl_aot/src/driver.cc).
 DRIVER_NAMES = ("libcuda.so.1", "libcuda.so")
 _CC_MAJOR, _CC_MINOR = 75, 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
 #: What a kernel factory may size its kernel by, besides the compute capability: SM count, opt-in shared memory per

@@ -1,0 +1,275 @@
+// tl_aot launcher runtime, modules: per-device state (a retained primary context), image
+// selection, loading an entry's module and kernels (find_kernel_by_pattern), prepare and cleanup.
+#include "tl_aot/launcher_runtime.h"
+
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tl_aot {
+namespace rt {
+inline namespace v3 {  // v3: Entry and EntrySlot for table-driven checks
+
+// ------------------------------------------------------------------------------------------------
+// Per-device state
+// ------------------------------------------------------------------------------------------------
+static std::mutex g_mutex;
+DeviceSlot g_devices[kMaxDevices];
+
+// An exact match, else SASS of the same major from an older minor (binary compatible), else the
+// newest PTX not newer than the device.
+int select_image(const Image* images, int n, int major, int minor) {
+  for (int i = 0; i < n; ++i)
+    if (images[i].major == major && images[i].minor == minor) return i;
+  int best = -1;
+  for (int i = 0; i < n; ++i)
+    if (!images[i].arch_specific && images[i].major == major && images[i].minor <= minor &&
+        (best < 0 || images[i].minor > images[best].minor))
+      best = i;
+  if (best >= 0) return best;
+  for (int i = 0; i < n; ++i) {
+    int cc = images[i].major * 10 + images[i].minor;
+    if (images[i].ptx && cc <= major * 10 + minor && (best < 0 || cc > images[best].major * 10 + images[best].minor))
+      best = i;
+  }
+  return best;
+}
+
+// Exact name first; else a unique substring match, where a base name wins over its _N variants;
+// ambiguity is an error listing every match.
+CUresult find_kernel_by_pattern(CUmodule module, const char* pattern, CUfunction* out, std::string* why) {
+  Driver& d = driver();
+  if (d.ModuleGetFunction(out, module, pattern) == CUDA_SUCCESS) return CUDA_SUCCESS;
+  if (!d.ModuleGetFunctionCount || !d.ModuleEnumerateFunctions || !d.FuncGetName) {
+    *why = std::string("kernel '") + pattern + "' not found (this driver cannot enumerate module functions)";
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  unsigned int count = 0;
+  CUresult r = d.ModuleGetFunctionCount(&count, module);
+  if (r != CUDA_SUCCESS) return r;
+  std::vector<CUfunction> funcs(count);
+  r = d.ModuleEnumerateFunctions(funcs.data(), count, module);
+  if (r != CUDA_SUCCESS) return r;
+  std::vector<std::pair<std::string, CUfunction>> base, variants;
+  size_t plen = std::strlen(pattern);
+  for (CUfunction f : funcs) {
+    const char* name = nullptr;
+    if (d.FuncGetName(&name, f) != CUDA_SUCCESS || name == nullptr) continue;
+    std::string s(name);
+    size_t pos = s.find(pattern);
+    if (pos == std::string::npos) continue;
+    size_t after = pos + plen;
+    bool is_variant = after + 1 < s.size() && s[after] == '_' && s[after + 1] >= '0' && s[after + 1] <= '9';
+    (is_variant ? variants : base).emplace_back(s, f);
+  }
+  auto& pick = base.empty() ? variants : base;
+  if (pick.size() == 1) {
+    *out = pick[0].second;
+    return CUDA_SUCCESS;
+  }
+  if (pick.empty()) {
+    *why = std::string("no kernel in the module matches '") + pattern + "'";
+  } else {
+    *why = std::string("kernel pattern '") + pattern + "' is ambiguous; it matches:";
+    for (auto& m : pick) *why += " " + m.first;
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+static std::string built_archs(const Image* images, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += std::string(i ? ", " : "") + images[i].arch + (images[i].ptx ? "+PTX" : "");
+  return s;
+}
+
+// Retain the primary context of `device`, named by argument `arg` (caller holds g_mutex).
+static DeviceSlot& device_slot(const char* entry, int device, const char* arg) {
+  Driver& d = driver();
+  DeviceSlot& ds = g_devices[device];
+  if (ds.ctx != nullptr) return ds;
+  int count = 0;
+  CUresult r = d.DeviceGetCount(&count);
+  if (r != CUDA_SUCCESS) fail_cu(entry, "cuDeviceGetCount", r);
+  if (device >= count)
+    bad_arg("ValueError", entry, arg,
+            "a visible CUDA device (" + std::to_string(count) + " visible; check CUDA_VISIBLE_DEVICES)",
+            "cuda:" + std::to_string(device));
+  CUdevice dev;
+  r = d.DeviceGet(&dev, device);
+  if (r != CUDA_SUCCESS) fail_cu(entry, "cuDeviceGet", r);
+  DeviceSlot s;
+  d.DeviceGetAttribute(&s.major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  d.DeviceGetAttribute(&s.minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  d.DeviceGetAttribute(&s.smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
+  d.DeviceGetAttribute(&s.l2_max_persisting, CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, dev);
+  d.DeviceGetAttribute(&s.l2_max_window, CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, dev);
+  r = d.PrimaryCtxRetain(&s.ctx, dev);
+  if (r != CUDA_SUCCESS) fail_cu(entry, "cuDevicePrimaryCtxRetain on cuda:" + std::to_string(device), r);
+  ds = s;
+  return ds;
+}
+
+ContextGuard::ContextGuard(const char* entry, CUcontext ctx) {
+  Driver& d = driver();
+  CUcontext cur = nullptr;
+  d.CtxGetCurrent(&cur);
+  if (TL_AOT_UNLIKELY(cur != ctx)) {
+    CUresult r = d.CtxPushCurrent(ctx);
+    if (r != CUDA_SUCCESS) fail_cu(entry, "cuCtxPushCurrent", r);
+    pushed_ = true;
+  }
+}
+
+ContextGuard::~ContextGuard() {
+  if (pushed_) {
+    CUcontext popped;
+    driver().CtxPopCurrent(&popped);
+  }
+}
+
+// Shared memory: every kernel that uses dynamic shared memory may use, on top of its static
+// shared memory, what it needs (known size) or whatever the device allows (size known per call).
+// The default without the attribute is 48 KiB of static + dynamic, which a kernel with exactly
+// 48 KiB of dynamic plus a few barriers in static shared memory already exceeds.
+static CUresult allow_smem(const char* entry, const Image& img, int k, CUfunction fn, const DeviceSlot& ds, int device,
+                           int64_t* allowed) {
+  Driver& d = driver();
+  int64_t dyn = img.dynamic_smem[k];
+  *allowed = 0;
+  if (dyn == 0) return CUDA_SUCCESS;
+  int static_bytes = 0;
+  CUresult r = d.FuncGetAttribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn);
+  if (r != CUDA_SUCCESS) return r;
+  int64_t room = static_cast<int64_t>(ds.smem_optin) - static_bytes;
+  if (dyn > 0 && dyn > room)
+    fail("RuntimeError", std::string(entry) + ": kernel " + img.kernel_names[k] + " needs " +
+                             std::to_string(dyn + static_bytes) + " bytes of shared memory (" + std::to_string(dyn) +
+                             " dynamic + " + std::to_string(static_bytes) + " static) but cuda:" +
+                             std::to_string(device) + " (sm_" + std::to_string(ds.major) + std::to_string(ds.minor) +
+                             ") allows a block at most " + std::to_string(ds.smem_optin) +
+                             "; rebuild for this GPU with smaller tiles or fewer pipeline stages");
+  *allowed = dyn > 0 ? dyn : (room > 0 ? room : 0);
+  return d.FuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(*allowed));
+}
+
+void init_entry(const Library& lib, const Entry& entry, int device, const char* arg, CUstream stream, bool prepare) {
+  Driver& d = driver();
+  const char* name = entry.name;
+  std::string old_driver = driver_too_old(lib);
+  if (!old_driver.empty()) fail("RuntimeError", std::string(name) + ": " + old_driver);
+  if (!d.ok) fail("RuntimeError", std::string(name) + ": " + d.error);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  EntrySlot& slot = entry.slots[device];
+  if (slot.loaded.load(std::memory_order_acquire) != 0) return;
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (!prepare && d.StreamIsCapturing(stream, &capture) == CUDA_SUCCESS && capture != CU_STREAM_CAPTURE_STATUS_NONE)
+    fail("RuntimeError", std::string(name) + ": first call on cuda:" + std::to_string(device) +
+                             " happened during CUDA graph capture, where loading a module is not allowed; call " +
+                             "the function once, or " + lib.name + "'s tl_aot_prepare(" + std::to_string(device) +
+                             ") (Library.prepare), before capturing");
+  DeviceSlot& ds = device_slot(name, device, arg);
+  int v = select_image(entry.images, entry.num_images, ds.major, ds.minor);
+  if (v < 0) {
+    if (prepare) return;
+    fail("RuntimeError", std::string(name) + ": no kernel image fits cuda:" + std::to_string(device) + " (sm_" +
+                             std::to_string(ds.major) + std::to_string(ds.minor) + "); " + lib.name +
+                             " was built for " + built_archs(entry.images, entry.num_images) + ". Rebuild with --arch " +
+                             std::to_string(ds.major) + std::to_string(ds.minor) + (ds.major >= 9 ? "a" : ""));
+  }
+  ContextGuard guard(name, ds.ctx);
+  const Image& img = entry.images[v];
+  CUmodule module = nullptr;
+  CUresult r = d.ModuleLoadData(&module, img.data);
+  if (r != CUDA_SUCCESS) fail_cu(name, std::string("loading the ") + img.arch + " image on cuda:" + std::to_string(device), r);
+  for (int k = 0; k < img.num_kernels; ++k) {
+    std::string why;
+    CUfunction fn = nullptr;
+    int64_t allowed = 0;
+    try {
+      r = find_kernel_by_pattern(module, img.kernel_names[k], &fn, &why);
+      if (r == CUDA_SUCCESS) r = allow_smem(name, img, k, fn, ds, device, &allowed);
+      if (r == CUDA_SUCCESS && img.cluster_size[k] > 8)
+        r = d.FuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+    } catch (...) {
+      d.ModuleUnload(module);
+      throw;
+    }
+    if (r != CUDA_SUCCESS) {
+      d.ModuleUnload(module);
+      fail("RuntimeError", std::string(name) + ": preparing kernel " + img.kernel_names[k] + " on cuda:" +
+                               std::to_string(device) + " failed: " + (why.empty() ? cu_error(r) : why));
+    }
+    slot.kernels[k] = fn;
+    slot.max_dynamic_smem[k] = allowed;
+  }
+  slot.module = module;
+  slot.loaded.store(v + 1, std::memory_order_release);
+}
+
+void prepare(const Library& lib, int device) {
+  if (device < 0 || device >= kMaxDevices)
+    bad_arg("ValueError", "tl_aot_prepare", "device", "a device id in [0, " + std::to_string(kMaxDevices) + ")",
+            std::to_string(device));
+  std::string old_driver = driver_too_old(lib);
+  if (!old_driver.empty()) fail("RuntimeError", "tl_aot_prepare: " + old_driver);
+  Driver& d = driver();
+  if (!d.ok) fail("RuntimeError", std::string("tl_aot_prepare: ") + d.error);
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    device_slot("tl_aot_prepare", device, "device");  // an invalid device is reported as such
+  }
+  for (int i = 0; i < lib.num_entries; ++i) {
+    const Entry& e = *lib.entries[i];
+    if (e.slots[device].loaded.load(std::memory_order_acquire) == 0)
+      init_entry(lib, e, device, "device", nullptr, true);
+  }
+}
+
+// Unload every module, release every retained primary context (even if an unload failed), clear
+// all state and return the last error (0 when all went well). Safe twice; a later call re-initialises.
+int cleanup(const Library& lib) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  Driver& d = driver();
+  if (!d.ok) return 0;
+  CUresult last = CUDA_SUCCESS;
+  for (int i = 0; i < lib.num_entries; ++i) {
+    EntrySlot* slots = lib.entries[i]->slots;
+    for (int dev = 0; dev < kMaxDevices; ++dev) {
+      EntrySlot& s = slots[dev];
+      if (s.module != nullptr) {
+        CUcontext ctx = g_devices[dev].ctx;
+        bool pushed = ctx != nullptr && d.CtxPushCurrent(ctx) == CUDA_SUCCESS;
+        CUresult r = d.ModuleUnload(s.module);
+        if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED) last = r;  // deinitialized: freed with the context
+        if (pushed) {
+          CUcontext popped;
+          d.CtxPopCurrent(&popped);
+        }
+      }
+      s.module = nullptr;
+      for (auto& k : s.kernels) k = nullptr;
+      for (auto& m : s.max_dynamic_smem) m = 0;
+      s.loaded.store(0, std::memory_order_release);
+    }
+  }
+  for (int dev = 0; dev < kMaxDevices; ++dev) {
+    if (g_devices[dev].ctx != nullptr) {
+      CUdevice cudev;
+      CUresult r = d.DeviceGet(&cudev, dev);
+      if (r == CUDA_SUCCESS) r = d.PrimaryCtxRelease(cudev);
+      if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED) last = r;
+      g_devices[dev] = DeviceSlot();
+    }
+  }
+  return static_cast<int>(last);
+}
+
+void not_loaded(const char* entry, int device) {
+  fail("RuntimeError", std::string(entry) + ": not loaded on cuda:" + std::to_string(device) +
+                           " (was cleanup_module called while this call ran?)");
+}
+
+}  // namespace v3
+}  // namespace rt
+}  // namespace tl_aot
