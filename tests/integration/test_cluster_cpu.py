@@ -310,6 +310,7 @@ def test_variants_of_one_arch_build_as_one_task_in_one_nvcc_run(tmp_path):
         c.close()
     ran = [ln for ln in lines if ln.startswith("[") and " sm_80 on solo (" in ln]
     assert len(ran) == 3 and all("one nvcc run for 3" in ln for ln in ran), lines
+    assert "cluster: 3 variant(s) in 1 task(s), each of one arch and flags (up to 3 per nvcc run)" in lines, lines
     assert len(keys) == 1 and "tl_aot-add_one+2-sm_80-" in next(iter(keys)), keys  # one Dask task held all three
     assert result.library.read_bytes() == local.library.read_bytes()
     assert result.header.read_bytes() == local.header.read_bytes()

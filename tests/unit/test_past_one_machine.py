@@ -131,7 +131,7 @@ def test_cluster_tasks_batch_the_variants_of_one_arch_and_flags():
     """As many variants per task as keep every worker thread busy; one arch, flags and backend per task; none lost."""
     from types import SimpleNamespace
 
-    from tl_aot.pipeline.cluster_batch import batches_of, cluster_batch_size, label_of
+    from tl_aot.pipeline.cluster_batch import batches_of, label_of, tasks_for
     from tl_aot.pipeline.scheduler import MAX_BATCH
 
     def task(i, arch, flags=()):
@@ -139,11 +139,12 @@ def test_cluster_tasks_batch_the_variants_of_one_arch_and_flags():
 
     todo = [task(i, ("80", "86", "90a", "100a")[i % 4]) for i in range(104)]  # bench/scaling.toml's shape
     groups = batches_of(todo, 16)
-    assert cluster_batch_size(104, 16) == 6 and len(groups) >= 16 and sorted(len(g) for g in groups) == [5] * 16 + [6] * 4
+    assert sorted(len(g) for g in groups) == [6] * 8 + [7] * 8  # one task per thread, 4 per arch
     assert all(len({str(t.arch) for t in g}) == 1 for g in groups)
     assert sorted(t.key for g in groups for t in g) == sorted(t.key for t in todo)
     assert [len(g) for g in batches_of(todo, 1)] == [13, 13] * 4  # capped at MAX_BATCH, cut evenly
-    assert cluster_batch_size(1000, 1) == MAX_BATCH
+    assert max(len(g) for g in batches_of([task(i, "80") for i in range(1000)], 1)) <= MAX_BATCH
+    assert tasks_for(3, 3, 1) == 1 and tasks_for(1, 2, 1) == 1 and tasks_for(2, 2, 8) == 2
     assert [len(g) for g in batches_of([task(0, "80"), task(1, "90a")], 2)] == [1, 1]
     mixed = batches_of([task(0, "80"), task(1, "80", ("-DX=1",)), task(2, "80")], 1)
     assert [[t.key for t in g] for g in mixed] == [["k0", "k2"], ["k1"]]

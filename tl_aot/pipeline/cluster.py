@@ -219,6 +219,9 @@ class _Driver:
 
         distributed = _dask()
         self.pending = pending = batches_of(list(todo), sum(self.agree.values()))
+        if self.log and len(pending) < len(todo):
+            most = max(len(g) for g in pending)
+            self.log(f"cluster: {len(todo)} variant(s) in {len(pending)} task(s), each of one arch and flags (up to {most} per nvcc run)")
         waiting = distributed.as_completed([], loop=self.client.loop)
         last_check = last_where = time.monotonic()
         try:

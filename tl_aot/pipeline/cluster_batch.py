@@ -4,8 +4,8 @@ A local build compiles the lowered variants of one arch and flags in one nvcc ru
 (:func:`~tl_aot.pipeline.scheduler.batch_size`), parsing the headers every TileLang kernel includes
 once per batch: about a quarter of the nvcc CPU of compiling each alone. A cluster build does the
 same per task: :func:`batches_of` groups the variants the way the local build's compile stage does
-(arch, then nvcc flags; CuTeDSL apart) and cuts each group into tasks of :func:`cluster_batch_size`
-variants, few enough per task that every worker thread has one. A :class:`BatchTask` carries its
+(arch, then nvcc flags; CuTeDSL apart) and cuts each group into its share of the worker threads
+(:func:`tasks_for`): about one task per thread, as large as that allows. A :class:`BatchTask` carries its
 variants' :class:`~tl_aot.pipeline.variant_task.VariantTask` s; the worker lowers each and compiles
 the lowered ones together (:func:`~tl_aot.pipeline.variant_task.build_variant_tasks`), answering one
 verified result per variant. A task retried (its worker died, or refused it) is retried whole.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .scheduler import MAX_BATCH
 
-__all__ = ["BatchTask", "batches_of", "cluster_batch_size", "group_key", "label_of"]
+__all__ = ["BatchTask", "batches_of", "tasks_for", "group_key", "label_of"]
 
 
 @dataclass(frozen=True)
@@ -38,27 +38,29 @@ def group_key(tasks) -> str:
     return hashlib.sha256("\0".join(t.key for t in tasks).encode()).hexdigest()
 
 
-def cluster_batch_size(variants: int, threads: int) -> int:
-    """Variants per cluster task: the build's variants shared out over the workers' threads, at most :data:`MAX_BATCH`.
+def tasks_for(group: int, total: int, threads: int) -> int:
+    """How many tasks a group of ``group`` of the build's ``total`` variants is cut into: its share of the threads.
 
-    One task per thread at least (a thread without a task idles while others work through long
-    batches); each task as large as that allows, since each shares one nvcc front end.
+    As the local scheduler gives each compile slot one batch (:func:`~tl_aot.pipeline.scheduler.batch_size`),
+    each worker thread gets about one task: every thread busy, and each task as large as that
+    allows, since its variants share one nvcc front end. At least one task, none of more than
+    :data:`MAX_BATCH` variants, none empty.
     """
-    return max(1, min(MAX_BATCH, variants // max(1, threads)))
+    share = round(max(1, threads) * group / max(1, total))
+    return min(group, max(1, share, -(-group // MAX_BATCH)))
 
 
 def batches_of(todo: list, threads: int) -> list[tuple]:
     """``todo`` (plan tasks) as tuples of tasks that build together: same arch, flags and backend, in ``todo``'s order.
 
-    Each group is cut into near-equal parts of at most :func:`cluster_batch_size` tasks.
+    Each group is cut into :func:`tasks_for` near-equal parts.
     """
-    size = cluster_batch_size(len(todo), threads)
     groups: dict = {}
     for t in todo:
         groups.setdefault((str(t.arch), tuple(t.spec.compile_flags or ()), t.spec.backend == "cutedsl"), []).append(t)
     out: list = []
     for members in groups.values():
-        parts = -(-len(members) // size)
+        parts = tasks_for(len(members), len(todo), threads)
         step, extra = divmod(len(members), parts)
         start = 0
         for k in range(parts):

@@ -256,8 +256,8 @@ def build_variant_tasks(tasks, *, worker: str = "", lower_fn=None) -> tuple:
             lowered.append((i, variant, here, time.perf_counter() - t0))
         except Exception as e:  # noqa: BLE001 (a worker-side surprise is still this variant's error, sent back whole)
             out[i] = _failure(task, worker, _as_error(task, e), moved=(here, task.sources.base))
-    if lowered:
-        out.update(_compile_lowered(tasks, lowered, worker))
+    for arch in dict.fromkeys(str(tasks[i].arch) for i, *_ in lowered):  # one (a batch's); never one arch's code for another
+        out.update(_compile_lowered(tasks, [m for m in lowered if str(tasks[m[0]].arch) == arch], worker))
     return tuple(out[i] for i in range(len(tasks)))
 
 
