@@ -143,6 +143,7 @@ def test_cluster_tasks_batch_the_variants_of_one_arch_and_flags():
     assert all(len({str(t.arch) for t in g}) == 1 for g in groups)
     assert sorted(t.key for g in groups for t in g) == sorted(t.key for t in todo)
     assert [len(g) for g in batches_of(todo, 1)] == [13, 13] * 4  # capped at MAX_BATCH, cut evenly
+    assert [t.key for t in batches_of(todo, 1)[0][:3]] == ["k0", "k8", "k16"]  # dealt out, not cut in runs
     assert max(len(g) for g in batches_of([task(i, "80") for i in range(1000)], 1)) <= MAX_BATCH
     assert tasks_for(3, 3, 1) == 1 and tasks_for(1, 2, 1) == 1 and tasks_for(2, 2, 8) == 2
     assert [len(g) for g in batches_of([task(0, "80"), task(1, "90a")], 2)] == [1, 1]

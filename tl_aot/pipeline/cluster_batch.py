@@ -51,9 +51,10 @@ def tasks_for(group: int, total: int, threads: int) -> int:
 
 
 def batches_of(todo: list, threads: int) -> list[tuple]:
-    """``todo`` (plan tasks) as tuples of tasks that build together: same arch, flags and backend, in ``todo``'s order.
+    """``todo`` (plan tasks) as tuples of tasks that build together: same arch, flags and backend.
 
-    Each group is cut into :func:`tasks_for` near-equal parts.
+    Each group is dealt into :func:`tasks_for` parts (sizes within one): consecutive variants, often one
+    entry's specialisations of like cost, go to different tasks, so the tasks take about as long.
     """
     groups: dict = {}
     for t in todo:
@@ -61,12 +62,7 @@ def batches_of(todo: list, threads: int) -> list[tuple]:
     out: list = []
     for members in groups.values():
         parts = tasks_for(len(members), len(todo), threads)
-        step, extra = divmod(len(members), parts)
-        start = 0
-        for k in range(parts):
-            end = start + step + (1 if k < extra else 0)
-            out.append(tuple(members[start:end]))
-            start = end
+        out += [tuple(members[k::parts]) for k in range(parts)]  # dealt out: an entry's heavy variants spread over tasks
     return out
 
 
