@@ -4,8 +4,8 @@ Started with Dask's own commands (``dask scheduler``, ``dask worker``) as subpro
 cluster build is bit-identical to a local one; a worker whose tl_aot differs is refused (the test
 hook ``TL_AOT_TEST_REPORT_VERSION``); a worker killed mid-task has its task run elsewhere and the
 library is still identical; workers that join mid-build are vetted and the one that agrees takes
-tasks; a worker whose tools change after vetting refuses its task, which runs elsewhere; a
-sharded build links into the same library, and link refuses a
+tasks; a worker whose tools change after vetting refuses its task, which runs elsewhere; variants
+of one arch build as one task in one nvcc run; a sharded build links into the same library, and link refuses a
 missing shard; a second "machine" (its own cache) reuses the first's variants through a shared
 ``file://`` cache. One tiny kernel for two archs, one thread per worker (2 cores).
 """
@@ -264,6 +264,56 @@ def test_a_worker_whose_tools_change_after_vetting_refuses_its_task_and_it_runs_
     ran = [ln for ln in lines if ln.startswith("[") and "add_one sm_" in ln and " on " in ln]  # progress lines
     assert len(ran) == 2 and all(" on steady (" in ln for ln in ran), lines
     assert result.library.read_bytes() == reference.library.read_bytes()
+
+
+def _batch_lib():
+    """Three variants of one arch (two kernels of one file, one of them twice): one task on a one-thread worker."""
+    from tl_aot.spec import KernelSpec, LibrarySpec
+
+    entries = (
+        KernelSpec.create(name="add_one", source=KERNEL, function="add_one", archs=["80"]),
+        KernelSpec.create(name="add_half", source=KERNEL, function="add_one", args={"dtype": "float16"}, archs=["80"]),
+        KernelSpec.create(name="axpy", source=KERNEL, function="axpy", args={"N": 1024}, archs=["80"]),
+    )
+    return LibrarySpec(name="batched", entries=entries)
+
+
+def test_variants_of_one_arch_build_as_one_task_in_one_nvcc_run(tmp_path):
+    """A one-thread worker gets the three sm_80 variants as one task: lowered one by one, compiled in one nvcc run
+    (the worker says so per variant), and the library is the local build's, byte for byte."""
+    from tl_aot.pipeline.library import build_library
+
+    local = build_library(_batch_lib(), out_dir=tmp_path / "local", cache_dir=tmp_path / "local-cache", jobs=2, log=None, cluster="")
+    c = LocalCluster(tmp_path / "cluster")
+    keys: set = set()
+    done = threading.Event()
+
+    def watch():  # the Dask tasks the scheduler runs, as they run
+        with distributed.Client(c.address, set_as_default=False) as client:
+            while not done.is_set():
+                keys.update(str(k) for ks in client.processing().values() for k in ks if str(k).startswith("tl_aot-"))
+                time.sleep(0.05)
+
+    lines: list = []
+    try:
+        c.add_worker("solo")
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            result = build_library(
+                _batch_lib(), out_dir=tmp_path / "out", cache_dir=tmp_path / "cache", log=lines.append, cluster=c.address
+            )
+        finally:
+            done.set()
+            watcher.join()
+    finally:
+        c.close()
+    ran = [ln for ln in lines if ln.startswith("[") and " sm_80 on solo (" in ln]
+    assert len(ran) == 3 and all("one nvcc run for 3" in ln for ln in ran), lines
+    assert "cluster: 3 variant(s) in 1 task(s), each of one arch and flags (up to 3 per nvcc run)" in lines, lines
+    assert len(keys) == 1 and "tl_aot-add_one+2-sm_80-" in next(iter(keys)), keys  # one Dask task held all three
+    assert result.library.read_bytes() == local.library.read_bytes()
+    assert result.header.read_bytes() == local.header.read_bytes()
 
 
 def test_a_second_machine_reuses_variants_through_the_shared_cache(reference, cluster_build, tmp_path):

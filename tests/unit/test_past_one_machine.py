@@ -127,6 +127,74 @@ def test_a_worker_with_other_tools_refuses_the_task(monkeypatch):
         accept_result(type("T", (), {"spec": spec, "arch": parse_arch("80")})(), result)
 
 
+def test_cluster_tasks_batch_the_variants_of_one_arch_and_flags():
+    """As many variants per task as keep every worker thread busy; one arch, flags and backend per task; none lost."""
+    from types import SimpleNamespace
+
+    from tl_aot.pipeline.cluster_batch import batches_of, label_of, tasks_for
+    from tl_aot.pipeline.scheduler import MAX_BATCH
+
+    def task(i, arch, flags=()):
+        return SimpleNamespace(key=f"k{i}", arch=parse_arch(arch), spec=SimpleNamespace(name=f"e{i}", compile_flags=flags, backend=""))
+
+    todo = [task(i, ("80", "86", "90a", "100a")[i % 4]) for i in range(104)]  # bench/scaling.toml's shape
+    groups = batches_of(todo, 16)
+    assert sorted(len(g) for g in groups) == [6] * 8 + [7] * 8  # one task per thread, 4 per arch
+    assert all(len({str(t.arch) for t in g}) == 1 for g in groups)
+    assert sorted(t.key for g in groups for t in g) == sorted(t.key for t in todo)
+    assert [len(g) for g in batches_of(todo, 1)] == [13, 13] * 4  # capped at MAX_BATCH, cut evenly
+    assert [t.key for t in batches_of(todo, 1)[0][:3]] == ["k0", "k8", "k16"]  # dealt out, not cut in runs
+    assert max(len(g) for g in batches_of([task(i, "80") for i in range(1000)], 1)) <= MAX_BATCH
+    assert tasks_for(3, 3, 1) == 1 and tasks_for(1, 2, 1) == 1 and tasks_for(2, 2, 8) == 2
+    assert [len(g) for g in batches_of([task(0, "80"), task(1, "90a")], 2)] == [1, 1]
+    mixed = batches_of([task(0, "80"), task(1, "80", ("-DX=1",)), task(2, "80")], 1)
+    assert [[t.key for t in g] for g in mixed] == [["k0", "k2"], ["k1"]]
+    assert label_of(todo[:20:4]) == "e0, e4, e8 +2 sm_80" and label_of(todo[:1]) == "e0 sm_80"
+
+
+def test_a_batch_task_answers_for_each_variant_and_one_failure_loses_no_other(tmp_path, monkeypatch):
+    """A variant that fails lowering is its own error; the others are compiled together and each sent back verified."""
+    import tl_aot.pipeline.images as images
+    from tl_aot.common.errors import LoweringError
+    from tl_aot.pipeline.variant_task import build_variant_tasks
+    from tl_aot.spec import KernelSpec
+
+    monkeypatch.setenv("TL_AOT_WORKER_DIR", str(tmp_path))
+    compiled = []
+
+    def fake_images_of(variants, arch, work, on_done, *, path_map=(), on_batch=None):
+        compiled.append([v.entry for v, _ in variants])
+        for i, (v, _) in enumerate(variants):
+            on_done(i, cubin(v.entry))
+        on_batch(list(range(len(variants))))
+
+    def lower(spec, arch):
+        if spec.name == "bad":
+            msg = "entry 'bad': no such kernel"
+            raise LoweringError(msg, entry="bad", arch=arch.sm)
+        return LoweredVariant(entry=spec.name, arch=arch, cuda_source='extern "C" __global__ void k() {}')
+
+    monkeypatch.setattr(images, "images_of", fake_images_of)
+    arch = parse_arch("80")
+    tasks = [
+        VariantTask(
+            KernelSpec.create(name=n, source=Path(__file__), function="f", archs=["80"]),
+            arch,
+            f"k{n}",
+            local_toolset(),
+            ShippedSources("/", ()),
+        )
+        for n in ("a", "bad", "c")
+    ]
+    results = build_variant_tasks(tasks, worker="tcp://w", lower_fn=lower)
+    assert [r.key for r in results] == ["ka", "kbad", "kc"] and compiled == [["a", "c"]]  # one compile for the two lowered
+    assert results[1].error_class == "LoweringError" and "no such kernel" in results[1].error
+    for t, r in zip((tasks[0], tasks[2]), (results[0], results[2])):
+        assert r.ok and (r.batch, r.shared) == (3, 2)
+        variant, image = accept_result(t, r)
+        assert variant.entry == t.spec.name and image == cubin(t.spec.name)
+
+
 def test_a_damaged_result_is_refused():
     from tl_aot.common.arch import parse_arch
     from tl_aot.common.errors import CompileError

@@ -112,11 +112,15 @@ def compile_image(arch: Arch, workdir: Path, stem: str, source_text: str, option
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def compile_images(arch: Arch, workdir: Path, units: list[Unit], options=(), *, path_map=(), on_done=None) -> dict[str, bytes | TlAotError]:
+def compile_images(
+    arch: Arch, workdir: Path, units: list[Unit], options=(), *, path_map=(), on_done=None, on_batch=None
+) -> dict[str, bytes | TlAotError]:
     """Each unit's image (or the error of its compile alone), its CUDA compiled to PTX with the others' in one nvcc run.
 
     ``on_done(stem, image or error)``, if given, is called as each unit's result is known (the
-    build stores each image then, rather than when the whole batch is done).
+    build stores each image then, rather than when the whole batch is done). ``on_batch(stems)``,
+    if given, is called once with the stems whose images came from the one shared nvcc run (a
+    cluster worker reports it, so the driver can say how its variants were compiled).
 
     Falls back to :func:`compile_image` for each unit where a batch cannot be used (a compiler
     launcher such as sccache keys single files; the CUDA 12 NVRTC compiler; a source that must be
@@ -133,6 +137,9 @@ def compile_images(arch: Arch, workdir: Path, units: list[Unit], options=(), *, 
     batch = [u for u in units if not _alone(u, workdir)]
     if len(batch) > 1:
         _batch(arch, workdir, batch, options, path_map=path_map, done=done)
+        shared = [u.stem for u in batch if u.stem in results]
+        if shared and on_batch is not None:
+            on_batch(shared)
     for u in [u for u in units if u.stem not in results]:
         try:
             image = compile_image(arch, workdir, u.stem, u.source, options, what=u.what, path_map=path_map)

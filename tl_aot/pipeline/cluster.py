@@ -15,14 +15,16 @@ The driver (this module, in the build's process):
    the scheduler sends tasks only to workers that agree, whenever they joined. While the build
    runs, the driver vets each worker that joins the same way (once a second), before it can get
    a task; a worker whose tools differ is refused and never given the resource;
-2. submits one :class:`~tl_aot.pipeline.variant_task.VariantTask` per variant the cache lacks (sources as
-   bytes: no shared file system), with a unique key (never answered from another build's result),
+2. submits one :class:`~tl_aot.pipeline.cluster_batch.BatchTask` per batch of the variants the cache
+   lacks (:func:`~tl_aot.pipeline.cluster_batch.batches_of`: one arch and flags, as many variants as keep
+   every thread busy; the worker lowers each and compiles them in one nvcc run, as a local build
+   does; sources as bytes: no shared file system), with a unique key (never answered from another build's result),
    no more at a time than the agreeing workers have threads: tasks with resources are placed on a
    worker when submitted (Dask queues only unrestricted ones), so a worker that joins later
    gets the next tasks rather than none;
-3. resubmits a task whose worker refused it (its tools changed since it was vetted: the task
+3. resubmits a task (whole) whose worker refused it (its tools changed since it was vetted: the task
    checks again) after taking that worker's resource away, so it runs on one that agrees;
-4. verifies each :class:`~tl_aot.pipeline.variant_task.VariantResult` (:func:`~tl_aot.pipeline.variant_task.accept_result`)
+4. verifies each variant's :class:`~tl_aot.pipeline.variant_task.VariantResult` (:func:`~tl_aot.pipeline.variant_task.accept_result`)
    and alone writes the cache; a worker killed mid-task has its task rescheduled by Dask, and
    nothing it half wrote can reach the cache (it writes none);
 5. renders and compiles the launcher and links locally, as a local build does: the library is
@@ -40,6 +42,7 @@ import time
 import uuid
 
 from ..common.errors import TlAotError, ToolchainNotFound
+from .cluster_batch import BatchTask, batches_of, group_key, label_of
 from .toolset import differences, local_toolset
 from .variant_task import ToolsetMismatch, accept_result, pack_task
 
@@ -206,31 +209,35 @@ class _Driver:
         self.names = _worker_names(client)
         self.seen = set(examined)  # a worker that joined after the vetting is vetted at the first check
         self.build_id = uuid.uuid4().hex[:8]
-        self.futures: dict = {}  # every future submitted -> its plan task
+        self.futures: dict = {}  # every future submitted -> its plan tasks (one arch and flags)
         self.outstanding: set = set()
-        self.attempts: dict = {}  # plan key -> times a worker refused it (each attempt its own Dask key)
+        self.attempts: dict = {}  # group key -> times a worker refused it (each attempt its own Dask key)
 
     def build(self, todo: list) -> None:
-        """Every task of ``todo`` built on the cluster (or its error raised / recorded)."""
-        from .cluster_worker import run_task
+        """Every task of ``todo`` built on the cluster, in batches of one arch (or its error raised / recorded)."""
+        from .cluster_worker import run_batch
 
         distributed = _dask()
-        self.pending = pending = list(todo)
+        self.pending = pending = batches_of(list(todo), sum(self.agree.values()))
+        if self.log and len(pending) < len(todo):
+            most = max(len(g) for g in pending)
+            self.log(f"cluster: {len(todo)} variant(s) in {len(pending)} task(s), each of one arch and flags (up to {most} per nvcc run)")
         waiting = distributed.as_completed([], loop=self.client.loop)
         last_check = last_where = time.monotonic()
         try:
             while pending or self.outstanding:
                 while pending and len(self.outstanding) < max(1, sum(self.agree.values())):
-                    t = pending.pop(0)
+                    group = pending.pop(0)
+                    key, more = group_key(group), f"+{len(group) - 1}" if len(group) > 1 else ""
                     fut = self.client.submit(
-                        run_task,
-                        pack_task(t, self.here),
-                        key=f"tl_aot-{t.spec.name}-{t.arch.sm}-{self.build_id}-{t.key[:12]}-{self.attempts.get(t.key, 0)}",
+                        run_batch,
+                        BatchTask(tuple(pack_task(t, self.here) for t in group)),
+                        key=f"tl_aot-{group[0].spec.name}{more}-{group[0].arch.sm}-{self.build_id}-{key[:12]}-{self.attempts.get(key, 0)}",
                         pure=False,
                         resources={self.tag: 1},
                         retries=0,
                     )
-                    self.futures[fut] = t
+                    self.futures[fut] = group
                     self.outstanding.add(fut)
                     waiting.add(fut)
                 if waiting.has_ready():
@@ -275,27 +282,42 @@ class _Driver:
             msg = "cluster: every worker that agrees with this machine has left; nothing can build the variants left"
             raise ClusterError(msg)
 
-    def _take(self, fut, task) -> None:
-        """One finished task: its result verified and cached, or its error raised (recorded with ``keep_going``)."""
+    def _take(self, fut, group) -> None:
+        """One finished task: each variant's result verified and cached, or its error raised (recorded with ``keep_going``)."""
         distributed = _dask()
-        run, pending = self.run, self.pending
         try:
-            try:
-                result = fut.result()
-            except distributed.KilledWorker as e:
+            results = fut.result()
+        except distributed.KilledWorker as e:
+            for task in group:
                 msg = f"entry {task.spec.name!r} ({task.arch}): the workers running it died repeatedly ({e}); nothing was stored"
-                raise ClusterError(msg, entry=task.spec.name, arch=task.arch.sm) from None
-            if result.error_class == "ToolsetMismatch" and self._refuse(result):
-                pending.insert(0, task)  # built again on a worker that still agrees, under a new key
-                self.attempts[task.key] = self.attempts.get(task.key, 0) + 1
-                del self.futures[fut]
-                return
+                self._failed(task, ClusterError(msg, entry=task.spec.name, arch=task.arch.sm))
+            return
+        if results and results[0].error_class == "ToolsetMismatch" and self._refuse(results[0]):
+            self.pending.insert(0, group)  # built again (the whole task) on a worker that still agrees, under a new key
+            self.attempts[group_key(group)] = self.attempts.get(group_key(group), 0) + 1
+            del self.futures[fut]
+            return
+        by_key = {r.key: r for r in results}
+        for task in group:
+            self._accept(task, by_key.get(task.key))
+
+    def _failed(self, task, e: TlAotError) -> None:
+        """A variant that cannot be built: its error raised, or recorded with ``keep_going``."""
+        if not self.keep_going:
+            raise e
+        self.run.failures.append((task.spec.name, str(task.arch), str(e)))
+        self.run.lowered.pop(task.key, None)
+
+    def _accept(self, task, result) -> None:
+        """One variant's result verified, then cached and recorded; or its error raised / recorded."""
+        run = self.run
+        try:
+            if result is None:
+                msg = f"entry {task.spec.name!r} ({task.arch}): the worker sent no result for it; nothing was stored"
+                raise ClusterError(msg, entry=task.spec.name, arch=task.arch.sm)
             variant, image = accept_result(task, result)
         except TlAotError as e:
-            if not self.keep_going:
-                raise
-            run.failures.append((task.spec.name, str(task.arch), str(e)))
-            run.lowered.pop(task.key, None)
+            self._failed(task, e)
             return
         self.stages.cache.store(task.key, variant, image, self.project_of(task.spec), replace=self.stages.force)
         run.lowered[task.key] = variant
@@ -307,9 +329,11 @@ class _Driver:
         if result.worker not in self.names:
             self.names.update(_worker_names(self.client))
         where = self.names.get(result.worker, result.worker)
+        how = f" (its share of one nvcc run for {result.shared})" if result.shared > 1 else ""
+        how = how or (f" (alone, in a task of {result.batch})" if result.batch > 1 else "")
         self.progress.step(
             f"{task.spec.name} {task.arch} on {where}: lowered {result.lower_s:.1f} s, "
-            f"nvcc {result.compile_s:.1f} s ({len(image) / 1024:.0f} KiB)"
+            f"nvcc {result.compile_s:.1f} s{how} ({len(image) / 1024:.0f} KiB)"
         )
 
     def _refuse(self, result) -> bool:
@@ -332,11 +356,11 @@ async def _revoke(tag: str, dask_worker=None) -> None:
 
 
 def _where(client, futures: dict, names: dict) -> str:
-    """``running: w1: gemm sm_90a; w2: softmax sm_80``: what each worker runs now."""
-    by_key = {f.key: t for f, t in futures.items()}
+    """``running: w1: gemm, softmax sm_90a; w2: softmax sm_80``: what each worker runs now."""
+    by_key = {f.key: group for f, group in futures.items()}
     parts = []
     for addr, keys in sorted(client.processing().items()):
-        labels = [f"{by_key[k].spec.name} {by_key[k].arch}" for k in keys if k in by_key]
+        labels = [label_of(by_key[k]) for k in keys if k in by_key]
         if labels:
             parts.append(f"{names.get(addr, addr).split(' ')[0]}: {', '.join(labels)}")
     return "cluster running: " + ("; ".join(parts) if parts else "(waiting for a worker)")

@@ -1,10 +1,11 @@
-"""What a Dask worker runs for a tl_aot build: one :class:`~tl_aot.pipeline.variant_task.VariantTask` per call.
+"""What a Dask worker runs for a tl_aot build: one :class:`~tl_aot.pipeline.cluster_batch.BatchTask` per call.
 
 TileLang is not thread safe and a Dask worker runs tasks in threads, so lowering goes to a pool of
 lowering processes (:class:`~tl_aot.lower.lower_worker.LoweringPool`), one per worker thread, started on
 the first task and kept for the worker's life: later builds pay no ``import tilelang``. nvcc runs
-from the task's thread. A worker killed mid-task leaves nothing behind that a build reads (its
-lowering processes end when their pipe closes; its nvcc dies with it under the reaper).
+from the task's thread, once for the task's lowered variants (as a local build's batch). A worker
+killed mid-task leaves nothing behind that a build reads (its lowering processes end when their
+pipe closes; its nvcc dies with it under the reaper).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from __future__ import annotations
 import atexit
 import threading
 
-from .variant_task import VariantResult, VariantTask, build_variant_task
+from .cluster_batch import BatchTask
+from .variant_task import build_variant_tasks
 
-__all__ = ["run_task"]
+__all__ = ["run_batch"]
 
 _POOL = None
 _POOL_LOCK = threading.Lock()
@@ -42,7 +44,10 @@ def _worker() -> tuple[str, int]:
         return "", 1
 
 
-def run_task(task: VariantTask) -> VariantResult:
-    """Build ``task`` here: lowered in this worker's lowering processes, compiled, and sent back as bytes."""
+def run_batch(batch: BatchTask) -> tuple:
+    """Build ``batch`` here: one :class:`~tl_aot.pipeline.variant_task.VariantResult` per variant, sent back as bytes.
+
+    Each variant is lowered in this worker's lowering processes; the lowered ones compile in one nvcc run.
+    """
     address, threads = _worker()
-    return build_variant_task(task, worker=address, lower_fn=_pool(threads).lower)
+    return build_variant_tasks(batch.members, worker=address, lower_fn=_pool(threads).lower)

@@ -42,12 +42,13 @@ def _nvcc(variant: LoweredVariant, arch, work: Path, source: str, path_map=()) -
         raise _nvcc_error(e, variant, arch, work, source, unit.stem) from e
 
 
-def images_of(variants: list[tuple[LoweredVariant, str]], arch, work: Path, on_done) -> None:
+def images_of(variants: list[tuple[LoweredVariant, str]], arch, work: Path, on_done, *, path_map=(), on_batch=None) -> None:
     """The images of several variants of one ``arch`` (each with where its errors point): ``on_done(i, image or error)`` for each.
 
     nvcc variants with the same flags compile to PTX in one nvcc run (:func:`tl_aot.cuda.device_image.compile_images`:
     the headers are parsed once; the images are those each variant gets alone); CuTeDSL ones one by one.
-    Each result is passed on as soon as it is known.
+    Each result is passed on as soon as it is known. ``path_map`` as for :func:`image_of`;
+    ``on_batch(indices)`` is called for each group of variants whose images came from one nvcc run.
     """
     groups: dict[tuple, list[int]] = {}
     for i, (v, _) in enumerate(variants):
@@ -70,7 +71,11 @@ def images_of(variants: list[tuple[LoweredVariant, str]], arch, work: Path, on_d
                 got = _nvcc_error(got, variants[i][0], arch, work, variants[i][1], stem)
             on_done(i, got)
 
-        compile_images(arch, work / "kernels", units, options, on_done=done)
+        def shared(stems: list, index=index) -> None:
+            if on_batch is not None:
+                on_batch([index[s] for s in stems])
+
+        compile_images(arch, work / "kernels", units, options, path_map=path_map, on_done=done, on_batch=shared)
 
 
 def _unit(variant: LoweredVariant, arch) -> Unit:

@@ -4,9 +4,11 @@
   :class:`~tl_aot.pipeline.toolset.Toolset`, and the kernel's sources as **bytes** (:class:`ShippedSources`,
   read from the plan's :class:`~tl_aot.jit.source.SourceSnapshot` and checked against its digests), so
   a worker needs no shared file system.
-* :func:`build_variant_task` runs on the worker: refuses a task whose toolset differs from its own,
-  writes the sources into a private folder, lowers and compiles there, and moves every path back
-  to the driver's (the image's line table included), so the bytes equal a local build's.
+* :func:`build_variant_tasks` runs on the worker (a batch of one arch, :mod:`~tl_aot.pipeline.cluster_batch`):
+  refuses a task whose toolset differs from its own, writes the sources into a private folder,
+  lowers each variant there and compiles the lowered ones together as a local build does (one nvcc
+  run), and moves every path back to the driver's (the image's line table included), so the bytes
+  equal a local build's. :func:`build_variant_task` is the batch of one.
 * :class:`VariantResult` (frozen): the variant's metadata as JSON and its image, each with its
   SHA-256, or the error the worker raised (its class, message and fields).
 * :func:`accept_result` runs on the driver: checks the digests, the image's format and the headers
@@ -36,6 +38,7 @@ __all__ = [
     "VariantResult",
     "pack_task",
     "build_variant_task",
+    "build_variant_tasks",
     "accept_result",
     "raise_failure",
     "ToolsetMismatch",
@@ -110,6 +113,8 @@ class VariantResult:
     lower_s: float = 0.0
     compile_s: float = 0.0
     cpu_s: float = 0.0  # CPU-seconds of the worker's tools (nvcc, ptxas) while it compiled (other threads' too)
+    batch: int = 1  # variants of the task it was built in (its compile_s and cpu_s are its share)
+    shared: int = 1  # variants whose images came from the one nvcc run this image came from (1: compiled alone)
     error_class: str = ""  # "LoweringError", ...: the tl_aot error the worker raised
     error: str = ""
     error_fields: tuple = ()  # (name, value) of the error's plain fields
@@ -219,53 +224,94 @@ def _children_cpu() -> float:
 
 
 def build_variant_task(task: VariantTask, *, worker: str = "", lower_fn=None) -> VariantResult:
-    """Build one variant on this machine (a cluster worker); never raises for the variant's own errors.
+    """Build one variant on this machine (a cluster worker); never raises for the variant's own errors."""
+    return build_variant_tasks((task,), worker=worker, lower_fn=lower_fn)[0]
 
+
+def build_variant_tasks(tasks, *, worker: str = "", lower_fn=None) -> tuple:
+    """Build variants of one arch here: each lowered alone, the lowered ones compiled together; one result per task, in order.
+
+    The compile is the local build's (:func:`~tl_aot.pipeline.images.images_of`: one nvcc run for
+    the variants that share flags, each image split out of it, a failed batch compiled one by one),
+    so every image is the bytes a local build makes. A variant's error (its lowering, its nvcc) is
+    its result alone: the others are still built. Never raises for the variants' own errors.
     ``lower_fn(spec, arch)`` lowers (a worker process pool); default: in this process.
     """
-    from ..common.metadata import to_json
     from ..lower.lower import lower_variant
-    from .cache import relocate
-    from .stages import image_of
 
     mine = local_toolset()
-    diff = differences(task.toolset, mine, here_name="on the driver", there_name=f"on {worker or 'this worker'}")
-    if diff:
-        msg = f"worker {worker or '?'} refused entry {task.label}: its tools differ from the driver's: {'; '.join(diff)}"
-        return _failure(task, worker, ToolsetMismatch(msg, entry=task.spec.name, arch=task.arch.sm))
-    root = _work_root()
-    base = task.sources.base
-    try:
-        here = str(task.sources.materialise(root / "sources"))
-        spec = _moved_spec(task.spec, base, here)
-        t0 = time.perf_counter()
-        variant = (lower_fn or lower_variant)(spec, task.arch)
-        lower_s = time.perf_counter() - t0
-        work = Path(tempfile.mkdtemp(prefix=f"{task.key}.", dir=root / "work"))
-        cpu0 = _children_cpu()
-        t1 = time.perf_counter()
+    out: dict = {}
+    lowered: list = []  # (index, variant, the worker's copy of its sources, lowering seconds)
+    for i, task in enumerate(tasks):
+        diff = differences(task.toolset, mine, here_name="on the driver", there_name=f"on {worker or 'this worker'}")
+        if diff:
+            msg = f"worker {worker or '?'} refused entry {task.label}: its tools differ from the driver's: {'; '.join(diff)}"
+            out[i] = _failure(task, worker, ToolsetMismatch(msg, entry=task.spec.name, arch=task.arch.sm))
+            continue
+        here = None
         try:
-            image = image_of(variant, task.arch, work, f"{task.spec.source}:{task.spec.function}", path_map=((here, base),))
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        compile_s, cpu_s = time.perf_counter() - t1, _children_cpu() - cpu0
-        text = to_json(relocate(variant, here, base))
-    except TlAotError as e:
-        return _failure(task, worker, e, moved=(locals().get("here"), base))
-    except Exception as e:  # noqa: BLE001 (a worker-side surprise is still this variant's error, sent back whole)
-        err = LoweringError(f"entry {task.label}: {type(e).__name__}: {e}", entry=task.spec.name, arch=task.arch.sm)
-        return _failure(task, worker, err, moved=(locals().get("here"), base))
-    return VariantResult(
-        key=task.key,
-        worker=worker,
-        variant_json=text,
-        variant_sha256=hashlib.sha256(text.encode()).hexdigest(),
-        image=image,
-        image_sha256=hashlib.sha256(image).hexdigest(),
-        lower_s=lower_s,
-        compile_s=compile_s,
-        cpu_s=cpu_s,
-    )
+            here = str(task.sources.materialise(_work_root() / "sources"))
+            t0 = time.perf_counter()
+            variant = (lower_fn or lower_variant)(_moved_spec(task.spec, task.sources.base, here), task.arch)
+            lowered.append((i, variant, here, time.perf_counter() - t0))
+        except Exception as e:  # noqa: BLE001 (a worker-side surprise is still this variant's error, sent back whole)
+            out[i] = _failure(task, worker, _as_error(task, e), moved=(here, task.sources.base))
+    for arch in dict.fromkeys(str(tasks[i].arch) for i, *_ in lowered):  # one (a batch's); never one arch's code for another
+        out.update(_compile_lowered(tasks, [m for m in lowered if str(tasks[m[0]].arch) == arch], worker))
+    return tuple(out[i] for i in range(len(tasks)))
+
+
+def _compile_lowered(tasks, lowered: list, worker: str) -> dict:
+    """{index: result} of the lowered variants (one arch), compiled in one nvcc run where they share flags."""
+    from ..common.metadata import to_json
+    from .cache import relocate
+    from .images import images_of
+
+    first = tasks[lowered[0][0]]
+    images: dict = {}
+    runs: list = []
+    work = Path(tempfile.mkdtemp(prefix=f"{first.key}.", dir=_work_root() / "work"))
+    path_map = tuple(dict.fromkeys((here, tasks[i].sources.base) for i, _, here, _ in lowered))
+    cpu0, t0 = _children_cpu(), time.perf_counter()
+    try:
+        located = [(v, f"{tasks[i].spec.source}:{tasks[i].spec.function}") for i, v, _, _ in lowered]
+        images_of(located, first.arch, work, images.__setitem__, path_map=path_map, on_batch=runs.append)
+    except Exception as e:  # noqa: BLE001 (what nvcc did not answer for is each variant's error)
+        for k, (i, _, _, _) in enumerate(lowered):
+            images.setdefault(k, _as_error(tasks[i], e))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    compile_s, cpu_s = time.perf_counter() - t0, _children_cpu() - cpu0
+    shared = {k: len(run) for run in runs for k in run}
+    out: dict = {}
+    for k, (i, variant, here, lower_s) in enumerate(lowered):
+        task, got = tasks[i], images.get(k)
+        if not isinstance(got, bytes):
+            err = got if isinstance(got, TlAotError) else _as_error(task, RuntimeError("the compile gave no image"))
+            out[i] = _failure(task, worker, err, moved=(here, task.sources.base))
+            continue
+        text = to_json(relocate(variant, here, task.sources.base))
+        out[i] = VariantResult(
+            key=task.key,
+            worker=worker,
+            variant_json=text,
+            variant_sha256=hashlib.sha256(text.encode()).hexdigest(),
+            image=got,
+            image_sha256=hashlib.sha256(got).hexdigest(),
+            lower_s=lower_s,
+            compile_s=compile_s / len(lowered),
+            cpu_s=cpu_s / len(lowered),
+            batch=len(tasks),
+            shared=shared.get(k, 1),
+        )
+    return out
+
+
+def _as_error(task: VariantTask, e: BaseException) -> TlAotError:
+    """``e`` as this variant's tl_aot error (a surprise on the worker becomes a :class:`LoweringError` naming it)."""
+    if isinstance(e, TlAotError):
+        return e
+    return LoweringError(f"entry {task.label}: {type(e).__name__}: {e}", entry=task.spec.name, arch=task.arch.sm)
 
 
 def _failure(task: VariantTask, worker: str, e: TlAotError, moved=(None, "")) -> VariantResult:
