@@ -360,8 +360,8 @@ function(_tl_aot_init out_error)
     return()
   endif()
 
-  file(GLOB templates "${tl_aot_dir}/templates/*.j2" "${tl_aot_dir}/include/tl_aot/*.h"
-       "${tl_aot_dir}/src/*.cc")
+  file(GLOB templates "${tl_aot_dir}/codegen/templates/*.j2" "${tl_aot_dir}/include/tl_aot/*.h"
+       "${tl_aot_dir}/include/tl_aot/runtime/*.h" "${tl_aot_dir}/src/*.cc")
   set_property(GLOBAL PROPERTY _TL_AOT_PYTHON "${python}")
   set_property(GLOBAL PROPERTY _TL_AOT_TEMPLATES "${templates}")
   set_property(

@@ -16,7 +16,7 @@ from ..common.metadata import ArchVariant, DeviceKernel, LoweredEntry, TmaDescri
 
 __all__ = ["VariantCode", "variant_code"]
 
-#: rt::kMaxKernels (and Workspaces' capacity) in tl_aot/include/tl_aot/launcher_runtime.h.
+#: rt::kMaxKernels (and Workspaces' capacity) in tl_aot/include/tl_aot/runtime/base.h (runtime/buffers.h).
 _MAX_KERNELS = 16
 
 #: A C++ integer literal: spelled as it is in a braced initialiser (a constant that fits is no narrowing).

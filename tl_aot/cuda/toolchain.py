@@ -49,6 +49,7 @@ __all__ = [
     "compiler_launcher",
     "default_archs",
     "RUNTIME_INCLUDE",
+    "RUNTIME_HEADERS",
     "RUNTIME_SOURCES",
     "RUNTIME_UNITS",
 ]
@@ -277,9 +278,17 @@ _RUNTIME_SRC = Path(__file__).parents[1] / "src"
 RUNTIME_UNITS = tuple(
     _RUNTIME_SRC / f"{name}.cc" for name in ("errors", "driver", "modules", "launch", "tma", "buffers", "checks", "exports")
 )
+#: The parts of ``tl_aot/launcher_runtime.h`` (``include/tl_aot/runtime/``, one per job), in the order it
+#: includes them: the branch hints and limits, errors, the driver, modules, arguments and launches, TMA,
+#: per-call buffers, L2 windows, integer helpers, the checker's tables, exports.
+RUNTIME_HEADERS = tuple(
+    RUNTIME_INCLUDE / "tl_aot" / "runtime" / f"{name}.h"
+    for name in ("base", "errors", "driver", "modules", "args", "tma", "buffers", "l2_window", "expr", "checks", "exports")
+)
 #: Every file whose bytes shape the runtime object (and every host unit, which includes the headers).
 RUNTIME_SOURCES = (
     RUNTIME_INCLUDE / "tl_aot" / "launcher_runtime.h",
+    *RUNTIME_HEADERS,
     RUNTIME_INCLUDE / "tl_aot" / "glibc_compat.h",
     *RUNTIME_UNITS,
 )

@@ -3,7 +3,7 @@
 Naming in the generated launcher: ``p_<tensor>`` a tensor's data pointer, ``s_<sym>`` a dynamic
 shape symbol (int64_t), ``a_<scalar>`` a scalar argument. Integer arithmetic is done in int64_t;
 bit operations (shifts, and/or/xor/not, clz, popcount) are done in the width of their TIR dtype,
-as TileLang's host code does them (``rt::shl<int32_t>`` ...: tl_aot/include/tl_aot/launcher_runtime.h).
+as TileLang's host code does them (``rt::shl<int32_t>`` ...: tl_aot/include/tl_aot/runtime/expr.h).
 """
 
 from __future__ import annotations

@@ -1,0 +1,124 @@
+// Part of tl_aot's launcher runtime (tl_aot/launcher_runtime.h includes every part in order):
+// per-device and per-entry state: images, slots, entries, the library, loading, cleanup.
+#ifndef TL_AOT_RUNTIME_MODULES_H_
+#define TL_AOT_RUNTIME_MODULES_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "tl_aot/runtime/base.h"
+
+namespace tl_aot {
+namespace rt {
+inline namespace v3 {
+
+// ----------------------------------------------------------------------------------------------
+// Per-device and per-entry state.
+// ----------------------------------------------------------------------------------------------
+struct DeviceSlot {
+  CUcontext ctx = nullptr;
+  int major = 0;
+  int minor = 0;
+  int smem_optin = 0;         // bytes of shared memory a block may opt in to
+  int l2_max_persisting = 0;  // bytes of L2 that may be set aside for persisting accesses
+  int l2_max_window = 0;      // largest access-policy window
+};
+
+// One embedded image of an entry and what its kernels need.
+struct Image {
+  const char* data;
+  const char* arch;  // sm_90a
+  int major;
+  int minor;
+  bool arch_specific;  // sm_90a / sm_100a: runs only on exactly this compute capability
+  bool ptx;            // carries PTX the driver can JIT for newer devices
+  int num_kernels;
+  const char* const* kernel_names;
+  const int64_t* dynamic_smem;  // bytes per kernel; -1 when known only per call
+  const int* cluster_size;
+};
+
+// Zero-initialised (so the slots of every entry take no room in the library file: .bss).
+struct EntrySlot {
+  std::atomic<int> loaded{0};  // 1 + the index into the entry's image table; 0 until loaded
+  CUmodule module = nullptr;
+  CUfunction kernels[kMaxKernels] = {};
+  int64_t max_dynamic_smem[kMaxKernels] = {};  // what each kernel was allowed at load time
+};
+
+struct Library;
+struct Checks;
+struct Frame;
+// Launches image `variant`'s kernels: one generated function per image of an entry.
+using LaunchFn = void (*)(const Frame& x, const EntrySlot& slot, CUstream stream, int device, bool explicit_stream);
+
+// An exported entry: its name, images and per-device slots; for calls, its library, argument
+// checks (tables read by check_args) and one launch function per image.
+struct Entry {
+  const char* name;
+  const Image* images;
+  int num_images;
+  EntrySlot* slots;  // kMaxDevices of them
+  const Library* library = nullptr;
+  const Checks* checks = nullptr;
+  const LaunchFn* launches = nullptr;
+};
+
+// The library: every entry, for prepare and cleanup, and the oldest driver that loads it.
+struct Library {
+  const char* name;
+  const Entry* const* entries;
+  int num_entries;
+  int min_driver = 0;              // as cuDriverGetVersion reports it: 13000 for CUDA 13.0 (0: no floor)
+  const char* min_driver_version = "";  // the same as a Linux driver version, "580.65.06" ("" if unknown)
+  const char* built_with = "";          // the compiler that made the images, "nvcc 13.0.88 from pip (...)"
+};
+
+// "" when this machine's driver loads `lib` (or there is no driver); else the one message saying
+// which driver it needs and the two ways out (an older-CUDA build, a driver update).
+std::string driver_too_old(const Library& lib);
+
+extern DeviceSlot g_devices[kMaxDevices];
+
+int select_image(const Image* images, int n, int major, int minor);
+CUresult find_kernel_by_pattern(CUmodule module, const char* pattern, CUfunction* out, std::string* why);
+
+// Load `entry`'s image on `device` (first call per device). `arg` names the tensor that chose the
+// device; `stream` is the call's (a first call under CUDA graph capture fails cleanly).
+void init_entry(const Library& lib, const Entry& entry, int device, const char* arg, CUstream stream,
+                bool prepare = false);
+
+// The entry's slot on `device`, loaded on first use: the steady path reads one atomic.
+inline int loaded_variant(const Library& lib, const Entry& entry, int device, const char* arg, CUstream stream) {
+  int v = entry.slots[device].loaded.load(std::memory_order_acquire);
+  if (TL_AOT_UNLIKELY(v == 0)) {
+    init_entry(lib, entry, device, arg, stream);
+    v = entry.slots[device].loaded.load(std::memory_order_acquire);
+  }
+  return v - 1;
+}
+
+void prepare(const Library& lib, int device);
+int cleanup(const Library& lib);
+[[noreturn]] void not_loaded(const char* entry, int device);
+
+// Makes `ctx` current for the scope if it is not already.
+class ContextGuard {
+ public:
+  ContextGuard(const char* entry, CUcontext ctx);
+  ~ContextGuard();
+  ContextGuard(const ContextGuard&) = delete;
+  ContextGuard& operator=(const ContextGuard&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
+}  // namespace v3
+}  // namespace rt
+}  // namespace tl_aot
+
+#endif  // TL_AOT_RUNTIME_MODULES_H_
