@@ -257,7 +257,7 @@ class ToolMemo(_Patching):
                 (Path(workdir) / f"{stem}.cu").write_text(source_text)
             return memo._store[key]
 
-        def images(arch, workdir, units, options=(), *, path_map=(), on_done=None):  # a batch's images are each unit's own
+        def images(arch, workdir, units, options=(), *, path_map=(), on_done=None, on_batch=None):  # each unit's own: no batch
             out = {}
             for u in units:
                 try:
