@@ -160,9 +160,25 @@ def test_a_cluster_where_no_worker_agrees_builds_nothing(tmp_path):
         c.close()
 
 
+def _build_while(c, workers: list, watch, tmp_path):
+    """A cluster build on ``workers`` while ``watch`` runs beside it (killing or adding workers); the cluster closes after."""
+    from tl_aot.pipeline.library import build_library
+
+    try:
+        for name in workers:
+            c.add_worker(name)
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        lines: list = []
+        result = build_library(_lib(), out_dir=tmp_path / "out", cache_dir=tmp_path / "cache", log=lines.append, cluster=c.address)
+        watcher.join()
+    finally:
+        c.close()
+    return result, lines
+
+
 def test_a_worker_killed_mid_task_loses_nothing(reference, tmp_path):
     """SIGKILL the worker running a variant: Dask runs it on the other; the library is still the local one."""
-    from tl_aot.pipeline.library import build_library
 
     c = LocalCluster(tmp_path / "cluster")
     killed: list = []
@@ -180,16 +196,7 @@ def test_a_worker_killed_mid_task_loses_nothing(reference, tmp_path):
                     return
                 time.sleep(0.05)
 
-    try:
-        c.add_worker("k1")
-        c.add_worker("k2")
-        watcher = threading.Thread(target=killer)
-        watcher.start()
-        lines: list = []
-        result = build_library(_lib(), out_dir=tmp_path / "out", cache_dir=tmp_path / "cache", log=lines.append, cluster=c.address)
-        watcher.join()
-    finally:
-        c.close()
+    result, lines = _build_while(c, ["k1", "k2"], killer, tmp_path)
     assert killed, "no task was seen running"
     assert any(f"worker {killed[0]}" in ln and "left" in ln for ln in lines), lines
     survivor = "k2" if killed[0] == "k1" else "k1"
@@ -201,7 +208,6 @@ def test_a_worker_that_joins_mid_build_takes_tasks(reference, tmp_path):
     """A cluster of one worker; two more join while its first task runs: the one that agrees takes a task, the other
     (another tl_aot) is refused before it gets any; the library is still the local one."""
     from tl_aot import __version__
-    from tl_aot.pipeline.library import build_library
 
     c = LocalCluster(tmp_path / "cluster")
     joined: list = []
@@ -219,15 +225,7 @@ def test_a_worker_that_joins_mid_build_takes_tasks(reference, tmp_path):
                     return
                 time.sleep(0.05)
 
-    try:
-        c.add_worker("first")
-        watcher = threading.Thread(target=joiner)
-        watcher.start()
-        lines: list = []
-        result = build_library(_lib(), out_dir=tmp_path / "out", cache_dir=tmp_path / "cache", log=lines.append, cluster=c.address)
-        watcher.join()
-    finally:
-        c.close()
+    result, lines = _build_while(c, ["first"], joiner, tmp_path)
     assert joined, "no task was seen running"
     assert any(ln.startswith("cluster: worker late (") and "joined and agrees" in ln for ln in lines), lines
     refused = [ln for ln in lines if ln.startswith("cluster: refused worker late-stale")]
