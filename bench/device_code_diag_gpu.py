@@ -26,7 +26,7 @@ def main() -> int:
     from tilelang import tvm
     from tileops.kernels.norm.layer_norm import _layer_norm_kernel
 
-    from tl_aot.jit.device_code import digest, lower, spell_target
+    from tl_aot.capture.device_code import digest, lower, spell_target
 
     out = Path(os.environ.get("OUT", "."))
     build_target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})

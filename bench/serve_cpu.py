@@ -96,8 +96,8 @@ def _inner_load(lib: str) -> dict:
     import tvm_ffi  # noqa: F401
 
     import tl_aot
-    from tl_aot.jit import serving
     from tl_aot.runtime import loader as runtime
+    from tl_aot.serve import server as serving
 
     t["import_s"] = CLOCK() - t0
     gc.collect()  # the collection torch's import left pending is not serving's cost
@@ -190,12 +190,12 @@ def _inner_calls(mode: str, record: str) -> dict:
     """``capture``: record the calls; ``anchor``: trace + TileLang's key per call; ``served``: each call answered, untraced."""
     from tilelang.cache.kernel_cache import KernelCache
 
+    from tl_aot.capture.record import CaptureRecord
+    from tl_aot.capture.record_specs import recorded_calls
+    from tl_aot.capture.recorder import Capturer
     from tl_aot.gpu.device import emulate, find_profile
-    from tl_aot.jit import serving
-    from tl_aot.jit.capture import Capturer
-    from tl_aot.jit.capture_record import Record
-    from tl_aot.jit.captured import recorded_calls
-    from tl_aot.jit.jit_seam import Interception, intercepting, jit_module
+    from tl_aot.jit.seam import Interception, intercepting, jit_module
+    from tl_aot.serve import server as serving
 
     rows = []
     with emulate(find_profile("H100-SXM")):
@@ -206,7 +206,7 @@ def _inner_calls(mode: str, record: str) -> dict:
                 for _, jit, args in calls:
                     jit.compile(*args)
             cap.flush()
-            return {"kernels": len(Record.load(record).kernels)}
+            return {"kernels": len(CaptureRecord.load(record).kernels)}
         if mode == "anchor":
             for name, jit, args in calls:
                 t0 = CLOCK()
@@ -217,7 +217,7 @@ def _inner_calls(mode: str, record: str) -> dict:
                 )  # fmt: skip
                 rows.append({"call": name, "s": CLOCK() - t0})
             return {"rows": rows}
-        kernels = Record.load(record).kernels
+        kernels = CaptureRecord.load(record).kernels
         lib = _StandIn(kernels, recorded_calls([record], set(kernels)))
         serving._active = serving.Server([lib], strict=True)
         serving._patch(jit_module())

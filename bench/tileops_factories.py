@@ -171,8 +171,8 @@ def measure(qualname: str, cls, arch) -> dict:
 
     from tl_aot.config.options import plain_pass_configs
     from tl_aot.gpu.device import default_profile, emulate
-    from tl_aot.jit.jit_seam import CompiledStandIn
     from tl_aot.jit.resolve import func_hash, intercept_compiles
+    from tl_aot.jit.seam import CompiledStandIn
     from tl_aot.lower.lower import lower_variant
     from tl_aot.spec import KernelSpec
 

@@ -28,7 +28,7 @@ CHOSEN = 5  # the candidate the stand-in tuner picks (TileLang would pick the fa
 FAKE_TUNER = """
 def fake_run(tuner, *args, **kwargs):
     from tilelang.autotuner.param import AutotuneResult
-    from tl_aot.jit.tuning import config_args, resolved_configs
+    from tl_aot.tune.runtime_choice import config_args, resolved_configs
     kernels = {}
     for i, config in enumerate(resolved_configs(tuner)):
         if MODE == "choose" and i != CHOSEN:
@@ -55,8 +55,8 @@ def record(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("capture") / "tuned.capture.json"
     script = f"""
 import sys
-from tl_aot.jit import jit_seam
-from tl_aot.jit.capture import Capturer
+from tl_aot.jit import seam as jit_seam
+from tl_aot.capture.recorder import Capturer
 from tl_aot.gpu.device import emulate, find_profile
 MODE, CHOSEN, FAKE_RUNS = "choose", {CHOSEN}, []
 {FAKE_TUNER}
@@ -121,7 +121,7 @@ def test_the_library_ships_the_tuning(served_lib, record):
 SERVE = """
 import json, logging, sys
 import tl_aot
-from tl_aot.jit import jit_seam
+from tl_aot.jit import seam as jit_seam
 from tl_aot.gpu.device import emulate, find_profile
 MODE, CHOSEN, FAKE_RUNS = "all", -1, []
 {fake}

@@ -2,7 +2,7 @@
 
 import tilelang.language as T
 
-from tl_aot.jit.tilelang_compat import cluster_kernel
+from tl_aot.common.tilelang_compat import cluster_kernel
 
 
 def cluster_rank(N, cluster=2, block=128):

@@ -39,7 +39,7 @@ def shared(nbytes, threads=128):
 
 def launch(gx=1, gy=1, gz=1, threads=128, cluster=None):
     """An empty-ish kernel launched on a (gx, gy, gz) grid of ``threads`` threads, optionally in clusters."""
-    from tl_aot.jit.tilelang_compat import cluster_kernel
+    from tl_aot.common.tilelang_compat import cluster_kernel
 
     def kernel():
         if cluster:  # the spelling every supported TileLang release accepts

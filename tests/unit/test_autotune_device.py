@@ -9,7 +9,7 @@ import pytest
 from tl_aot.common.arch import parse_arch
 from tl_aot.common.errors import LoweringError, SpecError
 from tl_aot.gpu.device import PROFILES, default_profile, find_profile
-from tl_aot.jit.autotune import choose_config
+from tl_aot.tune.config_choice import choose_config
 
 
 def _autotuned(configs, **defaults):

@@ -11,16 +11,16 @@ import pytest
 
 pytest.importorskip("tilelang")
 
+from tl_aot.capture.record import CaptureRecord  # noqa: E402
+from tl_aot.capture.record_specs import recorded_calls  # noqa: E402
+from tl_aot.capture.recorder import Capturer  # noqa: E402
 from tl_aot.common.arch import parse_arch  # noqa: E402
 from tl_aot.gpu.cuda_driver import emulating, gpu_identity  # noqa: E402
 from tl_aot.gpu.device import PROFILES, emulate  # noqa: E402
-from tl_aot.jit import serving  # noqa: E402
 from tl_aot.jit.call_key import call_key  # noqa: E402
-from tl_aot.jit.capture import Capturer  # noqa: E402
-from tl_aot.jit.capture_record import Record  # noqa: E402
-from tl_aot.jit.captured import recorded_calls  # noqa: E402
-from tl_aot.jit.jit_seam import Interception, intercepting, jit_module, uninstall  # noqa: E402
-from tl_aot.jit.served_kernel import ServedKernel  # noqa: E402
+from tl_aot.jit.seam import Interception, intercepting, jit_module, uninstall  # noqa: E402
+from tl_aot.serve import server as serving  # noqa: E402
+from tl_aot.serve.served_kernel import ServedKernel  # noqa: E402
 
 KERNEL = """
 import tilelang
@@ -93,7 +93,7 @@ def _capture(tmp_path, jit, n: int) -> str:
     with intercepting(Interception(cap._on_request, name="capture")):
         jit.compile(n)
     cap.flush()
-    [(key, item)] = Record.load(tmp_path / "r.json").kernels.items()
+    [(key, item)] = CaptureRecord.load(tmp_path / "r.json").kernels.items()
     assert item["calls"], "the capture recorded the call's key"
     return key
 

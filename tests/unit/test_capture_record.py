@@ -5,19 +5,19 @@ import types
 
 import pytest
 
+from tl_aot.capture.record import CaptureRecord
 from tl_aot.common.errors import SpecError
-from tl_aot.jit.capture_record import Record
-from tl_aot.jit.hooks import on_import
+from tl_aot.jit.import_hooks import on_import
 
 
 def test_records_merge_by_key_keeping_every_device_and_origin(tmp_path):
-    rec = Record.load(tmp_path / "r.json", missing_ok=True)
+    rec = CaptureRecord.load(tmp_path / "r.json", missing_ok=True)
     a = {"k1": {"ir": "{}", "devices": [{"arch": "sm_90a"}], "origins": [{"file": "x.py"}]}}
     assert rec.merge(a) == 1
     assert rec.merge({"k1": {"ir": "{}", "devices": [{"arch": "sm_80"}], "origins": [{"file": "x.py"}]}}) == 0
     assert rec.merge({"k2": {"ir": "{}", "devices": [], "origins": []}}) == 1
     rec.save()
-    again = Record.load(tmp_path / "r.json")
+    again = CaptureRecord.load(tmp_path / "r.json")
     assert sorted(again.kernels) == ["k1", "k2"]
     assert again.kernels["k1"]["devices"] == [{"arch": "sm_90a"}, {"arch": "sm_80"}]
     assert again.kernels["k1"]["origins"] == [{"file": "x.py"}]
@@ -27,7 +27,7 @@ def test_records_merge_by_key_keeping_every_device_and_origin(tmp_path):
 def test_a_file_that_is_not_a_record_is_refused_by_name(tmp_path, text):
     (tmp_path / "bad.json").write_text(text)
     with pytest.raises(SpecError, match="bad.json"):
-        Record.load(tmp_path / "bad.json")
+        CaptureRecord.load(tmp_path / "bad.json")
 
 
 def test_on_import_runs_now_or_when_the_module_is_imported(tmp_path, monkeypatch):
@@ -65,7 +65,7 @@ def test_flags_name_headers_by_content_wherever_the_package_lives(tmp_path):
 
 
 def test_device_code_merges_per_arch_and_is_never_a_kernel_of_its_own(tmp_path):
-    rec = Record.load(tmp_path / "r.json", missing_ok=True)
+    rec = CaptureRecord.load(tmp_path / "r.json", missing_ok=True)
     rec.merge({"k1": {"ir": "{}", "devices": [], "origins": [], "device_code": {"sm_90a": {"sha256": "a"}}}})
     rec.merge({"k1": {"devices": [], "origins": [], "device_code": {"sm_90a": {"sha256": "b"}, "sm_80": {"sha256": "c"}}}})
     assert rec.merge({"k2": {"devices": [], "origins": [], "device_code": {"sm_80": {"sha256": "d"}}}}) == 0
@@ -77,9 +77,10 @@ def test_a_kernel_that_does_not_round_trip_is_marked_warned_once_and_refused_by_
     pytest.importorskip("tilelang")
     import tilelang.language as T
 
+    from tl_aot.capture import record_specs as captured
+    from tl_aot.capture import recorder as capture
     from tl_aot.common.errors import LoweringError
-    from tl_aot.jit import capture, captured
-    from tl_aot.jit.jit_seam import CompileRequest
+    from tl_aot.jit.seam import CompileRequest
 
     def kernel(n):
         @T.prim_func
@@ -97,7 +98,7 @@ def test_a_kernel_that_does_not_round_trip_is_marked_warned_once_and_refused_by_
     err = capsys.readouterr().err
     assert err.count("warning: kernel 'main' is recorded but its IR does not rebuild") == 1 and "X came back as Y" in err
     cap.flush()
-    item = Record.load(tmp_path / "r.json").kernels[keys[0]]
+    item = CaptureRecord.load(tmp_path / "r.json").kernels[keys[0]]
     assert item["unfaithful"] == "a layout changed across the round trip: X came back as Y"
     [spec] = captured.specs_from_record(tmp_path / "r.json", ["90a"], only={keys[0]})
     assert '"unfaithful": "a layout changed' in spec.capture[4]
@@ -114,8 +115,8 @@ def test_the_first_error_line_is_the_underlying_exception():
 
 
 def test_a_digest_mismatch_names_the_jit_target_beside_the_build_target():
+    from tl_aot.capture.device_code import check_against_record, digest
     from tl_aot.common.errors import LoweringError
-    from tl_aot.jit.device_code import check_against_record, digest
 
     jit = "cuda -keys=cuda,gpu -arch=sm_90a -max_num_threads=1024 -l2_cache_size_bytes=52428800"
     item = {"device_code": {"sm_90a": {"sha256": "0" * 24, "tilelang": "0.1.15", "from": "JIT", "target": jit}}}
@@ -128,14 +129,14 @@ def test_a_digest_mismatch_names_the_jit_target_beside_the_build_target():
 
 
 def test_a_build_from_a_record_answers_device_queries_as_the_gpu_that_captured(tmp_path):
-    from tl_aot.jit import captured
+    from tl_aot.capture import record_specs as captured
 
     h200 = {"ir": "{}", "devices": [{"arch": "sm_90a", "name": "NVIDIA H200"}], "origins": [], "options": {}}
     pcie = {**h200, "devices": [{"arch": "sm_90a", "name": "NVIDIA H100 PCIe"}]}
     both = {**h200, "devices": [*h200["devices"], *pcie["devices"]]}
     unknown = {**h200, "devices": [{"arch": "sm_90a", "name": "NVIDIA GH200 480GB"}]}
     assert [captured.recorded_device(i) for i in (h200, pcie, both, unknown)] == ["H200", "H100-PCIe", "", ""]
-    Record(tmp_path / "r.json", {"k1": h200, "k2": pcie, "k3": unknown}).save()
+    CaptureRecord(tmp_path / "r.json", {"k1": h200, "k2": pcie, "k3": unknown}).save()
     specs = {s.capture[1]: s for s in captured.specs_from_record(tmp_path / "r.json", ["90a"])}
     assert (specs["k1"].device, specs["k2"].device, specs["k3"].device) == ("H200", "H100-PCIe", "")
     chosen = captured.specs_from_record(tmp_path / "r.json", ["90a"], device="H100-SXM")
@@ -144,7 +145,7 @@ def test_a_build_from_a_record_answers_device_queries_as_the_gpu_that_captured(t
 
 def test_the_recorded_device_answers_only_for_archs_it_fits():
     """A kernel captured on an H100 and built for sm_80 is lowered as sm_80's default GPU, not refused."""
-    from tl_aot.jit.captured import _fitting
+    from tl_aot.capture.record_specs import _fitting
 
     assert _fitting("H100-SXM", ["90a"]) == "H100-SXM"
     assert _fitting("H100-SXM", ["80", "90a"]) == "H100-SXM"
@@ -155,12 +156,12 @@ def test_the_recorded_device_answers_only_for_archs_it_fits():
 
 def test_a_spec_files_capture_records_are_expanded_by_the_build_layer_with_the_archs_chosen(tmp_path, monkeypatch):
     """``[library] capture``: the spec layer keeps the record (never reads it); captured.with_captures makes its entries."""
-    from tl_aot.jit.captured import with_captures
+    from tl_aot.capture.record_specs import with_captures
     from tl_aot.spec import load_spec_file
 
     monkeypatch.delenv("TL_AOT_ARCHS", raising=False)
     item = {"ir": "{}", "devices": [{"arch": "sm_90a", "name": "NVIDIA H200"}], "origins": [], "options": {}}
-    Record(tmp_path / "r.json", {"k1": item}).save()
+    CaptureRecord(tmp_path / "r.json", {"k1": item}).save()
     (tmp_path / "lib.toml").write_text('[library]\nname = "ops"\narchs = ["80"]\ncapture = ["r.json"]\n')
     lib = load_spec_file(tmp_path / "lib.toml")
     assert lib.entries == () and [(c.record, [str(a) for a in c.archs]) for c in lib.captures] == [(tmp_path / "r.json", ["sm_80"])]

@@ -110,8 +110,8 @@ def served_request():
         sys.path.pop(0)
     from tl_aot.common.arch import parse_arch
     from tl_aot.common.metadata import ArchVariant, LoweredEntry, Manifest
-    from tl_aot.jit.jit_seam import CompileRequest
     from tl_aot.jit.request_key import options_of, request_key
+    from tl_aot.jit.seam import CompileRequest
 
     req = CompileRequest(elementwise.axpy(1024), None, None, None, None, {}, (), 0)
     key = request_key(req.func, options_of(req))
@@ -126,7 +126,7 @@ def served_request():
 
 
 def test_serving_with_no_gpu_says_no_gpu_is_visible(driver, served_request):
-    from tl_aot.jit.serving import Server
+    from tl_aot.serve.server import Server
 
     req, key, lib = served_request
     server = Server([lib], strict=True)
@@ -139,7 +139,7 @@ def test_serving_with_no_gpu_says_no_gpu_is_visible(driver, served_request):
 
 
 def test_serving_on_a_gpu_the_library_lacks_names_the_archs_it_has(driver, served_request):
-    from tl_aot.jit.serving import Server
+    from tl_aot.serve.server import Server
 
     req, key, lib = served_request
     server = Server([lib], strict=True)

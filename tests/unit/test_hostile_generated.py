@@ -374,7 +374,7 @@ def _lower_arch(arch: str) -> str:
 
 
 def _def_line(function: str) -> int:
-    from tl_aot.jit.source import function_line
+    from tl_aot.config.user_code import function_line
 
     return function_line(KERNELS / "hostile.py", function)
 

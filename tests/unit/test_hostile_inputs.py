@@ -336,7 +336,7 @@ EXIT_CASES = {
 def test_a_kernel_file_that_exits_at_import_is_an_error_naming_file_and_line(case, tmp_path, monkeypatch):
     import os
 
-    from tl_aot.jit.source import import_kernel_file
+    from tl_aot.config.user_code import import_kernel_file
 
     body, fragment, line = EXIT_CASES[case]
     (tmp_path / "helper_exit.py").write_text("import sys\nsys.exit(7)\n")
@@ -352,7 +352,7 @@ def test_a_kernel_file_that_exits_at_import_is_an_error_naming_file_and_line(cas
 
 
 def test_a_kernel_file_sees_its_own_path_as_argv(tmp_path):
-    from tl_aot.jit.source import import_kernel_file
+    from tl_aot.config.user_code import import_kernel_file
 
     path = tmp_path / "kargv.py"
     path.write_text("import sys\nSEEN = list(sys.argv)\n")

@@ -12,8 +12,8 @@ pytest.importorskip("tilelang")
 import tilelang  # noqa: E402
 from tilelang import tvm  # noqa: E402
 
+from tl_aot.common.tilelang_compat import NEWEST  # noqa: E402
 from tl_aot.jit import ir_record  # noqa: E402
-from tl_aot.jit.tilelang_compat import NEWEST  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "kernels"))
 import faithful  # noqa: E402
@@ -86,7 +86,7 @@ PERSISTENT = {
 @pytest.mark.parametrize("name", sorted(PERSISTENT))
 def test_a_persistent_kernel_is_faithful_though_its_identity_hash_changes(name):
     """``T.Persistent`` uses its wave variable before the loop binding it: free to the hash, one variable across the trip."""
-    from tl_aot.jit.device_code import digest, lower
+    from tl_aot.capture.device_code import digest, lower
 
     func = PERSISTENT[name]()
     text = ir_record.save_ir(func)

@@ -7,9 +7,9 @@ pytest.importorskip("tilelang")
 import tilelang  # noqa: E402
 import tilelang.language as T  # noqa: E402
 
-from tl_aot.jit import jit_seam  # noqa: E402
-from tl_aot.jit.jit_seam import CompileRequest  # noqa: E402
+from tl_aot.jit import seam as jit_seam  # noqa: E402
 from tl_aot.jit.resolve import intercept_compiles  # noqa: E402
+from tl_aot.jit.seam import CompileRequest  # noqa: E402
 
 
 def _func():

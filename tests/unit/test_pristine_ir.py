@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "kernels"))
 import elementwise  # noqa: E402
 
 from tl_aot.jit.ir_record import save_ir  # noqa: E402
-from tl_aot.jit.jit_seam import CompileRequest  # noqa: E402
 from tl_aot.jit.pristine_ir import pristine_ir  # noqa: E402
 from tl_aot.jit.request_key import options_of, request_key  # noqa: E402
+from tl_aot.jit.seam import CompileRequest  # noqa: E402
 
 _KERNELS = Path(__file__).parents[1] / "kernels"
 
@@ -79,7 +79,7 @@ def _fresh_specialised():
 def test_a_gemm_lowered_for_sm80_keys_as_it_did_before_lowering():
     from tilelang import tvm
 
-    from tl_aot.jit.device_code import lower
+    from tl_aot.capture.device_code import lower
     from tl_aot.jit.resolve import resolve_kernel
     from tl_aot.spec import KernelSpec
 

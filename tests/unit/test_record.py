@@ -9,7 +9,7 @@ import pytest
 
 from tl_aot.common.errors import SpecError
 from tl_aot.spec import KernelSpec, LibrarySpec
-from tl_aot.tune.tuning_record import Candidate, Item, Record, apply_record, record_path_for, source_digest
+from tl_aot.tune.tuning_record import Candidate, Item, TuningRecord, apply_record, record_path_for, source_digest
 
 KERNELS = Path(__file__).parents[1] / "kernels"
 
@@ -37,28 +37,28 @@ def item(gpu="NVIDIA H100 80GB HBM3", arch="sm_90a", block_M=128, digest=None, m
 
 
 def test_record_round_trips_and_merges(tmp_path):
-    r = Record().merged([item(), item(gpu="NVIDIA H100 PCIe", block_M=64)])
+    r = TuningRecord().merged([item(), item(gpu="NVIDIA H100 PCIe", block_M=64)])
     path = tmp_path / "k.tune.json"
     r.save(path)
     text = path.read_text()
     assert text.startswith("{\n") and '"format": "tl_aot tuning record"' in text  # readable, stable key order
-    back = Record.load(path)
+    back = TuningRecord.load(path)
     assert back == r
     again = back.merged([item(block_M=256)])  # the same (entry, args, arch, GPU): replaced
     assert len(again.items) == 2 and {i.config()["block_M"] for i in again.items} == {64, 256}
 
 
 def test_a_build_takes_the_recorded_config_per_arch():
-    lib = apply_record(LibrarySpec("l", (spec(),)), Record((item(),)))
+    lib = apply_record(LibrarySpec("l", (spec(),)), TuningRecord((item(),)))
     (s,) = lib.entries
     assert s.tuned_config("sm_90a") == ({"block_M": 128, "stages": 3}, "NVIDIA H100 80GB HBM3, 0.5 ms")
     assert s.tuned_config("sm_80") is None  # no record for that arch: explicit, default or the listing
-    other = apply_record(LibrarySpec("l", (spec(args={"M": 128, "N": 64, "K": 64}),)), Record((item(),)))
+    other = apply_record(LibrarySpec("l", (spec(args={"M": 128, "N": 64, "K": 64}),)), TuningRecord((item(),)))
     assert not other.entries[0].tuned  # other arguments: not this record's
 
 
 def test_several_gpus_of_one_arch_the_device_picks_and_the_note_names_the_others():
-    record = Record((item(), item(gpu="NVIDIA H100 PCIe", block_M=64, ms=0.6)))
+    record = TuningRecord((item(), item(gpu="NVIDIA H100 PCIe", block_M=64, ms=0.6)))
     (s,) = apply_record(LibrarySpec("l", (spec(device="H100-PCIe"),)), record).entries
     config, note = s.tuned_config("sm_90a")
     assert config["block_M"] == 64 and note == "NVIDIA H100 PCIe, 0.6 ms; also tuned: NVIDIA H100 80GB HBM3"
@@ -67,7 +67,7 @@ def test_several_gpus_of_one_arch_the_device_picks_and_the_note_names_the_others
 
 
 def test_a_record_older_than_the_source_warns_or_fails_when_strict(caplog):
-    record = Record((item(digest="0" * 16, tuned_at="2026-01-01 10:00 UTC"),))
+    record = TuningRecord((item(digest="0" * 16, tuned_at="2026-01-01 10:00 UTC"),))
     with caplog.at_level(logging.WARNING, logger="tl_aot"):
         apply_record(LibrarySpec("l", (spec(),)), record, where="k.tune.json")
     assert "k.tune.json: entry 'gemm' (sm_90a) was tuned on 2026-01-01 10:00 UTC from a different tuned.py" in caplog.text
@@ -79,7 +79,7 @@ def test_not_a_record_is_a_clear_error(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text('{"items": []}')
     with pytest.raises(SpecError, match="not a tl_aot tuning record"):
-        Record.load(bad)
+        TuningRecord.load(bad)
     assert record_path_for("a/kernels.toml") == Path("a/kernels.tune.json")
 
 

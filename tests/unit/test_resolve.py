@@ -148,7 +148,7 @@ def test_jit_caches_hold_no_stand_in_after_a_build():
     import importlib
 
     lower(TLOPS / "scale.py", "relu6_scale", args={"n": 512, "factor": 1.0})
-    from tl_aot.jit.jit_seam import CompiledStandIn
+    from tl_aot.jit.seam import CompiledStandIn
 
     mods = [m for name, m in __import__("sys").modules.items() if name.endswith("kernels.scale")]
     assert mods

@@ -11,9 +11,12 @@ pytest.importorskip("tilelang")
 sys.path.insert(0, str(Path(__file__).parents[1] / "kernels"))
 import elementwise  # noqa: E402
 
-from tl_aot.jit.jit_seam import CompileRequest, JitCall  # noqa: E402
-from tl_aot.jit.request_key import options_of, request_key  # noqa: E402
-from tl_aot.jit.request_key_memo import RequestKeys  # noqa: E402
+from tl_aot.jit.request_key import (  # noqa: E402
+    RequestKeys,  # noqa: E402
+    options_of,
+    request_key,
+)
+from tl_aot.jit.seam import CompileRequest, JitCall  # noqa: E402
 
 
 def _req(func, **kw) -> CompileRequest:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tl_aot.jit.source import import_kernel_file, local_dependencies
+from tl_aot.config.user_code import import_kernel_file, local_dependencies
 from tl_aot.pipeline.cache import variant_key
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tl_aot.jit import tilelang_compat
-from tl_aot.jit.tilelang_compat import INSTALL_HINT, NEWEST, OLDEST, TESTED_TILELANG, is_tested, warn_if_untested
+from tl_aot.common import tilelang_compat
+from tl_aot.common.tilelang_compat import INSTALL_HINT, NEWEST, OLDEST, TESTED_TILELANG, is_tested, warn_if_untested
 
 ROOT = Path(__file__).resolve().parents[2]
 

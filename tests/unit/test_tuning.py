@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tl_aot.capture.record import CaptureRecord
+from tl_aot.capture.record_specs import recorded_tunings
 from tl_aot.common.metadata import Manifest, from_json, to_json
-from tl_aot.jit.capture_record import Record
-from tl_aot.jit.tuning import recorded_tunings, spelled_config
+from tl_aot.tune.runtime_choice import spelled_config
 
 KERNELS = Path(__file__).parents[1] / "kernels"
 
@@ -21,18 +22,18 @@ def _tuning(index: int = 0) -> dict:
 
 
 def test_a_record_keeps_its_first_choice_and_survives_a_round_trip(tmp_path):
-    rec = Record(tmp_path / "r.json", {})
+    rec = CaptureRecord(tmp_path / "r.json", {})
     rec.merge({"k1": {"name": "main", "ir": "{}"}}, {"t1": {**_tuning(), "request_key": "k1"}})
     rec.merge({}, {"t1": {**_tuning(1), "request_key": "k2"}})  # tuned again: noise must not change what is served
     rec.save()
-    back = Record.load(tmp_path / "r.json")
+    back = CaptureRecord.load(tmp_path / "r.json")
     assert back.tunings["t1"]["request_key"] == "k1" and back.kernels == {"k1": {"name": "main", "ir": "{}"}}
     (tmp_path / "old.json").write_text(json.dumps({"schema": 1, "kernels": {}}))  # a record from before tunings
-    assert Record.load(tmp_path / "old.json").tunings == {}
+    assert CaptureRecord.load(tmp_path / "old.json").tunings == {}
 
 
 def test_a_library_ships_the_tunings_whose_kernel_it_holds(tmp_path):
-    rec = Record(tmp_path / "r.json", {})
+    rec = CaptureRecord(tmp_path / "r.json", {})
     rec.merge({}, {"t1": {**_tuning(), "request_key": "k1", "cc": "90"}, "t2": {**_tuning(), "request_key": "k2"}})
     rec.save()
     (t,) = recorded_tunings({str(tmp_path / "r.json")}, {"k1", "k3"})  # k2 was left out of the build
@@ -52,8 +53,8 @@ def tuner_keys(monkeypatch):
     monkeypatch.syspath_prepend(str(KERNELS))
     from tilelang.autotuner.param import AutotuneResult
 
-    from tl_aot.jit import jit_seam
-    from tl_aot.jit.tuning import tuning_key
+    from tl_aot.jit import seam as jit_seam
+    from tl_aot.tune.runtime_choice import tuning_key
 
     keys = []
 
@@ -89,7 +90,7 @@ def test_the_tuning_key_follows_arguments_and_candidates_only(tuner_keys):
 def test_the_seam_puts_the_tuner_back(tuner_keys):
     from tilelang.autotuner.tuner import AutoTuner
 
-    from tl_aot.jit import jit_seam
+    from tl_aot.jit import seam as jit_seam
 
     real = AutoTuner.run
     with jit_seam.intercepting(jit_seam.Interception(lambda r, c, p: p(), on_tune=lambda t, p: p())):
@@ -103,9 +104,9 @@ def test_a_capture_without_a_gpu_says_it_cannot_record_a_tuning(tmp_path, monkey
     monkeypatch.syspath_prepend(str(KERNELS))
     import tuned
 
+    from tl_aot.capture.recorder import Capturer
     from tl_aot.common.errors import TlAotError
-    from tl_aot.jit import jit_seam
-    from tl_aot.jit.capture import Capturer
+    from tl_aot.jit import seam as jit_seam
 
     def no_gpu_tuner(tuner, proceed):  # what TileLang's tuner ends with when no candidate can be timed
         raise RuntimeError("Auto-tuning failed: No configuration successfully compiled and passed benchmarking/validation.")

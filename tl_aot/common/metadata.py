@@ -181,7 +181,7 @@ class ArchVariant:
     backend: str = "cuda"  # TileLang's code generator: "cuda" (CUDA C++, nvcc) or "cutedsl" (CuTeDSL; kernels found by pattern)
     cuda_version: str = ""  # the CUDA release of the compiler that made the image ("13.0.88"; "" for CuTeDSL's own)
     min_driver_cuda: str = ""  # the oldest driver that loads this image, as a CUDA version (tl_aot.gpu.cuda_compat)
-    device_code: str = ""  # digest of the CUDA source TileLang generated, before tl_aot's edits (tl_aot.jit.device_code)
+    device_code: str = ""  # digest of the CUDA source TileLang generated, before tl_aot's edits (tl_aot.capture.device_code)
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,7 @@ class LoweredEntry:
 
 @dataclass(frozen=True)
 class Tuning:
-    """A run-time autotuning a captured run did, shipped so serving answers TileLang's autotuner (:mod:`tl_aot.jit.tuning`)."""
+    """A run-time autotuning a captured run did, shipped so serving answers TileLang's autotuner (:mod:`tl_aot.tune.runtime_choice`)."""
 
     key: str  # the tuning key: function, source, closure, arguments, candidate configs, options, compute capability
     function: str  # module.qualname of the tuned function
@@ -386,7 +386,7 @@ class LoweredVariant:
     request: str = ""  # that request as JSON: prim_func name and options (portable flags)
     inputs: tuple = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale
     backend: str = "cuda"  # "cuda" or "cutedsl": which of TileLang's code generators produced ``cuda_source``
-    device_code: str = ""  # digest of TileLang's CUDA source before tl_aot's edits (tl_aot.jit.device_code.digest)
+    device_code: str = ""  # digest of TileLang's CUDA source before tl_aot's edits (tl_aot.capture.device_code.digest)
 
 
 _NESTED["LoweredVariant"] = {

@@ -236,7 +236,7 @@ class LibrarySpec:
     name: str
     entries: tuple = field(default=())
     torch_ops: bool = False  # also build lib<name>_torch.so: the entries as native torch operators
-    captures: tuple = ()  # CaptureSource: records whose kernels become entries (tl_aot.jit.captured.with_captures)
+    captures: tuple = ()  # CaptureSource: records whose kernels become entries (tl_aot.capture.record_specs.with_captures)
 
     def bound(self) -> LibrarySpec:
         """The library itself, refused if an entry is still arch-free (never bound with :meth:`KernelSpec.for_archs`)."""
@@ -271,7 +271,7 @@ class LibrarySpec:
 class CaptureSource:
     """A capture record whose kernels a library builds (``[library] capture``), expanded by the build layer.
 
-    The spec layer never reads a record: :func:`tl_aot.jit.captured.with_captures` turns each into entries.
+    The spec layer never reads a record: :func:`tl_aot.capture.record_specs.with_captures` turns each into entries.
     """
 
     record: Path

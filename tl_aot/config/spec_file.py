@@ -37,7 +37,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
     ``archs`` (from the command line) and ``TL_AOT_ARCHS`` override the file, as ``device`` does;
     ``log`` is told when ``TL_AOT_ARCHS`` decides. ``[library] torch_ops = true`` also builds the
     native torch companion (:mod:`tl_aot.codegen.torch_native`). ``[library] capture`` records are left
-    in the result's ``captures`` (:func:`tl_aot.jit.captured.with_captures` expands them).
+    in the result's ``captures`` (:func:`tl_aot.capture.record_specs.with_captures` expands them).
     """
     path = Path(path)
     lib, entries_data, captures = _spec_tables(path, _read_spec_data(path))

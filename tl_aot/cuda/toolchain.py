@@ -226,7 +226,7 @@ def tilelang_include_dirs() -> list[str]:
     """TileLang's bundled device headers and CUTLASS, located without importing TileLang."""
     spec = importlib.util.find_spec("tilelang")
     if spec is None or not spec.submodule_search_locations:
-        from ..jit.tilelang_compat import INSTALL_HINT
+        from ..common.tilelang_compat import INSTALL_HINT
 
         msg = f"TileLang is needed at build time: {INSTALL_HINT}"
         raise ToolchainNotFound(msg)

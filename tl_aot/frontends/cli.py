@@ -11,20 +11,20 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..capture.record import CaptureRecord
 from ..common.destinations import fs_error
 from ..common.errors import TlAotError, ToolchainNotFound
 from ..common.metadata import to_json
 from ..common.versions import __version__
 from ..config.arg_text import parse_arg
+from ..config.user_code import local_dependencies
 from ..cuda.cuda_toolkit import find_toolkit
 from ..cuda.toolchain import cuda_home
 from ..gpu.device import find_profile
-from ..jit.capture_record import Record as CaptureRecord
-from ..jit.source import local_dependencies
-from ..jit.startup import environment
-from ..jit.verify import report, verify
 from ..runtime.loader import _load_module, read_manifest
-from ..tune.tuning_record import Record as TuningRecord
+from ..serve.startup import environment
+from ..serve.verify import report, verify
+from ..tune.tuning_record import TuningRecord
 from ..tune.tuning_record import apply_record, record_path_for
 from .cli_library import library_of, log_of
 from .cli_parser import build_parser
@@ -148,12 +148,14 @@ def _cmd_verify(args) -> int:
 
 def _cmd_tune(args) -> int:
     """Time each entry's candidate configs on this GPU and write the tuning record."""
-    from ..tune.tuner import tune_library, write_record  # the pipeline, as for build
+    from ..pipeline.library import build_library
+    from ..tune.tuner import tune_library, write_record
 
     lib = library_of(args, "tune")
     out = args.output or (record_path_for(args.spec) if args.spec else "tune.json")
     items = tune_library(
         lib,
+        build=build_library,
         values=dict(parse_arg(d) for d in args.dim),
         jobs=args.jobs,
         cache_dir=args.cache_dir,

@@ -7,6 +7,7 @@ by :meth:`tl_aot.config.kernel_spec.KernelSpec.create`, as every front end's is.
 
 from __future__ import annotations
 
+from ..capture.record_specs import specs_from_record, with_captures
 from ..common.errors import SpecError, TlAotError
 from ..config.arch_choice import Given, env_archs, resolve_archs
 from ..config.arg_text import parse_arg, parse_pass_config, parse_target
@@ -14,7 +15,6 @@ from ..config.entry_keys import entry_options
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.spec_file import load_spec_file
 from ..cuda.toolchain import default_archs
-from ..jit.captured import specs_from_record, with_captures
 
 __all__ = ["entry_of", "library_of", "log_of"]
 

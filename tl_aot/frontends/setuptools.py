@@ -58,7 +58,7 @@ from ..common.errors import TlAotError
 from ..common.fileutil import write_if_different
 from ..config.arch_choice import Given, parse_given
 from ..pipeline.library import build_library
-from ..tune.tuning_record import Record, apply_record
+from ..tune.tuning_record import TuningRecord, apply_record
 from ..wheel.wheel_check import WheelCheckError, check_claim, check_folder
 from .setuptools_extension import TileLangDeclarationError, TileLangExtension, TileLangExtensionError
 from .setuptools_files import GLUE, companion_of, copy_if_different, place_companion, place_together
@@ -205,7 +205,7 @@ class build_ext(_build_ext):
         try:
             spec = ext.library_spec(archs=self.archs, log=log.info)
             if ext.tune_file:
-                spec = apply_record(spec, Record.load(ext.tune_file), where=ext.tune_file)
+                spec = apply_record(spec, TuningRecord.load(ext.tune_file), where=ext.tune_file)
             log.info(f"building TileLang extension {fullname} ({len(spec.entries)} entries)")
             keep_going = any(e.capture for e in spec.entries)  # a record's kernels that fail are left out, listed
             result = build_library(

@@ -15,14 +15,14 @@ from pathlib import Path
 from setuptools import Extension
 from setuptools.errors import CompileError, SetupError
 
+from ..capture.record_specs import specs_from_record
 from ..common.errors import SpecError, TlAotError
 from ..common.keycheck import expect_str_list
 from ..config.arch_choice import Given, env_archs, parse_given, resolve_archs
 from ..config.kernel_spec import KernelSpec, LibrarySpec, entry_specs
 from ..config.spec_names import check_library_name
+from ..config.user_code import local_dependencies
 from ..cuda.toolchain import default_archs
-from ..jit.captured import specs_from_record
-from ..jit.source import local_dependencies
 
 __all__ = ["TileLangExtension", "TileLangExtensionError", "TileLangDeclarationError"]
 

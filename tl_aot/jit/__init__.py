@@ -1,1 +1,1 @@
-"""The seam with TileLang's JIT: resolving user code, capture, serving, verify."""
+"""The seam with TileLang's JIT: the one interception, resolving a user's object to its compile request, and request keys."""

@@ -27,7 +27,7 @@ import json
 import types
 
 from ..config.options import plain_pass_configs
-from .function_source import source_digest, user_function
+from ..config.user_code import source_digest, user_function
 
 __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..common.errors import LoweringError
 from ..config.kernel_spec import KernelSpec
 from ..config.values import spell
-from .jit_seam import CompiledStandIn, CompileRequest, jit_module
+from .seam import CompiledStandIn, CompileRequest, jit_module
 
 __all__ = ["Walker", "WalkArgs", "is_autotuned", "unwrap_caches"]
 
@@ -158,7 +158,7 @@ class Walker:
         return None
 
     def _jit(self, obj, args: WalkArgs, level: int):
-        from .autotune import choose_config
+        from ..tune.config_choice import choose_config
 
         autotuned = is_autotuned(obj)
         jit = obj.jit_impl if autotuned else obj

@@ -22,10 +22,9 @@ from ..common.errors import LoweringError
 from ..config.kernel_spec import KernelSpec
 from ..config.values import evaluate
 from .factory_walk import WalkArgs, Walker, is_autotuned, unwrap_caches
-from .jit_seam import CompiledStandIn, CompileRequest, Interception, install, jit_module, uninstall
-from .resolved import Resolved
+from .seam import CompiledStandIn, CompileRequest, Interception, install, jit_module, uninstall
 
-__all__ = ["intercept_compiles", "resolve_kernel", "func_hash"]
+__all__ = ["intercept_compiles", "resolve_kernel", "func_hash", "Resolved"]
 
 #: Execution backends whose kernels are CUDA C++ compiled by nvcc: the same image tl_aot builds.
 _CUDA_BACKENDS = frozenset({None, "auto", "tvm_ffi", "cython", "nvrtc", "ctypes", "dlpack"})
@@ -45,7 +44,7 @@ class _Interception:
 def intercept_compiles():
     """While active, TileLang's compile records its request and returns a :class:`CompiledStandIn`.
 
-    The interception is :mod:`tl_aot.jit.jit_seam`'s; on exit the stand-ins are removed from the JIT
+    The interception is :mod:`tl_aot.jit.seam`'s; on exit the stand-ins are removed from the JIT
     caches they were stored in.
     """
     state = _Interception(next(_sessions), [], [])
@@ -114,7 +113,7 @@ def resolve_kernel(spec: KernelSpec, module, where: str, arch: str, *, tuned=Non
     choice = None
     top = unwrap_caches(obj)
     if tuned and not is_autotuned(top):  # a plain factory tuned over its spec's `tune` table
-        from .autotune import Choice
+        from ..tune.config_choice import Choice
 
         choice = Choice({**args.auto, **tuned[0]}, dict(tuned[0]), f"record ({tuned[1]})", {})
         args.auto = dict(choice.kwargs)
@@ -170,3 +169,19 @@ def _target_kind_arch(target) -> tuple[str | None, str | None]:
         return str(target.kind.name), arch
     except Exception:  # noqa: BLE001 (not a tvm Target)
         return str(target), None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What the build lowers for one variant: the prim_func and the options it is compiled with."""
+
+    func: object
+    pass_configs: dict
+    compile_flags: tuple
+    out_idx: object  # the kernel's own (None: no returned outputs declared)
+    choice: object  # autotune.Choice or None
+    path: str  # how it was reached, e.g. "make_gemm(M=1024) -> kernel(block_m=128)"
+    execution_backend: object = None  # the request's, as the library passed it
+    target: object = None
+    captured: object = None  # a captured kernel's record item (its device code digests are checked after lowering)
+    stale: bool = False  # a stand-in from an earlier build step came back (a cache in user code): import afresh

@@ -12,23 +12,22 @@ import json
 import logging
 import sys
 
+from ..capture.device_code import check_against_record, digest, lower, spell_target
 from ..common.arch import Arch
 from ..common.errors import LoweringError, SpecError, TlAotError, ToolchainNotFound
 from ..common.metadata import LoweredVariant
+from ..common.tilelang_compat import INSTALL_HINT, tilelang_version
 from ..common.user_frames import format_user_error, user_location
+from ..config.import_guard import guarded_call
 from ..config.kernel_spec import KernelSpec
 from ..config.options import flag_inputs, jit_pass_configs, nvcc_flags_for, plain_pass_configs, portable_flags
+from ..config.user_code import display_path, function_line, import_kernel_file, local_dependencies
 from ..config.values import spell
 from ..gpu.device import default_profile, emulate, find_profile
 from ..gpu.launch_limits import check_launch_limits
-from ..jit.device_code import check_against_record, digest, lower, spell_target
-from ..jit.import_guard import guarded_call
-from ..jit.jit_seam import CompileRequest
 from ..jit.request_key import backend_kind, options_of, request_key
-from ..jit.resolve import func_hash, resolve_kernel
-from ..jit.resolved import Resolved
-from ..jit.source import display_path, function_line, import_kernel_file, local_dependencies
-from ..jit.tilelang_compat import INSTALL_HINT, tilelang_version
+from ..jit.resolve import Resolved, func_hash, resolve_kernel
+from ..jit.seam import CompileRequest
 from .cuda_source import check_source_kernels, rename_reserved_names, static_shared_bytes
 from .ir_metadata import host_walk, read_kernels, read_tma_descriptors, read_workspaces
 from .ir_signature import output_positions, read_signature
@@ -198,7 +197,7 @@ def _resolve(spec: KernelSpec, arch: Arch, where: str) -> Resolved:
     state is stale: it is imported afresh once and resolved again.
     """
     if spec.capture:
-        from ..jit.captured import resolve_captured
+        from ..capture.record_specs import resolve_captured
 
         return resolve_captured(spec, where)
     tuned = spec.tuned_config(arch.sm)

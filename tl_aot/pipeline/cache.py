@@ -31,10 +31,10 @@ from ..common.metadata import LoweredVariant, from_json, to_json
 from ..common.versions import __version__, package_version
 from ..config.kernel_spec import KernelSpec
 from ..config.options import inputs_unchanged
+from ..config.user_code import SourceSnapshot, snapshot_files, snapshot_sources
 from ..config.values import spell
 from ..cuda.host_identity import nvcc_host_compiler
 from ..cuda.image_check import variant_image_problem
-from ..jit.source import SourceSnapshot, snapshot_files, snapshot_sources
 
 __all__ = ["VariantCache", "variant_key", "default_cache_dir", "relocate"]
 
@@ -58,7 +58,7 @@ def default_cache_dir(out_dir: Path) -> Path:
 def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: SourceSnapshot | None = None) -> tuple[str, SourceSnapshot]:
     """The cache key of ``spec`` built for ``arch``, and the snapshot of the Python sources it was made from.
 
-    ``sources`` (the entry's :func:`~tl_aot.jit.source.snapshot_sources`, read once per entry) is
+    ``sources`` (the entry's :func:`~tl_aot.config.user_code.snapshot_sources`, read once per entry) is
     taken when not given; the build checks it again after lowering.
     """
     src = Path(spec.source).resolve()
@@ -97,7 +97,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: Sou
 
 
 def _proof(spec: KernelSpec, arch: Arch) -> list:
-    """A captured kernel's recorded device code digest for ``arch`` and the capture's verdict (tl_aot.jit.captured.proof_of)."""
+    """A captured kernel's recorded device code digest for ``arch`` and the capture's verdict (tl_aot.capture.record_specs.proof_of)."""
     if len(spec.capture) < 5:
         return []
     proof = json.loads(spec.capture[4])

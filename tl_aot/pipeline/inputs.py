@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config.kernel_spec import KernelSpec
+from ..config.user_code import project_root
 from ..cuda.toolchain import RUNTIME_SOURCES
-from ..jit.source import project_root
 
 __all__ = ["project_of", "generator_files"]
 

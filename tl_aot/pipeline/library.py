@@ -22,14 +22,14 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..capture.record_specs import with_captures
 from ..common.destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
 from ..common.errors import FilesystemError, SpecError
 from ..common.escaping import depfile_path
 from ..common.fileutil import exclusive_lock
 from ..common.metadata import Manifest
+from ..common.tilelang_compat import warn_if_untested
 from ..config.kernel_spec import LibrarySpec
-from ..jit.captured import with_captures
-from ..jit.tilelang_compat import warn_if_untested
 from .cache import VariantCache, default_cache_dir
 from .cluster import CLUSTER_ENV
 from .link import Outputs, link, publish, sweep_debris, write_depfile

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 
+from ..capture.record_specs import recorded_calls, recorded_tunings
 from ..codegen.render import image_symbol
 from ..common.errors import LoweringError, ToolchainNotFound
 from ..common.metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest
 from ..common.versions import __version__, package_version
 from ..config.kernel_spec import KernelSpec, LibrarySpec
+from ..config.user_code import display_path
 from ..config.values import spell
 from ..cuda.toolchain import compiler_description
 from ..gpu.cuda_compat import image_floor, library_floor
-from ..jit.captured import recorded_calls
-from ..jit.source import display_path
-from ..jit.tuning import recorded_tunings
 
 __all__ = ["manifest_of", "entry_head", "manifest_from", "compiler_or_none", "image_files", "image_files_by_symbol"]
 

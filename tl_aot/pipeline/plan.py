@@ -1,6 +1,6 @@
 """The first stage of a build: from specs to variants, their keys, and what the cache already holds.
 
-:func:`plan_build` reads each entry's Python sources once (a :class:`~tl_aot.jit.source.SourceSnapshot`:
+:func:`plan_build` reads each entry's Python sources once (a :class:`~tl_aot.config.user_code.SourceSnapshot`:
 the keys are made from exactly those bytes, and the lower stage checks them again), keys every
 (entry, arch) variant, and tells whether the library on disk is still the one these keys make
 (the stamp), all without importing TileLang.
@@ -21,11 +21,11 @@ from ..common.metadata import ABI_VERSION, Manifest, from_json
 from ..common.versions import __version__, package_version
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.options import inputs_unchanged
+from ..config.user_code import SourceSnapshot, display_path, snapshot_files, snapshot_sources
 from ..cuda.cuda_toolkit import find_toolkit, pin_toolkit, pip_toolkits
 from ..cuda.host_identity import host_compiler
 from ..cuda.toolchain import compiler_description, nvcc_version, point_tilelang_at_toolkit, supported_archs_of
 from ..gpu.cuda_compat import min_cuda_for_arch
-from ..jit.source import SourceSnapshot, display_path, snapshot_files, snapshot_sources
 from .cache import VariantCache, variant_key
 from .inputs import generator_files, project_of
 

@@ -9,9 +9,9 @@ import re
 from dataclasses import fields
 from pathlib import Path
 
+from ..capture.record_specs import origin_of_spec
 from ..common.errors import LoweringError
 from ..common.metadata import LeftOut
-from ..jit.captured import origin_of_spec
 from ..lower.cutedsl import close_workers
 from .cache import VariantCache
 from .cluster import run_on_cluster

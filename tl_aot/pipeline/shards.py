@@ -20,6 +20,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from ..capture.record_specs import recorded_calls, recorded_tunings
 from ..codegen.render import render_header, render_launcher
 from ..common.arch import parse_arch
 from ..common.destinations import ensure_folder
@@ -28,8 +29,6 @@ from ..common.fileutil import atomic_write, write_if_different
 from ..common.metadata import Call, LeftOut, LoweredEntry, LoweredVariant, Tuning, from_json, to_json
 from ..cuda.host_objects import generated_object, runtime_object
 from ..cuda.image_check import variant_image_problem
-from ..jit.captured import recorded_calls
-from ..jit.tuning import recorded_tunings
 from .cache import VariantCache, default_cache_dir
 from .link import Outputs, link, publish
 from .manifest import compiler_or_none, entry_head, image_files_by_symbol, manifest_from

@@ -26,9 +26,9 @@ from ..common.fileutil import write_if_different
 from ..common.metadata import LoweredVariant
 from ..common.versions import __version__
 from ..config.kernel_spec import KernelSpec, LibrarySpec
+from ..config.user_code import display_path, function_line, snapshot_files
 from ..cuda.host_objects import generated_object, runtime_object
 from ..cuda.image_check import variant_image_problem
-from ..jit.source import display_path, function_line, snapshot_files
 from .cache import VariantCache
 from .images import image_of, images_of
 from .inputs import project_of

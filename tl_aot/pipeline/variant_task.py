@@ -2,7 +2,7 @@
 
 * :class:`VariantTask` (frozen, picklable): the entry, the arch, its cache key, the driver's
   :class:`~tl_aot.pipeline.toolset.Toolset`, and the kernel's sources as **bytes** (:class:`ShippedSources`,
-  read from the plan's :class:`~tl_aot.jit.source.SourceSnapshot` and checked against its digests), so
+  read from the plan's :class:`~tl_aot.config.user_code.SourceSnapshot` and checked against its digests), so
   a worker needs no shared file system.
 * :func:`build_variant_tasks` runs on the worker (a batch of one arch, :mod:`~tl_aot.pipeline.cluster_batch`):
   refuses a task whose toolset differs from its own, writes the sources into a private folder,
@@ -133,7 +133,7 @@ def _under(path: Path, base: Path) -> bool:
 
 
 def _base_of(spec) -> Path:
-    from ..jit.source import project_root
+    from ..config.user_code import project_root
 
     src = Path(spec.source).resolve()
     return src.parent if spec.capture else project_root(src)
@@ -153,14 +153,14 @@ def pack_task(task, toolset: Toolset) -> VariantTask:
     base = _base_of(spec)
     files: dict = {}
     if spec.capture:
-        from ..jit.capture_record import RECORD_SCHEMA, Record
+        from ..capture.record import RECORD_SCHEMA, CaptureRecord
 
-        item = Record.load(spec.capture[0]).kernels.get(spec.capture[1])
+        item = CaptureRecord.load(spec.capture[0]).kernels.get(spec.capture[1])
         if item is None:
             msg = f"entry {spec.name!r} ({task.arch}): kernel {spec.capture[1]} is no longer in {spec.capture[0]}"
             raise LoweringError(msg, entry=spec.name, arch=task.arch.sm)
         if item.get("headers"):  # the worker writes them beside its copy of the record; the driver checks them here
-            from ..jit.captured import _materialise_headers
+            from ..capture.record_specs import _materialise_headers
 
             _materialise_headers(list(item.get("options", {}).get("compile_flags", [])), item["headers"], Path(spec.capture[0]))
         data = {"schema": RECORD_SCHEMA, "kernels": {spec.capture[1]: item}}

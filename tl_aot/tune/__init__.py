@@ -1,1 +1,1 @@
-"""Tuning ahead of time on a GPU host and the tuning record the build reads."""
+"""Tuning: an ``@autotune`` config chosen ahead of time (tuner, its record, the build's choice) or at run time, answered."""

@@ -21,7 +21,7 @@ from ..common.arch import parse_arch
 from ..common.errors import SpecError, TlAotError
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..runtime.torch_ops import TORCH_DTYPES
-from .tuning_record import Candidate, Item, Record, source_digest
+from .tuning_record import Candidate, Item, TuningRecord, source_digest
 
 __all__ = ["candidates_of", "candidate_plans", "tune_library", "local_arch", "write_record"]
 
@@ -38,8 +38,8 @@ def candidates_of(spec: KernelSpec) -> tuple[list[dict], dict]:
     """The candidate configs of ``spec`` and the decorator's timing settings (warmup, rep), if any."""
     if spec.tune:
         return [dict(c) for c in spec.tune], {}
-    from ..jit.autotune import candidate_configs, is_autotuned
-    from ..jit.source import import_kernel_file
+    from ..config.user_code import import_kernel_file
+    from .config_choice import candidate_configs, is_autotuned
 
     module = import_kernel_file(spec.source, entry=spec.name, arch="tune")
     obj = getattr(module, spec.function, None)
@@ -132,17 +132,20 @@ def _close(torch, got, want) -> str:
     return ""
 
 
-def tune_library(lib: LibrarySpec, *, values: dict, jobs: int | None, cache_dir, warmup: int | None, rep: int | None,
-                 log=print) -> list[Item]:  # fmt: skip
-    """Tune every entry of ``lib`` with candidates on GPU 0; the record items (one per entry and arch)."""
+def tune_library(lib: LibrarySpec, *, build, values: dict, jobs: int | None, cache_dir, warmup: int | None,
+                 rep: int | None, log=print) -> list[Item]:  # fmt: skip
+    """Tune every entry of ``lib`` with candidates on GPU 0; the record items (one per entry and arch).
+
+    ``build`` is the pipeline's ``build_library``, handed in by the command: the tuner makes the candidates'
+    specs and times them, the pipeline (a layer above this wing) builds them.
+    """
     import torch
 
     if not torch.cuda.is_available():
         msg = "python -m tl_aot tune runs the candidates: it needs a CUDA GPU and torch with CUDA (build needs neither)"
         raise TlAotError(msg)
+    from ..common.tilelang_compat import tilelang_version
     from ..common.versions import __version__
-    from ..jit.tilelang_compat import tilelang_version
-    from ..pipeline.library import build_library
     from ..runtime.loader import load
 
     arch = local_arch(torch)
@@ -156,7 +159,7 @@ def tune_library(lib: LibrarySpec, *, values: dict, jobs: int | None, cache_dir,
             log(f"building {len(cand_specs)} candidates of {len(plans)} entries for {arch} ({gpu})")
         # A candidate that does not build is dropped, as TileLang's autotuner drops it: the build names it.
         lib_spec = LibrarySpec(name="tl_aot_tune", entries=cand_specs)
-        result = build_library(lib_spec, out_dir=tmp, jobs=jobs, cache_dir=cache_dir, log=log, keep_going=True)
+        result = build(lib_spec, out_dir=tmp, jobs=jobs, cache_dir=cache_dir, log=log, keep_going=True)
         failed = {entry: message.splitlines()[0][:300] for entry, _, message in result.failures}
         library = load(result.library)
         versions = (("nvcc", result.manifest.nvcc_version), ("tilelang", tilelang_version()), ("tl_aot", __version__),
@@ -243,10 +246,10 @@ def _item(spec: KernelSpec, arch: str, gpu: str, versions: tuple, timed: tuple) 
     )
 
 
-def write_record(path: str | Path, items: list[Item]) -> Record:
+def write_record(path: str | Path, items: list[Item]) -> TuningRecord:
     """Merge ``items`` into the record at ``path`` (created if missing) and save it."""
     path = Path(path)
-    record = Record.load(path) if path.is_file() else Record()
+    record = TuningRecord.load(path) if path.is_file() else TuningRecord()
     record = record.merged(items)
     record.save(path)
     return record

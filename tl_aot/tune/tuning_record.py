@@ -21,7 +21,7 @@ from ..common.errors import SpecError
 from ..common.fileutil import atomic_write
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 
-__all__ = ["FORMAT", "Candidate", "Item", "Record", "source_digest", "apply_record", "record_path_for"]
+__all__ = ["FORMAT", "Candidate", "Item", "TuningRecord", "source_digest", "apply_record", "record_path_for"]
 
 FORMAT = "tl_aot tuning record"
 VERSION = 1
@@ -71,15 +71,15 @@ class Item:
 
 
 @dataclass(frozen=True)
-class Record:
+class TuningRecord:
     """A tuning record file's items."""
 
     items: tuple = ()
 
-    def merged(self, new: list[Item]) -> Record:
+    def merged(self, new: list[Item]) -> TuningRecord:
         """The record with ``new`` items replacing those of the same (entry, args, arch, GPU)."""
         keys = {i.key for i in new}
-        return Record(tuple(sorted([i for i in self.items if i.key not in keys] + list(new), key=lambda i: i.key)))
+        return TuningRecord(tuple(sorted([i for i in self.items if i.key not in keys] + list(new), key=lambda i: i.key)))
 
     def to_json(self) -> str:
         def plain(obj):
@@ -92,7 +92,7 @@ class Record:
         return json.dumps({"format": FORMAT, "version": VERSION, "items": plain(list(self.items))}, indent=1, sort_keys=True) + "\n"
 
     @classmethod
-    def from_json(cls, text: str, where: str = "tuning record") -> Record:
+    def from_json(cls, text: str, where: str = "tuning record") -> TuningRecord:
         try:
             data = json.loads(text)
         except ValueError as e:
@@ -120,7 +120,7 @@ class Record:
         return cls(tuple(items))
 
     @classmethod
-    def load(cls, path: str | Path) -> Record:
+    def load(cls, path: str | Path) -> TuningRecord:
         path = Path(path)
         try:
             return cls.from_json(path.read_text(), str(path))
@@ -142,7 +142,7 @@ def _strip(args: tuple, config_keys) -> tuple:
 
 def source_digest(spec: KernelSpec) -> str:
     """Digest of the kernel file and the local modules it imports: a record older than them is stale."""
-    from ..jit.source import snapshot_sources
+    from ..config.user_code import snapshot_sources
 
     return snapshot_sources(spec.source, spec.imports).digest()
 
@@ -163,7 +163,7 @@ def _pick_gpu(items: list[Item], device: str) -> Item:
     return sorted(items, key=lambda i: i.gpu)[0]
 
 
-def apply_record(lib: LibrarySpec, record: Record, *, strict: bool = False, where: str = "tuning record") -> LibrarySpec:
+def apply_record(lib: LibrarySpec, record: TuningRecord, *, strict: bool = False, where: str = "tuning record") -> LibrarySpec:
     """``lib`` with each spec's ``tuned`` set from ``record`` for every arch the record has.
 
     A record whose source digest no longer matches the kernel file warns (``strict``: raises).

@@ -22,7 +22,7 @@ from tl_aot.common.metadata import Manifest, from_json, to_json  # noqa: E402
 
 
 def relower() -> Manifest:
-    from tl_aot.jit.source import snapshot_files
+    from tl_aot.config.user_code import snapshot_files
     from tl_aot.lower.lower import lower_variant
     from tl_aot.pipeline.manifest import manifest_of
     from tl_aot.pipeline.plan import Task

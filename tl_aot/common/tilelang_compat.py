@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..common.versions import package_version
+from .versions import package_version
 
 __all__ = [
     "TESTED_TILELANG",

@@ -20,7 +20,7 @@ def _chain() -> None:
 
 
 try:
-    from tl_aot.jit.startup import install
+    from tl_aot.serve.startup import install
 
     install()
 finally:

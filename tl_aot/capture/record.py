@@ -1,7 +1,7 @@
 """A capture record: the JSON file a capture writes and a build reads (kernels by request key, the autotuner's choices).
 
 Several processes may capture into one record: each merges what it saw under a lock
-(:meth:`tl_aot.jit.capture.Capturer.flush`); a kernel's devices, origins and call keys accumulate, its
+(:meth:`tl_aot.capture.recorder.Capturer.flush`); a kernel's devices, origins and call keys accumulate, its
 first device code digest per arch and its first tuning choice are kept.
 """
 
@@ -16,16 +16,16 @@ from pathlib import Path
 from ..common.errors import SpecError
 from ..common.fileutil import atomic_write
 
-__all__ = ["RECORD_SCHEMA", "Record"]
+__all__ = ["RECORD_SCHEMA", "CaptureRecord"]
 
 RECORD_SCHEMA = 1
 
 
 @dataclass
-class Record:
+class CaptureRecord:
     """A capture record: kernels by key, each with its IR, options, devices and origins; and the autotuner's choices.
 
-    ``tunings`` maps a tuning key (:func:`tl_aot.jit.tuning.tuning_key`) to the choice TileLang's
+    ``tunings`` maps a tuning key (:func:`tl_aot.tune.runtime_choice.tuning_key`) to the choice TileLang's
     autotuner made in the captured run: the config, its index among the candidates, the request
     key of the chosen kernel (one of ``kernels``), the GPU and the latency measured.
     """
@@ -35,7 +35,7 @@ class Record:
     tunings: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, missing_ok: bool = False) -> Record:
+    def load(cls, path: str | os.PathLike, *, missing_ok: bool = False) -> CaptureRecord:
         """Read a record; a missing file is empty with ``missing_ok``, else an error naming it."""
         path = Path(path)
         try:

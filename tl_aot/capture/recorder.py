@@ -20,18 +20,18 @@ import traceback
 from pathlib import Path
 
 from ..common.errors import TlAotError
+from ..common.tilelang_compat import tilelang_version
 from ..config.options import flag_inputs
 from ..gpu.cuda_driver import current_gpu, emulating, gpu_identity
-from .call_key import call_key
-from .capture_record import Record
+from ..jit.call_key import call_key
+from ..jit.ir_record import round_trip_problem
+from ..jit.pristine_ir import pristine_ir
+from ..jit.request_key import backend_kind, options_of, request_key
+from ..jit.request_origin import caller_origin, jit_origin, request_device
+from ..jit.seam import CompiledStandIn, Interception, install
+from ..tune.runtime_choice import chosen_index, describe, resolved_configs, spelled_config, tuning_key
 from .device_code import arch_of_cc, jit_kernel_code, jit_target, lowered_code
-from .ir_record import round_trip_problem
-from .jit_seam import CompiledStandIn, Interception, install
-from .pristine_ir import pristine_ir
-from .request_key import backend_kind, options_of, request_key
-from .request_origin import caller_origin, jit_origin, request_device
-from .tilelang_compat import tilelang_version
-from .tuning import chosen_index, describe, resolved_configs, spelled_config, tuning_key
+from .record import CaptureRecord
 
 __all__ = ["Capturer", "install_from_env"]
 
@@ -84,7 +84,7 @@ class Capturer:
                     item["unfaithful"] = problem
                     self._warn_unfaithful(req.name, problem)
             with self._lock:
-                Record(self.path, self.kernels).merge({key: item})
+                CaptureRecord(self.path, self.kernels).merge({key: item})
             if time.monotonic() - self._flushed > 15:  # a killed workload keeps what it captured
                 self.flush()
             return key
@@ -163,7 +163,7 @@ class Capturer:
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock, exclusive_lock(self.path.with_name(self.path.name + ".lock")):
-            rec = Record.load(self.path, missing_ok=True)
+            rec = CaptureRecord.load(self.path, missing_ok=True)
             new = rec.merge(self.kernels, self.tunings)
             rec.save()
             self.kernels, self.tunings = {}, {}
@@ -172,7 +172,7 @@ class Capturer:
 
     def install(self) -> None:
         """Patch TileLang's compile in this process (now if imported, else when ``tilelang.jit`` is)."""
-        from .hooks import on_import
+        from ..jit.import_hooks import on_import
 
         on_import("tilelang.jit", self._patch)
 
@@ -243,7 +243,7 @@ def install_from_env() -> Capturer | None:
     """
     import atexit
 
-    from .hooks import on_import
+    from ..jit.import_hooks import on_import
 
     path = os.environ.get("TL_AOT_CAPTURE")
     if not path:

@@ -23,12 +23,12 @@ from pathlib import Path
 from ..common.errors import TlAotError
 from ..gpu.cuda_driver import current_gpu, gpu_identity
 from ..gpu.image_select import image_of, runs_on
-from .jit_seam import CompileRequest, Interception, install, uninstall
+from ..jit.seam import CompileRequest, Interception, install, uninstall
 from .served_kernel import ServedKernel
 
 __all__ = ["serve", "stop", "Server", "KernelNotServed", "install_from_env"]
 
-_log = logging.getLogger("tl_aot.jit.serving")
+_log = logging.getLogger("tl_aot.serve.server")
 
 
 class KernelNotServed(TlAotError, LookupError):
@@ -54,7 +54,7 @@ class Server:
     """Prebuilt kernels by capture key, from one or more libraries."""
 
     def __init__(self, libraries, *, strict: bool = False) -> None:
-        from .request_key_memo import RequestKeys
+        from ..jit.request_key import RequestKeys
 
         self.strict = strict
         self.stats = Stats()
@@ -98,7 +98,7 @@ class Server:
         None when the call cannot be keyed, no library recorded it, or its kernel has no image for
         this GPU: the compile then proceeds and its request is looked up by its prim_func.
         """
-        from .call_key import call_key
+        from ..jit.call_key import call_key
 
         if not self.calls:
             return None
@@ -145,7 +145,7 @@ class Server:
         go on only as far as serving allows: a run whose tunable arguments were given compiles one
         kernel, served; one that would tune has every candidate refused, and fails naming the tuning.
         """
-        from .tuning import answer, describe, tuning_key
+        from ..tune.runtime_choice import answer, describe, tuning_key
 
         gpu = current_gpu()
         try:
@@ -184,7 +184,7 @@ class Server:
 
     def tuning_message(self, material: dict, key: str, gpu) -> str:
         """Why a tuning is not served: no GPU visible, or no library holds it (with the tunings of that function it holds)."""
-        from .tuning import describe
+        from ..tune.runtime_choice import describe
 
         what = f"TileLang's autotuner was asked to tune {describe(material)}"
         if not gpu:
@@ -202,7 +202,7 @@ class Server:
 
     def miss_message(self, req, key: str, jit_call=None) -> str:
         """Which kernel missed and why: no GPU visible, or the nearest prebuilt ones (same jit function, closest arguments first)."""
-        from .request_origin import jit_origin, jit_text
+        from ..jit.request_origin import jit_origin, jit_text
 
         origin = jit_origin(jit_call)
         jit, args = origin.get("jit", ""), origin.get("args", {})
@@ -250,7 +250,7 @@ def serve(path: str | os.PathLike, *, strict: bool = False) -> Server:
     asked for it); :func:`stop` ends serving.
 
     """
-    from .hooks import on_import
+    from ..jit.import_hooks import on_import
 
     server = _load(path, strict)
     on_import("tilelang.jit", _patch)
@@ -338,7 +338,7 @@ def install_from_env() -> None:
     import atexit
     import sys
 
-    from .hooks import on_import
+    from ..jit.import_hooks import on_import
 
     path = os.environ.get("TL_AOT_SERVE")
     if not path:

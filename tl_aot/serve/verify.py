@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 
 from ..gpu.image_select import arch_digits
-from .request_origin import origin_text
+from ..jit.request_origin import origin_text
 
 __all__ = ["Finding", "verify", "report"]
 
@@ -79,7 +79,7 @@ def verify(manifests, kernels: dict) -> list[Finding]:
 
 def _same_request(where: tuple, v, item: dict) -> Finding:
     """A variant answering a recorded request: identical, unless the device code recorded for its arch differs."""
-    from .device_code import recorded
+    from ..capture.device_code import recorded
 
     want = recorded(item, v.arch.sm)
     if want and v.device_code and want["sha256"] != v.device_code:
@@ -103,7 +103,7 @@ def _differences(func_hash: str, options: dict, item: dict, hashes: dict, key: s
 
     The prim_func is compared first (structural hash), then each option.
     """
-    from .request_key import recorded_flags
+    from ..jit.request_key import recorded_flags
 
     theirs = {**item.get("options", {}), "compile_flags": recorded_flags(item)}
     out = []
@@ -123,8 +123,8 @@ def _differences(func_hash: str, options: dict, item: dict, hashes: dict, key: s
 
 
 def _hash_of(item: dict) -> str:
-    from .ir_record import load_ir
-    from .resolve import func_hash
+    from ..jit.ir_record import load_ir
+    from ..jit.resolve import func_hash
 
     try:
         return func_hash(load_ir(item["ir"]))

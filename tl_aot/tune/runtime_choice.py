@@ -23,8 +23,7 @@ import json
 
 from ..common.metadata import Tuning
 from ..config.options import plain_pass_configs
-from .capture_record import Record
-from .function_source import source_digest, user_function
+from ..config.user_code import source_digest, user_function
 
 __all__ = [
     "TUNING_SCHEMA",
@@ -33,7 +32,6 @@ __all__ = [
     "resolved_configs",
     "chosen_index",
     "spelled_config",
-    "recorded_tunings",
     "answer",
 ]
 
@@ -123,34 +121,6 @@ def chosen_index(tuner, config) -> int:
             return i
     want = _spell(config)
     return next((i for i, c in enumerate(configs) if _spell(c) == want), -1)
-
-
-def recorded_tunings(records, built) -> tuple:
-    """The :class:`Tuning` s a library built from capture ``records`` ships: those whose chosen kernel it holds.
-
-    ``built`` is the request keys of the captured kernels the library holds (a tuning whose kernel
-    was left out of the build cannot be served, so it is not shipped).
-    """
-    out: dict = {}
-    for path in sorted(records):
-        # A record that cannot be read now is an error naming it (never a library quietly without its tunings).
-        tunings = Record.load(path).tunings
-        for key, t in sorted(tunings.items()):
-            if t.get("request_key") not in built or key in out:
-                continue
-            out[key] = Tuning(
-                key=key,
-                function=str(t.get("function", "")),
-                args=str(t.get("args", "")),
-                config=str(t.get("config", "")),
-                index=int(t.get("index", -1)),
-                candidates=int(t.get("candidates", 0)),
-                request_key=str(t["request_key"]),
-                cc=str(t.get("cc", "")),
-                device=str(t.get("device", "")),
-                latency_ms=float(t.get("latency_ms", 0.0)),
-            )
-    return tuple(out[k] for k in sorted(out))
 
 
 def config_args(tuner, config: dict) -> dict:

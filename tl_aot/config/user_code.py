@@ -10,6 +10,7 @@ import ast
 import contextlib
 import hashlib
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -341,3 +342,16 @@ def import_kernel_file(path: str | Path, *, entry: str = "", arch: str = "", fre
                     "function (TileLang's own device queries, tilelang.carver.arch.driver, are answered from --device)"
                 )
             raise LoweringError(msg) from e
+
+
+def user_function(fn):
+    """The user's Python function behind ``fn`` (a ``@tilelang.jit`` body, a tuner's ``fn``, or a plain factory)."""
+    return getattr(fn, "orig_func", None) or fn
+
+
+def source_digest(fn) -> str:
+    """16 hex digits of the SHA-256 of ``fn``'s source ('' when it has none)."""
+    try:
+        return hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]
+    except (OSError, TypeError):
+        return ""

@@ -3,7 +3,7 @@
 A recorded kernel is built only if the capture found its IR faithful (:mod:`tl_aot.jit.ir_record`);
 its IR is loaded through :func:`tl_aot.jit.ir_record.load_ir`, its headers are written beside the
 record, and the build compares its device code with the digest the capture stored
-(:mod:`tl_aot.jit.device_code`). Errors name the kernel and where its request came from.
+(:mod:`tl_aot.capture.device_code`). Errors name the kernel and where its request came from.
 """
 
 from __future__ import annotations
@@ -20,21 +20,22 @@ from pathlib import Path
 from ..common.arch import parse_arch
 from ..common.errors import LoweringError, SpecError
 from ..common.fileutil import atomic_write
-from ..common.metadata import Call
+from ..common.metadata import Call, Tuning
 from ..common.versions import cutedsl_version
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.options import map_flag_paths
 from ..gpu.device import PROFILES, find_profile
-from .capture_record import Record
-from .ir_record import load_ir
-from .request_origin import origin_text
-from .resolved import Resolved
+from ..jit.ir_record import load_ir
+from ..jit.request_origin import origin_text
+from ..jit.resolve import Resolved
+from .record import CaptureRecord
 
 __all__ = [
     "specs_from_record",
     "with_captures",
     "recorded_device",
     "recorded_calls",
+    "recorded_tunings",
     "proof_of",
     "resolve_captured",
     "unbuildable_reason",
@@ -47,7 +48,7 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
 
     ``device``: the GPU profile for every kernel; by default each kernel's :func:`recorded_device`.
     """
-    rec = Record.load(path)
+    rec = CaptureRecord.load(path)
     out = []
     for key, item in sorted(rec.kernels.items()):
         if only is not None and key not in only:
@@ -113,7 +114,7 @@ def recorded_calls(records, built) -> tuple:
     """
     seen: dict = {}
     for path in sorted(records):
-        kernels = Record.load(path).kernels  # unreadable now: an error naming it, never a library without its call keys
+        kernels = CaptureRecord.load(path).kernels  # unreadable now: an error naming it, never a library without its call keys
         for request_key, item in kernels.items():
             for call in item.get("calls", []):
                 seen.setdefault(str(call), set()).add(request_key)
@@ -136,9 +137,9 @@ def unbuildable_reason(item: dict) -> str:
 
 
 def resolve_captured(spec, where: str):
-    """The :class:`~tl_aot.jit.resolved.Resolved` of a captured kernel: its IR and options from the record."""
+    """The :class:`~tl_aot.jit.resolve.Resolved` of a captured kernel: its IR and options from the record."""
     record_path, key = spec.capture[:2]
-    item = Record.load(record_path).kernels.get(key)
+    item = CaptureRecord.load(record_path).kernels.get(key)
     if item is None:
         msg = f"{where}: kernel {key} is no longer in {record_path}"
         raise LoweringError(msg)
@@ -204,7 +205,35 @@ def origin_of_spec(spec) -> str:
     if not getattr(spec, "capture", None):
         return f"{spec.source}:{spec.function}"
     try:
-        item = Record.load(spec.capture[0]).kernels.get(spec.capture[1])
+        item = CaptureRecord.load(spec.capture[0]).kernels.get(spec.capture[1])
     except SpecError:
         item = None
     return origin_text(item) if item else f"capture {spec.capture[1]} in {spec.capture[0]}"
+
+
+def recorded_tunings(records, built) -> tuple:
+    """The :class:`Tuning` s a library built from capture ``records`` ships: those whose chosen kernel it holds.
+
+    ``built`` is the request keys of the captured kernels the library holds (a tuning whose kernel
+    was left out of the build cannot be served, so it is not shipped).
+    """
+    out: dict = {}
+    for path in sorted(records):
+        # A record that cannot be read now is an error naming it (never a library quietly without its tunings).
+        tunings = CaptureRecord.load(path).tunings
+        for key, t in sorted(tunings.items()):
+            if t.get("request_key") not in built or key in out:
+                continue
+            out[key] = Tuning(
+                key=key,
+                function=str(t.get("function", "")),
+                args=str(t.get("args", "")),
+                config=str(t.get("config", "")),
+                index=int(t.get("index", -1)),
+                candidates=int(t.get("candidates", 0)),
+                request_key=str(t["request_key"]),
+                cc=str(t.get("cc", "")),
+                device=str(t.get("device", "")),
+                latency_ms=float(t.get("latency_ms", 0.0)),
+            )
+    return tuple(out[k] for k in sorted(out))

@@ -11,11 +11,11 @@ __all__ = ["install", "environment"]
 def install() -> None:
     """Install what the environment asks for: capture (``TL_AOT_CAPTURE``) and/or serving (``TL_AOT_SERVE``)."""
     if os.environ.get("TL_AOT_CAPTURE"):
-        from ..capture import install_from_env
+        from ...capture.recorder import install_from_env
 
         install_from_env()
     if os.environ.get("TL_AOT_SERVE"):
-        from ..serving import install_from_env as serve_from_env
+        from ..server import install_from_env as serve_from_env
 
         serve_from_env()
 
