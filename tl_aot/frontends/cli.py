@@ -24,8 +24,7 @@ from ..gpu.device import find_profile
 from ..runtime.loader import _load_module, read_manifest
 from ..serve.startup import environment
 from ..serve.verify import report, verify
-from ..tune.tuning_record import TuningRecord
-from ..tune.tuning_record import apply_record, record_path_for
+from ..tune.tuning_record import TuningRecord, apply_record, record_path_for
 from .cli_library import library_of, log_of
 from .cli_parser import build_parser
 from .inspect_text import describe, manifest_json
