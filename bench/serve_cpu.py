@@ -97,7 +97,7 @@ def _inner_load(lib: str) -> dict:
 
     import tl_aot
     from tl_aot.runtime import loader as runtime
-    from tl_aot.serve import server as serving
+    from tl_aot.serving import server as serving
 
     t["import_s"] = CLOCK() - t0
     gc.collect()  # the collection torch's import left pending is not serving's cost
@@ -195,7 +195,7 @@ def _inner_calls(mode: str, record: str) -> dict:
     from tl_aot.capture.recorder import Capturer
     from tl_aot.gpu.device import emulate, find_profile
     from tl_aot.jit.seam import Interception, intercepting, jit_module
-    from tl_aot.serve import server as serving
+    from tl_aot.serving import server as serving
 
     rows = []
     with emulate(find_profile("H100-SXM")):

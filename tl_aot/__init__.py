@@ -17,7 +17,7 @@ def __getattr__(name: str):
 
         return getattr(runtime, name)
     if name == "serve":
-        from .serve.server import serve
+        from .serving.server import serve
 
         return serve
     raise AttributeError(f"module 'tl_aot' has no attribute {name!r}")

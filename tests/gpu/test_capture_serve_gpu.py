@@ -55,7 +55,7 @@ def test_served_results_equal_the_jits_bit_for_bit_with_no_compile(captured):
 
 def test_in_process_serving_counts_no_compile_and_refuses_a_new_shape(captured):
     import tl_aot
-    from tl_aot.serve import server as serving
+    from tl_aot.serving import server as serving
 
     for name in [n for n in sys.modules if n == "workload" or n == "tlops" or n.startswith("tlops.")]:
         del sys.modules[name]  # kernels an earlier test compiled with the JIT sit in tlops' own caches

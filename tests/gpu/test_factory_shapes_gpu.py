@@ -64,7 +64,7 @@ def test_the_included_header_is_what_runs(tlops, reference):
 
 SERVED_CHECK = """
 import sys, torch, tl_aot, jit_reference
-from tl_aot.serve import server as serving
+from tl_aot.serving import server as serving
 kernels = jit_reference.jit_kernels()  # the library's own JIT calls, served
 lib = tl_aot.load(sys.argv[1])
 for entry, k in kernels.items():

@@ -84,7 +84,7 @@ def serving(served_lib, copies, monkeypatch):
     """The workload's module from the *second* install, with serving on and an H100 answering device queries."""
     import tl_aot
     from tl_aot.gpu.device import emulate, find_profile
-    from tl_aot.serve import server as serving_mod
+    from tl_aot.serving import server as serving_mod
 
     monkeypatch.syspath_prepend(str(copies[1]))
     for name in [n for n in sys.modules if n == "tlops" or n.startswith("tlops.") or n == "workload"]:
@@ -111,7 +111,7 @@ def test_a_changed_kernel_is_never_served(serving):
     import torch
     from tlops import api
 
-    from tl_aot.serve.server import KernelNotServed
+    from tl_aot.serving.server import KernelNotServed
 
     server, _ = serving
     with pytest.raises(KernelNotServed, match=r"_gemm\(block_m=64, num_stages=2\).*nearest prebuilt: gemm_"):
@@ -126,7 +126,7 @@ def test_fallback_compiles_a_miss_with_the_jit_and_warns_once(served_lib, servin
     import tilelang
 
     import tl_aot
-    from tl_aot.serve import server as serving_mod
+    from tl_aot.serving import server as serving_mod
 
     serving_mod.stop()
     server = tl_aot.serve(served_lib, strict=False)
@@ -134,7 +134,7 @@ def test_fallback_compiles_a_miss_with_the_jit_and_warns_once(served_lib, servin
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "tlcache"))
     from tlops.ops.elementwise import negate
 
-    with caplog.at_level(logging.WARNING, logger="tl_aot.serve.server"):
+    with caplog.at_level(logging.WARNING, logger="tl_aot.serving.server"):
         kernel = tilelang.compile(negate(256, "float32"), out_idx=[-1])
         tilelang.compile(negate(256, "float32"), out_idx=[-1])
     assert type(kernel).__name__ == "JITKernel"
@@ -151,6 +151,6 @@ def test_a_package_ships_its_served_library_from_a_record(copies, record, cache_
     lib = pkg / "tlops" / "lib_served.so"
     man = json.loads(run_ok([sys.executable, "-m", "tl_aot", "inspect", "--json", lib], PACKAGE.parent).stdout)
     assert len(man["entries"]) == 8 and all(e["capture_key"] for e in man["entries"])
-    probe = "import tlops, tl_aot.serve.server as s; print(len(s._active.index), [l.path.name for l in s._active.libraries])"
+    probe = "import tlops, tl_aot.serving.server as s; print(len(s._active.index), [l.path.name for l in s._active.libraries])"
     out = run_ok([sys.executable, "-c", probe], pkg).stdout
     assert out.strip() == "8 ['lib_served.so']"

@@ -185,7 +185,7 @@ def test_non_strict_serving_warns_once_and_lets_tilelang_tune(served_lib):
 
 def test_run_serve_loads_the_library_when_tilelang_is_imported(served_lib):
     probe = (
-        "import sys; before = 'tl_aot.runtime.loader' in sys.modules; import tilelang; from tl_aot.jit import serving; "
+        "import sys; before = 'tl_aot.runtime.loader' in sys.modules; import tilelang; from tl_aot.serving import server as serving; "
         "print(before, [lib.path.name for lib in serving._active.libraries], len(serving._active.tunings))"
     )
     cmd = [sys.executable, "-m", "tl_aot", "run", "--serve", str(served_lib), "--strict", "--", sys.executable, "-c", probe]

@@ -19,8 +19,8 @@ from tl_aot.gpu.cuda_driver import emulating, gpu_identity  # noqa: E402
 from tl_aot.gpu.device import PROFILES, emulate  # noqa: E402
 from tl_aot.jit.call_key import call_key  # noqa: E402
 from tl_aot.jit.seam import Interception, intercepting, jit_module, uninstall  # noqa: E402
-from tl_aot.serve import server as serving  # noqa: E402
-from tl_aot.serve.served_kernel import ServedKernel  # noqa: E402
+from tl_aot.serving import server as serving  # noqa: E402
+from tl_aot.serving.served_kernel import ServedKernel  # noqa: E402
 
 KERNEL = """
 import tilelang

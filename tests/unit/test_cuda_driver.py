@@ -126,7 +126,7 @@ def served_request():
 
 
 def test_serving_with_no_gpu_says_no_gpu_is_visible(driver, served_request):
-    from tl_aot.serve.server import Server
+    from tl_aot.serving.server import Server
 
     req, key, lib = served_request
     server = Server([lib], strict=True)
@@ -139,7 +139,7 @@ def test_serving_with_no_gpu_says_no_gpu_is_visible(driver, served_request):
 
 
 def test_serving_on_a_gpu_the_library_lacks_names_the_archs_it_has(driver, served_request):
-    from tl_aot.serve.server import Server
+    from tl_aot.serving.server import Server
 
     req, key, lib = served_request
     server = Server([lib], strict=True)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tl_aot.serve.startup import environment
+from tl_aot.serving.startup import environment
 
 
 def _python(code: str, serve: str) -> subprocess.CompletedProcess:

@@ -7,7 +7,7 @@ import json
 
 from tl_aot.common.arch import parse_arch
 from tl_aot.common.metadata import ArchVariant, LoweredEntry, Manifest
-from tl_aot.serve.verify import report, verify
+from tl_aot.serving.verify import report, verify
 
 OPTIONS = {"out_idx": [-1], "pass_configs": {"tl.enable_fast_math": True}, "compile_flags": [], "backend": "cuda", "target": None}
 
@@ -52,7 +52,7 @@ def test_every_status_and_what_differs():
 
 
 def test_same_prim_func_with_other_options_is_different(monkeypatch):
-    import tl_aot.serve.verify as v
+    import tl_aot.serving.verify as v
 
     monkeypatch.setattr(v, "_hash_of", lambda item: "aaaa")
     flags = {**OPTIONS, "compile_flags": ["-include", "/build/pkg/h.h"]}

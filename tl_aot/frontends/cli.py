@@ -22,8 +22,8 @@ from ..cuda.cuda_toolkit import find_toolkit
 from ..cuda.toolchain import cuda_home
 from ..gpu.device import find_profile
 from ..runtime.loader import _load_module, read_manifest
-from ..serve.startup import environment
-from ..serve.verify import report, verify
+from ..serving.startup import environment
+from ..serving.verify import report, verify
 from ..tune.tuning_record import TuningRecord, apply_record, record_path_for
 from .cli_library import library_of, log_of
 from .cli_parser import build_parser

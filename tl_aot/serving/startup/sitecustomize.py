@@ -20,7 +20,7 @@ def _chain() -> None:
 
 
 try:
-    from tl_aot.serve.startup import install
+    from tl_aot.serving.startup import install
 
     install()
 finally:

@@ -28,7 +28,7 @@ from .served_kernel import ServedKernel
 
 __all__ = ["serve", "stop", "Server", "KernelNotServed", "install_from_env"]
 
-_log = logging.getLogger("tl_aot.serve.server")
+_log = logging.getLogger("tl_aot.serving.server")
 
 
 class KernelNotServed(TlAotError, LookupError):
