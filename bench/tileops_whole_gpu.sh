@@ -9,7 +9,9 @@
 #   capture [SECONDS]    the smoke suite under `tl_aot capture`, 16 workers (pytest -n 16 --dist loadfile), stopped
 #                        after SECONDS (default 540): the record keeps what was captured (flushed every 15 s);
 #                        the files whose every test finished are listed in $W/complete.txt
-#   build ARCHS [JOBS]   the record built for ARCHS (e.g. 90a or 80,89,90a,100a) with JOBS jobs (default: all cores)
+#   build ARCHS [JOBS] [SECONDS]  the record built for ARCHS (e.g. 90a or 80,89,90a,100a) with JOBS jobs (default:
+#                        all cores), stopped after SECONDS (default 560): built variants stay in the cache
+#                        ($W/cache), so the same step again goes on where it stopped
 #   serve                the complete files, strictly served (a kernel the library lacks fails the test), timed
 #   jit-warm             the same files with TileLang's JIT and the capture's (now warm) cache, timed: the anchor
 #   report               the figures, as a table; copies the record and logs to $OUT
@@ -45,11 +47,12 @@ case "${1:-}" in
     echo "complete files: $(wc -l < "$W/complete.txt")"
     python3 -c "import json; d=json.load(open('$W/record.json')); print('kernels', len(d['kernels']), 'tunings', len(d.get('tunings', {})))" ;;
   build)
-    archs=${2:?archs}; jobs=${3:-$(nproc)}
+    archs=${2:?archs}; jobs=${3:-$(nproc)}; limit=${4:-560}
+    export TL_AOT_CACHE_DIR=$W/cache
     t0=$(now)
-    /usr/bin/time -f "build cpu %U+%S s, max rss %M KB" python3 -m tl_aot build --capture "$W/record.json" --keep-going \
+    timeout -s INT "$limit" /usr/bin/time -f "build cpu %U+%S s, max rss %M KB" python3 -m tl_aot build --capture "$W/record.json" --keep-going \
       --arch "$archs" -o "$W/lib" --name tileops_whole -j "$jobs" -q > "$W/build.log" 2>&1
-    echo "build exit $? after $(since "$t0") s ($archs, -j $jobs)" | tee "$W/times/build"
+    echo "build exit $? after $(since "$t0") s ($archs, -j $jobs)" | tee -a "$W/times/build"
     tail -8 "$W/build.log"
     du -b "$W"/lib/*.so | tail -3 ;;
   serve|jit-warm)
@@ -68,7 +71,7 @@ case "${1:-}" in
     [ "$1" = serve ] && echo "files in the served run's TileLang cache: $(find "$W/served-cache" -type f 2>/dev/null | wc -l)" ;;
   report)
     cat "$W"/times/* 2>/dev/null
-    mkdir -p "$OUT"; cp "$W/record.json" "$W/complete.txt" "$W"/*.log "$OUT/" 2>/dev/null
+    mkdir -p "$OUT"; cp "$W/complete.txt" "$W"/*.log "$OUT/" 2>/dev/null; gzip -c "$W/record.json" > "$OUT/record.json.gz"
     grep -h "passed\|failed" "$W"/serve.log "$W"/jit-warm.log 2>/dev/null | tail -4 ;;
   *) echo "usage: $0 setup DIRS... | capture [SECONDS] | build ARCHS [JOBS] | serve | jit-warm | report"; exit 2 ;;
 esac
