@@ -50,7 +50,7 @@ case "${1:-}" in
     archs=${2:?archs}; jobs=${3:-$(nproc)}; limit=${4:-560}
     export TL_AOT_CACHE_DIR=$W/cache
     t0=$(now)
-    timeout -s INT "$limit" /usr/bin/time -f "build cpu %U+%S s, max rss %M KB" python3 -m tl_aot build --capture "$W/record.json" --keep-going \
+    /usr/bin/time -f "build cpu %U+%S s, max rss %M KB" timeout -s INT "$limit" python3 -m tl_aot build --capture "$W/record.json" --keep-going \
       --arch "$archs" -o "$W/lib" --name tileops_whole -j "$jobs" -q > "$W/build.log" 2>&1
     echo "build exit $? after $(since "$t0") s ($archs, -j $jobs)" | tee -a "$W/times/build"
     tail -8 "$W/build.log"
