@@ -101,7 +101,7 @@ def test_a_kernel_that_does_not_round_trip_is_marked_warned_once_and_refused_by_
     item = CaptureRecord.load(tmp_path / "r.json").kernels[keys[0]]
     assert item["unfaithful"] == "a layout changed across the round trip: X came back as Y"
     [spec] = captured.specs_from_record(tmp_path / "r.json", ["90a"], only={keys[0]})
-    assert '"unfaithful": "a layout changed' in spec.capture[4]
+    assert spec.capture.kernel.proof("sm_90a") == ("", "a layout changed across the round trip: X came back as Y")
     with pytest.raises(LoweringError, match="the capture found that its recorded IR does not rebuild.*X came back as Y"):
         captured.resolve_captured(spec, "entry 'main' (sm_90a)")
 
@@ -137,7 +137,7 @@ def test_a_build_from_a_record_answers_device_queries_as_the_gpu_that_captured(t
     unknown = {**h200, "devices": [{"arch": "sm_90a", "name": "NVIDIA GH200 480GB"}]}
     assert [captured.recorded_device(i) for i in (h200, pcie, both, unknown)] == ["H200", "H100-PCIe", "", ""]
     CaptureRecord(tmp_path / "r.json", {"k1": h200, "k2": pcie, "k3": unknown}).save()
-    specs = {s.capture[1]: s for s in captured.specs_from_record(tmp_path / "r.json", ["90a"])}
+    specs = {s.capture.key: s for s in captured.specs_from_record(tmp_path / "r.json", ["90a"])}
     assert (specs["k1"].device, specs["k2"].device, specs["k3"].device) == ("H200", "H100-PCIe", "")
     chosen = captured.specs_from_record(tmp_path / "r.json", ["90a"], device="H100-SXM")
     assert {s.device for s in chosen} == {"H100-SXM"}
@@ -166,7 +166,7 @@ def test_a_spec_files_capture_records_are_expanded_by_the_build_layer_with_the_a
     lib = load_spec_file(tmp_path / "lib.toml")
     assert lib.entries == () and [(c.record, [str(a) for a in c.archs]) for c in lib.captures] == [(tmp_path / "r.json", ["sm_80"])]
     (spec,) = with_captures(load_spec_file(tmp_path / "lib.toml", archs=["90a"])).entries
-    assert spec.capture[1] == "k1" and [str(a) for a in spec.archs] == ["sm_90a"] and spec.device == "H200"
+    assert spec.capture.key == "k1" and [str(a) for a in spec.archs] == ["sm_90a"] and spec.device == "H200"
     assert with_captures(with_captures(lib)) == with_captures(lib)  # expanded once
     (tmp_path / "bare.toml").write_text('[library]\ncapture = ["r.json"]\n')
     with pytest.raises(SpecError, match="capture needs archs"):
