@@ -171,3 +171,52 @@ def test_a_spec_files_capture_records_are_expanded_by_the_build_layer_with_the_a
     (tmp_path / "bare.toml").write_text('[library]\ncapture = ["r.json"]\n')
     with pytest.raises(SpecError, match="capture needs archs"):
         load_spec_file(tmp_path / "bare.toml")
+
+
+def test_a_record_is_read_once_per_build_and_travels_with_its_entries(tmp_path, monkeypatch):
+    """Keys, manifest choices, origins and cluster tasks of captured entries come from the record read with them.
+
+    The record is removed once its entries are made: nothing after reads it (it used to be parsed
+    again per variant lowered, per variant sent to a cluster, and per manifest made).
+    """
+    import pickle
+
+    from tl_aot.capture import record_specs as captured
+    from tl_aot.common.arch import parse_arch
+    from tl_aot.common.metadata import Call
+    from tl_aot.pipeline.cache import variant_key
+    from tl_aot.pipeline.plan import Task
+    from tl_aot.pipeline.toolset import local_toolset
+    from tl_aot.pipeline.variant_task import pack_task
+
+    origin = {"jit": "pkg.ops.double", "args": {"N": 1024}, "file": "run.py", "line": 3, "function": "main"}
+    code = {"sm_90a": {"sha256": "a" * 24, "tilelang": "0.1.15", "from": "JIT"}}
+    k1 = {"ir": "{}", "name": "main", "origins": [origin], "calls": ["c1", "c2"], "device_code": code, "options": {"backend": "cuda"}}
+    k2 = {"ir": "{}", "name": "main", "origins": [], "calls": ["c2"], "options": {"compile_flags": ["-O3"]}}
+    rec = CaptureRecord(tmp_path / "r.json", {"k1": k1, "k2": k2})
+    rec.merge({}, {"t1": {"function": "pkg.ops.double", "config": "{}", "index": 1, "request_key": "k1"}})
+    rec.save()
+    reads = []
+    real_load = CaptureRecord.load.__func__
+    monkeypatch.setattr(CaptureRecord, "load", classmethod(lambda cls, *a, **k: reads.append(a) or real_load(cls, *a, **k)))
+    specs = captured.specs_from_record(tmp_path / "r.json", ["90a"])
+    (tmp_path / "r.json").unlink()
+
+    assert [s.name for s in specs] == ["double_k1", "main_k2"] and [s.capture.key for s in specs] == ["k1", "k2"]
+    ref = specs[0].capture
+    assert (ref.jit, ref.args, ref.kernel.proof("sm_90a"), ref.kernel.proof("sm_80")) == (
+        "pkg.ops.double",
+        (("N", "1024"),),
+        ("a" * 24, ""),
+        ("", ""),
+    )
+    arch = parse_arch("90a")
+    key, sources = variant_key(specs[0], arch, nvcc_version="13.0")
+    assert key == variant_key(pickle.loads(pickle.dumps(specs[0])), arch, nvcc_version="13.0")[0]  # a worker's copy keys the same
+    choices = captured.choices_of(specs)
+    assert [t.key for t in captured.recorded_tunings(choices, {"k1"})] == ["t1"]
+    assert captured.recorded_calls(choices, {"k1", "k2"}) == (Call("c1", "k1"),)  # c2 led to two kernels: shipped for neither
+    assert captured.origin_of_spec(specs[0]) == "pkg.ops.double(N=1024) at run.py:3 (main)"
+    task = pack_task(Task(specs[1], arch, key, sources), local_toolset(nvcc=False))
+    assert task.sources.files == () and task.spec.capture.kernel.compile_flags == ("-O3",)  # no record shipped: the spec holds it
+    assert len(reads) == 1

@@ -28,6 +28,10 @@ def _objects(value: object) -> tuple[JsonObject, ...]:
     return tuple(x for x in value if isinstance(x, Mapping)) if isinstance(value, (list, tuple)) else ()
 
 
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
 @dataclass(frozen=True, eq=False)
 class CapturedKernel:
     """One kernel of a capture record, typed: its IR, the options the JIT compiled it with, and what the capture saw.
@@ -42,8 +46,8 @@ class CapturedKernel:
     compile_flags: tuple[str, ...]
     pass_configs: JsonObject
     out_idx: Any  # as the JIT was given it: None, an index or a list of them
-    backend: str
-    target: str
+    backend: str | None  # as the JIT was given them (None: TileLang's default)
+    target: str | None
     headers: JsonObject  # header path -> its bytes in base64, for the flags naming them
     origins: tuple[JsonObject, ...]  # where its requests came from
     devices: tuple[JsonObject, ...]  # the GPUs it was captured on
@@ -64,8 +68,8 @@ class CapturedKernel:
             compile_flags=tuple(str(f) for f in options.get("compile_flags", ())),
             pass_configs=dict(options.get("pass_configs", {})),
             out_idx=options.get("out_idx"),
-            backend=str(options.get("backend", "")),
-            target=str(options.get("target", "")),
+            backend=_text_or_none(options.get("backend")),
+            target=_text_or_none(options.get("target")),
             headers=dict(item.get("headers") or {}),
             origins=_objects(item.get("origins")),
             devices=_objects(item.get("devices")),
