@@ -16,7 +16,7 @@ from ..lower.cutedsl import close_workers
 from .cache import VariantCache
 from .cluster import run_on_cluster
 from .options import BuildOptions
-from .plan import Plan
+from .plan import Plan, Task
 from .scheduler import Progress, VariantRun, run_variants
 from .stages import Stages
 
@@ -33,6 +33,11 @@ class VariantsOnly(Stages):
     def runtime(self):
         """No runtime object: a shard holds variants only."""
         return None
+
+    @staticmethod
+    def without_failures(run: VariantRun) -> list[Task]:
+        """The tasks left once failed variants are dropped: none is no error (a shard of N may hold no variant)."""
+        return [t for t in run.tasks if t.key in run.lowered]
 
 
 def build_variants(plan: Plan, work: Path, cache: VariantCache, opts: BuildOptions, *, launcher: bool = True) -> VariantRun:
