@@ -114,10 +114,8 @@ def build_library(
         Job slots shared by lowering, nvcc and host compiles; default :func:`default_jobs` (reads ``MAX_JOBS``).
     cache_dir : path, optional
         Variant cache; default ``$TL_AOT_CACHE_DIR`` or ``out_dir/.tl_aot/cache`` (relative: from the working folder).
-    header_dir : path, optional
-        Where the C++ header goes; default ``out_dir``.
-    depfile : path, optional
-        Write a Makefile-style depfile (the library depends on every kernel file and local module).
+    header_dir, depfile : path, optional
+        Where the C++ header goes (default ``out_dir``); a Makefile depfile to write (every kernel file and local module).
     log : callable or None
         Receives one progress line per step and the summary.
     force : bool
@@ -135,9 +133,8 @@ def build_library(
         Also build ``lib<name>_torch.so``, the entries as native torch operators (needs torch's
         headers, torch >= 2.10); default: the spec's ``torch_ops``. Without, a stale one is removed.
     cluster, cache_url : str, optional
-        Past one machine: a Dask scheduler building the variants (default ``$TL_AOT_CLUSTER``;
-        :mod:`tl_aot.pipeline.cluster`); a shared cache, an fsspec URL (default ``$TL_AOT_CACHE_URL``;
-        :mod:`tl_aot.pipeline.shared_cache`). A shard of the library: :func:`tl_aot.pipeline.shards.build_part`.
+        A Dask scheduler making the variants (default ``$TL_AOT_CLUSTER``), a shared cache's fsspec URL
+        (default ``$TL_AOT_CACHE_URL``). One shard of the library: :func:`tl_aot.pipeline.shards.build_part`.
 
     """
     t_start = time.perf_counter()
