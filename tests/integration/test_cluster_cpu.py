@@ -326,13 +326,12 @@ def test_a_second_machine_reuses_variants_through_the_shared_cache(reference, cl
 
 
 def test_shards_link_into_the_one_machine_library(reference, tmp_path):
-    from tl_aot.pipeline.library import build_library
-    from tl_aot.pipeline.shards import PartError, link_parts
+    from tl_aot.pipeline.shards import PartError, build_part, link_parts
 
     cache = reference.library.parent / "cache"  # each shard its own machine; here they share the reference's cache
     parts = [tmp_path / f"part{k}" for k in (1, 2)]
     for k, part in enumerate(parts, 1):
-        build_library(_lib(), out_dir=part, cache_dir=cache, log=None, shard=f"{k}/2", cluster="")
+        build_part(_lib(), shard=f"{k}/2", out_dir=part, cache_dir=cache, log=None, cluster="")
     held = [json.loads((p / "part.json").read_text())["variants"] for p in parts]
     assert [len(h) for h in held] == [1, 1] and not set(held[0]) & set(held[1])
     lib = link_parts([str(p) for p in reversed(parts)], out_dir=tmp_path / "linked", log=None)
@@ -370,7 +369,7 @@ double(1024)
 
 
 def test_build_capture_on_the_cluster_is_the_local_build(cluster, tmp_path):
-    """``build --capture RECORD --cluster``: the record's kernel ships as a one-kernel record; same bytes as here."""
+    """``build --capture RECORD --cluster``: the recorded kernel travels in its spec (no record shipped); same bytes as here."""
     (tmp_path / "workload.py").write_text(WORKLOAD)
     record = tmp_path / "rec.json"
     cap = [sys.executable, "-m", "tl_aot", "capture", "-o", str(record), "--device", "H100-SXM", "--", sys.executable, "workload.py"]

@@ -101,7 +101,7 @@ def test_a_kernel_that_does_not_round_trip_is_marked_warned_once_and_refused_by_
     item = CaptureRecord.load(tmp_path / "r.json").kernels[keys[0]]
     assert item["unfaithful"] == "a layout changed across the round trip: X came back as Y"
     [spec] = captured.specs_from_record(tmp_path / "r.json", ["90a"], only={keys[0]})
-    assert '"unfaithful": "a layout changed' in spec.capture[4]
+    assert spec.capture.kernel.proof("sm_90a") == ("", "a layout changed across the round trip: X came back as Y")
     with pytest.raises(LoweringError, match="the capture found that its recorded IR does not rebuild.*X came back as Y"):
         captured.resolve_captured(spec, "entry 'main' (sm_90a)")
 
@@ -137,7 +137,7 @@ def test_a_build_from_a_record_answers_device_queries_as_the_gpu_that_captured(t
     unknown = {**h200, "devices": [{"arch": "sm_90a", "name": "NVIDIA GH200 480GB"}]}
     assert [captured.recorded_device(i) for i in (h200, pcie, both, unknown)] == ["H200", "H100-PCIe", "", ""]
     CaptureRecord(tmp_path / "r.json", {"k1": h200, "k2": pcie, "k3": unknown}).save()
-    specs = {s.capture[1]: s for s in captured.specs_from_record(tmp_path / "r.json", ["90a"])}
+    specs = {s.capture.key: s for s in captured.specs_from_record(tmp_path / "r.json", ["90a"])}
     assert (specs["k1"].device, specs["k2"].device, specs["k3"].device) == ("H200", "H100-PCIe", "")
     chosen = captured.specs_from_record(tmp_path / "r.json", ["90a"], device="H100-SXM")
     assert {s.device for s in chosen} == {"H100-SXM"}
@@ -166,8 +166,57 @@ def test_a_spec_files_capture_records_are_expanded_by_the_build_layer_with_the_a
     lib = load_spec_file(tmp_path / "lib.toml")
     assert lib.entries == () and [(c.record, [str(a) for a in c.archs]) for c in lib.captures] == [(tmp_path / "r.json", ["sm_80"])]
     (spec,) = with_captures(load_spec_file(tmp_path / "lib.toml", archs=["90a"])).entries
-    assert spec.capture[1] == "k1" and [str(a) for a in spec.archs] == ["sm_90a"] and spec.device == "H200"
+    assert spec.capture.key == "k1" and [str(a) for a in spec.archs] == ["sm_90a"] and spec.device == "H200"
     assert with_captures(with_captures(lib)) == with_captures(lib)  # expanded once
     (tmp_path / "bare.toml").write_text('[library]\ncapture = ["r.json"]\n')
     with pytest.raises(SpecError, match="capture needs archs"):
         load_spec_file(tmp_path / "bare.toml")
+
+
+def test_a_record_is_read_once_per_build_and_travels_with_its_entries(tmp_path, monkeypatch):
+    """Keys, manifest choices, origins and cluster tasks of captured entries come from the record read with them.
+
+    The record is removed once its entries are made: nothing after reads it (it used to be parsed
+    again per variant lowered, per variant sent to a cluster, and per manifest made).
+    """
+    import pickle
+
+    from tl_aot.capture import record_specs as captured
+    from tl_aot.common.arch import parse_arch
+    from tl_aot.common.metadata import Call
+    from tl_aot.pipeline.cache import variant_key
+    from tl_aot.pipeline.plan import Task
+    from tl_aot.pipeline.toolset import local_toolset
+    from tl_aot.pipeline.variant_task import pack_task
+
+    origin = {"jit": "pkg.ops.double", "args": {"N": 1024}, "file": "run.py", "line": 3, "function": "main"}
+    code = {"sm_90a": {"sha256": "a" * 24, "tilelang": "0.1.15", "from": "JIT"}}
+    k1 = {"ir": "{}", "name": "main", "origins": [origin], "calls": ["c1", "c2"], "device_code": code, "options": {"backend": "cuda"}}
+    k2 = {"ir": "{}", "name": "main", "origins": [], "calls": ["c2"], "options": {"compile_flags": ["-O3"]}}
+    rec = CaptureRecord(tmp_path / "r.json", {"k1": k1, "k2": k2})
+    rec.merge({}, {"t1": {"function": "pkg.ops.double", "config": "{}", "index": 1, "request_key": "k1"}})
+    rec.save()
+    reads = []
+    real_load = CaptureRecord.load.__func__
+    monkeypatch.setattr(CaptureRecord, "load", classmethod(lambda cls, *a, **k: reads.append(a) or real_load(cls, *a, **k)))
+    specs = captured.specs_from_record(tmp_path / "r.json", ["90a"])
+    (tmp_path / "r.json").unlink()
+
+    assert [s.name for s in specs] == ["double_k1", "main_k2"] and [s.capture.key for s in specs] == ["k1", "k2"]
+    ref = specs[0].capture
+    assert (ref.jit, ref.args, ref.kernel.proof("sm_90a"), ref.kernel.proof("sm_80")) == (
+        "pkg.ops.double",
+        (("N", "1024"),),
+        ("a" * 24, ""),
+        ("", ""),
+    )
+    arch = parse_arch("90a")
+    key, sources = variant_key(specs[0], arch, nvcc_version="13.0")
+    assert key == variant_key(pickle.loads(pickle.dumps(specs[0])), arch, nvcc_version="13.0")[0]  # a worker's copy keys the same
+    choices = captured.choices_of(specs)
+    assert [t.key for t in captured.recorded_tunings(choices, {"k1"})] == ["t1"]
+    assert captured.recorded_calls(choices, {"k1", "k2"}) == (Call("c1", "k1"),)  # c2 led to two kernels: shipped for neither
+    assert captured.origin_of_spec(specs[0]) == "pkg.ops.double(N=1024) at run.py:3 (main)"
+    task = pack_task(Task(specs[1], arch, key, sources), local_toolset(nvcc=False))
+    assert task.sources.files == () and task.spec.capture.kernel.compile_flags == ("-O3",)  # no record shipped: the spec holds it
+    assert len(reads) == 1

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from elf_images import cubin
 from tl_aot.common.arch import parse_arch
 from tl_aot.common.metadata import LoweredVariant, to_json
 from tl_aot.pipeline.cache import VariantCache
+from tl_aot.pipeline.part import Part, PartTask
 from tl_aot.pipeline.shards import PartError, check_parts, parse_shard, shard_of
 from tl_aot.pipeline.shared_cache import SharedCache, pack_entry, unpack_entry
 from tl_aot.pipeline.toolset import TEST_VERSION_ENV, differences, local_toolset
@@ -34,14 +34,15 @@ def test_a_bad_shard_is_refused(text):
 
 
 def _part(k, n, key="L1", tools=None, library="lib"):
-    toolset = tools or local_toolset(nvcc=False).as_dict()
-    return Path(f"/parts/{library}-{k}-{key}"), {
-        "library": library,
-        "shard": [k, n],
-        "lib_key": key,
-        "tasks": [["e", "sm_80", "k1"]],
-        "toolset": toolset,
-    }
+    return Part(
+        folder=Path(f"/parts/{library}-{k}-{key}"),
+        library=library,
+        shard=k,
+        of=n,
+        lib_key=key,
+        toolset=tools or local_toolset(nvcc=False).as_dict(),
+        tasks=(PartTask("e", "sm_80", "k1"),),
+    )
 
 
 def test_parts_of_one_library_pass():
@@ -275,12 +276,14 @@ def test_link_refuses_parts_of_another_host_compiler():
 
 def test_link_refuses_parts_whose_host_compiler_is_not_this_machines(tmp_path):
     """The link compiles the launcher: with another host compiler than the parts' the library would be no one machine's."""
-    from tl_aot.pipeline.shards import PART_FORMAT, link_parts
+    from dataclasses import replace
 
-    folder, data = _part(1, 1, tools=dict(local_toolset(nvcc=False).as_dict(), host_compiler="clang version 99.0.0"))
+    from tl_aot.pipeline.shards import link_parts
+
     part = tmp_path / "part"
     part.mkdir()
-    (part / "part.json").write_text(json.dumps(dict(data, format=PART_FORMAT)))
+    made = _part(1, 1, tools=dict(local_toolset(nvcc=False).as_dict(), host_compiler="clang version 99.0.0"))
+    (part / "part.json").write_text(replace(made, folder=part).to_json())
     mine = local_toolset(nvcc=False).host_compiler
     with pytest.raises(PartError, match=rf"host C\+\+ compiler clang version 99\.0\.0 in the parts \(.*part\), {re.escape(mine)} here"):
         link_parts([str(part)], out_dir=tmp_path / "out", log=None)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from ..common.errors import SpecError
 from ..common.fileutil import atomic_write
+from ..common.metadata import Tuning
+from ..config.capture_ref import CapturedKernel, RecordChoices
 
 __all__ = ["RECORD_SCHEMA", "CaptureRecord"]
 
@@ -54,6 +56,17 @@ class CaptureRecord:
         tunings = data.get("tunings", {})
         return cls(path, data["kernels"], tunings if isinstance(tunings, dict) else {})
 
+    def kernel(self, key: str) -> CapturedKernel | None:
+        """The kernel recorded under ``key``, typed (None when the record does not hold it)."""
+        item = self.kernels.get(key)
+        return CapturedKernel.from_item(key, item) if isinstance(item, dict) else None
+
+    def choices(self) -> RecordChoices:
+        """The autotuner's choices and the call keys this record ships with the kernels a library holds."""
+        tunings = tuple(_tuning(key, t) for key, t in sorted(self.tunings.items()) if isinstance(t, dict) and t.get("request_key"))
+        calls = sorted({(str(c), key) for key, item in self.kernels.items() if isinstance(item, dict) for c in item.get("calls", ())})
+        return RecordChoices(str(self.path), tunings, tuple(calls))
+
     def merge(self, other: dict, tunings: dict | None = None) -> int:
         """Add ``other``'s kernels (key -> item); devices and origins of known keys are merged. Returns how many are new.
 
@@ -88,3 +101,19 @@ class CaptureRecord:
         if self.tunings:
             data["tunings"] = dict(sorted(self.tunings.items()))
         atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def _tuning(key: str, t: dict) -> Tuning:
+    """A recorded tuning (the autotuner's choice) as the manifest ships it."""
+    return Tuning(
+        key=key,
+        function=str(t.get("function", "")),
+        args=str(t.get("args", "")),
+        config=str(t.get("config", "")),
+        index=int(t.get("index", -1)),
+        candidates=int(t.get("candidates", 0)),
+        request_key=str(t["request_key"]),
+        cc=str(t.get("cc", "")),
+        device=str(t.get("device", "")),
+        latency_ms=float(t.get("latency_ms", 0.0)),
+    )

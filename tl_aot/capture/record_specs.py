@@ -1,5 +1,7 @@
 """Building from a capture record: one entry per recorded kernel, resolved from its stored IR and options.
 
+The record is read once, here (:func:`specs_from_record`): each entry holds its kernel and the
+record's choices (:class:`~tl_aot.config.capture_ref.CaptureRef`), read by everything after.
 A recorded kernel is built only if the capture found its IR faithful (:mod:`tl_aot.jit.ir_record`);
 its IR is loaded through :func:`tl_aot.jit.ir_record.load_ir`, its headers are written beside the
 record, and the build compares its device code with the digest the capture stored
@@ -15,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..common.arch import parse_arch
@@ -22,6 +25,7 @@ from ..common.errors import LoweringError, SpecError
 from ..common.fileutil import atomic_write
 from ..common.metadata import Call, Tuning
 from ..common.versions import cutedsl_version
+from ..config.capture_ref import CapturedKernel, CaptureRef, RecordChoices
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.options import map_flag_paths
 from ..gpu.device import PROFILES, find_profile
@@ -36,35 +40,37 @@ __all__ = [
     "recorded_device",
     "recorded_calls",
     "recorded_tunings",
-    "proof_of",
+    "choices_of",
+    "recorded_flags",
     "resolve_captured",
     "unbuildable_reason",
     "origin_of_spec",
 ]
 
 
-def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=None) -> list:
+def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=None) -> list[KernelSpec]:
     """One :class:`~tl_aot.spec.KernelSpec` per recorded kernel (its entry: ``<name>_<key[:10]>``), sorted by key.
 
+    The record is read here, once: each entry's :class:`~tl_aot.config.capture_ref.CaptureRef` holds its
+    kernel and the record's choices, and nothing later reads the file again.
     ``device``: the GPU profile for every kernel; by default each kernel's :func:`recorded_device`.
     """
     rec = CaptureRecord.load(path)
+    record = str(Path(path).resolve())
+    choices = rec.choices()
     out = []
-    for key, item in sorted(rec.kernels.items()):
-        if only is not None and key not in only:
+    for key in sorted(rec.kernels):
+        kernel = rec.kernel(key)
+        if kernel is None or (only is not None and key not in only):
             continue
-        if item.get("options", {}).get("backend") == "cutedsl" and not cutedsl_version():
+        if kernel.backend == "cutedsl" and not cutedsl_version():
             continue  # built with TileLang's CuTeDSL backend where the cutedsl extra is installed
-        jit = next((o["jit"] for o in item.get("origins", []) if o.get("jit")), "")
-        base = re.sub(r"\W", "_", jit.rsplit(".", 1)[-1] or str(item.get("name") or "kernel"))[:60].strip("_") or "kernel"
+        base = re.sub(r"\W", "_", kernel.jit.rsplit(".", 1)[-1] or str(kernel.item.get("name") or "kernel"))[:60].strip("_") or "kernel"
         if not base[0].isalpha():
             base = f"k_{base}"
-        name = f"{base}_{key[:10]}"
-        use = device or _fitting(recorded_device(item), archs)
-        spec = KernelSpec.create(name=name, source=Path(path).resolve(), function="captured", archs=archs, device=use or None)
-        origin = next((o for o in item.get("origins", []) if o.get("jit")), {})
-        args = tuple(sorted((str(k), str(v)) for k, v in origin.get("args", {}).items()))
-        out.append(dataclasses.replace(spec, capture=(str(Path(path).resolve()), key, jit, args, proof_of(item))))
+        use = device or _fitting(recorded_device(kernel), archs)
+        spec = KernelSpec.create(name=f"{base}_{key[:10]}", source=Path(record), function="captured", archs=archs, device=use or None)
+        out.append(dataclasses.replace(spec, capture=CaptureRef(record, key, kernel, choices)))
     return out
 
 
@@ -78,14 +84,15 @@ def with_captures(lib: LibrarySpec) -> LibrarySpec:
     return dataclasses.replace(lib, entries=tuple(entries), captures=())
 
 
-def recorded_device(item: dict) -> str:
+def recorded_device(kernel: CapturedKernel | Mapping) -> str:
     """The device profile of the GPU a kernel was captured on ('' when unknown, or when it was seen on several models).
 
-    A build from the record answers the device queries of its lowering as that GPU (unless
-    ``--device`` names another): a kernel sized by the SM count or shared memory is then built as
-    the JIT built it, and the device code check proves it.
+    ``kernel``: typed, or a record's item. A build from the record answers the device queries of its
+    lowering as that GPU (unless ``--device`` names another): a kernel sized by the SM count or
+    shared memory is then built as the JIT built it, and the device code check proves it.
     """
-    names = {str(d.get("name", "")) for d in item.get("devices", []) if isinstance(d, dict) and d.get("name")}
+    devices = kernel.devices if isinstance(kernel, CapturedKernel) else kernel.get("devices", [])
+    names = {str(d.get("name", "")) for d in devices if isinstance(d, Mapping) and d.get("name")}
     found = {p.name for p in PROFILES.values() for n in names if p.reported_name == n}
     return found.pop() if len(found) == 1 and len(names) == 1 else ""
 
@@ -105,67 +112,86 @@ def _fitting(device: str, archs) -> str:
     return ""
 
 
-def recorded_calls(records, built) -> tuple:
+def recorded_calls(records, built) -> tuple[Call, ...]:
     """The :class:`~tl_aot.common.metadata.Call` s a library built from capture ``records`` ships: those whose kernel it holds.
 
-    ``built`` is the request keys of the captured kernels the library holds. A call key recorded
-    for two different requests (a function that reads something its key does not cover) is
-    shipped for neither: serving then keys those calls by their prim_func.
+    ``records``: each a :class:`~tl_aot.config.capture_ref.RecordChoices` (read with the record's
+    entries) or a record's path (read here). ``built`` is the request keys of the captured kernels
+    the library holds. A call key recorded for two different requests (a function that reads
+    something its key does not cover) is shipped for neither: serving then keys those calls by
+    their prim_func.
     """
-    seen: dict = {}
-    for path in sorted(records):
-        kernels = CaptureRecord.load(path).kernels  # unreadable now: an error naming it, never a library without its call keys
-        for request_key, item in kernels.items():
-            for call in item.get("calls", []):
-                seen.setdefault(str(call), set()).add(request_key)
+    seen: dict[str, set[str]] = {}
+    for choices in _choices_of(records):
+        for call, request_key in choices.calls:
+            seen.setdefault(call, set()).add(request_key)
     return tuple(Call(key=k, request_key=next(iter(v))) for k, v in sorted(seen.items()) if len(v) == 1 and next(iter(v)) in built)
 
 
-def proof_of(item: dict) -> str:
-    """What a built variant of a recorded kernel must match, as JSON: the device code digest per arch, the capture's verdict.
+def recorded_tunings(records, built) -> tuple[Tuning, ...]:
+    """The :class:`Tuning` s a library built from capture ``records`` ships: those whose chosen kernel it holds.
 
-    Part of the variant's cache key: a record whose digest or verdict changed is lowered (and checked) again.
+    ``records`` as for :func:`recorded_calls`; ``built`` is the request keys of the captured kernels
+    the library holds (a tuning whose kernel was left out of the build cannot be served, so it is
+    not shipped). A tuning key two records hold is shipped as the first record (by path) has it.
     """
-    code = {arch: c.get("sha256", "") for arch, c in (item.get("device_code") or {}).items() if isinstance(c, dict)}
-    return json.dumps({"sha256": code, "unfaithful": item.get("unfaithful", "")}, sort_keys=True)
+    out: dict[str, Tuning] = {}
+    for choices in _choices_of(records):
+        for t in choices.tunings:
+            if t.request_key in built:
+                out.setdefault(t.key, t)
+    return tuple(out[k] for k in sorted(out))
 
 
-def unbuildable_reason(item: dict) -> str:
+def choices_of(specs) -> tuple[RecordChoices, ...]:
+    """The choices of every record the captured ``specs`` were made from, once each, as read with them."""
+    return tuple({s.capture.record: s.capture.choices for s in specs if s.capture}.values())
+
+
+def _choices_of(records) -> list[RecordChoices]:
+    """``records`` (choices, or paths read now: an unreadable one is an error naming it), once each, by record path."""
+    got: dict[str, RecordChoices] = {}
+    for r in records:
+        choices = r if isinstance(r, RecordChoices) else CaptureRecord.load(r).choices()
+        got.setdefault(choices.record, choices)
+    return [got[p] for p in sorted(got)]
+
+
+def unbuildable_reason(kernel: CapturedKernel) -> str:
     """Why a recorded kernel must not be built ('' when it may): its IR was found not to rebuild faithfully when captured."""
-    problem = item.get("unfaithful")
+    problem = kernel.unfaithful
     return f"the capture found that its recorded IR does not rebuild into what the JIT compiled: {problem}" if problem else ""
 
 
-def resolve_captured(spec, where: str):
-    """The :class:`~tl_aot.jit.resolve.Resolved` of a captured kernel: its IR and options from the record."""
-    record_path, key = spec.capture[:2]
-    item = CaptureRecord.load(record_path).kernels.get(key)
-    if item is None:
-        msg = f"{where}: kernel {key} is no longer in {record_path}"
-        raise LoweringError(msg)
-    reason = unbuildable_reason(item)
+def resolve_captured(spec: KernelSpec, where: str) -> Resolved:
+    """The :class:`~tl_aot.jit.resolve.Resolved` of a captured kernel: its IR and options as the record held them."""
+    ref = spec.capture
+    kernel = ref.kernel
+    reason = unbuildable_reason(kernel)
     if reason:
         msg = f"{where}: {reason}"
         raise LoweringError(msg)
-    func = load_ir(item["ir"])
-    options = item["options"]
-    flags = _materialise_headers(list(options["compile_flags"]), item.get("headers", {}), Path(record_path))
-    origin = (item.get("origins") or [{}])[0]
-    path = f"capture {origin.get('jit') or origin.get('function', '?')} -> {item.get('name', 'main')}"
+    origin = kernel.origins[0] if kernel.origins else {}
+    path = f"capture {origin.get('jit') or origin.get('function', '?')} -> {kernel.item.get('name', 'main')}"
     return Resolved(
-        func,
-        dict(options["pass_configs"]),
-        tuple(flags),
-        options["out_idx"],
+        load_ir(kernel.ir),
+        dict(kernel.pass_configs),
+        tuple(recorded_flags(ref)),
+        kernel.out_idx,
         None,
         path,
-        options["backend"],
-        options["target"],
-        captured=item,
+        kernel.backend,
+        kernel.target,
+        captured=kernel.item,
     )
 
 
-def _materialise_headers(flags: list, headers: dict, record: Path) -> list:
+def recorded_flags(ref: CaptureRef) -> list[str]:
+    """The kernel's recorded compile flags, the headers they name written beside the record (by content) and pointed at."""
+    return _materialise_headers(list(ref.kernel.compile_flags), ref.kernel.headers, Path(ref.record))
+
+
+def _materialise_headers(flags: list[str], headers: Mapping[str, str], record: Path) -> list[str]:
     """The recorded headers written beside the record, and the flags pointing at them.
 
     Each is stored by content; an ``-I`` folder keeps its layout.
@@ -198,42 +224,10 @@ def _materialise_headers(flags: list, headers: dict, record: Path) -> list:
     return map_flag_paths(flags, place)
 
 
-def origin_of_spec(spec) -> str:
+def origin_of_spec(spec: KernelSpec | None) -> str:
     """Where an entry came from: a captured kernel's :func:`~tl_aot.jit.request_origin.origin_text`, else its ``source:function``."""
     if spec is None:
         return ""
-    if not getattr(spec, "capture", None):
+    if spec.capture is None:
         return f"{spec.source}:{spec.function}"
-    try:
-        item = CaptureRecord.load(spec.capture[0]).kernels.get(spec.capture[1])
-    except SpecError:
-        item = None
-    return origin_text(item) if item else f"capture {spec.capture[1]} in {spec.capture[0]}"
-
-
-def recorded_tunings(records, built) -> tuple:
-    """The :class:`Tuning` s a library built from capture ``records`` ships: those whose chosen kernel it holds.
-
-    ``built`` is the request keys of the captured kernels the library holds (a tuning whose kernel
-    was left out of the build cannot be served, so it is not shipped).
-    """
-    out: dict = {}
-    for path in sorted(records):
-        # A record that cannot be read now is an error naming it (never a library quietly without its tunings).
-        tunings = CaptureRecord.load(path).tunings
-        for key, t in sorted(tunings.items()):
-            if t.get("request_key") not in built or key in out:
-                continue
-            out[key] = Tuning(
-                key=key,
-                function=str(t.get("function", "")),
-                args=str(t.get("args", "")),
-                config=str(t.get("config", "")),
-                index=int(t.get("index", -1)),
-                candidates=int(t.get("candidates", 0)),
-                request_key=str(t["request_key"]),
-                cc=str(t.get("cc", "")),
-                device=str(t.get("device", "")),
-                latency_ms=float(t.get("latency_ms", 0.0)),
-            )
-    return tuple(out[k] for k in sorted(out))
+    return origin_text(spec.capture.kernel.item)

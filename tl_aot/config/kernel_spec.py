@@ -17,6 +17,7 @@ from pathlib import Path
 from ..common.errors import SpecError
 from ..common.keycheck import check_keys
 from .arch_choice import Given, parse_given
+from .capture_ref import CaptureRef
 from .entry_checks import (
     BACKENDS,
     check_args,
@@ -64,7 +65,7 @@ class KernelSpec:
     jit_args: tuple = ()  # (name, value): only for the @tilelang.jit function the factory returns
     select: str = ""  # which kernel, when the factory gives several (a tuple index or dict key)
     imports: tuple = ()  # modules imported before the kernel file (registries they fill)
-    capture: tuple = ()  # (record path, key, jit function, its args, proof): a kernel from a capture record, lowered from its IR
+    capture: CaptureRef | None = None  # a kernel from a capture record, lowered from its IR (the record read once, by the build)
     backend: str = ""  # "cuda" (CUDA C++ through nvcc), "cutedsl" (TileLang's CuTeDSL backend); "": as the kernel file asks
 
     def __post_init__(self) -> None:

@@ -46,8 +46,9 @@ def include_dir() -> Path:
 
 
 def _cmd_build(args) -> int:
-    """Build the library the command line names (a tuning record's configs applied)."""
+    """Build the library the command line names (a tuning record's configs applied), or with ``--shard`` one part of it."""
     from ..pipeline.library import build_library  # the whole pipeline: ~60 ms of imports no other subcommand needs
+    from ..pipeline.shards import build_part
 
     lib = library_of(args, "build")
     log = log_of(args)
@@ -57,24 +58,43 @@ def _cmd_build(args) -> int:
         tuned = sum(1 for e in lib.entries if e.tuned)
         if log:
             log(f"tuning record {Path(tune_file).name}: configs for {tuned} of {len(lib.entries)} entries")
-    result = build_library(
-        lib,
-        out_dir=args.output,
-        jobs=args.jobs,
-        cache_dir=args.cache_dir,
-        header_dir=args.header_dir,
-        depfile=args.depfile,
-        log=log,
-        force=args.force,
-        keep_going=args.keep_going,
-        report_all=bool(args.capture),
-        torch_ops=args.torch_ops,
-        cluster=args.cluster,
-        cache_url=args.cache_url,
-        shard=args.shard,
-    )
-    if result.manifest.left_out and not log:  # the summary lists them; with -q this line does
-        left = result.manifest.left_out
+    if args.shard:
+        given = {"--header-dir": args.header_dir, "--depfile": args.depfile, "--torch-ops": args.torch_ops}
+        ignored = [flag for flag, value in given.items() if value]
+        if ignored:
+            msg = f"build --shard writes a part, not a library: drop {', '.join(ignored)} (link takes --header-dir)"
+            raise TlAotError(msg)
+        result = build_part(
+            lib,
+            shard=args.shard,
+            out_dir=args.output,
+            jobs=args.jobs,
+            cache_dir=args.cache_dir,
+            log=log,
+            force=args.force,
+            keep_going=args.keep_going,
+            report_all=bool(args.capture),
+            cluster=args.cluster,
+            cache_url=args.cache_url,
+        )
+    else:
+        result = build_library(
+            lib,
+            out_dir=args.output,
+            jobs=args.jobs,
+            cache_dir=args.cache_dir,
+            header_dir=args.header_dir,
+            depfile=args.depfile,
+            log=log,
+            force=args.force,
+            keep_going=args.keep_going,
+            report_all=bool(args.capture),
+            torch_ops=args.torch_ops,
+            cluster=args.cluster,
+            cache_url=args.cache_url,
+        )
+    if result.left_out and not log:  # the summary lists them; with -q this line does
+        left = result.left_out
         print(f"tl_aot build: left out {len(left)} variant(s) (--keep-going):", file=sys.stderr)
         for x in left:
             print(f"  {x.spelled()}", file=sys.stderr)

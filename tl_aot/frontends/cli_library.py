@@ -101,7 +101,7 @@ def _captured_library(args) -> LibrarySpec:
     entries: dict = {}
     for record in args.capture:
         for spec in specs_from_record(record, archs, device=args.device or ""):
-            entries.setdefault(spec.capture[1], spec)
+            entries.setdefault(spec.capture.key, spec)
     if not entries:
         msg = f"build: {', '.join(args.capture)} holds no kernel tl_aot can build"
         raise TlAotError(msg)

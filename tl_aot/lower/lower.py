@@ -185,7 +185,7 @@ def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict:
         compile_flags=resolved.compile_flags,
     )
     options = options_of(req)
-    key = spec.capture[1] if spec.capture else request_key(req.func, options)
+    key = spec.capture.key if spec.capture else request_key(req.func, options)
     request = {"name": req.name, "options": {**options, "compile_flags": portable_flags(options["compile_flags"])}}
     return {"request_key": key, "request": json.dumps(request, sort_keys=True, default=str)}
 

@@ -29,6 +29,7 @@ from ..common.destinations import ensure_folder, filesystem_errors, fs_error
 from ..common.errors import CompileError
 from ..common.metadata import LoweredVariant, from_json, to_json
 from ..common.versions import __version__, package_version
+from ..config.capture_ref import CaptureRef
 from ..config.kernel_spec import KernelSpec
 from ..config.options import inputs_unchanged
 from ..config.user_code import SourceSnapshot, snapshot_files, snapshot_sources
@@ -78,7 +79,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: Sou
         "jit_args": [[k, spell(v)] for k, v in spec.jit_args],
         "select": spec.select,
         "imports": list(spec.imports),
-        "capture": [spec.capture[1], spec.capture[2], [list(a) for a in spec.capture[3]], _proof(spec, arch)] if spec.capture else [],
+        "capture": _capture_key(spec.capture, arch),
         "arch": str(arch),
         "pass_configs": [[k, spell(v)] for k, v in spec.pass_configs],
         "compile_flags": list(spec.compile_flags),
@@ -89,19 +90,22 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: Sou
         # an entry that may be built by CuTeDSL (asked for, or left to its kernel file) is keyed by its version
         "cutedsl": "" if spec.backend == "cuda" else package_version("nvidia-cutlass-dsl"),
         "tuned": [list(c) for a, c, _ in spec.tuned if a == str(arch).split("+")[0]],
-        "source": f"capture:{spec.capture[1]}" if spec.capture else sources.files[0][3],
+        "source": f"capture:{spec.capture.key}" if spec.capture else sources.files[0][3],
         "deps": [[Path(p).name, d] for p, _, _, d in deps],
     }
     key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
     return key, sources
 
 
-def _proof(spec: KernelSpec, arch: Arch) -> list:
-    """A captured kernel's recorded device code digest for ``arch`` and the capture's verdict (tl_aot.capture.record_specs.proof_of)."""
-    if len(spec.capture) < 5:
+def _capture_key(ref: CaptureRef | None, arch: Arch) -> list:
+    """What keys a captured kernel: its request key, the jit call it came from, and what its variant must match.
+
+    The recorded device code digest for ``arch`` and the capture's verdict: a record whose digest or
+    verdict changed is lowered (and checked) again.
+    """
+    if ref is None:
         return []
-    proof = json.loads(spec.capture[4])
-    return [proof.get("sha256", {}).get(arch.sm, ""), proof.get("unfaithful", "")]
+    return [ref.key, ref.jit, [list(a) for a in ref.args], list(ref.kernel.proof(arch.sm))]
 
 
 def relocate(variant: LoweredVariant, old: str, new: str) -> LoweredVariant:

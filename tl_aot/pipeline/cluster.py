@@ -40,16 +40,28 @@ import hashlib
 import json
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..common.errors import TlAotError, ToolchainNotFound
 from .cluster_batch import BatchTask, batches_of, group_key, label_of
-from .toolset import differences, local_toolset
+from .inputs import project_of
+from .toolset import Toolset, differences, local_toolset
 from .variant_task import ToolsetMismatch, accept_result, pack_task
+
+if TYPE_CHECKING:
+    from .plan import Task
+    from .scheduler import VariantRun
+    from .stages import Stages
 
 __all__ = ["ClusterError", "connect", "vet_workers", "toolset_tag", "run_on_cluster", "CLUSTER_ENV"]
 
 #: The environment variable every front end reads for the cluster's address (``--cluster`` wins).
 CLUSTER_ENV = "TL_AOT_CLUSTER"
+
+#: Where progress lines go.
+Log = Callable[[str], object]
 
 #: Seconds between checks of the cluster's workers while tasks run.
 _POLL_S = 1.0
@@ -164,14 +176,14 @@ def vet_workers(client, log=None, *, tag: str = "") -> tuple[dict, set]:
     return ok, examined
 
 
-def run_on_cluster(todo: list, run, stages, *, address: str, log, keep_going: bool, progress, launcher: bool = True):
+def run_on_cluster(
+    todo: list[Task], run: VariantRun, stages: Stages, *, address: str, log: Log | None, keep_going: bool, launcher: bool = True
+) -> VariantRun:
     """Build ``todo`` (plan tasks) on the cluster at ``address``; verify, cache and record each; then the launcher here.
 
     Fills ``run`` (a :class:`~tl_aot.pipeline.scheduler.VariantRun`) as :func:`~tl_aot.pipeline.scheduler.run_variants`
     does; ``launcher=False`` (a shard) builds the variants only.
     """
-    from .stages import project_of
-
     client = connect(address)
     try:
         here = local_toolset()
@@ -180,38 +192,40 @@ def run_on_cluster(todo: list, run, stages, *, address: str, log, keep_going: bo
         with cf.ThreadPoolExecutor(max_workers=1) as local:
             runtime = local.submit(stages.runtime) if launcher else None
             run.workers, run.cluster = len(ok), address
-            driver = _Driver(client, here, tag, ok, examined, run, stages, log, keep_going, progress, project_of)
-            driver.build(todo)
+            _Driver(client, _Vetted(here, tag, ok, examined), run, stages, log=log, keep_going=keep_going).build(todo)
             if launcher:
                 run.tasks = stages.without_failures(run)
                 t0 = time.perf_counter()
                 run.header_text, run.launcher_obj = stages.launcher(run)
-                run.spent["host"] += time.perf_counter() - t0
+                run.spent.host += time.perf_counter() - t0
                 run.runtime_obj = runtime.result()
     finally:
         client.close()
     return run
 
 
+@dataclass(frozen=True)
+class _Vetted:
+    """The cluster's workers as vetted before the build: this machine's toolset, its resource tag, who agrees."""
+
+    here: Toolset
+    tag: str  # the Dask resource of the workers that agree (:func:`toolset_tag`)
+    agree: dict[str, int]  # address -> threads
+    examined: set[str]  # every worker address looked at
+
+
 class _Driver:
     """Submits the tasks as threads free up, takes each result as it comes, vets workers that join, logs what runs where."""
 
-    def __init__(self, client, here, tag: str, ok: dict, examined: set, run, stages, log, keep_going: bool, progress, project_of) -> None:
-        self.client, self.here, self.tag, self.agree = client, here, tag, dict(ok)
-        self.run, self.stages, self.log, self.keep_going, self.progress, self.project_of = (
-            run,
-            stages,
-            log,
-            keep_going,
-            progress,
-            project_of,
-        )
+    def __init__(self, client, vetted: _Vetted, run: VariantRun, stages: Stages, *, log: Log | None, keep_going: bool) -> None:
+        self.client, self.here, self.tag, self.agree = client, vetted.here, vetted.tag, dict(vetted.agree)
+        self.run, self.stages, self.log, self.keep_going, self.progress = run, stages, log, keep_going, run.progress
         self.names = _worker_names(client)
-        self.seen = set(examined)  # a worker that joined after the vetting is vetted at the first check
+        self.seen = set(vetted.examined)  # a worker that joined after the vetting is vetted at the first check
         self.build_id = uuid.uuid4().hex[:8]
         self.futures: dict = {}  # every future submitted -> its plan tasks (one arch and flags)
         self.outstanding: set = set()
-        self.attempts: dict = {}  # group key -> times a worker refused it (each attempt its own Dask key)
+        self.attempts: dict[str, int] = {}  # group key -> times a worker refused it (each attempt its own Dask key)
 
     def build(self, todo: list) -> None:
         """Every task of ``todo`` built on the cluster, in batches of one arch (or its error raised / recorded)."""
@@ -305,8 +319,7 @@ class _Driver:
         """A variant that cannot be built: its error raised, or recorded with ``keep_going``."""
         if not self.keep_going:
             raise e
-        self.run.failures.append((task.spec.name, str(task.arch), str(e)))
-        self.run.lowered.pop(task.key, None)
+        self.run.fail(task, e)
 
     def _accept(self, task, result) -> None:
         """One variant's result verified, then cached and recorded; or its error raised / recorded."""
@@ -319,13 +332,11 @@ class _Driver:
         except TlAotError as e:
             self._failed(task, e)
             return
-        self.stages.cache.store(task.key, variant, image, self.project_of(task.spec), replace=self.stages.force)
+        self.stages.cache.store(task.key, variant, image, project_of(task.spec), replace=self.stages.force)
         run.lowered[task.key] = variant
-        run.images[task.key] = image
-        run.timings[task.key] = result.lower_s + result.compile_s
-        run.spent["lowering"] += result.lower_s
-        run.spent["nvcc"] += result.compile_s
-        run.rebuilt.append((task.spec.name, str(task.arch)))
+        run.built(task, image, result.lower_s + result.compile_s)
+        run.spent.lowering += result.lower_s
+        run.spent.nvcc += result.compile_s
         if result.worker not in self.names:
             self.names.update(_worker_names(self.client))
         where = self.names.get(result.worker, result.worker)

@@ -2,11 +2,15 @@
 
 1. **plan** (:mod:`tl_aot.pipeline.plan`): read each entry's sources once, key every (entry, arch)
    variant, look the keys up in the cache, and stop here if the library on disk is up to date
-   (without importing TileLang).
+   (without importing TileLang). The folders, cache and lock: :mod:`tl_aot.pipeline.workspace`; the
+   knobs, checked once: :class:`~tl_aot.pipeline.options.BuildOptions`.
 2. **lower**, 3. **compile images**, 4. **launcher** (:mod:`tl_aot.pipeline.stages`), run in parallel
    by :mod:`tl_aot.pipeline.scheduler` within the ``-j`` job slots.
 5. **link** and 6. **publish** (:mod:`tl_aot.pipeline.stages`): the library, header, stamp and
    depfile moved into place.
+
+A shard (:func:`tl_aot.pipeline.shards.build_part`) runs the same stages 1-3 over its share of the
+plan and writes a part; ``link`` runs stages 4-6 over the parts.
 
 Every file a build reads back (cache entries, runtime and launcher objects, the stamp) is checked
 first; a damaged one is rebuilt, never used.
@@ -14,32 +18,28 @@ first; a damaged one is rebuilt, never used.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
-import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..capture.record_specs import with_captures
-from ..common.destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
-from ..common.errors import FilesystemError, SpecError
+from ..common.destinations import filesystem_errors
 from ..common.escaping import depfile_path
 from ..common.fileutil import exclusive_lock
-from ..common.metadata import Manifest
+from ..common.metadata import LeftOut, Manifest
 from ..common.tilelang_compat import warn_if_untested
 from ..config.kernel_spec import LibrarySpec
-from .cache import VariantCache, default_cache_dir
-from .cluster import CLUSTER_ENV
 from .link import Outputs, link, publish, sweep_debris, write_depfile
 from .manifest import image_files, manifest_of
+from .options import BuildOptions, Log
 from .plan import Plan, check_toolchain, plan_build, read_stamp
-from .run import all_failed, build_variants, first_error_line, left_out_of
-from .scheduler import VariantRun, default_jobs
-from .shards import build_shard
-from .shared_cache import CACHE_URL_ENV, SharedCache
+from .run import build_variants, first_error_line, left_out_of
+from .scheduler import Failure, VariantRun, default_jobs
 from .stages import objects_key
+from .workspace import Workspace, workspace
 
 __all__ = ["build_library", "BuildResult", "default_jobs", "first_error_line"]
 
@@ -63,12 +63,17 @@ class BuildResult:
     header: Path
     manifest: Manifest
     up_to_date: bool = False
-    rebuilt: tuple = ()  # (entry, arch) pairs lowered and compiled in this run
-    reports: tuple = field(default=())
+    rebuilt: tuple[tuple[str, str], ...] = ()  # (entry, arch) pairs lowered and compiled in this run
+    reports: tuple[VariantReport, ...] = field(default=())
     depfile: Path | None = None
-    deps: tuple = ()
-    failures: tuple = ()  # (entry, arch, error) left out by a keep-going build
+    deps: tuple[Path, ...] = ()
+    failures: tuple[Failure, ...] = ()  # (entry, arch, error) left out by a keep-going build
     torch_companion: Path | None = None  # lib<name>_torch.so, when built with torch ops
+
+    @property
+    def left_out(self) -> tuple[LeftOut, ...]:
+        """The variants a keep-going build left out, as its manifest records them."""
+        return self.manifest.left_out
 
     def summary(self) -> str:
         """A table: entry, arch, image size, seconds (cached variants marked)."""
@@ -89,14 +94,13 @@ def build_library(
     cache_dir: str | os.PathLike | None = None,
     header_dir: str | os.PathLike | None = None,
     depfile: str | os.PathLike | None = None,
-    log=print,
+    log: Log = print,
     force: bool = False,
     keep_going: bool = False,
     torch_ops: bool | None = None,
     report_all: bool = False,
     cluster: str | None = None,
     cache_url: str | None = None,
-    shard: str | None = None,
 ) -> BuildResult:
     """Build ``lib`` into ``out_dir/lib<name>.so`` (+ ``<name>.h``); return what was built.
 
@@ -110,10 +114,8 @@ def build_library(
         Job slots shared by lowering, nvcc and host compiles; default :func:`default_jobs` (reads ``MAX_JOBS``).
     cache_dir : path, optional
         Variant cache; default ``$TL_AOT_CACHE_DIR`` or ``out_dir/.tl_aot/cache`` (relative: from the working folder).
-    header_dir : path, optional
-        Where the C++ header goes; default ``out_dir``.
-    depfile : path, optional
-        Write a Makefile-style depfile (the library depends on every kernel file and local module).
+    header_dir, depfile : path, optional
+        Where the C++ header goes (default ``out_dir``); a Makefile depfile to write (every kernel file and local module).
     log : callable or None
         Receives one progress line per step and the summary.
     force : bool
@@ -130,40 +132,43 @@ def build_library(
     torch_ops : bool, optional
         Also build ``lib<name>_torch.so``, the entries as native torch operators (needs torch's
         headers, torch >= 2.10); default: the spec's ``torch_ops``. Without, a stale one is removed.
-    cluster, cache_url, shard : str, optional
-        Past one machine: a Dask scheduler building the variants (default ``$TL_AOT_CLUSTER``; :mod:`tl_aot.pipeline.cluster`); a shared
-        cache, an fsspec URL (:mod:`tl_aot.pipeline.shared_cache`); ``K/N``: shard K of N to ``out_dir`` (:mod:`tl_aot.pipeline.shards`).
+    cluster, cache_url : str, optional
+        A Dask scheduler making the variants (default ``$TL_AOT_CLUSTER``), a shared cache's fsspec URL
+        (default ``$TL_AOT_CACHE_URL``). One shard of the library: :func:`tl_aot.pipeline.shards.build_part`.
 
     """
     t_start = time.perf_counter()
+    opts = BuildOptions.settled(
+        jobs=jobs,
+        cache_dir=cache_dir,
+        cache_url=cache_url,
+        cluster=cluster,
+        header_dir=header_dir,
+        depfile=depfile,
+        log=log,
+        force=force,
+        keep_going=keep_going,
+        report_all=report_all,
+    )
     lib = with_captures(lib).bound()
     torch_ops = lib.torch_ops if torch_ops is None else torch_ops
-    cluster, cache_url = _settled(jobs, cluster, cache_url)
-    if shard:
-        opts = dict(jobs=jobs, cache_dir=cache_dir, cache_url=cache_url, cluster=cluster, log=log, force=force, report_all=report_all)
-        return build_shard(lib, shard, out_dir=out_dir, keep_going=keep_going, **opts)
-    work, out, cache, lock, unwritable = _destinations(lib.name, out_dir, header_dir, depfile, cache_dir, (cache_url, log))
+    ws = workspace(lib.name, out_dir, opts)
     warn_if_untested(log)
-    with exclusive_lock(lock, holder=f"building {out.library}", log=log), filesystem_errors("write", None):
-        if unwritable is None:
-            sweep_debris(work, out)
-        plan = plan_build(lib, cache, check_toolchain(lib), force=force)
-        current = _current(plan, out, force)
+    with exclusive_lock(ws.lock, holder=f"building {ws.out.library}", log=log), filesystem_errors("write", None):
+        if ws.unwritable is None:
+            sweep_debris(ws.work, ws.out)
+        plan = plan_build(lib, ws.cache, check_toolchain(lib), force=force)
+        current = _current(plan, ws.out, force)
         if current is not None:
-            return _up_to_date(plan, current, out, torch_ops, log, t_start)
-        if unwritable is not None:
-            raise unwritable
-        if plan.todo:
-            cache.check_writable()  # before minutes of lowering, not after
-        tolerant = keep_going or report_all or any(e.capture for e in lib.entries)  # a record's kernels: every failure named
-        run = build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=tolerant, cluster=cluster)
-        if run.failures and not keep_going:
-            raise all_failed(plan, run)
-        result = _publish(plan, run, work, out, log, t_start, jobs or default_jobs(), cache=cache, force=force)
+            return _up_to_date(plan, current, ws.out, torch_ops, log, t_start)
+        if ws.unwritable is not None:
+            raise ws.unwritable
+        run = build_variants(plan, ws.work, ws.cache, opts)
+        result = _publish(plan, run, ws, opts, t_start)
         return _with_companion(result, torch_ops, log)
 
 
-def _current(plan: Plan, out: Outputs, force: bool):
+def _current(plan: Plan, out: Outputs, force: bool) -> tuple[Manifest, list] | None:
     """The stamp's (manifest, inputs) when the library on disk is what ``plan`` builds, else None.
 
     A path the depfile cannot spell is refused first, before anything is replaced.
@@ -174,17 +179,7 @@ def _current(plan: Plan, out: Outputs, force: bool):
     return None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library, out.header)
 
 
-def _settled(jobs, cluster: str | None, cache_url: str | None) -> tuple[str, str]:
-    """``jobs`` checked; the cluster and shared cache, from ``TL_AOT_CLUSTER`` / ``TL_AOT_CACHE_URL`` where not given."""
-    if jobs is not None and (type(jobs) is not int or jobs < 1):
-        msg = f"jobs must be a whole number of at least 1 (or None for MAX_JOBS / the CPU count), got {jobs!r}"
-        raise SpecError(msg)
-    cluster = os.environ.get(CLUSTER_ENV, "") if cluster is None else cluster
-    cache_url = os.environ.get(CACHE_URL_ENV, "") if cache_url is None else cache_url
-    return cluster.strip(), cache_url.strip()
-
-
-def _up_to_date(plan: Plan, current: tuple, out: Outputs, torch_ops: bool, log, t_start: float) -> BuildResult:
+def _up_to_date(plan: Plan, current: tuple[Manifest, list], out: Outputs, torch_ops: bool, log: Log, t_start: float) -> BuildResult:
     """The result of a build that finds the library on disk is what ``plan`` builds (its depfile written again)."""
     if out.depfile:
         write_depfile(out.depfile, out.library, tuple(sorted({*plan.deps, *(Path(p) for p, _ in current[1])})))
@@ -193,7 +188,7 @@ def _up_to_date(plan: Plan, current: tuple, out: Outputs, torch_ops: bool, log, 
     return _with_companion(BuildResult(out.library, out.header, current[0], True, (), (), out.depfile, plan.deps), torch_ops, log)
 
 
-def _with_companion(result: BuildResult, torch_ops: bool, log) -> BuildResult:
+def _with_companion(result: BuildResult, torch_ops: bool, log: Log) -> BuildResult:
     """``result`` with the library's native torch companion built beside it (or a stale one removed)."""
     from ..codegen.torch_native import build_companion, companion_path
 
@@ -206,43 +201,7 @@ def _with_companion(result: BuildResult, torch_ops: bool, log) -> BuildResult:
     return replace(result, torch_companion=build_companion(result.manifest, result.library, result.header, log=log))
 
 
-def _destinations(name: str, out_dir, header_dir, depfile, cache_dir, shared=("", None)) -> tuple:
-    """The work folder, outputs, cache and lock file of a build, each checked before any work.
-
-    A work folder that cannot be created (a read-only output folder) is not an error yet: the
-    library may be up to date. Its lock is then taken in the temporary folder, and the error is
-    returned for the build to raise if it has to write. ``shared`` (URL, log): a shared cache behind the local one.
-    """
-    out_dir = ensure_folder(Path(out_dir).resolve(), "output folder")
-    work = out_dir / ".tl_aot" / name
-    header_dir = ensure_folder(Path(header_dir).resolve(), "header folder") if header_dir else out_dir
-    out = Outputs(out_dir / f"lib{name}.so", header_dir / f"{name}.h", work / "stamp.json", Path(depfile).resolve() if depfile else None)
-    check_file_destination(out.library, "library")
-    check_file_destination(out.header, "header")
-    cache_root = Path(cache_dir).resolve() if cache_dir else default_cache_dir(out_dir)
-    if cache_root.exists() and not cache_root.is_dir():
-        msg = f"cache folder {cache_root} is a file, not a folder; remove it or pass another --cache-dir / TL_AOT_CACHE_DIR"
-        raise FilesystemError(msg)
-    try:
-        ensure_folder(work, "work folder")
-        (work / "build.lock").touch()
-        return work, out, _cache(cache_root, *shared), work / "build.lock", None
-    except (FilesystemError, OSError) as e:
-        problem = e if isinstance(e, FilesystemError) else fs_error(e, "write in the output folder", out_dir)
-        locks = Path(tempfile.gettempdir()) / f"tl_aot-{os.getuid()}" / "locks"
-        with filesystem_errors("create the lock folder", locks, "set TMPDIR to a writable folder"):
-            locks.mkdir(parents=True, exist_ok=True)
-        lock = locks / (hashlib.sha256(str(work).encode()).hexdigest()[:16] + ".lock")
-        return work, out, _cache(cache_root, *shared), lock, problem
-
-
-def _cache(root: Path, url: str, log) -> VariantCache | SharedCache:
-    return SharedCache(VariantCache(root), url, log=log) if url else VariantCache(root)
-
-
-def _publish(
-    plan: Plan, run: VariantRun, work: Path, out: Outputs, log, t_start: float, jobs: int, *, cache: VariantCache, force: bool
-) -> BuildResult:
+def _publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, t_start: float) -> BuildResult:
     """Stages link and publish, then the summary."""
     lib = LibrarySpec(name=plan.lib.name, entries=tuple(e for e in plan.lib.entries if any(t.spec is e for t in run.tasks)))
     manifest = manifest_of(lib, run.tasks, run.lowered, plan.nvcc_version, {t.key: len(run.images[t.key]) for t in run.tasks})
@@ -250,22 +209,23 @@ def _publish(
     t0 = time.perf_counter()
     objects = (run.launcher_obj, run.runtime_obj)
     key = objects_key(plan.nvcc_version, plan.tvm_ffi_version)
-    built = link(lib.name, work, manifest, image_files(run.tasks, run.images), objects, cache=cache.root, key=key, force=force)
-    run.spent["link"] = time.perf_counter() - t0
+    built = link(lib.name, ws.work, manifest, image_files(run.tasks, run.images), objects, cache=ws.cache.root, key=key, force=opts.force)
+    run.spent.link = time.perf_counter() - t0
     run.progress.step(f"link lib{lib.name}.so")
     inputs = sorted({tuple(i) for t in run.tasks for i in run.lowered[t.key].inputs})
-    publish(built, out, manifest, run.header_text, lib_key=plan.lib_key, inputs=inputs, deps=plan.deps, stamp=not run.failures)
+    publish(built, ws.out, manifest, run.header_text, lib_key=plan.lib_key, inputs=inputs, deps=plan.deps, stamp=not run.failures)
     reports = tuple(
-        VariantReport(t.spec.name, str(t.arch), len(run.images[t.key]), run.timings.get(t.key, 0.0), t.key not in run.timings)
+        VariantReport(t.spec.name, str(t.arch), len(run.images[t.key]), run.seconds.get(t.key, 0.0), t.key not in run.seconds)
         for t in run.tasks
     )
+    out = ws.out
     result = BuildResult(out.library, out.header, manifest, False, tuple(run.rebuilt), reports, out.depfile, plan.deps, tuple(run.failures))
-    if log:
-        _log_summary(log, result, run, plan, jobs, t_start)
+    if opts.log:
+        _log_summary(opts.log, result, run, plan, opts.jobs, t_start)
     return result
 
 
-def _log_summary(log, result: BuildResult, run: VariantRun, plan: Plan, jobs: int, t_start: float) -> None:
+def _log_summary(log: Callable[[str], object], result: BuildResult, run: VariantRun, plan: Plan, jobs: int, t_start: float) -> None:
     if result.manifest.left_out:
         log(f"left out {len(result.manifest.left_out)} variant(s) that failed (--keep-going):")
         for x in result.manifest.left_out:
@@ -277,8 +237,8 @@ def _log_summary(log, result: BuildResult, run: VariantRun, plan: Plan, jobs: in
             where = f"on {run.workers} cluster worker(s)"
         spent = run.spent
         log(
-            f"job time: lowering {spent['lowering']:.1f} s ({where}), nvcc {spent['nvcc']:.1f} s, "
-            f"host compile {spent['host']:.1f} s, link {spent['link']:.1f} s; -j {jobs}"
+            f"job time: lowering {spent.lowering:.1f} s ({where}), nvcc {spent.nvcc:.1f} s, "
+            f"host compile {spent.host:.1f} s, link {spent.link:.1f} s; -j {jobs}"
         )
     log(f"built {result.library} in {time.perf_counter() - t_start:.1f} s with TileLang {result.manifest.tilelang_version}")
     m = result.manifest

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 
-from ..capture.record_specs import recorded_calls, recorded_tunings
+from ..capture.record_specs import choices_of, recorded_calls, recorded_tunings
 from ..codegen.render import image_symbol
 from ..common.errors import LoweringError, ToolchainNotFound
 from ..common.metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest
@@ -26,7 +26,7 @@ def manifest_of(lib: LibrarySpec, tasks, lowered: dict, nvcc_version: str, image
     """The library's manifest from each task's lowered variant; image sizes are 0 until nvcc is done."""
     heads = [(entry_head(spec), [(t.arch, t.key) for t in tasks if t.spec is spec]) for spec in lib.entries]
     manifest = manifest_from(lib.name, heads, lowered, nvcc_version, package_version("tilelang"), image_sizes)
-    records = {spec.capture[0] for spec in lib.entries if spec.capture}
+    records = choices_of(lib.entries)  # as read with the entries: the records are not read again
     if records:  # the autotuner's recorded choices and the served call keys whose kernels the library holds
         held = {e.capture_key for e in manifest.entries}
         manifest = replace(manifest, tunings=recorded_tunings(records, held), calls=recorded_calls(records, held))
@@ -46,8 +46,8 @@ def entry_head(spec: KernelSpec) -> LoweredEntry:
         export=spec.export,
         when=spec.when,
         fallback=spec.fallback,
-        capture_key=spec.capture[1] if spec.capture else "",
-        capture_name=spec.capture[2] if spec.capture else "",
+        capture_key=spec.capture.key if spec.capture else "",
+        capture_name=spec.capture.jit if spec.capture else "",
     )
 
 
@@ -128,7 +128,7 @@ def _arch_variant(arch, v: LoweredVariant, image_bytes: int, compiler_version: s
 def _spelled_args(spec: KernelSpec) -> tuple:
     """The entry's arguments as the manifest shows them; pinned ones as ``factory_args.x`` / ``jit_args.x``."""
     if spec.capture:
-        return tuple(spec.capture[3])  # the captured call's arguments, as recorded
+        return spec.capture.args  # the captured call's arguments, as recorded
     out = [(k, spell(v)) for k, v in spec.args]
     out += [(f"factory_args.{k}", spell(v)) for k, v in spec.factory_args]
     out += [(f"jit_args.{k}", spell(v)) for k, v in spec.jit_args]

@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..common.arch import Arch
 from ..common.errors import SpecError, ToolchainNotFound
 from ..common.fileutil import file_digest
-from ..common.metadata import ABI_VERSION, Manifest, from_json
+from ..common.metadata import ABI_VERSION, LoweredVariant, Manifest, from_json
 from ..common.versions import __version__, package_version
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.options import inputs_unchanged
@@ -29,7 +30,7 @@ from ..gpu.cuda_compat import min_cuda_for_arch
 from .cache import VariantCache, variant_key
 from .inputs import generator_files, project_of
 
-__all__ = ["Task", "Plan", "plan_build", "check_toolchain", "generator_files", "read_stamp"]
+__all__ = ["Task", "Plan", "shard_of", "plan_build", "check_toolchain", "generator_files", "read_stamp"]
 
 
 @dataclass(frozen=True)
@@ -47,17 +48,30 @@ class Plan:
     """Every variant of the library, its key, and what the cache holds already."""
 
     lib: LibrarySpec
-    tasks: tuple  # Task
+    tasks: tuple[Task, ...]
     lib_key: str  # changes with any variant key, the generator files, the versions
     nvcc_version: str
     tvm_ffi_version: str
-    hits: dict  # key -> (LoweredVariant, image) found valid in the cache
-    deps: tuple  # every kernel file and local module: what the depfile lists
+    hits: dict[str, tuple[LoweredVariant, bytes]]  # key -> (variant, image) found valid in the cache
+    deps: tuple[Path, ...]  # every kernel file and local module: what the depfile lists
 
     @property
-    def todo(self) -> list:
+    def todo(self) -> list[Task]:
         """The tasks to lower and compile in this build."""
         return [t for t in self.tasks if t.key not in self.hits]
+
+    def shard(self, k: int, n: int) -> Plan:
+        """The plan of shard ``k`` of ``n``: its share of the tasks (:func:`shard_of`) and of the cache hits.
+
+        The library key stays the whole library's: every shard's part names the one library it is of.
+        """
+        mine = tuple(shard_of(self.tasks, k, n))
+        return replace(self, tasks=mine, hits={t.key: self.hits[t.key] for t in mine if t.key in self.hits})
+
+
+def shard_of(tasks: Sequence[Task], k: int, n: int) -> list[Task]:
+    """The K-th of N shares of ``tasks`` (plan order): round robin, so every shard gets a mix of entries and archs."""
+    return [t for i, t in enumerate(tasks) if i % n == k - 1]
 
 
 def check_toolchain(lib: LibrarySpec) -> str:

@@ -15,7 +15,8 @@ from ..common.metadata import LeftOut
 from ..lower.cutedsl import close_workers
 from .cache import VariantCache
 from .cluster import run_on_cluster
-from .plan import Plan
+from .options import BuildOptions
+from .plan import Plan, Task
 from .scheduler import Progress, VariantRun, run_variants
 from .stages import Stages
 
@@ -25,7 +26,7 @@ __all__ = ["build_variants", "VariantsOnly", "left_out_of", "first_error_line", 
 class VariantsOnly(Stages):
     """The stages of a shard: variants lowered, compiled and cached; no launcher, no runtime object."""
 
-    def launcher(self, run) -> tuple[str, None]:
+    def launcher(self, run: VariantRun) -> tuple[str, None]:
         """No launcher: a shard holds variants only."""
         return "", None
 
@@ -33,16 +34,28 @@ class VariantsOnly(Stages):
         """No runtime object: a shard holds variants only."""
         return None
 
+    @staticmethod
+    def without_failures(run: VariantRun) -> list[Task]:
+        """The tasks left once failed variants are dropped: none is no error (a shard of N may hold no variant)."""
+        return [t for t in run.tasks if t.key in run.lowered]
 
-def build_variants(
-    plan: Plan, work: Path, cache: VariantCache, jobs: int, log, *, force: bool, keep_going: bool, cluster: str = "", launcher: bool = True
-) -> VariantRun:
-    """Stages lower, compile images and launcher over the plan's misses, in parallel (here, or on ``cluster``'s workers)."""
-    todo = plan.todo
-    if log and getattr(cache, "hits", 0):
-        log(f"{cache.hits} of {len(plan.tasks)} variant(s) from the shared cache {cache.url}")
-    progress = Progress((1 if cluster else 2) * len(todo) + 2 * launcher, log)
-    stages = Stages(work, cache, plan.nvcc_version, plan.tvm_ffi_version, progress, force)
+
+def build_variants(plan: Plan, work: Path, cache: VariantCache, opts: BuildOptions, *, launcher: bool = True) -> VariantRun:
+    """Stages lower, compile images and launcher over the plan's misses, in parallel (here, or on the cluster's workers).
+
+    The one place every kind of build makes its variants; ``launcher=False`` (a shard): the variants
+    only. A failed variant stops the build, or in a tolerant one (:meth:`BuildOptions.tolerant`) is
+    recorded in the run's ``failures`` while the others build; then, unless ``keep_going``, one
+    error names every failure and nothing is written.
+    """
+    todo, log = plan.todo, opts.log
+    if todo:
+        cache.check_writable()  # before minutes of lowering, not after
+    shared = [t for t in plan.tasks if t.key in plan.hits and t.key in getattr(cache, "adopted", ())]
+    if log and shared:
+        log(f"{len(shared)} of {len(plan.tasks)} variant(s) from the shared cache {cache.url}")
+    progress = Progress((1 if opts.cluster else 2) * len(todo) + 2 * launcher, log)
+    stages = Stages(work, cache, plan.nvcc_version, plan.tvm_ffi_version, progress, opts.force)
     run = VariantRun(
         lib_name=plan.lib.name,
         lowered={k: hit[0] for k, hit in plan.hits.items()},
@@ -50,17 +63,22 @@ def build_variants(
         tasks=list(plan.tasks),
         progress=progress,
     )
+    tolerant = opts.tolerant(plan.lib)
     try:
-        if cluster and todo:
-            return run_on_cluster(todo, run, stages, address=cluster, log=log, keep_going=keep_going, progress=progress, launcher=launcher)
-        if not launcher:
-            stages = VariantsOnly(**{f.name: getattr(stages, f.name) for f in fields(Stages)})
-        return run_variants(todo, run, stages, jobs=jobs, keep_going=keep_going, progress=progress)
+        if opts.cluster and todo:
+            run_on_cluster(todo, run, stages, address=opts.cluster, log=log, keep_going=tolerant, launcher=launcher)
+        else:
+            if not launcher:
+                stages = VariantsOnly(**{f.name: getattr(stages, f.name) for f in fields(Stages)})
+            run_variants(todo, run, stages, jobs=opts.jobs, keep_going=tolerant, progress=progress)
     finally:
         close_workers()  # a build's CuTeDSL workers do not outlive it (each holds TileLang and CuTeDSL)
+    if run.failures and not opts.keep_going:
+        raise all_failed(plan, run)
+    return run
 
 
-def left_out_of(plan: Plan, run: VariantRun) -> tuple:
+def left_out_of(plan: Plan, run: VariantRun) -> tuple[LeftOut, ...]:
     """The failed variants of a build as :class:`~tl_aot.common.metadata.LeftOut`: first error line and origin of each."""
     specs = {s.name: s for s in plan.lib.entries}
     out = []

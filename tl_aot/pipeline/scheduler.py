@@ -15,11 +15,15 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
 
 from ..common.errors import SpecError, TlAotError
+from ..common.metadata import LoweredVariant
 from ..lower.lower_worker import LoweringPool
+from .plan import Task
 
-__all__ = ["default_jobs", "lowering_workers", "batch_size", "Progress", "VariantRun", "run_variants"]
+__all__ = ["default_jobs", "lowering_workers", "batch_size", "Progress", "Timings", "Failure", "VariantRun", "run_variants"]
 
 #: Memory one job may take: nvcc of a big TileLang kernel peaks near 1.5 GB; a lowering worker holds
 #: TileLang, TVM and torch (about 0.4 GB for a GEMM, more for attention kernels).
@@ -102,23 +106,52 @@ class Progress:
 
 
 @dataclass
+class Timings:
+    """Job seconds a build spent per kind of work (summed over its jobs, so more than the wall time with ``-j``)."""
+
+    lowering: float = 0.0
+    nvcc: float = 0.0
+    host: float = 0.0  # the launcher's compile
+    link: float = 0.0
+
+
+class Failure(NamedTuple):
+    """A variant a tolerant build left out, and why."""
+
+    entry: str
+    arch: str
+    message: str
+
+
+@dataclass
 class VariantRun:
-    """What the lower, compile and launcher stages produced for a build's variants."""
+    """What the lower, compile and launcher stages produced for a build's variants (filled as they finish)."""
 
     lib_name: str
-    lowered: dict  # key -> LoweredVariant, cached ones included
-    images: dict  # key -> image bytes, cached ones included
-    tasks: list  # the tasks left once failed variants are dropped
+    lowered: dict[str, LoweredVariant]  # key -> variant, cached ones included
+    images: dict[str, bytes]  # key -> image, cached ones included
+    tasks: list[Task]  # the tasks left once failed variants are dropped
+    progress: Progress
     header_text: str = ""
-    timings: dict = field(default_factory=dict)  # key -> seconds, for variants built in this run
-    rebuilt: list = field(default_factory=list)  # (entry, arch)
-    failures: list = field(default_factory=list)  # (entry, arch, message) left out by a keep-going build
-    spent: dict = field(default_factory=lambda: {"lowering": 0.0, "nvcc": 0.0, "host": 0.0, "link": 0.0})
+    seconds: dict[str, float] = field(default_factory=dict)  # key -> seconds, for variants built in this run
+    rebuilt: list[tuple[str, str]] = field(default_factory=list)  # (entry, arch)
+    failures: list[Failure] = field(default_factory=list)  # left out by a tolerant build
+    spent: Timings = field(default_factory=Timings)
     workers: int = 1
     cluster: str = ""  # the Dask scheduler whose workers built the variants ("": this machine)
-    runtime_obj: object = None
-    launcher_obj: object = None
-    progress: object = None
+    runtime_obj: Path | None = None
+    launcher_obj: Path | None = None
+
+    def fail(self, task: Task, error: BaseException) -> None:
+        """Record ``task`` as left out with ``error`` (a tolerant build goes on without it)."""
+        self.failures.append(Failure(task.spec.name, str(task.arch), str(error)))
+        self.lowered.pop(task.key, None)
+
+    def built(self, task: Task, image: bytes, seconds: float) -> None:
+        """Record ``task``'s image, made in this run in ``seconds``."""
+        self.images[task.key] = image
+        self.seconds[task.key] = seconds
+        self.rebuilt.append((task.spec.name, str(task.arch)))
 
 
 def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: bool, progress: Progress) -> VariantRun:
@@ -154,7 +187,7 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
                 if variant is None:
                     continue
                 run.lowered[task.key] = variant
-                run.spent["lowering"] += seconds
+                run.spent.lowering += seconds
                 waiting.append((task, variant, seconds))
                 if len(waiting) >= size:
                     compiling[pool.submit(held, _compile_batch, stages, waiting)] = waiting
@@ -202,15 +235,14 @@ def _result(fut, task, run: VariantRun, keep_going: bool):
     except TlAotError as e:
         if not keep_going:
             raise
-        run.failures.append((task.spec.name, str(task.arch), str(e)))
-        run.lowered.pop(task.key, None)
+        run.fail(task, e)
         return None, 0.0
 
 
 def _launcher(run: VariantRun, stages, held) -> None:
     run.tasks = stages.without_failures(run)
     (run.header_text, run.launcher_obj), seconds = held(stages.launcher, run)
-    run.spent["host"] += seconds
+    run.spent.host += seconds
 
 
 def _collect_images(compiling: dict, run: VariantRun, keep_going: bool) -> bool:
@@ -219,16 +251,13 @@ def _collect_images(compiling: dict, run: VariantRun, keep_going: bool) -> bool:
     for fut in cf.as_completed(compiling):
         batch = compiling[fut]
         images, seconds = fut.result()
-        run.spent["nvcc"] += seconds
+        run.spent.nvcc += seconds
         for (task, _, t_lower), image in zip(batch, images):
             if isinstance(image, TlAotError):
                 if not keep_going:
                     raise image
-                run.failures.append((task.spec.name, str(task.arch), str(image)))
-                run.lowered.pop(task.key, None)
+                run.fail(task, image)
                 failed = True
                 continue
-            run.images[task.key] = image
-            run.timings[task.key] = t_lower + seconds / len(batch)
-            run.rebuilt.append((task.spec.name, str(task.arch)))
+            run.built(task, image, t_lower + seconds / len(batch))
     return failed

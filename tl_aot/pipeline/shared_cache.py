@@ -98,6 +98,7 @@ class SharedCache:
         self._warned = False
         self._lock = threading.Lock()
         self.hits = 0
+        self.adopted: set[str] = set()  # keys whose entry came from the shared cache in this build
         self._bad: set = set()  # keys whose shared entry was damaged: rewritten by store()
         self._listed: set | None = None  # keys the shared folder held when load_many listed it (None: not listed)
         self._made = False  # the shared folder exists (made once, not per store)
@@ -205,7 +206,9 @@ class SharedCache:
         self.local.store(key, variant, entry[1], project)
         found = self.local.load(key, project)
         if found is not None:
-            self.hits += 1
+            with self._lock:
+                self.hits += 1
+                self.adopted.add(key)
         return found
 
     def check_writable(self) -> None:

@@ -18,12 +18,13 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..codegen.render import render_header, render_launcher
 from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, LoweringError, TlAotError
 from ..common.fileutil import write_if_different
-from ..common.metadata import LoweredVariant
+from ..common.metadata import LoweredVariant, Manifest
 from ..common.versions import __version__
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.user_code import display_path, function_line, snapshot_files
@@ -33,6 +34,10 @@ from .cache import VariantCache
 from .images import image_of, images_of
 from .inputs import project_of
 from .manifest import manifest_of
+
+if TYPE_CHECKING:
+    from .plan import Task
+    from .scheduler import Progress, VariantRun
 
 __all__ = ["Stages", "objects_key", "project_of", "image_of"]
 
@@ -45,7 +50,7 @@ class Stages:
     cache: VariantCache
     nvcc_version: str
     tvm_ffi_version: str
-    progress: object
+    progress: Progress
     force: bool = False
 
     def lower(self, task, lower_fn=None) -> LoweredVariant:
@@ -111,32 +116,38 @@ class Stages:
         tool = "cutedsl" if variant.backend == "cutedsl" else "nvcc"
         self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {took})")
 
-    def launcher(self, run) -> tuple[str, Path]:
-        """Render the header and launcher of what was lowered and compile the launcher; returns the header text and the object.
-
-        The object comes from the cache when a build (of this library or another, into any folder)
-        compiled the same text with the same toolchain: editing one kernel usually leaves the
-        launcher's text unchanged (same signatures and launch shapes), and a fresh output folder
-        with a warm cache needs no compile at all.
-        """
+    def launcher(self, run: VariantRun) -> tuple[str, Path]:
+        """Render the header and launcher of what was lowered and compile the launcher; returns the header text and the object."""
         lib = LibrarySpec(name=run.lib_name, entries=_entries_of(run.tasks))
-        signatures = manifest_of(lib, run.tasks, run.lowered, self.nvcc_version)
+        return self.launcher_of(manifest_of(lib, run.tasks, run.lowered, self.nvcc_version))
+
+    def launcher_of(self, signatures: Manifest) -> tuple[str, Path]:
+        """The header text and compiled launcher of a library whose entries and variants ``signatures`` holds.
+
+        What a one-machine build and ``link`` (from the parts' entry heads) both run. The object
+        comes from the cache when a build (of this library or another, into any folder) compiled
+        the same text with the same toolchain: editing one kernel usually leaves the launcher's
+        text unchanged (same signatures and launch shapes), and a fresh output folder with a warm
+        cache needs no compile at all.
+        """
+        name = signatures.library
         header_text = render_header(signatures)
-        launcher_text = render_launcher(signatures, header_name=f"{lib.name}.h")
-        write_if_different(self.work / f"{lib.name}.h", header_text)  # kept to read, and named in compile errors
-        write_if_different(self.work / f"{lib.name}.cc", launcher_text)
+        launcher_text = render_launcher(signatures, header_name=f"{name}.h")
+        write_if_different(self.work / f"{name}.h", header_text)  # kept to read, and named in compile errors
+        write_if_different(self.work / f"{name}.cc", launcher_text)
         t0 = time.perf_counter()
         obj, compiled = generated_object(
             self.cache.root,
-            {f"{lib.name}.cc": launcher_text, f"{lib.name}.h": header_text},
-            f"{lib.name}.cc",
-            f"{lib.name}.launcher.o",
+            {f"{name}.cc": launcher_text, f"{name}.h": header_text},
+            f"{name}.cc",
+            f"{name}.launcher.o",
             extra_key=self.objects_key,
-            what=f"compiling the launcher of {lib.name} ({self.work / (lib.name + '.cc')})",
+            what=f"compiling the launcher of {name} ({self.work / (name + '.cc')})",
             force=self.force,
         )
         done = f"{time.perf_counter() - t0:.1f} s" if compiled else "unchanged, reused"
-        self.progress.step(f"launcher {lib.name}.cc ({len(lib.exports)} entries, {done})")
+        exports = len(dict.fromkeys(e.export or e.name for e in signatures.entries))
+        self.progress.step(f"launcher {name}.cc ({exports} entries, {done})")
         return header_text, obj
 
     def runtime(self) -> Path:
@@ -150,7 +161,7 @@ class Stages:
         return objects_key(self.nvcc_version, self.tvm_ffi_version)
 
     @staticmethod
-    def without_failures(run) -> list:
+    def without_failures(run: VariantRun) -> list[Task]:
         """The tasks left once failed variants are dropped (an error if none is left)."""
         kept = [t for t in run.tasks if t.key in run.lowered]
         if not kept:

@@ -143,28 +143,18 @@ def pack_task(task, toolset: Toolset) -> VariantTask:
     """The :class:`VariantTask` of a plan task: its sources read as bytes, checked against the plan's snapshot.
 
     A file edited since the plan read it is an error naming it (the variant would not be the one its
-    key names). A captured kernel ships a record of that kernel alone.
+    key names). A captured kernel's recorded IR and options travel in its spec (:class:`~tl_aot.config.capture_ref.CaptureRef`):
+    no record is read or shipped.
     """
-    import json
-
     from ..config.options import flag_inputs
 
     spec = task.spec
     base = _base_of(spec)
     files: dict = {}
-    if spec.capture:
-        from ..capture.record import RECORD_SCHEMA, CaptureRecord
+    if spec.capture:  # the kernel travels in the spec; its recorded headers are checked here (written beside the record)
+        from ..capture.record_specs import recorded_flags
 
-        item = CaptureRecord.load(spec.capture[0]).kernels.get(spec.capture[1])
-        if item is None:
-            msg = f"entry {spec.name!r} ({task.arch}): kernel {spec.capture[1]} is no longer in {spec.capture[0]}"
-            raise LoweringError(msg, entry=spec.name, arch=task.arch.sm)
-        if item.get("headers"):  # the worker writes them beside its copy of the record; the driver checks them here
-            from ..capture.record_specs import _materialise_headers
-
-            _materialise_headers(list(item.get("options", {}).get("compile_flags", [])), item["headers"], Path(spec.capture[0]))
-        data = {"schema": RECORD_SCHEMA, "kernels": {spec.capture[1]: item}}
-        files[Path(spec.capture[0]).name] = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+        recorded_flags(spec.capture)
     for path, _, _, digest in task.sources.files:
         data = Path(path).read_bytes() if digest != "missing" else None
         if data is None or hashlib.sha256(data).hexdigest() != digest:
@@ -189,7 +179,7 @@ def _moved_spec(spec, old: str, new: str):
     if spec.compile_flags:
         changes["compile_flags"] = tuple(map_flag_paths(spec.compile_flags, lambda v, _folder: move(v)))
     if spec.capture:
-        changes["capture"] = (move(spec.capture[0]), *spec.capture[1:])
+        changes["capture"] = replace(spec.capture, record=move(spec.capture.record))
     return replace(spec, **changes)
 
 

@@ -1,0 +1,93 @@
+"""The README's sharded CI build, run as processes exactly as the README spells its commands.
+
+``python -m tl_aot build --spec kernels.toml --shard K/4 -o part`` on four "machines" (each its own
+folder and local cache, the shared cache of the README's ``TL_AOT_CACHE_URL``), the parts
+downloaded as ``part-K/``, then ``python -m tl_aot link part-*/ -o build/``: every command exits 0
+without a traceback, each shard counts the variants it took from the shared cache right, and the
+library and header are a one-machine build's bytes. One small kernel for two archs: shards 3 and 4
+of the README's four hold no variant. The one-machine build fills the shared cache, so no variant
+is lowered twice (that shards and cluster workers make a local build's bytes is
+``test_cluster_cpu.py``'s).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, child_env, ok, tl_aot_cli
+
+pytest.importorskip("tilelang")
+pytest.importorskip("fsspec")
+
+KERNEL = ROOT / "tests" / "kernels" / "elementwise.py"
+
+SPEC = f"""
+[library]
+name = "add_one"
+archs = ["80", "90a"]
+
+[[entry]]
+name = "add_one"
+source = "{KERNEL.as_posix()}"
+function = "add_one"
+"""
+
+
+def _readme_commands() -> tuple[str, list[str]]:
+    """The README's shard command (``${{ matrix.shard }}`` in it) and link command (an argument list), after ``python -m tl_aot``."""
+    text = (ROOT / "README.md").read_text()
+    build = re.search(r"- run: python -m tl_aot (build --spec kernels\.toml --shard \$\{\{ matrix\.shard \}\}/4 -o part)\n", text)
+    link = re.search(r"- run: python -m tl_aot (link part-\*/ -o build/)\n", text)
+    assert build and link, "the README's CI example changed: update this test with it"
+    return build.group(1), link.group(1).split()
+
+
+def test_the_readme_sharded_ci_build_links_into_the_one_machine_library(tmp_path):
+    build_cmd, link_cmd = _readme_commands()
+    shared = (tmp_path / "shared").as_uri()
+    (tmp_path / "onebox").mkdir()
+    (tmp_path / "onebox" / "kernels.toml").write_text(SPEC)
+    env = child_env(tmp_path / "onebox-cache", TL_AOT_CACHE_URL=shared)
+    ok(tl_aot_cli("build", "--spec", "kernels.toml", "-o", "build/", cwd=tmp_path / "onebox", env=env))
+
+    downloads = tmp_path / "library"
+    downloads.mkdir()
+    for k in (1, 2, 3, 4):
+        job = tmp_path / f"job{k}"
+        job.mkdir()
+        (job / "kernels.toml").write_text(SPEC)
+        args = build_cmd.replace("${{ matrix.shard }}", str(k)).split()
+        proc = ok(tl_aot_cli(*args, cwd=job, env=child_env(TL_AOT_CACHE_URL=shared)))  # its own local cache: part/.tl_aot/cache
+        assert "Traceback" not in proc.stdout + proc.stderr
+        held = 1 if k <= 2 else 0
+        assert f"shard {k}/4 of add_one: {held} of 2 variants (0 to build)" in proc.stdout, proc.stdout
+        if held:
+            assert f"1 of 1 variant(s) from the shared cache {shared}" in proc.stdout, proc.stdout
+        else:
+            assert "from the shared cache" not in proc.stdout, proc.stdout
+        shutil.copytree(job / "part", downloads / f"part-{k}")  # what upload-artifact / download-artifact carry
+
+    parts = [p.name + "/" for p in sorted(downloads.glob("part-*/"))]  # the shell's expansion of part-*/
+    assert link_cmd[1] == "part-*/"
+    proc = ok(tl_aot_cli(link_cmd[0], *parts, *link_cmd[2:], cwd=downloads, env=child_env()))
+    assert "linked " in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+    one, linked = tmp_path / "onebox" / "build", downloads / "build"
+    assert (linked / "libadd_one.so").read_bytes() == (one / "libadd_one.so").read_bytes()
+    assert (linked / "add_one.h").read_bytes() == (one / "add_one.h").read_bytes()
+
+
+def test_a_shard_refuses_the_flags_of_a_library(tmp_path):
+    (tmp_path / "kernels.toml").write_text(SPEC)
+    proc = tl_aot_cli("build", "--spec", "kernels.toml", "--shard", "1/2", "-o", "part", "--depfile", "d.d", cwd=tmp_path)
+    assert proc.returncode == 1 and "build --shard writes a part, not a library: drop --depfile" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "part").exists()
+
+
+def test_a_shard_path_is_a_part_folder(tmp_path):
+    """``Part.read`` names a folder that holds no part, and how to make one (what ``link`` prints)."""
+    proc = tl_aot_cli("link", str(tmp_path), "-o", str(tmp_path / "out"), cwd=tmp_path)
+    assert proc.returncode == 1 and f"{tmp_path} is not a build part: no part.json" in proc.stderr, proc.stderr
+    assert Path(tmp_path / "out").exists() is False

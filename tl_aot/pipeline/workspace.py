@@ -1,0 +1,64 @@
+"""Where a build works and what it writes: the work folder, the outputs, the cache and the lock, checked before any work.
+
+The opening every kind of build shares (a one-machine build, a shard, a cluster build): the same
+folders, the same cache (a shared one behind the local one with ``--cache-url``), the same lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..common.destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
+from ..common.errors import FilesystemError
+from .cache import VariantCache, default_cache_dir
+from .link import Outputs
+from .options import BuildOptions
+from .shared_cache import SharedCache
+
+__all__ = ["Workspace", "workspace"]
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A build's folders: ``work`` (``<out>/.tl_aot/<name>``), the outputs, the variant cache and the lock file.
+
+    ``unwritable``: the error a build raises if it has to write (the output folder is read-only: the
+    library may still be up to date); its lock is then taken in the temporary folder.
+    """
+
+    work: Path
+    out: Outputs
+    cache: VariantCache | SharedCache
+    lock: Path
+    unwritable: FilesystemError | None = None
+
+
+def workspace(name: str, out_dir: str | os.PathLike, opts: BuildOptions, *, what: str = "output folder") -> Workspace:
+    """The workspace of library ``name`` built into ``out_dir`` (``what``: how errors name that folder)."""
+    out_dir = ensure_folder(Path(out_dir).resolve(), what)
+    work = out_dir / ".tl_aot" / name
+    header_dir = ensure_folder(opts.header_dir.resolve(), "header folder") if opts.header_dir else out_dir
+    out = Outputs(out_dir / f"lib{name}.so", header_dir / f"{name}.h", work / "stamp.json", opts.depfile)
+    check_file_destination(out.library, "library")
+    check_file_destination(out.header, "header")
+    cache_root = opts.cache_dir or default_cache_dir(out_dir)
+    if cache_root.exists() and not cache_root.is_dir():
+        msg = f"cache folder {cache_root} is a file, not a folder; remove it or pass another --cache-dir / TL_AOT_CACHE_DIR"
+        raise FilesystemError(msg)
+    local = VariantCache(cache_root)
+    cache = SharedCache(local, opts.cache_url, log=opts.log) if opts.cache_url else local
+    try:
+        ensure_folder(work, "work folder")
+        (work / "build.lock").touch()
+        return Workspace(work, out, cache, work / "build.lock")
+    except (FilesystemError, OSError) as e:
+        problem = e if isinstance(e, FilesystemError) else fs_error(e, "write in the output folder", out_dir)
+        locks = Path(tempfile.gettempdir()) / f"tl_aot-{os.getuid()}" / "locks"
+        with filesystem_errors("create the lock folder", locks, "set TMPDIR to a writable folder"):
+            locks.mkdir(parents=True, exist_ok=True)
+        lock = locks / (hashlib.sha256(str(work).encode()).hexdigest()[:16] + ".lock")
+        return Workspace(work, out, cache, lock, problem)
