@@ -28,6 +28,7 @@ from ..gpu.device import PROFILES, find_profile
 from ..jit.ir_record import load_ir
 from ..jit.request_origin import origin_text
 from ..jit.resolve import Resolved
+from .headers import tilelang_header
 from .record import CaptureRecord
 
 __all__ = [
@@ -149,7 +150,9 @@ def resolve_captured(spec, where: str):
         raise LoweringError(msg)
     func = load_ir(item["ir"])
     options = item["options"]
-    flags = _materialise_headers(list(options["compile_flags"]), item.get("headers", {}), Path(record_path))
+    flags = _materialise_headers(
+        list(options["compile_flags"]), item.get("headers", {}), Path(record_path), item.get("tilelang_headers"), where=where
+    )
     origin = (item.get("origins") or [{}])[0]
     path = f"capture {origin.get('jit') or origin.get('function', '?')} -> {item.get('name', 'main')}"
     return Resolved(
@@ -165,12 +168,15 @@ def resolve_captured(spec, where: str):
     )
 
 
-def _materialise_headers(flags: list, headers: dict, record: Path) -> list:
+def _materialise_headers(flags: list, headers: dict, record: Path, tilelang: dict | None = None, *, where: str = "") -> list:
     """The recorded headers written beside the record, and the flags pointing at them.
 
-    Each is stored by content; an ``-I`` folder keeps its layout.
+    Each is stored by content; an ``-I`` folder keeps its layout. A header (or folder) of
+    TileLang's own include path (``tilelang``: :func:`tl_aot.capture.headers.record_headers`) is
+    the installed TileLang's, checked against the recorded digest.
     """
-    if not headers:
+    tilelang = tilelang or {}
+    if not headers and not tilelang:
         return flags
     root = record.parent / ".tl_aot_headers"
 
@@ -181,6 +187,8 @@ def _materialise_headers(flags: list, headers: dict, record: Path) -> list:
 
     def place(value: str, folder: bool) -> str:
         p = Path(value)
+        if value in tilelang:
+            return tilelang_header(value, tilelang[value], where or f"capture record {record}")
         if not folder:
             if value not in headers:
                 return value

@@ -159,10 +159,11 @@ def pack_task(task, toolset: Toolset) -> VariantTask:
         if item is None:
             msg = f"entry {spec.name!r} ({task.arch}): kernel {spec.capture[1]} is no longer in {spec.capture[0]}"
             raise LoweringError(msg, entry=spec.name, arch=task.arch.sm)
-        if item.get("headers"):  # the worker writes them beside its copy of the record; the driver checks them here
-            from ..capture.record_specs import _materialise_headers
+        if item.get("headers") or item.get("tilelang_headers"):  # the worker writes them beside its copy of the record;
+            from ..capture.record_specs import _materialise_headers  # the driver checks them here
 
-            _materialise_headers(list(item.get("options", {}).get("compile_flags", [])), item["headers"], Path(spec.capture[0]))
+            flags = list(item.get("options", {}).get("compile_flags", []))
+            _materialise_headers(flags, item.get("headers", {}), Path(spec.capture[0]), item.get("tilelang_headers"), where=spec.name)
         data = {"schema": RECORD_SCHEMA, "kernels": {spec.capture[1]: item}}
         files[Path(spec.capture[0]).name] = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
     for path, _, _, digest in task.sources.files:
