@@ -41,7 +41,7 @@ from .headers import HeaderNotFound, record_headers
 from .record import CaptureRecord
 from .record_parts import PARTS_ENV, ProcessReport, claim, write_part, write_report
 
-__all__ = ["Capturer", "install_from_env"]
+__all__ = ["Capturer", "install_from_env", "watch_forks"]
 
 
 class Capturer:
@@ -283,10 +283,7 @@ class Capturer:
         self.report()
 
     def forked(self) -> None:
-        """In a child made by ``fork``: start empty (the parent writes what it captured) and flush at the child's exit.
-
-        A multiprocessing child ends with ``os._exit`` (no atexit): its finalisers run, so one is registered.
-        """
+        """In a child made by ``fork``: start empty (the parent writes what it captured itself)."""
         self._lock = threading.RLock()
         self.kernels, self.tunings = {}, {}
         self.counts = dict.fromkeys(self.counts, 0)
@@ -294,9 +291,16 @@ class Capturer:
         self.lowering_s, self.unfaithful, self.errors = 0.0, 0, 0
         self._checked, self._lowered = set(), set()
         self._seq = 0
-        mp_util = sys.modules.get("multiprocessing.util")
-        if mp_util is not None:
-            mp_util.Finalize(self, Capturer.at_exit, args=(self,), exitpriority=0)
+
+    def in_multiprocessing_child(self) -> None:
+        """In a multiprocessing child (fork, forkserver): flush at its end, which is ``os._exit`` (no atexit) after its finalisers.
+
+        Registered with ``multiprocessing.util.register_after_fork``, which runs once the child's
+        finaliser registry has been cleared (a finaliser registered by :meth:`forked` would be lost).
+        """
+        from multiprocessing import util
+
+        util.Finalize(self, Capturer.at_exit, args=(self,), exitpriority=0)
 
     def install(self) -> None:
         """Patch TileLang's compile in this process (now if imported, else when ``tilelang.jit`` is)."""
@@ -418,5 +422,13 @@ def install_from_env() -> Capturer | None:
         on_import("tilelang.carver.arch.driver.cuda_driver", lambda _m: _enter(_emulate_tilelang(profile)))
     cap.install()
     atexit.register(cap.at_exit)
-    os.register_at_fork(after_in_child=cap.forked)
+    watch_forks(cap)
     return cap
+
+
+def watch_forks(cap: Capturer) -> None:
+    """Keep ``cap`` right in forked children: each starts empty, and a multiprocessing child flushes at its end."""
+    from multiprocessing import util
+
+    os.register_at_fork(after_in_child=cap.forked)
+    util.register_after_fork(cap, Capturer.in_multiprocessing_child)

@@ -354,7 +354,7 @@ def install_from_env() -> None:
         _patch(tl_jit)
 
     def report() -> None:
-        if not started:
+        if not started or capturing:  # under capture --serve, the capture's report counts what was served
             return
         st = started[0].stats
         print(
