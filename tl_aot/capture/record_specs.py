@@ -32,6 +32,7 @@ from ..gpu.device import PROFILES, find_profile
 from ..jit.ir_record import load_ir
 from ..jit.request_origin import origin_text
 from ..jit.resolve import Resolved
+from .headers import tilelang_header
 from .record import CaptureRecord
 
 __all__ = [
@@ -176,7 +177,7 @@ def resolve_captured(spec: KernelSpec, where: str) -> Resolved:
     return Resolved(
         load_ir(kernel.ir),
         dict(kernel.pass_configs),
-        tuple(recorded_flags(ref)),
+        tuple(recorded_flags(ref, where=where)),
         kernel.out_idx,
         None,
         path,
@@ -186,17 +187,26 @@ def resolve_captured(spec: KernelSpec, where: str) -> Resolved:
     )
 
 
-def recorded_flags(ref: CaptureRef) -> list[str]:
-    """The kernel's recorded compile flags, the headers they name written beside the record (by content) and pointed at."""
-    return _materialise_headers(list(ref.kernel.compile_flags), ref.kernel.headers, Path(ref.record))
+def recorded_flags(ref: CaptureRef, *, where: str = "") -> list[str]:
+    """The kernel's recorded compile flags, the headers they name written beside the record (by content) and pointed at.
+
+    TileLang's own headers are the installed TileLang's, checked against the recorded digests.
+    """
+    tilelang = ref.kernel.item.get("tilelang_headers")
+    return _materialise_headers(list(ref.kernel.compile_flags), ref.kernel.headers, Path(ref.record), tilelang, where=where)
 
 
-def _materialise_headers(flags: list[str], headers: Mapping[str, str], record: Path) -> list[str]:
+def _materialise_headers(
+    flags: list[str], headers: Mapping[str, str], record: Path, tilelang: Mapping[str, object] | None = None, *, where: str = ""
+) -> list[str]:
     """The recorded headers written beside the record, and the flags pointing at them.
 
-    Each is stored by content; an ``-I`` folder keeps its layout.
+    Each is stored by content; an ``-I`` folder keeps its layout. A header (or folder) of
+    TileLang's own include path (``tilelang``: :func:`tl_aot.capture.headers.record_headers`) is
+    the installed TileLang's, checked against the recorded digest.
     """
-    if not headers:
+    tilelang = tilelang or {}
+    if not headers and not tilelang:
         return flags
     root = record.parent / ".tl_aot_headers"
 
@@ -207,6 +217,8 @@ def _materialise_headers(flags: list[str], headers: Mapping[str, str], record: P
 
     def place(value: str, folder: bool) -> str:
         p = Path(value)
+        if value in tilelang:
+            return tilelang_header(value, tilelang[value], where or f"capture record {record}")
         if not folder:
             if value not in headers:
                 return value

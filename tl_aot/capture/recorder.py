@@ -6,11 +6,18 @@ contents of the headers they name, target, backend), the device it was asked for
 request came from. The request's **key** is a digest of the prim_func (source locations dropped)
 and of those options (header paths replaced by their contents' digests): the same kernel asked
 for on another machine, from another install path, has the same key. Serving matches by that key.
+
+Under ``python -m tl_aot capture`` each process writes its own parts of the record
+(:mod:`tl_aot.capture.record_parts`), merged when the command ends: pytest-xdist's workers, a
+multiprocessing pool's (forked ones included) and any subprocess add to one record. With
+``capture --serve LIB`` a request a library already holds is recorded (its IR from the request,
+its device code digest from the library) and answered by the library: only what the library
+lacks is compiled or lowered. A request that cannot be recorded is never left out silently: a
+warning names the kernel and why, and the capture's final report counts it.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import sys
@@ -21,59 +28,84 @@ from pathlib import Path
 
 from ..common.errors import TlAotError
 from ..common.tilelang_compat import tilelang_version
-from ..config.options import flag_inputs
 from ..gpu.cuda_driver import current_gpu, emulating, gpu_identity
 from ..jit.call_key import call_key
 from ..jit.ir_record import round_trip_problem
 from ..jit.pristine_ir import pristine_ir
 from ..jit.request_key import backend_kind, options_of, request_key
-from ..jit.request_origin import caller_origin, jit_origin, request_device
+from ..jit.request_origin import caller_origin, jit_origin, origin_text, request_device
 from ..jit.seam import CompiledStandIn, Interception, install
 from ..tune.runtime_choice import chosen_index, describe, resolved_configs, spelled_config, tuning_key
 from .device_code import arch_of_cc, jit_kernel_code, jit_target, lowered_code
+from .headers import HeaderNotFound, record_headers
 from .record import CaptureRecord
+from .record_parts import PARTS_ENV, ProcessReport, claim, write_part, write_report
 
-__all__ = ["Capturer", "install_from_env"]
+__all__ = ["Capturer", "install_from_env", "watch_forks"]
 
 
 class Capturer:
-    """Records compile requests into a record; ``compile_for_real`` passes them on to TileLang (a GPU run)."""
+    """Records compile requests into a record; ``compile_for_real`` passes them on to TileLang (a GPU run).
 
-    def __init__(self, path: str | os.PathLike, *, compile_for_real: bool = True, lower_arch: str = "") -> None:
+    ``parts``: the folder this process writes its parts and report into (set by ``capture``);
+    without it, each flush merges into the record under its lock. ``held``: request key ->
+    the device code a served library holds for it (``{arch: {sha256, tilelang, from}}``), or None
+    when no library holds it (set by ``capture --serve``).
+    """
+
+    def __init__(
+        self, path: str | os.PathLike, *, compile_for_real: bool = True, lower_arch: str = "", parts: str | os.PathLike | None = None
+    ) -> None:
         self.path = Path(path)
         self.compile_for_real = compile_for_real
         self.lower_arch = lower_arch  # without a GPU: lower each new request for this arch to record its device code
+        self.parts = Path(parts) if parts else None
+        self.held = None  # Callable[[str], dict | None]: what capture --serve's libraries hold
         self.lowering_s = 0.0
         self.kernels: dict = {}
         self.tunings: dict = {}
         self.errors = 0
         self.unfaithful = 0
+        self.counts = {"requests": 0, "served": 0, "compiled": 0, "lowered": 0}
+        self.unrecorded: list = []  # (kernel, why)
+        self.tunings_unrecorded: list = []  # (tuning, why)
         self._checked: set = set()  # keys whose round trip was checked in this process
+        self._sent: set = set()  # keys whose IR this process has written into a part
         self._lowered: set = set()  # keys lowered here for their device code
         self._lock = threading.RLock()
         self._flushed = time.monotonic()
+        self._seq = 0
+        self._pid = os.getpid()
+        self._flush_error = ""
         self._kernel_keys: dict = {}  # id(kernel TileLang compiled) -> (kernel, request key): which kernel a tuner chose
 
     def record(self, req, jit_call=None) -> str:
-        """Add one request; returns its key ('' on failure: a capture never breaks the workload).
+        """Add one request; returns its key ('' when it cannot be recorded: a capture never breaks the workload).
 
         A request seen for the first time is checked: its stored IR must load back into the
         prim_func the JIT got (:func:`tl_aot.jit.ir_record.round_trip_problem`); if not, the item
-        says why (``unfaithful``) and a warning is printed once.
+        says why (``unfaithful``) and a warning is printed once. A request that cannot be recorded
+        (a header its flags name is nowhere, IR that cannot be saved) is warned about by name
+        and counted (:meth:`report`).
         """
+        origin = {}
         try:
+            origin = {**caller_origin(), **jit_origin(jit_call), "time": int(time.time())}
+            self.counts["requests"] += 1
             options = options_of(req)
             text = pristine_ir(req.func)  # as first seen: TileLang's lowering renames variables in place
             key = request_key(req.func, options, text=text)
-            headers = {p: base64.b64encode(Path(p).read_bytes()).decode() for p, _ in flag_inputs(options["compile_flags"])}
+            headers, tilelang_headers = record_headers(options["compile_flags"])
             item = {
                 "name": req.name,
                 "ir": text,
                 "options": options,
                 "headers": headers,
                 "devices": [d] if (d := request_device()) else [],
-                "origins": [{**caller_origin(), **jit_origin(jit_call), "time": int(time.time())}],
+                "origins": [origin],
             }
+            if tilelang_headers:
+                item["tilelang_headers"] = tilelang_headers
             call = call_key(*jit_call, gpu_identity()) if jit_call is not None else None
             if call:
                 item["calls"] = [call]  # serving answers this @tilelang.jit call before TileLang traces it
@@ -88,10 +120,25 @@ class Capturer:
             if time.monotonic() - self._flushed > 15:  # a killed workload keeps what it captured
                 self.flush()
             return key
-        except Exception:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001
             self.errors += 1
-            traceback.print_exc()
+            why = str(e) if isinstance(e, HeaderNotFound) else f"{type(e).__name__}: {e}"
+            if not isinstance(e, HeaderNotFound):
+                traceback.print_exc()
+            self._not_recorded(req, origin, why)
             return ""
+
+    def _not_recorded(self, req, origin: dict, why: str) -> None:
+        """Say which kernel is left out of the record and why (every time: each is a kernel a build will lack)."""
+        name = getattr(req, "name", "?")
+        where = origin_text({"name": name, "origins": [origin]}) if origin else f"prim_func {name!r}"
+        with self._lock:
+            self.unrecorded.append((where, why))
+        print(
+            f"tl_aot capture: warning: kernel {where} is NOT recorded: {why}. A build from this record will not hold it",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def record_tuning(self, tuner, result) -> None:
         """Add the choice TileLang's autotuner made (never raises): tuning key -> config and the chosen kernel's request key."""
@@ -102,11 +149,9 @@ class Capturer:
             have = self._kernel_keys.get(id(getattr(result, "kernel", None)))
             key, material = tuning_key(tuner, current_gpu().cc)
             if have is None or have[0] is not result.kernel:
-                print(
-                    f"tl_aot capture: the autotuner's choice for {describe(material)} is not recorded: its kernel was not "
-                    "compiled in this run (a cache of TileLang's answered?); serving will not know it",
-                    file=sys.stderr,
-                )
+                why = "its kernel was not compiled in this run (a cache of TileLang's answered?); serving will not know it"
+                self.tunings_unrecorded.append((describe(material), why))
+                print(f"tl_aot capture: warning: the autotuner's choice for {describe(material)} is NOT recorded: {why}", file=sys.stderr)
                 return
             item = {
                 "function": material["function"],
@@ -122,17 +167,48 @@ class Capturer:
             }
             with self._lock:
                 self.tunings.setdefault(key, item)
-        except Exception:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001
             self.errors += 1
             traceback.print_exc()
+            self.tunings_unrecorded.append((str(getattr(tuner, "fn", "?")), f"{type(e).__name__}: {e}"))
 
     def report(self) -> None:
-        """One line to stderr at exit when the capture lowered kernels (what the device code digests cost) or found unfaithful ones."""
-        if self.lowering_s or self.unfaithful:
-            what = f"lowered new kernels for {self.lower_arch} in {self.lowering_s:.1f} s to record their device code"
-            what = what if self.lowering_s else ""
-            bad = f"{self.unfaithful} kernel(s) marked unfaithful (a build refuses them)" if self.unfaithful else ""
-            print(f"tl_aot capture (pid {os.getpid()}): " + "; ".join(x for x in (what, bad) if x), file=sys.stderr, flush=True)
+        """At exit: under ``capture``, this process's :class:`ProcessReport` for the final report; else one line to stderr.
+
+        The line (a capture into a record directly) says what lowering cost, and how many kernels
+        were marked unfaithful or could not be recorded.
+        """
+        if self.parts is not None:
+            with self._lock:
+                self._seq += 1
+                try:
+                    write_report(self.parts, self.process_report(), self._seq)
+                except OSError as e:
+                    print(f"tl_aot capture (pid {os.getpid()}): cannot write its report into {self.parts}: {e}", file=sys.stderr)
+            return
+        what = (
+            f"lowered new kernels for {self.lower_arch} in {self.lowering_s:.1f} s to record their device code" if self.lowering_s else ""
+        )
+        bad = f"{self.unfaithful} kernel(s) marked unfaithful (a build refuses them)" if self.unfaithful else ""
+        lost = f"{len(self.unrecorded)} kernel(s) NOT recorded (see the warnings above)" if self.unrecorded else ""
+        if what or bad or lost:
+            print(f"tl_aot capture (pid {os.getpid()}): " + "; ".join(x for x in (what, bad, lost) if x), file=sys.stderr, flush=True)
+
+    def process_report(self) -> ProcessReport:
+        """What this process did, for the capture's final report."""
+        return ProcessReport(
+            pid=os.getpid(),
+            requests=self.counts["requests"],
+            recorded=len(self._checked),
+            served=self.counts["served"],
+            compiled=self.counts["compiled"],
+            lowered=self.counts["lowered"],
+            lowering_s=round(self.lowering_s, 3),
+            unfaithful=self.unfaithful,
+            unrecorded=tuple(self.unrecorded),
+            tunings_unrecorded=tuple(self.tunings_unrecorded),
+            flush_error=self._flush_error,
+        )
 
     def record_device_code(self, key: str, code: dict) -> None:
         """Add the device code digests (arch -> {sha256, tilelang, from[, target]}) of a recorded request."""
@@ -156,19 +232,75 @@ class Capturer:
             )
 
     def flush(self) -> int:
-        """Merge what was captured into the record file (under a lock: several processes may capture). Returns new kernels."""
-        if not self.kernels and not self.tunings:
-            return 0
-        from ..common.fileutil import exclusive_lock
+        """Write what was captured: a part of the record (under ``capture``), else merged into it under its lock.
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._lock, exclusive_lock(self.path.with_name(self.path.name + ".lock")):
-            rec = CaptureRecord.load(self.path, missing_ok=True)
-            new = rec.merge(self.kernels, self.tunings)
-            rec.save()
+        Returns the kernels new to the record (0 for a part: the capture merges the parts at the end).
+        """
+        with self._lock:
+            if not self.kernels and not self.tunings:
+                return 0
+            try:
+                if self.parts is not None:
+                    self._seq += 1
+                    kernels = {k: self._part_item(k, v) for k, v in self.kernels.items()}
+                    write_part(self.parts, kernels, self.tunings, self._seq)
+                    self._sent.update(k for k, v in self.kernels.items() if "ir" in v)
+                    new = 0
+                else:
+                    new = self._merge_into_record()
+            except OSError as e:
+                self._flush_error = f"{type(e).__name__}: {e}"
+                raise
             self.kernels, self.tunings = {}, {}
             self._flushed = time.monotonic()
         return new
+
+    def _part_item(self, key: str, item: dict) -> dict:
+        """A kernel as a part carries it: whole the first time, then without its IR (what a merge already has)."""
+        if key in self._sent:
+            return {k: v for k, v in item.items() if k in ("devices", "origins", "calls", "device_code", "unfaithful")}
+        return item
+
+    def _merge_into_record(self) -> int:
+        from ..common.fileutil import exclusive_lock
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with exclusive_lock(self.path.with_name(self.path.name + ".lock")):
+            rec = CaptureRecord.load(self.path, missing_ok=True)
+            new = rec.merge(self.kernels, self.tunings)
+            rec.save()
+        return new
+
+    def at_exit(self) -> None:
+        """Flush and leave this process's report (once per process: atexit, or multiprocessing's finaliser in a fork)."""
+        if getattr(self, "_exited", None) == os.getpid():
+            return
+        self._exited = os.getpid()
+        try:
+            self.flush()
+        except Exception:  # noqa: BLE001 (at exit: say so, and the report says it too)
+            traceback.print_exc()
+        self.report()
+
+    def forked(self) -> None:
+        """In a child made by ``fork``: start empty (the parent writes what it captured itself)."""
+        self._lock = threading.RLock()
+        self.kernels, self.tunings = {}, {}
+        self.counts = dict.fromkeys(self.counts, 0)
+        self.unrecorded, self.tunings_unrecorded = [], []
+        self.lowering_s, self.unfaithful, self.errors = 0.0, 0, 0
+        self._checked, self._lowered = set(), set()
+        self._seq = 0
+
+    def in_multiprocessing_child(self) -> None:
+        """In a multiprocessing child (fork, forkserver): flush at its end, which is ``os._exit`` (no atexit) after its finalisers.
+
+        Registered with ``multiprocessing.util.register_after_fork``, which runs once the child's
+        finaliser registry has been cleared (a finaliser registered by :meth:`forked` would be lost).
+        """
+        from multiprocessing import util
+
+        util.Finalize(self, Capturer.at_exit, args=(self,), exitpriority=0)
 
     def install(self) -> None:
         """Patch TileLang's compile in this process (now if imported, else when ``tilelang.jit`` is)."""
@@ -181,22 +313,49 @@ class Capturer:
 
     def _on_request(self, req, jit_call, proceed):
         key = self.record(req, jit_call)
+        held = self.held(key) if key and self.held is not None else None
+        if held:
+            self.record_device_code(key, held)
+        cuda = backend_kind(req.execution_backend, req.target) == "cuda"
         if not self.compile_for_real:
-            if key and key not in self._lowered and self.lower_arch and backend_kind(req.execution_backend, req.target) == "cuda":
+            if held is not None and (not self.lower_arch or self.lower_arch in held):
+                self.counts["served"] += 1  # the library has it for this arch: its digest is the proof, nothing to lower
+            elif key and key not in self._lowered and self.lower_arch and cuda and self._claim(key):
                 self._lowered.add(key)
                 t0 = time.perf_counter()
                 code = lowered_code(req, self.lower_arch)
                 self.lowering_s += time.perf_counter() - t0
+                self.counts["lowered"] += 1
                 if code is not None:
                     made = {"sha256": code[1], "tilelang": tilelang_version(), "from": "lowered at capture"}
                     self.record_device_code(key, {code[0]: made})
+            self._flush_new(key)
             return self._remember(CompiledStandIn(req), key)
-        kernel = proceed()
-        code = jit_kernel_code(kernel) if backend_kind(req.execution_backend, req.target) == "cuda" else None
+        kernel = proceed()  # with capture --serve: the library answers what it holds, TileLang compiles the rest
+        code = jit_kernel_code(kernel) if cuda else None
         if code is not None:
+            self.counts["compiled"] += 1
             made = {"sha256": code[1], "tilelang": tilelang_version(), "from": "JIT", "target": jit_target(kernel)}
             self.record_device_code(key, {code[0]: made})
+        elif held is not None:
+            self.counts["served"] += 1
+        self._flush_new(key)
         return self._remember(kernel, key)
+
+    def _claim(self, key: str) -> bool:
+        """Whether this process lowers ``key`` (under ``capture``, the first process of the capture to meet it does)."""
+        return self.parts is None or claim(self.parts, f"{key}.{self.lower_arch}")
+
+    def _flush_new(self, key: str) -> None:
+        """Under ``capture``, write a kernel this process has not written yet at once.
+
+        A process killed, or ended with ``os._exit``, then loses nothing it had recorded.
+        """
+        if self.parts is not None and key and key not in self._sent:
+            try:
+                self.flush()
+            except OSError as e:
+                print(f"tl_aot capture: warning: cannot write into {self.parts}: {e} (retried at exit)", file=sys.stderr)
 
     def _remember(self, kernel, key: str):
         """Note which request ``kernel`` answers (a tuner's result names its kernel, not the request)."""
@@ -249,7 +408,7 @@ def install_from_env() -> Capturer | None:
     if not path:
         return None
     device = os.environ.get("TL_AOT_CAPTURE_DEVICE", "")
-    cap = Capturer(path, compile_for_real=not device)
+    cap = Capturer(path, compile_for_real=not device, parts=os.environ.get(PARTS_ENV) or None)
     # a tuning must run to be recorded: TileLang's own tuning cache would answer it unseen
     os.environ.setdefault("TILELANG_AUTO_TUNING_DISABLE_CACHE", "1")
     if device:
@@ -262,6 +421,14 @@ def install_from_env() -> Capturer | None:
         on_import("torch", lambda _m: _enter(_emulate_torch(profile)))
         on_import("tilelang.carver.arch.driver.cuda_driver", lambda _m: _enter(_emulate_tilelang(profile)))
     cap.install()
-    atexit.register(cap.report)
-    atexit.register(cap.flush)  # runs first: atexit calls in reverse order
+    atexit.register(cap.at_exit)
+    watch_forks(cap)
     return cap
+
+
+def watch_forks(cap: Capturer) -> None:
+    """Keep ``cap`` right in forked children: each starts empty, and a multiprocessing child flushes at its end."""
+    from multiprocessing import util
+
+    os.register_at_fork(after_in_child=cap.forked)
+    util.register_after_fork(cap, Capturer.in_multiprocessing_child)

@@ -7,7 +7,10 @@ Spellings that differ between releases live here; kernels and tl_aot's own code 
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import warnings
+from pathlib import Path
 
 from .versions import package_version
 
@@ -20,6 +23,7 @@ __all__ = [
     "tilelang_version",
     "is_tested",
     "warn_if_untested",
+    "header_dirs",
     "cluster_kernel",
 ]
 
@@ -41,6 +45,21 @@ def tilelang_version() -> str:
     import tilelang
 
     return str(getattr(tilelang, "__version__", "unknown"))
+
+
+@functools.lru_cache(maxsize=1)
+def header_dirs() -> tuple[Path, ...]:
+    """TileLang's include path, as its JIT and tl_aot's nvcc pass it: its device templates, then its CUTLASS.
+
+    Found without importing TileLang; empty when it is not installed. A header a kernel's
+    ``compile_flags`` name through this path (``-include tl_templates/cuda/gemm.h``) belongs to the
+    TileLang release installed, and is identified by it rather than copied.
+    """
+    spec = importlib.util.find_spec("tilelang")
+    if spec is None or not spec.submodule_search_locations:
+        return ()
+    root = Path(next(iter(spec.submodule_search_locations)))
+    return (root / "src", root / "3rdparty" / "cutlass" / "include")
 
 
 def is_tested(version: str) -> bool:

@@ -4,6 +4,11 @@ TileLang's JIT folds a kernel's ``compile_flags`` into the ``tl.device_compile_f
 config before lowering; tl_aot lowers with that same dict and derives nvcc's flags from it. Files
 those flags name (``-include helper.h``, ``-I include/``) are inputs of the image: their digests
 are recorded with the variant, so an edited header is a cache miss, never a stale kernel.
+
+A relative ``-include`` is found as nvcc finds it (:func:`resolve_include`): in the working
+directory, else along the include path, which is TileLang's own (its device templates and
+CUTLASS, what its JIT passes) and then the flags' ``-I`` folders. ``-include
+tl_templates/cuda/gemm.h`` is TileLang's header, wherever the command runs.
 """
 
 from __future__ import annotations
@@ -14,8 +19,20 @@ import shlex
 from pathlib import Path
 
 from ..common.fileutil import file_digest
+from ..common.tilelang_compat import header_dirs
 
-__all__ = ["jit_pass_configs", "plain_pass_configs", "absolute_flags", "flag_inputs", "nvcc_flags_for", "portable_flags", "map_flag_paths"]
+__all__ = [
+    "jit_pass_configs",
+    "plain_pass_configs",
+    "absolute_flags",
+    "flag_inputs",
+    "nvcc_flags_for",
+    "portable_flags",
+    "map_flag_paths",
+    "resolve_include",
+    "include_files",
+    "tilelang_relative",
+]
 
 #: Flags whose value (attached or the next word) is a path nvcc reads.
 _PATH_FLAGS = ("-include", "--pre-include", "-I", "--include-path", "-isystem", "--system-include")
@@ -100,9 +117,48 @@ def map_flag_paths(opts, fn) -> list[str]:
 
 
 def absolute_flags(opts, cwd: str | os.PathLike | None = None) -> tuple[str, ...]:
-    """Relative paths after ``-I`` / ``-include`` made absolute (nvcc runs in another folder than the JIT would)."""
+    """Relative paths after ``-I`` / ``-include`` made absolute (nvcc runs in another folder than the JIT would).
+
+    An ``-include`` is the file nvcc would read (:func:`resolve_include`); one found nowhere is
+    spelled under ``cwd``, so nvcc's error names where it was looked for.
+    """
     base = Path(cwd or os.getcwd())
-    return tuple(map_flag_paths(opts, lambda v, _: v if os.path.isabs(v) else str(base / v)))
+
+    def one(value: str, folder: bool) -> str:
+        if os.path.isabs(value):
+            return value
+        found = None if folder else resolve_include(value, opts, base)
+        return str(found or base / value)
+
+    return tuple(map_flag_paths(opts, one))
+
+
+def resolve_include(value: str, opts=(), cwd: str | os.PathLike | None = None) -> Path | None:
+    """The file an ``-include VALUE`` reads, searched as nvcc searches it; None when there is none.
+
+    An absolute path is itself; a relative one is looked for in ``cwd`` (the working directory),
+    then in TileLang's include path (:func:`tl_aot.common.tilelang_compat.header_dirs`, first on the
+    command line of TileLang's JIT and of tl_aot's build), then in the ``-I`` folders ``opts`` name.
+    """
+    p = Path(value)
+    if p.is_absolute():
+        return p if p.is_file() else None
+    base = Path(cwd or os.getcwd())
+    _, dirs = _named(opts)
+    for d in (base, *header_dirs(), *(d if d.is_absolute() else base / d for d in dirs)):
+        if (d / p).is_file():
+            return d / p
+    return None
+
+
+def tilelang_relative(path: str | os.PathLike) -> tuple[int, str] | None:
+    """``(index of the include folder, path under it)`` when ``path`` is one of TileLang's headers (or folders), else None."""
+    p = Path(path).resolve()
+    for i, d in enumerate(header_dirs()):
+        d = d.resolve()
+        if p == d or p.is_relative_to(d):
+            return i, p.relative_to(d).as_posix()
+    return None
 
 
 def portable_flags(opts, digests: dict | None = None) -> list[str]:
@@ -112,12 +168,16 @@ def portable_flags(opts, digests: dict | None = None) -> list[str]:
     when a header changed: what a compile request's identity holds. ``digests`` (path -> SHA-256)
     stands in for the files on disk, e.g. the headers a capture record carries.
     """
-    known = {str(Path(f)): d for f, d in (flag_inputs(opts) if digests is None else digests.items())}
+    if digests is None:
+        known = dict(flag_inputs(opts))
+        found = {v: str(r) for v, r in include_files(opts) if r is not None}  # an -include as spelled -> the file read
+    else:
+        known, found = {str(Path(f)): d for f, d in digests.items()}, {}
 
     def one(value: str, folder: bool) -> str:
         p = Path(value)
         if not folder:
-            return f"{p.name}#{known.get(str(p), 'missing')[:16]}"
+            return f"{p.name}#{known.get(found.get(value, str(p)), 'missing')[:16]}"
         h = hashlib.sha256()
         for f, d in sorted(known.items()):
             if Path(f) != p and Path(f).is_relative_to(p):
@@ -127,20 +187,30 @@ def portable_flags(opts, digests: dict | None = None) -> list[str]:
     return map_flag_paths(opts, one)
 
 
-def _paths(opts) -> tuple[list[Path], list[Path]]:
-    """Files (``-include``) and folders (``-I``...) the flags name."""
-    files: list[Path] = []
+def _named(opts) -> tuple[list[str], list[Path]]:
+    """The ``-include`` values (as spelled) and the folders (``-I``...) the flags name."""
+    files: list[str] = []
     dirs: list[Path] = []
-    map_flag_paths(opts, lambda v, folder: (dirs if folder else files).append(Path(v)) or v)
+    map_flag_paths(opts, lambda v, folder: (dirs.append(Path(v)) if folder else files.append(v)) or v)
     return files, dirs
 
 
+def include_files(opts) -> list[tuple[str, Path | None]]:
+    """Each ``-include`` value, as spelled, with the file nvcc reads for it (None: found nowhere)."""
+    files, _ = _named(opts)
+    return [(v, resolve_include(v, opts)) for v in files]
+
+
 def flag_inputs(opts) -> tuple[tuple[str, str], ...]:
-    """(path, sha256) of every header the flags name: ``-include`` files and the headers under ``-I`` folders."""
-    files, dirs = _paths(opts)
+    """(path, sha256) of every header the flags name: ``-include`` files and the headers under ``-I`` folders.
+
+    An ``-include`` found (:func:`resolve_include`) is listed by the path read; one found nowhere
+    as spelled, with the digest ``missing``.
+    """
+    _, dirs = _named(opts)
     found: dict[str, str] = {}
-    for f in files:
-        found[str(f)] = _digest_or_missing(f)
+    for value, f in include_files(opts):
+        found[str(f or Path(value))] = _digest_or_missing(f or Path(value))
     for d in dirs:
         if not d.is_dir():
             continue

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import os
 import re
 import shlex
@@ -224,14 +223,14 @@ def point_tilelang_at_toolkit() -> None:
 
 def tilelang_include_dirs() -> list[str]:
     """TileLang's bundled device headers and CUTLASS, located without importing TileLang."""
-    spec = importlib.util.find_spec("tilelang")
-    if spec is None or not spec.submodule_search_locations:
+    from ..common.tilelang_compat import header_dirs
+
+    dirs = header_dirs()
+    if not dirs:
         from ..common.tilelang_compat import INSTALL_HINT
 
         msg = f"TileLang is needed at build time: {INSTALL_HINT}"
         raise ToolchainNotFound(msg)
-    root = Path(next(iter(spec.submodule_search_locations)))
-    dirs = [root / "src", root / "3rdparty" / "cutlass" / "include"]
     missing = [str(d) for d in dirs if not d.is_dir()]
     if missing:
         msg = f"TileLang's headers are missing ({', '.join(missing)}); reinstall tilelang"

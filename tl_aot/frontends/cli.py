@@ -9,9 +9,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from ..capture.record import CaptureRecord
+from ..capture.record_parts import PARTS_ENV, capture_summary, merge_parts, parts_dir
 from ..common.destinations import fs_error
 from ..common.errors import TlAotError, ToolchainNotFound
 from ..common.metadata import to_json
@@ -120,17 +122,55 @@ def _command(args, what: str) -> list:
 
 
 def _cmd_capture(args) -> int:
-    """Run the command with the capture hook; report what the record holds."""
+    """Run the command with the capture hook (each process writing parts), merge the parts, report what it did.
+
+    Exits with the command's status; 1 when the command succeeded but a kernel could not be
+    recorded (``--keep-going``: the command's status, the kernels still listed).
+    """
     cmd = _command(args, "capture")
     record = Path(args.output).resolve()
-    extra = {"TL_AOT_CAPTURE": str(record)}
+    parts = parts_dir(record)
+    if parts.is_dir():  # a capture killed before its merge left them: they are this record's too
+        left = merge_parts(record)
+        if left.parts:
+            print(f"tl_aot capture: merged {left.parts} part(s) an earlier capture of {record.name} left unmerged", file=sys.stderr)
+    before = len(CaptureRecord.load(record, missing_ok=True).kernels)
+    parts.mkdir(parents=True, exist_ok=True)
+    extra = {"TL_AOT_CAPTURE": str(record), PARTS_ENV: str(parts)}
     if args.device:
         extra["TL_AOT_CAPTURE_DEVICE"] = find_profile(args.device).name
-    before = len(CaptureRecord.load(record, missing_ok=True).kernels)
-    code = subprocess.call(cmd, env=environment(extra))
-    after = len(CaptureRecord.load(record, missing_ok=True).kernels)
-    print(f"tl_aot capture: {after} kernels in {record} ({after - before} new); the command exited with {code}", flush=True)
+    serve = getattr(args, "serve", None)
+    if serve:
+        extra["TL_AOT_SERVE"] = str(_served_libraries(serve))
+        extra["TL_AOT_SERVE_STRICT"] = "0"
+    t0 = time.monotonic()
+    try:
+        code = subprocess.call(cmd, env=environment(extra))
+    finally:  # interrupted too: what the processes wrote is kept
+        merged = merge_parts(record)
+    print(
+        f"tl_aot capture: {merged.kernels} kernels in {record} ({merged.kernels - before} new); the command exited with {code}", flush=True
+    )
+    print(capture_summary(merged.reports, time.monotonic() - t0, serve), flush=True)
+    unrecorded = [x for r in merged.reports for x in r.unrecorded]
+    for what, items in (("kernel", unrecorded), ("autotuner choice", [x for r in merged.reports for x in r.tunings_unrecorded])):
+        if items:
+            print(f"tl_aot capture: {len(items)} {what}(s) NOT recorded (a build from this record will not hold them):", file=sys.stderr)
+            for name, why in items:
+                print(f"  {name}: {why}", file=sys.stderr)
+    if unrecorded and code == 0 and not getattr(args, "keep_going", False):
+        print("tl_aot capture: failing: kernels were left out of the record (--keep-going accepts that)", file=sys.stderr)
+        return 1
     return code
+
+
+def _served_libraries(path: str) -> Path:
+    """``capture --serve``'s library (or folder of them), checked before the command runs."""
+    p = Path(path).resolve()
+    if not (p.is_file() or (p.is_dir() and any(p.glob("lib*.so")))):
+        msg = f"capture --serve: {path} is neither a tl_aot library nor a folder holding some (lib*.so)"
+        raise TlAotError(msg)
+    return p
 
 
 def _cmd_run(args) -> int:

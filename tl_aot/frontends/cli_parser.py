@@ -142,9 +142,23 @@ def _add_capture(sub) -> None:
         "capture",
         help="run a command and record every kernel TileLang's JIT compiles",
         description="Run COMMAND (after --) and record every compile request TileLang's JIT gets into RECORD "
-        "(merged with what it holds). Python subprocesses are captured too.",
+        "(merged with what it holds). Python subprocesses are captured too, each writing its own parts of the record "
+        "(RECORD.parts/), merged when COMMAND ends: run the workload under pytest -n N or any process pool. "
+        "Exits with COMMAND's status, or 1 when a kernel could not be recorded.",
     )
     c.add_argument("-o", "--output", required=True, help="record to write or extend (JSON)")
+    c.add_argument(
+        "--serve",
+        metavar="LIB",
+        help="incremental capture: kernels the library LIB (or a folder of libraries) holds are recorded and served by it, "
+        "not compiled (nor lowered, with --device); only what LIB lacks is compiled. The record still holds every kernel "
+        "the command asks for, so a build from it builds them all",
+    )
+    c.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="exit with COMMAND's status even when kernels could not be recorded (they are still listed)",
+    )
     c.add_argument(
         "--device",
         help="compile nothing and answer device queries (torch.cuda, TileLang's driver) as this GPU, e.g. H100-SXM: "

@@ -27,9 +27,11 @@ _CUTEDSL = ("cutedsl",)
 def recorded_flags(item: dict) -> list[str]:
     """A recorded request's compile flags with paths spelled by content (:func:`portable_flags`).
 
-    The digests come from the headers the record carries, so the spelling is the same on any machine.
+    The digests come from the headers the record carries (and those of TileLang's it names), so the
+    spelling is the same on any machine.
     """
     digests = {p: hashlib.sha256(base64.b64decode(b64)).hexdigest() for p, b64 in item.get("headers", {}).items()}
+    digests.update({p: t["sha256"] for p, t in item.get("tilelang_headers", {}).items() if t.get("sha256")})
     return portable_flags(item.get("options", {}).get("compile_flags", []), digests)
 
 

@@ -154,7 +154,7 @@ def pack_task(task, toolset: Toolset) -> VariantTask:
     if spec.capture:  # the kernel travels in the spec; its recorded headers are checked here (written beside the record)
         from ..capture.record_specs import recorded_flags
 
-        recorded_flags(spec.capture)
+        recorded_flags(spec.capture, where=spec.name)
     for path, _, _, digest in task.sources.files:
         data = Path(path).read_bytes() if digest != "missing" else None
         if data is None or hashlib.sha256(data).hexdigest() != digest:

@@ -26,7 +26,7 @@ from ..gpu.image_select import image_of, runs_on
 from ..jit.seam import CompileRequest, Interception, install, uninstall
 from .served_kernel import ServedKernel
 
-__all__ = ["serve", "stop", "Server", "KernelNotServed", "install_from_env"]
+__all__ = ["serve", "stop", "Server", "KernelNotServed", "install_from_env", "held_device_code"]
 
 _log = logging.getLogger("tl_aot.serving.server")
 
@@ -53,10 +53,12 @@ class Stats:
 class Server:
     """Prebuilt kernels by capture key, from one or more libraries."""
 
-    def __init__(self, libraries, *, strict: bool = False) -> None:
+    def __init__(self, libraries, *, strict: bool = False, capturing: bool = False) -> None:
         from ..jit.request_key import RequestKeys
 
         self.strict = strict
+        # under capture --serve: every @tilelang.jit call is traced (the capture records its IR), misses are expected
+        self.capturing = capturing
         self.stats = Stats()
         self.index: dict[str, tuple] = {}  # key -> (library, entry name, ccs)
         self.by_name: dict[str, list] = {}
@@ -100,7 +102,7 @@ class Server:
         """
         from ..jit.call_key import call_key
 
-        if not self.calls:
+        if not self.calls or self.capturing:
             return None
         t0 = time.perf_counter()
         gpu = current_gpu()
@@ -257,7 +259,7 @@ def serve(path: str | os.PathLike, *, strict: bool = False) -> Server:
     return server
 
 
-def _load(path, strict: bool) -> Server:
+def _load(path, strict: bool, *, capturing: bool = False) -> Server:
     """The libraries at ``path`` loaded and added to the process's server (made on first use)."""
     from ..runtime.loader import load
 
@@ -266,7 +268,7 @@ def _load(path, strict: bool) -> Server:
     global _active
     libs = [load(f) for f in files]
     if _active is None:
-        _active = Server(libs, strict=strict)
+        _active = Server(libs, strict=strict, capturing=capturing)
     else:
         _active.add(libs)
         _active.strict = _active.strict or strict
@@ -304,7 +306,7 @@ def _patch(tl_jit) -> None:
             if server.strict:
                 server.stats.refused += 1
                 raise KernelNotServed(server.miss_message(req, key, jit_call))
-            if key not in warned and not _fallback_tunings:  # a tuning TileLang runs was warned about once, not per candidate
+            if key not in warned and not _fallback_tunings and not server.capturing:  # a tuning run is warned about once
                 warned.add(key)
                 _log.warning("%s; compiling it with TileLang's JIT", server.miss_message(req, key, jit_call))
             server.stats.compiled += 1
@@ -344,14 +346,15 @@ def install_from_env() -> None:
     if not path:
         return
     strict = os.environ.get("TL_AOT_SERVE_STRICT", "") in ("1", "true", "yes")
+    capturing = bool(os.environ.get("TL_AOT_CAPTURE"))  # capture --serve: the capture records every request it serves
     started: list = []
 
     def start(tl_jit) -> None:  # tilelang.jit has just executed (its import is still in progress)
-        started.append(_load(path, strict))
+        started.append(_load(path, strict, capturing=capturing))
         _patch(tl_jit)
 
     def report() -> None:
-        if not started:
+        if not started or capturing:  # under capture --serve, the capture's report counts what was served
             return
         st = started[0].stats
         print(
@@ -363,3 +366,23 @@ def install_from_env() -> None:
 
     on_import("tilelang.jit", start)
     atexit.register(report)
+
+
+def held_device_code(key: str) -> dict | None:
+    """The device code the served libraries hold for request ``key`` (``{arch: {sha256, tilelang, from}}``), None if none holds it.
+
+    What ``capture --serve`` records for a kernel it served: the digest the library's build proved,
+    so a build from the new record checks its device code as it did.
+    """
+    server = _active
+    hit = server.index.get(key) if server is not None else None
+    if hit is None:
+        return None
+    lib, name, _ = hit
+    manifest = lib.manifest
+    entry = next(e for e in manifest.entries if e.name == name)
+    return {
+        v.arch.sm: {"sha256": v.device_code, "tilelang": manifest.tilelang_version, "from": f"served from {Path(lib.path).name}"}
+        for v in entry.variants
+        if v.device_code
+    }

@@ -9,15 +9,25 @@ __all__ = ["install", "environment"]
 
 
 def install() -> None:
-    """Install what the environment asks for: capture (``TL_AOT_CAPTURE``) and/or serving (``TL_AOT_SERVE``)."""
-    if os.environ.get("TL_AOT_CAPTURE"):
-        from ...capture.recorder import install_from_env
+    """Install what the environment asks for: capture (``TL_AOT_CAPTURE``) and/or serving (``TL_AOT_SERVE``).
 
-        install_from_env()
+    Both (``capture --serve LIB``): serving is installed first, so the capture, installed after
+    it, sees every request first: it records each one, then lets the libraries answer what they
+    hold (TileLang compiles the rest), and takes the device code of a served kernel from its library.
+    """
+    capture = os.environ.get("TL_AOT_CAPTURE")
     if os.environ.get("TL_AOT_SERVE"):
         from ..server import install_from_env as serve_from_env
 
         serve_from_env()
+    if capture:
+        from ...capture.recorder import install_from_env
+
+        cap = install_from_env()
+        if cap is not None and os.environ.get("TL_AOT_SERVE"):
+            from ..server import held_device_code
+
+            cap.held = held_device_code
 
 
 def environment(extra: dict) -> dict:
