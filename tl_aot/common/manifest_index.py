@@ -146,7 +146,10 @@ def index_text(manifest: Manifest, text: str) -> str:
 
 
 def parse_index(text: str | dict) -> ManifestIndex:
-    """The :class:`ManifestIndex` of an index's text (or its JSON value); a malformed one raises ``ValueError``, ``KeyError`` or ``TypeError``."""
+    """The :class:`ManifestIndex` of an index's text (or its JSON value).
+
+    A malformed index raises ``ValueError``, ``KeyError`` or ``TypeError``.
+    """
     raw = json.loads(text) if isinstance(text, str) else text
     archs: dict = {}  # a library has a handful of archs: each parsed once
 

@@ -249,7 +249,8 @@ class Library:
             except LibraryError:
                 raise
             except Exception as e:  # noqa: BLE001 (a record of another shape)
-                msg = f"{self._path}: its manifest's record of {row.name!r} does not describe an entry ({type(e).__name__}: {e}); rebuild the library"
+                why = f"{type(e).__name__}: {e}"
+                msg = f"{self._path}: its manifest's record of {row.name!r} does not describe an entry ({why}); rebuild the library"
                 raise LibraryError(msg) from None
             self._records[row.name] = have
         return have
