@@ -167,7 +167,7 @@ def test_an_up_to_date_build_notices_a_truncated_header(built, cache_dir):
 
 def _damaged(built: Path, tmp_path: Path, case: str) -> Path:
     data = (built / "out" / "libadd.so").read_bytes()
-    at = data.find(b'{"abi_version"')
+    at = data.find(b'{"abi_version":')  # the manifest's index: what load reads (the manifest spells '": ' with a space)
     assert at > 0
     if case == "truncated":
         data = data[: len(data) * 2 // 3]
@@ -196,7 +196,9 @@ from tl_aot.frontends import cli
 out = {}
 for path in sys.argv[1:]:
     try:
-        tl_aot.load(path)
+        lib = tl_aot.load(path)
+        for e in lib.index.entries:  # each entry's record is checked when first used
+            lib.signature(e.name)
         loaded = "loaded"
     except tl_aot.common.errors.LibraryError as e:
         loaded = "refused: " + str(e)
@@ -224,7 +226,7 @@ def damaged(built, tmp_path_factory) -> dict:
 
 
 @pytest.mark.parametrize("case", sorted(DAMAGE))
-def test_a_damaged_library_is_refused_by_load_and_inspect(damaged, case):
+def test_a_damaged_library_is_refused_by_load_or_its_first_use_and_by_inspect(damaged, case):
     loaded, code, err = damaged[case]
     assert loaded.startswith("refused:") and DAMAGE[case] in loaded
     assert code == 1 and "Traceback" not in err and DAMAGE[case] in err

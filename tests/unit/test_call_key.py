@@ -15,6 +15,8 @@ from tl_aot.capture.record import CaptureRecord  # noqa: E402
 from tl_aot.capture.record_specs import recorded_calls  # noqa: E402
 from tl_aot.capture.recorder import Capturer  # noqa: E402
 from tl_aot.common.arch import parse_arch  # noqa: E402
+from tl_aot.common.manifest_index import index_of  # noqa: E402
+from tl_aot.common.metadata import ArchVariant, LoweredEntry, Manifest  # noqa: E402
 from tl_aot.gpu.cuda_driver import emulating, gpu_identity  # noqa: E402
 from tl_aot.gpu.device import PROFILES, emulate  # noqa: E402
 from tl_aot.jit.call_key import call_key  # noqa: E402
@@ -73,16 +75,14 @@ def traces(monkeypatch):
 
 def _library(record, request_key: str):
     """A library holding the captured kernel (what ``build --capture`` makes of the record), calls included."""
-    variant = types.SimpleNamespace(request_key=request_key, arch=parse_arch("sm_90a"))
-    entry = types.SimpleNamespace(
-        export="", variants=[variant], capture_key=request_key, name="add_k", capture_name="add", function="captured", args=()
-    )
-    manifest = types.SimpleNamespace(entries=[entry], tunings=(), calls=recorded_calls([record], {request_key}))
-    return _Lib(manifest=manifest, path=record.parent / "libfake.so")
+    variant = ArchVariant(request_key=request_key, arch=parse_arch("sm_90a"))
+    entry = LoweredEntry(variants=(variant,), capture_key=request_key, name="add_k", capture_name="add", function="captured", source="k.py")
+    manifest = Manifest(abi_version=0, library="fake", entries=(entry,), calls=recorded_calls([record], {request_key}))
+    return _Lib(index=index_of(manifest), tunings=(), signature=manifest.entry, path=record.parent / "libfake.so")
 
 
 class _Lib(types.SimpleNamespace):
-    """A loaded library's shape as serving reads it: its manifest, its path and its entries by name."""
+    """A loaded library's shape as serving reads it: its index, tunings, records, path and entries by name."""
 
     def __getitem__(self, name: str):
         return lambda *args: ("ran", name, args)

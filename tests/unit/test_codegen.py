@@ -53,11 +53,12 @@ def test_manifest_embedded_verbatim_and_every_entry_exported():
     for name in m.exports():  # one function per entry (__tvm_ffi_<name>), its specialisations behind it
         assert f"\nTL_AOT_EXPORT({name}, " in cc
     assert "TL_AOT_EXPORT(norm__s" not in cc
-    # cleanup_module, tl_aot_prepare and tl_aot_manifest: the runtime's macro, reading the manifest unit's JSON
-    assert "\nTL_AOT_DEFINE_LIBRARY(golden, kLibrary, tl_aot_manifest_json)\n" in cc
+    # cleanup_module, tl_aot_prepare, tl_aot_manifest (whole, index, parts): the runtime's macro, reading the manifest unit
+    assert "\nTL_AOT_DEFINE_LIBRARY(golden, kLibrary, tl_aot_manifest_json, tl_aot_manifest_bytes, tl_aot_manifest_index_json)\n" in cc
     unit = render_manifest(m)
-    assert f'"abi_version": {ABI_VERSION}' in unit
-    assert "tl_aot_manifest_json[]" in unit and "tl_aot_manifest_json[]" in cc
+    assert f'"abi_version": {ABI_VERSION}' in unit and f'{{"abi_version":{ABI_VERSION},' in unit
+    for symbol in ("tl_aot_manifest_json[]", "tl_aot_manifest_bytes", "tl_aot_manifest_index_json[]"):
+        assert symbol in unit and symbol in cc
 
 
 def test_ptx_variant_is_a_fatbin_image():

@@ -109,6 +109,7 @@ def served_request():
     finally:
         sys.path.pop(0)
     from tl_aot.common.arch import parse_arch
+    from tl_aot.common.manifest_index import index_of
     from tl_aot.common.metadata import ArchVariant, LoweredEntry, Manifest
     from tl_aot.jit.request_key import options_of, request_key
     from tl_aot.jit.seam import CompileRequest
@@ -122,7 +123,8 @@ def served_request():
         def __getitem__(self, name):
             return lambda *a: ("called", name, a)
 
-    return req, key, Lib(path=Path("/libs/libstandin.so"), manifest=Manifest(abi_version=0, library="standin", entries=(entry,)))
+    manifest = Manifest(abi_version=0, library="standin", entries=(entry,))
+    return req, key, Lib(path=Path("/libs/libstandin.so"), index=index_of(manifest), tunings=(), signature=manifest.entry)
 
 
 def test_serving_with_no_gpu_says_no_gpu_is_visible(driver, served_request):

@@ -13,6 +13,7 @@ import hashlib
 
 from ..common.cpp_spelling import DLPACK_DTYPES, c_comment, c_string_body, image_symbol
 from ..common.escaping import py_comment, py_doc_line, py_str
+from ..common.manifest_index import index_text
 from ..common.metadata import ABI_VERSION, Manifest, to_json
 from .launcher_context import library_code
 
@@ -61,13 +62,16 @@ def render_launcher(manifest: Manifest, *, header_name: str) -> str:
 
 
 def render_manifest(manifest: Manifest) -> str:
-    """The manifest translation unit: the JSON of ``manifest`` as the launcher's ``tl_aot_manifest_json``.
+    """The manifest translation unit: the JSON of ``manifest`` as the launcher's ``tl_aot_manifest_json``, and its index.
 
     Kept apart from the launcher, whose text never depends on image sizes: the launcher can be
-    rendered and compiled as soon as lowering is done, the manifest only once nvcc is.
+    rendered and compiled as soon as lowering is done, the manifest only once nvcc is. The index
+    (:mod:`tl_aot.common.manifest_index`) is what loading reads; its digest is the one the ELF
+    section carries.
     """
     json_text = to_json(manifest)
-    text, delim = _raw_string(json_text)
+    index = index_text(manifest, json_text)
+    _, delim = _raw_string(json_text + index)
     return (
         _env()
         .get_template("manifest.cc.j2")
@@ -76,9 +80,10 @@ def render_manifest(manifest: Manifest) -> str:
             entries=[e.name for e in manifest.entries],
             abi_version=ABI_VERSION,
             tl_aot_version=manifest.tl_aot_version,
-            manifest_json=text,
+            manifest_json=json_text,
+            index_json=index,
             manifest_delim=delim,
-            manifest_sha256=hashlib.sha256(json_text.encode()).hexdigest(),
+            index_sha256=hashlib.sha256(index.encode()).hexdigest(),
         )
     )
 

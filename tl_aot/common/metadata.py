@@ -36,7 +36,7 @@ __all__ = [
 
 #: Version of the launcher ABI (exported symbols, manifest layout, calling convention).
 #: Bump whenever a library built by an older tl_aot can no longer be driven by this runtime.
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 
 @dataclass(frozen=True)

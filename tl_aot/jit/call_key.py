@@ -35,6 +35,8 @@ __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 CALL_SCHEMA = 1
 _DEPTH = 4  # helper functions followed this deep
 _SOURCES: dict = {}  # code object -> digest of its source
+_GLOBALS: dict = {}  # code object -> the global names it reads (disassembling is most of a key's cost)
+_MEMO_LIMIT = 4096
 
 
 class Unkeyable(Exception):
@@ -83,7 +85,7 @@ def _spell_function(fn, depth: int):
     source = _SOURCES.get(code) if code is not None else None
     if source is None:
         source = source_digest(fn)
-        if code is not None and len(_SOURCES) < 4096:
+        if code is not None and len(_SOURCES) < _MEMO_LIMIT:
             _SOURCES[code] = source  # the code object is what runs: its source is read once
     if code is None or not source:
         raise Unkeyable(f"{name}: no source")
@@ -100,12 +102,20 @@ def _spell_function(fn, depth: int):
     return ["function", name, source, closure, used, defaults]
 
 
-def _global_names(code) -> set:
-    """Names the code (and the code of functions defined in it) reads as globals (not attribute names)."""
-    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _global_names(const)
+def _global_names(code) -> frozenset:
+    """Names the code (and the code of functions defined in it) reads as globals (not attribute names).
+
+    Read once per code object (immutable: the same code reads the same names), as its source is.
+    """
+    names = _GLOBALS.get(code)
+    if names is None:
+        found = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                found |= _global_names(const)
+        names = frozenset(found)
+        if len(_GLOBALS) < _MEMO_LIMIT:
+            _GLOBALS[code] = names
     return names
 
 

@@ -7,6 +7,9 @@ the ELF headers alone (size of every segment and section, the ``SONAME``, the ex
 
 from __future__ import annotations
 
+import contextlib
+import mmap
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +18,7 @@ from ..common.errors import LibraryError
 
 __all__ = ["ElfInfo", "check_library_file", "elf_problem", "section_names", "MANIFEST_SECTION", "MANIFEST_SYMBOL"]
 
-#: The section holding the SHA-256 of the manifest JSON, written at build time (``manifest.cc.j2``).
+#: The section holding the SHA-256 of the manifest's index (which holds the manifest's), written at build time (``manifest.cc.j2``).
 MANIFEST_SECTION = ".tl_aot_manifest_sha256"
 #: The exported function every tl_aot library has (tvm-ffi prefixes exports with ``__tvm_ffi_``).
 MANIFEST_SYMBOL = b"__tvm_ffi_tl_aot_manifest"
@@ -33,12 +36,33 @@ class ElfInfo:
 
 
 def check_library_file(path: Path) -> ElfInfo:
-    """Read ``path``'s ELF headers; raise :class:`LibraryError` unless it is a complete 64-bit shared object of tl_aot."""
+    """Read ``path``'s ELF headers; raise :class:`LibraryError` unless it is a complete 64-bit shared object of tl_aot.
+
+    The file is mapped, not read: only the pages of its headers, section names, dynamic strings
+    and the digest section are touched, never its images (hundreds of MB in a large library).
+    """
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as f, _mapped(f) as data:
+            return _check_mapped(path, data)
     except OSError as e:
         msg = f"cannot read {path}: {e.strerror}"
         raise LibraryError(msg) from None
+
+
+@contextlib.contextmanager
+def _mapped(f):
+    """The open file ``f`` mapped read-only (an empty file as empty bytes: it cannot be mapped)."""
+    if os.fstat(f.fileno()).st_size == 0:
+        yield b""
+        return
+    m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        yield m
+    finally:
+        m.close()
+
+
+def _check_mapped(path: Path, data) -> ElfInfo:
     problem = elf_problem(data, elf_type=3, segments=True)
     if problem:
         _fail(path, problem)

@@ -15,11 +15,12 @@ import os
 from pathlib import Path
 
 from ..common.errors import LibraryError
-from ..common.metadata import ABI_VERSION, LoweredEntry, Manifest, from_json, to_json
+from ..common.manifest_index import ManifestIndex, parse_index
+from ..common.metadata import ABI_VERSION, LoweredEntry, Manifest, Tuning, from_json, to_json
 from . import torch_ops
 from .elf import check_library_file
 
-__all__ = ["load", "Library", "read_manifest"]
+__all__ = ["load", "Library", "read_index", "read_manifest"]
 
 
 #: Library file -> (its identity when loaded, the path the loader was given): see :func:`_load_module`.
@@ -93,13 +94,16 @@ def _private_copy(path: Path) -> Path:
     return copy
 
 
-def read_manifest(module, path: Path) -> Manifest:
-    """The manifest a library carries, checked against its digest, this runtime's launcher ABI and the library's exports."""
+def read_index(module, path: Path) -> ManifestIndex:
+    """The manifest's index a library carries (:mod:`tl_aot.common.manifest_index`), checked against its digest and this runtime's ABI.
+
+    What loading reads of the manifest: each entry's record stays unparsed in the library until
+    asked for (:meth:`Library.signature`), checked then against the digest the index holds.
+    """
     try:
-        fn = module["tl_aot_manifest"]
-    except Exception:
-        msg = f"{path} is not a tl_aot library (it exports no tl_aot_manifest)"
-        raise LibraryError(msg) from None
+        fn = module["tl_aot_manifest_index"]
+    except Exception:  # noqa: BLE001 (tvm_ffi's own error kinds)
+        raise _without_index(module, path) from None
     text = str(fn())
     digest = _checked(path).manifest_sha256
     if digest and hashlib.sha256(text.encode()).hexdigest() != digest:
@@ -108,10 +112,19 @@ def read_manifest(module, path: Path) -> Manifest:
     try:
         raw = json.loads(text)
         if not isinstance(raw, dict):
-            raise ValueError("not a JSON object")  # noqa: TRY301 (one message for every malformed manifest)
+            raise ValueError("not a JSON object")  # noqa: TRY301 (one message for every malformed index)
     except ValueError as e:
-        msg = f"{path}: its manifest is not valid JSON ({e}); rebuild the library"
+        msg = f"{path}: its manifest index is not valid JSON ({e}); rebuild the library"
         raise LibraryError(msg) from None
+    _check_abi(raw, path)
+    try:
+        return parse_index(raw)
+    except Exception as e:  # noqa: BLE001 (an index of another shape)
+        msg = f"{path}: its manifest index does not describe a library ({type(e).__name__}: {e}); rebuild the library"
+        raise LibraryError(msg) from None
+
+
+def _check_abi(raw: dict, path: Path) -> None:
     abi = raw.get("abi_version")
     if abi != ABI_VERSION:
         msg = (
@@ -119,43 +132,63 @@ def read_manifest(module, path: Path) -> Manifest:
             f"understands ABI {ABI_VERSION}. Rebuild the library with this tl_aot, or install the tl_aot that built it."
         )
         raise LibraryError(msg)
+
+
+def _without_index(module, path: Path) -> LibraryError:
+    """Why a library exporting no manifest index cannot be loaded: not tl_aot's, or built before the index (ABI < 4)."""
     try:
-        manifest = from_json(Manifest, raw)
+        fn = module["tl_aot_manifest"]
+    except Exception:  # noqa: BLE001
+        return LibraryError(f"{path} is not a tl_aot library (it exports no tl_aot_manifest)")
+    try:
+        raw = json.loads(str(fn()))
+        _check_abi(raw if isinstance(raw, dict) else {}, path)
+    except LibraryError as e:
+        return e
+    except ValueError:
+        pass
+    return LibraryError(f"{path}: it exports no manifest index (tl_aot_manifest_index); rebuild the library")
+
+
+def read_manifest(module, path: Path) -> Manifest:
+    """The whole manifest a library carries, checked against its index (itself checked: :func:`read_index`).
+
+    For ``inspect`` and tools that read every entry; loading and serving read the index alone.
+    """
+    return _whole_manifest(module, read_index(module, path), path)
+
+
+def _whole_manifest(module, index: ManifestIndex, path: Path) -> Manifest:
+    text = str(module["tl_aot_manifest"]())
+    if hashlib.sha256(text.encode()).hexdigest() != index.manifest_sha256:
+        msg = f"{path}: its manifest was altered after the build (its SHA-256 differs from the one its index records); rebuild the library"
+        raise LibraryError(msg)
+    try:
+        return from_json(Manifest, text)
     except Exception as e:  # noqa: BLE001 (a manifest of another shape)
         msg = f"{path}: its manifest does not describe a library ({type(e).__name__}: {e}); rebuild the library"
         raise LibraryError(msg) from None
-    _check_exports(module, manifest, path)
-    return manifest
-
-
-def _check_exports(module, manifest: Manifest, path: Path) -> None:
-    """Every entry the manifest names is a function of the library."""
-    for name in manifest.exports():
-        try:
-            module[name]
-        except Exception:  # noqa: BLE001 (tvm_ffi's own error kinds)
-            msg = f"{path}: its manifest names entry {name!r}, which the library does not export; rebuild the library"
-            raise LibraryError(msg) from None
 
 
 class Library:
-    """A loaded library: one attribute per entry (a ``tvm_ffi.Function``), plus cleanup and metadata."""
+    """A loaded library: one attribute per entry (a ``tvm_ffi.Function``), plus cleanup and metadata.
 
-    def __init__(self, path: Path, module, manifest: Manifest) -> None:
+    Made from the manifest's index alone: an entry's function is looked up, and its record parsed,
+    the first time it is used (an attribute, ``lib[name]``, :meth:`signature`), so a library of
+    thousands of entries loads in milliseconds and never touches what a program does not call.
+    """
+
+    def __init__(self, path: Path, module, index: ManifestIndex) -> None:
         self._path = path
         self._module = module
-        self._manifest = manifest
-        self._entries = {}
-        for name, members in manifest.exports().items():  # one function per entry, however many specialisations
-            fn = module[name]
-            if len(members[0].outputs) > 1:
-                fn = _returning_tuple(fn, name)
-            first = members[0]
-            if first.outputs and not any(p.is_tensor for p in first.inputs):  # torch_ops.takes_no_tensor, without the JSON
-                fn = torch_ops.allocating_call(fn, json.loads(to_json(first)))  # no input says where: torch's device, as the JIT
-            self._entries[name] = fn
-            if not hasattr(type(self), name):
-                object.__setattr__(self, name, fn)
+        self._index = index
+        self._exports = index.exports()  # exported name -> its IndexEntry rows
+        self._rows = {e.name: e for e in index.entries}
+        self._entries: dict = {}  # exported name -> callable, resolved on first use
+        self._records: dict = {}  # entry name -> LoweredEntry, parsed on first use
+        self._manifest: Manifest | None = None
+        self._tunings: tuple | None = None
+        self._part = None
         self._cleanup = module["cleanup_module"]
         self._prepare = module["tl_aot_prepare"]
 
@@ -164,27 +197,109 @@ class Library:
         return self._path
 
     @property
+    def index(self) -> ManifestIndex:
+        """The manifest's index: entries, their variants' request keys and archs, versions (what loading read)."""
+        return self._index
+
+    @property
     def manifest(self) -> Manifest:
+        """The whole manifest, parsed on first use (for a library of many entries, what loading avoids)."""
+        if self._manifest is None:
+            self._manifest = _whole_manifest(self._module, self._index, self._path)
         return self._manifest
 
     @property
+    def records_parsed(self) -> int:
+        """How many entries' records this object has parsed: those used, never the rest."""
+        return len(self._records)
+
+    @property
     def entries(self) -> dict:
-        """Entry name → callable."""
-        return dict(self._entries)
+        """Entry name → callable (resolving every entry: for a few, use attributes or ``lib[name]``)."""
+        return {name: self._function(name) for name in self._exports}
+
+    @property
+    def tunings(self) -> tuple:
+        """The autotuner's recorded choices (:class:`Tuning`), parsed on first use."""
+        if self._tunings is None:
+            span = self._index.tunings
+            self._tunings = () if span is None else tuple(from_json(Tuning, t) for t in json.loads(self._text(span)))
+        return self._tunings
 
     def signature(self, name: str) -> LoweredEntry:
         """The entry ``name`` (its first specialisation, if it has several: see :meth:`specialisations`)."""
-        return self._manifest.entry(name)
+        row = self._rows.get(name)
+        if row is None:
+            members = self._exports.get(name)
+            if not members:
+                raise KeyError(name)
+            row = members[0]
+        return self._record(row)
 
     def specialisations(self, name: str) -> tuple:
         """Every specialisation of entry ``name``, in the order they are tried (one for a plain entry)."""
-        return self._manifest.exports()[name]
+        return tuple(self._record(row) for row in self._exports[name])
+
+    def _record(self, row) -> LoweredEntry:
+        """The manifest's record of the entry ``row`` names, sliced out of the manifest and parsed once."""
+        have = self._records.get(row.name)
+        if have is None:
+            try:
+                have = from_json(LoweredEntry, self._text(row.span))
+            except LibraryError:
+                raise
+            except Exception as e:  # noqa: BLE001 (a record of another shape)
+                why = f"{type(e).__name__}: {e}"
+                msg = f"{self._path}: its manifest's record of {row.name!r} does not describe an entry ({why}); rebuild the library"
+                raise LibraryError(msg) from None
+            self._records[row.name] = have
+        return have
+
+    def _text(self, span) -> str:
+        """The manifest's text at ``span``, checked against the digest the index holds for it."""
+        if self._part is None:
+            self._part = self._module["tl_aot_manifest_part"]
+        text = str(self._part(span.offset, span.length))
+        if hashlib.sha256(text.encode()).hexdigest() != span.sha256:
+            msg = f"{self._path}: its manifest was altered after the build (a part's SHA-256 differs from its index's); rebuild the library"
+            raise LibraryError(msg)
+        return text
+
+    def _function(self, name: str):
+        """The callable of exported entry ``name``, looked up in the library on first use."""
+        fn = self._entries.get(name)
+        if fn is not None:
+            return fn
+        if name not in self._exports:
+            raise KeyError(name)
+        try:
+            fn = self._module[name]
+        except Exception:  # noqa: BLE001 (tvm_ffi's own error kinds)
+            msg = f"{self._path}: its manifest names entry {name!r}, which the library does not export; rebuild the library"
+            raise LibraryError(msg) from None
+        first = self.specialisations(name)[0]  # one function per entry, however many specialisations
+        if len(first.outputs) > 1:
+            fn = _returning_tuple(fn, name)
+        if first.outputs and not any(p.is_tensor for p in first.inputs):  # torch_ops.takes_no_tensor, without the JSON
+            fn = torch_ops.allocating_call(fn, json.loads(to_json(first)))  # no input says where: torch's device, as the JIT
+        self._entries[name] = fn
+        return fn
+
+    def __getattr__(self, name: str):
+        """An entry, as an attribute (found on first use, then kept on the object)."""
+        exports = self.__dict__.get("_exports")
+        if exports is None or name not in exports:
+            msg = f"{type(self).__name__!r} object has no attribute or entry {name!r}"
+            raise AttributeError(msg)
+        fn = self._function(name)
+        object.__setattr__(self, name, fn)
+        return fn
 
     def __getitem__(self, name: str):
-        return self._entries[name]
+        return self._function(name)
 
     def __dir__(self):
-        return sorted(set(super().__dir__()) | set(self._entries))
+        return sorted(set(super().__dir__()) | set(self._exports))
 
     def register_torch_ops(self, namespace: str | None = None, *, backend: str = "auto"):
         """Register the entries as ``torch.ops.<namespace>.<entry>`` (default namespace: the library's name).
@@ -195,7 +310,7 @@ class Library:
         serve the ops when torch can load it, else the Python registration does (``backend``: see
         :func:`tl_aot.runtime.torch_ops.register`; the namespace's ``backend`` attribute says which).
         """
-        functions = {name: self._module[name] for name in self._entries}  # torch_ops wraps them itself
+        functions = {name: self._module[name] for name in self._exports}  # torch_ops wraps them itself
         companion = self.torch_companion
         manifest = json.loads(str(self._module["tl_aot_manifest"]()))
         return torch_ops.register(functions, manifest, namespace, companion=companion, backend=backend)
@@ -217,8 +332,8 @@ class Library:
     cleanup_module = cleanup
 
     def __repr__(self) -> str:
-        names = ", ".join(self._entries)
-        return f"<tl_aot.Library {self._manifest.library} ({names}) from {self._path}>"
+        names = ", ".join(self._exports)
+        return f"<tl_aot.Library {self._index.library} ({names}) from {self._path}>"
 
 
 def _returning_tuple(fn, name: str):
@@ -244,9 +359,9 @@ def load(path: str | os.PathLike) -> Library:
     """
     path = Path(path)
     module = _load_module(path)
-    manifest = read_manifest(module, path)
+    index = read_index(module, path)
     _check_driver(module, path)
-    return Library(path, module, manifest)
+    return Library(path, module, index)
 
 
 def _check_driver(module, path: Path) -> None:

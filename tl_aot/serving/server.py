@@ -60,39 +60,45 @@ class Server:
         # under capture --serve: every @tilelang.jit call is traced (the capture records its IR), misses are expected
         self.capturing = capturing
         self.stats = Stats()
-        self.index: dict[str, tuple] = {}  # key -> (library, entry name, ccs)
-        self.by_name: dict[str, list] = {}
+        self.index: dict[str, tuple] = {}  # key -> (library, entry name, images it holds: gpu.image_select.image_of)
+        self.by_name: dict[str, list] = {}  # captured prim_func's name (else function) -> [(library, entry name)]
         self._served: dict[str, ServedKernel] = {}
         self._lock = threading.Lock()
         self._warned_tunings: set = set()
         self.keys = RequestKeys()
-        self.tunings: dict = {}  # tuning key -> (library, Tuning)
+        self.tunings: dict = {}  # tuning key -> (library, its index in the library's tunings)
         self.calls: dict = {}  # call key -> request key (tl_aot.jit.call_key)
         self.libraries: list = []
         self.add(libraries)
 
     def add(self, libraries) -> None:
-        """Serve these libraries' captured kernels too (a library already served is skipped)."""
+        """Serve these libraries' captured kernels too (a library already served is skipped).
+
+        Indexed from each library's manifest index (:attr:`tl_aot.runtime.loader.Library.index`):
+        no entry's record is parsed, no entry's function looked up, until a request asks for it.
+        """
         have = {str(lib.path) for lib in self.libraries}
+        images: dict = {}  # arch -> image_of(arch): a library has a handful
         for lib in libraries:
             if str(lib.path) in have:
                 continue
             self.libraries.append(lib)
-            for e in lib.manifest.entries:
+            index = lib.index
+            for e in index.entries:
                 if e.export:
                     continue  # a specialisation is reached through its export's dispatch, which may pick another
-                for v in e.variants:
-                    key = v.request_key or e.capture_key
+                for key, arch in e.variants:
                     if not key:
                         continue  # built before tl_aot recorded request keys, or from a plain prim_func with no request
-                    have = self.index.setdefault(key, (lib, e.name, set()))
-                    if have[1] == e.name and have[0] is lib:
-                        have[2].add(image_of(v.arch))
-                self.by_name.setdefault(e.capture_name or e.function, []).append(e)
-            for t in getattr(lib.manifest, "tunings", ()):
-                self.tunings.setdefault(t.key, (lib, t))
-            for c in getattr(lib.manifest, "calls", ()):
-                self.calls.setdefault(c.key, c.request_key)
+                    hit = self.index.setdefault(key, (lib, e.name, set()))
+                    if hit[1] == e.name and hit[0] is lib:
+                        image = images.get(arch)
+                        hit[2].add(image if image is not None else images.setdefault(arch, image_of(arch)))
+                self.by_name.setdefault(e.origin, []).append((lib, e.name))
+            for i, key in enumerate(index.tuning_keys):
+                self.tunings.setdefault(key, (lib, i))
+            for key, request_key in index.calls:
+                self.calls.setdefault(key, request_key)
 
     def answer_call(self, jit_call):
         """The served kernel for a ``@tilelang.jit`` compile, by its call key, before TileLang traces; None to go on.
@@ -160,7 +166,7 @@ class Server:
             return proceed()
         hit = self.tunings.get(key)
         if hit is not None:
-            result = answer(tuner, hit[1])
+            result = answer(tuner, hit[0].tunings[hit[1]])
             if result is not None:
                 self.stats.tunings_served += 1
                 return result
@@ -191,7 +197,7 @@ class Server:
         what = f"TileLang's autotuner was asked to tune {describe(material)}"
         if not gpu:
             return f"tl_aot.serve: {what}; it cannot be served: no GPU is visible to this process ({gpu.why_none})"
-        same = [t for _, t in self.tunings.values() if t.function == material["function"]]
+        same = [t for lib in self.libraries for t in lib.tunings if t.function == material["function"]]
         if same:
             listing = "; ".join(f"{t.args[:80]} on sm_{t.cc}" for t in same[:3])
             hint = f"the libraries hold {len(same)} tuning(s) of that function, for other arguments, candidates or GPUs: {listing}"
@@ -216,7 +222,8 @@ class Server:
                 f"tl_aot.serve: {what} (key {key}) cannot be served: no GPU is visible to this process ({gpu.why_none}); "
                 f"served kernels run on an NVIDIA GPU ({held})"
             )
-        near = sorted(self.by_name.get(jit, []), key=lambda e: -sum(1 for k, v in e.args if args.get(k) == v))
+        held = [lib.signature(name) for lib, name in self.by_name.get(jit, [])]  # parsed only now, for the message
+        near = sorted(held, key=lambda e: -sum(1 for k, v in e.args if args.get(k) == v))
         if key in self.index:
             archs = ", ".join(sorted(f"sm_{cc}" for cc, *_ in self.index[key][2]))
             hint = f"{self.index[key][1]} holds it for {archs} only"

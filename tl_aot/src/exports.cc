@@ -1,5 +1,5 @@
 // tl_aot launcher runtime, the library-wide exports: safe calls, an entry's call, cleanup_module,
-// tl_aot_prepare, the manifest and the driver check.
+// tl_aot_prepare, the manifest (whole, its index, a part) and the driver check.
 #include "tl_aot/launcher_runtime.h"
 
 #include <cstring>
@@ -81,6 +81,19 @@ int ffi_manifest(const char* json, TVMFFIAny* result) {
   TVM_FFI_SAFE_CALL_BEGIN();
   TVMFFIByteArray bytes{json, std::strlen(json)};
   return TVMFFIStringFromByteArray(&bytes, result);
+  TVM_FFI_SAFE_CALL_END();
+}
+
+int ffi_manifest_part(const char* json, unsigned long long bytes, const TVMFFIAny* raw, int32_t num_args,
+                      TVMFFIAny* result) {
+  TVM_FFI_SAFE_CALL_BEGIN();
+  if (num_args != 2) fail("TypeError", "tl_aot_manifest_part(offset, length) takes two arguments");
+  const ::tvm::ffi::AnyView* a = reinterpret_cast<const ::tvm::ffi::AnyView*>(raw);
+  const int64_t size = static_cast<int64_t>(bytes);
+  int64_t offset = int_arg(a[0], "tl_aot_manifest_part", "offset", 0, size, "an offset into the manifest");
+  int64_t length = int_arg(a[1], "tl_aot_manifest_part", "length", 0, size - offset, "a length within the manifest");
+  TVMFFIByteArray part{json + offset, static_cast<size_t>(length)};
+  return TVMFFIStringFromByteArray(&part, result);
   TVM_FFI_SAFE_CALL_END();
 }
 

@@ -29,6 +29,10 @@ const DLTensor* view(const ::tvm::ffi::TensorView& v, DLTensor* dl);
 int ffi_cleanup(const Library& lib, int32_t num_args, TVMFFIAny* result);
 int ffi_prepare(const Library& lib, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result);
 int ffi_manifest(const char* json, TVMFFIAny* result);
+// tl_aot_manifest_part(offset, length): `length` characters of the manifest's `bytes` from `offset`, the
+// record of one entry that tl_aot.load() reads through the index (tl_aot_manifest_index), never the whole.
+int ffi_manifest_part(const char* json, unsigned long long bytes, const TVMFFIAny* raw, int32_t num_args,
+                      TVMFFIAny* result);
 // "" when this machine's NVIDIA driver can load the library (or there is none), else why not: tl_aot.load asks.
 int ffi_driver_check(const Library& lib, TVMFFIAny* result);
 
@@ -45,10 +49,11 @@ int ffi_driver_check(const Library& lib, TVMFFIAny* result);
   }
 
 // What every library defines besides its entries: the TVM FFI exports cleanup_module,
-// tl_aot_prepare and tl_aot_manifest, and the C++ API's cleanup_module(), prepare() and manifest()
-// in namespace tl_aot::<lib>. `library` is the rt::Library, `json` the manifest's text.
+// tl_aot_prepare, tl_aot_manifest, tl_aot_manifest_index and tl_aot_manifest_part, and the C++ API's
+// cleanup_module(), prepare() and manifest() in namespace tl_aot::<lib>. `library` is the rt::Library,
+// `json` the manifest's text, `json_bytes` its length, `index` the index's text.
 // clang-format off: one short definition a line
-#define TL_AOT_DEFINE_LIBRARY(lib, library, json)                                                                    \
+#define TL_AOT_DEFINE_LIBRARY(lib, library, json, json_bytes, index)                                                 \
   extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_cleanup_module(void*, const TVMFFIAny*, int32_t num_args,              \
                                                              TVMFFIAny* result) {                                    \
     return ::tl_aot::rt::ffi_cleanup(library, num_args, result);                                                     \
@@ -59,6 +64,14 @@ int ffi_driver_check(const Library& lib, TVMFFIAny* result);
   }                                                                                                                  \
   extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_tl_aot_manifest(void*, const TVMFFIAny*, int32_t, TVMFFIAny* result) { \
     return ::tl_aot::rt::ffi_manifest(json, result);                                                                 \
+  }                                                                                                                  \
+  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_tl_aot_manifest_index(void*, const TVMFFIAny*, int32_t,                \
+                                                                    TVMFFIAny* result) {                             \
+    return ::tl_aot::rt::ffi_manifest(index, result);                                                                \
+  }                                                                                                                  \
+  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_tl_aot_manifest_part(void*, const TVMFFIAny* raw, int32_t num_args,    \
+                                                                   TVMFFIAny* result) {                              \
+    return ::tl_aot::rt::ffi_manifest_part(json, json_bytes, raw, num_args, result);                                 \
   }                                                                                                                  \
   extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_tl_aot_driver_check(void*, const TVMFFIAny*, int32_t,                 \
                                                                   TVMFFIAny* result) {                               \

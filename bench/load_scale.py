@@ -1,0 +1,349 @@
+"""Loading and serving a 2,000-entry library, on the CPU: load, serve index, lookups, memory.
+
+The library is real (launcher, manifest unit, runtime, images, linked as a build links them) but
+its entries are synthesised, since lowering 2,000 kernels is hours: the entries of the golden
+manifest (tests/unit/golden/manifest.json: GEMM with a dynamic M, multi-kernel, outputs,
+workspaces, TMA-free and TMA kernels) cycled to ``--entries``, each with one variant per arch of
+``--archs`` (its request key, image of ``--image-kb`` random bytes), a recorded ``@tilelang.jit``
+call per entry and a tuning every tenth, so the manifest is TileOPs-size per entry. ``--real``
+entries carry the request keys of real prim_funcs (tests/kernels/elementwise.py ``axpy``) and the
+call keys of real ``@tilelang.jit`` calls (tests/kernels/faithful.py ``gemm_jit``): what the lookups
+are timed on. Built once into ``--libs`` (the launcher's compile is a few CPU-minutes at 2,000).
+
+Each figure is CPU time (``time.process_time``) of a fresh process, median over ``--repeat``:
+
+- ``load_ms``: ``tl_aot.load(lib)`` (file check, dlopen, index); ``serve_ms``: ``tl_aot.serve(lib)``
+  (load + the serving index); ``index_ms``: the serving index alone (``Server.add``).
+- anchors, in the same processes: ``json.loads`` of the whole manifest (``anchor_json_ms``) and the
+  whole manifest parsed into dataclasses (``anchor_eager_ms``: what ``load`` did before the index).
+- ``lookup_call_us``: a served ``@tilelang.jit`` call answered by its call key (first ask, and the same
+  call asked again); ``lookup_request_us``: a request answered by its request key (the same
+  prim_func asked again; the first ask hashes the prim_func: ``request_first_us``, against TileLang's
+  own warm-cache key of the same prim_func, ``anchor_tilelang_key_us``); ``entry_first_use_us``: an
+  entry's first use (its record parsed, its function looked up: counted apart from lookups).
+- memory: the process's anonymous and file-backed resident memory added by ``serve`` (a mapped
+  image never read adds nothing), against the eager parse's; ``records_parsed``: entries whose
+  record serving parsed (those asked for, no more).
+
+``python bench/load_scale.py [--entries 2000] [--archs sm_80,sm_89,sm_90a,sm_100a] [--json OUT]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import hashlib
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+CLOCK = time.process_time
+GOLDEN = ROOT / "tests" / "unit" / "golden" / "manifest.json"
+KERNELS = ROOT / "tests" / "kernels"
+_GPU = "H100-SXM"  # the device profile answering device queries (no GPU here)
+
+
+def _key(*parts) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
+
+
+def _real_keys(count: int) -> tuple[list, list]:
+    """``count`` (request key of axpy(N), call key of gemm_jit(n, n, n)) pairs, N and n as the inner runs ask."""
+    from tl_aot.gpu.cuda_driver import gpu_identity
+    from tl_aot.gpu.device import emulate, find_profile
+    from tl_aot.jit.call_key import call_key
+    from tl_aot.jit.request_key import options_of, request_key
+    from tl_aot.jit.seam import CompileRequest
+
+    sys.path.insert(0, str(KERNELS))
+    import elementwise
+    import faithful
+
+    requests, calls = [], []
+    with emulate(find_profile(_GPU)):
+        for j in range(count):
+            func = elementwise.axpy(_axpy_n(j))
+            requests.append(request_key(func, options_of(CompileRequest.of(func, None))))
+            calls.append(call_key(faithful.gemm_jit, _gemm_args(j), {}, gpu_identity()))
+    return requests, calls
+
+
+def _axpy_n(j: int) -> int:
+    return 256 * (j + 1)
+
+
+def _gemm_args(j: int) -> tuple:
+    return (128 * (j + 1), 256, 512)
+
+
+def _padded(variant, chars: int):
+    """``variant`` whose recorded request lists compile flags filling ``chars`` more characters (as TileOPs' headers and defines do)."""
+    flags, k = [], 0
+    while sum(len(f) + 4 for f in flags) < chars:
+        flags.append(f"-DTILEOPS_KERNEL_OPTION_{k}=1")
+        k += 1
+    return dataclasses.replace(variant, request=json.dumps({"name": "main", "options": {"compile_flags": flags}}))
+
+
+def synthesised(n: int, archs: list[str], image_kb: int, real: int, entry_kb: float = 0):
+    """The bench's manifest: golden entries cycled to ``n``, one variant per arch, calls and tunings recorded.
+
+    ``entry_kb``: each entry's record padded to about that size (TileOPs' are ~7 KB an arch).
+    """
+    from tl_aot.common.arch import parse_arch
+    from tl_aot.common.metadata import Call, Manifest, Tuning, from_json, to_json
+
+    golden = from_json(Manifest, GOLDEN.read_text())
+    base = [e for e in golden.entries if not e.export]
+    requests, call_keys = _real_keys(real)
+    entries, calls, tunings = [], [], []
+    for i in range(n):
+        e = base[i % len(base)]
+        keys = [requests[i] if i < real and a == "sm_90a" else _key(i, a) for a in archs]
+        variants = tuple(
+            dataclasses.replace(e.variants[0], arch=parse_arch(a), request_key=k, image_bytes=image_kb * 1024) for a, k in zip(archs, keys)
+        )
+        short = len(to_json(dataclasses.replace(e, variants=variants))) + 40
+        if entry_kb * 1024 > short:
+            variants = tuple(_padded(v, int(entry_kb * 1024 - short) // len(variants)) for v in variants)
+        name = f"k{i:04d}_{e.name}"
+        capture = keys[archs.index("sm_90a")] if "sm_90a" in archs else keys[0]
+        args = (*e.args, ("variant", str(i)))
+        entries.append(dataclasses.replace(e, name=name, variants=variants, capture_key=capture, capture_name=e.function, args=args))
+        calls.append(Call(key=call_keys[i] if i < real else _key(i, "call"), request_key=capture))
+        if i % 10 == 0:
+            tunings.append(Tuning(key=_key(i, "tuning"), function=f"ops.{e.function}", args=repr(args), config="{}", request_key=capture))
+    return dataclasses.replace(golden, library="load_scale", entries=tuple(entries), calls=tuple(calls), tunings=tuple(tunings))
+
+
+def build(libs: Path, n: int, archs: list[str], image_kb: int, real: int, entry_kb: float) -> Path:
+    """The bench library (built unless ``libs`` holds one of the same shape), linked as a build links one."""
+    from tl_aot.codegen.render import image_symbol, render_header, render_launcher, render_manifest
+    from tl_aot.common.fileutil import atomic_write
+    from tl_aot.cuda.host_compile import compile_host, link_library
+    from tl_aot.cuda.host_objects import runtime_object
+
+    shape = json.dumps({"n": n, "archs": archs, "image_kb": image_kb, "real": real, "entry_kb": entry_kb, "v": 1})
+    work = libs / _key(shape)[:12]
+    lib = work / "libload_scale.so"
+    if lib.is_file() and (work / "shape.json").is_file() and (work / "shape.json").read_text() == shape:
+        return lib
+    work.mkdir(parents=True, exist_ok=True)
+    m = synthesised(n, archs, image_kb, real, entry_kb)
+    (work / "load_scale.h").write_text(render_header(m))
+    (work / "launcher.cc").write_text(render_launcher(m, header_name="load_scale.h"))
+    (work / "manifest.cc").write_text(render_manifest(m))
+    rng = random.Random(0)
+    lines = []
+    for e in m.entries:  # one assembler run for every image (embedding them one by one is quadratic)
+        for v in e.variants:
+            sym = image_symbol(e.name, v.arch)
+            path = work / "images" / f"{sym}.bin"
+            path.parent.mkdir(exist_ok=True)
+            if not path.is_file():
+                path.write_bytes(rng.randbytes(v.image_bytes))
+            cubin = f"__tvm_ffi__cubin_{sym}"
+            lines += [f".globl {cubin}", f".hidden {cubin}", ".balign 64", f"{cubin}:", f'.incbin "{path}"', f"{cubin}_end:"]
+    (work / "images.S").write_text(".section .rodata\n" + "\n".join(lines) + '\n.section .note.GNU-stack,"",@progbits\n')
+    t0 = time.perf_counter()
+    subprocess.run(["cc", "-c", "images.S", "-o", "images.o"], cwd=work, check=True)
+    compile_host(work, "manifest.cc", "manifest.o", what="compiling the manifest")
+    compile_host(work, "launcher.cc", "launcher.o", what="compiling the launcher")
+    runtime, _ = runtime_object(libs / "cache")
+    link_library(work, ["launcher.o", "manifest.o", "images.o", str(runtime)], lib.name, what="linking")
+    print(f"built {lib} ({lib.stat().st_size >> 20} MiB) in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    atomic_write(work / "shape.json", shape.encode())
+    return lib
+
+
+def _memory() -> dict:
+    """Resident anonymous and file-backed KiB of this process (/proc/self/status)."""
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("RssAnon:", "RssFile:")):
+            out[line.split(":")[0]] = int(line.split()[1])
+    return out
+
+
+def _inner_load(lib: str) -> dict:
+    """``tl_aot.load`` timed in this fresh process, then the anchors (the whole manifest, parsed eagerly)."""
+    import tvm_ffi  # noqa: F401 (imports are not loading's cost)
+
+    from tl_aot.common.metadata import Manifest, from_json
+    from tl_aot.runtime import loader
+
+    gc.collect()
+    out = {}
+    before = _memory()
+    t0 = CLOCK()
+    loaded = loader.load(lib)
+    out["load_ms"] = (CLOCK() - t0) * 1e3
+    after = _memory()
+    out["load_anon_kib"] = after["RssAnon"] - before["RssAnon"]
+    out["load_file_kib"] = after["RssFile"] - before["RssFile"]
+    out["entries"] = len(loaded.index.entries)
+    text = str(loaded._module["tl_aot_manifest"]())  # the anchors: the whole manifest, as load parsed it before the index
+    out["manifest_bytes"] = len(text)
+    gc.collect()
+    before = _memory()
+    t0 = CLOCK()
+    raw = json.loads(text)
+    out["anchor_json_ms"] = (CLOCK() - t0) * 1e3
+    t0 = CLOCK()
+    eager = from_json(Manifest, raw)
+    out["anchor_eager_ms"] = out["anchor_json_ms"] + (CLOCK() - t0) * 1e3
+    out["anchor_eager_anon_kib"] = _memory()["RssAnon"] - before["RssAnon"]
+    assert len(eager.entries) == out["entries"]
+    return out
+
+
+def _inner_serve(lib: str) -> dict:
+    """``tl_aot.serve`` timed in this fresh process (its modules imported first: imports are not its cost), and its memory."""
+    import tvm_ffi  # noqa: F401
+
+    import tl_aot.jit.import_hooks  # noqa: F401
+    import tl_aot.jit.request_key  # noqa: F401
+    import tl_aot.runtime.loader  # noqa: F401
+    from tl_aot.serve import server as serving
+
+    add = serving.Server.add
+    spent = []
+
+    def timed(self, libs):
+        t = CLOCK()
+        try:
+            return add(self, libs)
+        finally:
+            spent.append(CLOCK() - t)
+
+    serving.Server.add = timed
+    gc.collect()
+    out = {}
+    before = _memory()
+    t0 = CLOCK()
+    server = serving.serve(lib, strict=True)
+    out["serve_ms"] = (CLOCK() - t0) * 1e3
+    after = _memory()
+    out["index_ms"] = spent[0] * 1e3
+    out["serve_anon_kib"] = after["RssAnon"] - before["RssAnon"]
+    out["serve_file_kib"] = after["RssFile"] - before["RssFile"]
+    out["records_parsed"] = sum(x.records_parsed for x in server.libraries)
+    out["kernels_indexed"] = len(server.index)
+    out["calls_indexed"] = len(server.calls)
+    return out
+
+
+def _per_call(fn, repeat: int) -> float:
+    """Microseconds of CPU per call of ``fn()``, over ``repeat`` calls."""
+    t0 = CLOCK()
+    for _ in range(repeat):
+        fn()
+    return (CLOCK() - t0) / repeat * 1e6
+
+
+def _inner_lookups(lib: str, real: int) -> dict:
+    """Lookups of the ``real`` entries: by call key (untraced) and by request key, each first and again."""
+    from tilelang.cache.kernel_cache import KernelCache
+
+    from tl_aot.gpu.device import emulate, find_profile
+    from tl_aot.jit.seam import CompileRequest
+    from tl_aot.serve import server as serving
+
+    sys.path.insert(0, str(KERNELS))
+    import elementwise
+    import faithful
+
+    server = serving.serve(lib, strict=True)
+    (loaded,) = server.libraries
+    rows = []
+    with emulate(find_profile(_GPU)):
+        for j in range(real):
+            name = loaded.index.entries[j].name
+            row = {}
+            t0 = CLOCK()
+            loaded.signature(name)
+            loaded[name]
+            row["entry_first_use_us"] = (CLOCK() - t0) * 1e6
+            call = (faithful.gemm_jit, _gemm_args(j), {})
+            t0 = CLOCK()
+            served = server.answer_call(call)
+            row["call_first_us"] = (CLOCK() - t0) * 1e6
+            assert served is not None and served.entry == name, (served, name)
+            row["call_again_us"] = _per_call(lambda call=call: server.answer_call(call), 200)
+            func = elementwise.axpy(_axpy_n(j))
+            req = CompileRequest.of(func, None)
+            t0 = CLOCK()
+            KernelCache()._generate_key(func, out_idx=None, execution_backend="tvm_ffi", args=(), target="cuda", target_host=None)
+            row["anchor_tilelang_key_us"] = (CLOCK() - t0) * 1e6
+            t0 = CLOCK()
+            served, _ = server.lookup(req)
+            row["request_first_us"] = (CLOCK() - t0) * 1e6
+            assert served is not None and served.entry == name, (served, name)
+            row["request_again_us"] = _per_call(lambda req=req: server.lookup(req), 200)
+            rows.append(row)
+    return {"rows": rows, "records_parsed": loaded.records_parsed, "hashed": server.keys.hashed}
+
+
+def _sub(mode: str, lib: Path, real: int) -> dict:
+    cmd = [sys.executable, __file__, "--inner", mode, "--lib", str(lib), "--real", str(real)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    return json.loads(next(ln for ln in reversed(out.stdout.splitlines()) if ln.startswith("{")))
+
+
+def summary(loads: list, lookups: dict, lib: Path) -> dict:
+    med = statistics.median
+    s = {k: round(med([x[k] for x in loads]), 2) for k in loads[0]}
+    rows = lookups["rows"][1:]  # the first row pays the imports' warm-up
+    for k in rows[0]:
+        s[f"{k}_median"] = round(med([r[k] for r in rows]), 2)
+    s["library_mib"] = round(lib.stat().st_size / 2**20, 1)
+    s["manifest_kib_per_entry"] = round(s["manifest_bytes"] / s["entries"] / 1024, 1)
+    s["load_vs_anchor_eager"] = round(s["load_ms"] / s["anchor_eager_ms"], 3)
+    s["serve_vs_anchor_eager"] = round(s["serve_ms"] / s["anchor_eager_ms"], 3)
+    s["serve_vs_anchor_json"] = round(s["serve_ms"] / s["anchor_json_ms"], 3)
+    s["load_anon_vs_anchor_eager"] = round(s["load_anon_kib"] / max(1, s["anchor_eager_anon_kib"]), 3)
+    s["serve_anon_vs_anchor_eager"] = round(s["serve_anon_kib"] / max(1, s["anchor_eager_anon_kib"]), 3)
+    s["request_first_vs_tilelang_key"] = round(s["request_first_us_median"] / s["anchor_tilelang_key_us_median"], 3)
+    s["lookup_records_parsed"] = lookups["records_parsed"]
+    s["lookup_requests_hashed"] = lookups["hashed"]
+    return s
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--inner")
+    p.add_argument("--lib")
+    p.add_argument("--libs", default=str(ROOT / ".benchlibs" / "load_scale"))
+    p.add_argument("--entries", type=int, default=2000)
+    p.add_argument("--archs", default="sm_80,sm_89,sm_90a,sm_100a")
+    p.add_argument("--image-kb", type=int, default=64)
+    p.add_argument("--entry-kb", type=float, default=14, help="each entry's manifest record padded to this size")
+    p.add_argument("--real", type=int, default=9, help="entries with real request and call keys (the lookups timed)")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--json")
+    a = p.parse_args(argv)
+    if a.inner:
+        inner = {"load": _inner_load, "serve": _inner_serve}.get(a.inner)
+        print(json.dumps(inner(a.lib) if inner else _inner_lookups(a.lib, a.real)))
+        return 0
+    lib = build(Path(a.libs), a.entries, a.archs.split(","), a.image_kb, a.real, a.entry_kb)
+    loads = [{**_sub("load", lib, a.real), **_sub("serve", lib, a.real)} for _ in range(a.repeat)]
+    lookups = _sub("lookups", lib, a.real)
+    result = {"summary": summary(loads, lookups, lib), "loads": loads, "lookups": lookups["rows"]}
+    print(json.dumps(result["summary"], indent=1))
+    if a.json:
+        Path(a.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""The manifest's compact index: every entry reachable, each record the eager parse's, nothing parsed that is not used."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from helpers import golden_manifest
+
+from tl_aot.common.errors import LibraryError
+from tl_aot.common.manifest_index import index_of, index_text, parse_index
+from tl_aot.common.metadata import ABI_VERSION, Call, LoweredEntry, Tuning, from_json, to_json
+from tl_aot.runtime import loader
+from tl_aot.runtime.elf import ElfInfo
+from tl_aot.runtime.loader import Library, read_index, read_manifest
+from tl_aot.serve.server import Server
+
+
+def _manifest(copies: int = 3):
+    """The golden manifest (plain entries, a specialised export, several archs), copied, with tunings and calls."""
+    m = golden_manifest()
+    entries = tuple(
+        dataclasses.replace(e, name=f"{e.name}_{k}", export=f"{e.export}_{k}" if e.export else "", capture_key=f"ck{k}{e.name}")
+        for k in range(copies)
+        for e in m.entries
+    )
+    tunings = tuple(Tuning(key=f"t{i}", function="ops.gemm", args=f"(M={i})", request_key=e.capture_key) for i, e in enumerate(entries[:4]))
+    calls = tuple(Call(key=f"c{i}", request_key=e.capture_key) for i, e in enumerate(entries))
+    return dataclasses.replace(m, abi_version=ABI_VERSION, entries=entries, tunings=tunings, calls=calls)
+
+
+class _Module:
+    """What ``tvm_ffi.load_module`` gives for a library embedding ``manifest``: its exports by name, each call counted."""
+
+    def __init__(self, manifest, *, index: str | None = None, text: str | None = None) -> None:
+        self.text = to_json(manifest) if text is None else text
+        self.index = index_text(manifest, to_json(manifest)) if index is None else index
+        self.looked_up: list = []
+        self.exports = {
+            "tl_aot_manifest": lambda: self.text,
+            "tl_aot_manifest_index": lambda: self.index,
+            "tl_aot_manifest_part": lambda offset, length: self.text[offset : offset + length],
+            "cleanup_module": lambda: 0,
+            "tl_aot_prepare": lambda device: None,
+            **{name: (lambda *a, name=name: ("ran", name, a)) for name in manifest.exports()},
+        }
+
+    def __getitem__(self, name: str):
+        self.looked_up.append(name)
+        try:
+            return self.exports[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _library(manifest, **kw) -> tuple[Library, _Module]:
+    module = _Module(manifest, **kw)
+    return Library(Path("/libs/libgolden.so"), module, parse_index(module.index)), module
+
+
+def test_every_entry_is_reachable_and_its_record_is_the_eager_parse():
+    m = _manifest()
+    text = to_json(m)
+    index = index_of(m)
+    assert [e.name for e in index.entries] == [e.name for e in m.entries]
+    assert index.manifest_bytes == len(text) and index.abi_version == ABI_VERSION
+    for row, entry in zip(index.entries, m.entries):
+        part = text[row.span.offset : row.span.offset + row.span.length]
+        assert from_json(LoweredEntry, part) == entry
+        assert [(v.request_key, v.arch) for v in row.variants] == [(v.request_key or entry.capture_key, v.arch) for v in entry.variants]
+        assert row.exported == entry.exported and row.origin == (entry.capture_name or entry.function)
+    t = index.tunings
+    assert tuple(from_json(Tuning, x) for x in json.loads(text[t.offset : t.offset + t.length])) == m.tunings
+    assert index.tuning_keys == tuple(x.key for x in m.tunings) and index.calls == tuple((c.key, c.request_key) for c in m.calls)
+    assert {k: [e.name for e in v] for k, v in index.exports().items()} == {k: [e.name for e in v] for k, v in m.exports().items()}
+
+
+def test_a_library_parses_only_the_records_it_is_asked_for():
+    m = _manifest()
+    lib, module = _library(m)
+    assert lib.records_parsed == 0 and set(module.looked_up) == {"cleanup_module", "tl_aot_prepare"}  # nothing of any entry
+    assert lib.signature("gemm_1") == m.entry("gemm_1") and lib.records_parsed == 1
+    assert lib.specialisations("norm_2") == m.exports()["norm_2"] and lib.records_parsed == 1 + len(m.exports()["norm_2"])
+    assert lib.add_one_0(1, 2) == ("ran", "add_one_0", (1, 2)) and lib.records_parsed == 2 + len(m.exports()["norm_2"])
+    assert [n for n in module.looked_up if not n.startswith(("tl_aot", "cleanup"))] == ["add_one_0"]
+    assert lib.tunings == m.tunings and lib.manifest == m
+    assert "gemm_0" in dir(lib) and "gemm_0" in repr(lib)
+    with pytest.raises(AttributeError, match="no attribute or entry 'nope'"):
+        lib.nope  # noqa: B018
+
+
+def test_serving_indexes_every_variant_without_parsing_a_record():
+    m = _manifest()
+    lib, module = _library(m)
+    server = Server([lib])
+    plain = [e for e in m.entries if not e.export]
+    assert set(server.index) == {v.request_key or e.capture_key for e in plain for v in e.variants}
+    assert server.calls == {c.key: c.request_key for c in m.calls}
+    assert lib.records_parsed == 0 and not [n for n in module.looked_up if n in m.exports()]
+    lib_of, i = server.tunings["t2"]
+    assert lib_of is lib and lib.tunings[i] == m.tunings[2]
+
+
+def test_an_altered_record_or_index_is_refused_and_an_old_library_is_named(monkeypatch):
+    m = _manifest(1)
+    digest = hashlib.sha256(index_text(m, to_json(m)).encode()).hexdigest()  # what the library's ELF section holds
+    monkeypatch.setattr(loader, "_checked", lambda path: ElfInfo("", digest, True))
+    text = to_json(m)
+    row = index_of(m).entries[1]
+    bad = text[: row.span.offset] + text[row.span.offset :].replace('"float16"', '"float32"', 1)
+    lib, _ = _library(m, text=bad)
+    lib.signature(m.entries[0].name)  # an untouched record reads as ever
+    with pytest.raises(LibraryError, match="altered after the build"):
+        lib.signature(row.name)
+    old = _Module(m)
+    del old.exports["tl_aot_manifest_index"]
+    old.text = to_json(dataclasses.replace(m, abi_version=3))
+    with pytest.raises(LibraryError, match=f"with launcher ABI 3; this tl_aot understands ABI {ABI_VERSION}. Rebuild the library"):
+        read_index(old, Path("/libs/libold.so"))
+    assert read_manifest(_Module(m), Path("/libs/libgolden.so")) == m
+    with pytest.raises(LibraryError, match="altered after the build"):
+        read_index(_Module(m, index=index_text(m, to_json(m)).replace('"gemm_0"', '"gemm_9"')), Path("/libs/libgolden.so"))
+    with pytest.raises(LibraryError, match="altered after the build"):
+        read_manifest(_Module(m, text=bad), Path("/libs/libgolden.so"))
