@@ -86,7 +86,8 @@ def _add_one_thread(lib, torch, i: int, calls: int, check_every: int, counts: Co
                 counts.error(counts.errors, e)
                 failed += 1
                 if failed == MAX_FAILED_IN_A_ROW:
-                    raise
+                    msg = f"thread {i}: {failed} calls in a row failed; it stopped"
+                    raise RuntimeError(msg) from e
                 continue
             failed = 0
             done += 1
@@ -122,7 +123,8 @@ def _gemm_thread(lib, torch, i: int, calls: int, check_every: int, counts: Count
                 counts.error(counts.errors, e)
                 failed += 1
                 if failed == MAX_FAILED_IN_A_ROW:
-                    raise
+                    msg = f"thread {i}: {failed} calls in a row failed; it stopped"
+                    raise RuntimeError(msg) from e
                 continue
             failed = 0
             done += 1
