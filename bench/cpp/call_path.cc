@@ -9,6 +9,7 @@
 // Each round starts THREADS threads at once, each making CALLS calls; prints one JSON object: the
 // median over rounds of the wall-clock ns per call per thread, the same in each thread's own CPU
 // time (steadier on a shared machine: time spent preempted is not counted), and the total calls.
+#include <time.h>
 #include <tl_aot/launcher_runtime.h>
 
 #include <algorithm>
@@ -19,31 +20,68 @@
 #include <thread>
 #include <vector>
 
-#include <time.h>
-
 namespace rt = ::tl_aot::rt;
 
 namespace {
 // The fake driver: one device of compute capability 9.0 whose module has kernel "k".
-CUresult f_ok0(unsigned int) { return CUDA_SUCCESS; }
-CUresult f_count(int* n) { *n = 1; return CUDA_SUCCESS; }
-CUresult f_get(CUdevice* d, int i) { *d = i; return CUDA_SUCCESS; }
+CUresult f_ok0(unsigned int) {
+  return CUDA_SUCCESS;
+}
+CUresult f_count(int* n) {
+  *n = 1;
+  return CUDA_SUCCESS;
+}
+CUresult f_get(CUdevice* d, int i) {
+  *d = i;
+  return CUDA_SUCCESS;
+}
 CUresult f_attr(int* v, CUdevice_attribute a, CUdevice) {
-  *v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9 : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN ? 232448 : 0;
+  *v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR            ? 9
+       : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN ? 232448
+                                                                    : 0;
   return CUDA_SUCCESS;
 }
 CUcontext const kCtx = reinterpret_cast<CUcontext>(0x1000);
-CUresult f_retain(CUcontext* c, CUdevice) { *c = kCtx; return CUDA_SUCCESS; }
-CUresult f_release(CUdevice) { return CUDA_SUCCESS; }
-CUresult f_getcur(CUcontext* c) { *c = kCtx; return CUDA_SUCCESS; }  // the device's context is current, as under torch
-CUresult f_push(CUcontext) { return CUDA_SUCCESS; }
-CUresult f_pop(CUcontext* c) { *c = nullptr; return CUDA_SUCCESS; }
-CUresult f_load(CUmodule* m, const void*) { *m = reinterpret_cast<CUmodule>(0x2000); return CUDA_SUCCESS; }
-CUresult f_unload(CUmodule) { return CUDA_SUCCESS; }
-CUresult f_getfn(CUfunction* f, CUmodule, const char*) { *f = reinterpret_cast<CUfunction>(0x3000); return CUDA_SUCCESS; }
-CUresult f_fnattr(int* v, CUfunction_attribute, CUfunction) { *v = 0; return CUDA_SUCCESS; }
-CUresult f_setattr(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
-CUresult f_capturing(CUstream, CUstreamCaptureStatus* s) { *s = CU_STREAM_CAPTURE_STATUS_NONE; return CUDA_SUCCESS; }
+CUresult f_retain(CUcontext* c, CUdevice) {
+  *c = kCtx;
+  return CUDA_SUCCESS;
+}
+CUresult f_release(CUdevice) {
+  return CUDA_SUCCESS;
+}
+CUresult f_getcur(CUcontext* c) {
+  *c = kCtx;
+  return CUDA_SUCCESS;
+}  // the device's context is current, as under torch
+CUresult f_push(CUcontext) {
+  return CUDA_SUCCESS;
+}
+CUresult f_pop(CUcontext* c) {
+  *c = nullptr;
+  return CUDA_SUCCESS;
+}
+CUresult f_load(CUmodule* m, const void*) {
+  *m = reinterpret_cast<CUmodule>(0x2000);
+  return CUDA_SUCCESS;
+}
+CUresult f_unload(CUmodule) {
+  return CUDA_SUCCESS;
+}
+CUresult f_getfn(CUfunction* f, CUmodule, const char*) {
+  *f = reinterpret_cast<CUfunction>(0x3000);
+  return CUDA_SUCCESS;
+}
+CUresult f_fnattr(int* v, CUfunction_attribute, CUfunction) {
+  *v = 0;
+  return CUDA_SUCCESS;
+}
+CUresult f_setattr(CUfunction, CUfunction_attribute, int) {
+  return CUDA_SUCCESS;
+}
+CUresult f_capturing(CUstream, CUstreamCaptureStatus* s) {
+  *s = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
 
 rt::Driver fake_driver() {
   rt::Driver d;
@@ -79,7 +117,8 @@ const rt::TensorSpec kTensors[] = {
     {}};
 const rt::SymbolSpec kSymbols[] = {{"n", 0, 0, 2147483647, -1, {rt::kConst, 0}, ""}, {}};
 const rt::ArgRead kReads[] = {{"X", rt::kTensorArg, 0, 0, 0, ""}, {"Y", rt::kTensorArg, 1, 0, 0, ""}, {}};
-const rt::Checks kChecks{kTensors, 2, 2, kSymbols, 1, 0, nullptr, 0, 0, nullptr, {kReads, 2, "X, Y"}, {nullptr, 0, ""}, 0, true};
+const rt::Checks kChecks{kTensors,         2, 2,   kSymbols, 1, 0, nullptr, 0, 0, nullptr, {kReads, 2, "X, Y"},
+                         {nullptr, 0, ""}, 0, true};
 void no_launch(const rt::Frame&, const rt::EntrySlot& slot, CUstream, int, bool) {
   if (slot.kernels[0] == nullptr) std::abort();  // what a launch reads
 }
@@ -144,7 +183,8 @@ int main(int argc, char** argv) {
   }
   std::sort(ns.begin(), ns.end());
   std::sort(cpu_ns.begin(), cpu_ns.end());
-  std::printf("{\"threads\": %d, \"calls\": %lld, \"ns_per_call\": %.2f, \"ns_min\": %.2f, \"cpu_ns_per_call\": %.2f}\n",
-              threads, static_cast<long long>(threads) * n * rounds, ns[ns.size() / 2], ns[0], cpu_ns[cpu_ns.size() / 2]);
+  std::printf(
+      "{\"threads\": %d, \"calls\": %lld, \"ns_per_call\": %.2f, \"ns_min\": %.2f, \"cpu_ns_per_call\": %.2f}\n",
+      threads, static_cast<long long>(threads) * n * rounds, ns[ns.size() / 2], ns[0], cpu_ns[cpu_ns.size() / 2]);
   return rt::cleanup(kLib);
 }
