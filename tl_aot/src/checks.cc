@@ -145,10 +145,9 @@ void run(const Entry& e, Frame& x, const ::tvm::ffi::AnyView* stream_view, bool 
   const bool explicit_stream =
       has_stream || (stream_view != nullptr && stream_view->type_index() != ::tvm::ffi::TypeIndex::kTVMFFINone);
   CUstream stream = has_stream ? static_cast<CUstream>(stream_ptr) : stream_arg(stream_view, device, e.name);
-  const int v = loaded_variant(*e.library, e, device, e.checks->tensors[0].name, stream);
+  const Launching launching(*e.library, e, device, e.checks->tensors[0].name, stream);  // cleanup waits for it
   ContextGuard guard(e.name, g_devices[device].ctx);
-  if (TL_AOT_UNLIKELY(v < 0 || v >= e.num_images)) not_loaded(e.name, device);
-  e.launches[v](x, e.slots[device], stream, device, explicit_stream);
+  e.launches[launching.variant()](x, e.slots[device], stream, device, explicit_stream);
 }
 
 void invoke(const Entry& e, Frame& x, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result, bool alloc) {

@@ -1,9 +1,12 @@
 // tl_aot launcher runtime, modules: per-device state (a retained primary context), image
-// selection, loading an entry's module and kernels (find_kernel_by_pattern), prepare and cleanup.
+// selection, loading an entry's module and kernels (find_kernel_by_pattern), prepare, and cleanup
+// once the launches in flight have drained.
 #include "tl_aot/launcher_runtime.h"
 
+#include <chrono>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -14,8 +17,9 @@ inline namespace v3 {  // v3: Entry and EntrySlot for table-driven checks
 // ------------------------------------------------------------------------------------------------
 // Per-device state
 // ------------------------------------------------------------------------------------------------
-static std::mutex g_mutex;
+static std::mutex g_mutex;  // loading, prepare and cleanup take turns; launches never take it
 DeviceSlot g_devices[kMaxDevices];
+InFlightShard g_in_flight[kInFlightShards];
 
 // An exact match, else SASS of the same major from an older minor (binary compatible), else the
 // newest PTX not newer than the device.
@@ -226,12 +230,50 @@ void prepare(const Library& lib, int device) {
   }
 }
 
-// Unload every module, release every retained primary context (even if an unload failed), clear
-// all state and return the last error (0 when all went well). Safe twice; a later call re-initialises.
-int cleanup(const Library& lib) {
+int64_t launches_in_flight() {
+  int64_t n = 0;
+  for (const InFlightShard& s : g_in_flight) n += s.n.load(std::memory_order_seq_cst);
+  return n;
+}
+
+// Waits until no launch is counted in flight, at most `drain_ms`; false if some still are. Each
+// shard is read after every slot was marked unloaded, so a launch it misses saw its slot unloaded.
+static bool drain(int64_t drain_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_ms);
+  for (const InFlightShard& s : g_in_flight) {
+    for (int spins = 0; s.n.load(std::memory_order_seq_cst) != 0; ++spins) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      if (spins < 64)
+        std::this_thread::yield();  // a launch is a few microseconds of driver work
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));  // one blocked in the driver's queue
+    }
+  }
+  return true;
+}
+
+// Retire every slot (launches from now on wait for the mutex), wait for the launches in flight, then
+// unload every module and release every retained primary context (even if an unload failed), clear
+// all state and return the last error (0 when all went well). Safe twice; a later call
+// re-initialises. If launches do not drain in time (one blocked for good, or cleanup called from
+// inside a launch), the slots are restored and nothing is unloaded: a clear error instead of a hang.
+int cleanup(const Library& lib, int64_t drain_ms) {
   std::lock_guard<std::mutex> lock(g_mutex);
   Driver& d = driver();
   if (!d.ok) return 0;
+  std::vector<int> was(static_cast<size_t>(lib.num_entries) * kMaxDevices);
+  for (int i = 0; i < lib.num_entries; ++i)
+    for (int dev = 0; dev < kMaxDevices; ++dev)
+      was[i * kMaxDevices + dev] = lib.entries[i]->slots[dev].loaded.exchange(0, std::memory_order_seq_cst);
+  if (!drain(drain_ms)) {
+    for (int i = 0; i < lib.num_entries; ++i)
+      for (int dev = 0; dev < kMaxDevices; ++dev)
+        lib.entries[i]->slots[dev].loaded.store(was[i * kMaxDevices + dev], std::memory_order_seq_cst);
+    fail("RuntimeError", std::string("cleanup_module: ") + std::to_string(launches_in_flight()) + " launch(es) of " +
+                             lib.name + " still in flight after " + std::to_string(drain_ms) +
+                             " ms; nothing was unloaded (was cleanup_module called from inside a launch, or is a "
+                             "launch blocked in the driver?)");
+  }
   CUresult last = CUDA_SUCCESS;
   for (int i = 0; i < lib.num_entries; ++i) {
     EntrySlot* slots = lib.entries[i]->slots;
@@ -250,7 +292,6 @@ int cleanup(const Library& lib) {
       s.module = nullptr;
       for (auto& k : s.kernels) k = nullptr;
       for (auto& m : s.max_dynamic_smem) m = 0;
-      s.loaded.store(0, std::memory_order_release);
     }
   }
   for (int dev = 0; dev < kMaxDevices; ++dev) {
@@ -263,11 +304,6 @@ int cleanup(const Library& lib) {
     }
   }
   return static_cast<int>(last);
-}
-
-void not_loaded(const char* entry, int device) {
-  fail("RuntimeError", std::string(entry) + ": not loaded on cuda:" + std::to_string(device) +
-                           " (was cleanup_module called while this call ran?)");
 }
 
 }  // namespace v3

@@ -27,6 +27,8 @@ static int g_failed = 0, g_passed = 0;
 // ---- the fake driver -------------------------------------------------------------------------
 static std::vector<std::string> g_functions;  // names in the loaded module
 static std::atomic<int> g_loads{0}, g_unloads{0}, g_releases{0};
+static std::atomic<int> g_load_delay_ms{5};  // widens the init race window; 0 for the cleanup stress
+static std::atomic<bool> g_live[1 << 16];     // module n (handle 0x2000 + n) loaded and not yet unloaded
 static CUresult g_unload_result = CUDA_SUCCESS;
 static int g_static_smem = 1024, g_optin = 232448, g_major = 9, g_minor = 0;
 static int g_set_dynamic = -1;
@@ -56,12 +58,21 @@ static CUresult f_get_handle(CUdevice* d, int i) { *d = 100 + i; return CUDA_SUC
 static CUresult f_push(CUcontext) { return CUDA_SUCCESS; }
 static CUresult f_pop(CUcontext* c) { *c = nullptr; return CUDA_SUCCESS; }
 static CUresult f_load(CUmodule* m, const void*) {
-  ++g_loads;
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // widen the init race window
-  *m = reinterpret_cast<CUmodule>(0x2000);
+  const int n = ++g_loads % (1 << 16);
+  std::this_thread::sleep_for(std::chrono::milliseconds(g_load_delay_ms.load()));
+  g_live[n] = true;
+  *m = reinterpret_cast<CUmodule>(0x2000 + static_cast<uintptr_t>(n));
   return CUDA_SUCCESS;
 }
-static CUresult f_unload(CUmodule) { ++g_unloads; return g_unload_result; }
+static bool module_live(CUmodule m) {
+  const uintptr_t n = reinterpret_cast<uintptr_t>(m) - 0x2000;
+  return m != nullptr && n < (1 << 16) && g_live[n].load();
+}
+static CUresult f_unload(CUmodule m) {
+  ++g_unloads;
+  g_live[reinterpret_cast<uintptr_t>(m) - 0x2000] = false;
+  return g_unload_result;
+}
 static CUresult f_getfn(CUfunction* f, CUmodule, const char* name) {
   for (size_t i = 0; i < g_functions.size(); ++i)
     if (g_functions[i] == name) { *f = reinterpret_cast<CUfunction>(0x3000 + i); return CUDA_SUCCESS; }
@@ -126,6 +137,12 @@ static rt::EntrySlot g_slots[rt::kMaxDevices];
 static const rt::Entry kEntry{"gemm", kImages, 2, g_slots};
 static const rt::Entry* const kEntries[] = {&kEntry};
 static const rt::Library kLib{"lib", kEntries, 1};
+
+// The variant a launch of `entry` on `device` would use (loading it on first use), as rt::run gets it.
+static int loaded_variant(const rt::Library& lib, const rt::Entry& entry, int device) {
+  const rt::Launching launching(lib, entry, device, "A", nullptr);
+  return launching.variant();
+}
 
 template <class F>
 static std::string error_of(F fn) {
@@ -291,6 +308,128 @@ static void test_checker() {
   CHECK(error_of([] { CHECK(!rt::call_form(kPair, nullptr, 4, "pair")); }) == "");
 }
 
+// ---- cleanup against launches in flight ------------------------------------------------------
+// An entry run through rt::run whose "launch" checks that what it was handed is still loaded: its
+// module not unloaded, its kernel and its device's context set. A use after cleanup counts as dead.
+static std::atomic<int> g_dead_uses{0}, g_launched{0};
+static void live_launch(const rt::Frame&, const rt::EntrySlot& slot, CUstream, int device, bool) {
+  if (!module_live(slot.module) || slot.kernels[0] == nullptr || rt::g_devices[device].ctx == nullptr) ++g_dead_uses;
+  ++g_launched;
+}
+static const rt::LaunchFn kLiveLaunches[] = {live_launch, live_launch};
+static rt::EntrySlot g_live_slots[rt::kMaxDevices];
+extern const rt::Library kLiveLib;
+static const rt::Entry kLive{"live", kImages, 2, g_live_slots, &kLiveLib, &kPairChecks, kLiveLaunches};
+static const rt::Entry* const kLiveEntries[] = {&kLive};
+const rt::Library kLiveLib{"livelib", kLiveEntries, 1};
+
+// One call of entry `live` on cuda:1 through the call path (checks, in-flight count, context, launch).
+static std::string run_live() {
+  alignas(64) static char buf[64];
+  const DLDataType f16{kDLFloat, 16, 1};
+  FakeTensor x(buf, 1, f16, {6, 8}), y(buf, 1, f16, {5, 3});
+  rt::Args<2, 2, 1, 0> args;
+  args.t[0] = &x.t;
+  args.t[1] = &y.t;
+  args.a[0].i = 4;
+  return error_of([&] { rt::run(kLive, args, nullptr, true, nullptr, false); });
+}
+
+// Runs `fn` on a thread of its own; done() says whether it has returned.
+struct Async {
+  std::atomic<bool> finished{false};
+  std::thread thread;
+  template <class F>
+  explicit Async(F fn) : thread([this, fn] { fn(); finished = true; }) {}
+  bool done() const { return finished.load(); }
+  void join() { thread.join(); }
+};
+
+static void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+static void test_cleanup_waits_for_launches() {
+  g_functions = {"gemm_kernel"};
+  g_load_delay_ms = 0;
+  rt::cleanup(kLib);
+
+  // A launch in flight holds cleanup back: nothing is unloaded until it ends. A launch starting
+  // meanwhile waits for the cleanup, then loads a fresh module; every launch saw a loaded slot.
+  std::atomic<bool> release{false}, holding{false};
+  CUmodule held_module = nullptr;
+  Async holder([&] {
+    const rt::Launching launching(kLib, kEntry, 1, "A", nullptr);
+    held_module = g_slots[1].module;
+    holding = true;
+    while (!release) sleep_ms(1);
+    if (!module_live(held_module)) ++g_dead_uses;
+  });
+  while (!holding) sleep_ms(1);
+  CHECK(rt::launches_in_flight() == 1);
+  const int unloads = g_unloads, loads = g_loads;
+  int cleaned = -1;
+  Async cleaner([&] { cleaned = rt::cleanup(kLib); });
+  while (g_slots[1].loaded.load() != 0) sleep_ms(1);  // the cleanup has retired the slots
+  sleep_ms(30);
+  CHECK(!cleaner.done() && g_unloads == unloads && module_live(held_module));  // waiting for the launch
+  CUmodule late_module = nullptr;
+  Async late([&] {
+    const rt::Launching launching(kLib, kEntry, 1, "A", nullptr);
+    late_module = g_slots[1].module;
+    if (!module_live(late_module)) ++g_dead_uses;
+  });
+  sleep_ms(30);
+  CHECK(!late.done());  // its slot was retired: it waits for the cleanup instead of using the old module
+  release = true;
+  holder.join();
+  cleaner.join();
+  late.join();
+  CHECK(cleaned == 0 && g_unloads == unloads + 1 && !module_live(held_module));
+  CHECK(g_loads == loads + 1 && late_module != held_module && module_live(late_module));
+  CHECK(rt::launches_in_flight() == 0 && g_dead_uses == 0);
+
+  // A launch that never ends (here: cleanup called from inside it): a clear error after the wait,
+  // nothing unloaded, the library as it was; once the launch ends, cleanup works.
+  {
+    const rt::Launching launching(kLib, kEntry, 1, "A", nullptr);
+    const int before = g_unloads;
+    std::string msg = error_of([] { rt::cleanup(kLib, 30); });
+    CHECK(msg ==
+          "cleanup_module: 1 launch(es) of lib still in flight after 30 ms; nothing was unloaded (was cleanup_module "
+          "called from inside a launch, or is a launch blocked in the driver?)");
+    CHECK(g_unloads == before && g_slots[1].loaded.load() == 2 && module_live(g_slots[1].module));
+    CHECK(loaded_variant(kLib, kEntry, 1) == 1);  // still usable, no reload
+  }
+  CHECK(rt::cleanup(kLib, 30) == 0 && g_slots[1].loaded.load() == 0);
+
+  // Stress: threads calling through rt::run while another cleans up over and over. Every call
+  // succeeds, none uses an unloaded module or a released context, and the count returns to 0.
+  // Each caller makes at least kCalls calls and goes on until kCleanups cleanups ran beside it.
+  constexpr int kThreads = 4, kCalls = 2000, kCleanups = 20;
+  std::atomic<int> running{kThreads}, errors{0}, cleanups{0}, calls{0};
+  const int launched = g_launched;
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kThreads; ++i)
+    callers.emplace_back([&] {
+      for (int k = 0; k < kCalls || cleanups < kCleanups; ++k, ++calls)
+        if (!run_live().empty()) ++errors;
+      --running;
+    });
+  std::thread cleaner2([&] {
+    while (running > 0) {
+      if (rt::cleanup(kLiveLib) == 0) ++cleanups;
+      std::this_thread::yield();
+    }
+  });
+  for (auto& t : callers) t.join();
+  cleaner2.join();
+  CHECK(errors == 0 && g_dead_uses == 0 && g_launched == launched + calls && calls >= kThreads * kCalls);
+  CHECK(cleanups >= kCleanups && rt::launches_in_flight() == 0);
+  std::fprintf(stderr, "cleanup stress: %d calls, %d cleanups, %d loads\n", calls.load(), cleanups.load(), g_loads.load());
+  rt::cleanup(kLiveLib);
+  rt::cleanup(kLib);
+  g_load_delay_ms = 5;
+}
+
 int main() {
   // The driver floor: the driver's CUDA version (faked: one process, one reading) against each library's.
   setenv("TL_AOT_TESTING_DRIVER_VERSION", "12.8", 1);
@@ -343,7 +482,7 @@ int main() {
   std::vector<std::thread> threads;
   std::atomic<int> variants{0};
   for (int i = 0; i < 8; ++i)
-    threads.emplace_back([&] { variants += rt::loaded_variant(kLib, kEntry, 1, "A", nullptr); });
+    threads.emplace_back([&] { variants += loaded_variant(kLib, kEntry, 1); });
   for (auto& t : threads) t.join();
   CHECK(g_loads == 1);
   CHECK(variants == 8);  // every thread saw variant 1 (sm_90a)
@@ -356,13 +495,13 @@ int main() {
   CHECK(g_releases == 1 && g_slots[1].loaded.load() == 0 && g_slots[1].module == nullptr);
   g_unload_result = CUDA_SUCCESS;
   CHECK(rt::cleanup(kLib) == 0);  // twice is fine
-  CHECK(rt::loaded_variant(kLib, kEntry, 1, "A", nullptr) == 1 && g_loads == 2);  // and re-initialises
+  CHECK(loaded_variant(kLib, kEntry, 1) == 1 && g_loads == 2);  // and re-initialises
   rt::cleanup(kLib);
 
   // A kernel needing more shared memory than the device allows: a clear error, module unloaded.
   g_optin = 48 * 1024 + 512;  // static 1024 + dynamic 48 KiB does not fit
   int unloads = g_unloads;
-  msg = error_of([] { rt::loaded_variant(kLib, kEntry, 0, "A", nullptr); });
+  msg = error_of([] { loaded_variant(kLib, kEntry, 0); });
   CHECK(msg.find("gemm: kernel gemm_kernel needs 50176 bytes of shared memory (49152 dynamic + 1024 static)") == 0);
   CHECK(msg.find("allows a block at most 49664") != std::string::npos);
   CHECK(g_unloads == unloads + 1 && g_slots[0].loaded.load() == 0);
@@ -372,7 +511,7 @@ int main() {
   // No image for the device: names its sm and what was built.
   g_major = 7;
   g_minor = 5;
-  msg = error_of([] { rt::loaded_variant(kLib, kEntry, 0, "A", nullptr); });
+  msg = error_of([] { loaded_variant(kLib, kEntry, 0); });
   CHECK(msg.find("no kernel image fits cuda:0 (sm_75); lib was built for sm_80, sm_90a") != std::string::npos);
   g_major = 9;
   g_minor = 0;
@@ -430,6 +569,7 @@ int main() {
   CHECK(rt::floordiv(-7, 2) == -4 && rt::floormod(-7, 2) == 1);
 
   test_checker();
+  test_cleanup_waits_for_launches();
 
   std::printf("ok %d\n", g_passed);
   if (g_failed) std::fprintf(stderr, "%d failed\n", g_failed);

@@ -86,24 +86,77 @@ extern DeviceSlot g_devices[kMaxDevices];
 int select_image(const Image* images, int n, int major, int minor);
 CUresult find_kernel_by_pattern(CUmodule module, const char* pattern, CUfunction* out, std::string* why);
 
-// Load `entry`'s image on `device` (first call per device). `arg` names the tensor that chose the
-// device; `stream` is the call's (a first call under CUDA graph capture fails cleanly).
+// Load `entry`'s image on `device` (first call per device, or the first after a cleanup). `arg`
+// names the tensor that chose the device; `stream` is the call's (a first call under CUDA graph
+// capture fails cleanly). Takes the library's mutex, so it waits while a cleanup runs.
 void init_entry(const Library& lib, const Entry& entry, int device, const char* arg, CUstream stream,
                 bool prepare = false);
 
-// The entry's slot on `device`, loaded on first use: the steady path reads one atomic.
-inline int loaded_variant(const Library& lib, const Entry& entry, int device, const char* arg, CUstream stream) {
-  int v = entry.slots[device].loaded.load(std::memory_order_acquire);
-  if (TL_AOT_UNLIKELY(v == 0)) {
-    init_entry(lib, entry, device, arg, stream);
-    v = entry.slots[device].loaded.load(std::memory_order_acquire);
-  }
-  return v - 1;
+// ----------------------------------------------------------------------------------------------
+// Launches in flight, so that cleanup never unloads what a launch is using. A launch counts itself
+// in (one atomic increment) before it reads its entry's slot and out (one decrement) after its last
+// driver call; cleanup first marks every slot unloaded, then waits until no launch is counted, and
+// only then unloads modules and releases contexts. Both sides use sequentially consistent order
+// (a Dekker handshake): either the launch sees its slot unloaded (and loads it again, after the
+// cleanup, under the mutex), or the cleanup sees the launch counted (and waits for it). The count
+// is spread over cache-line shards picked by the caller's stack address, so threads launching at
+// once rarely share a line; the steady path takes no lock and builds no string.
+// ----------------------------------------------------------------------------------------------
+struct alignas(64) InFlightShard {
+  std::atomic<int64_t> n{0};
+};
+constexpr int kInFlightShards = 32;  // in_flight_shard() takes 5 bits
+extern InFlightShard g_in_flight[kInFlightShards];
+
+// The shard of the calling thread: thread stacks lie megabytes apart, so the stack address (in
+// 64 KiB units, Fibonacci-hashed) tells threads apart without thread-local storage.
+inline std::atomic<int64_t>& in_flight_shard() {
+  int probe = 0;
+  const uint64_t at = reinterpret_cast<uintptr_t>(&probe) >> 16;
+  return g_in_flight[(at * 0x9E3779B97F4A7C15ull) >> 59].n;  // the top 5 bits: kInFlightShards == 32
 }
 
+// One launch of `entry` on `device`, counted in flight from construction to destruction: the
+// entry's slot (its module, kernels and the device's context) stays loaded meanwhile. Loads the
+// entry on first use, or again after a cleanup, without being counted while it waits or loads.
+class Launching {
+ public:
+  Launching(const Library& lib, const Entry& entry, int device, const char* arg, CUstream stream)
+      : shard_(in_flight_shard()) {
+    for (;;) {
+      shard_.fetch_add(1, std::memory_order_seq_cst);
+      const int v = entry.slots[device].loaded.load(std::memory_order_seq_cst);
+      if (TL_AOT_LIKELY(v != 0)) {
+        variant_ = v - 1;
+        return;
+      }
+      shard_.fetch_sub(1, std::memory_order_release);  // not counted while loading (cleanup may hold the mutex)
+      init_entry(lib, entry, device, arg, stream);
+    }
+  }
+  ~Launching() { shard_.fetch_sub(1, std::memory_order_release); }
+  Launching(const Launching&) = delete;
+  Launching& operator=(const Launching&) = delete;
+
+  // The index of the loaded image in the entry's image table.
+  int variant() const { return variant_; }
+
+ private:
+  std::atomic<int64_t>& shard_;
+  int variant_ = -1;
+};
+
+// How long cleanup waits for launches in flight before it refuses (nothing unloaded, state kept).
+constexpr int64_t kCleanupDrainMs = 10000;
+
+// Load every entry of `lib` on `device` now (before CUDA graph capture).
 void prepare(const Library& lib, int device);
-int cleanup(const Library& lib);
-[[noreturn]] void not_loaded(const char* entry, int device);
+// Unload every module and release every retained context once no launch is in flight; returns the
+// last CUresult (0 when all went well). Launches that start meanwhile wait, then load again. If
+// launches are still in flight after `drain_ms`, raises a RuntimeError and unloads nothing.
+int cleanup(const Library& lib, int64_t drain_ms = kCleanupDrainMs);
+// Launches counted in flight now (all shards): 0 whenever no launch of this library is running.
+int64_t launches_in_flight();
 
 // Makes `ctx` current for the scope if it is not already.
 class ContextGuard {
