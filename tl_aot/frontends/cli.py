@@ -48,6 +48,7 @@ def include_dir() -> Path:
 
 def _cmd_build(args) -> int:
     """Build the library the command line names (a tuning record's configs applied)."""
+    from ..pipeline.image_packs import ImagePacks
     from ..pipeline.library import build_library  # the whole pipeline: ~60 ms of imports no other subcommand needs
 
     lib = library_of(args, "build")
@@ -70,6 +71,7 @@ def _cmd_build(args) -> int:
         keep_going=args.keep_going,
         report_all=bool(args.capture),
         torch_ops=args.torch_ops,
+        image_packs=ImagePacks(hint=args.pack_hint) if args.image_packs else None,
         cluster=args.cluster,
         cache_url=args.cache_url,
         shard=args.shard,

@@ -105,6 +105,19 @@ def _add_build(sub) -> None:
         "needs torch's headers; default: the spec's [library] torch_ops)",
     )
     b.add_argument(
+        "--image-packs",
+        action="store_true",
+        help="keep the images beside the library, compressed and stored once by content, one lib<NAME>.<arch>.tlpack per "
+        "arch, each image read on its entry's first call; a wheel then splits by arch (python -m tl_aot split-wheel; "
+        "docs/wheels.md)",
+    )
+    b.add_argument(
+        "--pack-hint",
+        default="",
+        help="with --image-packs: what a user missing an arch's pack is told to run, {tag} standing for the arch "
+        "(\"pip install 'mylib-{tag}==1.0'\"); default: copy the pack beside the library",
+    )
+    b.add_argument(
         "--cluster",
         help="Dask scheduler (tcp://HOST:8786, or a scheduler file) whose workers lower and compile each variant; "
         "the library is linked here (default: TL_AOT_CLUSTER; needs tl_aot[cluster])",

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..common.destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
+from ..common.cpp_spelling import image_symbol
 from ..common.errors import FilesystemError, SpecError
 from ..common.escaping import depfile_path
 from ..common.fileutil import exclusive_lock
@@ -32,6 +33,7 @@ from ..jit.captured import with_captures
 from ..jit.tilelang_compat import warn_if_untested
 from .cache import VariantCache, default_cache_dir
 from .cluster import CLUSTER_ENV
+from .image_packs import ImagePacks, PackedLibrary, pack_label, pack_library, pack_name
 from .link import Outputs, link, publish, sweep_debris, write_depfile
 from .manifest import image_files, manifest_of
 from .plan import Plan, check_toolchain, plan_build, read_stamp
@@ -97,6 +99,7 @@ def build_library(
     cluster: str | None = None,
     cache_url: str | None = None,
     shard: str | None = None,
+    image_packs: ImagePacks | None = None,
 ) -> BuildResult:
     """Build ``lib`` into ``out_dir/lib<name>.so`` (+ ``<name>.h``); return what was built.
 
@@ -133,12 +136,19 @@ def build_library(
     cluster, cache_url, shard : str, optional
         Past one machine: a Dask scheduler building the variants (default ``$TL_AOT_CLUSTER``; :mod:`tl_aot.pipeline.cluster`); a shared
         cache, an fsspec URL (:mod:`tl_aot.pipeline.shared_cache`); ``K/N``: shard K of N to ``out_dir`` (:mod:`tl_aot.pipeline.shards`).
+    image_packs : ImagePacks, optional
+        Keep the images beside the library, compressed and stored once by content, in one
+        ``lib<name>.<arch>.tlpack`` per arch (:mod:`tl_aot.pipeline.image_packs`; ``docs/wheels.md``),
+        so a wheel splits by arch. Default: the images are embedded in the library.
 
     """
     t_start = time.perf_counter()
     lib = with_captures(lib).bound()
     torch_ops = lib.torch_ops if torch_ops is None else torch_ops
     cluster, cache_url = _settled(jobs, cluster, cache_url)
+    if shard and image_packs is not None:
+        msg = "image packs are made when a whole library is linked: build without --shard, or link the shards and build again"
+        raise SpecError(msg)
     if shard:
         opts = dict(jobs=jobs, cache_dir=cache_dir, cache_url=cache_url, cluster=cluster, log=log, force=force, report_all=report_all)
         return build_shard(lib, shard, out_dir=out_dir, keep_going=keep_going, **opts)
@@ -148,7 +158,8 @@ def build_library(
         if unwritable is None:
             sweep_debris(work, out)
         plan = plan_build(lib, cache, check_toolchain(lib), force=force)
-        current = _current(plan, out, force)
+        plan = replace(plan, lib_key=_packs_key(plan.lib_key, image_packs))
+        current = _current(plan, out, force, image_packs)
         if current is not None:
             return _up_to_date(plan, current, out, torch_ops, log, t_start)
         if unwritable is not None:
@@ -159,19 +170,30 @@ def build_library(
         run = build_variants(plan, work, cache, jobs or default_jobs(), log, force=force, keep_going=tolerant, cluster=cluster)
         if run.failures and not keep_going:
             raise all_failed(plan, run)
-        result = _publish(plan, run, work, out, log, t_start, jobs or default_jobs(), cache=cache, force=force)
+        result = _publish(plan, run, work, out, log, t_start, jobs or default_jobs(), cache=cache, force=force, packs=image_packs)
         return _with_companion(result, torch_ops, log)
 
 
-def _current(plan: Plan, out: Outputs, force: bool):
+def _current(plan: Plan, out: Outputs, force: bool, packs: ImagePacks | None = None):
     """The stamp's (manifest, inputs) when the library on disk is what ``plan`` builds, else None.
 
-    A path the depfile cannot spell is refused first, before anything is replaced.
+    A path the depfile cannot spell is refused first, before anything is replaced. With image
+    packs, a pack missing beside the library makes it out of date.
     """
     if out.depfile:
         for p in (out.library, *plan.deps):
             depfile_path(p)
-    return None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library, out.header)
+    current = None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library, out.header)
+    if current is not None and packs is not None:
+        labels = {pack_label(t.arch) for t in plan.tasks}
+        if not all(out.library.with_name(pack_name(plan.lib.name, label)).is_file() for label in labels):
+            return None
+    return current
+
+
+def _packs_key(key: str, packs: ImagePacks | None) -> str:
+    """The library key, changed by the choice of image packs (and their hint), which the library embeds."""
+    return key if packs is None else hashlib.sha256(f"{key}\0{packs!r}".encode()).hexdigest()
 
 
 def _settled(jobs, cluster: str | None, cache_url: str | None) -> tuple[str, str]:
@@ -241,7 +263,17 @@ def _cache(root: Path, url: str, log) -> VariantCache | SharedCache:
 
 
 def _publish(
-    plan: Plan, run: VariantRun, work: Path, out: Outputs, log, t_start: float, jobs: int, *, cache: VariantCache, force: bool
+    plan: Plan,
+    run: VariantRun,
+    work: Path,
+    out: Outputs,
+    log,
+    t_start: float,
+    jobs: int,
+    *,
+    cache: VariantCache,
+    force: bool,
+    packs: ImagePacks | None = None,
 ) -> BuildResult:
     """Stages link and publish, then the summary."""
     lib = LibrarySpec(name=plan.lib.name, entries=tuple(e for e in plan.lib.entries if any(t.spec is e for t in run.tasks)))
@@ -250,11 +282,28 @@ def _publish(
     t0 = time.perf_counter()
     objects = (run.launcher_obj, run.runtime_obj)
     key = objects_key(plan.nvcc_version, plan.tvm_ffi_version)
-    built = link(lib.name, work, manifest, image_files(run.tasks, run.images), objects, cache=cache.root, key=key, force=force)
+    images = image_files(run.tasks, run.images)
+    packed = None
+    if packs is not None:
+        packed = _packed(manifest, run, packs, plan.nvcc_version, cache.root, jobs)
+        images = packed.refs
+    built = link(lib.name, work, manifest, images, objects, cache=cache.root, key=key, force=force)
     run.spent["link"] = time.perf_counter() - t0
     run.progress.step(f"link lib{lib.name}.so")
     inputs = sorted({tuple(i) for t in run.tasks for i in run.lowered[t.key].inputs})
-    publish(built, out, manifest, run.header_text, lib_key=plan.lib_key, inputs=inputs, deps=plan.deps, stamp=not run.failures)
+    publish(
+        built,
+        out,
+        manifest,
+        run.header_text,
+        lib_key=plan.lib_key,
+        inputs=inputs,
+        deps=plan.deps,
+        stamp=not run.failures,
+        packs=packed.packs if packed else None,
+    )
+    if packed and log:
+        log(packs_line(packed))
     reports = tuple(
         VariantReport(t.spec.name, str(t.arch), len(run.images[t.key]), run.timings.get(t.key, 0.0), t.key not in run.timings)
         for t in run.tasks
@@ -289,3 +338,19 @@ def _log_summary(log, result: BuildResult, run: VariantRun, plan: Plan, jobs: in
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit("use: python -m tl_aot build ...")
+
+
+def _packed(manifest, run: VariantRun, packs: ImagePacks, nvcc_version: str, cache_root: Path, jobs: int) -> PackedLibrary:
+    """The library's image packs (:func:`tl_aot.pipeline.image_packs.pack_library`) from the run's images."""
+    images = {image_symbol(t.spec.name, t.arch): (t.arch, run.images[t.key]) for t in run.tasks}
+    major, minor = (int(x) for x in (nvcc_version.split()[0].split(".") + ["0"])[:2])
+    return pack_library(manifest, images, packs, cuda_version=(major, minor), cache=cache_root, jobs=jobs)
+
+
+def packs_line(packed: PackedLibrary) -> str:
+    """The summary line of a build with image packs: how many images, stored how, in how many bytes."""
+    how = "compressed" if packed.compressed else "uncompressed (no fatbinary beside the compiler)"
+    return (
+        f"image packs: {len(packed.packs)} ({', '.join(sorted(packed.packs))}); {packed.images} images, "
+        f"{packed.stored} stored once each, {how}: {packed.raw_bytes / 1024:.0f} KiB -> {packed.stored_bytes / 1024:.0f} KiB"
+    )

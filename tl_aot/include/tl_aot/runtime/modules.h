@@ -102,6 +102,9 @@ inline int loaded_variant(const Library& lib, const Entry& entry, int device, co
 }
 
 void prepare(const Library& lib, int device);
+// "" when every image of arch `label` ("sm_90a", "sm_80_ptx") is at hand (embedded, or in its pack
+// beside the library, of this build and intact), else the first problem, naming what to install.
+std::string check_images(const Library& lib, const std::string& label);
 int cleanup(const Library& lib);
 [[noreturn]] void not_loaded(const char* entry, int device);
 
