@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..common.destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
 from ..common.cpp_spelling import image_symbol
+from ..common.destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
 from ..common.errors import FilesystemError, SpecError
 from ..common.escaping import depfile_path
 from ..common.fileutil import exclusive_lock

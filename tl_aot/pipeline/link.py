@@ -1,4 +1,4 @@
-"""Stages 5 and 6, link and publish: the manifest, images and objects → ``lib<name>.so``, swapped into place with its header (and image packs).
+"""Stages 5 and 6, link and publish: the manifest, images and objects → ``lib<name>.so``, swapped into place with its header.
 
 * :func:`link`: the manifest, images, launcher and runtime objects → ``lib<name>.so`` in the work folder.
 * :func:`publish`: that library, its header, image packs, stamp and depfile moved into place together.

@@ -207,7 +207,7 @@ class Library:
         return p if p.is_file() else None
 
     def check_images(self, arch: str) -> str:
-        """ "" when the images of ``arch`` (``"sm_90a"``, ``"sm_80_ptx"``) are at hand, else what is missing and what to install.
+        """Whether the images of ``arch`` (``"sm_90a"``, ``"sm_80_ptx"``) are at hand: "" if so, else what to install.
 
         A library built with image packs keeps each arch's images in ``lib<name>.<arch>.tlpack``
         beside it; this reads and checks them as an entry's first call would (no GPU needed): a
