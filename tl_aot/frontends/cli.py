@@ -192,6 +192,18 @@ def _cmd_inspect(args) -> int:
     return 0
 
 
+def _cmd_split_wheel(args) -> int:
+    """``split-wheel``: each wheel into its base and one wheel per arch of its image packs; one line per wheel written."""
+    from ..wheel.arch_wheels import split_wheel
+
+    for wheel in args.wheels:
+        done = split_wheel(wheel, args.wheel_dir)
+        print(f"{done.base} ({done.base.stat().st_size / 2**20:.2f} MiB)")
+        for path in done.archs.values():
+            print(f"{path} ({path.stat().st_size / 2**20:.2f} MiB)")
+    return 0
+
+
 def _cmd_check_wheel(args) -> int:
     """Check (and with --retag, retag) each wheel's manylinux platform tag."""
     from ..wheel.wheel_check import check_claim, check_wheel, retag_wheel  # the wheel wing: this command alone reads wheels
@@ -226,6 +238,7 @@ _COMMANDS = {
     "verify": _cmd_verify,
     "inspect": _cmd_inspect,
     "check-wheel": _cmd_check_wheel,
+    "split-wheel": _cmd_split_wheel,
     "deps": _cmd_deps,
 }
 

@@ -227,6 +227,16 @@ def _add_inspect(sub) -> None:
     w.add_argument("--retag", action="store_true", help="rewrite a linux_* wheel with its oldest true manylinux tag")
     w.add_argument("-w", "--wheel-dir", help="write retagged wheels here (default: replace them in place)")
 
+    s = sub.add_parser(
+        "split-wheel",
+        help="split a wheel whose libraries keep their images in packs into a base wheel and one wheel per arch",
+        description="For a wheel built with image packs (TileLangExtension(image_packs=True), build --image-packs): "
+        "`python -m tl_aot split-wheel dist/*.whl` leaves the base wheel (launcher and manifest; each arch an extra, "
+        "pip install 'NAME[sm90a]') and writes NAME_sm90a-VERSION-TAGS.whl per arch (docs/wheels.md).",
+    )
+    s.add_argument("wheels", nargs="+", metavar="WHEEL")
+    s.add_argument("-w", "--wheel-dir", help="write the wheels here (default: beside each, the base replaced in place)")
+
 
 def _job_count(text: str) -> int:
     """``-j N``: a whole number of job slots, at least 1 (argparse turns the ValueError into a usage error)."""

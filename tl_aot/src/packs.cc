@@ -9,7 +9,6 @@
 //   count rows (u8[32] SHA-256, u64 offset, u64 size) sorted by SHA-256, then the stored images.
 // One stored image serves every entry whose image has its bytes (stored once, by content).
 #include <dlfcn.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -130,7 +129,7 @@ Ref parse_ref(const char* data) {
 
 // A pack's header and index, read once per file (read again if the file there changes).
 struct Pack {
-  std::string identity;             // device, inode, size, mtime of the file read
+  std::string identity;             // the header and the file's size: one build id, one content
   std::string build;                // 32 bytes
   std::vector<unsigned char> rows;  // count rows of kRow bytes, sorted by digest
   size_t count = 0;
@@ -157,44 +156,38 @@ std::string install_note(const Ref& r, bool again = false) {
 // The index of the pack at `path`, checked against the reference's build; nullptr with `why` set.
 const Pack* open_pack(const std::string& path, const Ref& r, std::string* why) {
   if (g_packs == nullptr) g_packs = new std::map<std::string, Pack>();
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
     g_packs->erase(path);
     *why = "its " + r.label + " kernels are in " + r.file + ", which is not installed (looked for " + path + "); " +
            install_note(r);
     return nullptr;
   }
-  std::string identity = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-                         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-                         std::to_string(st.st_mtim.tv_nsec);
+  // The header and the size say which file this is (a pack's build id fixes its content), so a
+  // pack replaced since it was read is read again; no stat (its glibc 2.33 symbol would raise the wheel's tag).
+  unsigned char head[kPackHead];
+  bool ok = std::fread(head, 1, kPackHead, f) == kPackHead && std::memcmp(head, kPackMagic, 8) == 0 &&
+            le(head + 8, 4) == 1 && std::fseek(f, 0, SEEK_END) == 0;
+  std::string identity = ok ? std::string(reinterpret_cast<const char*>(head), kPackHead) + std::to_string(std::ftell(f)) : "";
   auto it = g_packs->find(path);
-  if (it != g_packs->end() && it->second.identity != identity) {
+  if (it != g_packs->end() && (!ok || it->second.identity != identity)) {
     g_packs->erase(it);
     it = g_packs->end();
   }
-  if (it == g_packs->end()) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
-      *why = "its " + r.label + " kernels are in " + r.file + ", which cannot be read (" + path + "); " + install_note(r);
-      return nullptr;
-    }
-    unsigned char head[kPackHead];
+  if (ok && it == g_packs->end()) {
     Pack pack;
     pack.identity = identity;
-    bool ok = std::fread(head, 1, kPackHead, f) == kPackHead && std::memcmp(head, kPackMagic, 8) == 0 &&
-              le(head + 8, 4) == 1;
-    if (ok) {
-      pack.count = le(head + 12, 4);
-      pack.build.assign(reinterpret_cast<const char*>(head + 16), 32);
-      pack.rows.resize(pack.count * kRow);
-      ok = std::fread(pack.rows.data(), 1, pack.rows.size(), f) == pack.rows.size();
-    }
-    std::fclose(f);
-    if (!ok) {
-      *why = path + " is not a tl_aot image pack or is truncated; " + install_note(r, true);
-      return nullptr;
-    }
-    it = g_packs->emplace(path, std::move(pack)).first;
+    pack.count = le(head + 12, 4);
+    pack.build.assign(reinterpret_cast<const char*>(head + 16), 32);
+    pack.rows.resize(pack.count * kRow);
+    ok = std::fseek(f, static_cast<long>(kPackHead), SEEK_SET) == 0 &&
+         std::fread(pack.rows.data(), 1, pack.rows.size(), f) == pack.rows.size();
+    if (ok) it = g_packs->emplace(path, std::move(pack)).first;
+  }
+  std::fclose(f);
+  if (!ok) {
+    *why = path + " is not a tl_aot image pack or is truncated; " + install_note(r, true);
+    return nullptr;
   }
   const Pack& pack = it->second;
   if (std::memcmp(pack.build.data(), r.build, 32) != 0) {
