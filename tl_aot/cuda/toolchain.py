@@ -273,16 +273,16 @@ def find_cxx() -> str:
 RUNTIME_INCLUDE = Path(__file__).parents[1] / "include"
 _RUNTIME_SRC = Path(__file__).parents[1] / "src"
 #: The runtime's units, in the order one object compiles them (host_objects.runtime_object): errors,
-#: the driver, modules and contexts, calls and launches, TMA, per-call buffers, the checker, exports.
+#: the driver, modules and contexts, image packs, calls and launches, TMA, per-call buffers, the checker, exports.
 RUNTIME_UNITS = tuple(
-    _RUNTIME_SRC / f"{name}.cc" for name in ("errors", "driver", "modules", "launch", "tma", "buffers", "checks", "exports")
+    _RUNTIME_SRC / f"{name}.cc" for name in ("errors", "driver", "modules", "packs", "launch", "tma", "buffers", "checks", "exports")
 )
 #: The parts of ``tl_aot/launcher_runtime.h`` (``include/tl_aot/runtime/``, one per job), in the order it
-#: includes them: the branch hints and limits, errors, the driver, modules, arguments and launches, TMA,
+#: includes them: the branch hints and limits, errors, the driver, modules, image packs, arguments and launches, TMA,
 #: per-call buffers, L2 windows, integer helpers, the checker's tables, exports.
 RUNTIME_HEADERS = tuple(
     RUNTIME_INCLUDE / "tl_aot" / "runtime" / f"{name}.h"
-    for name in ("base", "errors", "driver", "modules", "args", "tma", "buffers", "l2_window", "expr", "checks", "exports")
+    for name in ("base", "errors", "driver", "modules", "packs", "args", "tma", "buffers", "l2_window", "expr", "checks", "exports")
 )
 #: Every file whose bytes shape the runtime object (and every host unit, which includes the headers).
 RUNTIME_SOURCES = (

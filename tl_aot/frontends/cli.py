@@ -49,6 +49,7 @@ def include_dir() -> Path:
 
 def _cmd_build(args) -> int:
     """Build the library the command line names (a tuning record's configs applied), or with ``--shard`` one part of it."""
+    from ..pipeline.image_packs import ImagePacks
     from ..pipeline.library import build_library  # the whole pipeline: ~60 ms of imports no other subcommand needs
     from ..pipeline.shards import build_part
 
@@ -61,7 +62,8 @@ def _cmd_build(args) -> int:
         if log:
             log(f"tuning record {Path(tune_file).name}: configs for {tuned} of {len(lib.entries)} entries")
     if args.shard:
-        given = {"--header-dir": args.header_dir, "--depfile": args.depfile, "--torch-ops": args.torch_ops}
+        given = {"--header-dir": args.header_dir, "--depfile": args.depfile, "--torch-ops": args.torch_ops,
+                 "--image-packs": args.image_packs}  # fmt: skip
         ignored = [flag for flag, value in given.items() if value]
         if ignored:
             msg = f"build --shard writes a part, not a library: drop {', '.join(ignored)} (link takes --header-dir)"
@@ -92,6 +94,7 @@ def _cmd_build(args) -> int:
             keep_going=args.keep_going,
             report_all=bool(args.capture),
             torch_ops=args.torch_ops,
+            image_packs=ImagePacks(hint=args.pack_hint) if args.image_packs else None,
             cluster=args.cluster,
             cache_url=args.cache_url,
         )
@@ -251,6 +254,18 @@ def _cmd_inspect(args) -> int:
     return 0
 
 
+def _cmd_split_wheel(args) -> int:
+    """``split-wheel``: each wheel into its base and one wheel per arch of its image packs; one line per wheel written."""
+    from ..wheel.arch_wheels import split_wheel
+
+    for wheel in args.wheels:
+        done = split_wheel(wheel, args.wheel_dir)
+        print(f"{done.base} ({done.base.stat().st_size / 2**20:.2f} MiB)")
+        for path in done.archs.values():
+            print(f"{path} ({path.stat().st_size / 2**20:.2f} MiB)")
+    return 0
+
+
 def _cmd_check_wheel(args) -> int:
     """Check (and with --retag, retag) each wheel's manylinux platform tag."""
     from ..wheel.wheel_check import check_claim, check_wheel, retag_wheel  # the wheel wing: this command alone reads wheels
@@ -285,6 +300,7 @@ _COMMANDS = {
     "verify": _cmd_verify,
     "inspect": _cmd_inspect,
     "check-wheel": _cmd_check_wheel,
+    "split-wheel": _cmd_split_wheel,
     "deps": _cmd_deps,
 }
 

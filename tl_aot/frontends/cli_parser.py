@@ -105,6 +105,19 @@ def _add_build(sub) -> None:
         "needs torch's headers; default: the spec's [library] torch_ops)",
     )
     b.add_argument(
+        "--image-packs",
+        action="store_true",
+        help="keep the images beside the library, compressed and stored once by content, one lib<NAME>.<arch>.tlpack per "
+        "arch, each image read on its entry's first call; a wheel then splits by arch (python -m tl_aot split-wheel; "
+        "docs/wheels.md)",
+    )
+    b.add_argument(
+        "--pack-hint",
+        default="",
+        help="with --image-packs: what a user missing an arch's pack is told to run, {tag} standing for the arch "
+        "(\"pip install 'mylib-{tag}==1.0'\"); default: copy the pack beside the library",
+    )
+    b.add_argument(
         "--cluster",
         help="Dask scheduler (tcp://HOST:8786, or a scheduler file) whose workers lower and compile each variant; "
         "the library is linked here (default: TL_AOT_CLUSTER; needs tl_aot[cluster])",
@@ -227,6 +240,16 @@ def _add_inspect(sub) -> None:
     w.add_argument("wheels", nargs="+", metavar="WHEEL")
     w.add_argument("--retag", action="store_true", help="rewrite a linux_* wheel with its oldest true manylinux tag")
     w.add_argument("-w", "--wheel-dir", help="write retagged wheels here (default: replace them in place)")
+
+    s = sub.add_parser(
+        "split-wheel",
+        help="split a wheel whose libraries keep their images in packs into a base wheel and one wheel per arch",
+        description="For a wheel built with image packs (TileLangExtension(image_packs=True), build --image-packs): "
+        "`python -m tl_aot split-wheel dist/*.whl` leaves the base wheel (launcher and manifest; each arch an extra, "
+        "pip install 'NAME[sm90a]') and writes NAME_sm90a-VERSION-TAGS.whl per arch (docs/wheels.md).",
+    )
+    s.add_argument("wheels", nargs="+", metavar="WHEEL")
+    s.add_argument("-w", "--wheel-dir", help="write the wheels here (default: beside each, the base replaced in place)")
 
 
 def _job_count(text: str) -> int:

@@ -57,11 +57,12 @@ from ..codegen.render import TORCH_GLUE_MODULE, render_loader
 from ..common.errors import TlAotError
 from ..common.fileutil import write_if_different
 from ..config.arch_choice import Given, parse_given
+from ..pipeline.image_packs import ImagePacks
 from ..pipeline.library import build_library
 from ..tune.tuning_record import TuningRecord, apply_record
 from ..wheel.wheel_check import WheelCheckError, check_claim, check_folder
 from .setuptools_extension import TileLangDeclarationError, TileLangExtension, TileLangExtensionError
-from .setuptools_files import GLUE, companion_of, copy_if_different, place_companion, place_together
+from .setuptools_files import GLUE, companion_of, copy_if_different, packs_of, place_companion, place_together, remove_stale_packs
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
@@ -216,6 +217,7 @@ class build_ext(_build_ext):
                 force=bool(self.force),
                 keep_going=keep_going,
                 torch_ops=bool(ext.torch_ops),
+                image_packs=self._image_packs(ext),
                 cluster=self.cluster,  # None: TL_AOT_CLUSTER
                 cache_url=self.cache_url,  # None: TL_AOT_CACHE_URL
             )
@@ -224,14 +226,25 @@ class build_ext(_build_ext):
             raise TileLangExtensionError(msg) from e
         glue = loader.with_name(TORCH_GLUE_MODULE + ".py")
         loader_text = render_loader(result.manifest, module=fullname, library_file=library.name, torch_ops=ext.torch_ops)
+        files = [(library, result.library, "library"), (loader, loader_text.encode(), "loader"), (glue, GLUE.read_bytes(), "torch glue")]
+        packs = packs_of(result.library)
+        files += [(library.with_name(p.name), p, "image pack") for p in packs]
         try:
-            place_together(
-                [(library, result.library, "library"), (loader, loader_text.encode(), "loader"), (glue, GLUE.read_bytes(), "torch glue")],
-                result.torch_companion,
-            )
+            remove_stale_packs(library, {p.name for p in packs})
+            place_together(files, result.torch_companion)
         except TlAotError as e:
             msg = f"building TileLang extension {fullname!r} failed:\n{e}"
             raise TileLangExtensionError(msg) from e
+
+    def _image_packs(self, ext: TileLangExtension) -> ImagePacks | None:
+        """With ``image_packs=True``: packs whose missing-pack message names this distribution's arch wheels.
+
+        ``python -m tl_aot split-wheel`` makes those wheels, named ``<dist>-<tag>`` (``tl-demo-sm90a``), same version.
+        """
+        if not ext.image_packs:
+            return None
+        dist = re.sub(r"[-_.]+", "-", self.distribution.get_name()).lower()
+        return ImagePacks(hint=f"pip install '{dist}-{{tag}}=={self.distribution.get_version()}'")
 
     def get_ext_filename(self, fullname: str) -> str:
         """``pkg/lib_kernels.so`` for a TileLang extension (no Python ABI suffix: it is not a CPython module)."""
@@ -257,7 +270,8 @@ class build_ext(_build_ext):
         if self.inplace:
             return outputs  # the output mapping already lists the loaders
         companions = [str(c) for c in (companion_of(Path(o)) for o in outputs if o.endswith(".so")) if c is not None]
-        return sorted({*outputs, *companions, *(regular for regular, _ in self._loader_files())})
+        packs = [str(p) for o in outputs if o.endswith(".so") for p in packs_of(Path(o))]
+        return sorted({*outputs, *companions, *packs, *(regular for regular, _ in self._loader_files())})
 
     def _get_output_mapping(self):
         yield from super()._get_output_mapping()
@@ -280,6 +294,10 @@ class build_ext(_build_ext):
                 continue
             copy_if_different(Path(regular_lib), Path(inplace_lib))
             place_companion(companion_of(Path(regular_lib)), Path(inplace_lib))
+            packs = packs_of(Path(regular_lib))
+            remove_stale_packs(Path(inplace_lib), {p.name for p in packs})
+            for pack in packs:
+                copy_if_different(pack, Path(inplace_lib).with_name(pack.name))
         for regular, inplace in self._loader_files():
             if os.path.exists(regular):
                 write_if_different(inplace, Path(regular).read_text())

@@ -94,9 +94,14 @@ class TileLangExtension(Extension):
         torch_ops: bool | str = False,
         tune_file=None,
         capture=(),
+        image_packs: bool = False,
         **kwargs,
     ) -> None:
         try:
+            if not isinstance(image_packs, bool):
+                msg = f"TileLangExtension({name!r}): image_packs must be True or False, got {image_packs!r}"
+                raise SpecError(msg)  # noqa: TRY301 (one conversion to the declaration error below)
+            self.image_packs = image_packs
             options = {"archs": archs, "optional": optional, "torch_ops": torch_ops, "tune_file": tune_file, "capture": capture}
             self._declare(name, entries, **options, **kwargs)
         except SpecError as e:
@@ -108,7 +113,7 @@ class TileLangExtension(Extension):
         if kwargs:
             msg = (
                 f"{where}: unsupported argument(s) {', '.join(sorted(kwargs))}; "
-                "a TileLang extension takes entries=, capture=, archs=, optional=, torch_ops= and tune_file= "
+                "a TileLang extension takes entries=, capture=, archs=, optional=, torch_ops=, tune_file= and image_packs= "
                 "(kernels are built by tl_aot, not the C compiler)"
             )
             raise SpecError(msg)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from ..common.destinations import StagedFiles, filesystem_errors
 from ..common.fileutil import atomic_write
+from ..pipeline.image_packs import PACK_SUFFIX
 
-__all__ = ["GLUE", "companion_of", "copy_if_different", "place_companion", "place_together"]
+__all__ = ["GLUE", "companion_of", "copy_if_different", "packs_of", "place_companion", "place_together", "remove_stale_packs"]
 
 log = logging.getLogger("tl_aot.frontends.setuptools")
 
@@ -41,6 +42,19 @@ def companion_of(library: Path) -> Path | None:
     """The native torch companion beside ``library`` (``lib<name>_torch.so``), if one was built."""
     p = library.with_name(library.name.removesuffix(".so") + "_torch.so")
     return p if p.is_file() else None
+
+
+def packs_of(library: Path) -> list[Path]:
+    """The image packs beside ``library`` (``lib<name>.<arch>.tlpack``), built with ``image_packs=True``."""
+    return sorted(library.parent.glob(f"{library.stem}.*{PACK_SUFFIX}"))
+
+
+def remove_stale_packs(library: Path, keep: set) -> None:
+    """Remove the packs beside ``library`` not named in ``keep`` (archs no longer built, or images embedded again)."""
+    for p in packs_of(library):
+        if p.name not in keep:
+            with filesystem_errors("remove a stale image pack", p):
+                p.unlink()
 
 
 def place_together(files: list, companion: Path | None) -> None:

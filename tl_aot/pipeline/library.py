@@ -18,6 +18,7 @@ first; a damaged one is rebuilt, never used.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import time
@@ -26,12 +27,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..capture.record_specs import with_captures
+from ..common.cpp_spelling import image_symbol
 from ..common.destinations import filesystem_errors
 from ..common.escaping import depfile_path
 from ..common.fileutil import exclusive_lock
 from ..common.metadata import LeftOut, Manifest
 from ..common.tilelang_compat import warn_if_untested
 from ..config.kernel_spec import LibrarySpec
+from .image_packs import ImagePacks, PackedLibrary, pack_label, pack_library, pack_name
 from .link import Outputs, link, publish, sweep_debris, write_depfile
 from .manifest import image_files, manifest_of
 from .options import BuildOptions, Log
@@ -101,6 +104,7 @@ def build_library(
     report_all: bool = False,
     cluster: str | None = None,
     cache_url: str | None = None,
+    image_packs: ImagePacks | None = None,
 ) -> BuildResult:
     """Build ``lib`` into ``out_dir/lib<name>.so`` (+ ``<name>.h``); return what was built.
 
@@ -135,6 +139,10 @@ def build_library(
     cluster, cache_url : str, optional
         A Dask scheduler making the variants (default ``$TL_AOT_CLUSTER``), a shared cache's fsspec URL
         (default ``$TL_AOT_CACHE_URL``). One shard of the library: :func:`tl_aot.pipeline.shards.build_part`.
+    image_packs : ImagePacks, optional
+        Keep the images beside the library, compressed and stored once by content, in one
+        ``lib<name>.<arch>.tlpack`` per arch (:mod:`tl_aot.pipeline.image_packs`; ``docs/wheels.md``),
+        so a wheel splits by arch. Default: the images are embedded in the library.
 
     """
     t_start = time.perf_counter()
@@ -158,25 +166,37 @@ def build_library(
         if ws.unwritable is None:
             sweep_debris(ws.work, ws.out)
         plan = plan_build(lib, ws.cache, check_toolchain(lib), force=force)
-        current = _current(plan, ws.out, force)
+        plan = replace(plan, lib_key=_packs_key(plan.lib_key, image_packs))
+        current = _current(plan, ws.out, force, image_packs)
         if current is not None:
             return _up_to_date(plan, current, ws.out, torch_ops, log, t_start)
         if ws.unwritable is not None:
             raise ws.unwritable
         run = build_variants(plan, ws.work, ws.cache, opts)
-        result = _publish(plan, run, ws, opts, t_start)
+        result = _publish(plan, run, ws, opts, t_start, image_packs)
         return _with_companion(result, torch_ops, log)
 
 
-def _current(plan: Plan, out: Outputs, force: bool) -> tuple[Manifest, list] | None:
+def _current(plan: Plan, out: Outputs, force: bool, packs: ImagePacks | None) -> tuple[Manifest, list] | None:
     """The stamp's (manifest, inputs) when the library on disk is what ``plan`` builds, else None.
 
-    A path the depfile cannot spell is refused first, before anything is replaced.
+    A path the depfile cannot spell is refused first, before anything is replaced. With image
+    packs, a pack missing beside the library makes it out of date.
     """
     if out.depfile:
         for p in (out.library, *plan.deps):
             depfile_path(p)
-    return None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library, out.header)
+    current = None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library, out.header)
+    if current is not None and packs is not None:
+        labels = {pack_label(t.arch) for t in plan.tasks}
+        if not all(out.library.with_name(pack_name(plan.lib.name, label)).is_file() for label in labels):
+            return None
+    return current
+
+
+def _packs_key(key: str, packs: ImagePacks | None) -> str:
+    """The library key, changed by the choice of image packs (and their hint), which the library embeds."""
+    return key if packs is None else hashlib.sha256(f"{key}\0{packs!r}".encode()).hexdigest()
 
 
 def _up_to_date(plan: Plan, current: tuple[Manifest, list], out: Outputs, torch_ops: bool, log: Log, t_start: float) -> BuildResult:
@@ -201,7 +221,7 @@ def _with_companion(result: BuildResult, torch_ops: bool, log: Log) -> BuildResu
     return replace(result, torch_companion=build_companion(result.manifest, result.library, result.header, log=log))
 
 
-def _publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, t_start: float) -> BuildResult:
+def _publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, t_start: float, packs: ImagePacks | None) -> BuildResult:
     """Stages link and publish, then the summary."""
     lib = LibrarySpec(name=plan.lib.name, entries=tuple(e for e in plan.lib.entries if any(t.spec is e for t in run.tasks)))
     manifest = manifest_of(lib, run.tasks, run.lowered, plan.nvcc_version, {t.key: len(run.images[t.key]) for t in run.tasks})
@@ -209,11 +229,28 @@ def _publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, t_s
     t0 = time.perf_counter()
     objects = (run.launcher_obj, run.runtime_obj)
     key = objects_key(plan.nvcc_version, plan.tvm_ffi_version)
-    built = link(lib.name, ws.work, manifest, image_files(run.tasks, run.images), objects, cache=ws.cache.root, key=key, force=opts.force)
+    images = image_files(run.tasks, run.images)
+    packed = None
+    if packs is not None:
+        packed = _packed(manifest, run, packs, plan.nvcc_version, ws.cache.root, opts.jobs)
+        images = packed.refs
+    built = link(lib.name, ws.work, manifest, images, objects, cache=ws.cache.root, key=key, force=opts.force)
     run.spent.link = time.perf_counter() - t0
     run.progress.step(f"link lib{lib.name}.so")
     inputs = sorted({tuple(i) for t in run.tasks for i in run.lowered[t.key].inputs})
-    publish(built, ws.out, manifest, run.header_text, lib_key=plan.lib_key, inputs=inputs, deps=plan.deps, stamp=not run.failures)
+    publish(
+        built,
+        ws.out,
+        manifest,
+        run.header_text,
+        lib_key=plan.lib_key,
+        inputs=inputs,
+        deps=plan.deps,
+        stamp=not run.failures,
+        packs=packed.packs if packed else None,
+    )
+    if packed and opts.log:
+        opts.log(packs_line(packed))
     reports = tuple(
         VariantReport(t.spec.name, str(t.arch), len(run.images[t.key]), run.seconds.get(t.key, 0.0), t.key not in run.seconds)
         for t in run.tasks
@@ -245,6 +282,22 @@ def _log_summary(log: Callable[[str], object], result: BuildResult, run: Variant
     if m.compiler:
         driver = f" ({m.driver_min_version}+)" if m.driver_min_version else ""
         log(f"compiler: {m.compiler}; loads on NVIDIA drivers supporting CUDA {m.driver_min_cuda} or newer{driver}")
+
+
+def _packed(manifest: Manifest, run: VariantRun, packs: ImagePacks, nvcc_version: str, cache_root: Path, jobs: int) -> PackedLibrary:
+    """The library's image packs (:func:`tl_aot.pipeline.image_packs.pack_library`) from the run's images."""
+    images = {image_symbol(t.spec.name, t.arch): (t.arch, run.images[t.key]) for t in run.tasks}
+    major, minor = (int(x) for x in (nvcc_version.split()[0].split(".") + ["0"])[:2])
+    return pack_library(manifest, images, packs, cuda_version=(major, minor), cache=cache_root, jobs=jobs)
+
+
+def packs_line(packed: PackedLibrary) -> str:
+    """The summary line of a build with image packs: how many images, stored how, in how many bytes."""
+    how = "compressed" if packed.compressed else "uncompressed (no fatbinary beside the compiler)"
+    return (
+        f"image packs: {len(packed.packs)} ({', '.join(sorted(packed.packs))}); {packed.images} images, "
+        f"{packed.stored} stored once each, {how}: {packed.raw_bytes / 1024:.0f} KiB -> {packed.stored_bytes / 1024:.0f} KiB"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,7 +1,7 @@
 """Stages 5 and 6, link and publish: the manifest, images and objects → ``lib<name>.so``, swapped into place with its header.
 
 * :func:`link`: the manifest, images, launcher and runtime objects → ``lib<name>.so`` in the work folder.
-* :func:`publish`: that library, its header, stamp and depfile moved into place together.
+* :func:`publish`: that library, its header, image packs, stamp and depfile moved into place together.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ..common.fileutil import atomic_write, file_digest, write_if_different
 from ..common.metadata import Manifest, to_json
 from ..cuda.host_compile import embed_images, link_library
 from ..cuda.host_objects import generated_object
+from .image_packs import PACK_SUFFIX
 from .inputs import generator_files
 
 __all__ = ["Outputs", "link", "publish", "write_depfile", "sweep_debris"]
@@ -28,7 +29,7 @@ __all__ = ["Outputs", "link", "publish", "write_depfile", "sweep_debris"]
 def link(
     name: str, work: Path, manifest: Manifest, images: dict, objects: tuple[Path, Path], *, cache: Path, key: str, force: bool = False
 ) -> Path:
-    """Link ``lib<name>.so`` in the work folder from the images (symbol -> bytes) and the objects.
+    """Link ``lib<name>.so`` in the work folder from the images (symbol -> bytes; with image packs, their references) and the objects.
 
     Writes the images, compiles the manifest unit (or takes its object from ``cache``, keyed with
     ``key``: :func:`objects_key`), embeds the images into a copy of the launcher object and links
@@ -76,18 +77,31 @@ class Outputs:
 
 
 def publish(
-    built: Path, out: Outputs, manifest: Manifest, header_text: str, *, lib_key: str, inputs: list, deps: tuple, stamp: bool
+    built: Path,
+    out: Outputs,
+    manifest: Manifest,
+    header_text: str,
+    *,
+    lib_key: str,
+    inputs: list,
+    deps: tuple,
+    stamp: bool,
+    packs: dict | None = None,
 ) -> None:
-    """Swap the linked library and its header into place together, after writing the stamp and the depfile.
+    """Swap the linked library, its header and its image packs into place together, after writing the stamp and the depfile.
 
     The stamp names the new library's digest, so written first it cannot make the library that
     is still in place look up to date; a fault before the swap leaves library and header as they
     were. Without ``stamp`` (a build that left variants out) the stamp is removed: the next build
-    tries again.
+    tries again. ``packs`` (file name -> bytes, :mod:`tl_aot.pipeline.image_packs`) go beside the
+    library; packs of this library no longer built (another arch set, or images embedded again) are removed.
     """
     staged = StagedFiles()
+    packs = packs or {}
     try:
         staged.stage(out.library, source=built, role="library")
+        for name, data in sorted(packs.items()):
+            staged.stage(out.library.with_name(name), data=data, role="image pack")
         header = header_text.encode()
         if _read_bytes(out.header) != header:  # an unchanged header keeps its timestamp
             with filesystem_errors("create the header folder", out.header.parent):
@@ -114,6 +128,10 @@ def publish(
         staged.discard()
         raise
     staged.publish()
+    for stale in sorted(out.library.parent.glob(f"{out.library.stem}.*{PACK_SUFFIX}")):
+        if stale.name not in packs:
+            with contextlib.suppress(OSError):
+                stale.unlink()
 
 
 def write_depfile(path: Path, target: Path, deps) -> None:

@@ -321,6 +321,15 @@ class Library:
         p = self._path.with_name(self._path.name.removesuffix(".so") + "_torch.so")
         return p if p.is_file() else None
 
+    def check_images(self, arch: str) -> str:
+        """Whether the images of ``arch`` (``"sm_90a"``, ``"sm_80_ptx"``) are at hand: "" if so, else what to install.
+
+        A library built with image packs keeps each arch's images in ``lib<name>.<arch>.tlpack``
+        beside it; this reads and checks them as an entry's first call would (no GPU needed): a
+        missing pack names what to install, a pack of another build is refused.
+        """
+        return str(self._module["tl_aot_check_images"](str(arch)))
+
     def prepare(self, device: int = 0) -> None:
         """Load every entry's kernels on ``device`` now (do this before CUDA graph capture)."""
         self._prepare(int(device))

@@ -105,6 +105,18 @@ int ffi_driver_check(const Library& lib, TVMFFIAny* result) {
   TVM_FFI_SAFE_CALL_END();
 }
 
+int ffi_check_images(const Library& lib, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result) {
+  TVM_FFI_SAFE_CALL_BEGIN();
+  if (num_args != 1) fail("TypeError", "tl_aot_check_images(arch) takes one argument, an arch label such as 'sm_90a'");
+  const ::tvm::ffi::AnyView* a = reinterpret_cast<const ::tvm::ffi::AnyView*>(raw);
+  auto label = a[0].try_cast<::tvm::ffi::String>();
+  if (!label.has_value()) fail("TypeError", "tl_aot_check_images(arch): arch must be a string such as 'sm_90a'");
+  std::string why = check_images(lib, std::string(label.value()));
+  TVMFFIByteArray bytes{why.data(), why.size()};
+  return TVMFFIStringFromByteArray(&bytes, result);
+  TVM_FFI_SAFE_CALL_END();
+}
+
 }  // namespace v3
 }  // namespace rt
 }  // namespace tl_aot

@@ -87,6 +87,27 @@ static std::string built_archs(const Image* images, int n) {
   return s;
 }
 
+std::string check_images(const Library& lib, const std::string& label) {
+  bool any = false;
+  for (int i = 0; i < lib.num_entries; ++i) {
+    const Entry& e = *lib.entries[i];
+    for (int k = 0; k < e.num_images; ++k) {
+      const Image& img = e.images[k];
+      std::string have = is_pack_ref(img.data) ? pack_ref_label(img.data) : std::string(img.arch) + (img.ptx ? "_ptx" : "");
+      if (have != label) continue;
+      any = true;
+      if (!is_pack_ref(img.data)) continue;  // embedded in the library itself
+      std::string why;
+      if (packed_image(img.data, &why).empty()) return std::string(e.name) + ": " + why;
+    }
+  }
+  if (!any) {
+    std::string built = lib.num_entries ? built_archs(lib.entries[0]->images, lib.entries[0]->num_images) : "";
+    return std::string(lib.name) + " has no " + label + " image (built for " + built + ")";
+  }
+  return "";
+}
+
 // Retain the primary context of `device`, named by argument `arg` (caller holds g_mutex).
 static DeviceSlot& device_slot(const char* entry, int device, const char* arg) {
   Driver& d = driver();
@@ -183,8 +204,18 @@ void init_entry(const Library& lib, const Entry& entry, int device, const char* 
   }
   ContextGuard guard(name, ds.ctx);
   const Image& img = entry.images[v];
+  std::string unpacked;  // a packed image's bytes, read from its pack beside the library (packs.cc)
+  const char* data = img.data;
+  if (is_pack_ref(data)) {
+    std::string why;
+    unpacked = packed_image(data, &why);
+    if (unpacked.empty())
+      fail("RuntimeError", std::string(name) + ": cuda:" + std::to_string(device) + " (sm_" + std::to_string(ds.major) +
+                               std::to_string(ds.minor) + ") needs " + lib.name + "'s " + img.arch + " image, but " + why);
+    data = unpacked.data();
+  }
   CUmodule module = nullptr;
-  CUresult r = d.ModuleLoadData(&module, img.data);
+  CUresult r = d.ModuleLoadData(&module, data);
   if (r != CUDA_SUCCESS) fail_cu(name, std::string("loading the ") + img.arch + " image on cuda:" + std::to_string(device), r);
   for (int k = 0; k < img.num_kernels; ++k) {
     std::string why;

@@ -28,6 +28,7 @@
 #include "tl_aot/runtime/errors.h"
 #include "tl_aot/runtime/driver.h"
 #include "tl_aot/runtime/modules.h"
+#include "tl_aot/runtime/packs.h"
 #include "tl_aot/runtime/args.h"
 #include "tl_aot/runtime/tma.h"
 #include "tl_aot/runtime/buffers.h"

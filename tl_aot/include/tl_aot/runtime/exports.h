@@ -35,6 +35,8 @@ int ffi_manifest_part(const char* json, unsigned long long bytes, const TVMFFIAn
                       TVMFFIAny* result);
 // "" when this machine's NVIDIA driver can load the library (or there is none), else why not: tl_aot.load asks.
 int ffi_driver_check(const Library& lib, TVMFFIAny* result);
+// "" when the images of one arch are at hand, else what is missing and what to install (check_images).
+int ffi_check_images(const Library& lib, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result);
 
 }  // namespace v3
 }  // namespace rt
@@ -76,6 +78,10 @@ int ffi_driver_check(const Library& lib, TVMFFIAny* result);
   extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_tl_aot_driver_check(void*, const TVMFFIAny*, int32_t,                 \
                                                                   TVMFFIAny* result) {                               \
     return ::tl_aot::rt::ffi_driver_check(library, result);                                                          \
+  }                                                                                                                  \
+  extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_tl_aot_check_images(void*, const TVMFFIAny* raw, int32_t num_args,    \
+                                                                  TVMFFIAny* result) {                               \
+    return ::tl_aot::rt::ffi_check_images(library, raw, num_args, result);                                           \
   }                                                                                                                  \
   namespace tl_aot {                                                                                                 \
   namespace lib {                                                                                                    \

@@ -151,6 +151,9 @@ constexpr int64_t kCleanupDrainMs = 10000;
 
 // Load every entry of `lib` on `device` now (before CUDA graph capture).
 void prepare(const Library& lib, int device);
+// "" when every image of arch `label` ("sm_90a", "sm_80_ptx") is at hand (embedded, or in its pack
+// beside the library, of this build and intact), else the first problem, naming what to install.
+std::string check_images(const Library& lib, const std::string& label);
 // Unload every module and release every retained context once no launch is in flight; returns the
 // last CUresult (0 when all went well). Launches that start meanwhile wait, then load again. If
 // launches are still in flight after `drain_ms`, raises a RuntimeError and unloads nothing.
