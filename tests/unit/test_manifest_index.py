@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import golden_manifest
-from tl_aot.serve.server import Server
+from tl_aot.serving.server import Server
 
 from tl_aot.common.errors import LibraryError
 from tl_aot.common.manifest_index import index_of, index_text, parse_index
