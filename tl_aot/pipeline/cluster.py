@@ -41,7 +41,7 @@ import json
 import time
 import uuid
 
-from ..common.errors import TlAotError, ToolchainNotFound
+from ..common.errors import ClusterError, TlAotError, ToolchainNotFound
 from .cluster_batch import BatchTask, batches_of, group_key, label_of
 from .toolset import differences, local_toolset
 from .variant_task import ToolsetMismatch, accept_result, pack_task
@@ -56,10 +56,6 @@ _POLL_S = 1.0
 
 #: Seconds between "what runs where" lines.
 _WHERE_EVERY_S = 15.0
-
-
-class ClusterError(TlAotError):
-    """The cluster cannot build: unreachable, no worker agrees with this machine, every worker left."""
 
 
 def _dask():

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..codegen.render import render_header, render_launcher
 from ..common.arch import parse_arch
 from ..common.destinations import ensure_folder
-from ..common.errors import SpecError, TlAotError
+from ..common.errors import PartError, SpecError
 from ..common.fileutil import atomic_write, write_if_different
 from ..common.metadata import Call, LeftOut, LoweredEntry, LoweredVariant, Tuning, from_json, to_json
 from ..cuda.host_objects import generated_object, runtime_object
@@ -43,10 +43,6 @@ from .toolset import differences, local_toolset
 __all__ = ["parse_shard", "shard_of", "build_shard", "check_parts", "link_parts", "PartError"]
 
 PART_FORMAT = "tl_aot-part/1"
-
-
-class PartError(TlAotError):
-    """Parts that do not make one library: another library's, other sources or tools, a missing or duplicate shard."""
 
 
 def parse_shard(text: str) -> tuple[int, int]:
