@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..common.errors import CompileError, LoweringError, TlAotError, ToolsetMismatch
+from ..common.fileutil import write_file
 from ..cuda.image_check import variant_image_problem
 from .toolset import Toolset, differences, local_toolset
 
@@ -71,7 +72,7 @@ class ShippedSources:
         for rel, data in self.files:
             dest = tmp / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(data)
+            write_file(dest, data)
         (tmp / "setup.cfg").touch(exist_ok=True)  # a project marker: paths display as they do on the driver
         (tmp / ".complete").touch()
         try:
