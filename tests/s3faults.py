@@ -271,7 +271,7 @@ def sweep(work: Path, *, seed: int, builds: int, rate: float, sizes=(256, 512, 1
 
 
 def _build(work: Path, *, url: str | None) -> tuple[int, str]:
-    """One build in this process, from an empty local cache: (exit status, stderr; a traceback is exit 99)."""
+    """One build in this process, from an empty local cache: (exit status, stderr then stdout; a traceback is exit 99)."""
     import contextlib
     import io
     import shutil
@@ -283,14 +283,14 @@ def _build(work: Path, *, url: str | None) -> tuple[int, str]:
         shutil.rmtree(work / d, ignore_errors=True)
     args = ["build", "--spec", "kernels.toml", "-o", "out", "--cache-dir", "cache", "-j", "1"]
     args += ["--cache-url", url] if url else []
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         try:
             code = cli.main(args)
         except BaseException:  # noqa: BLE001 (a traceback is what must never happen)
             err.write(traceback.format_exc())
             code = 99
-    return int(code or 0), err.getvalue()
+    return int(code or 0), err.getvalue() + out.getvalue()  # the build's log (a shared cache given up on) is on stdout
 
 
 def _outputs(work: Path) -> dict:
