@@ -6,6 +6,16 @@ writes to files opened so, ``os.replace`` / ``rename`` / ``link`` / ``mkdir`` / 
 target it records the trace of a build; with one it makes that operation fail with a chosen
 ``errno`` (a write fails after writing half its bytes: a short write on a full disk).
 
+Faults look as the OS makes them: an ``open`` or ``rename`` names its path, but a ``write`` to a
+file object or its ``close`` (where a full disk refuses a small file: the data sat in Python's
+buffer) raises an :class:`OSError` with no file name, so tl_aot must say which file itself.
+
+Which operations exist is found, not listed: a hook on CPython's audit events (:func:`sys.addaudithook`:
+every ``os`` and ``shutil`` call that touches a path raises one) sees every file-system call of the
+build. The kinds the patches above count are skipped there, those in :data:`AUDITED` are counted
+and failed from the hook itself, and any other event naming a path under the folder is put in
+:attr:`FaultFS.unknown`: the fault matrix fails while a build does something FaultFS cannot fail.
+
 An operation is named by its kind, its path with pids and temporary-name suffixes masked, and
 its occurrence among operations of that name: the same operation in two runs of one build even
 when threads interleave differently.
@@ -26,10 +36,11 @@ import os
 import pickle
 import re
 import shutil
+import sys
 import threading
 from pathlib import Path
 
-__all__ = ["FaultFS", "ToolMemo", "FAULTS", "Op"]
+__all__ = ["FaultFS", "ToolMemo", "FAULTS", "AUDITED", "Op"]
 
 #: What each kind of operation can be failed with.
 FAULTS = {
@@ -41,7 +52,76 @@ FAULTS = {
     "mkdir": (errno.ENOSPC, errno.EROFS, errno.ENAMETOOLONG),
     "unlink": (errno.EROFS, errno.EIO),
     "copy": ("short", errno.EIO),
+    "close": (errno.ENOSPC,),  # the buffered data reaches the disk only now; the file is left cut short
+    "chmod": (errno.EROFS, errno.EPERM),
+    "utime": (errno.EROFS,),
+    "truncate": (errno.EIO,),
 }
+
+#: Audit events FaultFS's patches count (the hook leaves them to the patches).
+PATCHED = frozenset({"open", "os.rename", "os.remove", "os.rmdir", "os.mkdir", "os.link", "shutil.copyfile"})
+
+#: Audit events the hook counts and fails itself: event -> (kind, index of the path argument).
+AUDITED = {
+    "os.chmod": ("chmod", 0),
+    "os.chown": ("chmod", 0),
+    "os.utime": ("utime", 0),
+    "os.truncate": ("truncate", 0),
+    "os.symlink": ("link", 1),
+}
+
+#: Audit events that name a path but change nothing on their own (reads of folders, and calls made of
+#: the counted ones: ``shutil.rmtree`` is its unlinks, ``tempfile.mkstemp`` its ``os.open``).
+NOT_CHANGES = frozenset(
+    {
+        "os.listdir",
+        "os.scandir",
+        "os.chdir",
+        "os.walk",
+        "os.fwalk",
+        "glob.glob",
+        "glob.glob/2",
+        "pathlib.Path.glob",
+        "pathlib.Path.rglob",
+        "os.getxattr",
+        "os.listxattr",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "subprocess.Popen",
+        "shutil.rmtree",
+        "shutil.copytree",
+        "shutil.copymode",
+        "shutil.copystat",
+        "shutil.move",
+        "tempfile.mkstemp",
+        "tempfile.mkdtemp",
+        "import",
+        "exec",
+        "compile",
+        "ctypes.dlopen",
+        "fcntl.flock",
+        "fcntl.fcntl",
+    }
+)
+
+_ACTIVE: list = []  # the FaultFS whose context is entered (the audit hook, installed once, serves it)
+_HOOKED = False
+
+
+def _audit(event: str, args: tuple) -> None:
+    if not _ACTIVE or event in PATCHED or event in NOT_CHANGES:
+        return
+    fs = _ACTIVE[-1]
+    if event in AUDITED:
+        kind, at = AUDITED[event]
+        if len(args) > at and isinstance(args[at], (str, os.PathLike)):
+            fs.hit(kind, args[at])
+        return
+    for a in args:
+        if isinstance(a, (str, os.PathLike)) and fs._mask(a) is not None and not getattr(fs._paused, "on", False):
+            fs.unknown.add(event)
+
 
 Op = tuple  # (kind, masked path, occurrence)
 
@@ -55,14 +135,29 @@ class _Writer:
         self._fs, self._f, self._path = fs, f, path
 
     def write(self, data):
-        self._fs.hit("write", self._path, partial=lambda: self._f.write(data[: len(data) // 2]))
+        self._fs.hit("write", self._path, partial=lambda: self._f.write(data[: len(data) // 2]), named=False)
         return self._f.write(data)
+
+    def close(self):
+        if self._f.closed:
+            return
+        try:
+            self._fs.hit("close", self._path, partial=self._lose_buffer, named=False)
+        finally:
+            self._f.close()
+
+    def _lose_buffer(self):
+        """What a close on a full disk leaves: the file cut short of what was written (here, to half)."""
+        self._f.flush()
+        with self._fs.paused():
+            size = os.path.getsize(self._path)
+            os.truncate(self._path, size // 2)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        self._f.close()
+        self.close()
 
     def __iter__(self):
         return iter(self._f)
@@ -86,6 +181,8 @@ class _Patching:
         for mod, name, fn in reversed(self._saved):
             setattr(mod, name, fn)
         self._saved.clear()
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
 
 
 class FaultFS(_Patching):
@@ -95,6 +192,7 @@ class FaultFS(_Patching):
         self.root = str(Path(root).resolve())
         self.target, self.fault = target, fault
         self.trace: list[Op] = []
+        self.unknown: set[str] = set()  # audit events on paths under root that FaultFS cannot fail
         self.fired: tuple | None = None  # (op, path, fault) once the target was hit
         self._seen: dict = {}
         self._lock = threading.Lock()
@@ -113,8 +211,12 @@ class FaultFS(_Patching):
         rel = rel.replace(f".{os.getpid()}.", ".<pid>.")
         return _TMP_NAME.sub(".<tmp>", rel)
 
-    def hit(self, kind: str, path, *, partial=None) -> None:
-        """Count one operation; raise the fault if it is the target (after ``partial`` for a short write)."""
+    def hit(self, kind: str, path, *, partial=None, named: bool = True) -> None:
+        """Count one operation; raise the fault if it is the target (after ``partial`` for a short write).
+
+        ``named``: the error names the path, as the OS's does for a call given one; a write to a
+        file object, or its close, raises an error that names none.
+        """
         if getattr(self._paused, "on", False):
             return
         masked = self._mask(path) if isinstance(path, (str, os.PathLike)) else None
@@ -130,10 +232,12 @@ class FaultFS(_Patching):
                 self.fired = (op, os.fspath(path), self.fault)
         if fire:
             code = self.fault
-            if code == "short":
+            if code == "short" or kind == "close":
                 if partial is not None:
                     partial()
-                code = errno.ENOSPC
+                code = errno.ENOSPC if code == "short" else code
+            if not named:
+                raise OSError(code, os.strerror(code))
             raise OSError(code, os.strerror(code), os.fspath(path))
 
     @contextlib.contextmanager
@@ -148,6 +252,11 @@ class FaultFS(_Patching):
 
     # --- patching ---------------------------------------------------------------------------
     def __enter__(self) -> FaultFS:
+        global _HOOKED
+        if not _HOOKED:
+            sys.addaudithook(_audit)  # for good: a hook cannot be removed, and does nothing while no FaultFS is entered
+            _HOOKED = True
+        _ACTIVE.append(self)
         real_open, real_os_open, real_fdopen = builtins.open, os.open, os.fdopen
         fs = self
         fds: dict = {}  # fd -> the path os.open opened it for writing (os.fdopen's writes name it)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from helpers import golden_manifest
-from tl_aot.serving.server import Server
 
 from tl_aot.common.errors import LibraryError
 from tl_aot.common.manifest_index import index_of, index_text, parse_index
@@ -17,6 +16,7 @@ from tl_aot.common.metadata import ABI_VERSION, Call, LoweredEntry, Tuning, from
 from tl_aot.runtime import loader
 from tl_aot.runtime.elf import ElfInfo
 from tl_aot.runtime.loader import Library, read_index, read_manifest
+from tl_aot.serving.server import Server
 
 
 def _manifest(copies: int = 3):

@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 from .errors import FilesystemError
+from .fileutil import write_file
 
 __all__ = ["fs_error", "ensure_folder", "check_file_destination", "StagedFiles", "filesystem_errors", "disk_full_note", "LOW_SPACE_BYTES"]
 
@@ -128,7 +129,7 @@ class StagedFiles:
                 if part.stat().st_size != Path(source).stat().st_size:  # a copy cut short that did not say so
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(part))
             else:
-                part.write_bytes(data or b"")
+                write_file(part, data or b"")
             if mode is not None:
                 os.chmod(part, mode)
         except OSError as e:

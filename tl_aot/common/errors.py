@@ -1,4 +1,10 @@
-"""One exception hierarchy for every stage of tl_aot, so callers can catch ``TlAotError``."""
+"""One exception hierarchy for every stage of tl_aot, so callers can catch ``TlAotError``.
+
+The classes are defined here and published at one stable path, :mod:`tl_aot.errors` (and each
+also as ``tl_aot.<Name>``): their ``__module__`` says ``tl_aot.errors``, so a traceback names the
+path a user's ``except`` clause imports from, and a pickled error (a cluster worker's) loads
+wherever this module moves. ``tests/unit/test_public_errors.py`` pins the public names.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,12 @@ __all__ = [
     "FailedProcessError",
     "LibraryError",
     "FilesystemError",
+    "KernelNotServed",
+    "ClusterError",
+    "ToolsetMismatch",
+    "PartError",
+    "WheelCheckError",
+    "PUBLIC_ERRORS",
     "tool_signal",
 ]
 
@@ -73,6 +85,48 @@ class FailedProcessError(CompileError):
                 lines.append(f"  {label}:")
                 lines.extend("    " + ln for ln in text.rstrip().splitlines())
         super().__init__("\n".join(lines))
+
+
+class KernelNotServed(TlAotError, LookupError):
+    """Strict serving (``tl_aot.serve``) met a compile request no loaded library holds."""
+
+
+class ClusterError(TlAotError):
+    """The cluster cannot build: unreachable, no worker agrees with this machine, every worker left."""
+
+
+class ToolsetMismatch(TlAotError):
+    """A machine's TileLang / tl_aot / nvcc / tvm-ffi differ from the driver's: its outputs would differ."""
+
+
+class PartError(TlAotError):
+    """Parts that do not make one library: another library's, other sources or tools, a missing or duplicate shard."""
+
+
+class WheelCheckError(TlAotError):
+    """A wheel cannot honestly carry the platform tag asked for (or any manylinux tag)."""
+
+
+#: The error classes a user may catch, by their public name (``tl_aot.errors.<name>``, ``tl_aot.<name>``).
+PUBLIC_ERRORS = (
+    TlAotError,
+    SpecError,
+    LoweringError,
+    CompileError,
+    FailedProcessError,
+    ToolchainNotFound,
+    LibraryError,
+    FilesystemError,
+    KernelNotServed,
+    ClusterError,
+    ToolsetMismatch,
+    PartError,
+    WheelCheckError,
+)
+
+for _cls in PUBLIC_ERRORS:  # tracebacks and pickles name the public path, not this module's
+    _cls.__module__ = "tl_aot.errors"
+del _cls
 
 
 def tool_signal(returncode: int):

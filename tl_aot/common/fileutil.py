@@ -1,4 +1,14 @@
-"""Atomic file writes (a reader, or a build killed half way, never sees a partial file), and locks that say who holds them."""
+"""Every file tl_aot writes is written here, each error naming the file; and locks that say who holds them.
+
+Writes are atomic (a reader, or a build killed half way, never sees a partial file) or, for a
+file in a private folder, plain.
+
+Each helper names the file in the :class:`OSError` it raises. A full disk often refuses a small
+file only when it is closed (the data sat in Python's buffer until then), and that error carries
+no file name: without one, a front end cannot say which path and which folder to free, and shows
+a traceback. ``tests/unit/test_fs_writes.py`` checks that no module of tl_aot writes a file any
+other way; ``tests/faultfs.py`` fails these writes, and their close, as a full disk does.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +22,7 @@ import time
 from pathlib import Path
 
 __all__ = [
+    "write_file",
     "atomic_write",
     "write_if_different",
     "atomic_replace",
@@ -22,6 +33,21 @@ __all__ = [
     "record_digest",
     "verified_file",
 ]
+
+
+def write_file(path: str | os.PathLike, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` in place (a file in a private temporary folder, renamed by its caller or never read by others).
+
+    An :class:`OSError` names ``path``, even one raised when the file is closed (a full disk).
+    """
+    raw = data.encode() if isinstance(data, str) else data
+    try:
+        with open(path, "wb") as f:
+            f.write(raw)
+    except OSError as e:
+        if not e.filename:
+            e.filename = os.fspath(path)
+        raise
 
 
 def atomic_replace(tmp: str | os.PathLike, dest: str | os.PathLike) -> None:
@@ -103,7 +129,7 @@ def exclusive_lock(path: str | os.PathLike, *, holder: str = "", log=None, remin
         from .destinations import fs_error
 
         raise fs_error(e, "open the lock file", path, "a build takes this lock before it reads or writes anything") from None
-    with f:
+    with contextlib.closing(_QuietClose(f)):
         waited_since = None
         while True:
             try:
@@ -126,6 +152,20 @@ def exclusive_lock(path: str | os.PathLike, *, holder: str = "", log=None, remin
             with contextlib.suppress(OSError):
                 f.truncate(0)
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+class _QuietClose:
+    """Closes a lock file ignoring a refused flush: its text (who holds it) is a courtesy a full disk may refuse at close too."""
+
+    def __init__(self, f) -> None:
+        self.f = f
+
+    def close(self) -> None:
+        try:
+            self.f.close()
+        except OSError:
+            with contextlib.suppress(OSError):
+                self.f.close()  # the buffer was dropped by the failed flush; this releases the descriptor
 
 
 def _waiting_for(path, f) -> str:

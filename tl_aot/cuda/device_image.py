@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..common.arch import Arch
 from ..common.errors import CompileError, FailedProcessError, TlAotError
-from ..common.fileutil import write_if_different
+from ..common.fileutil import write_file, write_if_different
 from .cuda_toolkit import Toolkit, find_toolkit
 from .nvcc_command import map_ptx_paths, nvcc_command, nvrtc_options, source_prefix_map
 from .nvrtc_compile import compile_ptx, drop_unused_globals
@@ -166,7 +166,7 @@ def _batch(arch: Arch, workdir: Path, units: list[Unit], options, *, path_map, d
         lines += [f"#define {k} {kernel_prefix(i)}{k}" for k in names]
         lines.append(f'#include "{(workdir / u.stem).resolve()}.cu"')
         lines += [f"#undef {k}" for k in names]
-    (tmp / "batch.cu").write_text("\n".join(lines) + "\n")
+    write_file(tmp / "batch.cu", "\n".join(lines) + "\n")
     try:
         try:
             what = f"nvcc (a batch of {len(units)} variants, {arch})"
@@ -214,7 +214,7 @@ def _ptx(
 def _image(arch: Arch, tmp: Path, stem: str, ptx_text: str, options, *, what: str) -> bytes:
     """PTX → the image (ptxas; with ``+PTX`` the PTX packed beside it), in ``tmp``."""
     ptx = tmp / f"{stem}.ptx"
-    ptx.write_text(ptx_text)
+    write_file(ptx, ptx_text)
     out = f"{stem}.{'fatbin' if arch.ptx else 'cubin'}"
     run(nvcc_command(arch, ptx.name, out, options), what=what, cwd=tmp)
     return (tmp / out).read_bytes()
@@ -231,7 +231,7 @@ def _nvrtc_image(tk: Toolkit, arch: Arch, workdir: Path, tmp: Path, cu: str, sou
         raise CompileError(msg)
     nv, px = nvrtc_options(arch, options)
     ptx = drop_unused_globals(compile_ptx(tk.nvrtc, source_text, cu, nv, what=f"{what}: {workdir / cu}"))
-    (tmp / f"{Path(cu).stem}.ptx").write_text(map_ptx_paths(ptx, source_prefix_map(workdir)))
+    write_file(tmp / f"{Path(cu).stem}.ptx", map_ptx_paths(ptx, source_prefix_map(workdir)))
     out = f"{Path(cu).stem}.cubin"
     run([tk.ptxas, *px, f"{Path(cu).stem}.ptx", "-o", out], what=what, cwd=tmp)
     return (tmp / out).read_bytes()

@@ -23,7 +23,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from ..common.fileutil import record_digest, verified_file
+from ..common.destinations import filesystem_errors
+from ..common.fileutil import record_digest, verified_file, write_file
 from .host_compile import host_command
 from .toolchain import RUNTIME_SOURCES, RUNTIME_UNITS, check_output_file, compiler_id, compiler_launcher, run, sweep_dead_temporaries
 
@@ -34,6 +35,9 @@ OBJECTS_FOLDER = ".objects"
 
 #: The folder host commands are spelled for in keys: every real compile maps its own folder away.
 _PLACEHOLDER = Path("/tl_aot-object")
+
+#: What a user does about a cache folder that cannot be written.
+_FIX = "free some space there, or pass a writable --cache-dir / TL_AOT_CACHE_DIR"
 
 #: The runtime's object file name, and the name of the generated unit that includes its sources.
 _RUNTIME = "launcher_runtime.o"
@@ -54,7 +58,7 @@ def generated_object(
 
     def compile_in(folder: Path, out: str) -> None:
         for name in names:
-            (folder / name).write_text(files[name])
+            write_file(folder / name, files[name])
         run([*compiler_launcher(), *host_command(folder, source, out)], what=what, cwd=folder)
 
     return _cached(Path(cache_root), key, obj, compile_in, force, what)
@@ -82,7 +86,7 @@ def runtime_object(cache_root: Path, *, extra_key: str = "", force: bool = False
     key = _key(command(_PLACEHOLDER, _RUNTIME), [unity], extra_key)
 
     def compile_in(folder: Path, out: str) -> None:
-        (folder / _RUNTIME_UNIT).write_text(unity)
+        write_file(folder / _RUNTIME_UNIT, unity)
         run([*compiler_launcher(), *command(folder, out)], what="compiling the tl_aot launcher runtime", cwd=folder)
 
     return _cached(Path(cache_root), key, _RUNTIME, compile_in, force, "compiling the tl_aot launcher runtime")
@@ -108,16 +112,18 @@ def _cached(cache_root: Path, key: str, name: str, compile_in: Callable[[Path, s
     obj = folder / name
     if not force and verified_file(obj):
         return obj, False
-    folder.mkdir(parents=True, exist_ok=True)
-    sweep_dead_temporaries(folder, f".{name}.")
     tmp = folder / f".{name}.{os.getpid()}.{threading.get_ident()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        compile_in(tmp, name)
-        check_output_file(tmp / name, what=what)
-        os.replace(tmp / name, obj)  # atomic: concurrent builds (or machines) sharing the cache agree
-        record_digest(obj)
-    finally:
+    # A full or read-only cache (the sources written into tmp, the object renamed, its digest) is one line naming the file.
+    with filesystem_errors("write", None, f"{what} needs room in the object cache {cache_root / OBJECTS_FOLDER}: {_FIX}"):
+        folder.mkdir(parents=True, exist_ok=True)
+        sweep_dead_temporaries(folder, f".{name}.")
         shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        try:
+            compile_in(tmp, name)
+            check_output_file(tmp / name, what=what)
+            os.replace(tmp / name, obj)  # atomic: concurrent builds (or machines) sharing the cache agree
+            record_digest(obj)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return obj, True

@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 
 from ..common.errors import CompileError, LoweringError, ToolchainNotFound
+from ..common.fileutil import write_file
 from ..common.versions import CUTEDSL_DIST, CUTEDSL_PIN, cutedsl_version, package_version
 
 __all__ = [
@@ -189,8 +190,8 @@ def compile_cubin(variant, arch, work: Path) -> tuple[bytes, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f"{variant.entry}__{arch.sm}.cutedsl.", dir=folder))
     module = stage / "kernel.py"
-    module.write_text(variant.cuda_source)
-    (stage / "arguments.json").write_text(json.dumps(fake_arguments(variant)))
+    write_file(module, variant.cuda_source)
+    write_file(stage / "arguments.json", json.dumps(fake_arguments(variant)))
     error = _WORKERS.compile(stage)
     cubin = stage / "kernel.cubin"
     if not error and not cubin.is_file():

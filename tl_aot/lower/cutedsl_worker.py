@@ -81,9 +81,10 @@ def _compile(folder: Path) -> None:
 def _stderr_to(path: Path):
     """Send this process's stderr (CuTeDSL's diagnostics, from Python or native code) to ``path`` meanwhile."""
     sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)  # only an fd for stderr: nothing is written from here
     saved = os.dup(2)
-    with open(path, "wb") as f:
-        os.dup2(f.fileno(), 2)
+    os.dup2(fd, 2)
+    os.close(fd)
     try:
         yield
     finally:

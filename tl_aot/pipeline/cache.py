@@ -27,6 +27,7 @@ from pathlib import Path
 from ..common.arch import Arch
 from ..common.destinations import ensure_folder, filesystem_errors, fs_error
 from ..common.errors import CompileError
+from ..common.fileutil import write_file
 from ..common.metadata import LoweredVariant, from_json, to_json
 from ..common.versions import __version__, package_version
 from ..config.capture_ref import CaptureRef
@@ -194,10 +195,10 @@ class VariantCache:
             tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root))
         try:
             text = to_json(variant, indent=1).encode()
-            (tmp / "image.bin").write_bytes(image)
-            (tmp / "variant.json").write_bytes(text)
-            (tmp / "image.sha256").write_text(hashlib.sha256(image).hexdigest() + "\n")
-            (tmp / "variant.sha256").write_text(hashlib.sha256(text).hexdigest() + "\n")
+            write_file(tmp / "image.bin", image)
+            write_file(tmp / "variant.json", text)
+            write_file(tmp / "image.sha256", hashlib.sha256(image).hexdigest() + "\n")
+            write_file(tmp / "variant.sha256", hashlib.sha256(text).hexdigest() + "\n")
             try:
                 os.replace(tmp, final)
             except OSError:

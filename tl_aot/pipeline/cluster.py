@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..common.errors import TlAotError, ToolchainNotFound
+from ..common.errors import ClusterError, TlAotError, ToolchainNotFound
 from .cluster_batch import BatchTask, batches_of, group_key, label_of
 from .inputs import project_of
 from .toolset import Toolset, differences, local_toolset
@@ -68,10 +68,6 @@ _POLL_S = 1.0
 
 #: Seconds between "what runs where" lines.
 _WHERE_EVERY_S = 15.0
-
-
-class ClusterError(TlAotError):
-    """The cluster cannot build: unreachable, no worker agrees with this machine, every worker left."""
 
 
 def _dask():

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..common.errors import TlAotError
+from ..common.errors import PartError
 from ..common.fileutil import atomic_write
 from ..common.metadata import Call, LeftOut, LoweredEntry, LoweredVariant, Tuning, from_json, to_json
 from ..cuda.image_check import variant_image_problem
@@ -23,10 +23,6 @@ from .shared_cache import pack_entry, unpack_entry
 __all__ = ["PART_FORMAT", "Part", "PartTask", "PartError"]
 
 PART_FORMAT = "tl_aot-part/1"
-
-
-class PartError(TlAotError):
-    """Parts that do not make one library: another library's, other sources or tools, a missing or duplicate shard."""
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,16 @@ on a folder it is written under a temporary name and renamed.
 
 Reads are verified like the local cache's: an entry of another key, of the wrong size or digest,
 or whose metadata does not parse is a miss, never used. A hit is copied into the local cache
-(which checks it again, the headers its flags name included) and served from there. A shared
-cache that cannot be reached or written is reported once and the build goes on without it.
+(which checks it again: the image a complete cubin of the variant's kernels, the headers its flags
+name) and served from there; one the local cache refuses is a miss too. No byte read from the
+store is used before these checks.
+
+An object store fails partially: a request times out, answers 5xx, is slow, or serves a truncated
+or stale object. A bad object is a miss (rebuilt here, and overwritten by this build's store). A
+request that fails is reported once and the build goes on without the shared cache: no later
+request of this build is sent, so a store that hangs costs one request's timeout, not one per
+variant (s3fs's timeouts and retries are set by fsspec's configuration, e.g. ``FSSPEC_S3``).
+``bench/s3_faults.py`` drives builds against an S3 API server (moto) that injects these faults.
 
 A plan looks all its keys up at once (:meth:`SharedCache.load_many`): one listing of the cache's
 folder, then one batched read of the entries it holds (concurrent on an object store, whose
@@ -28,6 +36,7 @@ import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+from ..common.errors import CompileError
 from ..common.metadata import LoweredVariant, from_json, to_json
 from .cache import ROOT_TOKEN, VariantCache, relocate
 
@@ -96,6 +105,7 @@ class SharedCache:
             raise SpecError(msg) from None
         self.log = log
         self._warned = False
+        self.off = False  # a request failed: the rest of this build goes without the shared cache
         self._lock = threading.Lock()
         self.hits = 0
         self.adopted: set[str] = set()  # keys whose entry came from the shared cache in this build
@@ -111,6 +121,7 @@ class SharedCache:
 
     def _warn(self, what: str, e: BaseException) -> None:
         with self._lock:
+            self.off = True
             if self._warned:
                 return
             self._warned = True
@@ -120,7 +131,7 @@ class SharedCache:
     def load(self, key: str, project=None):
         """The local entry, else the shared one (verified, then copied into the local cache and read from there)."""
         hit = self.local.load(key, project)
-        if hit is not None:
+        if hit is not None or self.off:
             return hit
         try:
             data = self.fs.cat_file(self._object(key))
@@ -144,7 +155,7 @@ class SharedCache:
                 found[key] = hit
             else:
                 missing[key] = project
-        if not missing:
+        if not missing or self.off:
             return found
         listed = self._list()
         wanted = [k for k in missing if listed is None or k in listed]
@@ -162,7 +173,7 @@ class SharedCache:
     def _list(self) -> set | None:
         """The keys the shared folder holds now (one listing), or None where it cannot be listed (each key is then read)."""
         try:
-            names = self.fs.ls(self.path, detail=False)
+            names = self.fs.ls(self.path, detail=False, refresh=True)  # what the store holds now, not a listing cached earlier
         except FileNotFoundError:
             names = []
         except Exception:  # noqa: BLE001 (a store that lists nothing, e.g. plain HTTP: read each key instead)
@@ -203,7 +214,11 @@ class SharedCache:
             return None
         if project is not None:
             variant = relocate(variant, ROOT_TOKEN, str(project))
-        self.local.store(key, variant, entry[1], project)
+        try:
+            self.local.store(key, variant, entry[1], project)
+        except CompileError:  # digests that agree over an image that is no cubin of the variant's kernels
+            self._bad.add(key)
+            return None
         found = self.local.load(key, project)
         if found is not None:
             with self._lock:
@@ -217,6 +232,8 @@ class SharedCache:
     def store(self, key: str, variant, image: bytes, project=None, *, replace: bool = False) -> None:
         """Store locally, then put the entry in the shared cache (atomically: one object, or a temporary name renamed)."""
         self.local.store(key, variant, image, project, replace=replace)
+        if self.off:
+            return
         shared = relocate(variant, str(project), ROOT_TOKEN) if project is not None else variant
         data = pack_entry(key, to_json(shared, indent=1), image)
         final = self._object(key)

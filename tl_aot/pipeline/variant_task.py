@@ -28,7 +28,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..common.errors import CompileError, LoweringError, TlAotError
+from ..common.errors import CompileError, LoweringError, TlAotError, ToolsetMismatch
+from ..common.fileutil import write_file
 from ..cuda.image_check import variant_image_problem
 from .toolset import Toolset, differences, local_toolset
 
@@ -47,10 +48,6 @@ __all__ = [
 #: Image formats a variant may have: an ELF cubin, or a fatbin (``+PTX``).
 _ELF_MAGIC = b"\x7fELF"
 _FATBIN_MAGIC = (0xBA55ED50).to_bytes(4, "little")
-
-
-class ToolsetMismatch(TlAotError):
-    """A machine's TileLang / tl_aot / nvcc / tvm-ffi differ from the driver's: its outputs would differ."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +72,7 @@ class ShippedSources:
         for rel, data in self.files:
             dest = tmp / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(data)
+            write_file(dest, data)
         (tmp / "setup.cfg").touch(exist_ok=True)  # a project marker: paths display as they do on the driver
         (tmp / ".complete").touch()
         try:

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from ..common.errors import LibraryError
+from ..common.fileutil import write_file
 from ..common.manifest_index import ManifestIndex, parse_index
 from ..common.metadata import ABI_VERSION, LoweredEntry, Manifest, Tuning, from_json, to_json
 from . import torch_ops
@@ -88,7 +89,7 @@ def _private_copy(path: Path) -> Path:
     if not copy.is_file() or copy.stat().st_size != len(data):
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".{path.name}.{os.getpid()}"
-        tmp.write_bytes(data)
+        write_file(tmp, data)
         os.replace(tmp, copy)
         shutil.copymode(path, copy)
     return copy

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..common.errors import TlAotError
+from ..common.errors import KernelNotServed
 from ..gpu.cuda_driver import current_gpu, gpu_identity
 from ..gpu.image_select import image_of, runs_on
 from ..jit.seam import CompileRequest, Interception, install, uninstall
@@ -29,10 +29,6 @@ from .served_kernel import ServedKernel
 __all__ = ["serve", "stop", "Server", "KernelNotServed", "install_from_env", "held_device_code"]
 
 _log = logging.getLogger("tl_aot.serving.server")
-
-
-class KernelNotServed(TlAotError, LookupError):
-    """Strict serving met a compile request no loaded library holds."""
 
 
 @dataclass

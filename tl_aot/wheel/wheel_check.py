@@ -17,7 +17,7 @@ from base64 import urlsafe_b64encode
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..common.errors import TlAotError
+from ..common.errors import WheelCheckError
 from .elf_deps import ElfDeps, ElfError, is_elf, parse_elf_deps
 from .manylinux import CHECKED_NAMESPACES, Policy, policies_for, version_key
 
@@ -36,10 +36,6 @@ __all__ = [
 #: Provided at run time by the apache-tvm-ffi package, never by the wheel.
 TVM_FFI_LIB = "libtvm_ffi.so"
 _ALIASES = {"manylinux1": "manylinux_2_5", "manylinux2010": "manylinux_2_12", "manylinux2014": "manylinux_2_17"}
-
-
-class WheelCheckError(TlAotError):
-    """A wheel cannot honestly carry the platform tag asked for (or any manylinux tag)."""
 
 
 @dataclass(frozen=True)
