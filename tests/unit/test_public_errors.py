@@ -76,7 +76,7 @@ def test_the_modules_that_defined_a_class_still_hand_it_on(module, name):
 
 
 def test_kernel_not_served_is_handed_on_by_the_serving_module():
-    for module in ("tl_aot.serve.server", "tl_aot.jit.serving"):  # its home before and after the move to serve/
+    for module in ("tl_aot.serving.server",):  # the serving wing hands it on
         try:
             serving = importlib.import_module(module)
         except ModuleNotFoundError:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..common.arch import Arch
 from ..common.errors import CompileError, FailedProcessError, ToolchainNotFound
-from ..common.fileutil import atomic_write
+from ..common.fileutil import atomic_write, write_file
 from .cuda_toolkit import find_toolkit
 from .toolchain import run
 
@@ -56,7 +56,7 @@ def compressed_fatbin(cubin: bytes, arch: Arch, cuda_version: tuple[int, int], *
         pass
     with tempfile.TemporaryDirectory(prefix="tl_aot-fatbin-") as tmp:
         src, out = Path(tmp) / "image.cubin", Path(tmp) / "image.fatbin"
-        src.write_bytes(cubin)
+        write_file(src, cubin)
         sm = arch.sm.removeprefix("sm_")
         cmd = [tool, f"--create={out}", f"--image3=kind=elf,sm={sm},file={src}", *mode]
         try:
