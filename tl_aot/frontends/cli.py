@@ -74,7 +74,8 @@ def _cmd_build(args) -> int:
         cache_url=args.cache_url,
         shard=args.shard,
     )
-    if result.manifest.left_out and not log:  # the summary lists them; with -q this line does
+    # a shard's build gives its part folder (no manifest yet: link makes it)
+    if not args.shard and result.manifest.left_out and not log:  # the summary lists them; with -q this line does
         left = result.manifest.left_out
         print(f"tl_aot build: left out {len(left)} variant(s) (--keep-going):", file=sys.stderr)
         for x in left:
