@@ -41,6 +41,8 @@ __all__ = [
     "Build",
     "Trial",
     "LocalCluster",
+    "Progress",
+    "Reference",
     "front_end",
     "undisturbed",
     "kill_trial",
@@ -102,6 +104,7 @@ from tl_aot.frontends.setuptools import TileLangExtension, build_ext
 setup(
     name="chaos_demo",
     version="0",
+    install_requires=["apache-tvm-ffi"],
     ext_modules=[
         TileLangExtension(
             {name!r},
@@ -171,7 +174,9 @@ def setuptools_project(ws: Path) -> Path:
     return src
 
 
-def front_end(name: str, ws: Path, *, cluster: str = "", parts: Path | None = None, out: Path | None = None, cache: Path | None = None) -> Build:
+def front_end(
+    name: str, ws: Path, *, cluster: str = "", parts: Path | None = None, out: Path | None = None, cache: Path | None = None
+) -> Build:
     """The build of front end ``name`` in workspace ``ws`` (made ready: projects written, CMake configured).
 
     ``out`` / ``cache``: the output and cache folders (default ``ws/out``, ``ws/cache``): racing
@@ -279,7 +284,8 @@ def cache_damage(cache: Path, shared: Path | None = None) -> list[str]:
     return damage
 
 
-def _proc_table() -> dict[int, tuple[int, str]]:
+def _proc_table() -> dict[int, tuple[int, str, int]]:
+    """``{pid: (parent pid, command name, CPU ticks used by it and its reaped children)}`` of every live process."""
     table = {}
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
@@ -289,20 +295,61 @@ def _proc_table() -> dict[int, tuple[int, str]]:
                 continue
             rest = stat[stat.rindex(")") + 2 :].split()
             if rest[0] != "Z":
-                table[int(p.name)] = (int(rest[1]), stat[stat.index("(") + 1 : stat.rindex(")")])
+                ticks = sum(int(x) for x in rest[11:15])  # utime, stime, cutime, cstime
+                table[int(p.name)] = (int(rest[1]), stat[stat.index("(") + 1 : stat.rindex(")")], ticks)
     return table
 
 
-def descendants(root: int) -> dict[int, str]:
+def descendants(root: int, table: dict | None = None) -> dict[int, str]:
     """``{pid: command name}`` of every live process below ``root``."""
-    table, out, todo = _proc_table(), {}, [root]
+    table = _proc_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = {}, [root]
     while todo:
-        parent = todo.pop()
-        for pid, (ppid, name) in table.items():
-            if ppid == parent and pid not in out:
-                out[pid] = name
+        for pid in children.get(todo.pop(), ()):
+            if pid not in out:
+                out[pid] = table[pid][1]
                 todo.append(pid)
     return out
+
+
+class Progress:
+    """A build's progress as CPU seconds: those its process tree (and the given cluster workers, since it started) used.
+
+    Kill instants are drawn on this clock, not on wall time: other work on the machine stretches a
+    build's wall time but not its CPU time, so the kills still spread over its stages in proportion
+    to the work each does.
+    """
+
+    def __init__(self, root: int, workers: tuple[int, ...] = ()) -> None:
+        self.root, self.workers = root, workers
+        table = _proc_table()
+        self.base = {w: self._ticks(w, table) for w in workers}
+        self.last = dict(self.base)
+        self.busy: dict[int, int] = dict.fromkeys(workers, 0)  # each worker's ticks since the previous sample
+        self.seen = 0.0
+        self.tree: dict[int, str] = {}  # every process seen below the build
+
+    @staticmethod
+    def _ticks(root: int, table: dict) -> int:
+        return sum(table[p][2] for p in (root, *descendants(root, table)) if p in table)
+
+    def sample(self) -> float:
+        """CPU seconds used so far (never decreasing); also notes the build's processes and which worker works."""
+        table = _proc_table()
+        self.tree.update(descendants(self.root, table))
+        total = self._ticks(self.root, table)
+        for w in self.workers:
+            now = self._ticks(w, table)
+            self.busy[w], self.last[w] = now - self.last[w], now
+            total += now - self.base[w]
+        self.seen = max(self.seen, total / _CLOCK_TICKS)
+        return self.seen
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _survivors(pids: dict[int, str], wait_s: float = 5.0) -> list[str]:
@@ -327,7 +374,8 @@ class Trial:
 
     front_end: str
     seed: int
-    at_s: float
+    at: float  # the kill's instant, as a fraction of the undisturbed build's CPU time
+    at_wall_s: float  # when it came, in wall seconds after the start
     killed: bool  # False: the build had ended before the instant came
     stage: str  # the last line the build printed before the kill
     damage: tuple[str, ...] = ()  # outputs half written, cache entries that do not verify, orphan tools, a failed rebuild
@@ -338,16 +386,30 @@ class Trial:
         return not self.damage
 
 
-def undisturbed(build: Build) -> tuple[dict[Path, bytes], float]:
-    """The outputs of a build from empty folders, and its wall time."""
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """An undisturbed build from empty folders: its outputs' bytes, its wall time and its CPU seconds."""
+
+    outputs: dict
+    wall_s: float
+    cpu_s: float
+
+
+def undisturbed(build: Build, workers: tuple[int, ...] = ()) -> Reference:
+    """Build from empty folders, undisturbed, measuring the CPU time of its tree (and of the cluster ``workers``)."""
     build.reset()
     t0 = time.monotonic()
-    proc = build.run()
+    proc = subprocess.Popen(build.cmd, cwd=build.cwd, env=build.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    progress = Progress(proc.pid, workers)
+    while proc.poll() is None:
+        progress.sample()
+        time.sleep(0.03)
     wall = time.monotonic() - t0
     if proc.returncode:
-        msg = f"the undisturbed {build.front_end} build failed:\n{proc.stdout}\n{proc.stderr}"
+        again = build.run()  # for its message
+        msg = f"the undisturbed {build.front_end} build failed:\n{again.stdout}\n{again.stderr}"
         raise RuntimeError(msg)
-    return {p: p.read_bytes() for p in build.outputs}, wall
+    return Reference({p: p.read_bytes() for p in build.outputs}, wall, progress.seen)
 
 
 def _last_line(log: Path) -> str:
@@ -358,52 +420,59 @@ def _last_line(log: Path) -> str:
     return lines[-1][:120] if lines else "(nothing printed)"
 
 
-def _outputs_damage(build: Build, reference: dict[Path, bytes]) -> list[str]:
+def _outputs_damage(build: Build, reference: Reference) -> list[str]:
     """Outputs that exist but are not the undisturbed build's bytes (a half-written or foreign file)."""
     bad = []
     for p in build.outputs:
-        if p.exists() and p.read_bytes() != reference[p]:
+        if p.exists() and p.read_bytes() != reference.outputs[p]:
             bad.append(f"{p.name}: present after the kill but not the undisturbed build's bytes")
     return bad
 
 
-def _rebuild(build: Build, reference: dict[Path, bytes]) -> tuple[list[str], float]:
+def _rebuild(build: Build, reference: Reference) -> tuple[list[str], float]:
     """A clean build after the kill: it must succeed with the undisturbed bytes and a verified cache."""
     t0 = time.monotonic()
     proc = build.run()
     wall = time.monotonic() - t0
     if proc.returncode:
         return [f"the next build failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-600:]}"], wall
-    bad = [f"{p.name}: next build's bytes differ from the undisturbed build's" for p in build.outputs if p.read_bytes() != reference[p]]
+    bad = [
+        f"{p.name}: next build's bytes differ from the undisturbed build's" for p in build.outputs if p.read_bytes() != reference.outputs[p]
+    ]
     bad += [f"after the next build: {d}" for d in cache_damage(build.cache, build.shared)]
     return bad, wall
 
 
-def kill_trial(build: Build, reference: dict[Path, bytes], *, at_s: float, seed: int, log_dir: Path) -> Trial:
-    """Start ``build`` from empty folders, SIGKILL its process group ``at_s`` seconds in, check, build again, check."""
+def _run_until(proc: subprocess.Popen, progress: Progress, target_cpu_s: float) -> float:
+    """Wait until ``proc`` ends or has used ``target_cpu_s`` of CPU; returns the wall seconds waited."""
+    t0 = time.monotonic()
+    while proc.poll() is None and progress.sample() < target_cpu_s:
+        time.sleep(0.02)
+    return time.monotonic() - t0
+
+
+def kill_trial(build: Build, reference: Reference, *, at: float, seed: int, log_dir: Path) -> Trial:
+    """Start ``build`` from empty folders, SIGKILL its process group at fraction ``at`` of its CPU time, check, build again, check."""
     build.reset()
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{build.front_end}-{seed}.log"
     with open(log, "wb") as sink:
         proc = subprocess.Popen(build.cmd, cwd=build.cwd, env=build.env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + at_s
-        tree: dict[int, str] = {}
-        while proc.poll() is None and time.monotonic() < deadline:
-            tree.update(descendants(proc.pid))  # every process it started, to find one that outlives it
-            time.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
+        progress = Progress(proc.pid)
+        waited = _run_until(proc, progress, at * reference.cpu_s)
         killed = proc.poll() is None
         if killed:
-            tree.update(descendants(proc.pid))
+            progress.sample()
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     stage = _last_line(log) if killed else "(finished first)"
     damage = [] if killed or proc.returncode == 0 else [f"the undisturbed part failed (exit {proc.returncode}): {_last_line(log)}"]
-    orphans = _survivors({p: n for p, n in tree.items() if n in _TOOLS})
+    orphans = _survivors({p: n for p, n in progress.tree.items() if n in _TOOLS})
     damage += [f"tool outlived the killed build: {o}" for o in orphans]
     damage += _outputs_damage(build, reference)
     damage += cache_damage(build.cache, build.shared)
     more, wall = _rebuild(build, reference)
-    return Trial(build.front_end, seed, round(at_s, 3), killed, stage, tuple(damage + more), round(wall, 2))
+    return Trial(build.front_end, seed, round(at, 4), round(waited, 2), killed, stage, tuple(damage + more), round(wall, 2))
 
 
 class LocalCluster:
@@ -466,43 +535,27 @@ class LocalCluster:
                     p.wait()
 
 
-def _cpu_ticks(pid: int) -> int:
-    """utime + stime of ``pid`` and everything below it (clock ticks)."""
-    total = 0
-    for p in (pid, *descendants(pid)):
-        try:
-            stat = Path(f"/proc/{p}/stat").read_text()
-        except OSError:
-            continue
-        rest = stat[stat.rindex(")") + 2 :].split()
-        total += int(rest[11]) + int(rest[12])
-    return total
+def worker_kill_trial(build: Build, reference: Reference, cluster: LocalCluster, *, at: float, seed: int, log_dir: Path) -> Trial:
+    """Start a cluster build; at fraction ``at`` of its CPU time, SIGKILL the busiest worker (mid-batch when one works).
 
-
-def worker_kill_trial(build: Build, reference: dict[Path, bytes], cluster: LocalCluster, *, at_s: float, seed: int, log_dir: Path) -> Trial:
-    """Start a cluster build; ``at_s`` seconds in, SIGKILL the busiest worker (mid-batch if one is working); the build must finish whole.
-
-    The killed worker is started again afterwards, so the next trial has two.
+    The build must finish with the undisturbed bytes (the batch runs again on the other worker). The
+    killed worker is started again afterwards, so the next trial has two.
     """
     build.reset()
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"cluster-worker-{seed}.log"
-    rng = random.Random(seed)
+    workers = {cluster.procs[w].pid: w for w in cluster.workers()}
     with open(log, "wb") as sink:
         t0 = time.monotonic()
         proc = subprocess.Popen(build.cmd, cwd=build.cwd, env=build.env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-        last = {w: _cpu_ticks(cluster.procs[w].pid) for w in cluster.workers()}
-        busy = dict.fromkeys(last, 0)
-        while proc.poll() is None and time.monotonic() - t0 < at_s:
-            time.sleep(0.1)
-            for w in last:
-                now = _cpu_ticks(cluster.procs[w].pid)
-                busy[w], last[w] = now - last[w], now
+        progress = Progress(proc.pid, tuple(workers))
+        waited = _run_until(proc, progress, at * reference.cpu_s)
         killed = proc.poll() is None
-        victim = ""
+        victim, working = "", False
         if killed:
-            working = [w for w, ticks in busy.items() if ticks > 0]
-            victim = max(working, key=busy.get) if working else rng.choice(sorted(busy))
+            busiest = max(sorted(progress.busy), key=progress.busy.get)
+            working = progress.busy[busiest] > 0
+            victim = workers[busiest] if working else random.Random(seed).choice(sorted(workers.values()))
             cluster.kill(victim)
         try:
             rc = proc.wait(timeout=600)
@@ -510,14 +563,14 @@ def worker_kill_trial(build: Build, reference: dict[Path, bytes], cluster: Local
             os.killpg(proc.pid, signal.SIGKILL)
             rc = proc.wait()
         wall = time.monotonic() - t0
-    stage = f"{victim or 'none'} killed ({'working' if killed and busy.get(victim) else 'idle'}) after: {_last_line(log)}"
+    stage = f"{victim or 'no worker'} killed ({'working' if working else 'idle'}) after: {_last_line(log)}"
     damage = [] if rc == 0 else [f"the build with a worker killed failed (exit {rc}): {_last_line(log)}"]
     if rc == 0:
-        damage += [f"{p.name}: differs from the undisturbed build" for p in build.outputs if p.read_bytes() != reference[p]]
+        damage += [f"{p.name}: differs from the undisturbed build" for p in build.outputs if p.read_bytes() != reference.outputs[p]]
     damage += cache_damage(build.cache, build.shared)
     if victim:
         cluster.add_worker(victim)
-    return Trial("cluster-worker", seed, round(at_s, 3), killed, stage, tuple(damage), round(wall, 2))
+    return Trial("cluster-worker", seed, round(at, 4), round(waited, 2), killed, stage, tuple(damage), round(wall, 2))
 
 
 # ---------------------------------------------------------------------------------------------
