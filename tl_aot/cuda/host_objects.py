@@ -10,8 +10,9 @@ build or a CI job with a warm cache links without compiling.
 
 Objects live in ``<cache>/.objects/<key>/`` (a dot folder: never read as a variant entry). Each is
 compiled in a private temporary folder beside it, its SHA-256 stored beside it, then renamed into
-place (so an object in the cache always has its digest) and checked on every read: a damaged, truncated or half-written object is compiled again, never
-linked. Builds sharing the cache that compile one key at once agree (the object is reproducible).
+place (so an object in the cache always has its digest) and checked on every read: a damaged,
+truncated or half-written object is compiled again, never linked. Builds sharing the cache that
+compile one key at once agree (the object is reproducible).
 """
 
 from __future__ import annotations
