@@ -86,9 +86,9 @@ def main(argv: list[str] | None = None) -> int:
             workers = tuple(cluster.procs[w].pid for w in cluster.workers()) if fe == "cluster-driver" else ()
             chaos.undisturbed(builds[name], workers)  # a first build warms what every later one shares (workers' lowering pools, ninja)
             refs[name] = ref = chaos.undisturbed(builds[name], workers)
-            files = {p.name: len(b) for p, b in ref.outputs.items()}
+            files = {n: len(b) for n, b in ref.outputs.items()}
             emit({"undisturbed": name, "wall_s": round(ref.wall_s, 2), "cpu_s": round(ref.cpu_s, 2), "files": files})
-        libs = {n: next(b for p, b in r.outputs.items() if p.name.endswith(".so")) for n, r in refs.items()}
+        libs = {n: next(b for n, b in r.outputs.items() if n.endswith(".so")) for n, r in refs.items()}
         one_machine = {n for n in libs if n != "link"}
         if len({libs[n] for n in one_machine}) > 1:
             emit({"error": "front ends disagree on the library's bytes", "front_ends": sorted(one_machine)})

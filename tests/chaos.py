@@ -86,11 +86,14 @@ class Build:
     cache: Path
     shared: Path | None = None  # a file:// shared cache's folder
     fresh: tuple[Path, ...] = ()  # removed before a trial (outputs, caches, work folders)
+    objects: Path | None = None  # host objects put in the emptied cache (a test's warm launcher runtime)
 
     def reset(self) -> None:
         """Empty folders, as before a first build (a CMake build tree is kept: ninja reruns what is missing)."""
         for p in self.fresh:
             shutil.rmtree(p, ignore_errors=True)
+        if self.objects is not None:
+            shutil.copytree(self.objects, self.cache / ".objects")
 
     def run(self, timeout: float = 600) -> subprocess.CompletedProcess:
         return subprocess.run(self.cmd, cwd=self.cwd, env=self.env, capture_output=True, text=True, timeout=timeout, check=False)
@@ -388,7 +391,7 @@ class Trial:
 
 @dataclasses.dataclass(frozen=True)
 class Reference:
-    """An undisturbed build from empty folders: its outputs' bytes, its wall time and its CPU seconds."""
+    """An undisturbed build from empty folders: its outputs' bytes by file name, its wall time and its CPU seconds."""
 
     outputs: dict
     wall_s: float
@@ -409,7 +412,7 @@ def undisturbed(build: Build, workers: tuple[int, ...] = ()) -> Reference:
         again = build.run()  # for its message
         msg = f"the undisturbed {build.front_end} build failed:\n{again.stdout}\n{again.stderr}"
         raise RuntimeError(msg)
-    return Reference({p: p.read_bytes() for p in build.outputs}, wall, progress.seen)
+    return Reference({p.name: p.read_bytes() for p in build.outputs}, wall, progress.seen)
 
 
 def _last_line(log: Path) -> str:
@@ -424,7 +427,7 @@ def _outputs_damage(build: Build, reference: Reference) -> list[str]:
     """Outputs that exist but are not the undisturbed build's bytes (a half-written or foreign file)."""
     bad = []
     for p in build.outputs:
-        if p.exists() and p.read_bytes() != reference.outputs[p]:
+        if p.exists() and p.read_bytes() != reference.outputs.get(p.name, p.read_bytes()):
             bad.append(f"{p.name}: present after the kill but not the undisturbed build's bytes")
     return bad
 
@@ -436,11 +439,15 @@ def _rebuild(build: Build, reference: Reference) -> tuple[list[str], float]:
     wall = time.monotonic() - t0
     if proc.returncode:
         return [f"the next build failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-600:]}"], wall
-    bad = [
-        f"{p.name}: next build's bytes differ from the undisturbed build's" for p in build.outputs if p.read_bytes() != reference.outputs[p]
-    ]
+    differ = [p.name for p in _compared(build, reference) if p.read_bytes() != reference.outputs[p.name]]
+    bad = [f"{name}: next build's bytes differ from the undisturbed build's" for name in differ]
     bad += [f"after the next build: {d}" for d in cache_damage(build.cache, build.shared)]
     return bad, wall
+
+
+def _compared(build: Build, reference: Reference) -> list[Path]:
+    """The outputs of ``build`` the reference has bytes for (another front end's reference: the library and header)."""
+    return [p for p in build.outputs if p.name in reference.outputs]
 
 
 def _run_until(proc: subprocess.Popen, progress: Progress, target_cpu_s: float) -> float:
@@ -566,7 +573,11 @@ def worker_kill_trial(build: Build, reference: Reference, cluster: LocalCluster,
     stage = f"{victim or 'no worker'} killed ({'working' if working else 'idle'}) after: {_last_line(log)}"
     damage = [] if rc == 0 else [f"the build with a worker killed failed (exit {rc}): {_last_line(log)}"]
     if rc == 0:
-        damage += [f"{p.name}: differs from the undisturbed build" for p in build.outputs if p.read_bytes() != reference.outputs[p]]
+        damage += [
+            f"{p.name}: differs from the undisturbed build"
+            for p in _compared(build, reference)
+            if p.read_bytes() != reference.outputs[p.name]
+        ]
     damage += cache_damage(build.cache, build.shared)
     if victim:
         cluster.add_worker(victim)
