@@ -13,7 +13,8 @@ busiest Dask worker of a local cluster mid-build instead; that build must finish
 
 Runs on the CPU machine (TileLang + nvcc, ``tl_aot[cluster]``, cmake and ninja). One JSON line per
 kill, then a summary line (kills, damaged, per front end, the stages hit); exit status 1 if any
-kill left damage. ``--front-ends cli,cmake`` restricts the draw.
+kill left damage. ``--front-ends cli,cmake`` restricts the draw; ``--summary chaos.jsonl``
+summarizes the lines of a sweep (one stopped early included).
 """
 
 from __future__ import annotations
@@ -46,6 +47,25 @@ def _stage(line: str) -> str:
     return "other"
 
 
+def summarize(rows: list[dict]) -> dict:
+    """Kills, kills that landed, kills that left damage, per front end, and where they landed, from the kill lines."""
+    per: dict = collections.defaultdict(lambda: {"kills": 0, "landed": 0, "damaged": 0})
+    stages: collections.Counter = collections.Counter()
+    for r in rows:
+        per[r["front_end"]]["kills"] += 1
+        per[r["front_end"]]["landed"] += int(r["killed"])
+        per[r["front_end"]]["damaged"] += int(bool(r["damage"]))
+        stages[f"{r['front_end']}:{r['where']}"] += 1
+    return {
+        "kills": len(rows),
+        "landed": sum(int(r["killed"]) for r in rows),
+        "damaged": sum(int(bool(r["damage"])) for r in rows),
+        "per_front_end": dict(sorted(per.items())),
+        "stages": dict(sorted(stages.items())),
+        "load_avg": round(os.getloadavg()[0], 1),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=500, help="kills to make (default 500)")
@@ -54,7 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--front-ends", default=",".join(ALL), help=f"comma-separated, of {', '.join(ALL)}")
     ap.add_argument("--out", type=Path, help="JSONL file (default: stdout only)")
     ap.add_argument("--work", type=Path, help="work folder (default: a temporary one)")
+    ap.add_argument("--summary", type=Path, help="print the summary of a JSONL file of an earlier (or stopped) sweep and exit")
     args = ap.parse_args(argv)
+    if args.summary:
+        rows = [json.loads(line) for line in args.summary.read_text().splitlines() if '"kill"' in line]
+        print(json.dumps(summarize(rows), sort_keys=True))
+        return 1 if any(r["damage"] for r in rows) else 0
     names = [n for n in args.front_ends.split(",") if n]
     unknown = set(names) - set(ALL)
     if unknown:
@@ -110,27 +135,9 @@ def main(argv: list[str] | None = None) -> int:
             trials.append(trial)
             emit({"kill": i, **dataclasses.asdict(trial), "where": _stage(trial.stage)})
 
-        per = collections.defaultdict(lambda: {"kills": 0, "landed": 0, "damaged": 0})
-        stages = collections.Counter()
-        for t in trials:
-            per[t.front_end]["kills"] += 1
-            per[t.front_end]["landed"] += int(t.killed)
-            per[t.front_end]["damaged"] += int(not t.ok)
-            stages[f"{t.front_end}:{_stage(t.stage)}"] += 1
-        damaged = sum(not t.ok for t in trials)
-        emit(
-            {
-                "summary": True,
-                "seed": args.seed,
-                "kills": len(trials),
-                "landed": sum(t.killed for t in trials),
-                "damaged": damaged,
-                "minutes": round((time.monotonic() - t_start) / 60, 1),
-                "per_front_end": dict(per),
-                "stages": dict(sorted(stages.items())),
-                "load_avg": os.getloadavg()[0],
-            }
-        )
+        summary = summarize([dataclasses.asdict(t) | {"where": _stage(t.stage)} for t in trials])
+        emit({"summary": True, "seed": args.seed, "minutes": round((time.monotonic() - t_start) / 60, 1), **summary})
+        damaged = summary["damaged"]
         return 1 if damaged else 0
     finally:
         if cluster:
