@@ -207,11 +207,11 @@ def _inner_load(lib: str) -> dict:
 def _inner_serve(lib: str) -> dict:
     """``tl_aot.serve`` timed in this fresh process (its modules imported first: imports are not its cost), and its memory."""
     import tvm_ffi  # noqa: F401
-    from tl_aot.serving import server as serving
 
     import tl_aot.jit.import_hooks  # noqa: F401
     import tl_aot.jit.request_key  # noqa: F401
     import tl_aot.runtime.loader  # noqa: F401
+    from tl_aot.serving import server as serving
 
     add = serving.Server.add
     spent = []
@@ -251,10 +251,10 @@ def _per_call(fn, repeat: int) -> float:
 def _inner_lookups(lib: str, real: int) -> dict:
     """Lookups of the ``real`` entries: by call key (untraced) and by request key, each first and again."""
     from tilelang.cache.kernel_cache import KernelCache
-    from tl_aot.serving import server as serving
 
     from tl_aot.gpu.device import emulate, find_profile
     from tl_aot.jit.seam import CompileRequest
+    from tl_aot.serving import server as serving
 
     sys.path.insert(0, str(KERNELS))
     import elementwise

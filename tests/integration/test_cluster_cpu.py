@@ -384,3 +384,17 @@ def test_build_capture_on_the_cluster_is_the_local_build(cluster, tmp_path):
         libs.append(next(out.glob("lib*.so")).read_bytes())
     assert " on w" in proc.stdout, proc.stdout
     assert libs[0] == libs[1]
+
+
+def test_the_cluster_driver_killed_at_a_random_instant_leaves_nothing_damaged(cluster, tmp_path):
+    """``build --cluster --cache-url`` SIGKILLed (its process group) at a seeded instant of its CPU time
+    (``tests/chaos.py``; the sweep is ``bench/chaos_kills.py``): outputs absent or whole, the local and
+    shared caches verify, and the next build is the undisturbed one's bytes."""
+    import random
+
+    import chaos
+
+    build = chaos.front_end("cluster-driver", tmp_path / "ws", cluster=cluster.address)
+    ref = chaos.undisturbed(build)
+    trial = chaos.kill_trial(build, ref, at=random.Random("42:cluster-driver").random(), seed=0, log_dir=tmp_path / "logs")
+    assert trial.killed and trial.ok, trial

@@ -9,9 +9,10 @@ one stored for a key serves every output folder: a fresh CMake build tree, an is
 build or a CI job with a warm cache links without compiling.
 
 Objects live in ``<cache>/.objects/<key>/`` (a dot folder: never read as a variant entry). Each is
-compiled in a private temporary folder beside it and renamed into place, its SHA-256 stored beside
-it and checked on every read: a damaged, truncated or half-written object is compiled again, never
-linked. Builds sharing the cache that compile one key at once agree (the object is reproducible).
+compiled in a private temporary folder beside it, its SHA-256 stored beside it, then renamed into
+place (so an object in the cache always has its digest) and checked on every read: a damaged,
+truncated or half-written object is compiled again, never linked. Builds sharing the cache that
+compile one key at once agree (the object is reproducible).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..common.destinations import filesystem_errors
-from ..common.fileutil import record_digest, verified_file, write_file
+from ..common.fileutil import atomic_write, file_digest, verified_file, write_file
 from .host_compile import host_command
 from .toolchain import RUNTIME_SOURCES, RUNTIME_UNITS, check_output_file, compiler_id, compiler_launcher, run, sweep_dead_temporaries
 
@@ -122,8 +123,10 @@ def _cached(cache_root: Path, key: str, name: str, compile_in: Callable[[Path, s
         try:
             compile_in(tmp, name)
             check_output_file(tmp / name, what=what)
+            # The digest first, then the object: a build killed between the two leaves a digest with no
+            # object (a miss), never an object in place without its digest.
+            atomic_write(f"{obj}.sha256", file_digest(tmp / name) + "\n")
             os.replace(tmp / name, obj)  # atomic: concurrent builds (or machines) sharing the cache agree
-            record_digest(obj)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return obj, True

@@ -73,11 +73,19 @@ def run(cmd: list[str], *, what: str, cwd: str | os.PathLike | None = None, env:
     # ``environ`` itself, which a lowering thread importing TileLang may be rewriting at that moment
     # (seen as "Bad address" from exec when builds run threads beside each other).
     env = dict(os.environ) if env is None else env
-    proc = subprocess.run(full, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    with subprocess.Popen(full, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            stdout, stderr = proc.communicate()
+        except BaseException:
+            # Interrupted (Ctrl-C, a thread's exception): SIGTERM, which the reaper answers by killing
+            # the tool's group (subprocess.run would SIGKILL the reaper and leave the tool running).
+            proc.terminate()
+            proc.wait()
+            raise
     if proc.returncode != 0:
         disk = disk_full_note(cwd or ".", tempfile.gettempdir())
-        raise FailedProcessError(f"{what} (with the {disk})" if disk else what, cmd, proc.returncode, proc.stdout, proc.stderr)
-    return proc.stdout
+        raise FailedProcessError(f"{what} (with the {disk})" if disk else what, cmd, proc.returncode, stdout, stderr)
+    return stdout
 
 
 def check_output_file(path: Path, *, what: str, library: bool = False) -> None:
