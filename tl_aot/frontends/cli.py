@@ -114,9 +114,30 @@ def _cmd_capture(args) -> int:
     return code
 
 
+def _served_libraries(where: str) -> list:
+    """The tl_aot libraries ``run --serve`` names (a ``lib*.so`` or a folder of them), each loaded and its manifest read.
+
+    Checked here, before the command starts: a program that never imports TileLang would otherwise
+    exit 0 as if served, and one that does would die in its start-up hook with a traceback.
+    """
+    path = Path(where)
+    if path.is_dir():
+        files = sorted(path.glob("lib*.so"))
+        if not files:
+            msg = f"run --serve {where}: the folder holds no tl_aot library (lib*.so)"
+            raise TlAotError(msg)
+    elif path.is_file():
+        files = [path]
+    else:
+        msg = f"run --serve {where}: no such library or folder"
+        raise TlAotError(msg)
+    return [read_manifest(_load_module(f), f) for f in files]
+
+
 def _cmd_run(args) -> int:
-    """Run the command with TileLang's JIT served from the libraries."""
+    """Run the command with TileLang's JIT served from the libraries (checked first: they must load)."""
     cmd = _command(args, "run")
+    _served_libraries(args.serve)
     extra = {"TL_AOT_SERVE": str(Path(args.serve).resolve()), "TL_AOT_SERVE_STRICT": "1" if args.strict else "0"}
     return subprocess.call(cmd, env=environment(extra))
 
@@ -190,14 +211,26 @@ def _cmd_inspect(args) -> int:
     return 0
 
 
+#: Distributions (as wheel file names spell them) whose wheels ``check-wheel`` skips: the run-time dependency
+#: that carries ``libtvm_ffi.so`` itself, which a kernel wheel must never vendor.
+_NOT_YOURS = ("apache_tvm_ffi",)
+
+
 def _cmd_check_wheel(args) -> int:
     """Check (and with --retag, retag) each wheel's manylinux platform tag."""
     from ..wheel.wheel_check import check_claim, check_wheel, retag_wheel  # the wheel wing: this command alone reads wheels
 
     for wheel in map(Path, args.wheels):
-        report = check_wheel(wheel)
-        platform = wheel.stem.split("-")[-1]
-        check_claim(report, platform)
+        if wheel.name.split("-")[0].lower() in _NOT_YOURS:  # `pip wheel .` without --no-deps puts it in the folder too
+            print(f"{wheel.name}: skipped: apache-tvm-ffi's own wheel, a dependency (pip wheel --no-deps leaves it out)")
+            continue
+        try:
+            report = check_wheel(wheel)
+            platform = wheel.stem.split("-")[-1]
+            check_claim(report, platform)
+        except TlAotError as e:
+            msg = f"{wheel.name}: {e}"
+            raise TlAotError(msg) from None
         print(f"{wheel.name}: {report.summary()}")
         if args.retag and report.platform and platform.startswith("linux_"):
             print(f"  -> {retag_wheel(wheel, report.platform, args.wheel_dir)}")

@@ -39,8 +39,9 @@ def build_variants(
 ) -> VariantRun:
     """Stages lower, compile images and launcher over the plan's misses, in parallel (here, or on ``cluster``'s workers)."""
     todo = plan.todo
-    if log and getattr(cache, "hits", 0):
-        log(f"{cache.hits} of {len(plan.tasks)} variant(s) from the shared cache {cache.url}")
+    shared = sum(1 for t in plan.tasks if t.key in getattr(cache, "adopted", ()))  # a shard's plan: its own variants only
+    if log and shared:
+        log(f"{shared} of {len(plan.tasks)} variant(s) from the shared cache {cache.url}")
     progress = Progress((1 if cluster else 2) * len(todo) + 2 * launcher, log)
     stages = Stages(work, cache, plan.nvcc_version, plan.tvm_ffi_version, progress, force)
     run = VariantRun(

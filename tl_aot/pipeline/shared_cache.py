@@ -97,10 +97,15 @@ class SharedCache:
         self.log = log
         self._warned = False
         self._lock = threading.Lock()
-        self.hits = 0
+        self.adopted: set = set()  # keys this build took from the shared cache (a shard counts its own among them)
         self._bad: set = set()  # keys whose shared entry was damaged: rewritten by store()
         self._listed: set | None = None  # keys the shared folder held when load_many listed it (None: not listed)
         self._made = False  # the shared folder exists (made once, not per store)
+
+    @property
+    def hits(self) -> int:
+        """How many variants this build took from the shared cache."""
+        return len(self.adopted)
 
     def __getattr__(self, name):  # everything else (root, the runtime object's folder, ...) is the local cache's
         return getattr(self.local, name)
@@ -205,7 +210,8 @@ class SharedCache:
         self.local.store(key, variant, entry[1], project)
         found = self.local.load(key, project)
         if found is not None:
-            self.hits += 1
+            with self._lock:
+                self.adopted.add(key)
         return found
 
     def check_writable(self) -> None:
