@@ -57,20 +57,20 @@ class LocalCluster:
             time.sleep(0.2)
         self.address = json.loads(self.file.read_text())["address"]
 
-    def _start(self, name: str, args: list, env: dict | None = None) -> None:
+    def _start(self, name: str, args: list, env: dict | None = None, cwd: Path | None = None) -> None:
         log = open(self.root / f"{name}.log", "w")  # noqa: SIM115 (kept open for the process's life)
-        self.procs[name] = subprocess.Popen([self.dask, *args], stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.procs[name] = subprocess.Popen([self.dask, *args], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
 
-    def add_worker(self, name: str, **env) -> None:
+    def add_worker(self, name: str, cwd: Path | None = None, **env) -> None:
         """Start worker ``name`` (one thread, no nanny: killing it kills it) and wait until the scheduler has it."""
-        self.start_worker(name, **env)
+        self.start_worker(name, cwd=cwd, **env)
         self.wait_for(name)
 
-    def start_worker(self, name: str, **env) -> None:
-        """Start worker ``name`` without waiting for it to join."""
+    def start_worker(self, name: str, cwd: Path | None = None, **env) -> None:
+        """Start worker ``name`` (in folder ``cwd``, else this one) without waiting for it to join."""
         e = dict(os.environ, TL_AOT_WORKER_DIR=str(self.root / f"{name}-work"), **env)
         args = ["worker", self.address, "--name", name, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1", "--no-dashboard"]
-        self._start(name, [*args, "--local-directory", str(self.root / f"{name}-dask")], e)
+        self._start(name, [*args, "--local-directory", str(self.root / f"{name}-dask")], e, cwd)
 
     def wait_for(self, name: str) -> None:
         """Wait until the scheduler has worker ``name``."""
@@ -323,6 +323,47 @@ def test_a_second_machine_reuses_variants_through_the_shared_cache(reference, cl
     assert "2 of 2 variant(s) from the shared cache" in "\n".join(lines)
     assert not any(ln.startswith("[") and "lower " in ln for ln in lines), lines  # nothing lowered here
     assert result.library.read_bytes() == reference.library.read_bytes()
+
+
+RELATIVE_SPEC = """
+[library]
+name = "add_one"
+archs = ["80"]
+
+[[entry]]
+name = "add_one"
+source = "elementwise.py"
+function = "add_one"
+"""
+
+
+def test_a_worker_in_an_empty_folder_builds_what_the_driver_names_by_relative_paths(tmp_path):
+    """The README's promise: workers need no checkout. A spec with a relative source, and a relative CLI target."""
+    project, empty = tmp_path / "project", tmp_path / "empty"
+    project.mkdir()
+    empty.mkdir()
+    (project / "elementwise.py").write_bytes(KERNEL.read_bytes())
+    (project / "kernels.toml").write_text(RELATIVE_SPEC)
+    local = subprocess.run(
+        [sys.executable, "-m", "tl_aot", "build", "--spec", "kernels.toml", "-o", "local", "--cache-dir", "local-cache", "-q"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert local.returncode == 0, local.stderr
+    c = LocalCluster(tmp_path / "cluster")
+    try:
+        c.add_worker("elsewhere", cwd=empty)
+        for out, target in (("spec", ["--spec", "kernels.toml"]), ("cli", ["elementwise.py:add_one", "--arch", "80"])):
+            cmd = [sys.executable, "-m", "tl_aot", "build", *target, "-o", out, "--cache-dir", f"{out}-cache", "--cluster", c.address]
+            proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True, check=False)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            assert "on elsewhere" in proc.stdout, proc.stdout
+            assert (project / out / "libadd_one.so").read_bytes() == (project / "local" / "libadd_one.so").read_bytes()
+    finally:
+        c.close()
+    assert not any(empty.iterdir())  # the worker wrote nothing where it was started
 
 
 def test_shards_link_into_the_one_machine_library(reference, tmp_path):

@@ -380,7 +380,7 @@ def test_skbuild_finds_an_installed_tl_aot_through_its_cmake_root_entry_point(tm
     env = child_env(cache_dir)
     src = tmp_path / "tl_aot_src"
     src.mkdir()
-    for f in ("setup.py", "pyproject.toml", "README.md"):
+    for f in ("setup.py", "pyproject.toml", "README.md", "LICENSE"):  # LICENSE: pyproject's license-files
         shutil.copy(ROOT / f, src)
     for d in ("tl_aot", "cmake"):
         shutil.copytree(ROOT / d, src / d, ignore=_IGNORE)

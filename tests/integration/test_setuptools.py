@@ -338,7 +338,7 @@ def test_isolated_build_pins_cpu_torch_with_a_constraint(tmp_path, cache_dir):
     """
     repo = tmp_path / "tl_aot_src"
     repo.mkdir()
-    for item in ("tl_aot", "cmake", "pyproject.toml", "setup.py", "README.md"):
+    for item in ("tl_aot", "cmake", "pyproject.toml", "setup.py", "README.md", "LICENSE"):
         if (ROOT / item).is_dir():
             shutil.copytree(ROOT / item, repo / item, ignore=shutil.ignore_patterns("__pycache__"))
         elif (ROOT / item).exists():

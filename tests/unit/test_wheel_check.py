@@ -208,3 +208,30 @@ def test_check_wheel_command_reports_and_retags(libs, tmp_path):
     assert re.fullmatch(rf"demo-1\.0-py3-none-manylinux_2_\d+_{ARCH}\.whl", new.name)
     bad = _wheel(tmp_path, {"demo/libk.so": libs[1].read_bytes(), "demo/libtvm_ffi.so": b"\x7fELF"})
     assert main(["check-wheel", bad]) == 1
+
+
+def test_check_wheel_names_the_wheel_it_refuses_and_skips_apache_tvm_ffis_own(tmp_path):
+    """`pip wheel .` without --no-deps puts apache-tvm-ffi's wheel in dist/: check-wheel skips it, saying so."""
+    import zipfile
+
+    from tl_aot.frontends.cli import main
+
+    theirs = tmp_path / "apache_tvm_ffi-0.1.12-cp312-abi3-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(theirs, "w") as z:
+        z.writestr("tvm_ffi/lib/libtvm_ffi.so", b"\x7fELF")
+    vendoring = tmp_path / "mine-0.1.0-py3-none-linux_x86_64.whl"
+    with zipfile.ZipFile(vendoring, "w") as z:
+        z.writestr("mine/libtvm_ffi.so", b"\x7fELF")
+    pure = tmp_path / "pure-0.1.0-py3-none-any.whl"
+    with zipfile.ZipFile(pure, "w") as z:
+        z.writestr("pure/__init__.py", "")
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        assert main(["check-wheel", str(theirs), str(pure)]) == 0
+        assert main(["check-wheel", str(vendoring)]) == 1
+    assert f"{theirs.name}: skipped: apache-tvm-ffi's own wheel" in out.getvalue()
+    assert f"{pure.name}: no native libraries (a pure-Python wheel)" in out.getvalue() and "see below" not in out.getvalue()
+    assert f"tl_aot: error: {vendoring.name}: the wheel vendors mine/libtvm_ffi.so" in err.getvalue()

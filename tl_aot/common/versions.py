@@ -8,7 +8,8 @@ from __future__ import annotations
 
 __all__ = ["__version__", "package_version", "CUTEDSL_DIST", "CUTEDSL_PIN", "cutedsl_version"]
 
-#: tl_aot's version (``tl_aot.__version__``; pyproject.toml's ``version`` says the same).
+#: tl_aot's version (``tl_aot.__version__``): the one source of truth; pyproject.toml reads it
+#: (``[tool.setuptools.dynamic]``). How it changes: docs/versioning.md; what changed: CHANGELOG.md.
 __version__ = "0.1.0"
 
 #: The distribution that provides CuTeDSL, and the version ``tl_aot[cutedsl]`` pins.

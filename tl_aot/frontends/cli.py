@@ -144,7 +144,7 @@ def _cmd_capture(args) -> int:
         extra["TL_AOT_CAPTURE_DEVICE"] = find_profile(args.device).name
     serve = getattr(args, "serve", None)
     if serve:
-        extra["TL_AOT_SERVE"] = str(_served_libraries(serve))
+        extra["TL_AOT_SERVE"] = str(_served_libraries(serve, "capture"))
         extra["TL_AOT_SERVE_STRICT"] = "0"
     t0 = time.monotonic()
     try:
@@ -167,19 +167,33 @@ def _cmd_capture(args) -> int:
     return code
 
 
-def _served_libraries(path: str) -> Path:
-    """``capture --serve``'s library (or folder of them), checked before the command runs."""
-    p = Path(path).resolve()
-    if not (p.is_file() or (p.is_dir() and any(p.glob("lib*.so")))):
-        msg = f"capture --serve: {path} is neither a tl_aot library nor a folder holding some (lib*.so)"
+def _served_libraries(where: str, verb: str) -> Path:
+    """The tl_aot libraries ``run --serve`` / ``capture --serve`` name (a ``lib*.so`` or a folder of them), checked.
+
+    Each is loaded and its manifest read here, before the command starts: a program that never
+    imports TileLang would otherwise exit 0 as if served, and one that does would die in its
+    start-up hook with a traceback.
+    """
+    path = Path(where)
+    if path.is_dir():
+        files = sorted(path.glob("lib*.so"))
+        if not files:
+            msg = f"{verb} --serve {where}: the folder holds no tl_aot library (lib*.so)"
+            raise TlAotError(msg)
+    elif path.is_file():
+        files = [path]
+    else:
+        msg = f"{verb} --serve {where}: no such library or folder"
         raise TlAotError(msg)
-    return p
+    for f in files:
+        read_manifest(_load_module(f), f)
+    return path.resolve()
 
 
 def _cmd_run(args) -> int:
-    """Run the command with TileLang's JIT served from the libraries."""
+    """Run the command with TileLang's JIT served from the libraries (checked first: they must load)."""
     cmd = _command(args, "run")
-    extra = {"TL_AOT_SERVE": str(Path(args.serve).resolve()), "TL_AOT_SERVE_STRICT": "1" if args.strict else "0"}
+    extra = {"TL_AOT_SERVE": str(_served_libraries(args.serve, "run")), "TL_AOT_SERVE_STRICT": "1" if args.strict else "0"}
     return subprocess.call(cmd, env=environment(extra))
 
 
@@ -266,14 +280,26 @@ def _cmd_split_wheel(args) -> int:
     return 0
 
 
+#: Distributions (as wheel file names spell them) whose wheels ``check-wheel`` skips: the run-time dependency
+#: that carries ``libtvm_ffi.so`` itself, which a kernel wheel must never vendor.
+_NOT_YOURS = ("apache_tvm_ffi",)
+
+
 def _cmd_check_wheel(args) -> int:
     """Check (and with --retag, retag) each wheel's manylinux platform tag."""
     from ..wheel.wheel_check import check_claim, check_wheel, retag_wheel  # the wheel wing: this command alone reads wheels
 
     for wheel in map(Path, args.wheels):
-        report = check_wheel(wheel)
-        platform = wheel.stem.split("-")[-1]
-        check_claim(report, platform)
+        if wheel.name.split("-")[0].lower() in _NOT_YOURS:  # `pip wheel .` without --no-deps puts it in the folder too
+            print(f"{wheel.name}: skipped: apache-tvm-ffi's own wheel, a dependency (pip wheel --no-deps leaves it out)")
+            continue
+        try:
+            report = check_wheel(wheel)
+            platform = wheel.stem.split("-")[-1]
+            check_claim(report, platform)
+        except TlAotError as e:
+            msg = f"{wheel.name}: {e}"
+            raise TlAotError(msg) from None
         print(f"{wheel.name}: {report.summary()}")
         if args.retag and report.platform and platform.startswith("linux_"):
             print(f"  -> {retag_wheel(wheel, report.platform, args.wheel_dir)}")

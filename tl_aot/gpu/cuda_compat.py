@@ -27,6 +27,7 @@ __all__ = [
     "image_floor",
     "library_floor",
     "min_cuda_for_arch",
+    "COMPUTE_CAPABILITIES",
     "cuda_int",
     "cuda_str",
 ]
@@ -58,6 +59,9 @@ ARCH_MIN_CUDA = {
     88: (13, 0),
     110: (13, 0),
 }
+
+#: Every compute capability NVIDIA has shipped a GPU or a compiler target for (sm_99 is none: a typo, not a newer CUDA's).
+COMPUTE_CAPABILITIES = frozenset({50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121})
 
 #: The launcher runtime's own floor (its driver entry points), and CuTeDSL images'.
 RUNTIME_MIN_CUDA = (12, 0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from ..config.user_code import SourceSnapshot, display_path, snapshot_files, sna
 from ..cuda.cuda_toolkit import find_toolkit, pin_toolkit, pip_toolkits
 from ..cuda.host_identity import host_compiler
 from ..cuda.toolchain import compiler_description, nvcc_version, point_tilelang_at_toolkit, supported_archs_of
-from ..gpu.cuda_compat import min_cuda_for_arch
+from ..gpu.cuda_compat import COMPUTE_CAPABILITIES, min_cuda_for_arch
 from .cache import VariantCache, variant_key
 from .inputs import generator_files, project_of
 
@@ -101,12 +102,9 @@ def check_toolchain(lib: LibrarySpec) -> str:
     for spec in lib.entries:
         for arch in spec.archs:
             if known and arch.number not in known:
-                need = ".".join(map(str, min_cuda_for_arch(arch.number)))
-                hint = " (pip install 'tl_aot[build-cu13]')" if tk.origin == "pip" and min_cuda_for_arch(arch.number) >= (13, 0) else ""
                 msg = (
                     f"entry {spec.name!r} ({arch}) in {display_path(spec.source)}: {compiler_description()} cannot build "
-                    f"{arch.sm}; it targets sm_{', sm_'.join(str(n) for n in sorted(known))}. {arch.sm} needs CUDA {need} "
-                    f"or newer{hint}"
+                    f"{arch.sm}; it targets sm_{', sm_'.join(str(n) for n in sorted(known))}. {_why_not(arch, version, tk.origin)}"
                 )
                 raise SpecError(msg)
             if arch.ptx and tk.kind == "nvrtc":
@@ -117,6 +115,18 @@ def check_toolchain(lib: LibrarySpec) -> str:
                 )
                 raise SpecError(msg)
     return version if tk.kind == "nvcc" else f"{version} (NVRTC)"
+
+
+def _why_not(arch, version: str, origin: str) -> str:
+    """Why a compiler lacks ``arch``: too old (naming the CUDA that has it), or no CUDA release targets it (a typo)."""
+    need = min_cuda_for_arch(arch.number)
+    have = tuple(int(x) for x in re.findall(r"\d+", version)[:2])
+    if arch.number not in COMPUTE_CAPABILITIES:
+        return f"{arch.sm} is no compute capability NVIDIA has released: check the spelling (e.g. sm_90a, 100a)"
+    if len(have) == 2 and have >= need:
+        return f"CUDA {have[0]}.{have[1]} no longer targets {arch.sm}: build it with an older CUDA (e.g. tl_aot[build-cu12])"
+    hint = " (pip install 'tl_aot[build-cu13]')" if origin == "pip" and need >= (13, 0) else ""
+    return f"{arch.sm} needs CUDA {'.'.join(map(str, need))} or newer{hint}"
 
 
 def plan_build(lib: LibrarySpec, cache: VariantCache, nvcc_version: str, *, force: bool = False) -> Plan:

@@ -113,6 +113,11 @@ class SharedCache:
         self._listed: set | None = None  # keys the shared folder held when load_many listed it (None: not listed)
         self._made = False  # the shared folder exists (made once, not per store)
 
+    @property
+    def hits(self) -> int:
+        """How many variants this build took from the shared cache."""
+        return len(self.adopted)
+
     def __getattr__(self, name):  # everything else (root, the runtime object's folder, ...) is the local cache's
         return getattr(self.local, name)
 

@@ -145,7 +145,7 @@ def pack_task(task, toolset: Toolset) -> VariantTask:
     """
     from ..config.options import flag_inputs
 
-    spec = task.spec
+    spec = _driver_paths(task.spec)
     base = _base_of(spec)
     files: dict = {}
     if spec.capture:  # the kernel travels in the spec; its recorded headers are checked here (written beside the record)
@@ -163,6 +163,26 @@ def pack_task(task, toolset: Toolset) -> VariantTask:
         if _under(p, base) and p.is_file():
             files.setdefault(p.relative_to(base).as_posix(), p.read_bytes())
     return VariantTask(spec, task.arch, task.key, toolset, ShippedSources(str(base), tuple(sorted(files.items()))))
+
+
+def _driver_paths(spec):
+    """``spec`` with its source, capture record and flag paths resolved here, on the driver.
+
+    A worker runs in a folder of its own (any folder, no checkout): a relative path the driver
+    means from its working folder would be taken from the worker's. Resolved, every path lies
+    under the shipped sources' base, which the worker moves onto its copy of them.
+    """
+    from ..config.options import map_flag_paths
+
+    def here(v: str, _folder: bool) -> str:
+        return str(Path(v).resolve())
+
+    changes = {"source": Path(spec.source).resolve()}
+    if spec.compile_flags:
+        changes["compile_flags"] = tuple(map_flag_paths(spec.compile_flags, here))
+    if spec.capture:
+        changes["capture"] = (str(Path(spec.capture[0]).resolve()), *spec.capture[1:])
+    return replace(spec, **changes)
 
 
 def _moved_spec(spec, old: str, new: str):

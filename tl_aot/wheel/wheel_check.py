@@ -86,7 +86,9 @@ class WheelReport:
 
     def summary(self) -> str:
         """A few lines for people: the tag and each library's newest GLIBC/GLIBCXX/CXXABI."""
-        lines = [f"oldest true tag: {self.platform or 'none (see below)'}"]
+        if not self.libraries:
+            return "no native libraries (a pure-Python wheel): no platform tag to check; its tag stays as it is"
+        lines = [f"oldest true tag: {self.platform}"]
         for lib in self.libraries:
             newest = [lib.newest(ns) for ns in CHECKED_NAMESPACES]
             need = ", ".join(f"{v.version} ({v.symbols[0] if v.symbols else '-'})" for v in newest if v)
