@@ -1,20 +1,24 @@
 #!/bin/bash
-# Issue 39's demonstration: TileOPs' whole smoke suite captured under pytest-xdist, built from the one record,
-# served strictly from the library (no TileLang compile), against TileLang's JIT with a warm cache.
-# Needs .tileops/ (a `git archive HEAD src tests workloads pyproject.toml` of tile-ai/TileOPs; never committed)
-# and, in /tmp/site, TileLang, apache-tvm-ffi, z3, einops, pyyaml, pytest-xdist, execnet
-# (../shared/device/fetch-wheels.sh, plus `pip download pytest-xdist execnet` into .whl-x).
+# Issue 39's demonstration: TileOPs' smoke suite (whole, or the share in bench/tileops_share.txt) captured under
+# pytest-xdist, built from the one record for several archs with image packs, made into a wheel split by arch,
+# installed in a fresh venv with no CUDA compiler and served strictly (no TileLang compile), against TileLang's
+# JIT with a warm cache. Needs .tileops/ (a `git archive HEAD src tests workloads pyproject.toml` of
+# tile-ai/TileOPs; never committed) and, in /tmp/site, TileLang, z3, einops, pyyaml, pytest-xdist, execnet
+# (../shared/device/fetch-wheels.sh, plus `pip download pytest-xdist execnet` into .whl-x), apache-tvm-ffi in .whl/.
 # One step per call (each fits the machine's 10-minute call); the machine keeps /tmp between calls:
 #   setup WHEELDIRS...   install the wheels of those folders into /tmp/site
-#   capture [SECONDS]    the smoke suite under `tl_aot capture`, 16 workers (pytest -n 16 --dist loadfile), stopped
-#                        after SECONDS (default 540): the record keeps what was captured (flushed every 15 s);
-#                        the files whose every test finished are listed in $W/complete.txt
-#   build ARCHS [JOBS] [SECONDS]  the record built for ARCHS (e.g. 90a or 80,89,90a,100a) with JOBS jobs (default:
-#                        all cores), stopped after SECONDS (default 560): built variants stay in the cache
-#                        ($W/cache), so the same step again goes on where it stopped
-#   serve                the complete files, strictly served (a kernel the library lacks fails the test), timed
+#   capture [SECONDS] [all|share]  the suite (default: the share) under `tl_aot capture -n 16`, stopped after SECONDS
+#                        (default 540; every kernel is written when met); the files whose every test finished
+#                        are listed in $W/complete.txt
+#   build ARCHS [SECONDS] the record built for ARCHS (e.g. 80,89,90a,100a) on all cores, images in packs beside the
+#                        library; stopped after SECONDS (default 560): built variants stay in the cache, so the step
+#                        again goes on where it stopped
+#   wheel                the library as a wheel (tileops_aot), split by arch (tl_aot split-wheel): sizes
+#   serve                a fresh venv, no nvcc on PATH: the base wheel and this GPU's arch wheel installed, the
+#                        complete files run strictly served (a kernel the library lacks fails its test), timed
 #   jit-warm             the same files with TileLang's JIT and the capture's (now warm) cache, timed: the anchor
-#   report               the figures, as a table; copies the record and logs to $OUT
+#   recapture            one kernel's source changed, `capture --serve LIB` again: only that kernel compiled
+#   report               the figures; the record and logs to $OUT
 set -u
 ROOT=$PWD
 export PYTHONPATH=$ROOT/.tileops:$ROOT/.tileops/src:/tmp/site:$ROOT PYTHONUNBUFFERED=1
@@ -23,55 +27,105 @@ mkdir -p "$W/times"
 PYTEST=(python3 -m pytest -q -p no:cacheprovider -o addopts= -m smoke)
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(round($(now) - $1, 1))"; }
+files() { mapfile -t FILES < "$W/complete.txt"; }
 
 case "${1:-}" in
   setup)
     shift
     wheels=(); for d in "$@"; do wheels+=("$ROOT/$d"/*.whl); done
-    python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site "${wheels[@]}" 2>&1 | grep -v WARNING | tail -2
-    ls /tmp/site | head -40 | tr '\n' ' ' ;;
+    python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site "${wheels[@]}" 2>&1 | grep -v WARNING | tail -2 ;;
   capture)
     limit=${2:-540}
+    if [ "${3:-share}" = all ]; then sel=(tests); else mapfile -t sel < "$ROOT/bench/tileops_share.txt"; fi
     cd "$ROOT/.tileops"
     export TILELANG_CACHE_DIR=$W/jit-cache
     t0=$(now)
-    "${PYTEST[@]}" --collect-only tests > "$W/collected.txt" 2>&1
-    echo "collected $(grep -c '::' "$W/collected.txt") smoke tests in $(since "$t0") s"
+    "${PYTEST[@]}" --collect-only "${sel[@]}" > "$W/collected.txt" 2>&1
+    echo "collected $(grep -c '::' "$W/collected.txt") smoke tests of ${#sel[@]} paths in $(since "$t0") s"
     t0=$(now)
-    # pytest itself is stopped (SIGINT to its process group): it prints the summary of what ran, workers flush.
-    python3 -m tl_aot capture -o "$W/record.json" -- \
-      timeout -s INT "$limit" "${PYTEST[@]}" -n 16 --dist loadfile -rA tests > "$W/capture.log" 2>&1
+    # pytest itself is stopped (SIGINT to its process group): it prints the summary of what ran.
+    python3 -m tl_aot capture -o "$W/record.json" --keep-going -- \
+      timeout -s INT "$limit" "${PYTEST[@]}" -n 16 --dist loadfile -rA "${sel[@]}" > "$W/capture.log" 2>&1
     echo "capture exit $? after $(since "$t0") s" | tee "$W/times/capture"
-    tail -5 "$W/capture.log"
+    grep -E "passed|failed" "$W/capture.log" | tail -1; grep "^tl_aot capture" "$W/capture.log" | tail -3
     python3 "$ROOT/bench/tileops_complete.py" "$W/collected.txt" "$W/capture.log" > "$W/complete.txt"
-    echo "complete files: $(wc -l < "$W/complete.txt")"
     python3 -c "import json; d=json.load(open('$W/record.json')); print('kernels', len(d['kernels']), 'tunings', len(d.get('tunings', {})))" ;;
   build)
-    archs=${2:?archs}; jobs=${3:-$(nproc)}; limit=${4:-560}
+    archs=${2:?archs}; limit=${3:-560}
     export TL_AOT_CACHE_DIR=$W/cache
     t0=$(now)
-    /usr/bin/time -f "build cpu %U+%S s, max rss %M KB" timeout -s INT "$limit" python3 -m tl_aot build --capture "$W/record.json" --keep-going \
-      --arch "$archs" -o "$W/lib" --name tileops_whole -j "$jobs" -q > "$W/build.log" 2>&1
-    echo "build exit $? after $(since "$t0") s ($archs, -j $jobs)" | tee -a "$W/times/build"
-    tail -8 "$W/build.log"
-    du -b "$W"/lib/*.so | tail -3 ;;
+    /usr/bin/time -f "build cpu %U+%S s, max rss %M KB" timeout -s INT "$limit" python3 -m tl_aot build \
+      --capture "$W/record.json" --keep-going --arch "$archs" -o "$W/lib" --name tileops_whole -j "$(nproc)" \
+      --image-packs --pack-hint "pip install 'tileops-aot-{tag}==0.1'" > "$W/build.log" 2>&1
+    echo "build exit $? after $(since "$t0") s ($archs, -j $(nproc))" | tee -a "$W/times/build"
+    grep -E "variant|image packs|job time|built |cpu|left out" "$W/build.log" | tail -8
+    du -b "$W"/lib/*.so "$W"/lib/*.tlpack 2>/dev/null ;;
+  wheel)
+    pkg=$W/pkg; rm -rf "$pkg" "$W/dist"; mkdir -p "$pkg/tileops_aot" "$W/dist"
+    cp "$W"/lib/libtileops_whole.so "$W"/lib/*.tlpack "$pkg/tileops_aot/"
+    printf '"""TileOPs kernels built ahead of time by tl_aot (a demonstration package)."""\n' > "$pkg/tileops_aot/__init__.py"
+    cat > "$pkg/pyproject.toml" <<'TOML'
+[build-system]
+requires = ["setuptools>=69"]
+build-backend = "setuptools.build_meta"
+[project]
+name = "tileops-aot"
+version = "0.1"
+dependencies = ["apache-tvm-ffi"]
+[tool.setuptools]
+packages = ["tileops_aot"]
+[tool.setuptools.package-data]
+tileops_aot = ["*.so", "*.tlpack"]
+TOML
+    (cd "$pkg" && python3 -m pip wheel -q --no-deps --no-build-isolation -w "$W/dist" .) 2>&1 | grep -v WARNING | tail -2
+    python3 -m tl_aot split-wheel "$W"/dist/*.whl 2>&1 | tee "$W/wheels.txt" ;;
   serve|jit-warm)
-    cd "$ROOT/.tileops"
-    mapfile -t files < "$W/complete.txt"
+    files
     if [ "$1" = serve ]; then
-      rm -rf "$W/served-cache"; export TILELANG_CACHE_DIR=$W/served-cache
-      cmd=(python3 -m tl_aot run --serve "$W/lib/libtileops_whole.so" --strict --)
+      rm -rf "$W/venv" "$W/served-cache"
+      python3 -m venv --system-site-packages "$W/venv"
+      "$W/venv/bin/python" -m pip install -q --no-index --no-deps "$ROOT"/.whl/*.whl 2>&1 | grep -v WARNING | tail -1
+      "$W/venv/bin/python" -m pip install -q --no-deps --no-build-isolation "$ROOT" 2>&1 | grep -v WARNING | tail -1
+      base=$(ls "$W"/dist/tileops_aot-*.whl); arch=$(ls "$W"/dist/tileops_aot_sm90a-*.whl)
+      "$W/venv/bin/python" -m pip install -q --no-index --no-deps "$base" "$arch" 2>&1 | grep -v WARNING | tail -1
+      libdir=$(cd /tmp && "$W/venv/bin/python" -c "import os, tileops_aot; print(os.path.dirname(tileops_aot.__file__))")
+      echo "installed: $(ls "$libdir" | tr '\n' ' ')"
+      # No CUDA compiler: every folder holding an nvcc off PATH, so a compile that slipped through would fail.
+      PATH="$(printf '%s' "$PATH" | tr ':' '\n' | while read -r d; do [ -n "$d" ] && [ ! -e "$d/nvcc" ] && printf '%s:' "$d"; done)"
+      unset CUDA_HOME CUDA_PATH; export TILELANG_CACHE_DIR=$W/served-cache PATH
+      command -v nvcc && echo "an nvcc is still on PATH" && exit 1
+      cmd=("$W/venv/bin/python" -m tl_aot run --serve "$libdir" --strict --)
+      py="$W/venv/bin/python"
     else
-      export TILELANG_CACHE_DIR=$W/jit-cache; cmd=()
+      export TILELANG_CACHE_DIR=$W/jit-cache; cmd=(); py=python3
     fi
+    cd "$ROOT/.tileops"
     t0=$(now)
-    "${cmd[@]}" "${PYTEST[@]}" -n 16 --dist loadfile "${files[@]}" > "$W/$1.log" 2>&1
+    "${cmd[@]}" "$py" -m pytest -q -p no:cacheprovider -o addopts= -m smoke -n 16 --dist loadfile "${FILES[@]}" > "$W/$1.log" 2>&1
     echo "$1 exit $? after $(since "$t0") s" | tee "$W/times/$1"
-    tail -3 "$W/$1.log"
+    grep -E "passed|failed" "$W/$1.log" | tail -1; grep "^tl_aot serve" "$W/$1.log" | head -3
     [ "$1" = serve ] && echo "files in the served run's TileLang cache: $(find "$W/served-cache" -type f 2>/dev/null | wc -l)" ;;
+  recapture)
+    files; cd "$ROOT/.tileops"
+    # One kernel function edited so its IR changes (every shape of it is a new kernel), results the same.
+    target=src/tileops/kernels/norm/rms_norm.py; cp "$target" "$W/kernel.bak"
+    sed -i 's|sumsq\[i\] / float(N) + eps|sumsq[i] * (1.0 / float(N)) + eps|' "$target"
+    cmp -s "$target" "$W/kernel.bak" && { echo "the edit did not apply to $target"; exit 1; }
+    export TILELANG_CACHE_DIR=$W/recapture-cache
+    t0=$(now)
+    python3 -m tl_aot capture --serve "$W/lib/libtileops_whole.so" -o "$W/record2.json" --keep-going -- \
+      "${PYTEST[@]}" -n 16 --dist loadfile "${FILES[@]}" > "$W/recapture.log" 2>&1
+    echo "recapture exit $? after $(since "$t0") s (changed: $target)" | tee "$W/times/recapture"
+    cp "$W/kernel.bak" "$target"; grep "^tl_aot capture" "$W/recapture.log" | tail -3 ;;
   report)
     cat "$W"/times/* 2>/dev/null
-    mkdir -p "$OUT"; cp "$W/complete.txt" "$W"/*.log "$OUT/" 2>/dev/null; gzip -c "$W/record.json" > "$OUT/record.json.gz"
-    grep -h "passed\|failed" "$W"/serve.log "$W"/jit-warm.log 2>/dev/null | tail -4 ;;
-  *) echo "usage: $0 setup DIRS... | capture [SECONDS] | build ARCHS [JOBS] | serve | jit-warm | report"; exit 2 ;;
+    mkdir -p "$OUT"; cp "$W/complete.txt" "$W"/*.log "$W/wheels.txt" "$OUT/" 2>/dev/null; gzip -c "$W/record.json" > "$OUT/record.json.gz"
+    python3 - "$W" <<'PY'
+import pathlib, sys
+t = {p.name: float(p.read_text().split(" after ")[1].split()[0]) for p in pathlib.Path(sys.argv[1], "times").iterdir() if " after " in p.read_text()}
+if {"serve", "jit-warm"} <= set(t):
+    print(f"served / JIT warm cache: {t['serve'] / t['jit-warm']:.3f} (goal <= 0.7)")
+PY
+    ;;
+  *) echo "usage: $0 setup DIRS... | capture [SECONDS] [all|share] | build ARCHS [SECONDS] | wheel | serve | jit-warm | recapture | report"; exit 2 ;;
 esac
