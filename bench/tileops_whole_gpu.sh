@@ -85,6 +85,7 @@ TOML
       rm -rf "$W/venv" "$W/served-cache"
       python3 -m venv --system-site-packages "$W/venv"
       "$W/venv/bin/python" -m pip install -q --no-index --no-deps "$ROOT"/.whl/*.whl 2>&1 | grep -v WARNING | tail -1
+      "$W/venv/bin/python" -c 'import tvm_ffi; print("tvm_ffi", tvm_ffi.__version__)' || exit 1
       "$W/venv/bin/python" -m pip install -q --no-deps --no-build-isolation "$ROOT" 2>&1 | grep -v WARNING | tail -1
       base=$(ls "$W"/dist/tileops_aot-*.whl); arch=$(ls "$W"/dist/tileops_aot_sm90a-*.whl)
       "$W/venv/bin/python" -m pip install -q --no-index --no-deps "$base" "$arch" 2>&1 | grep -v WARNING | tail -1

@@ -36,8 +36,8 @@ def _load_module(path: Path):
     """
     try:
         import tvm_ffi
-    except ImportError:
-        msg = "tl_aot.load needs apache-tvm-ffi: pip install apache-tvm-ffi"
+    except ImportError as e:  # missing, or installed but broken: say which
+        msg = f"tl_aot.load needs apache-tvm-ffi: pip install apache-tvm-ffi (import tvm_ffi: {e})"
         raise LibraryError(msg) from None
     if not path.is_file():
         msg = f"no such library: {path}"
