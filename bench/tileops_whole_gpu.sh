@@ -14,7 +14,7 @@
 #                        library; stopped after SECONDS (default 560): built variants stay in the cache, so the step
 #                        again goes on where it stopped
 #   wheel                the library as a wheel (tileops_aot), split by arch (tl_aot split-wheel): sizes
-#   serve                a fresh venv, no nvcc on PATH: the base wheel and this GPU's arch wheel installed, the
+#   serve                a fresh install prefix, no nvcc on PATH: the base wheel and this GPU's arch wheel installed, the
 #                        complete files run strictly served (a kernel the library lacks fails its test), timed
 #   jit-warm             the same files with TileLang's JIT and the capture's (now warm) cache, timed: the anchor
 #   recapture            one kernel's source changed, `capture --serve LIB` again: only that kernel compiled
@@ -51,11 +51,11 @@ case "${1:-}" in
     python3 "$ROOT/bench/tileops_complete.py" "$W/collected.txt" "$W/capture.log" > "$W/complete.txt"
     python3 -c "import json; d=json.load(open('$W/record.json')); print('kernels', len(d['kernels']), 'tunings', len(d.get('tunings', {})))" ;;
   build)
-    archs=${2:?archs}; limit=${3:-560}
+    archs=${2:?archs}; limit=${3:-560}; arch_flags=(); for a in ${archs//,/ }; do arch_flags+=(--arch "$a"); done
     export TL_AOT_CACHE_DIR=$W/cache
     t0=$(now)
     /usr/bin/time -f "build cpu %U+%S s, max rss %M KB" timeout -s INT "$limit" python3 -m tl_aot build \
-      --capture "$W/record.json" --keep-going --arch "$archs" -o "$W/lib" --name tileops_whole -j "$(nproc)" \
+      --capture "$W/record.json" --keep-going "${arch_flags[@]}" -o "$W/lib" --name tileops_whole -j "$(nproc)" \
       --image-packs --pack-hint "pip install 'tileops-aot-{tag}==0.1'" > "$W/build.log" 2>&1
     echo "build exit $? after $(since "$t0") s ($archs, -j $(nproc))" | tee -a "$W/times/build"
     grep -E "variant|image packs|job time|built |cpu|left out" "$W/build.log" | tail -8
@@ -82,27 +82,26 @@ TOML
   serve|jit-warm)
     files
     if [ "$1" = serve ]; then
-      rm -rf "$W/venv" "$W/served-cache"
-      python3 -m venv --system-site-packages "$W/venv"
-      "$W/venv/bin/python" -m pip install -q --no-index --no-deps "$ROOT"/.whl/*.whl 2>&1 | grep -v WARNING | tail -1
-      "$W/venv/bin/python" -c 'import tvm_ffi; print("tvm_ffi", tvm_ffi.__version__)' || exit 1
-      "$W/venv/bin/python" -m pip install -q --no-deps --no-build-isolation "$ROOT" 2>&1 | grep -v WARNING | tail -1
+      # A fresh install prefix (the machine's python is itself a venv holding torch): tvm-ffi, tl_aot, the base
+      # wheel and this GPU's arch wheel; neither the repository nor the build's output on the path.
+      site=$W/served-site; rm -rf "$site" "$W/served-cache"
       base=$(ls "$W"/dist/tileops_aot-*.whl); arch=$(ls "$W"/dist/tileops_aot_sm90a-*.whl)
-      "$W/venv/bin/python" -m pip install -q --no-index --no-deps "$base" "$arch" 2>&1 | grep -v WARNING | tail -1
-      libdir=$(cd /tmp && "$W/venv/bin/python" -c "import os, tileops_aot; print(os.path.dirname(tileops_aot.__file__))")
+      python3 -m pip install -q --no-index --no-deps --target "$site" "$ROOT"/.whl/*.whl "$base" "$arch" 2>&1 | grep -v WARNING | tail -1
+      python3 -m pip install -q --no-deps --no-build-isolation --target "$site" "$ROOT" 2>&1 | grep -v WARNING | tail -1
+      export PYTHONPATH=$site:$ROOT/.tileops:$ROOT/.tileops/src:/tmp/site
+      libdir=$(cd /tmp && python3 -c "import os, tileops_aot, tl_aot; assert tl_aot.__file__.startswith('$site'); print(os.path.dirname(tileops_aot.__file__))") || exit 1
       echo "installed: $(ls "$libdir" | tr '\n' ' ')"
       # No CUDA compiler: every folder holding an nvcc off PATH, so a compile that slipped through would fail.
       PATH="$(printf '%s' "$PATH" | tr ':' '\n' | while read -r d; do [ -n "$d" ] && [ ! -e "$d/nvcc" ] && printf '%s:' "$d"; done)"
       unset CUDA_HOME CUDA_PATH; export TILELANG_CACHE_DIR=$W/served-cache PATH
       command -v nvcc && echo "an nvcc is still on PATH" && exit 1
-      cmd=("$W/venv/bin/python" -m tl_aot run --serve "$libdir" --strict --)
-      py="$W/venv/bin/python"
+      cmd=(python3 -m tl_aot run --serve "$libdir" --strict --)
     else
-      export TILELANG_CACHE_DIR=$W/jit-cache; cmd=(); py=python3
+      export TILELANG_CACHE_DIR=$W/jit-cache; cmd=()
     fi
     cd "$ROOT/.tileops"
     t0=$(now)
-    "${cmd[@]}" "$py" -m pytest -q -p no:cacheprovider -o addopts= -m smoke -n 16 --dist loadfile "${FILES[@]}" > "$W/$1.log" 2>&1
+    "${cmd[@]}" python3 -m pytest -q -p no:cacheprovider -o addopts= -m smoke -n 16 --dist loadfile "${FILES[@]}" > "$W/$1.log" 2>&1
     echo "$1 exit $? after $(since "$t0") s" | tee "$W/times/$1"
     grep -E "passed|failed" "$W/$1.log" | tail -1; grep "^tl_aot serve" "$W/$1.log" | head -3
     [ "$1" = serve ] && echo "files in the served run's TileLang cache: $(find "$W/served-cache" -type f 2>/dev/null | wc -l)" ;;
