@@ -181,7 +181,7 @@ def _driver_paths(spec):
     if spec.compile_flags:
         changes["compile_flags"] = tuple(map_flag_paths(spec.compile_flags, here))
     if spec.capture:
-        changes["capture"] = (str(Path(spec.capture[0]).resolve()), *spec.capture[1:])
+        changes["capture"] = replace(spec.capture, record=str(Path(spec.capture.record).resolve()))
     return replace(spec, **changes)
 
 
