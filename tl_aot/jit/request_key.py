@@ -14,6 +14,7 @@ import enum
 import hashlib
 import json
 
+from ..common.json_types import JsonMapping
 from ..config.options import plain_pass_configs, portable_flags
 from ..gpu.cuda_driver import current_gpu
 from .ir_record import normalized_ir
@@ -24,7 +25,7 @@ __all__ = ["recorded_flags", "backend_kind", "options_of", "request_key", "Reque
 _CUTEDSL = ("cutedsl",)
 
 
-def recorded_flags(item: dict) -> list[str]:
+def recorded_flags(item: JsonMapping) -> list[str]:
     """A recorded request's compile flags with paths spelled by content (:func:`portable_flags`).
 
     The digests come from the headers the record carries (and those of TileLang's it names), so the
