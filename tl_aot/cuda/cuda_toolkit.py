@@ -131,7 +131,7 @@ def pin_toolkit(tk: Toolkit | None) -> None:
     """Use ``tk`` for the rest of this process (a build chose it for its archs); None: search again."""
     global _pinned
     _pinned = tk
-    find_toolkit.cache_clear()
+    _search.cache_clear()
 
 
 @functools.lru_cache(maxsize=8)

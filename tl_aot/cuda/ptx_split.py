@@ -58,7 +58,11 @@ class _Item:
 
 def _items(ptx: str) -> tuple[list[str], list[_Item], dict[str, str], dict[str, str], list[str]]:
     """(header lines, top-level items, .file number -> rest, debug string label -> data, unknown sections)."""
-    header, items, files, strings, unknown = [], [], {}, {}, []
+    header: list[str] = []
+    items: list[_Item] = []
+    files: dict[str, str] = {}
+    strings: dict[str, str] = {}
+    unknown: list[str] = []
     lines = ptx.split("\n")
     i, n = 0, len(lines)
     while i < n:

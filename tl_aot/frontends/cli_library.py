@@ -50,7 +50,7 @@ def entry_of(args, archs, spell=str) -> KernelSpec:
     ``spell`` names an option in errors (CMake names its keyword: ``ARGS item``, not ``--arg``).
     """
     source, func = parse_target(args.target)
-    return KernelSpec.create(
+    spec = KernelSpec.create(
         name=args.entry or args.name or func,
         source=source,
         function=func,
@@ -66,6 +66,8 @@ def entry_of(args, archs, spell=str) -> KernelSpec:
         imports=args.imports or None,
         backend=args.backend,
     )
+    assert isinstance(spec, KernelSpec)  # no specialisations: one spec
+    return spec
 
 
 def _archs(args, spec: KernelSpec | None = None) -> tuple:
@@ -101,6 +103,7 @@ def _captured_library(args) -> LibrarySpec:
     entries: dict = {}
     for record in args.capture:
         for spec in specs_from_record(record, archs, device=args.device or ""):
+            assert spec.capture is not None  # an entry of a record
             entries.setdefault(spec.capture.key, spec)
     if not entries:
         msg = f"build: {', '.join(args.capture)} holds no kernel tl_aot can build"

@@ -60,8 +60,9 @@ def _problem(k, static_smem: int, arch: Arch) -> str:
     for axis, v, limit in zip("xyz", block, MAX_BLOCK):
         if v is not None and v > limit:
             return f"block {axis} = {v} threads, more than the limit of {limit}"
-    if None not in block and block[0] * block[1] * block[2] > MAX_THREADS:
-        return f"{block[0] * block[1] * block[2]} threads per block, more than the limit of {MAX_THREADS}: use fewer threads"
+    sizes = [v for v in block if v is not None]
+    if len(sizes) == len(block) and sizes[0] * sizes[1] * sizes[2] > MAX_THREADS:
+        return f"{sizes[0] * sizes[1] * sizes[2]} threads per block, more than the limit of {MAX_THREADS}: use fewer threads"
     grid = [static_int(g) for g in k.grid]
     for axis, v, limit in zip("xyz", grid, MAX_GRID):
         if v is not None and v > limit:

@@ -39,7 +39,7 @@ def _label(obj) -> str:
     if isinstance(obj, functools.partial):
         return f"partial({_label(obj.func)})"
     if _is_jit(obj):
-        return getattr(obj.func, "__name__", None) or getattr(getattr(obj.func, "orig_func", None), "__name__", "jit")
+        return str(getattr(obj.func, "__name__", None) or getattr(getattr(obj.func, "orig_func", None), "__name__", "jit"))
     return getattr(obj, "__name__", type(obj).__name__)
 
 

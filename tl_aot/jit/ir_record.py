@@ -169,7 +169,7 @@ def _is_sequence(v) -> bool:
 def _holds_layout(func) -> bool:
     from tilelang import tvm
 
-    found = []
+    found: list[object] = []
 
     def visit(n) -> None:
         if not found and isinstance(n, (tvm.tirx.SBlock, tvm.tirx.For, tvm.tirx.AttrStmt)):

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from ..common.errors import LibraryError
 from ..common.fileutil import write_file
@@ -189,7 +190,7 @@ class Library:
         self._records: dict = {}  # entry name -> LoweredEntry, parsed on first use
         self._manifest: Manifest | None = None
         self._tunings: tuple | None = None
-        self._part = None
+        self._part: Any = None  # the library's tl_aot_manifest_part, looked up on first use
         self._cleanup = module["cleanup_module"]
         self._prepare = module["tl_aot_prepare"]
 

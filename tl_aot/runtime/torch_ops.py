@@ -21,6 +21,8 @@ import operator
 import re
 import sys
 import threading
+from collections.abc import Collection
+from typing import Any
 
 __all__ = ["TORCH_DTYPES", "allocating_call", "backend_of", "register", "schema_of", "takes_no_tensor"]
 
@@ -72,7 +74,7 @@ def schema_of(entry: dict) -> str:
     return f"({', '.join(parts)}) -> {ret}"
 
 
-def _dim_fn(expr, symbols: dict, where: str):
+def _dim_fn(expr, symbols: Collection[str], where: str):
     """A function of the symbol values computing one output dim (an int, a symbol, or + - * // % of them)."""
     if isinstance(expr, int):
         return lambda _values: expr
@@ -113,7 +115,8 @@ def _shape_values(entry: dict, where: str):
     ins = [p for p in entry["params"] if not p.get("output")]
     pos = {p["name"]: i for i, p in enumerate(ins)}
     scalars = {p["name"]: i for i, p in enumerate(ins) if p["kind"] != "tensor"}
-    direct, solved = {}, []
+    direct: dict[str, tuple[int, int]] = {}
+    solved: list[tuple[str, Any, Any]] = []
     for s in entry.get("symbols", ()):
         if not s.get("cpp"):
             direct[s["name"]] = (pos[s["param"]], s["dim"])
@@ -204,7 +207,7 @@ def allocating_call(fn, entry: dict):
 
     call.__name__ = call.__qualname__ = entry.get("export") or entry["name"]
     call.__doc__ = getattr(fn, "__doc__", None)
-    call._tl_aot_library_fn = fn
+    call._tl_aot_library_fn = fn  # type: ignore[attr-defined]  # the library function behind the op
     return call
 
 

@@ -95,9 +95,9 @@ def split_wheel(wheel: str | Path, out_dir: str | Path | None = None) -> SplitWh
             f"Summary: The {t} kernel images of {dist} (tl_aot image packs)\nRequires-Dist: {project}=={version}\n"
         ).encode()
         files[f"{arch_info}/WHEEL"] = members.get(f"{info}/WHEEL", b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
-        path = out / f"{stem}-{version}-{m['tags']}.whl"
-        _write_wheel(path, files, arch_info)
-        written[t] = path
+        wheel_path = out / f"{stem}-{version}-{m['tags']}.whl"
+        _write_wheel(wheel_path, files, arch_info)
+        written[t] = wheel_path
     return SplitWheels(base_path, written)
 
 

@@ -131,7 +131,7 @@ def check_files(files: dict) -> WheelReport:
     report = WheelReport(tuple(libs), arch, None)
     if not libs:
         return report
-    policies = policies_for(arch)
+    policies = policies_for(arches[0])  # libs: one arch
     if not policies:
         msg = f"no manylinux policy for {arch}"
         raise WheelCheckError(msg)
