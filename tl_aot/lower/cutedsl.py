@@ -128,7 +128,7 @@ class _Workers:
     """CuTeDSL worker processes, started on demand and reused (each imports TileLang and CuTeDSL once); thread safe."""
 
     def __init__(self) -> None:
-        self._idle: list[subprocess.Popen] = []
+        self._idle: list[subprocess.Popen[str]] = []
         self._lock = threading.Lock()
         atexit.register(self.close)
 
@@ -141,6 +141,7 @@ class _Workers:
             env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
             cmd = [sys.executable, "-m", "tl_aot.lower.cutedsl_worker"]
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        assert proc.stdin is not None and proc.stdout is not None  # started with both piped
         try:
             proc.stdin.write(f"{folder}\n")
             proc.stdin.flush()
@@ -161,7 +162,8 @@ class _Workers:
             procs, self._idle = self._idle, []
         for p in procs:
             with contextlib.suppress(OSError):
-                p.stdin.close()
+                if p.stdin is not None:
+                    p.stdin.close()
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -204,7 +206,8 @@ def compile_cubin(variant, arch, work: Path) -> tuple[bytes, Path]:
 
 def _matches(pattern: str, names: list[str]) -> list[str]:
     """The runtime's rule: names holding ``pattern``; those where it is not followed by ``_<digit>`` win."""
-    base, variants = [], []
+    base: list[str] = []
+    variants: list[str] = []
     for n in names:
         pos = n.find(pattern)
         if pos < 0:

@@ -237,5 +237,7 @@ if __name__ == "__main__":  # pragma: no cover - debugging aid: python -m tl_aot
     from ..config.arg_text import parse_target
 
     src, fn = parse_target(sys.argv[1])
-    v = lower_variant(KernelSpec.create(name=fn, source=src, function=fn, archs=[sys.argv[2]]), parse_arch(sys.argv[2]))
+    spec = KernelSpec.create(name=fn, source=src, function=fn, archs=[sys.argv[2]])
+    assert isinstance(spec, KernelSpec)
+    v = lower_variant(spec, parse_arch(sys.argv[2]))
     print(to_json(v, indent=1))

@@ -55,7 +55,7 @@ def main() -> int:
     while (task := _recv(channel_in)) is not None:
         spec, arch = task
         try:
-            reply = ("ok", to_json(lower_variant(spec, arch)))
+            reply: tuple[object, ...] = ("ok", to_json(lower_variant(spec, arch)))
         except TlAotError as e:
             state = {k: v for k, v in vars(e).items() if isinstance(v, _PLAIN)}
             reply = ("error", _sendable(type(e)), str(e), {**state, "entry": e.entry or spec.name, "arch": e.arch or arch.sm})
@@ -137,7 +137,7 @@ class LoweringPool:
             try:
                 if kill:
                     p.kill()
-                else:
+                elif p.stdin is not None:
                     p.stdin.close()
             except OSError:
                 pass

@@ -15,13 +15,18 @@ import datetime
 import logging
 import math
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..common.arch import parse_arch
 from ..common.errors import SpecError, TlAotError
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..runtime.torch_ops import TORCH_DTYPES
 from .tuning_record import Candidate, Item, TuningRecord, source_digest
+
+if TYPE_CHECKING:
+    from ..runtime.loader import Library
 
 __all__ = ["candidates_of", "candidate_plans", "tune_library", "local_arch", "write_record"]
 
@@ -174,13 +179,13 @@ def tune_library(lib: LibrarySpec, *, build, values: dict, jobs: int | None, cac
 class _Timing:
     """Times the candidates of each entry in one loaded library of candidates."""
 
-    torch: object
-    library: object
-    values: dict
+    torch: Any  # the torch module, imported by the tune command
+    library: Library
+    values: dict[str, Any]
     warmup: int | None
     rep: int | None
-    failed: dict  # candidate entry -> why it did not build
-    log: object
+    failed: dict[str, str]  # candidate entry -> why it did not build
+    log: Callable[[str], None] | None
 
     def entry(self, spec: KernelSpec, configs: list, cands: list, settings: dict) -> tuple:
         """Every candidate of ``spec`` run, checked against the first and timed; (configs measured, best)."""
@@ -205,7 +210,7 @@ class _Timing:
         if not ok:
             msg = f"entry {spec.name!r}: every candidate failed on {torch.cuda.get_device_name(0)}; see the lines above"
             raise TlAotError(msg)
-        best = min(ok, key=lambda m: m.ms)
+        best = min(ok, key=lambda m: m.ms if m.ms is not None else math.inf)
         if self.log:
             gpu = torch.cuda.get_device_name(0)
             self.log(f"{spec.name} on {gpu}: {dict(best.config)} ({best.ms:.4f} ms, {len(ok)}/{len(measured)} candidates ran)")
