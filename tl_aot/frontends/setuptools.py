@@ -47,9 +47,9 @@ import logging
 import os
 import re
 import sys
-from typing import Any
 from pathlib import Path
 from sysconfig import get_platform
+from typing import Any
 
 from setuptools.command.build_ext import build_ext as _build_ext
 from setuptools.errors import OptionError

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-from typing import Any
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Gpu", "current_gpu", "gpu_identity", "traits_text", "emulating", "reset"]
 

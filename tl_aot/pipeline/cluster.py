@@ -189,7 +189,7 @@ def run_on_cluster(
             runtime = local.submit(stages.runtime) if launcher else None
             run.workers, run.cluster = len(ok), address
             _Driver(client, _Vetted(here, tag, ok, examined), run, stages, log=log, keep_going=keep_going).build(todo)
-            if launcher:
+            if runtime is not None:  # the launcher stage runs here
                 run.tasks = stages.without_failures(run)
                 t0 = time.perf_counter()
                 run.header_text, run.launcher_obj = stages.launcher(run)

@@ -38,6 +38,7 @@ from .manifest import manifest_of
 if TYPE_CHECKING:
     from .plan import Task
     from .scheduler import Progress, VariantRun
+    from .shared_cache import SharedCache
 
 __all__ = ["Stages", "objects_key", "project_of", "image_of"]
 
@@ -47,7 +48,7 @@ class Stages:
     """The per-variant stages of one build, bound to its work folder, cache and progress lines."""
 
     work: Path
-    cache: VariantCache
+    cache: VariantCache | SharedCache
     nvcc_version: str
     tvm_ffi_version: str
     progress: Progress
@@ -116,7 +117,7 @@ class Stages:
         tool = "cutedsl" if variant.backend == "cutedsl" else "nvcc"
         self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {took})")
 
-    def launcher(self, run: VariantRun) -> tuple[str, Path]:
+    def launcher(self, run: VariantRun) -> tuple[str, Path | None]:
         """Render the header and launcher of what was lowered and compile the launcher; returns the header text and the object."""
         lib = LibrarySpec(name=run.lib_name, entries=_entries_of(run.tasks))
         return self.launcher_of(manifest_of(lib, run.tasks, run.lowered, self.nvcc_version))

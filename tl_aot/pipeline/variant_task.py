@@ -27,11 +27,16 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..common.errors import CompileError, LoweringError, TlAotError, ToolsetMismatch
 from ..common.fileutil import write_file
 from ..cuda.image_check import variant_image_problem
 from .toolset import Toolset, differences, local_toolset
+
+if TYPE_CHECKING:
+    from ..common.arch import Arch
+    from ..config.kernel_spec import KernelSpec
 
 __all__ = [
     "ShippedSources",
@@ -86,8 +91,8 @@ class ShippedSources:
 class VariantTask:
     """One variant to build elsewhere: everything it needs, nothing of the driver's state."""
 
-    spec: object  # KernelSpec, its paths the driver's
-    arch: object  # Arch
+    spec: KernelSpec  # its paths the driver's
+    arch: Arch
     key: str
     toolset: Toolset
     sources: ShippedSources
@@ -177,7 +182,7 @@ def _driver_paths(spec):
     def here(v: str, _folder: bool) -> str:
         return str(Path(v).resolve())
 
-    changes = {"source": Path(spec.source).resolve()}
+    changes: dict[str, object] = {"source": Path(spec.source).resolve()}
     if spec.compile_flags:
         changes["compile_flags"] = tuple(map_flag_paths(spec.compile_flags, here))
     if spec.capture:
@@ -192,7 +197,7 @@ def _moved_spec(spec, old: str, new: str):
     def move(s: str) -> str:
         return new + s[len(old) :] if s == old or s.startswith(old.rstrip("/") + "/") else s
 
-    changes = {"source": Path(move(str(spec.source)))}
+    changes: dict[str, object] = {"source": Path(move(str(spec.source)))}
     if spec.compile_flags:
         changes["compile_flags"] = tuple(map_flag_paths(spec.compile_flags, lambda v, _folder: move(v)))
     if spec.capture:

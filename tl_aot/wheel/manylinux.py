@@ -61,7 +61,10 @@ _AARCH64 = (
     ("manylinux_2_41", "2.41", "3.4.33", "1.3.15", "14.0.0"),
 )
 #: Non-numeric versions, allowed from the tag named on (CXXABI_FLOAT128 on x86-64 only).
-_NAMED: tuple[tuple[str, str, tuple[str, ...]], ...] = (("CXXABI_TM_1", "manylinux_2_17", ("x86_64", "aarch64")), ("CXXABI_FLOAT128", "manylinux_2_24", ("x86_64",)))
+_NAMED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("CXXABI_TM_1", "manylinux_2_17", ("x86_64", "aarch64")),
+    ("CXXABI_FLOAT128", "manylinux_2_24", ("x86_64",)),
+)
 _NAMED += (("GLIBC_ABI_DT_RELR", "manylinux_2_36", ("x86_64", "aarch64")),)
 
 
