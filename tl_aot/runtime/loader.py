@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from ..common.errors import LibraryError
