@@ -34,7 +34,10 @@ import json
 import os
 import threading
 import uuid
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 from ..common.errors import CompileError
 from ..common.metadata import LoweredVariant, from_json, to_json
@@ -146,7 +149,7 @@ class SharedCache:
             return None
         return self._adopt(key, data, project)
 
-    def load_many(self, items) -> dict:
+    def load_many(self, items: Iterable[tuple[str, Path | None]]) -> dict[str, tuple[LoweredVariant, bytes]]:
         """``{key: (variant, image)}`` of the ``(key, project)`` items found, locally or shared; the others are misses.
 
         The local cache first; for its misses, one listing of the shared folder and one batched read
@@ -267,6 +270,6 @@ class SharedCache:
         return self.fs.exists(final)
 
 
-def _protocols(fs) -> tuple:
+def _protocols(fs: Any) -> tuple[str, ...]:
     p = fs.protocol
     return (p,) if isinstance(p, str) else tuple(p)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,7 +77,7 @@ class Stages:
         the headers every TileLang kernel includes once for the batch, not once per variant.
         """
         out: list = [None] * len(pairs)
-        by_arch: dict = {}
+        by_arch: dict[str, list[int]] = {}
         for i, (task, _) in enumerate(pairs):
             by_arch.setdefault(str(task.arch), []).append(i)
         for members in by_arch.values():
@@ -181,9 +182,9 @@ def _digest_of(snapshot, path: str) -> str:
     return next((d for p, _, _, d in snapshot.files if p == path), "missing")
 
 
-def _entries_of(tasks) -> tuple:
+def _entries_of(tasks: Iterable[Task]) -> tuple[KernelSpec, ...]:
     """The entries the tasks cover, in the library's order."""
-    seen: dict = {}
+    seen: dict[str, KernelSpec] = {}
     for t in tasks:
         seen.setdefault(t.spec.name, t.spec)
     return tuple(seen.values())

@@ -38,7 +38,7 @@ class Toolset:
     host_compiler: str  # the launcher's and runtime's compiler, by name and version (cuda/host_identity.py)
     nvcc_host_compiler: str  # the host compiler nvcc preprocesses CUDA with ("" where nvcc is not asked)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str]:
         return asdict(self)
 
     def describe(self) -> str:
