@@ -129,7 +129,7 @@ class _Driver:
 
 _driver: _Driver | None = None
 _lock = threading.Lock()
-_emulated: list[tuple] = []  # (compute capability, traits) of the profiles being emulated, innermost last
+_emulated: list[tuple[str, str]] = []  # (compute capability, traits) of the profiles being emulated, innermost last
 
 
 def _the_driver(names=DRIVER_NAMES) -> _Driver:

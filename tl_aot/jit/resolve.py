@@ -135,7 +135,7 @@ def resolve_kernel(spec: KernelSpec, module, where: str, arch: str, *, tuned=Non
     return Resolved(req.func, pass_configs, compile_flags, req.out_idx, walker.choice, path, req.execution_backend, req.target)
 
 
-def _check_options(req: CompileRequest, spec: KernelSpec, where: str, arch: str) -> tuple[dict, tuple]:
+def _check_options(req: CompileRequest, spec: KernelSpec, where: str, arch: str) -> tuple[dict[Any, Any], tuple[str, ...]]:
     """The request's options tl_aot honours; an option it cannot honour is an error naming it."""
     backend = req.execution_backend
     target = req.target

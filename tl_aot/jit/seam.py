@@ -179,7 +179,7 @@ def resolving() -> bool:
 
 _lock = threading.RLock()
 _installed: list = []  # Interception, oldest first
-_real: dict = {}  # TileLang's own functions while patched: "cached", "compile"
+_real: dict[str, Callable[..., Any]] = {}  # TileLang's own functions while patched: "cached", "compile"
 _local = threading.local()
 
 

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from ..common.errors import CompileError, LoweringError, ToolchainNotFound
 from ..common.fileutil import write_file
@@ -107,7 +108,7 @@ def check_kernels(kernels, workspaces, source: str, where: str) -> None:
             raise LoweringError(msg)
 
 
-def fake_arguments(variant) -> dict:
+def fake_arguments(variant) -> dict[str, Any]:
     """What the cubin step is called with, per name: a tensor's rank-sized shape and dtype, a scalar's dtype.
 
     Dynamic dims become 1, as TileLang's own fake tensors make them positive: the kernels take data
@@ -222,7 +223,7 @@ _ARG_BYTES = {"void*": 8, "CUtensorMap": 128, "bool": 1, "float": 4, "double": 8
 _ARG_BYTES.update({f"{s}int{b}_t": b // 8 for s in ("", "u") for b in (8, 16, 32, 64)})
 
 
-def match_kernels(kernels, image: bytes, *, entry: str, arch: str) -> dict:
+def match_kernels(kernels, image: bytes, *, entry: str, arch: str) -> dict[str, str]:
     """Each launch's kernel in the cubin (pattern -> full name), its parameters the sizes the launcher passes.
 
     A pattern matching none or several kernels, or a kernel whose parameters differ from the

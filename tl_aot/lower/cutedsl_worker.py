@@ -30,7 +30,7 @@ class _TensorShape:
         self.shape = tuple(shape)
         self.dtype = f"torch.{dtype}"
 
-    def dim_order(self) -> tuple:
+    def dim_order(self) -> tuple[int, ...]:
         return tuple(range(len(self.shape)))
 
 

@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import threading
+from typing import Any
 
 from ..common.errors import LoweringError, TlAotError
 
@@ -71,7 +72,7 @@ def _sendable(cls: type) -> type:
     return next(c for c in cls.__mro__ if issubclass(c, TlAotError) and c.__module__.startswith("tl_aot."))
 
 
-def _rebuilt(cls: type, message: str, state: dict) -> TlAotError:
+def _rebuilt(cls: type[TlAotError], message: str, state: dict[str, Any]) -> TlAotError:
     """The worker's error as it was raised there: its class, message and fields (whatever its ``__init__`` takes)."""
     if not (isinstance(cls, type) and issubclass(cls, TlAotError)):
         cls = LoweringError
