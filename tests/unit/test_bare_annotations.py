@@ -38,7 +38,7 @@ def test_parameters_returns_and_fields_count_each_bare_name_once(tmp_path):
     source = tmp_path / "sample.py"
     source.write_text(
         textwrap.dedent(
-            '''
+            """
             from __future__ import annotations
             import typing
             from typing import Dict, Optional, Tuple
@@ -56,7 +56,7 @@ def test_parameters_returns_and_fields_count_each_bare_name_once(tmp_path):
             class Record:
                 items: tuple
                 table: "dict[str, tuple]"
-            '''
+            """
         )
     )
     tool = _tool()
