@@ -10,8 +10,14 @@ difference is refused, naming the kernel. ``verify`` compares the digests a libr
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..common.errors import LoweringError
+from ..common.json_types import JsonMapping
+
+if TYPE_CHECKING:
+    from ..jit.seam import CompileRequest
 
 __all__ = [
     "digest",
@@ -31,7 +37,7 @@ def digest(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:24]
 
 
-def jit_kernel_code(kernel) -> tuple[str, str] | None:
+def jit_kernel_code(kernel: Any) -> tuple[str, str] | None:
     """(arch, digest) of a kernel TileLang's JIT compiled (``sm_90a``, ...); None when it is not one."""
     try:
         source = getattr(kernel, "kernel_source", None)
@@ -46,7 +52,7 @@ def jit_kernel_code(kernel) -> tuple[str, str] | None:
     return arch, digest(source)
 
 
-def jit_target(kernel) -> str:
+def jit_target(kernel: Any) -> str:
     """The target a JIT kernel was lowered for, spelled with every attribute ('' when unknown).
 
     Recorded beside the digest: a GPU's JIT may carry attributes a build's target lacks, and a
@@ -58,13 +64,13 @@ def jit_target(kernel) -> str:
         return ""
 
 
-def spell_target(target) -> str:
+def spell_target(target: Any) -> str:
     """A target's attributes as sorted JSON, its host left out (the device code does not depend on it)."""
     import json
 
     exported = target.export() if hasattr(target, "export") else {}
 
-    def plain(v):
+    def plain(v: Any) -> Any:
         if isinstance(v, (str, int, float, bool)) or v is None:
             return v
         return [plain(x) for x in v] if hasattr(v, "__iter__") and not hasattr(v, "items") else str(v)
@@ -72,7 +78,7 @@ def spell_target(target) -> str:
     return json.dumps({str(k): plain(v) for k, v in dict(exported).items() if k != "host"}, sort_keys=True)
 
 
-def lower(func, target, pass_configs: dict):
+def lower(func: Any, target: Any, pass_configs: Mapping[Any, Any]) -> Any:
     """TileLang's lowering of ``func`` for ``target`` under ``pass_configs``: the one call the build and the capture share."""
     import tilelang
     from tilelang import tvm
@@ -86,7 +92,7 @@ def arch_of_cc(cc: str) -> str:
     return f"sm_{cc}{'a' if int(cc) >= 90 else ''}"
 
 
-def lowered_code(req, arch: str) -> tuple[str, str] | None:
+def lowered_code(req: CompileRequest, arch: str) -> tuple[str, str] | None:
     """(arch, digest) of the CUDA source TileLang generates for a compile request, lowered here (no GPU needed).
 
     What a ``--device`` capture stores, where nothing is compiled: the build then proves that its
@@ -106,13 +112,13 @@ def lowered_code(req, arch: str) -> tuple[str, str] | None:
         return None
 
 
-def recorded(item: dict, arch: str) -> dict:
+def recorded(item: JsonMapping, arch: str) -> JsonMapping:
     """The recorded device code of a captured kernel for ``arch``: ``{"sha256": ..., "tilelang": ..., "from": ...}`` or {}."""
     got = (item.get("device_code") or {}).get(arch)
     return got if isinstance(got, dict) and got.get("sha256") else {}
 
 
-def check_against_record(item: dict, arch: str, source: str, where: str, *, tilelang_version: str, target: str = "") -> str:
+def check_against_record(item: JsonMapping, arch: str, source: str, where: str, *, tilelang_version: str, target: str = "") -> str:
     """The digest of ``source`` (TileLang's, for ``arch``); raises when the record holds another for that arch.
 
     ``target``: the build's target, spelled; named beside the JIT's (when the record has it) if they differ.

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..common.errors import LoweringError, TlAotError
 from ..common.fileutil import file_digest
+from ..common.json_types import JsonMapping, JsonObject
 from ..common.tilelang_compat import header_dirs, installed_version
 from ..config.options import flag_inputs, include_files, map_flag_paths, tilelang_relative
 
@@ -31,7 +33,7 @@ class HeaderNotFound(TlAotError, FileNotFoundError):
     """A header a kernel's compile flags name is nowhere nvcc would look: the kernel cannot be recorded."""
 
 
-def record_headers(flags) -> tuple[dict, dict]:
+def record_headers(flags: Iterable[str]) -> tuple[dict[str, str], dict[str, JsonObject]]:
     """``(headers, tilelang_headers)`` of a kernel's compile flags, as a record item stores them.
 
     ``headers``: the project's headers, base64 by the path the flags spell (an ``-include`` as
@@ -41,9 +43,9 @@ def record_headers(flags) -> tuple[dict, dict]:
     """
     flags = list(flags)
     version = installed_version()
-    headers: dict = {}
-    tilelang: dict = {}
-    read_via: dict = {}
+    headers: dict[str, str] = {}  # path as spelled -> its bytes in base64
+    tilelang: dict[str, JsonObject] = {}
+    read_via: dict[str, str] = {}  # the file read -> the -include value that names it
     for value, found in include_files(flags):
         if found is None:
             searched = [os.getcwd(), *map(str, header_dirs()), *_folders(flags)]
@@ -64,14 +66,20 @@ def record_headers(flags) -> tuple[dict, dict]:
     return headers, tilelang
 
 
-def _folders(flags) -> list[str]:
+def _folders(flags: Iterable[str]) -> list[str]:
     """The ``-I``-like folders the flags name, as spelled."""
     out: list[str] = []
-    map_flag_paths(flags, lambda v, folder: (out.append(v) if folder else None) or v)
+
+    def note(value: str, folder: bool) -> str:
+        if folder:
+            out.append(value)
+        return value
+
+    map_flag_paths(flags, note)
     return out
 
 
-def tilelang_header(value: str, info: dict, where: str) -> str:
+def tilelang_header(value: str, info: JsonMapping, where: str) -> str:
     """The installed TileLang's copy of a recorded TileLang header (or folder), checked against the record's digest."""
     dirs = header_dirs()
     try:

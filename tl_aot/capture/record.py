@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.errors import SpecError
-from ..common.fileutil import atomic_write
+from ..common.fileutil import StrPath, atomic_write
+from ..common.json_types import JsonMapping, JsonObject
 from ..common.metadata import Tuning
 from ..config.capture_ref import CapturedKernel, RecordChoices
 
@@ -33,11 +34,11 @@ class CaptureRecord:
     """
 
     path: Path
-    kernels: dict
-    tunings: dict = dataclasses.field(default_factory=dict)
+    kernels: dict[str, JsonObject]  # request key -> its item
+    tunings: dict[str, JsonObject] = dataclasses.field(default_factory=dict)  # tuning key -> the choice
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, missing_ok: bool = False) -> CaptureRecord:
+    def load(cls, path: StrPath, *, missing_ok: bool = False) -> CaptureRecord:
         """Read a record; a missing file is empty with ``missing_ok``, else an error naming it."""
         path = Path(path)
         try:
@@ -67,7 +68,7 @@ class CaptureRecord:
         calls = sorted({(str(c), key) for key, item in self.kernels.items() if isinstance(item, dict) for c in item.get("calls", ())})
         return RecordChoices(str(self.path), tunings, tuple(calls))
 
-    def merge(self, other: dict, tunings: dict | None = None) -> int:
+    def merge(self, other: Mapping[str, JsonObject], tunings: Mapping[str, JsonObject] | None = None) -> int:
         """Add ``other``'s kernels (key -> item); devices and origins of known keys are merged. Returns how many are new.
 
         ``tunings`` (tuning key -> choice) are added too; a tuning already recorded keeps its first choice
@@ -97,13 +98,13 @@ class CaptureRecord:
 
     def save(self) -> None:
         """Write the record atomically, kernels sorted by key (stable diffs)."""
-        data = {"schema": RECORD_SCHEMA, "kernels": dict(sorted(self.kernels.items()))}
+        data: JsonObject = {"schema": RECORD_SCHEMA, "kernels": dict(sorted(self.kernels.items()))}
         if self.tunings:
             data["tunings"] = dict(sorted(self.tunings.items()))
         atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
-def _tuning(key: str, t: dict) -> Tuning:
+def _tuning(key: str, t: JsonMapping) -> Tuning:
     """A recorded tuning (the autotuner's choice) as the manifest ships it."""
     return Tuning(
         key=key,

@@ -26,10 +26,12 @@ import os
 import shutil
 import socket
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..common.fileutil import atomic_write, exclusive_lock
+from ..common.fileutil import StrPath, atomic_write, exclusive_lock
+from ..common.json_types import JsonMapping, JsonObject
 from .record import CaptureRecord
 
 __all__ = [
@@ -51,10 +53,10 @@ _PART = "part-"
 _REPORT = "report-"
 
 
-def parts_dir(record: str | os.PathLike) -> Path:
+def parts_dir(record: StrPath) -> Path:
     """The parts folder of ``record``: ``RECORD.parts`` beside it."""
-    record = Path(record)
-    return record.with_name(record.name + ".parts")
+    path = Path(record)
+    return path.with_name(path.name + ".parts")
 
 
 def _unique_name(prefix: str, seq: int) -> str:
@@ -63,7 +65,7 @@ def _unique_name(prefix: str, seq: int) -> str:
     return f"{prefix}{time.time_ns():020d}-{host}-{os.getpid()}-{seq:06d}.json"
 
 
-def write_part(folder: str | os.PathLike, kernels: dict, tunings: dict, seq: int) -> Path:
+def write_part(folder: StrPath, kernels: Mapping[str, JsonObject], tunings: Mapping[str, JsonObject], seq: int) -> Path:
     """Write one part (kernels by key, tunings by key) atomically; returns its path."""
     path = Path(folder) / _unique_name(_PART, seq)
     atomic_write(path, json.dumps({"kernels": kernels, "tunings": tunings}, sort_keys=True))
@@ -82,12 +84,12 @@ class ProcessReport:
     lowered: int = 0  # kernels lowered here for their device code digest (a --device capture)
     lowering_s: float = 0.0
     unfaithful: int = 0  # recorded, marked as not rebuilding faithfully (a build refuses them)
-    unrecorded: tuple = ()  # (kernel, why) of every request that could not be recorded
-    tunings_unrecorded: tuple = ()  # (tuning, why) of autotuner choices that could not be recorded
+    unrecorded: tuple[tuple[str, str], ...] = ()  # (kernel, why) of every request that could not be recorded
+    tunings_unrecorded: tuple[tuple[str, str], ...] = ()  # (tuning, why) of autotuner choices that could not be recorded
     flush_error: str = ""  # what kept the last flush from being written, if anything
 
     @classmethod
-    def from_json(cls, data: dict) -> ProcessReport:
+    def from_json(cls, data: JsonMapping) -> ProcessReport:
         """Read one back (lists as tuples; unknown keys, from another tl_aot, ignored)."""
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         for k in ("unrecorded", "tunings_unrecorded"):
@@ -95,7 +97,7 @@ class ProcessReport:
         return cls(**known)
 
 
-def write_report(folder: str | os.PathLike, report: ProcessReport, seq: int) -> Path:
+def write_report(folder: StrPath, report: ProcessReport, seq: int) -> Path:
     """Write a process's report beside its parts."""
     path = Path(folder) / _unique_name(_REPORT, seq)
     atomic_write(path, json.dumps(asdict(report), sort_keys=True))
@@ -109,10 +111,10 @@ class MergeResult:
     kernels: int
     new: int
     parts: int
-    reports: tuple = field(default=())  # ProcessReport
+    reports: tuple[ProcessReport, ...] = field(default=())
 
 
-def merge_parts(record: str | os.PathLike) -> MergeResult:
+def merge_parts(record: StrPath) -> MergeResult:
     """Merge every part of ``record`` into it (under its lock), then remove the parts and reports merged.
 
     Items that carry their IR are merged before those that do not (a process sends a kernel's IR
@@ -143,7 +145,7 @@ def merge_parts(record: str | os.PathLike) -> MergeResult:
     return MergeResult(len(rec.kernels), new, len(parts), read)
 
 
-def claim(folder: str | os.PathLike, what: str) -> bool:
+def claim(folder: StrPath, what: str) -> bool:
     """Whether this process is the first of the capture to claim ``what`` (e.g. lowering one kernel for one arch).
 
     Several processes that meet the same kernel lower it for its device code once, not once each.
@@ -159,7 +161,7 @@ def claim(folder: str | os.PathLike, what: str) -> bool:
     return True
 
 
-def capture_summary(reports, wall_s: float, served_from: str | None = None) -> str:
+def capture_summary(reports: Sequence[ProcessReport], wall_s: float, served_from: str | None = None) -> str:
     """The capture's final line: processes, requests, and how each kernel was had (served, compiled, lowered).
 
     ``tl_aot capture: 4 processes in 12.3 s: 40 requests, 12 kernels; 9 served from lib/, 3 lowered for

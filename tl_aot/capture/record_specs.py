@@ -15,14 +15,14 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
-from ..common.arch import parse_arch
+from ..common.arch import Arch, parse_arch
 from ..common.errors import LoweringError, SpecError
-from ..common.fileutil import atomic_write
+from ..common.fileutil import StrPath, atomic_write
+from ..common.json_types import JsonMapping
 from ..common.metadata import Call, Tuning
 from ..common.versions import cutedsl_version
 from ..config.capture_ref import CapturedKernel, CaptureRef, RecordChoices
@@ -49,7 +49,9 @@ __all__ = [
 ]
 
 
-def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=None) -> list[KernelSpec]:
+def specs_from_record(
+    path: StrPath, archs: Collection[Arch | str], *, device: str = "", only: Collection[str] | None = None
+) -> list[KernelSpec]:
     """One :class:`~tl_aot.spec.KernelSpec` per recorded kernel (its entry: ``<name>_<key[:10]>``), sorted by key.
 
     The record is read here, once: each entry's :class:`~tl_aot.config.capture_ref.CaptureRef` holds its
@@ -59,7 +61,7 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
     rec = CaptureRecord.load(path)
     record = str(Path(path).resolve())
     choices = rec.choices()
-    out = []
+    out: list[KernelSpec] = []
     for key in sorted(rec.kernels):
         kernel = rec.kernel(key)
         if kernel is None or (only is not None and key not in only):
@@ -71,6 +73,7 @@ def specs_from_record(path: str | os.PathLike, archs, *, device: str = "", only=
             base = f"k_{base}"
         use = device or _fitting(recorded_device(kernel), archs)
         spec = KernelSpec.create(name=f"{base}_{key[:10]}", source=Path(record), function="captured", archs=archs, device=use or None)
+        assert isinstance(spec, KernelSpec)  # no specialisations: one spec
         out.append(dataclasses.replace(spec, capture=CaptureRef(record, key, kernel, choices)))
     return out
 
@@ -85,7 +88,7 @@ def with_captures(lib: LibrarySpec) -> LibrarySpec:
     return dataclasses.replace(lib, entries=tuple(entries), captures=())
 
 
-def recorded_device(kernel: CapturedKernel | Mapping) -> str:
+def recorded_device(kernel: CapturedKernel | JsonMapping) -> str:
     """The device profile of the GPU a kernel was captured on ('' when unknown, or when it was seen on several models).
 
     ``kernel``: typed, or a record's item. A build from the record answers the device queries of its
@@ -98,7 +101,7 @@ def recorded_device(kernel: CapturedKernel | Mapping) -> str:
     return found.pop() if len(found) == 1 and len(names) == 1 else ""
 
 
-def _fitting(device: str, archs) -> str:
+def _fitting(device: str, archs: Collection[Arch | str]) -> str:
     """``device`` when it answers for one of ``archs`` (or the archs are not known yet), else '' (each arch's default profile).
 
     A kernel captured on an H100 and built for sm_80 too is lowered for sm_80 as an A100 would
@@ -113,7 +116,7 @@ def _fitting(device: str, archs) -> str:
     return ""
 
 
-def recorded_calls(records, built) -> tuple[Call, ...]:
+def recorded_calls(records: Iterable[RecordChoices | StrPath], built: Collection[str]) -> tuple[Call, ...]:
     """The :class:`~tl_aot.common.metadata.Call` s a library built from capture ``records`` ships: those whose kernel it holds.
 
     ``records``: each a :class:`~tl_aot.config.capture_ref.RecordChoices` (read with the record's
@@ -129,7 +132,7 @@ def recorded_calls(records, built) -> tuple[Call, ...]:
     return tuple(Call(key=k, request_key=next(iter(v))) for k, v in sorted(seen.items()) if len(v) == 1 and next(iter(v)) in built)
 
 
-def recorded_tunings(records, built) -> tuple[Tuning, ...]:
+def recorded_tunings(records: Iterable[RecordChoices | StrPath], built: Collection[str]) -> tuple[Tuning, ...]:
     """The :class:`Tuning` s a library built from capture ``records`` ships: those whose chosen kernel it holds.
 
     ``records`` as for :func:`recorded_calls`; ``built`` is the request keys of the captured kernels
@@ -144,12 +147,12 @@ def recorded_tunings(records, built) -> tuple[Tuning, ...]:
     return tuple(out[k] for k in sorted(out))
 
 
-def choices_of(specs) -> tuple[RecordChoices, ...]:
+def choices_of(specs: Iterable[KernelSpec]) -> tuple[RecordChoices, ...]:
     """The choices of every record the captured ``specs`` were made from, once each, as read with them."""
     return tuple({s.capture.record: s.capture.choices for s in specs if s.capture}.values())
 
 
-def _choices_of(records) -> list[RecordChoices]:
+def _choices_of(records: Iterable[RecordChoices | StrPath]) -> list[RecordChoices]:
     """``records`` (choices, or paths read now: an unreadable one is an error naming it), once each, by record path."""
     got: dict[str, RecordChoices] = {}
     for r in records:
@@ -167,6 +170,7 @@ def unbuildable_reason(kernel: CapturedKernel) -> str:
 def resolve_captured(spec: KernelSpec, where: str) -> Resolved:
     """The :class:`~tl_aot.jit.resolve.Resolved` of a captured kernel: its IR and options as the record held them."""
     ref = spec.capture
+    assert ref is not None, "resolve_captured takes a captured entry"
     kernel = ref.kernel
     reason = unbuildable_reason(kernel)
     if reason:
@@ -197,7 +201,7 @@ def recorded_flags(ref: CaptureRef, *, where: str = "") -> list[str]:
 
 
 def _materialise_headers(
-    flags: list[str], headers: Mapping[str, str], record: Path, tilelang: Mapping[str, object] | None = None, *, where: str = ""
+    flags: list[str], headers: Mapping[str, str], record: Path, tilelang: Mapping[str, JsonMapping] | None = None, *, where: str = ""
 ) -> list[str]:
     """The recorded headers written beside the record, and the flags pointing at them.
 

@@ -24,9 +24,14 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from ..common.errors import TlAotError
+from ..common.fileutil import StrPath
+from ..common.json_types import JsonObject
 from ..common.tilelang_compat import tilelang_version
 from ..gpu.cuda_driver import current_gpu, emulating, gpu_identity
 from ..jit.call_key import call_key
@@ -34,7 +39,7 @@ from ..jit.ir_record import round_trip_problem
 from ..jit.pristine_ir import pristine_ir
 from ..jit.request_key import backend_kind, options_of, request_key
 from ..jit.request_origin import caller_origin, jit_origin, origin_text, request_device
-from ..jit.seam import CompiledStandIn, Interception, install
+from ..jit.seam import CompiledStandIn, CompileRequest, Interception, JitCall, install
 from ..tune.runtime_choice import chosen_index, describe, resolved_configs, spelled_config, tuning_key
 from .device_code import arch_of_cc, jit_kernel_code, jit_target, lowered_code
 from .headers import HeaderNotFound, record_headers
@@ -42,6 +47,9 @@ from .record import CaptureRecord
 from .record_parts import PARTS_ENV, ProcessReport, claim, write_part, write_report
 
 __all__ = ["Capturer", "install_from_env", "watch_forks"]
+
+#: A request's device code digests: arch -> ``{sha256, tilelang, from[, target]}``.
+DeviceCode = dict[str, JsonObject]
 
 
 class Capturer:
@@ -53,33 +61,33 @@ class Capturer:
     when no library holds it (set by ``capture --serve``).
     """
 
-    def __init__(
-        self, path: str | os.PathLike, *, compile_for_real: bool = True, lower_arch: str = "", parts: str | os.PathLike | None = None
-    ) -> None:
+    def __init__(self, path: StrPath, *, compile_for_real: bool = True, lower_arch: str = "", parts: StrPath | None = None) -> None:
         self.path = Path(path)
         self.compile_for_real = compile_for_real
         self.lower_arch = lower_arch  # without a GPU: lower each new request for this arch to record its device code
         self.parts = Path(parts) if parts else None
-        self.held = None  # Callable[[str], dict | None]: what capture --serve's libraries hold
+        self.held: Callable[[str], DeviceCode | None] | None = None  # what capture --serve's libraries hold
         self.lowering_s = 0.0
-        self.kernels: dict = {}
-        self.tunings: dict = {}
+        self.kernels: dict[str, JsonObject] = {}  # request key -> its record item
+        self.tunings: dict[str, JsonObject] = {}  # tuning key -> its record item
         self.errors = 0
         self.unfaithful = 0
         self.counts = {"requests": 0, "served": 0, "compiled": 0, "lowered": 0}
-        self.unrecorded: list = []  # (kernel, why)
-        self.tunings_unrecorded: list = []  # (tuning, why)
-        self._checked: set = set()  # keys whose round trip was checked in this process
-        self._sent: set = set()  # keys whose IR this process has written into a part
-        self._lowered: set = set()  # keys lowered here for their device code
+        self.unrecorded: list[tuple[str, str]] = []  # (kernel, why)
+        self.tunings_unrecorded: list[tuple[str, str]] = []  # (tuning, why)
+        self._checked: set[str] = set()  # keys whose round trip was checked in this process
+        self._sent: set[str] = set()  # keys whose IR this process has written into a part
+        self._lowered: set[str] = set()  # keys lowered here for their device code
         self._lock = threading.RLock()
         self._flushed = time.monotonic()
         self._seq = 0
         self._pid = os.getpid()
         self._flush_error = ""
-        self._kernel_keys: dict = {}  # id(kernel TileLang compiled) -> (kernel, request key): which kernel a tuner chose
+        self._kernel_keys: dict[
+            int, tuple[Any, str]
+        ] = {}  # id(kernel TileLang compiled) -> (kernel, request key): which kernel a tuner chose
 
-    def record(self, req, jit_call=None) -> str:
+    def record(self, req: CompileRequest, jit_call: JitCall | None = None) -> str:
         """Add one request; returns its key ('' when it cannot be recorded: a capture never breaks the workload).
 
         A request seen for the first time is checked: its stored IR must load back into the
@@ -88,7 +96,7 @@ class Capturer:
         (a header its flags name is nowhere, IR that cannot be saved) is warned about by name
         and counted (:meth:`report`).
         """
-        origin = {}
+        origin: JsonObject = {}
         try:
             origin = {**caller_origin(), **jit_origin(jit_call), "time": int(time.time())}
             self.counts["requests"] += 1
@@ -96,7 +104,7 @@ class Capturer:
             text = pristine_ir(req.func)  # as first seen: TileLang's lowering renames variables in place
             key = request_key(req.func, options, text=text)
             headers, tilelang_headers = record_headers(options["compile_flags"])
-            item = {
+            item: JsonObject = {
                 "name": req.name,
                 "ir": text,
                 "options": options,
@@ -106,7 +114,7 @@ class Capturer:
             }
             if tilelang_headers:
                 item["tilelang_headers"] = tilelang_headers
-            call = call_key(*jit_call, gpu_identity()) if jit_call is not None else None
+            call = call_key(jit_call.jit, jit_call.args, jit_call.kwargs, gpu_identity()) if jit_call is not None else None
             if call:
                 item["calls"] = [call]  # serving answers this @tilelang.jit call before TileLang traces it
             if key not in self._checked:
@@ -128,7 +136,7 @@ class Capturer:
             self._not_recorded(req, origin, why)
             return ""
 
-    def _not_recorded(self, req, origin: dict, why: str) -> None:
+    def _not_recorded(self, req: CompileRequest, origin: JsonObject, why: str) -> None:
         """Say which kernel is left out of the record and why (every time: each is a kernel a build will lack)."""
         name = getattr(req, "name", "?")
         where = origin_text({"name": name, "origins": [origin]}) if origin else f"prim_func {name!r}"
@@ -140,7 +148,7 @@ class Capturer:
             flush=True,
         )
 
-    def record_tuning(self, tuner, result) -> None:
+    def record_tuning(self, tuner: Any, result: Any) -> None:
         """Add the choice TileLang's autotuner made (never raises): tuning key -> config and the chosen kernel's request key."""
         try:
             config = getattr(result, "config", None)
@@ -210,7 +218,7 @@ class Capturer:
             flush_error=self._flush_error,
         )
 
-    def record_device_code(self, key: str, code: dict) -> None:
+    def record_device_code(self, key: str, code: DeviceCode) -> None:
         """Add the device code digests (arch -> {sha256, tilelang, from[, target]}) of a recorded request."""
         if not key or not code:
             return
@@ -255,7 +263,7 @@ class Capturer:
             self._flushed = time.monotonic()
         return new
 
-    def _part_item(self, key: str, item: dict) -> dict:
+    def _part_item(self, key: str, item: JsonObject) -> JsonObject:
         """A kernel as a part carries it: whole the first time, then without its IR (what a merge already has)."""
         if key in self._sent:
             return {k: v for k, v in item.items() if k in ("devices", "origins", "calls", "device_code", "unfaithful")}
@@ -308,10 +316,10 @@ class Capturer:
 
         on_import("tilelang.jit", self._patch)
 
-    def _patch(self, tl_jit) -> None:
+    def _patch(self, tl_jit: Any) -> None:
         install(Interception(self._on_request, name="capture", on_tune=self._on_tune), tl_jit)
 
-    def _on_request(self, req, jit_call, proceed):
+    def _on_request(self, req: CompileRequest, jit_call: JitCall | None, proceed: Callable[[], Any]) -> Any:
         key = self.record(req, jit_call)
         held = self.held(key) if key and self.held is not None else None
         if held:
@@ -357,14 +365,14 @@ class Capturer:
             except OSError as e:
                 print(f"tl_aot capture: warning: cannot write into {self.parts}: {e} (retried at exit)", file=sys.stderr)
 
-    def _remember(self, kernel, key: str):
+    def _remember(self, kernel: Any, key: str) -> Any:
         """Note which request ``kernel`` answers (a tuner's result names its kernel, not the request)."""
         if key:
             with self._lock:
                 self._kernel_keys[id(kernel)] = (kernel, key)
         return kernel
 
-    def _on_tune(self, tuner, proceed):
+    def _on_tune(self, tuner: Any, proceed: Callable[[], Any]) -> Any:
         """One run of TileLang's autotuner: let it tune (it compiles and times every candidate), then record its choice."""
         try:
             result = proceed()
@@ -383,10 +391,10 @@ class Capturer:
 
 
 #: Contexts entered for the whole process (kept alive: a collected generator would undo them).
-_held: list = []
+_held: list[AbstractContextManager[object]] = []
 
 
-def _enter(ctx) -> None:
+def _enter(ctx: AbstractContextManager[object]) -> None:
     ctx.__enter__()
     _held.append(ctx)
 

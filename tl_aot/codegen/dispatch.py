@@ -9,6 +9,7 @@ if-chain: no strings, maps or allocation); :mod:`tl_aot.runtime.torch_ops` repea
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..common.errors import LoweringError
@@ -25,8 +26,8 @@ class TensorRule:
 
     name: str
     dtype: str
-    dims: tuple  # (lo, hi) per dim; (1, UNBOUNDED) for a dynamic dim no ``when`` narrows
-    narrowed: tuple = ()  # per dim: whether ``when`` set its range (the specialisation's own checks cannot test it)
+    dims: tuple[tuple[int, int], ...]  # (lo, hi) per dim; (1, UNBOUNDED) for a dynamic dim no ``when`` narrows
+    narrowed: tuple[bool, ...] = ()  # per dim: whether ``when`` set its range (the specialisation's own checks cannot test it)
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class Rule:
 
     index: int
     fallback: bool
-    tensors: tuple  # TensorRule, one per input tensor in parameter order
+    tensors: tuple[TensorRule, ...]  # one per input tensor in parameter order
 
     def overlaps(self, other: Rule) -> bool:
         """Whether some call could match both (symbols shared between dims are ignored: conservative)."""
@@ -53,7 +54,7 @@ def describe(e: LoweredEntry) -> str:
     return parts + (f" ({e.when_spelled()})" if e.when else "") + (" (fallback)" if e.fallback else "")
 
 
-def _structure(e: LoweredEntry) -> tuple:
+def _structure(e: LoweredEntry) -> tuple[tuple[str, str, bool, str], ...]:
     return tuple((p.name, p.kind, p.output, p.dtype if not p.is_tensor else "") for p in e.params)
 
 
@@ -84,7 +85,7 @@ def _rule(e: LoweredEntry, index: int, where: str) -> Rule:
     return Rule(index, e.fallback, tuple(tensors))
 
 
-def plan(members: tuple) -> tuple:
+def plan(members: Sequence[LoweredEntry]) -> tuple[Rule, ...]:
     """The match rules of one export's specialisations, in the order to try them; raises on overlaps.
 
     Every specialisation must take the same parameters (names, kinds, outputs, scalar dtypes): the

@@ -8,6 +8,7 @@ from the metadata for :mod:`tl_aot.codegen.launcher_context`; the checks are :mo
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..common.errors import LoweringError
@@ -49,11 +50,11 @@ class CallForm:
 
     count: int  # arguments of this form (a stream may follow)
     names: str  # the parameters, as an argument-count error lists them
-    reads: tuple  # rt::ArgRead rows, by position (the TVM FFI call)
-    params: tuple  # its parameters' names, in order
-    assigns: tuple  # C++ assignments filling Args from the C++ API's u_<name> parameters
-    declared: tuple  # C++ parameters as the header declares them (the user's names; C++ keywords get '_')
-    defined: tuple  # the same as the launcher defines them (u_<name>: no user name meets a generated one)
+    reads: tuple[str, ...]  # rt::ArgRead rows, by position (the TVM FFI call)
+    params: tuple[str, ...]  # its parameters' names, in order
+    assigns: tuple[str, ...]  # C++ assignments filling Args from the C++ API's u_<name> parameters
+    declared: tuple[str, ...]  # C++ parameters as the header declares them (the user's names; C++ keywords get '_')
+    defined: tuple[str, ...]  # the same as the launcher defines them (u_<name>: no user name meets a generated one)
     stream: str  # the header's name for a stream parameter that follows (clashes with no parameter)
 
     @property
@@ -112,7 +113,7 @@ def _assign(p: Param, index: int) -> str:
     return f"x.a[{index}].{field} = static_cast<{'double' if field == 'f' else 'int64_t'}>(u_{p.name})"
 
 
-def call_form(e: LoweredEntry, params: list, shown: dict, where: dict) -> CallForm:
+def call_form(e: LoweredEntry, params: Sequence[Param], shown: Mapping[str, str], where: Mapping[str, int]) -> CallForm:
     """The call form taking ``params`` (in order); ``shown`` maps each to its name in the header, ``where`` to its frame index."""
     ctypes = [_TENSOR_CTYPE if p.is_tensor else scalar_ctype(p, e.name) for p in params]
     return CallForm(
@@ -127,7 +128,7 @@ def call_form(e: LoweredEntry, params: list, shown: dict, where: dict) -> CallFo
     )
 
 
-def header_names(e: LoweredEntry) -> dict:
+def header_names(e: LoweredEntry) -> dict[str, str]:
     """Parameter -> its name in the header: the user's, with a '_' suffix for C++ keywords and clashes."""
     shown = [cpp_name(p.name) for p in e.params]
     shown = [cpp_name(n, set(shown[:i])) for i, n in enumerate(shown)]
@@ -151,7 +152,7 @@ class Returns:
     cpp_value: str  # the outputs moved out of the frame
 
 
-def returns_of(outputs: tuple) -> Returns:
+def returns_of(outputs: Sequence[Param]) -> Returns:
     """What returning ``outputs`` (an entry's, one or several) is spelled as; unused for an entry without outputs."""
     moved = ", ".join(f"std::move(x.o[{i}])" for i in range(len(outputs)))
     if len(outputs) == 1:

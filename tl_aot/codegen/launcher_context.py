@@ -10,15 +10,16 @@ the library; a call's arguments are :mod:`tl_aot.codegen.launcher_args`, an arch
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 from ..common.cpp_spelling import DLPACK_DTYPES, c_comment, c_string_body, cpp_bool
 from ..common.errors import LoweringError
-from ..common.metadata import ABI_VERSION, LoweredEntry, Manifest
+from ..common.metadata import ABI_VERSION, LoweredEntry, Manifest, Param
 from ..config.spec_names import cpp_name
 from ..gpu.cuda_compat import cuda_int
 from . import dispatch
 from .launcher_args import CallForm, Returns, call_form, form_decided_at, header_names, returns_of, scalar_local
-from .launcher_launch import variant_code
+from .launcher_launch import VariantCode, variant_code
 from .launcher_tables import CheckTables, Table, check_tables, frame_reads
 
 __all__ = ["EntryCode", "ExportCode", "LibraryCode", "entry_code", "library_code"]
@@ -38,18 +39,18 @@ class EntryCode:
     source: str
     function: str
     args_display: str
-    archs: tuple  # "sm_90a", "sm_80+PTX"
-    variants: tuple  # VariantCode
+    archs: tuple[str, ...]  # "sm_90a", "sm_80+PTX"
+    variants: tuple[VariantCode, ...]
     args_type: str  # its rt::Args<tensors, symbols, scalars, outputs> (the C++ API's frame)
     checks: CheckTables
-    tables: tuple  # launcher_tables.Table: the checks' and the argument reads' (rt::ArgRead of both forms)
-    locals: tuple  # C++ declarations a launch starts with: its symbols, tensors' data and scalars, by name
-    outputs: tuple  # Param of the outputs (allocated when the call passes the inputs alone)
+    tables: tuple[Table, ...]  # the checks' and the argument reads' (rt::ArgRead of both forms)
+    locals: tuple[str, ...]  # C++ declarations a launch starts with: its symbols, tensors' data and scalars, by name
+    outputs: tuple[Param, ...]  # the outputs (allocated when the call passes the inputs alone)
     allocates: bool  # has outputs: a call has two forms
     tensorless: bool  # no input tensor: the device is the current one when allocating, else the first output's
     every: CallForm  # every parameter
     inputs_only: CallForm  # the inputs alone (the outputs returned)
-    forms: tuple  # rt::Form of every parameter and of the inputs alone ({nullptr, 0, ""}: one form), reading `reads`
+    forms: tuple[str, ...]  # rt::Form of every parameter and of the inputs alone ({nullptr, 0, ""}: one form), reading `reads`
     decide_at: int  # where the two forms differ (launcher_args.form_decided_at)
     decide_tensor: str  # C++ bool: every-parameter form has a tensor at decide_at
     returns: Returns
@@ -145,9 +146,9 @@ class Picker:
 
     name: str
     ns: str
-    members: tuple  # Member
-    tensors: tuple  # PickTensor
-    rules: tuple  # PickRule
+    members: tuple[Member, ...]
+    tensors: tuple[PickTensor, ...]
+    rules: tuple[PickRule, ...]
     built: str  # the specialisations built, for the error when none matches (a C string body)
 
     @property
@@ -172,7 +173,7 @@ class Overload:
     declared: str  # the header's parameter list
     defined: str  # the launcher's
     args: str  # what it passes on
-    targets: tuple  # Target, one per specialisation
+    targets: tuple[Target, ...]  # one per specialisation
 
     @property
     def target(self) -> str:
@@ -187,7 +188,7 @@ class ExportCode:
     name: str
     cpp_name: str
     first: EntryCode
-    signatures: tuple
+    signatures: tuple[str, ...]
     ffi_call: str  # the rt::FfiFn its TVM FFI export calls, and its context
     picker: Picker | None
     call: Overload
@@ -196,12 +197,25 @@ class ExportCode:
     alloc_stream: Overload | None
 
     @property
-    def overloads(self) -> tuple:
+    def overloads(self) -> tuple[Overload, ...]:
         """The overloads in the order the launcher defines them."""
         return tuple(o for o in (self.call, self.call_stream, self.alloc, self.alloc_stream) if o is not None)
 
 
-def _overloads(members: list) -> dict:
+class _Overloads(TypedDict):
+    """The C++ API overloads of one export, by the :class:`ExportCode` field each fills."""
+
+    call: Overload
+    call_stream: Overload
+    alloc: Overload | None
+    alloc_stream: Overload | None
+
+
+#: An export's specialisations: (entry index, entry), in the library's order.
+_Members = tuple[tuple[int, LoweredEntry], ...]
+
+
+def _overloads(members: list[tuple[int, EntryCode]]) -> _Overloads:
     """The C++ API overloads of an export whose specialisations are ``members`` ((entry index, EntryCode), same parameters)."""
     e = members[0][1]
 
@@ -222,7 +236,7 @@ def _overloads(members: list) -> dict:
     }
 
 
-def _export_code(name: str, j: int, members: tuple, codes: list, others: frozenset = frozenset()) -> ExportCode:
+def _export_code(name: str, j: int, members: _Members, codes: list[EntryCode], others: frozenset = frozenset()) -> ExportCode:
     """The ``j``-th export, ``name``, over its specialisations ``members`` ((entry index, LoweredEntry)).
 
     ``others``: the library's other exports, which its C++ spelling (``EOF_`` for ``EOF``) must not take.
@@ -243,7 +257,7 @@ def _export_code(name: str, j: int, members: tuple, codes: list, others: frozens
     )
 
 
-def _picker(name: str, ns: str, members: tuple, codes: list) -> Picker:
+def _picker(name: str, ns: str, members: _Members, codes: list[EntryCode]) -> Picker:
     """The C++ conditions that pick a specialisation: only the tests that tell the specialisations apart."""
     entries = tuple(m for _, m in members)
     params = entries[0].params
@@ -262,7 +276,7 @@ def _picker(name: str, ns: str, members: tuple, codes: list) -> Picker:
     )
 
 
-def _pick_condition(r: dispatch.Rule, by_index: dict, n: int) -> str:
+def _pick_condition(r: dispatch.Rule, by_index: dict[int, dispatch.Rule], n: int) -> str:
     """The C++ test of rule ``r`` on ``t[]``, leaving out what every specialisation shares (their own checks test it)."""
     terms = []
     for k, tr in enumerate(r.tensors):
@@ -298,11 +312,11 @@ class LibraryCode:
     lib: str
     api: str  # the header's export macro, TL_AOT_<LIB>_API
     header_name: str
-    entries: tuple  # EntryCode
-    exports: tuple  # ExportCode
-    pickers: tuple  # Picker of the specialised exports
-    archs: tuple
-    sources: tuple
+    entries: tuple[EntryCode, ...]
+    exports: tuple[ExportCode, ...]
+    pickers: tuple[Picker, ...]  # of the specialised exports
+    archs: tuple[str, ...]
+    sources: tuple[str, ...]
     tl_aot_version: str
     tilelang_version: str
     nvcc_version: str

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..common.cpp_spelling import c_string_body, cpp_bool, image_symbol
@@ -49,14 +50,14 @@ class LaunchCode:
     static_smem: int  # bytes, or -1 when computed per call
     checks_smem: bool  # shared memory computed per call: checked against the device's limit before launching
     cluster_size: int
-    grid: tuple
-    block: tuple
+    grid: tuple[str, ...]
+    block: tuple[str, ...]
     dynamic_smem: str
-    locals: tuple  # KernelLocal
+    locals: tuple[KernelLocal, ...]
     arg_refs: str  # the void* args[] initialiser ("nullptr" for none)
-    cluster_dims: tuple
+    cluster_dims: tuple[int, ...]
     cluster_arg: str  # "cluster" or "nullptr"
-    l2_windows: tuple  # L2Code
+    l2_windows: tuple[L2Code, ...]
     cooperative: str  # C++ bool
     pdl: str  # C++ bool
 
@@ -67,7 +68,7 @@ class WorkspaceCode:
 
     cpp: str
     name: str
-    factors: tuple  # C++ factors of the element count
+    factors: tuple[str, ...]  # C++ factors of the element count
     elem_bytes: int
 
 
@@ -85,12 +86,12 @@ class TmaCode:
     dtype: int
     rank: int
     global_address: str
-    global_dim: tuple
-    strides: tuple  # the rank - 1 byte strides, or ("0",) for rank 1
-    element_strides: tuple
-    box_dim: tuple
-    lower_corner: tuple
-    upper_corner: tuple
+    global_dim: tuple[str, ...]
+    strides: tuple[str, ...]  # the rank - 1 byte strides, or ("0",) for rank 1
+    element_strides: tuple[str, ...]
+    box_dim: tuple[str, ...]
+    lower_corner: tuple[str, ...]
+    upper_corner: tuple[str, ...]
     channels_per_pixel: str
     pixels_per_column: str
     interleave: int
@@ -109,9 +110,9 @@ class VariantCode:
     minor: int
     arch_specific: str  # C++ bool: an sm_XXa image
     ptx: str  # C++ bool: a fatbin with a PTX fallback
-    kernels: tuple  # LaunchCode
-    workspaces: tuple  # WorkspaceCode
-    tma: tuple  # TmaCode
+    kernels: tuple[LaunchCode, ...]
+    workspaces: tuple[WorkspaceCode, ...]
+    tma: tuple[TmaCode, ...]
 
 
 def _launch_code(k: DeviceKernel) -> LaunchCode:
@@ -167,7 +168,7 @@ def _tma_code(d: TmaDescriptor) -> TmaCode:
     )
 
 
-def _as(ctype: str, values) -> tuple:
+def _as(ctype: str, values: Iterable[str]) -> tuple[str, ...]:
     """``values`` as elements of a braced ``ctype`` array: a literal as it is, an expression converted explicitly.
 
     A dynamic dim is an ``int64_t`` (or ``int32_t``) symbol such as ``s_m``; put as it is into

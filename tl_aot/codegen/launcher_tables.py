@@ -31,16 +31,16 @@ class Table:
 
     type: str
     name: str
-    rows: tuple
+    rows: tuple[str, ...]  # C++ initialisers
 
 
 @dataclass(frozen=True)
 class CheckTables:
     """What ``launcher.cc.j2`` writes for one entry's checks: the tables, ``eval`` and the ``rt::Checks`` fields."""
 
-    tables: tuple  # Table: values, dims, tensors, symbols, late
-    eval_locals: tuple  # C++ declarations eval() starts with (the symbols and scalars its expressions use)
-    exprs: tuple  # C++ expressions, case i of eval()
+    tables: tuple[Table, ...]  # values, dims, tensors, symbols, late
+    eval_locals: tuple[str, ...]  # C++ declarations eval() starts with (the symbols and scalars its expressions use)
+    exprs: tuple[str, ...]  # C++ expressions, case i of eval()
     num_tensors: int
     num_inputs: int
     num_symbols: int
@@ -52,7 +52,7 @@ class CheckTables:
 class _Values:
     """The entry's values as ``rt::Value`` initialisers: constants, symbol slots, or expressions of ``eval``."""
 
-    def __init__(self, symbols: dict, tensors: dict):
+    def __init__(self, symbols: dict[str, int], tensors: dict[str, int]):
         self.symbols = symbols  # symbol name -> slot
         self.tensors = tensors  # tensor name -> index in Frame::t
         self.exprs: list = []
@@ -88,7 +88,17 @@ def _dtypes(p: Param, where: str, entry: str) -> str:
     return "{" + ", ".join(f"{{{c}, {b}}}" for c, b in pairs) + f"}}, {len(pairs)}"
 
 
-def _dim_row(p: Param, i: int, d, cpp: str, shape: str, values: _Values, free: set, bound: dict, late: list) -> str:
+def _dim_row(
+    p: Param,
+    i: int,
+    d,
+    cpp: str,
+    shape: str,
+    values: _Values,
+    free: set[str],
+    bound: dict[str, tuple[str, int]],
+    late: list[tuple[bool, str]],
+) -> str:
     """One dim's ``rt::Dim``: the binding of a free symbol, or a value it must equal; an expression waits (``late``)."""
     if isinstance(d, int):
         return f'{{rt::kEqual, {{rt::kConst, {d}}}, "{c_string_body(f"{shape} with dim {i} = {d}")}", ""}}'
@@ -103,14 +113,16 @@ def _dim_row(p: Param, i: int, d, cpp: str, shape: str, values: _Values, free: s
     return _SKIP
 
 
-def _tensor_rows(e: LoweredEntry, tensors: list, values: _Values, where: str) -> tuple:
+def _tensor_rows(
+    e: LoweredEntry, tensors: list[Param], values: _Values, where: str
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], list[tuple[bool, str]]]:
     """The ``rt::TensorSpec`` rows, the ``rt::Dim`` and ``rt::Value`` rows they point into, and the late checks."""
     free = {s.name for s in e.symbols if not s.derived}  # derived symbols are solved after the tensors' checks
     solved_from = {(s.param, s.dim) for s in e.symbols if s.derived}
-    bound: dict = {}
-    late: list = []
-    dims: list = []
-    flat: list = []  # rt::Value rows: strides and allocated shapes
+    bound: dict[str, tuple[str, int]] = {}  # symbol -> (tensor, dim) that binds it
+    late: list[tuple[bool, str]] = []  # (an output's?, its rt::Late row)
+    dims: list[str] = []
+    flat: list[str] = []  # rt::Value rows: strides and allocated shapes
     rows = []
     for p in tensors:
         shape = _shape_text(p)
@@ -151,12 +163,12 @@ def _symbol_row(s, e: LoweredEntry, values: _Values) -> str:
     return f'{{"{s.name}", {t}, {s.dim}, {imax}, {values.expr(s.cpp)}, {values.of(p.shape_cpp[s.dim])}, "{expected}"}}'
 
 
-def frame_reads(e: LoweredEntry, tensors: list) -> tuple[dict, dict]:
+def frame_reads(e: LoweredEntry, tensors: list[Param]) -> tuple[dict[str, int], dict[str, int]]:
     """Where each value lives in the call's ``rt::Frame``: tensor name -> index of ``t``/``p``, scalar name -> index of ``a``."""
     return {p.name: i for i, p in enumerate(tensors)}, {p.name: i for i, p in enumerate(q for q in e.params if not q.is_tensor)}
 
 
-def _eval_locals(exprs: list, e: LoweredEntry, scalar_reads: dict) -> tuple:
+def _eval_locals(exprs: list[str], e: LoweredEntry, scalar_reads: dict[str, str]) -> tuple[str, ...]:
     """The declarations of the symbols and scalars eval()'s expressions use (spelled as the metadata spells them)."""
     text = " ".join(exprs)
     out = [f"const int64_t s_{s.name} = x.s[{i}]" for i, s in enumerate(e.symbols) if re.search(rf"\bs_{s.name}\b", text)]
@@ -164,7 +176,7 @@ def _eval_locals(exprs: list, e: LoweredEntry, scalar_reads: dict) -> tuple:
     return tuple(out)
 
 
-def check_tables(e: LoweredEntry, tensors: list, scalar_reads: dict, where: str) -> CheckTables:
+def check_tables(e: LoweredEntry, tensors: list[Param], scalar_reads: dict[str, str], where: str) -> CheckTables:
     """The tables of entry ``e`` whose tensors are ``tensors`` (inputs first); ``scalar_reads``: name -> its local."""
     t_index, _ = frame_reads(e, tensors)
     values = _Values({s.name: i for i, s in enumerate(e.symbols)}, t_index)

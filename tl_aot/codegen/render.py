@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+from typing import Any
 
 from ..common.cpp_spelling import DLPACK_DTYPES, c_comment, c_string_body, image_symbol
 from ..common.escaping import py_comment, py_doc_line, py_str
@@ -51,7 +52,7 @@ def _raw_string(text: str) -> tuple[str, str]:
     return text, delim
 
 
-def _fields(obj) -> dict:
+def _fields(obj: Any) -> dict[str, Any]:
     """A dataclass's fields as template variables (one level: nested pieces stay typed)."""
     return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
 

@@ -38,7 +38,7 @@ class CompanionOp:
     name: str
     cpp_name: str
     schema: str
-    args: tuple  # C++ expressions reading each input from the stack
+    args: tuple[str, ...]  # C++ expressions reading each input from the stack
     returns: bool  # the entry returns outputs (else it writes its tensors in place)
     tensorless: bool  # no input tensor: the op serves every dispatch key
 
@@ -58,7 +58,7 @@ def _read(i: int, declared: str) -> str:
     return f'c.integer<{ctype}>({i}, "{name}")'
 
 
-def companion_ops(manifest: Manifest) -> tuple:
+def companion_ops(manifest: Manifest) -> tuple[CompanionOp, ...]:
     """The ops of ``manifest``'s companion, one per exported entry, in library order."""
     code = library_code(manifest, f"{manifest.library}.h")
     ops = []

@@ -60,7 +60,7 @@ def parse_arch(text: str) -> Arch:
     return Arch(major, minor, suffix, ptx)
 
 
-def parse_arch_list(values) -> tuple[Arch, ...]:
+def parse_arch_list(values: object) -> tuple[Arch, ...]:
     """Parse a list or a ``;``/``,``/space separated string of archs, dropping duplicates in order."""
     if isinstance(values, str):
         values = re.split(r"[;,\s]+", values)

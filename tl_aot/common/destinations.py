@@ -11,10 +11,11 @@ import contextlib
 import errno
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import FilesystemError
-from .fileutil import write_file
+from .fileutil import StrPath, write_file
 
 __all__ = ["fs_error", "ensure_folder", "check_file_destination", "StagedFiles", "filesystem_errors", "disk_full_note", "LOW_SPACE_BYTES"]
 
@@ -38,15 +39,15 @@ _HINTS = {
 }
 
 
-def fs_error(e: OSError, what: str, path=None, hint: str = "") -> FilesystemError:
+def fs_error(e: OSError, what: str, path: StrPath | None = None, hint: str = "") -> FilesystemError:
     """A one-line :class:`FilesystemError`: ``cannot <what> <path>: <problem>[; <hint>]``."""
     where = path if path is not None else (e.filename or "?")
-    problem = _HINTS.get(e.errno, e.strerror or str(e))
+    problem = (_HINTS.get(e.errno) if e.errno is not None else None) or e.strerror or str(e)
     return FilesystemError(f"cannot {what} {where}: {problem}" + (f"; {hint}" if hint else ""))
 
 
 @contextlib.contextmanager
-def filesystem_errors(what: str, path=None, hint: str = ""):
+def filesystem_errors(what: str, path: StrPath | None = None, hint: str = "") -> Iterator[None]:
     """Turn a file-system :class:`OSError` raised inside (read-only, full, wrong kind of path) into a :class:`FilesystemError`.
 
     Other OS errors (a tool that cannot start, a signal) pass through unchanged: they are not about a path.
@@ -59,7 +60,7 @@ def filesystem_errors(what: str, path=None, hint: str = ""):
         raise fs_error(e, what, path if path is not None else e.filename, hint) from None
 
 
-def disk_full_note(*paths) -> str:
+def disk_full_note(*paths: StrPath) -> str:
     """``disk full at /mnt/out (84 KiB free)`` for the first of ``paths`` (their nearest existing folder) short of space, else "".
 
     Used when a tool crashed or wrote a short file: a full disk is then the likely cause, and it is

@@ -8,6 +8,11 @@ wherever this module moves. ``tests/unit/test_public_errors.py`` pins the public
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import signal
+
 __all__ = [
     "TlAotError",
     "SpecError",
@@ -35,11 +40,11 @@ class TlAotError(Exception):
     lowering workers) read these fields, never the message text.
     """
 
-    def __init__(self, *args, entry: str | None = None, arch: str | None = None, location: str | None = None) -> None:
+    def __init__(self, *args: object, entry: str | None = None, arch: str | None = None, location: str | None = None) -> None:
         super().__init__(*args)
         self.entry, self.arch, self.location = entry, arch, location
 
-    def fields(self) -> dict:
+    def fields(self) -> dict[str, str | None]:
         """The structured fields, for sending across a process boundary."""
         return {"entry": self.entry, "arch": self.arch, "location": self.location}
 
@@ -129,7 +134,7 @@ for _cls in PUBLIC_ERRORS:  # tracebacks and pickles name the public path, not t
 del _cls
 
 
-def tool_signal(returncode: int):
+def tool_signal(returncode: int) -> signal.Signals | None:
     """The :class:`signal.Signals` a tool died of (a negative status, or 128 + N as a shell or the reaper reports it), else None."""
     import signal
 

@@ -22,7 +22,7 @@ def encode_text(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-def c_string_body(text) -> str:
+def c_string_body(text: object) -> str:
     """``text`` escaped to sit between the quotes of a C/C++ string literal (octal escapes, never hex)."""
     out = []
     for b in encode_text(str(text)):
@@ -36,7 +36,7 @@ def c_string_body(text) -> str:
     return "".join(out)
 
 
-def c_comment(text) -> str:
+def c_comment(text: object) -> str:
     """``text`` made safe for a ``//`` comment: one line, printable ASCII, no line-splicing backslash.
 
     ``*/`` is harmless there (a ``//`` comment is never closed); anything unprintable reads ``?``.
@@ -47,7 +47,7 @@ def c_comment(text) -> str:
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _visible(text: str, escape: str = "") -> str:
+def _visible(text: object, escape: str = "") -> str:
     """``text`` with every unprintable character (and each of ``escape``) spelled as a Python escape."""
     out = []
     for c in str(text):
@@ -64,12 +64,12 @@ def _visible(text: str, escape: str = "") -> str:
     return "".join(out)
 
 
-def py_comment(text) -> str:
+def py_comment(text: object) -> str:
     r"""``text`` for a ``#`` comment of generated Python: one line, newlines and NULs shown as ``\n``, ``\x00``."""
     return _visible(text)
 
 
-def py_doc_line(text) -> str:
+def py_doc_line(text: object) -> str:
     r"""``text`` for a line of a (non-raw) docstring: the docstring's value reads ``text`` back exactly.
 
     Backslashes and double quotes are escaped: no triple quote can close it, no ``\N`` can break it.
@@ -77,12 +77,12 @@ def py_doc_line(text) -> str:
     return _visible(text, escape='\\"')
 
 
-def py_str(text) -> str:
+def py_str(text: object) -> str:
     """A double-quoted Python string literal (as ruff format writes it) whose value is ``text``."""
     return json.dumps(str(text), ensure_ascii=True)
 
 
-def json_text(obj, *, indent: int | None = None) -> str:
+def json_text(obj: object, *, indent: int | None = None) -> str:
     r"""``obj`` as JSON, ASCII only (non-UTF-8 path bytes as ``\udcXX``), keys sorted (reproducible builds)."""
     return json.dumps(obj, indent=indent, sort_keys=True, ensure_ascii=True)
 
@@ -91,7 +91,7 @@ def json_text(obj, *, indent: int | None = None) -> str:
 _DEPFILE_ESCAPES = {" ": "\\ ", "#": "\\#", "$": "$$", ":": "\\:"}
 
 
-def depfile_path(path) -> str:
+def depfile_path(path: str | os.PathLike[str]) -> str:
     """``path`` spelled for a Makefile depfile, or a :class:`SpecError` when make and ninja cannot read it back.
 
     A newline, carriage return or NUL cannot be written at all. Backslashes before a space, ``#``

@@ -19,7 +19,12 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO, Union
+
+#: A file-system path as callers hold it: text or a path object.
+StrPath = Union[str, "os.PathLike[str]"]
 
 __all__ = [
     "write_file",
@@ -35,7 +40,7 @@ __all__ = [
 ]
 
 
-def write_file(path: str | os.PathLike, data: bytes | str) -> None:
+def write_file(path: StrPath, data: bytes | str) -> None:
     """Write ``data`` to ``path`` in place (a file in a private temporary folder, renamed by its caller or never read by others).
 
     An :class:`OSError` names ``path``, even one raised when the file is closed (a full disk).
@@ -50,12 +55,12 @@ def write_file(path: str | os.PathLike, data: bytes | str) -> None:
         raise
 
 
-def atomic_replace(tmp: str | os.PathLike, dest: str | os.PathLike) -> None:
+def atomic_replace(tmp: StrPath, dest: StrPath) -> None:
     """Move a finished temporary file onto ``dest`` in one step (same filesystem)."""
     os.replace(tmp, dest)
 
 
-def atomic_write(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) -> None:
+def atomic_write(path: StrPath, data: bytes | str, mode: int = 0o644) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder, then rename (``mode``: its permissions).
 
     An :class:`OSError` raised here names ``path`` (its ``filename``), even one raised by a write
@@ -80,7 +85,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) 
         raise
 
 
-def write_if_different(path: str | os.PathLike, text: str | bytes) -> bool:
+def write_if_different(path: StrPath, text: str | bytes) -> bool:
     """Write ``text`` unless the file already holds it (keeps timestamps for make/ninja); True if written."""
     path = Path(path)
     try:
@@ -92,17 +97,17 @@ def write_if_different(path: str | os.PathLike, text: str | bytes) -> bool:
     return True
 
 
-def file_digest(path: str | os.PathLike) -> str:
+def file_digest(path: StrPath) -> str:
     """SHA-256 of a file's bytes (hex): what caches and stamps compare."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def record_digest(path: str | os.PathLike) -> None:
+def record_digest(path: StrPath) -> None:
     """Store ``path``'s SHA-256 beside it (``<path>.sha256``), for :func:`verified_file`."""
     atomic_write(f"{path}.sha256", file_digest(path) + "\n")
 
 
-def verified_file(path: str | os.PathLike) -> bool:
+def verified_file(path: StrPath) -> bool:
     """Whether ``path`` exists and still has the digest :func:`record_digest` stored (damaged or foreign: False)."""
     try:
         return Path(f"{path}.sha256").read_text().strip() == file_digest(path)
@@ -111,7 +116,9 @@ def verified_file(path: str | os.PathLike) -> bool:
 
 
 @contextlib.contextmanager
-def exclusive_lock(path: str | os.PathLike, *, holder: str = "", log=None, remind_s: float = 30.0):
+def exclusive_lock(
+    path: StrPath, *, holder: str = "", log: Callable[[str], object] | None = None, remind_s: float = 30.0
+) -> Iterator[None]:
     """Hold an exclusive advisory lock on ``path`` (two builds of one library, or two capturing processes, take turns).
 
     The holder writes its pid and ``holder`` (what it is doing) into the file; a process that has
@@ -122,7 +129,7 @@ def exclusive_lock(path: str | os.PathLike, *, holder: str = "", log=None, remin
     """
     import fcntl
 
-    say = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    say: Callable[[str], object] = log or (lambda text: print(text, file=sys.stderr, flush=True))
     try:
         f = open(path, "a+")  # noqa: SIM115 (closed by the with below)
     except OSError as e:  # a full disk, a read-only or vanished folder: one line naming the lock file
@@ -157,7 +164,7 @@ def exclusive_lock(path: str | os.PathLike, *, holder: str = "", log=None, remin
 class _QuietClose:
     """Closes a lock file ignoring a refused flush: its text (who holds it) is a courtesy a full disk may refuse at close too."""
 
-    def __init__(self, f) -> None:
+    def __init__(self, f: IO[str]) -> None:
         self.f = f
 
     def close(self) -> None:
@@ -168,7 +175,7 @@ class _QuietClose:
                 self.f.close()  # the buffer was dropped by the failed flush; this releases the descriptor
 
 
-def _waiting_for(path, f) -> str:
+def _waiting_for(path: StrPath, f: IO[str]) -> str:
     """``waiting for <lock>, held by pid 123 (building libx.so, for 12 s)``, with a stopped holder named."""
     try:
         f.seek(0)

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from .arch import Arch, parse_arch
 from .escaping import json_text
+from .json_types import JsonMapping
 from .metadata import Manifest, to_json
 
 __all__ = ["IndexVariant", "IndexEntry", "Span", "ManifestIndex", "index_text", "parse_index", "index_of", "INDEX_FIELDS"]
@@ -68,7 +69,7 @@ class IndexEntry(NamedTuple):
     origin: str  # the captured prim_func's name, else the entry's function: what a miss's "nearest prebuilt" groups by
     capture_key: str
     span: Span  # the entry's record (:class:`LoweredEntry` JSON) in the manifest's text
-    variants: tuple  # IndexVariant, in the manifest's order
+    variants: tuple[IndexVariant, ...]  # in the manifest's order
 
     @property
     def exported(self) -> str:
@@ -90,14 +91,14 @@ class ManifestIndex:
     driver_min_version: str
     manifest_bytes: int  # length of the manifest's text, which every span lies within
     manifest_sha256: str  # of the whole manifest's text
-    entries: tuple  # IndexEntry
+    entries: tuple[IndexEntry, ...]
     tunings: Span | None  # the manifest's ``tunings`` array (parsed whole on first use; None: no tunings)
-    tuning_keys: tuple  # str, in the manifest's order
-    calls: tuple  # (call key, request key)
+    tuning_keys: tuple[str, ...]  # in the manifest's order
+    calls: tuple[tuple[str, str], ...]  # (call key, request key)
 
-    def exports(self) -> dict:
+    def exports(self) -> dict[str, tuple[IndexEntry, ...]]:
         """Exported name -> its entries (one for an unspecialised export), in library order."""
-        out: dict = {}
+        out: dict[str, list[IndexEntry]] = {}
         for e in self.entries:
             out.setdefault(e.exported, []).append(e)
         return {k: tuple(v) for k, v in out.items()}
@@ -145,13 +146,13 @@ def index_text(manifest: Manifest, text: str) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=True)
 
 
-def parse_index(text: str | dict) -> ManifestIndex:
+def parse_index(text: str | JsonMapping) -> ManifestIndex:
     """The :class:`ManifestIndex` of an index's text (or its JSON value).
 
     A malformed index raises ``ValueError``, ``KeyError`` or ``TypeError``.
     """
     raw = json.loads(text) if isinstance(text, str) else text
-    archs: dict = {}  # a library has a handful of archs: each parsed once
+    archs: dict[tuple[str, bool], Arch] = {}  # a library has a handful of archs: each parsed once
 
     def arch(sm: str, ptx: bool) -> Arch:
         a = archs.get((sm, ptx))

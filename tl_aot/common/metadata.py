@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeVar, Union
 
 from .arch import Arch, parse_arch
 from .escaping import json_text
@@ -38,6 +39,11 @@ __all__ = [
 #: Bump whenever a library built by an older tl_aot can no longer be driven by this runtime.
 ABI_VERSION = 4
 
+#: A tensor dimension: an int when static, a symbol name (or an expression over symbols) when dynamic.
+Dim = Union[int, str]
+#: ``(name, Python repr)``: a specialisation argument or an autotune config's value, spelled.
+NamedRepr = tuple[str, str]
+
 
 @dataclass(frozen=True)
 class Param:
@@ -46,10 +52,10 @@ class Param:
     name: str
     kind: str  # "tensor" or "scalar"
     dtype: str  # TileLang dtype name: float16, bfloat16, float32, int32, ...
-    shape: tuple = ()  # ints for static dims, symbol names (or expressions) for dynamic ones
-    strides: tuple = ()  # empty: dense row-major; otherwise ints / symbol names per dim
-    shape_cpp: tuple = ()  # the same dims spelled in C++ over the launcher's symbols (s_<name>)
-    strides_cpp: tuple = ()
+    shape: tuple[Dim, ...] = ()  # ints for static dims, symbol names (or expressions) for dynamic ones
+    strides: tuple[Dim, ...] = ()  # empty: dense row-major; otherwise ints / symbol names per dim
+    shape_cpp: tuple[str, ...] = ()  # the same dims spelled in C++ over the launcher's symbols (s_<name>)
+    strides_cpp: tuple[str, ...] = ()
     alignment: int = 0  # bytes the kernel assumes the data pointer is aligned to (TileLang: 64); 0 = none
     output: bool = False  # allocated and returned by a call that passes the inputs alone (out_idx, T.empty)
 
@@ -97,12 +103,12 @@ class TmaDescriptor:
     dtype: int  # CUtensorMapDataType
     rank: int
     global_address: str
-    global_dim: tuple = ()
-    global_stride: tuple = ()  # rank - 1 byte strides (the innermost, always the element size, is implied)
-    box_dim: tuple = ()
-    element_strides: tuple = ()
-    lower_corner: tuple = ()
-    upper_corner: tuple = ()
+    global_dim: tuple[str, ...] = ()
+    global_stride: tuple[str, ...] = ()  # rank - 1 byte strides (the innermost, always the element size, is implied)
+    box_dim: tuple[str, ...] = ()
+    element_strides: tuple[str, ...] = ()
+    lower_corner: tuple[str, ...] = ()
+    upper_corner: tuple[str, ...] = ()
     channels_per_pixel: str = "0"
     pixels_per_column: str = "0"
     interleave: int = 0
@@ -118,9 +124,9 @@ class Workspace:
     name: str
     dtype: str
     cpp: str  # the launcher's identifier for its data pointer (w_<name>)
-    factors: tuple = ()  # C++ expressions whose product is the element count
+    factors: tuple[str, ...] = ()  # C++ expressions whose product is the element count
     elem_bits: int = 8
-    shape: tuple = ()  # the same size as TileLang prints it, for ``inspect``
+    shape: tuple[str, ...] = ()  # the same size as TileLang prints it, for ``inspect``
 
 
 @dataclass(frozen=True)
@@ -146,16 +152,16 @@ class DeviceKernel:
     """One ``__global__`` launch of the entry, in launch order."""
 
     name: str
-    args: tuple = ()  # KernelArg
-    grid: tuple = ("1", "1", "1")  # C++ expressions
-    block: tuple = ("1", "1", "1")
+    args: tuple[KernelArg, ...] = ()
+    grid: tuple[str, ...] = ("1", "1", "1")  # C++ expressions
+    block: tuple[str, ...] = ("1", "1", "1")
     dynamic_smem: str = "0"
-    cluster_dims: tuple = ()  # () or (x, y, z)
+    cluster_dims: tuple[int, ...] = ()  # () or (x, y, z)
     cooperative: bool = False
     pdl: bool = False
-    l2_windows: tuple = ()  # L2Window
-    grid_display: tuple = ()  # the same expressions as TileLang prints them, for ``inspect``
-    block_display: tuple = ()
+    l2_windows: tuple[L2Window, ...] = ()
+    grid_display: tuple[str, ...] = ()  # the same expressions as TileLang prints them, for ``inspect``
+    block_display: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -163,17 +169,17 @@ class ArchVariant:
     """What one target arch needs: its kernels, descriptors and compiled image."""
 
     arch: Arch  # sm_90a, or sm_80+PTX: a fatbin with a PTX fallback (JSON: "arch": "sm_80", "ptx": true)
-    kernels: tuple = ()  # DeviceKernel
-    tma_descriptors: tuple = ()  # TmaDescriptor
+    kernels: tuple[DeviceKernel, ...] = ()
+    tma_descriptors: tuple[TmaDescriptor, ...] = ()
     image_bytes: int = 0
     image_kind: str = "cubin"  # cubin, or fatbin when a PTX fallback rides along
-    workspaces: tuple = ()  # Workspace
+    workspaces: tuple[Workspace, ...] = ()
     device: str = ""  # the GPU profile device queries were answered from while lowering (tl_aot.gpu.device)
-    config: tuple = ()  # (name, python repr) of the autotune config built, if the function is @autotune'd
+    config: tuple[NamedRepr, ...] = ()  # (name, python repr) of the autotune config built, if the function is @autotune'd
     config_source: str = ""  # where the config came from: "explicit", "record", "default"
-    pass_configs: tuple = ()  # (key, JSON value) pairs: the pass configs lowered with
-    compile_flags: tuple = ()  # the kernel's compile_flags, in order
-    nvcc_options: tuple = ()  # the nvcc flags the image was compiled with (from the two above)
+    pass_configs: tuple[tuple[str, Any], ...] = ()  # (key, JSON value) pairs: the pass configs lowered with
+    compile_flags: tuple[str, ...] = ()  # the kernel's compile_flags, in order
+    nvcc_options: tuple[str, ...] = ()  # the nvcc flags the image was compiled with (from the two above)
     func_hash: str = ""  # structural hash of the prim_func built (what TileLang's JIT would compile)
     resolved: str = ""  # how the kernel was reached from the entry's function
     request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.jit.request_key.request_key)
@@ -191,12 +197,12 @@ class LoweredEntry:
     name: str
     source: str
     function: str
-    args: tuple = ()  # (name, python repr) pairs of the specialization arguments
-    params: tuple = ()  # Param
-    symbols: tuple = ()  # Symbol
-    variants: tuple = ()  # ArchVariant
+    args: tuple[NamedRepr, ...] = ()  # (name, python repr) pairs of the specialization arguments
+    params: tuple[Param, ...] = ()
+    symbols: tuple[Symbol, ...] = ()
+    variants: tuple[ArchVariant, ...] = ()
     export: str = ""  # the exported function this is a specialisation of ("": exported as ``name``)
-    when: tuple = ()  # (symbol, lo, hi): the dynamic dims this specialisation covers
+    when: tuple[tuple[str, int, int], ...] = ()  # (symbol, lo, hi): the dynamic dims this specialisation covers
     fallback: bool = False  # picked only when no other specialisation of its export matches
     capture_key: str = ""  # a captured kernel's request key (tl_aot.jit.request_key.request_key): what serving matches
     capture_name: str = ""  # the captured prim_func's name
@@ -207,12 +213,12 @@ class LoweredEntry:
         return self.export or self.name
 
     @property
-    def inputs(self) -> tuple:
+    def inputs(self) -> tuple[Param, ...]:
         """The parameters a call passes when the entry returns its outputs."""
         return tuple(p for p in self.params if not p.output)
 
     @property
-    def outputs(self) -> tuple:
+    def outputs(self) -> tuple[Param, ...]:
         """The tensors the entry allocates and returns (in parameter order); empty for in-place entries."""
         return tuple(p for p in self.params if p.output)
 
@@ -276,17 +282,17 @@ class Manifest:
 
     abi_version: int
     library: str
-    entries: tuple = ()  # LoweredEntry
+    entries: tuple[LoweredEntry, ...] = ()
     tl_aot_version: str = ""
     tilelang_version: str = ""
     nvcc_version: str = ""
-    build_flags: tuple = field(default=())
-    tunings: tuple = ()  # Tuning: the autotuner's choices recorded with the captured kernels this library holds
+    build_flags: tuple[str, ...] = field(default=())
+    tunings: tuple[Tuning, ...] = ()  # the autotuner's choices recorded with the captured kernels this library holds
     compiler: str = ""  # which compiler made the images and where it came from (tl_aot.cuda.toolchain.compiler_description)
     driver_min_cuda: str = ""  # the oldest driver that loads the library, as the CUDA version it supports ("12.0")
     driver_min_version: str = ""  # the same as a Linux driver version ("525.60.13"; "" if not in tl_aot's table)
-    left_out: tuple = ()  # LeftOut: variants a --keep-going build could not build
-    calls: tuple = ()  # Call: @tilelang.jit calls recorded with the captured kernels this library holds
+    left_out: tuple[LeftOut, ...] = ()  # variants a --keep-going build could not build
+    calls: tuple[Call, ...] = ()  # @tilelang.jit calls recorded with the captured kernels this library holds
 
     def entry(self, name: str) -> LoweredEntry:
         """The entry ``name``; for a specialised export, its first specialisation."""
@@ -298,13 +304,15 @@ class Manifest:
                 return e
         raise KeyError(name)
 
-    def exports(self) -> dict:
+    def exports(self) -> dict[str, tuple[LoweredEntry, ...]]:
         """Exported name → its specialisations (one entry for an unspecialised export), in library order."""
-        out: dict = {}
+        out: dict[str, list[LoweredEntry]] = {}
         for e in self.entries:
             out.setdefault(e.exported, []).append(e)
         return {k: tuple(v) for k, v in out.items()}
 
+
+_T = TypeVar("_T")
 
 _NESTED: dict[str, dict[str, type]] = {
     "LoweredEntry": {"params": Param, "symbols": Symbol, "variants": ArchVariant},
@@ -317,27 +325,28 @@ _NESTED: dict[str, dict[str, type]] = {
 _TYPED_ARCH = frozenset({"ArchVariant", "LoweredVariant"})
 
 
-def _to_plain(obj: typing.Any) -> typing.Any:
-    if dataclasses.is_dataclass(obj):
+def _to_plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         plain = {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
         if type(obj).__name__ in _TYPED_ARCH:  # as variants have always been spelled: "arch": "sm_80", "ptx": true
-            plain.update(arch=obj.arch.sm, ptx=obj.arch.ptx)
+            arch: Arch = obj.arch  # type: ignore[attr-defined]  # ArchVariant's or LoweredVariant's
+            plain.update(arch=arch.sm, ptx=arch.ptx)
         return plain
     if isinstance(obj, (list, tuple)):
         return [_to_plain(v) for v in obj]
     return obj
 
 
-def _tuplify(value: typing.Any) -> typing.Any:
+def _tuplify(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_tuplify(v) for v in value)
     return value
 
 
-def _from_plain(cls: type, data: dict) -> typing.Any:
+def _from_plain(cls: type[_T], data: Mapping[str, Any]) -> _T:
     nested = _NESTED.get(cls.__name__, {})
-    names = {f.name for f in dataclasses.fields(cls)}
-    kwargs = {}
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]  # cls: one of this module's dataclasses
+    kwargs: dict[str, Any] = {}
     for key, value in data.items():
         if key not in names:
             continue  # tolerate fields added by newer tl_aot within one ABI version
@@ -350,12 +359,12 @@ def _from_plain(cls: type, data: dict) -> typing.Any:
     return cls(**kwargs)
 
 
-def to_json(obj: typing.Any, *, indent: int | None = None) -> str:
+def to_json(obj: Any, *, indent: int | None = None) -> str:
     """Serialise a metadata dataclass to JSON with stable key order (reproducible builds)."""
     return json_text(_to_plain(obj), indent=indent)
 
 
-def from_json(cls: type, text: str | dict) -> typing.Any:
+def from_json(cls: type[_T], text: str | Mapping[str, Any]) -> _T:
     """Rebuild a metadata dataclass (and everything nested in it) from :func:`to_json` output."""
     data = json.loads(text) if isinstance(text, str) else text
     return _from_plain(cls, data)
@@ -367,24 +376,24 @@ class LoweredVariant:
 
     entry: str
     arch: Arch  # what it was lowered for; ``arch.ptx``: the image is a fatbin with a PTX fallback
-    params: tuple = ()  # Param
-    symbols: tuple = ()  # Symbol
-    kernels: tuple = ()  # DeviceKernel
-    tma_descriptors: tuple = ()  # TmaDescriptor
+    params: tuple[Param, ...] = ()
+    symbols: tuple[Symbol, ...] = ()
+    kernels: tuple[DeviceKernel, ...] = ()
+    tma_descriptors: tuple[TmaDescriptor, ...] = ()
     cuda_source: str = ""  # what the image is compiled from: CUDA C++, or for "cutedsl" the generated CuTeDSL module
-    nvcc_options: tuple = ()
-    deps: tuple = ()  # local .py files the kernel imported
-    workspaces: tuple = ()  # Workspace
+    nvcc_options: tuple[str, ...] = ()
+    deps: tuple[str, ...] = ()  # local .py files the kernel imported
+    workspaces: tuple[Workspace, ...] = ()
     device: str = ""
-    config: tuple = ()
+    config: tuple[NamedRepr, ...] = ()
     config_source: str = ""
-    pass_configs: tuple = ()  # (key, JSON value): the TileLang pass configs lowered with, as the JIT would use them
-    compile_flags: tuple = ()  # the kernel's compile_flags (decorator, prim_func, spec), in order
+    pass_configs: tuple[tuple[str, Any], ...] = ()  # (key, JSON value): the TileLang pass configs lowered with, as the JIT would use them
+    compile_flags: tuple[str, ...] = ()  # the kernel's compile_flags (decorator, prim_func, spec), in order
     func_hash: str = ""  # TileLang's structural hash of the prim_func lowered (tl_aot.jit.resolve.func_hash)
     resolved: str = ""  # how the prim_func was reached, e.g. "make_gemm(M=1024) -> kernel(block_m=128)"
     request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.jit.request_key.request_key)
     request: str = ""  # that request as JSON: prim_func name and options (portable flags)
-    inputs: tuple = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale
+    inputs: tuple[tuple[str, str], ...] = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale
     backend: str = "cuda"  # "cuda" or "cutedsl": which of TileLang's code generators produced ``cuda_source``
     device_code: str = ""  # digest of TileLang's CUDA source before tl_aot's edits (tl_aot.capture.device_code.digest)
 

@@ -22,7 +22,7 @@ import sys
 _PR_SET_PDEATHSIG = 1
 
 
-def main(argv: list) -> int:
+def main(argv: list[str]) -> int:
     parent, cmd = int(argv[1]), argv[2:]
     try:
         os.setpgid(0, 0)  # out of the build's group: a kill of that group must leave this process to clean up
@@ -42,7 +42,7 @@ def main(argv: list) -> int:
     except OSError:
         pass  # the child did it first, or has already exec'd
 
-    def kill(*_):
+    def kill(*_: object) -> None:
         try:
             os.killpg(child, signal.SIGKILL)
         except OSError:

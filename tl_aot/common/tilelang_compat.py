@@ -10,7 +10,9 @@ from __future__ import annotations
 import functools
 import importlib.util
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .versions import package_version
 
@@ -32,7 +34,7 @@ TESTED_TILELANG = ("0.1.12", "0.1.13", "0.1.14", "0.1.15")
 OLDEST, NEWEST = TESTED_TILELANG[0], TESTED_TILELANG[-1]
 INSTALL_HINT = f'pip install "tilelang>={OLDEST},<={NEWEST}"'
 
-_warned: set = set()
+_warned: set[str] = set()
 
 
 def installed_version() -> str:
@@ -68,7 +70,7 @@ def is_tested(version: str) -> bool:
     return any(base == v or base.startswith(v + ".post") for v in TESTED_TILELANG)
 
 
-def warn_if_untested(log=None) -> str:
+def warn_if_untested(log: Callable[[str], object] | None = None) -> str:
     """Warn once per process (through ``log``, else :mod:`warnings`) when the installed TileLang is untested; return it."""
     version = installed_version()
     if version and not is_tested(version) and version not in _warned:
@@ -81,7 +83,7 @@ def warn_if_untested(log=None) -> str:
     return version
 
 
-def cluster_kernel(*blocks, cluster_dims, threads=None):
+def cluster_kernel(*blocks: Any, cluster_dims: Any, threads: Any = None) -> Any:
     """A launch frame in thread-block clusters of ``cluster_dims`` (sm_90+).
 
     ``T.ClusterKernel(..., cluster_dims=)`` is the spelling every tested release accepts; 0.1.15

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import traceback
 from pathlib import Path
+from types import TracebackType
 
 __all__ = ["user_frame", "format_user_error", "user_location"]
 
 
-def user_frame(tb, files: set[str]) -> traceback.FrameSummary | None:
+def user_frame(tb: TracebackType | None, files: set[str]) -> traceback.FrameSummary | None:
     """The innermost traceback frame that lies in one of the user's files."""
     found = None
     for fs in traceback.extract_tb(tb):
@@ -37,7 +38,7 @@ def user_location(exc: BaseException, files: set[str]) -> str:
     return f"{where[0]}:{where[1]}" if where else ""
 
 
-def _user_line(exc: BaseException, files: set[str]) -> tuple | None:
+def _user_line(exc: BaseException, files: set[str]) -> tuple[str, int | None, str] | None:
     """(file, line, its source) of the innermost frame of ``exc`` in ``files`` (a SyntaxError's own), or None."""
     if isinstance(exc, SyntaxError) and exc.filename:
         return exc.filename, exc.lineno, (exc.text or "").strip()

@@ -11,7 +11,7 @@ so a wrong value is refused naming that place (``TL_AOT_ARCHS: unsupported arch 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..common.arch import Arch, parse_arch_list
@@ -53,7 +53,7 @@ class ArchChoice:
         return ", ".join(str(a) for a in self.archs)
 
 
-def env_archs(environ=None) -> Given:
+def env_archs(environ: Mapping[str, str] | None = None) -> Given:
     """The environment level: ``TL_AOT_ARCHS`` (``"80;90a"``) of ``environ`` (default: this process's)."""
     return Given(ENV_VAR, (os.environ if environ is None else environ).get(ENV_VAR))
 
@@ -74,7 +74,7 @@ def resolve_archs(
     explicit: Given | Sequence[Given] | None = None,
     env: Given | Sequence[Given] | None = None,
     declared: Given | Sequence[Given] | None = None,
-    default: Callable[[], tuple] | tuple | None = None,
+    default: Callable[[], tuple[Arch, ...]] | tuple[Arch, ...] | None = None,
     *,
     log: Callable[[str], None] | None = None,
 ) -> ArchChoice:

@@ -16,16 +16,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..common.json_types import JsonMapping
 from ..common.metadata import Tuning
 
 __all__ = ["CapturedKernel", "RecordChoices", "CaptureRef"]
 
-#: A JSON object as a record stores it.
-JsonObject = Mapping[str, Any]
 
-
-def _objects(value: object) -> tuple[JsonObject, ...]:
+def _objects(value: object) -> tuple[JsonMapping, ...]:
     return tuple(x for x in value if isinstance(x, Mapping)) if isinstance(value, (list, tuple)) else ()
+
+
+def _mapping(value: object) -> JsonMapping:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _text_or_none(value: object) -> str | None:
@@ -44,23 +46,23 @@ class CapturedKernel:
     name: str  # the prim_func's name
     ir: str  # the prim_func, as tl_aot.jit.ir_record stored it
     compile_flags: tuple[str, ...]
-    pass_configs: JsonObject
+    pass_configs: JsonMapping
     out_idx: Any  # as the JIT was given it: None, an index or a list of them
     backend: str | None  # as the JIT was given them (None: TileLang's default)
     target: str | None
-    headers: JsonObject  # header path -> its bytes in base64, for the flags naming them
-    origins: tuple[JsonObject, ...]  # where its requests came from
-    devices: tuple[JsonObject, ...]  # the GPUs it was captured on
+    headers: JsonMapping  # header path -> its bytes in base64, for the flags naming them
+    origins: tuple[JsonMapping, ...]  # where its requests came from
+    devices: tuple[JsonMapping, ...]  # the GPUs it was captured on
     calls: tuple[str, ...]  # the call keys that led to it
-    device_code: Mapping[str, JsonObject]  # arch -> the digest of the CUDA source TileLang generated, and from what
+    device_code: Mapping[str, JsonMapping]  # arch -> the digest of the CUDA source TileLang generated, and from what
     unfaithful: str  # why its IR does not rebuild into what the JIT compiled ('' when it does)
-    item: JsonObject = field(repr=False)
+    item: JsonMapping = field(repr=False)
 
     @classmethod
-    def from_item(cls, key: str, item: JsonObject) -> CapturedKernel:
+    def from_item(cls, key: str, item: JsonMapping) -> CapturedKernel:
         """The typed view of a record's item (missing keys as empty: a kernel recorded without IR has ``ir == ''``)."""
-        options = item.get("options") if isinstance(item.get("options"), Mapping) else {}
-        code = item.get("device_code") if isinstance(item.get("device_code"), Mapping) else {}
+        options = _mapping(item.get("options"))
+        code = _mapping(item.get("device_code"))
         return cls(
             key=key,
             name=str(item.get("name") or "main"),

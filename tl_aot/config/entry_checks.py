@@ -8,14 +8,34 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import Any, TypedDict
 
+from ..common.arch import Arch
 from ..common.errors import SpecError
 from ..common.keycheck import expect_str, expect_str_list, expect_table
 from ..gpu.device import find_profile
-from .values import as_spec_value, spell
+from .values import NamedValues, as_spec_value, spell
+
+#: An entry's ``when``: ``(symbol, lo, hi)`` per dynamic dim a specialisation covers (inclusive).
+When = tuple[tuple[str, int, int], ...]
+#: An entry's ``tune``: candidate configs, each as ``(name, value)`` pairs.
+TuneConfigs = tuple[NamedValues, ...]
+
+
+class Levels(TypedDict):
+    """An entry's per-level keys, checked (:func:`check_levels`): the :class:`KernelSpec` fields of the same names."""
+
+    factory_args: NamedValues
+    jit_args: NamedValues
+    select: str
+    imports: tuple[str, ...]
+
 
 __all__ = [
     "BACKENDS",
+    "Levels",
+    "TuneConfigs",
+    "When",
     "check_args",
     "check_backend",
     "check_device",
@@ -27,31 +47,33 @@ __all__ = [
 ]
 
 
-def check_loose(entry: str, source, pass_configs, compile_flags) -> tuple:
+def check_loose(
+    entry: str, source: object, pass_configs: object, compile_flags: object
+) -> tuple[str | os.PathLike[str], dict[str, Any], tuple[str, ...]]:
     """``source``, ``pass_configs`` and ``compile_flags`` of entry ``entry`` checked for type (they came from a file or setup.py)."""
     where = f"entry {entry!r}"
     if not isinstance(source, (str, os.PathLike)):
         expect_str(source, "source", where, '"kernels.py"')
     pass_configs = expect_table(pass_configs or {}, "pass_configs", where, '{"tl.disable_tma_lower" = true}')
     flags = expect_str_list(compile_flags or (), "compile_flags", where, '["-lineinfo"]')
-    return source, pass_configs, flags
+    return source, pass_configs, flags  # type: ignore[return-value]  # source: checked to be a str or a path above
 
 
 #: The code generators an entry may be built with: TileLang's CUDA C++ (the default) or its CuTeDSL backend.
 BACKENDS = ("cuda", "cutedsl")
 
 
-def check_backend(backend, where: str) -> str:
+def check_backend(backend: object, where: str) -> str:
     """``backend`` validated: "cuda", "cutedsl", or "" (None) for what the kernel file asks (CUDA C++ by default)."""
     if backend is None or backend == "":
         return ""
     if backend not in BACKENDS:
         msg = f"{where}: backend {backend!r} is not one of {', '.join(map(repr, BACKENDS))}"
         raise SpecError(msg)
-    return backend
+    return str(backend)
 
 
-def check_args(args, entry: str, key: str) -> tuple:
+def check_args(args: Any, entry: str, key: str) -> NamedValues:
     """An args table (dict or pairs) as (name, value) pairs with identifier names and spellable values."""
     if args is None:
         return ()
@@ -72,7 +94,7 @@ def check_args(args, entry: str, key: str) -> tuple:
     return tuple((k, as_spec_value(v)) for k, v in args)
 
 
-def check_levels(entry: str, factory_args, jit_args, select, imports) -> dict:
+def check_levels(entry: str, factory_args: object, jit_args: object, select: object, imports: Any) -> Levels:
     """The per-level keys of an entry (``factory_args``, ``jit_args``, ``select``, ``imports``), validated."""
     if select is not None and not isinstance(select, (str, int)) or isinstance(select, bool):
         msg = f"entry {entry!r}: select must be a kernel's key or index, got {select!r}"
@@ -92,7 +114,7 @@ def check_levels(entry: str, factory_args, jit_args, select, imports) -> dict:
     }
 
 
-def check_tune(tune, entry: str) -> tuple:
+def check_tune(tune: object, entry: str) -> TuneConfigs:
     """A spec's ``tune`` table (candidate configs of a plain factory) as a tuple of (name, value) tuples."""
     if tune is None:
         return ()
@@ -102,7 +124,7 @@ def check_tune(tune, entry: str) -> tuple:
     return tuple(tuple(c.items()) for c in tune)
 
 
-def check_when(when, where: str) -> tuple:
+def check_when(when: object, where: str) -> When:
     """``{m = [1, 64], n = 128}`` → ``(("m", 1, 64), ("n", 128, 128))``: the dynamic dims a specialisation covers."""
     if when is None:
         return ()
@@ -122,7 +144,7 @@ def check_when(when, where: str) -> tuple:
     return tuple(out)
 
 
-def check_out_idx(out_idx, entry: str) -> tuple | None:
+def check_out_idx(out_idx: Any, entry: str) -> tuple[int | str, ...] | None:
     """``out_idx`` as given (an int, a name, or a list of them; ``[]`` means no outputs), validated in form only."""
     if out_idx is None:
         return None
@@ -141,7 +163,7 @@ def check_out_idx(out_idx, entry: str) -> tuple | None:
     return tuple(items)
 
 
-def check_device(device, archs, entry: str) -> str:
+def check_device(device: object, archs: tuple[Arch, ...], entry: str) -> str:
     """``device`` (a profile name) validated against the archs it will answer for (none yet: the name alone)."""
     if not device:
         return ""

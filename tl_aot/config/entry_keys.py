@@ -7,7 +7,9 @@ keys a command line can carry (tests check the CMake module and the CLI against 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["EntryKey", "ENTRY_TABLE", "ENTRY_KEYS", "create_keywords", "entry_options"]
 
@@ -137,15 +139,15 @@ ENTRY_TABLE = (
 ENTRY_KEYS = tuple(k.key for k in ENTRY_TABLE)
 
 
-def create_keywords(entry: dict) -> dict:
+def create_keywords(entry: Mapping[str, Any]) -> dict[str, Any]:
     """The :meth:`~tl_aot.spec.KernelSpec.create` keywords an entry table gives (of two spellings, the first in the table wins)."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for k in ENTRY_TABLE:
         if k.key in entry:
             out.setdefault(k.keyword, entry[k.key])
     return out
 
 
-def entry_options() -> tuple:
+def entry_options() -> tuple[str, ...]:
     """The CLI options that set one entry's key (``--arg``, ...): with ``--spec`` the file sets them per entry."""
     return tuple(k.cli for k in ENTRY_TABLE if k.cli.startswith("--") and not k.library_wide)

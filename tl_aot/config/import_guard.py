@@ -15,28 +15,37 @@ import linecache
 import os
 import sys
 import threading
+from collections.abc import Collection, Iterator
 from pathlib import Path
+from typing import NoReturn, Union
 
 from ..common.errors import LoweringError
 from ..common.user_frames import format_user_error, user_frame, user_location
 
 __all__ = ["guarded_import", "guarded_call"]
 
+#: The user's local files (resolved paths as text): what decides that a frame is the user's.
+UserFiles = Collection[str]
+
 
 class _HardExit(BaseException):
     """``os._exit(code)`` called while a kernel file was imported."""
 
-    def __init__(self, code) -> None:
+    def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
 
 
-def _hard_exit(code=0) -> None:
-    raise _HardExit(code)
+#: What the user's code may end a build with: an exit, or a KeyboardInterrupt it raised itself.
+_Stop = Union[SystemExit, _HardExit, KeyboardInterrupt]
+
+
+def _hard_exit(status: int = 0) -> NoReturn:
+    raise _HardExit(status)
 
 
 @contextlib.contextmanager
-def guarded_import(path: Path, files, *, entry: str = "", arch: str = ""):
+def guarded_import(path: Path, files: UserFiles, *, entry: str = "", arch: str = "") -> Iterator[None]:
     """Import ``path`` (its local modules are ``files``) with tl_aot's argv hidden and exits refused."""
     saved_argv, saved_exit = sys.argv, os._exit
     sys.argv = [str(path)]
@@ -59,7 +68,7 @@ def guarded_import(path: Path, files, *, entry: str = "", arch: str = ""):
 
 
 @contextlib.contextmanager
-def guarded_call(what: str, files, *, entry: str = "", arch: str = ""):
+def guarded_call(what: str, files: UserFiles, *, entry: str = "", arch: str = "") -> Iterator[None]:
     """Run the user's ``what`` (``k.py:matmul``, a factory) with exits refused.
 
     A ``sys.exit``, ``os._exit`` or a ``KeyboardInterrupt`` the code raises becomes a
@@ -82,7 +91,7 @@ def guarded_call(what: str, files, *, entry: str = "", arch: str = ""):
         os._exit = saved_exit
 
 
-def raised_by_code(e: KeyboardInterrupt, files) -> bool:
+def raised_by_code(e: KeyboardInterrupt, files: UserFiles) -> bool:
     """Whether the user's code raised ``e`` itself (``raise KeyboardInterrupt``) rather than a Ctrl-C delivering it.
 
     Python delivers a Ctrl-C in the main thread only, so in any other thread it was raised by code;
@@ -91,27 +100,27 @@ def raised_by_code(e: KeyboardInterrupt, files) -> bool:
     if threading.current_thread() is not threading.main_thread():
         return True
     fs = user_frame(e.__traceback__, set(files))
-    if fs is None:
-        return False
     tb = e.__traceback__
+    if fs is None or tb is None:
+        return False
     while tb.tb_next is not None:
         tb = tb.tb_next
     innermost = tb.tb_frame.f_code.co_filename
-    line = (fs.line or linecache.getline(fs.filename, fs.lineno)).strip()
+    line = (fs.line or linecache.getline(fs.filename, fs.lineno or 0)).strip()
     return innermost == fs.filename and line.startswith("raise")
 
 
-def _did(e: BaseException) -> str:
+def _did(e: _Stop) -> str:
     if isinstance(e, KeyboardInterrupt):
         return "raised KeyboardInterrupt"
     return f"called {'os._exit' if isinstance(e, _HardExit) else 'sys.exit'}({e.code!r})"
 
 
-def _where(e: BaseException, files) -> str | None:
+def _where(e: _Stop, files: UserFiles) -> str | None:
     return user_location(e, set(files)) or None
 
 
-def _message(e: BaseException, path: Path, files, entry: str, arch: str) -> str:
+def _message(e: _Stop, path: Path, files: UserFiles, entry: str, arch: str) -> str:
     """``entry 'add' (sm_90a): k.py called sys.exit(3) while it was imported, at k.py:2: sys.exit(3)`` and the fix."""
     what = f"{_did(e)} while tl_aot imported it"
     if _through_argparse(e):

@@ -11,15 +11,23 @@ from __future__ import annotations
 import ast
 import dataclasses
 import keyword
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from ..common.arch import Arch
 from ..common.errors import SpecError
 from ..common.keycheck import check_keys
+from ..common.metadata import NamedRepr
 from .arch_choice import Given, parse_given
 from .capture_ref import CaptureRef
 from .entry_checks import (
     BACKENDS,
+    Levels,
+    TuneConfigs,
+    When,
     check_args,
     check_backend,
     check_device,
@@ -31,9 +39,14 @@ from .entry_checks import (
 )
 from .entry_keys import ENTRY_KEYS, create_keywords
 from .spec_names import check_entry_name, check_identifier, check_library_name
+from .values import NamedValues
+
+#: A tuning record's choice for one arch: ``(arch, ((name, repr), ...), note)``.
+TunedConfig = tuple[str, tuple[NamedRepr, ...], str]
 
 __all__ = [
     "BACKENDS",
+    "TunedConfig",
     "CaptureSource",
     "KernelSpec",
     "LibrarySpec",
@@ -50,21 +63,21 @@ class KernelSpec:
     name: str
     source: Path
     function: str
-    args: tuple = ()  # (name, value) pairs, in the order given
-    archs: tuple = ()  # Arch; empty: not bound yet (an arch-free entry, see for_archs)
-    pass_configs: tuple = ()  # extra TileLang pass configs as (key, value) pairs
-    compile_flags: tuple = ()  # extra nvcc flags
+    args: NamedValues = ()  # (name, value) pairs, in the order given
+    archs: tuple[Arch, ...] = ()  # empty: not bound yet (an arch-free entry, see for_archs)
+    pass_configs: tuple[tuple[str, Any], ...] = ()  # extra TileLang pass configs as (key, value) pairs
+    compile_flags: tuple[str, ...] = ()  # extra nvcc flags
     device: str = ""  # GPU profile answering device queries while lowering (tl_aot.gpu.device); "" = per-arch default
-    out_idx: tuple | None = None  # outputs (indices, negative from the end, or names); None: the kernel's own out_idx
+    out_idx: tuple[int | str, ...] | None = None  # outputs (indices, negative from the end, or names); None: the kernel's own out_idx
     export: str = ""  # the exported function this is one specialisation of ("": the entry is exported as itself)
-    when: tuple = ()  # (symbol, lo, hi): dynamic dims this specialisation covers (inclusive)
+    when: When = ()  # (symbol, lo, hi): dynamic dims this specialisation covers (inclusive)
     fallback: bool = False  # tried after every other specialisation of its export
-    tune: tuple = ()  # candidate configs ((name, value) pairs each) of a plain factory, for python -m tl_aot tune
-    tuned: tuple = ()  # (arch, ((name, repr), ...), note) from a tuning record: the config built per arch
-    factory_args: tuple = ()  # (name, value): only for the function named (level 0), never routed further
-    jit_args: tuple = ()  # (name, value): only for the @tilelang.jit function the factory returns
+    tune: TuneConfigs = ()  # candidate configs ((name, value) pairs each) of a plain factory, for python -m tl_aot tune
+    tuned: tuple[TunedConfig, ...] = ()  # (arch, ((name, repr), ...), note) from a tuning record: the config built per arch
+    factory_args: NamedValues = ()  # (name, value): only for the function named (level 0), never routed further
+    jit_args: NamedValues = ()  # (name, value): only for the @tilelang.jit function the factory returns
     select: str = ""  # which kernel, when the factory gives several (a tuple index or dict key)
-    imports: tuple = ()  # modules imported before the kernel file (registries they fill)
+    imports: tuple[str, ...] = ()  # modules imported before the kernel file (registries they fill)
     capture: CaptureRef | None = None  # a kernel from a capture record, lowered from its IR (the record read once, by the build)
     backend: str = ""  # "cuda" (CUDA C++ through nvcc), "cutedsl" (TileLang's CuTeDSL backend); "": as the kernel file asks
 
@@ -77,22 +90,22 @@ class KernelSpec:
             msg = f"entry {self.name!r}: function {self.function!r} is not a Python function name"
             raise SpecError(msg)
 
-    def for_archs(self, archs: tuple) -> KernelSpec:
+    def for_archs(self, archs: Iterable[Arch]) -> KernelSpec:
         """The entry bound to ``archs`` (Arch objects, as :func:`~tl_aot.config.arch_choice.resolve_archs` chose them).
 
         Only what depends on the archs is decided again: the device profile that fits them.
         """
-        archs = tuple(archs)
-        if not archs:
+        bound = tuple(archs)
+        if not bound:
             msg = f"entry {self.name!r}: no arch given"
             raise SpecError(msg)
-        return dataclasses.replace(self, archs=archs, device=check_device(self.device, archs, self.name))
+        return dataclasses.replace(self, archs=bound, device=check_device(self.device, bound, self.name))
 
     @property
-    def kwargs(self) -> dict:
+    def kwargs(self) -> dict[str, Any]:
         return dict(self.args)
 
-    def tuned_config(self, arch: str) -> tuple[dict, str] | None:
+    def tuned_config(self, arch: str) -> tuple[dict[str, Any], str] | None:
         """The recorded config for ``arch`` (``sm_90a``) and where it came from, if a tuning record has one."""
         for a, chosen, note in self.tuned:
             if a == arch:
@@ -104,7 +117,7 @@ class KernelSpec:
         """The library function this spec is called through."""
         return self.export or self.name
 
-    def keywords(self) -> dict:
+    def keywords(self) -> dict[str, Any]:
         """The :meth:`create` keywords that make this spec again: every key an entry declares (archs included).
 
         ``export``, ``when`` and ``fallback`` (a specialisation's), ``tuned`` (from a tuning record) and
@@ -132,23 +145,23 @@ class KernelSpec:
     def create(
         cls,
         *,
-        name,
-        source,
-        function,
-        args=None,
-        archs=None,
-        pass_configs=None,
-        compile_flags=None,
-        device=None,
-        out_idx=None,
-        specialisations=None,
-        tune=None,
-        factory_args=None,
-        jit_args=None,
-        select=None,
-        imports=None,
-        backend=None,
-    ):
+        name: str,
+        source: str | os.PathLike[str],
+        function: str,
+        args: Any = None,
+        archs: Any = None,
+        pass_configs: Any = None,
+        compile_flags: Any = None,
+        device: Any = None,
+        out_idx: Any = None,
+        specialisations: Any = None,
+        tune: Any = None,
+        factory_args: Any = None,
+        jit_args: Any = None,
+        select: Any = None,
+        imports: Any = None,
+        backend: Any = None,
+    ) -> KernelSpec | tuple[KernelSpec, ...]:
         """Build a spec from loose user values (dicts, arch strings), validating each.
 
         ``archs`` None (or empty): an arch-free entry, bound later with :meth:`for_archs`.
@@ -185,7 +198,19 @@ class KernelSpec:
 _SPECIALISATION_KEYS = frozenset({"args", "when", "fallback", "factory_args", "jit_args", "backend"})
 
 
-def _specialised(name, source, function, args, archs, pass_configs, compile_flags, device, out_idx, items, levels) -> tuple:
+def _specialised(
+    name: str,
+    source: str | os.PathLike[str],
+    function: str,
+    args: Any,
+    archs: Any,
+    pass_configs: Any,
+    compile_flags: Any,
+    device: Any,
+    out_idx: Any,
+    items: Any,
+    levels: Levels,
+) -> tuple[KernelSpec, ...]:
     """One :class:`KernelSpec` per specialisation of entry ``name``, exported under that one name."""
     check_identifier(name, "entry name")
     if isinstance(items, dict) or not isinstance(items, (list, tuple)) or not items:
@@ -222,6 +247,7 @@ def _specialised(name, source, function, args, archs, pass_configs, compile_flag
             backend=check_backend(item.get("backend"), where) or None,
             **own_levels,
         )
+        assert isinstance(spec, KernelSpec)  # no specialisations given: one spec
         fallback = item.get("fallback", False)
         if not isinstance(fallback, bool):
             msg = f"{where}: fallback must be true or false"
@@ -235,9 +261,9 @@ class LibrarySpec:
     """A shared library to build: its name, its entries, and whether it gets native torch ops (a companion)."""
 
     name: str
-    entries: tuple = field(default=())
+    entries: tuple[KernelSpec, ...] = field(default=())
     torch_ops: bool = False  # also build lib<name>_torch.so: the entries as native torch operators
-    captures: tuple = ()  # CaptureSource: records whose kernels become entries (tl_aot.capture.record_specs.with_captures)
+    captures: tuple[CaptureSource, ...] = ()  # records whose kernels become entries (tl_aot.capture.record_specs.with_captures)
 
     def bound(self) -> LibrarySpec:
         """The library itself, refused if an entry is still arch-free (never bound with :meth:`KernelSpec.for_archs`)."""
@@ -248,7 +274,7 @@ class LibrarySpec:
         return self
 
     @property
-    def exports(self) -> tuple:
+    def exports(self) -> tuple[str, ...]:
         """The library's function names, in order (specialisations of one entry share one)."""
         return tuple(dict.fromkeys(e.exported for e in self.entries))
 
@@ -276,7 +302,7 @@ class CaptureSource:
     """
 
     record: Path
-    archs: tuple  # Arch
+    archs: tuple[Arch, ...]
     device: str = ""
 
 
@@ -284,7 +310,9 @@ class CaptureSource:
 _REQUIRED = ("name", "source", "function")
 
 
-def entry_specs(table: dict, where: str, *, named: str | None = None, base: Path | None = None, device=None) -> tuple:
+def entry_specs(
+    table: Mapping[str, Any], where: str, *, named: str | None = None, base: Path | None = None, device: str | None = None
+) -> tuple[KernelSpec, ...]:
     """The KernelSpec(s) an entry table declares (a spec file's ``[[entry]]``, a setup.py dict), each value checked once.
 
     ``where`` prefixes every error (``TileLangExtension('pkg._k')``), ``named`` those past the

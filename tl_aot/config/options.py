@@ -16,9 +16,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
-from ..common.fileutil import file_digest
+from ..common.fileutil import StrPath, file_digest
 from ..common.tilelang_compat import header_dirs
 
 __all__ = [
@@ -40,7 +42,7 @@ _FILE_FLAGS = ("-include", "--pre-include")
 _MAX_DIR_FILES = 4000
 
 
-def jit_pass_configs(pass_configs: dict, compile_flags) -> dict:
+def jit_pass_configs(pass_configs: Mapping[Any, Any], compile_flags: Iterable[str]) -> dict[Any, Any]:
     """``pass_configs`` with ``compile_flags`` appended to ``tl.device_compile_flags``, as TileLang's JITKernel does."""
     from tilelang.transform import PassConfigKey
 
@@ -55,7 +57,7 @@ def jit_pass_configs(pass_configs: dict, compile_flags) -> dict:
     return out
 
 
-def _plain(v):
+def _plain(v: Any) -> Any:
     """TVM containers and scalars as Python values (pass configs arrive as either)."""
     if isinstance(v, (bool, int, float, str)) or v is None:
         return v
@@ -69,16 +71,16 @@ def _plain(v):
     return str(v)
 
 
-def plain_pass_configs(pc: dict) -> dict:
+def plain_pass_configs(pc: Mapping[Any, Any]) -> dict[str, Any]:
     """Pass configs as JSON-able Python values under their string keys (``tl.disable_tma_lower``), sorted."""
     return dict(sorted((_key(k), _plain(v)) for k, v in pc.items()))
 
 
-def _key(k) -> str:
+def _key(k: object) -> str:
     return str(getattr(k, "value", k))
 
 
-def nvcc_flags_for(pass_configs: dict) -> tuple[str, ...]:
+def nvcc_flags_for(pass_configs: Mapping[Any, Any]) -> tuple[str, ...]:
     """Nvcc flags equivalent to TileLang's own device compile for these (folded) pass configs."""
     from tilelang.transform import PassConfigKey
 
@@ -94,12 +96,12 @@ def nvcc_flags_for(pass_configs: dict) -> tuple[str, ...]:
     return absolute_flags(opts)
 
 
-def map_flag_paths(opts, fn) -> list[str]:
+def map_flag_paths(opts: Iterable[object], fn: Callable[[str, bool], str]) -> list[str]:
     """The flags with ``fn(path, folder)`` applied to every path they name (``folder``: an ``-I``-like flag's)."""
     out: list[str] = []
     pending = None
-    for o in opts:
-        o = str(o)
+    for given in opts:
+        o = str(given)
         if pending is not None:
             out.append(fn(o, pending not in _FILE_FLAGS))
             pending = None
@@ -116,7 +118,7 @@ def map_flag_paths(opts, fn) -> list[str]:
     return out
 
 
-def absolute_flags(opts, cwd: str | os.PathLike | None = None) -> tuple[str, ...]:
+def absolute_flags(opts: Collection[object], cwd: StrPath | None = None) -> tuple[str, ...]:
     """Relative paths after ``-I`` / ``-include`` made absolute (nvcc runs in another folder than the JIT would).
 
     An ``-include`` is the file nvcc would read (:func:`resolve_include`); one found nowhere is
@@ -133,7 +135,7 @@ def absolute_flags(opts, cwd: str | os.PathLike | None = None) -> tuple[str, ...
     return tuple(map_flag_paths(opts, one))
 
 
-def resolve_include(value: str, opts=(), cwd: str | os.PathLike | None = None) -> Path | None:
+def resolve_include(value: str, opts: Collection[object] = (), cwd: StrPath | None = None) -> Path | None:
     """The file an ``-include VALUE`` reads, searched as nvcc searches it; None when there is none.
 
     An absolute path is itself; a relative one is looked for in ``cwd`` (the working directory),
@@ -151,7 +153,7 @@ def resolve_include(value: str, opts=(), cwd: str | os.PathLike | None = None) -
     return None
 
 
-def tilelang_relative(path: str | os.PathLike) -> tuple[int, str] | None:
+def tilelang_relative(path: StrPath) -> tuple[int, str] | None:
     """``(index of the include folder, path under it)`` when ``path`` is one of TileLang's headers (or folders), else None."""
     p = Path(path).resolve()
     for i, d in enumerate(header_dirs()):
@@ -161,7 +163,7 @@ def tilelang_relative(path: str | os.PathLike) -> tuple[int, str] | None:
     return None
 
 
-def portable_flags(opts, digests: dict | None = None) -> list[str]:
+def portable_flags(opts: Collection[object], digests: Mapping[str, str] | None = None) -> list[str]:
     """The flags with every path they name spelled ``<name>#<digest of its contents>``.
 
     Equal wherever the package lives (a folder's digest covers the headers under it), different
@@ -172,7 +174,7 @@ def portable_flags(opts, digests: dict | None = None) -> list[str]:
         known = dict(flag_inputs(opts))
         found = {v: str(r) for v, r in include_files(opts) if r is not None}  # an -include as spelled -> the file read
     else:
-        known, found = {str(Path(f)): d for f, d in digests.items()}, {}
+        known, found = {str(Path(f)): d for f, d in digests.items()}, dict[str, str]()
 
     def one(value: str, folder: bool) -> str:
         p = Path(value)
@@ -187,21 +189,29 @@ def portable_flags(opts, digests: dict | None = None) -> list[str]:
     return map_flag_paths(opts, one)
 
 
-def _named(opts) -> tuple[list[str], list[Path]]:
+def _named(opts: Collection[object]) -> tuple[list[str], list[Path]]:
     """The ``-include`` values (as spelled) and the folders (``-I``...) the flags name."""
     files: list[str] = []
     dirs: list[Path] = []
-    map_flag_paths(opts, lambda v, folder: (dirs.append(Path(v)) if folder else files.append(v)) or v)
+
+    def note(value: str, folder: bool) -> str:
+        if folder:
+            dirs.append(Path(value))
+        else:
+            files.append(value)
+        return value
+
+    map_flag_paths(opts, note)
     return files, dirs
 
 
-def include_files(opts) -> list[tuple[str, Path | None]]:
+def include_files(opts: Collection[object]) -> list[tuple[str, Path | None]]:
     """Each ``-include`` value, as spelled, with the file nvcc reads for it (None: found nowhere)."""
     files, _ = _named(opts)
     return [(v, resolve_include(v, opts)) for v in files]
 
 
-def flag_inputs(opts) -> tuple[tuple[str, str], ...]:
+def flag_inputs(opts: Collection[object]) -> tuple[tuple[str, str], ...]:
     """(path, sha256) of every header the flags name: ``-include`` files and the headers under ``-I`` folders.
 
     An ``-include`` found (:func:`resolve_include`) is listed by the path read; one found nowhere
@@ -224,7 +234,7 @@ def flag_inputs(opts) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(found.items()))
 
 
-def inputs_unchanged(inputs) -> bool:
+def inputs_unchanged(inputs: Iterable[tuple[str, str]]) -> bool:
     """Whether every recorded input still has the digest it had when the image was built."""
     return all(_digest_or_missing(Path(p)) == d for p, d in inputs)
 

@@ -10,13 +10,16 @@ a record).
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Callable
 from pathlib import Path
 
+from ..common.arch import Arch
 from ..common.errors import SpecError
+from ..common.fileutil import StrPath
+from ..common.json_types import JsonObject
 from ..common.keycheck import check_keys, expect, expect_str, expect_str_list, expect_table
-from .arch_choice import Given, env_archs, parse_given, resolve_archs
-from .kernel_spec import CaptureSource, LibrarySpec, entry_specs
+from .arch_choice import ArchChoice, Given, env_archs, parse_given, resolve_archs
+from .kernel_spec import CaptureSource, KernelSpec, LibrarySpec, entry_specs
 from .values import from_spec_value
 
 __all__ = ["load_spec_file", "archs_at", "archs_from_env", "TOP_KEYS", "LIBRARY_KEYS"]
@@ -28,7 +31,14 @@ TOP_KEYS = ("library", "entry", "entries")
 LIBRARY_KEYS = ("name", "archs", "device", "capture", "torch_ops")
 
 
-def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = None, device: str | None = None, log=None) -> LibrarySpec:
+def load_spec_file(
+    path: StrPath,
+    *,
+    archs: object = None,
+    name: str | None = None,
+    device: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> LibrarySpec:
     """Read a TOML or JSON spec file listing entries (paths in it are relative to the file).
 
     ``[library] name / archs`` set defaults; each ``[[entry]]`` has ``name``, ``source``,
@@ -46,7 +56,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
         raise SpecError(msg)
     override = resolve_archs(Given("--arch", archs), env_archs(), log=log)  # an explicit --arch beats TL_AOT_ARCHS
     library_archs = Given(f"{path}: [library] archs", lib.get("archs"))
-    entries = []
+    entries: list[KernelSpec] = []
     for i, ed in enumerate(entries_data):
         where = f"{path}: entry #{i + 1}"
         named = where + (f" ({ed['name']})" if isinstance(ed.get("name"), str) else "")
@@ -69,7 +79,7 @@ def load_spec_file(path: str | os.PathLike, *, archs=None, name: str | None = No
     )
 
 
-def _bound(spec, archs: tuple, where: str):
+def _bound(spec: KernelSpec, archs: tuple[Arch, ...], where: str) -> KernelSpec:
     """``spec`` bound to ``archs``; an error (a device no arch fits) names the entry table."""
     try:
         return spec.for_archs(archs)
@@ -78,7 +88,9 @@ def _bound(spec, archs: tuple, where: str):
         raise SpecError(msg) from None
 
 
-def _capture_sources(path: Path, records: tuple, override, library_archs: Given, device: str) -> tuple:
+def _capture_sources(
+    path: Path, records: tuple[str, ...], override: ArchChoice, library_archs: Given, device: str
+) -> tuple[CaptureSource, ...]:
     """The ``[library] capture`` records with the archs (``--arch``, ``TL_AOT_ARCHS``, ``[library] archs``) they build for."""
     if not records:
         return ()
@@ -89,12 +101,12 @@ def _capture_sources(path: Path, records: tuple, override, library_archs: Given,
     return tuple(CaptureSource(path.parent / str(r), chosen.archs, device or "") for r in records)
 
 
-def archs_from_env(default=None) -> tuple | None:
+def archs_from_env(default: tuple[Arch, ...] | None = None) -> tuple[Arch, ...] | None:
     """Archs from ``TL_AOT_ARCHS`` (``"80;90a"``), else ``default`` parsed, else None (kept for callers of tl_aot.spec)."""
     return resolve_archs(env=env_archs(), default=default).archs or None
 
 
-def _spec_tables(path: Path, data) -> tuple:
+def _spec_tables(path: Path, data: object) -> tuple[JsonObject, list[JsonObject], tuple[str, ...]]:
     """The ``[library]`` table, the entry tables and the capture records of a spec file, each checked for type and keys."""
     if not isinstance(data, dict):
         msg = f"{path}: the top level must be a table holding [library] and [[entry]] tables, got {type(data).__name__}"
@@ -120,12 +132,12 @@ def _spec_tables(path: Path, data) -> tuple:
     return lib, entries, captures
 
 
-def archs_at(value, where: str) -> tuple:
+def archs_at(value: object, where: str) -> tuple[Arch, ...]:
     """Archs parsed now, so a wrong type names where they were given (a file and key, a setup.py argument)."""
     return parse_given(Given(where, value))
 
 
-def _read_spec_data(path: Path) -> dict:
+def _read_spec_data(path: Path) -> object:
     """The spec file's tables (TOML, or JSON for a ``.json`` file); errors name the file."""
     try:
         text = path.read_text()
@@ -135,7 +147,7 @@ def _read_spec_data(path: Path) -> dict:
     try:
         if path.suffix == ".json":
             return json.loads(text)
-        import tomllib  # Python 3.11+: a TOML spec file needs it, a JSON one does not
+        import tomllib  # type: ignore[import-not-found,unused-ignore]  # Python 3.11+: a TOML spec file needs it, a JSON one does not
 
         return tomllib.loads(text)
     except ValueError as e:  # JSONDecodeError and TOMLDecodeError are ValueErrors

@@ -14,11 +14,14 @@ import inspect
 import os
 import re
 import sys
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from ..common.errors import LoweringError
-from ..common.fileutil import file_digest
+from ..common.fileutil import StrPath, file_digest
 from ..common.user_frames import format_user_error
 from .import_guard import guarded_import
 
@@ -93,7 +96,7 @@ def module_file(name: str, root: Path) -> Path | None:
     return None
 
 
-def local_dependencies(path: str | Path, imports=()) -> list[Path]:
+def local_dependencies(path: str | Path, imports: Iterable[str] = ()) -> list[Path]:
     """Every local ``.py`` file ``path`` imports, transitively (not including ``path``), sorted.
 
     The packages' ``__init__.py`` files above it count (importing the module runs them), and so
@@ -169,7 +172,7 @@ def function_line(path: str | Path, name: str) -> int | None:
 
 
 @contextlib.contextmanager
-def _on_sys_path(d: Path):
+def _on_sys_path(d: Path) -> Iterator[None]:
     entry = str(d)
     added = entry not in sys.path
     if added:
@@ -182,7 +185,11 @@ def _on_sys_path(d: Path):
 
 
 #: Kernel file → (fingerprint of it and its local modules, the module imported from them).
-_imported: dict[str, tuple[str, object]] = {}
+_imported: dict[str, tuple[str, ModuleType]] = {}
+
+
+#: One file of a snapshot: ``(path, mtime_ns, size, sha256 or "missing")``.
+FileStat = tuple[str, int, int, str]
 
 
 @dataclass(frozen=True)
@@ -194,10 +201,10 @@ class SourceSnapshot:
     keyed (:meth:`changed`).
     """
 
-    files: tuple  # (path, mtime_ns, size, sha256 or "missing"); the kernel file first
+    files: tuple[FileStat, ...]  # the kernel file first
 
     @property
-    def paths(self) -> tuple:
+    def paths(self) -> tuple[Path, ...]:
         return tuple(Path(f[0]) for f in self.files)
 
     def digest(self) -> str:
@@ -208,13 +215,13 @@ class SourceSnapshot:
             h.update(digest.encode() if digest != "missing" else b"missing")
         return h.hexdigest()[:16]
 
-    def changed(self) -> tuple:
+    def changed(self) -> tuple[str, ...]:
         """The files that differ now from when the snapshot was taken (contents, size or mtime)."""
         now = snapshot_files(self.paths)
         return tuple(a[0] for a, b in zip(self.files, now.files) if a != b)
 
 
-def snapshot_files(paths) -> SourceSnapshot:
+def snapshot_files(paths: Iterable[StrPath]) -> SourceSnapshot:
     """Read each file once: its stat and its digest (the stat is taken first, so an edit during the read shows).
 
     A file that is not there is ``missing``; one that cannot be read (an I/O error, no permission)
@@ -222,7 +229,7 @@ def snapshot_files(paths) -> SourceSnapshot:
     """
     from ..common.destinations import fs_error
 
-    out = []
+    out: list[FileStat] = []
     for p in paths:
         try:
             st = os.stat(p)
@@ -234,7 +241,7 @@ def snapshot_files(paths) -> SourceSnapshot:
     return SourceSnapshot(tuple(out))
 
 
-def snapshot_sources(path: str | Path, imports=()) -> SourceSnapshot:
+def snapshot_sources(path: str | Path, imports: Iterable[str] = ()) -> SourceSnapshot:
     """The snapshot of kernel file ``path`` and the local modules it (and ``imports``) import."""
     path = Path(path).resolve()
     return snapshot_files([path, *local_dependencies(path, imports)])
@@ -286,15 +293,18 @@ _CUDA_WORDS = re.compile(
 def touched_cuda(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) reads like code that needed a GPU or the CUDA runtime."""
     seen = 0
-    while exc is not None and seen < 8:
-        if _CUDA_WORDS.search(f"{type(exc).__name__}: {exc}"):
+    cur: BaseException | None = exc
+    while cur is not None and seen < 8:
+        if _CUDA_WORDS.search(f"{type(cur).__name__}: {cur}"):
             return True
-        exc = exc.__cause__ or exc.__context__
+        cur = cur.__cause__ or cur.__context__
         seen += 1
     return False
 
 
-def import_kernel_file(path: str | Path, *, entry: str = "", arch: str = "", fresh: bool = False, imports=()):
+def import_kernel_file(
+    path: str | Path, *, entry: str = "", arch: str = "", fresh: bool = False, imports: Sequence[str] = ()
+) -> ModuleType:
     """Import the user's kernel file as a module (packages keep their relative imports).
 
     One import serves every arch of a build; if the file or a local module it imports changes,
@@ -323,6 +333,9 @@ def import_kernel_file(path: str | Path, *, entry: str = "", arch: str = "", fre
                 module = importlib.import_module(_module_name(path, root))
             else:
                 spec = importlib.util.spec_from_file_location(private, path)
+                if spec is None or spec.loader is None:
+                    msg = f"Python has no loader for {path.name}"
+                    raise ImportError(msg)
                 module = importlib.util.module_from_spec(spec)
                 sys.modules[private] = module
                 try:
@@ -344,12 +357,12 @@ def import_kernel_file(path: str | Path, *, entry: str = "", arch: str = "", fre
             raise LoweringError(msg) from e
 
 
-def user_function(fn):
+def user_function(fn: Any) -> Any:
     """The user's Python function behind ``fn`` (a ``@tilelang.jit`` body, a tuner's ``fn``, or a plain factory)."""
     return getattr(fn, "orig_func", None) or fn
 
 
-def source_digest(fn) -> str:
+def source_digest(fn: Any) -> str:
     """16 hex digits of the SHA-256 of ``fn``'s source ('' when it has none)."""
     try:
         return hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]

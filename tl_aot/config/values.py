@@ -16,11 +16,16 @@ import dataclasses
 import enum
 import importlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..common.errors import LoweringError, SpecError
 
-__all__ = ["Expr", "parse_value_text", "from_spec_value", "as_spec_value", "spell", "evaluate"]
+#: ``(name, value)`` pairs in the order given: an entry's args, factory_args or jit_args (values as :func:`as_spec_value` keeps them).
+NamedValues = tuple[tuple[str, Any], ...]
+
+__all__ = ["NamedValues", "Expr", "parse_value_text", "from_spec_value", "as_spec_value", "spell", "evaluate"]
 
 #: AST nodes an argument expression may hold: names, attributes, calls, literals and containers.
 _ALLOWED = (
@@ -98,7 +103,7 @@ def parse_value_text(raw: str, what: str) -> object:
         raise SpecError(msg) from None
 
 
-def from_spec_value(value, what: str):
+def from_spec_value(value: object, what: str) -> Any:
     """A spec-file value with ``{_expr_ = "..."}`` / ``{_target_ = "pkg.Cls", _args_ = [...], k = v}`` tables turned into :class:`Expr`."""
     if isinstance(value, dict):
         if "_expr_" in value:
@@ -129,17 +134,17 @@ def from_spec_value(value, what: str):
     return value
 
 
-def _is_literal(value) -> bool:
+def _is_literal(value: object) -> bool:
     if value is None or isinstance(value, (bool, int, float, str, bytes)) and not isinstance(value, enum.Enum):
         return type(value) in (type(None), bool, int, float, str, bytes)
-    if type(value) in (tuple, list):
+    if type(value) in (tuple, list) and isinstance(value, (tuple, list)):  # exactly these (the isinstance narrows)
         return all(_is_literal(v) for v in value)
-    if type(value) is dict:
+    if type(value) is dict and isinstance(value, dict):
         return all(_is_literal(k) and _is_literal(v) for k, v in value.items())
     return False
 
 
-def as_spec_value(value):
+def as_spec_value(value: object) -> object:
     """A setup.py value as a spec holds it: literals as they are, objects as the :class:`Expr` of their spelling.
 
     The expression is evaluated after the kernel module is imported, so a config class or enum
@@ -154,7 +159,7 @@ def as_spec_value(value):
         return value  # no evaluable spelling (module:repr): passed as the object itself
 
 
-def spell(value) -> str:
+def spell(value: object) -> str:
     """The canonical spelling of ``value``: equal spellings build the same kernel (used in keys and ``inspect``).
 
     Raises :class:`SpecError` for a value with no faithful spelling (an object whose ``repr``
@@ -165,20 +170,17 @@ def spell(value) -> str:
     if value is None or isinstance(value, (bool, str, bytes)):
         return repr(value)
     if isinstance(value, enum.Enum):
-        cls = type(value)
-        return f"{cls.__module__}.{cls.__qualname__}.{value.name}"
+        return f"{type(value).__module__}.{type(value).__qualname__}.{value.name}"
     if isinstance(value, int):
         return repr(int(value))
     if isinstance(value, float):
         return f"float('{value}')" if math.isinf(value) or math.isnan(value) else repr(value)
     if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a named tuple
-        cls = type(value)
-        inner = ", ".join(f"{f}={spell(getattr(value, f))}" for f in value._fields)
-        return f"{cls.__module__}.{cls.__qualname__}({inner})"
+        inner = ", ".join(f"{f}={spell(getattr(value, f))}" for f in type(value)._fields)  # type: ignore[attr-defined]
+        return f"{type(value).__module__}.{type(value).__qualname__}({inner})"
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        cls = type(value)
         inner = ", ".join(f"{f.name}={spell(getattr(value, f.name))}" for f in dataclasses.fields(value))
-        return f"{cls.__module__}.{cls.__qualname__}({inner})"
+        return f"{type(value).__module__}.{type(value).__qualname__}({inner})"
     if isinstance(value, tuple):
         return "(" + ", ".join(spell(v) for v in value) + ("," if len(value) == 1 else "") + ")"
     if isinstance(value, list):
@@ -200,7 +202,7 @@ def spell(value) -> str:
     return f"{kind.__module__}.{kind.__qualname__}:{text}"
 
 
-def evaluate(value, namespace: dict, where: str):
+def evaluate(value: object, namespace: Mapping[str, Any], where: str) -> Any:
     """``value`` with every :class:`Expr` in it evaluated against ``namespace`` (the kernel module's globals)."""
     if isinstance(value, Expr):
         try:
@@ -217,7 +219,7 @@ def evaluate(value, namespace: dict, where: str):
     return value
 
 
-def _eval(node, ns: dict):
+def _eval(node: ast.expr, ns: Mapping[str, Any]) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):
@@ -233,12 +235,13 @@ def _eval(node, ns: dict):
             raise
     if isinstance(node, ast.Call):
         fn = _eval(node.func, ns)
-        return fn(*[_eval(a, ns) for a in node.args], **{k.arg: _eval(k.value, ns) for k in node.keywords})
+        # _parse refused ``**kwargs``: every keyword has its name
+        return fn(*[_eval(a, ns) for a in node.args], **{k.arg: _eval(k.value, ns) for k in node.keywords if k.arg is not None})
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
         items = [_eval(e, ns) for e in node.elts]
         return {ast.Tuple: tuple, ast.List: list, ast.Set: set}[type(node)](items)
     if isinstance(node, ast.Dict):
-        return {_eval(k, ns): _eval(v, ns) for k, v in zip(node.keys, node.values)}
+        return {_eval(k, ns): _eval(v, ns) for k, v in zip(node.keys, node.values) if k is not None}  # no ``**d``: _parse refused it
     if isinstance(node, ast.UnaryOp):
         v = _eval(node.operand, ns)
         return -v if isinstance(node.op, ast.USub) else +v
@@ -246,7 +249,7 @@ def _eval(node, ns: dict):
     raise LoweringError(msg)
 
 
-def _lookup(name: str, ns: dict):
+def _lookup(name: str, ns: Mapping[str, Any]) -> Any:
     """A name in the kernel module, else a builtin (``float``), else an importable module (``torch``)."""
     if name in ns:
         return ns[name]

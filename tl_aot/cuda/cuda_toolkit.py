@@ -69,8 +69,8 @@ class Toolkit:
     nvcc: str = ""  # kind "nvcc"
     ptxas: str = ""  # kind "nvrtc"
     nvrtc: str = ""  # kind "nvrtc": libnvrtc.so.12
-    include_dirs: tuple = ()  # kind "nvrtc": cuda.h / cuda_runtime.h, crt, cccl (nvcc finds its own)
-    packages: tuple = ()  # pip: (distribution, version) of the wheels it came from
+    include_dirs: tuple[str, ...] = ()  # kind "nvrtc": cuda.h / cuda_runtime.h, crt, cccl (nvcc finds its own)
+    packages: tuple[tuple[str, str], ...] = ()  # pip: (distribution, version) of the wheels it came from
 
     @property
     def describe(self) -> str:
@@ -131,7 +131,7 @@ def pin_toolkit(tk: Toolkit | None) -> None:
     """Use ``tk`` for the rest of this process (a build chose it for its archs); None: search again."""
     global _pinned
     _pinned = tk
-    find_toolkit.cache_clear()
+    _search.cache_clear()
 
 
 @functools.lru_cache(maxsize=8)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 
+from ..common.metadata import DeviceKernel
 from ..runtime.elf import elf_problem, section_names
 
 __all__ = ["image_problem", "object_problem", "variant_image_problem", "FATBIN_MAGIC"]
@@ -53,7 +54,7 @@ def _missing_kernels(elf: bytes, kernels) -> str | None:
     return None
 
 
-def _fatbin_problem(data: bytes, kernels: tuple) -> str | None:
+def _fatbin_problem(data: bytes, kernels: tuple[DeviceKernel, ...]) -> str | None:
     if len(data) < _FATBIN_HEADER.size:
         return f"not a complete fatbin: {len(data)} bytes, shorter than its header"
     magic, _version, header_size, size = _FATBIN_HEADER.unpack_from(data)

@@ -58,7 +58,11 @@ class _Item:
 
 def _items(ptx: str) -> tuple[list[str], list[_Item], dict[str, str], dict[str, str], list[str]]:
     """(header lines, top-level items, .file number -> rest, debug string label -> data, unknown sections)."""
-    header, items, files, strings, unknown = [], [], {}, {}, []
+    header: list[str] = []
+    items: list[_Item] = []
+    files: dict[str, str] = {}
+    strings: dict[str, str] = {}
+    unknown: list[str] = []
     lines = ptx.split("\n")
     i, n = 0, len(lines)
     while i < n:
@@ -92,7 +96,7 @@ def _items(ptx: str) -> tuple[list[str], list[_Item], dict[str, str], dict[str, 
     return header, items, files, strings, unknown
 
 
-def _section(lines: list[str], i: int, s: str, strings: dict, unknown: list) -> int:
+def _section(lines: list[str], i: int, s: str, strings: dict[str, str], unknown: list[str]) -> int:
     """Read the ``.section`` starting at line ``i`` (its ``.debug_str`` labels into ``strings``); the line after it."""
     name = s.split()[1] if len(s.split()) > 1 else ""
     depth, label, j = 0, None, i

@@ -18,12 +18,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
-from ..common.arch import parse_arch_list
+from ..common.arch import Arch, parse_arch_list
 from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, FailedProcessError, ToolchainNotFound
-from ..common.fileutil import pid_alive
+from ..common.fileutil import StrPath, pid_alive
 from ..runtime.elf import elf_problem
 from .cuda_toolkit import Toolkit, export_cuda_home, find_toolkit, pip_toolkits
 from .image_check import object_problem
@@ -58,7 +59,7 @@ __all__ = [
 _REAPER = Path(__file__).parents[1] / "common" / "reaper.py"
 
 
-def run(cmd: list[str], *, what: str, cwd: str | os.PathLike | None = None, env: dict | None = None) -> str:
+def run(cmd: list[str], *, what: str, cwd: StrPath | None = None, env: Mapping[str, str] | None = None) -> str:
     """Run ``cmd``; raise :class:`FailedProcessError` with its output on failure, else return stdout.
 
     On Linux the tool runs under :mod:`tl_aot.common.reaper`: killing the build (SIGKILL included) kills
@@ -325,7 +326,7 @@ def compiler_id(cxx: str) -> str:
 _DEFAULT_ARCHS = ("80", "86", "89", "90a", "100a")
 
 
-def default_archs() -> tuple:
+def default_archs() -> tuple[Arch, ...]:
     """Every default arch this nvcc supports: ``TL_AOT_ARCHS`` unset and no ``--arch`` given."""
     known = supported_archs()
     picked = [a for a in _DEFAULT_ARCHS if int(a.rstrip("af")) in known]

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..capture.record import CaptureRecord
 from ..capture.record_parts import PARTS_ENV, capture_summary, merge_parts, parts_dir
@@ -30,6 +31,10 @@ from ..tune.tuning_record import TuningRecord, apply_record, record_path_for
 from .cli_library import library_of, log_of
 from .cli_parser import build_parser
 from .inspect_text import describe, manifest_json
+
+if TYPE_CHECKING:
+    from ..pipeline.library import BuildResult
+    from ..pipeline.part import Part
 
 __all__ = ["main", "describe", "cmake_dir", "include_dir"]
 
@@ -68,7 +73,7 @@ def _cmd_build(args) -> int:
         if ignored:
             msg = f"build --shard writes a part, not a library: drop {', '.join(ignored)} (link takes --header-dir)"
             raise TlAotError(msg)
-        result = build_part(
+        result: Part | BuildResult = build_part(
             lib,
             shard=args.shard,
             out_dir=args.output,

@@ -8,6 +8,7 @@ by :meth:`tl_aot.config.kernel_spec.KernelSpec.create`, as every front end's is.
 from __future__ import annotations
 
 from ..capture.record_specs import specs_from_record, with_captures
+from ..common.arch import Arch
 from ..common.errors import SpecError, TlAotError
 from ..config.arch_choice import Given, env_archs, resolve_archs
 from ..config.arg_text import parse_arg, parse_pass_config, parse_target
@@ -50,7 +51,7 @@ def entry_of(args, archs, spell=str) -> KernelSpec:
     ``spell`` names an option in errors (CMake names its keyword: ``ARGS item``, not ``--arg``).
     """
     source, func = parse_target(args.target)
-    return KernelSpec.create(
+    spec = KernelSpec.create(
         name=args.entry or args.name or func,
         source=source,
         function=func,
@@ -66,9 +67,11 @@ def entry_of(args, archs, spell=str) -> KernelSpec:
         imports=args.imports or None,
         backend=args.backend,
     )
+    assert isinstance(spec, KernelSpec)  # no specialisations: one spec
+    return spec
 
 
-def _archs(args, spec: KernelSpec | None = None) -> tuple:
+def _archs(args, spec: KernelSpec | None = None) -> tuple[Arch, ...]:
     """``--arch``, else ``TL_AOT_ARCHS`` (said so in the log), else the default archs this nvcc supports.
 
     A wrong arch is refused naming where it came from and, for ``FILE.py:FUNCTION``, the entry it
@@ -83,7 +86,7 @@ def _archs(args, spec: KernelSpec | None = None) -> tuple:
         raise SpecError(msg, **{**e.fields(), "entry": spec.name}) from None
 
 
-def _out_idx(values: list | None) -> tuple | None:
+def _out_idx(values: list[str] | None) -> tuple[int | str, ...] | None:
     """``--out-idx`` values: ints or names; a lone ``none`` means the entry has no outputs."""
     if values is None:
         return None
@@ -98,9 +101,10 @@ def _captured_library(args) -> LibrarySpec:
         msg = "build: --capture builds the kernels a record holds; give no FILE.py:FUNCTION or --spec with it"
         raise TlAotError(msg)
     archs = _archs(args)
-    entries: dict = {}
+    entries: dict[str, KernelSpec] = {}  # request key -> its entry
     for record in args.capture:
         for spec in specs_from_record(record, archs, device=args.device or ""):
+            assert spec.capture is not None  # an entry of a record
             entries.setdefault(spec.capture.key, spec)
     if not entries:
         msg = f"build: {', '.join(args.capture)} holds no kernel tl_aot can build"

@@ -45,9 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _given(origin: str, text: str | None) -> Given:
+def _given(origin: str, text: object) -> Given:
     """A CMake list (or a ``"80 90a"`` string) in CMake's arch spellings, as tl_aot's."""
-    return cmake_spelling(re.split(r"[;,\s]+", text or ""), origin)
+    return cmake_spelling(re.split(r"[;,\s]+", str(text or "")), origin)
 
 
 def _short(a: Arch) -> str:

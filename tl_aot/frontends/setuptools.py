@@ -49,6 +49,7 @@ import re
 import sys
 from pathlib import Path
 from sysconfig import get_platform
+from typing import Any
 
 from setuptools.command.build_ext import build_ext as _build_ext
 from setuptools.errors import OptionError
@@ -113,6 +114,8 @@ class build_ext(_build_ext):
     TileLang extensions are built one after another (TileLang lowering is not thread safe; the
     launcher and nvcc compile in parallel inside each), before the ordinary extensions.
     """
+
+    extensions: list[Any]  # setuptools' own attribute, typed here (setuptools is not type-checked)
 
     user_options = [
         *_build_ext.user_options,

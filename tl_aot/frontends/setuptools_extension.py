@@ -186,7 +186,7 @@ class TileLangExtension(Extension):
         return LibrarySpec(name=self.library_name, entries=tuple(entries))
 
 
-def _declared(raw, where: str) -> tuple:
+def _declared(raw, where: str) -> tuple[KernelSpec, ...]:
     """The KernelSpec(s) of one ``entries=[...]`` item: a dict with the keys of a spec file's ``[[entry]]``, or a KernelSpec."""
     if isinstance(raw, KernelSpec):
         if raw.export or raw.capture or raw.when or raw.fallback:

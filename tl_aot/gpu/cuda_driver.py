@@ -16,6 +16,7 @@ import contextlib
 import ctypes
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Gpu", "current_gpu", "gpu_identity", "traits_text", "emulating", "reset"]
 
@@ -50,7 +51,7 @@ class _Driver:
     """``libcuda`` loaded once (or the reason it cannot be), with its device capabilities cached."""
 
     def __init__(self, names=DRIVER_NAMES) -> None:
-        self.lib = None
+        self.lib: Any = None  # the loaded ctypes.CDLL: its cu* functions are looked up by name
         self.error = ""
         self.count = 0
         self.ccs: dict[int, str] = {}
@@ -114,7 +115,8 @@ class _Driver:
         """``sms=132,smem_optin=232448,...`` of ``device`` ('' when the driver does not say)."""
         have = self.trait_text.get(device)
         if have is None:
-            handle, value, parts = ctypes.c_int(0), ctypes.c_int(0), []
+            handle, value = ctypes.c_int(0), ctypes.c_int(0)
+            parts: list[str] = []
             if self.lib.cuDeviceGet(ctypes.byref(handle), device) == _CUDA_SUCCESS:
                 for name, attr in _TRAITS:
                     if self.lib.cuDeviceGetAttribute(ctypes.byref(value), attr, handle) != _CUDA_SUCCESS:
@@ -127,7 +129,7 @@ class _Driver:
 
 _driver: _Driver | None = None
 _lock = threading.Lock()
-_emulated: list[tuple] = []  # (compute capability, traits) of the profiles being emulated, innermost last
+_emulated: list[tuple[str, str]] = []  # (compute capability, traits) of the profiles being emulated, innermost last
 
 
 def _the_driver(names=DRIVER_NAMES) -> _Driver:

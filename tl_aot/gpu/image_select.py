@@ -6,9 +6,12 @@ newer than the GPU. Serving uses it so a served kernel is one the library can la
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import NamedTuple
+
 from ..common.arch import Arch
 
-__all__ = ["arch_digits", "image_of", "runs_on"]
+__all__ = ["Image", "arch_digits", "image_of", "runs_on"]
 
 
 def arch_digits(arch: str) -> str:
@@ -16,12 +19,22 @@ def arch_digits(arch: str) -> str:
     return "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
 
 
-def image_of(arch: Arch) -> tuple:
-    """``sm_90a`` -> ``("90", 9, 0, True, False)``: what the launcher's image selection reads of a variant."""
-    return (str(arch.number), arch.major, arch.minor, arch.suffix == "a", arch.ptx)
+class Image(NamedTuple):
+    """What the launcher's image selection reads of a variant: ``sm_90a`` is ``("90", 9, 0, True, False)``."""
+
+    digits: str  # the compute capability, as the driver spells it
+    major: int
+    minor: int
+    specific: bool  # arch-specific ("a"): runs on that exact compute capability only
+    ptx: bool  # a PTX fallback rides along
 
 
-def runs_on(images, cc: str) -> bool:
+def image_of(arch: Arch) -> Image:
+    """``sm_90a`` -> ``Image("90", 9, 0, True, False)``."""
+    return Image(str(arch.number), arch.major, arch.minor, arch.suffix == "a", arch.ptx)
+
+
+def runs_on(images: Iterable[Image], cc: str) -> bool:
     """Whether the launcher finds an image for a GPU of compute capability ``cc`` (its ``select_image`` rule).
 
     An exact match; else SASS of the same major from an older minor (not arch-specific); else PTX no newer than the GPU.

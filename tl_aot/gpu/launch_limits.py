@@ -8,6 +8,7 @@ launcher's to check at call time.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from ..common.arch import Arch
 from ..common.errors import LoweringError
@@ -40,7 +41,7 @@ def static_int(expr) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def check_launch_limits(kernels, static_shared: dict, target: Arch, where: str, **fields) -> None:
+def check_launch_limits(kernels, static_shared: Mapping[str, int], target: Arch, where: str, **fields) -> None:
     """Raise :class:`LoweringError` for the first launch of ``kernels`` that exceeds ``target``'s limits.
 
     ``static_shared`` maps a kernel name to the bytes of its static ``__shared__`` arrays;
@@ -60,8 +61,9 @@ def _problem(k, static_smem: int, arch: Arch) -> str:
     for axis, v, limit in zip("xyz", block, MAX_BLOCK):
         if v is not None and v > limit:
             return f"block {axis} = {v} threads, more than the limit of {limit}"
-    if None not in block and block[0] * block[1] * block[2] > MAX_THREADS:
-        return f"{block[0] * block[1] * block[2]} threads per block, more than the limit of {MAX_THREADS}: use fewer threads"
+    sizes = [v for v in block if v is not None]
+    if len(sizes) == len(block) and sizes[0] * sizes[1] * sizes[2] > MAX_THREADS:
+        return f"{sizes[0] * sizes[1] * sizes[2]} threads per block, more than the limit of {MAX_THREADS}: use fewer threads"
     grid = [static_int(g) for g in k.grid]
     for axis, v, limit in zip("xyz", grid, MAX_GRID):
         if v is not None and v > limit:
@@ -77,7 +79,7 @@ def _problem(k, static_smem: int, arch: Arch) -> str:
     return _cluster_problem(tuple(k.cluster_dims), grid, arch)
 
 
-def _cluster_problem(cluster: tuple, grid: list, arch: Arch) -> str:
+def _cluster_problem(cluster: tuple[int, ...], grid: list[int | None], arch: Arch) -> str:
     """What is wrong with a thread-block cluster launch on ``arch``, or ''."""
     if not cluster or all(int(c) == 1 for c in cluster):
         return ""

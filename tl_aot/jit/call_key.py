@@ -25,6 +25,8 @@ import enum
 import hashlib
 import json
 import types
+from types import CodeType
+from typing import Any
 
 from ..config.options import plain_pass_configs
 from ..config.user_code import source_digest, user_function
@@ -34,8 +36,8 @@ __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 #: Bumped when what the key covers changes (a call recorded under another schema is a miss).
 CALL_SCHEMA = 1
 _DEPTH = 4  # helper functions followed this deep
-_SOURCES: dict = {}  # code object -> digest of its source
-_GLOBALS: dict = {}  # code object -> the global names it reads (disassembling is most of a key's cost)
+_SOURCES: dict[CodeType, str] = {}  # code object -> digest of its source
+_GLOBALS: dict[CodeType, frozenset[str]] = {}  # code object -> the global names it reads (disassembling is most of a key's cost)
 _MEMO_LIMIT = 4096
 
 
@@ -119,7 +121,7 @@ def _global_names(code) -> frozenset:
     return names
 
 
-def call_key(jit, args: tuple, kwargs: dict, gpu: str) -> str | None:
+def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> str | None:
     """The key of ``jit(*args, **kwargs)`` (a ``JITImpl`` compile) on ``gpu`` (:func:`tl_aot.gpu.cuda_driver.gpu_identity`).
 
     None when it cannot be keyed.

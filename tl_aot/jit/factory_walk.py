@@ -12,7 +12,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..common.errors import LoweringError
 from ..config.kernel_spec import KernelSpec
@@ -39,7 +41,7 @@ def _label(obj) -> str:
     if isinstance(obj, functools.partial):
         return f"partial({_label(obj.func)})"
     if _is_jit(obj):
-        return getattr(obj.func, "__name__", None) or getattr(getattr(obj.func, "orig_func", None), "__name__", "jit")
+        return str(getattr(obj.func, "__name__", None) or getattr(getattr(obj.func, "orig_func", None), "__name__", "jit"))
     return getattr(obj, "__name__", type(obj).__name__)
 
 
@@ -73,12 +75,12 @@ def _describe(obj, sig) -> str:
 class WalkArgs:
     """The arguments still to place: ``auto`` go to whichever level names them; ``factory`` / ``jit`` are pinned."""
 
-    auto: dict
-    factory: dict
-    jit: dict
-    taken_by: dict = dataclasses.field(default_factory=dict)  # auto name -> the level that took it
+    auto: dict[str, Any]
+    factory: dict[str, Any]
+    jit: dict[str, Any]
+    taken_by: dict[str, str] = dataclasses.field(default_factory=dict)  # auto name -> the level that took it
     swallowed: bool = False  # a factory's **kwargs saw the auto names no parameter named
-    bound: dict = dataclasses.field(default_factory=dict)  # a functools.partial's keywords, for the level it wraps
+    bound: dict[str, Any] = dataclasses.field(default_factory=dict)  # a functools.partial's keywords, for the level it wraps
     levels: list = dataclasses.field(default_factory=list)  # each level walked, as it describes itself (its parameters)
 
 
@@ -197,14 +199,14 @@ class Walker:
         req, rest = self.walk(result, args, level + 1)
         return req, f"{here} -> {rest}"
 
-    def _take(self, obj, sig, args: WalkArgs, *, level: int, jit_level: bool, extra_ok: bool = False) -> dict:
+    def _take(self, obj, sig, args: WalkArgs, *, level: int, jit_level: bool, extra_ok: bool = False) -> dict[str, Any]:
         """The arguments this level takes: pinned ones first, then the auto ones it names."""
         explicit = _explicit(sig)
         anykw = _takes_any(sig) or extra_ok
         desc = _describe(obj, sig)
         if desc not in args.levels:
             args.levels.append(desc)
-        out: dict = dict(args.bound)  # functools.partial keywords; the build's own args override them
+        out: dict[str, Any] = dict(args.bound)  # functools.partial keywords; the build's own args override them
         args.bound = {}
         pinned = []
         if level == 0:
@@ -243,7 +245,7 @@ class Walker:
         levels.append(f"{_describe(obj, sig)} takes {', '.join(sorted(_explicit(sig))) or 'nothing'}")
         self.fail(f"no level takes {names}: " + "; ".join(levels) + "; set them with --arg NAME=VALUE (args = {...} in a spec)")
 
-    def _bind(self, obj, sig, kwargs: dict) -> None:
+    def _bind(self, obj, sig, kwargs: dict[str, Any]) -> None:
         if sig is None:
             return
         try:
@@ -262,7 +264,7 @@ def _is_final(obj) -> bool:
     return isinstance(obj, tvm.tirx.PrimFunc)
 
 
-def _kw(kwargs: dict) -> str:
+def _kw(kwargs: Mapping[str, Any]) -> str:
     text = ", ".join(f"{k}={_short(v)}" for k, v in kwargs.items())
     return text if len(text) < 200 else text[:197] + "..."
 

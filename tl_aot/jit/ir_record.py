@@ -27,6 +27,7 @@ Everything that reads a record's IR goes through :func:`load_ir`.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 __all__ = ["save_ir", "normalized_ir", "load_ir", "rehydrate", "round_trip_problem", "layouts_of", "tl_types"]
 
@@ -88,11 +89,11 @@ def _placeholder(i: int) -> str:
     return "_" + chr(ord("i") + i)  # TileLang's InputPlaceholder(i)
 
 
-def _named_vars(exprs) -> dict:
+def _named_vars(exprs) -> dict[str, Any]:
     from tilelang import tvm
 
     tirx = tvm.tirx
-    out: dict = {}
+    out: dict[str, Any] = {}
 
     def visit(n) -> None:
         if isinstance(n, tirx.Var):
@@ -137,7 +138,7 @@ class _Rebuilder:
     """Rebuilds layouts inside annotation values (maps, arrays), each distinct layout once."""
 
     def __init__(self) -> None:
-        self.done: dict = {}  # id of a loaded layout -> (loaded, rebuilt)
+        self.done: dict[int, tuple[Any, Any]] = {}  # id of a loaded layout -> (loaded, rebuilt)
         self.count = 0
 
     def value(self, v):
@@ -169,7 +170,7 @@ def _is_sequence(v) -> bool:
 def _holds_layout(func) -> bool:
     from tilelang import tvm
 
-    found = []
+    found: list[object] = []
 
     def visit(n) -> None:
         if not found and isinstance(n, (tvm.tirx.SBlock, tvm.tirx.For, tvm.tirx.AttrStmt)):

@@ -13,7 +13,10 @@ import base64
 import enum
 import hashlib
 import json
+from collections.abc import Mapping
+from typing import Any
 
+from ..common.json_types import JsonMapping
 from ..config.options import plain_pass_configs, portable_flags
 from ..gpu.cuda_driver import current_gpu
 from .ir_record import normalized_ir
@@ -24,7 +27,7 @@ __all__ = ["recorded_flags", "backend_kind", "options_of", "request_key", "Reque
 _CUTEDSL = ("cutedsl",)
 
 
-def recorded_flags(item: dict) -> list[str]:
+def recorded_flags(item: JsonMapping) -> list[str]:
     """A recorded request's compile flags with paths spelled by content (:func:`portable_flags`).
 
     The digests come from the headers the record carries (and those of TileLang's it names), so the
@@ -45,7 +48,7 @@ def backend_kind(execution_backend, target) -> str:
     return "cutedsl" if keys is not None and not callable(keys) and "cutedsl" in [str(k) for k in keys] else "cuda"
 
 
-def options_of(req) -> dict:
+def options_of(req) -> dict[str, Any]:
     """The options of a compile request, as JSON values."""
     out_idx = req.out_idx
     if out_idx is not None and not isinstance(out_idx, (list, tuple)):
@@ -59,7 +62,7 @@ def options_of(req) -> dict:
     }
 
 
-def request_key(func, options: dict, *, text: str | None = None) -> str:
+def request_key(func, options: Mapping[str, Any], *, text: str | None = None) -> str:
     """The identity of a compile request: prim_func (without locations) and options (headers by content).
 
     ``text``: the prim_func already saved as JSON (:func:`tl_aot.jit.pristine_ir.pristine_ir`, or a record's
@@ -86,8 +89,8 @@ class RequestKeys:
     LIMIT = 4096
 
     def __init__(self) -> None:
-        self._by_func: dict = {}  # (id(func), options) -> (func, key)
-        self._by_call: dict = {}  # (id(jit), args, options) -> (jit, key)
+        self._by_func: dict[tuple[int, str], tuple[Any, str]] = {}  # (id(func), options) -> (func, key)
+        self._by_call: dict[tuple[int, str, str], tuple[Any, str]] = {}  # (id(jit), args, options) -> (jit, key)
         self.hashed = 0  # requests hashed (not answered from a memo)
 
     def key(self, req, jit_call=None) -> str:
@@ -136,7 +139,7 @@ def _plain(v) -> bool:
     return t.__name__ == "dtype" and t.__module__ == "torch"  # torch.float16 and the like: immutable singletons
 
 
-def _remember(memo: dict, key, value, limit: int) -> None:
+def _remember(memo: dict[Any, Any], key, value, limit: int) -> None:
     if len(memo) >= limit:
         memo.pop(next(iter(memo)))  # the oldest
     memo[key] = value

@@ -10,14 +10,19 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..common.errors import SpecError
+from ..common.json_types import JsonMapping, JsonObject
 from ..config.values import spell
+
+if TYPE_CHECKING:
+    from .seam import JitCall
 
 __all__ = ["caller_origin", "jit_origin", "jit_text", "origin_text", "request_device"]
 
 
-def caller_origin() -> dict:
+def caller_origin() -> JsonObject:
     """Where the request came from: the innermost frame of the caller's code (not TileLang, not tl_aot)."""
     skip = ("/tilelang/", "/tvm/", "/tl_aot/", "/functools.py", "/contextlib.py")
     frames = traceback.extract_stack()[:-3]
@@ -27,14 +32,14 @@ def caller_origin() -> dict:
     return {}
 
 
-def jit_origin(jit_call) -> dict:
+def jit_origin(jit_call: JitCall | None) -> JsonObject:
     """The ``@tilelang.jit`` function compiled and its arguments (spelled), when the request came through one."""
     if jit_call is None:
         return {}
     jit, args, kwargs = jit_call
     fn = getattr(getattr(jit, "func", None), "orig_func", None)
-    out = {"jit": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"}
-    spelled = {}
+    out: JsonObject = {"jit": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"}
+    spelled: dict[str, str] = {}
     for k, v in {**{str(i): a for i, a in enumerate(args)}, **kwargs}.items():
         try:
             spelled[k] = spell(v)
@@ -44,12 +49,12 @@ def jit_origin(jit_call) -> dict:
     return out
 
 
-def jit_text(origin: dict) -> str:
+def jit_text(origin: JsonMapping) -> str:
     """A :func:`jit_origin` spelled as the call: ``mod.gemm(M=1024, N=1024)``."""
     return f"{origin['jit']}({', '.join(f'{k}={v}' for k, v in origin.get('args', {}).items())})"
 
 
-def origin_text(item: dict, *, caller: bool = True) -> str:
+def origin_text(item: JsonMapping, *, caller: bool = True) -> str:
     """Where a recorded request came from: the jit function and its arguments, and the caller's file:line.
 
     The first origin made through a jit function is named, else the first origin. With
@@ -64,7 +69,7 @@ def origin_text(item: dict, *, caller: bool = True) -> str:
     return " at ".join(parts if caller else parts[:1]) or f"prim_func {item.get('name', 'main')!r}"
 
 
-def request_device() -> dict:
+def request_device() -> JsonObject:
     """The device the request was made on (torch's current device, or the emulated profile)."""
     torch = sys.modules.get("torch")
     try:

@@ -17,12 +17,17 @@ import dataclasses
 import itertools
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..common.errors import LoweringError
+from ..common.json_types import JsonMapping
 from ..config.kernel_spec import KernelSpec
 from ..config.values import evaluate
 from .factory_walk import WalkArgs, Walker, is_autotuned, unwrap_caches
 from .seam import CompiledStandIn, CompileRequest, Interception, install, jit_module, uninstall
+
+if TYPE_CHECKING:
+    from ..tune.config_choice import Choice
 
 __all__ = ["intercept_compiles", "resolve_kernel", "func_hash", "Resolved"]
 
@@ -130,7 +135,7 @@ def resolve_kernel(spec: KernelSpec, module, where: str, arch: str, *, tuned=Non
     return Resolved(req.func, pass_configs, compile_flags, req.out_idx, walker.choice, path, req.execution_backend, req.target)
 
 
-def _check_options(req: CompileRequest, spec: KernelSpec, where: str, arch: str) -> tuple[dict, tuple]:
+def _check_options(req: CompileRequest, spec: KernelSpec, where: str, arch: str) -> tuple[dict[Any, Any], tuple[str, ...]]:
     """The request's options tl_aot honours; an option it cannot honour is an error naming it."""
     backend = req.execution_backend
     target = req.target
@@ -175,13 +180,13 @@ def _target_kind_arch(target) -> tuple[str | None, str | None]:
 class Resolved:
     """What the build lowers for one variant: the prim_func and the options it is compiled with."""
 
-    func: object
-    pass_configs: dict
-    compile_flags: tuple
-    out_idx: object  # the kernel's own (None: no returned outputs declared)
-    choice: object  # autotune.Choice or None
+    func: Any  # the tvm PrimFunc
+    pass_configs: dict[Any, Any]
+    compile_flags: tuple[str, ...]
+    out_idx: Any  # the kernel's own (None: no returned outputs declared)
+    choice: Choice | None  # the @autotune config chosen
     path: str  # how it was reached, e.g. "make_gemm(M=1024) -> kernel(block_m=128)"
-    execution_backend: object = None  # the request's, as the library passed it
-    target: object = None
-    captured: object = None  # a captured kernel's record item (its device code digests are checked after lowering)
+    execution_backend: Any = None  # the request's, as the library passed it
+    target: Any = None
+    captured: JsonMapping | None = None  # a captured kernel's record item (its device code digests are checked after lowering)
     stale: bool = False  # a stand-in from an earlier build step came back (a cache in user code): import afresh

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from ..common.errors import LoweringError
 from .import_hooks import on_import
@@ -47,13 +48,13 @@ __all__ = [
 class CompileRequest:
     """One call of TileLang's compile, as it reached ``tilelang.jit.cached`` (attributes already merged)."""
 
-    func: object  # tvm PrimFunc
-    out_idx: object
-    execution_backend: object
-    target: object
-    target_host: object
-    pass_configs: dict
-    compile_flags: tuple
+    func: Any  # tvm PrimFunc
+    out_idx: Any  # as TileLang was given it: None, an index or a list of them
+    execution_backend: Any
+    target: Any  # a target string, a tvm Target or None
+    target_host: Any
+    pass_configs: dict[Any, Any]  # TileLang's keys (strings or PassConfigKey) -> values
+    compile_flags: tuple[str, ...]
     session: int = 0
 
     @classmethod
@@ -82,11 +83,11 @@ class CompileRequest:
 class JitCall:
     """A ``@tilelang.jit`` object's ``compile`` in progress: the object and the arguments it was called with."""
 
-    jit: object
-    args: tuple
-    kwargs: dict
+    jit: Any  # TileLang's JITImpl
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
 
-    def __iter__(self):  # unpacks as (jit, args, kwargs)
+    def __iter__(self) -> Iterator[Any]:  # unpacks as (jit, args, kwargs)
         return iter((self.jit, self.args, self.kwargs))
 
 
@@ -178,7 +179,7 @@ def resolving() -> bool:
 
 _lock = threading.RLock()
 _installed: list = []  # Interception, oldest first
-_real: dict = {}  # TileLang's own functions while patched: "cached", "compile"
+_real: dict[str, Callable[..., Any]] = {}  # TileLang's own functions while patched: "cached", "compile"
 _local = threading.local()
 
 

@@ -137,9 +137,9 @@ class CppExprPrinter:
         if kind == "Call":
             return self._call(e, d)
         if kind == "Let":
-            inner = dict(self.lets)
-            inner[e.var.name] = e.value
-            return CppExprPrinter(self.names, inner, self.where).visit(e.body, d)
+            lets = dict(self.lets)
+            lets[e.var.name] = e.value
+            return CppExprPrinter(self.names, lets, self.where).visit(e.body, d)
         self._fail(e, "the expression")
         return ""  # unreachable
 

@@ -15,7 +15,7 @@ _EIFMT_HVAL = 3  # a record with a 16-bit value
 _EIATTR_KPARAM_INFO = 0x17  # index u32, ordinal u16, offset u16, flags u32 (size in bits 18-31)
 
 
-def sections(image: bytes) -> dict:
+def sections(image: bytes) -> dict[str, bytes]:
     """Section name -> its bytes."""
     if image[:4] != b"\x7fELF" or len(image) < 64 or image[4] != 2:
         msg = "not a 64-bit ELF cubin"

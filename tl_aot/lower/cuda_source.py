@@ -101,9 +101,9 @@ _TYPE_BYTES = {"char": 1, "signed char": 1, "uchar": 1, "int8_t": 1, "uint8_t": 
 _STATIC_SHARED = re.compile(r"(?<!extern )__shared__\s+(?:__align__\(\d+\)\s+)?([\w ]+?)\s+\w+((?:\[\d+\])+)\s*;")
 
 
-def static_shared_bytes(source: str) -> dict:
+def static_shared_bytes(source: str) -> dict[str, int]:
     """Bytes of static ``__shared__`` arrays each ``__global__`` of ``source`` declares (types of known size)."""
-    out = {}
+    out: dict[str, int] = {}
     for m in _GLOBAL_RE.finditer(source):
         body = source[m.end() : _function_end(source, m.end())]
         total = 0

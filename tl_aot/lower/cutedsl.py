@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from ..common.errors import CompileError, LoweringError, ToolchainNotFound
 from ..common.fileutil import write_file
@@ -107,7 +108,7 @@ def check_kernels(kernels, workspaces, source: str, where: str) -> None:
             raise LoweringError(msg)
 
 
-def fake_arguments(variant) -> dict:
+def fake_arguments(variant) -> dict[str, Any]:
     """What the cubin step is called with, per name: a tensor's rank-sized shape and dtype, a scalar's dtype.
 
     Dynamic dims become 1, as TileLang's own fake tensors make them positive: the kernels take data
@@ -128,7 +129,7 @@ class _Workers:
     """CuTeDSL worker processes, started on demand and reused (each imports TileLang and CuTeDSL once); thread safe."""
 
     def __init__(self) -> None:
-        self._idle: list[subprocess.Popen] = []
+        self._idle: list[subprocess.Popen[str]] = []
         self._lock = threading.Lock()
         atexit.register(self.close)
 
@@ -141,6 +142,7 @@ class _Workers:
             env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
             cmd = [sys.executable, "-m", "tl_aot.lower.cutedsl_worker"]
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        assert proc.stdin is not None and proc.stdout is not None  # started with both piped
         try:
             proc.stdin.write(f"{folder}\n")
             proc.stdin.flush()
@@ -161,7 +163,8 @@ class _Workers:
             procs, self._idle = self._idle, []
         for p in procs:
             with contextlib.suppress(OSError):
-                p.stdin.close()
+                if p.stdin is not None:
+                    p.stdin.close()
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -204,7 +207,8 @@ def compile_cubin(variant, arch, work: Path) -> tuple[bytes, Path]:
 
 def _matches(pattern: str, names: list[str]) -> list[str]:
     """The runtime's rule: names holding ``pattern``; those where it is not followed by ``_<digit>`` win."""
-    base, variants = [], []
+    base: list[str] = []
+    variants: list[str] = []
     for n in names:
         pos = n.find(pattern)
         if pos < 0:
@@ -219,7 +223,7 @@ _ARG_BYTES = {"void*": 8, "CUtensorMap": 128, "bool": 1, "float": 4, "double": 8
 _ARG_BYTES.update({f"{s}int{b}_t": b // 8 for s in ("", "u") for b in (8, 16, 32, 64)})
 
 
-def match_kernels(kernels, image: bytes, *, entry: str, arch: str) -> dict:
+def match_kernels(kernels, image: bytes, *, entry: str, arch: str) -> dict[str, str]:
     """Each launch's kernel in the cubin (pattern -> full name), its parameters the sizes the launcher passes.
 
     A pattern matching none or several kernels, or a kernel whose parameters differ from the

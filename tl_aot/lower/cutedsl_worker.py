@@ -30,7 +30,7 @@ class _TensorShape:
         self.shape = tuple(shape)
         self.dtype = f"torch.{dtype}"
 
-    def dim_order(self) -> tuple:
+    def dim_order(self) -> tuple[int, ...]:
         return tuple(range(len(self.shape)))
 
 
@@ -64,6 +64,9 @@ def _compile(folder: Path) -> None:
     """Run FOLDER/kernel.py's cubin step with stand-ins for its arguments."""
     arguments = json.loads((folder / "arguments.json").read_text())
     spec = importlib.util.spec_from_file_location(f"tl_aot_cutedsl_{folder.name.replace('.', '_')}", folder / "kernel.py")
+    if spec is None or spec.loader is None:  # a .py file always has both
+        msg = f"Python has no loader for {folder / 'kernel.py'}"
+        raise ImportError(msg)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     step = module._generate_cubin_if_needed
@@ -103,7 +106,7 @@ def main() -> int:
         try:
             with _stderr_to(folder / "compile.log"):
                 _compile(folder)
-            reply = {"ok": True}
+            reply: dict[str, object] = {"ok": True}
         except Exception as e:  # noqa: BLE001 (any failure is this variant's, reported by the build)
             reply = {"ok": False, "error": "".join(traceback.format_exception_only(type(e), e)).strip()}
         channel.write(json.dumps(reply) + "\n")

@@ -8,6 +8,7 @@ TIR, never re-parsed from C++; host expressions become C++ through :mod:`tl_aot.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ..common.errors import LoweringError
 from ..common.metadata import DeviceKernel, KernelArg, L2Window, TmaDescriptor, Workspace
@@ -18,7 +19,7 @@ __all__ = ["host_walk", "read_workspaces", "read_tma_descriptors", "read_kernels
 _TENSORMAP_CREATE = {"__tvm_tensormap_create_tiled": "tiled", "__tvm_tensormap_create_im2col": "im2col"}
 
 
-def read_workspaces(host_func, names: dict, lets: dict, where: str):
+def read_workspaces(host_func, names: dict[str, str], lets: dict[str, object], where: str):
     """Global buffers the host function allocates itself (``T.alloc_global``): the library allocates them per call."""
     from tilelang import tvm
 
@@ -196,7 +197,7 @@ def read_kernels(art, host_func, names, lets, desc_index, params, where):
     return tuple(kernels)
 
 
-def _kernel_args(fn, values: list, desc_index: dict, names: dict, pr, what: str) -> list:
+def _kernel_args(fn, values: list[Any], desc_index: dict[str, int], names: dict[str, str], pr, what: str) -> list[KernelArg]:
     """Each kernel parameter's C type and the launcher expression passed for it (a TMA descriptor, a pointer, a scalar)."""
     kargs = []
     for p, value in zip(fn.params, values):
@@ -213,7 +214,7 @@ def _kernel_args(fn, values: list, desc_index: dict, names: dict, pr, what: str)
     return kargs
 
 
-def _launch_config(tags: list, values: list, pr, what: str) -> tuple:
+def _launch_config(tags: list[str], values: list[Any], pr, what: str) -> tuple[list[str], list[str], list[str], list[str], str, list[int]]:
     """Grid and block dims (C++ and as TileLang prints them), dynamic shared memory and cluster dims of one launch."""
     grid, block = ["1", "1", "1"], ["1", "1", "1"]
     grid_d, block_d = ["1", "1", "1"], ["1", "1", "1"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from typing import Any
 
 from ..common.errors import LoweringError
 from ..common.metadata import Param, Symbol
@@ -83,7 +84,7 @@ def read_signature(func, where: str, outputs: frozenset = frozenset()):
     return tuple(params), tuple(symbols.values()), names
 
 
-def _scalar_params(func, where: str, names: dict) -> dict:
+def _scalar_params(func, where: str, names: dict[str, str]) -> dict:
     """Scalar parameters by position; each binds its variable (``a_<name>``) before any tensor, as in TileLang."""
     out = {}
     for pos, var in enumerate(func.params):
@@ -95,7 +96,7 @@ def _scalar_params(func, where: str, names: dict) -> dict:
     return out
 
 
-def _bind_dims(named: list, symbols: dict, names: dict, where: str) -> None:
+def _bind_dims(named: list, symbols: dict[str, Symbol], names: dict[str, str], where: str) -> None:
     """A dim that is a variable no scalar or earlier dim binds binds it (``s_<name>``)."""
     from tilelang import tvm
 
@@ -118,7 +119,7 @@ def _bind_dims(named: list, symbols: dict, names: dict, where: str) -> None:
 _DIM_REF = "__tl_aot_dim__"
 
 
-def _solve_dims(named: list, symbols: dict, names: dict, where: str) -> None:
+def _solve_dims(named: list, symbols: dict[str, Symbol], names: dict[str, str], where: str) -> None:
     """Variables found only inside dim expressions, solved as TileLang's arg binder solves them.
 
     TileLang hands ``dim == shape[i]`` to TVM's linear solver with the unbound variables as unknowns
@@ -135,7 +136,7 @@ def _solve_dims(named: list, symbols: dict, names: dict, where: str) -> None:
                     progress = True
 
 
-def _solve_dim(pname: str, i: int, dim, free: list, symbols: dict, names: dict, where: str) -> bool:
+def _solve_dim(pname: str, i: int, dim, free: list, symbols: dict[str, Symbol], names: dict[str, str], where: str) -> bool:
     """Bind ``free`` from ``dim == pname.shape[i]`` if TVM's linear solver solves it exactly."""
     from tilelang import tvm
 
@@ -156,7 +157,7 @@ def _solve_dim(pname: str, i: int, dim, free: list, symbols: dict, names: dict, 
     return True
 
 
-def _is_bound(name: str, names: dict) -> bool:
+def _is_bound(name: str, names: dict[str, str]) -> bool:
     """Whether a variable has a value in the launcher: a scalar argument or a symbol."""
     return names.get(name, "").startswith(("a_", "s_"))
 
@@ -170,7 +171,7 @@ def _dim_of(x):
     return x.name if isinstance(x, tvm.tirx.Var) else str(x)
 
 
-def _stride_of(x, names: dict, what: str):
+def _stride_of(x, names: dict[str, str], what: str):
     """A stride as the metadata spells it; a stride variable must be bound by a shape or a scalar."""
     from tilelang import tvm
 
@@ -180,7 +181,7 @@ def _stride_of(x, names: dict, what: str):
     return _dim_of(x)
 
 
-def _check_bound(buffers: list, names: dict, where: str) -> None:
+def _check_bound(buffers: list, names: dict[str, str], where: str) -> None:
     """Every variable of every dim has a value: TileLang's binder refuses the same functions."""
     for _, pname, buf in buffers:
         for s in buf.shape:
@@ -193,7 +194,7 @@ def _check_bound(buffers: list, names: dict, where: str) -> None:
                     raise LoweringError(msg)
 
 
-def _check_outputs(params: list, symbols: dict, where: str) -> None:
+def _check_outputs(params: list, symbols: dict[str, Symbol], where: str) -> None:
     """Returned outputs must be allocatable from the inputs: every dim known from inputs or scalars, dense."""
     outs = [p for p in params if p.output]
     if not outs:
@@ -228,7 +229,7 @@ def _vars_of(expr) -> list:
     """The distinct variables of ``expr`` (by name), in the order first met."""
     from tilelang import tvm
 
-    out: dict = {}
+    out: dict[str, Any] = {}  # name -> the tvm Var
 
     def visit(node):
         if isinstance(node, tvm.tirx.Var) and node.name not in out:

@@ -132,7 +132,9 @@ def _code_digest(backend: str, art, resolved: Resolved, arch: Arch, where: str) 
     return check_against_record(resolved.captured, arch.sm, art.kernel_source, where, tilelang_version=tilelang_version(), target=spelled)
 
 
-def _device_code(backend: str, art, func, target, kernels, workspaces, pass_configs, where: str) -> tuple:
+def _device_code(
+    backend: str, art, func, target, kernels, workspaces, pass_configs, where: str
+) -> tuple[str, tuple[str, ...], dict[str, int]]:
     """The source the image is compiled from, its nvcc flags and its kernels' static shared memory, checked.
 
     CUDA C++ (reserved names renamed) for nvcc, or the module TileLang's CuTeDSL JIT would generate.
@@ -168,7 +170,7 @@ def _cutedsl_target(spec: KernelSpec, arch: Arch, target):
     return tvm.target.Target(exported)
 
 
-def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict:
+def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict[str, str]:
     """The JIT compile request this variant answers, with the options it was built with (spec overrides included).
 
     Its key is what serving matches; its prim_func name and options, as JSON, are what ``verify`` compares.
@@ -237,5 +239,7 @@ if __name__ == "__main__":  # pragma: no cover - debugging aid: python -m tl_aot
     from ..config.arg_text import parse_target
 
     src, fn = parse_target(sys.argv[1])
-    v = lower_variant(KernelSpec.create(name=fn, source=src, function=fn, archs=[sys.argv[2]]), parse_arch(sys.argv[2]))
+    spec = KernelSpec.create(name=fn, source=src, function=fn, archs=[sys.argv[2]])
+    assert isinstance(spec, KernelSpec)
+    v = lower_variant(spec, parse_arch(sys.argv[2]))
     print(to_json(v, indent=1))

@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import threading
+from typing import Any
 
 from ..common.errors import LoweringError, TlAotError
 
@@ -55,7 +56,7 @@ def main() -> int:
     while (task := _recv(channel_in)) is not None:
         spec, arch = task
         try:
-            reply = ("ok", to_json(lower_variant(spec, arch)))
+            reply: tuple[object, ...] = ("ok", to_json(lower_variant(spec, arch)))
         except TlAotError as e:
             state = {k: v for k, v in vars(e).items() if isinstance(v, _PLAIN)}
             reply = ("error", _sendable(type(e)), str(e), {**state, "entry": e.entry or spec.name, "arch": e.arch or arch.sm})
@@ -71,7 +72,7 @@ def _sendable(cls: type) -> type:
     return next(c for c in cls.__mro__ if issubclass(c, TlAotError) and c.__module__.startswith("tl_aot."))
 
 
-def _rebuilt(cls: type, message: str, state: dict) -> TlAotError:
+def _rebuilt(cls: type[TlAotError], message: str, state: dict[str, Any]) -> TlAotError:
     """The worker's error as it was raised there: its class, message and fields (whatever its ``__init__`` takes)."""
     if not (isinstance(cls, type) and issubclass(cls, TlAotError)):
         cls = LoweringError
@@ -137,7 +138,7 @@ class LoweringPool:
             try:
                 if kill:
                     p.kill()
-                else:
+                elif p.stdin is not None:
                     p.stdin.close()
             except OSError:
                 pass

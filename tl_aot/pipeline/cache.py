@@ -22,6 +22,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..common.arch import Arch
@@ -160,9 +161,9 @@ class VariantCache:
             return None
         return variant, image
 
-    def load_many(self, items) -> dict:
+    def load_many(self, items: Iterable[tuple[str, Path | None]]) -> dict[str, tuple[LoweredVariant, bytes]]:
         """``{key: (variant, image)}`` of the ``(key, project)`` items this cache holds intact (the others are misses)."""
-        found = {}
+        found: dict[str, tuple[LoweredVariant, bytes]] = {}
         for key, project in items:
             hit = self.load(key, project)
             if hit is not None:

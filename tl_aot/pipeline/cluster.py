@@ -42,7 +42,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..common.errors import ClusterError, TlAotError, ToolchainNotFound
 from .cluster_batch import BatchTask, batches_of, group_key, label_of
@@ -93,7 +93,7 @@ def connect(address: str, *, timeout_s: float = 30.0):
         raise ClusterError(msg) from None
 
 
-def _report_toolset() -> dict:
+def _report_toolset() -> dict[str, str]:
     """Run on each worker by :func:`vet_workers`: its toolset as a plain dict."""
     return local_toolset().as_dict()
 
@@ -111,7 +111,7 @@ def _scheduler_workers(dask_scheduler=None) -> list:
     return list(dask_scheduler.workers)
 
 
-def _worker_names(client) -> dict:
+def _worker_names(client) -> dict[str, str]:
     """Worker address -> ``name (address, N threads)``."""
     info = client.scheduler_info().get("workers", {})
     return {a: f"{w.get('name', a)} ({a}, {w.get('nthreads', '?')} thread{'' if w.get('nthreads') == 1 else 's'})" for a, w in info.items()}
@@ -122,7 +122,7 @@ def toolset_tag(here) -> str:
     return "tl_aot-tools-" + hashlib.sha256(json.dumps(here.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _vet(client, addresses, here, tag: str, names: dict) -> tuple[dict, list, set]:
+def _vet(client, addresses, here, tag: str, names: dict[str, str]) -> tuple[dict[str, int], list[str], set[str]]:
     """Vet the workers at ``addresses`` (None: all): each that agrees with ``here`` is given ``tag``.
 
     Returns ({address: threads} of those that agree, [a refusal line for each other], every address examined).
@@ -145,7 +145,7 @@ def _vet(client, addresses, here, tag: str, names: dict) -> tuple[dict, list, se
     return threads, refused, set(reports)
 
 
-def vet_workers(client, log=None, *, tag: str = "") -> tuple[dict, set]:
+def vet_workers(client, log=None, *, tag: str = "") -> tuple[dict[str, int], set[str]]:
     """The workers whose toolset is this machine's, each given ``tag``; the others refused, each difference logged.
 
     Returns ({address: threads} of those that agree, every worker examined); one that joins later
@@ -189,7 +189,7 @@ def run_on_cluster(
             runtime = local.submit(stages.runtime) if launcher else None
             run.workers, run.cluster = len(ok), address
             _Driver(client, _Vetted(here, tag, ok, examined), run, stages, log=log, keep_going=keep_going).build(todo)
-            if launcher:
+            if runtime is not None:  # the launcher stage runs here
                 run.tasks = stages.without_failures(run)
                 t0 = time.perf_counter()
                 run.header_text, run.launcher_obj = stages.launcher(run)
@@ -219,7 +219,7 @@ class _Driver:
         self.names = _worker_names(client)
         self.seen = set(vetted.examined)  # a worker that joined after the vetting is vetted at the first check
         self.build_id = uuid.uuid4().hex[:8]
-        self.futures: dict = {}  # every future submitted -> its plan tasks (one arch and flags)
+        self.futures: dict[Any, tuple[Task, ...]] = {}  # every future submitted -> its plan tasks (one arch and flags)
         self.outstanding: set = set()
         self.attempts: dict[str, int] = {}  # group key -> times a worker refused it (each attempt its own Dask key)
 
@@ -362,7 +362,7 @@ async def _revoke(tag: str, dask_worker=None) -> None:
     await dask_worker.set_resources(**{tag: 0})
 
 
-def _where(client, futures: dict, names: dict) -> str:
+def _where(client, futures: dict[Any, tuple[Task, ...]], names: dict[str, str]) -> str:
     """``running: w1: gemm, softmax sm_90a; w2: softmax sm_80``: what each worker runs now."""
     by_key = {f.key: group for f, group in futures.items()}
     parts = []

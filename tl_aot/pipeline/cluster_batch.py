@@ -15,8 +15,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .scheduler import MAX_BATCH
+
+if TYPE_CHECKING:
+    from .plan import Task
+    from .variant_task import VariantTask
 
 __all__ = ["BatchTask", "batches_of", "tasks_for", "group_key", "label_of"]
 
@@ -25,7 +30,7 @@ __all__ = ["BatchTask", "batches_of", "tasks_for", "group_key", "label_of"]
 class BatchTask:
     """Variants of one arch and flags to build in one cluster task: their tasks, in order."""
 
-    members: tuple  # VariantTask, each with the driver's toolset and its sources as bytes
+    members: tuple[VariantTask, ...]  # each with the driver's toolset and its sources as bytes
 
     @property
     def key(self) -> str:
@@ -50,16 +55,16 @@ def tasks_for(group: int, total: int, threads: int) -> int:
     return min(group, max(1, share, -(-group // MAX_BATCH)))
 
 
-def batches_of(todo: list, threads: int) -> list[tuple]:
+def batches_of(todo: list[Task], threads: int) -> list[tuple[Task, ...]]:
     """``todo`` (plan tasks) as tuples of tasks that build together: same arch, flags and backend.
 
     Each group is dealt into :func:`tasks_for` parts (sizes within one): consecutive variants, often one
     entry's specialisations of like cost, go to different tasks, so the tasks take about as long.
     """
-    groups: dict = {}
+    groups: dict[tuple[str, tuple[str, ...], bool], list[Task]] = {}  # (arch, flags, CuTeDSL?) -> its tasks
     for t in todo:
         groups.setdefault((str(t.arch), tuple(t.spec.compile_flags or ()), t.spec.backend == "cutedsl"), []).append(t)
-    out: list = []
+    out: list[tuple[Task, ...]] = []
     for members in groups.values():
         parts = tasks_for(len(members), len(todo), threads)
         out += [tuple(members[k::parts]) for k in range(parts)]  # dealt out: an entry's heavy variants spread over tasks

@@ -14,7 +14,7 @@ import atexit
 import threading
 
 from .cluster_batch import BatchTask
-from .variant_task import build_variant_tasks
+from .variant_task import VariantResult, build_variant_tasks
 
 __all__ = ["run_batch"]
 
@@ -44,7 +44,7 @@ def _worker() -> tuple[str, int]:
         return "", 1
 
 
-def run_batch(batch: BatchTask) -> tuple:
+def run_batch(batch: BatchTask) -> tuple[VariantResult, ...]:
     """Build ``batch`` here: one :class:`~tl_aot.pipeline.variant_task.VariantResult` per variant, sent back as bytes.
 
     Each variant is lowered in this worker's lowering processes; the lowered ones compile in one nvcc run.

@@ -60,8 +60,8 @@ class PackedLibrary:
     """What :func:`pack_library` made: the references to embed, the packs to write, and what it stored."""
 
     build_id: str  # hex SHA-256 over the manifest and every image's digest
-    refs: dict  # image symbol -> reference bytes, embedded in the library in place of the image
-    packs: dict  # pack file name -> bytes
+    refs: dict[str, bytes]  # image symbol -> reference bytes, embedded in the library in place of the image
+    packs: dict[str, bytes]  # pack file name -> bytes
     images: int  # images referenced
     stored: int  # distinct images stored (identical images once)
     raw_bytes: int  # the images as built
@@ -86,7 +86,7 @@ def wheel_tag(label: str) -> str:
 
 def pack_library(
     manifest: Manifest,
-    images: dict,
+    images: dict[str, tuple[Arch, bytes]],
     settings: ImagePacks,
     *,
     cuda_version: tuple[int, int],
@@ -148,7 +148,7 @@ def _ref(digest: bytes, size: int, build_id: bytes, label: str, file: str, hint:
     return _REF_MAGIC + struct.pack("<I", size) + digest + build_id + b"".join(t.encode() + b"\0" for t in text)
 
 
-def _pack(label: str, build_id: bytes, held: dict) -> bytes:
+def _pack(label: str, build_id: bytes, held: dict[bytes, bytes]) -> bytes:
     """One arch's pack: the header, the index sorted by digest, then each distinct image once."""
     order = sorted(held)
     offset = _HEAD.size + _ROW.size * len(order)
@@ -167,7 +167,7 @@ class PackContents:
 
     build_id: str
     label: str
-    images: dict
+    images: dict[str, bytes]  # SHA-256 (hex) -> image
 
 
 def read_pack(data: bytes) -> PackContents:

@@ -50,7 +50,7 @@ def images_of(variants: list[tuple[LoweredVariant, str]], arch, work: Path, on_d
     Each result is passed on as soon as it is known. ``path_map`` as for :func:`image_of`;
     ``on_batch(indices)`` is called for each group of variants whose images came from one nvcc run.
     """
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[tuple[str, ...], list[int]] = {}  # nvcc options -> the variants compiled with them
     for i, (v, _) in enumerate(variants):
         if v.backend != "cutedsl":
             groups.setdefault(tuple(v.nvcc_options), []).append(i)

@@ -227,6 +227,7 @@ def _publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, t_s
     manifest = manifest_of(lib, run.tasks, run.lowered, plan.nvcc_version, {t.key: len(run.images[t.key]) for t in run.tasks})
     manifest = replace(manifest, left_out=left_out_of(plan, run))
     t0 = time.perf_counter()
+    assert run.launcher_obj is not None and run.runtime_obj is not None  # a whole build compiled both
     objects = (run.launcher_obj, run.runtime_obj)
     key = objects_key(plan.nvcc_version, plan.tvm_ffi_version)
     images = image_files(run.tasks, run.images)

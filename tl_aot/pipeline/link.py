@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,15 @@ __all__ = ["Outputs", "link", "publish", "write_depfile", "sweep_debris"]
 
 
 def link(
-    name: str, work: Path, manifest: Manifest, images: dict, objects: tuple[Path, Path], *, cache: Path, key: str, force: bool = False
+    name: str,
+    work: Path,
+    manifest: Manifest,
+    images: Mapping[str, bytes],
+    objects: tuple[Path, Path],
+    *,
+    cache: Path,
+    key: str,
+    force: bool = False,
 ) -> Path:
     """Link ``lib<name>.so`` in the work folder from the images (symbol -> bytes; with image packs, their references) and the objects.
 
@@ -84,9 +93,9 @@ def publish(
     *,
     lib_key: str,
     inputs: list,
-    deps: tuple,
+    deps: tuple[Path, ...],
     stamp: bool,
-    packs: dict | None = None,
+    packs: Mapping[str, bytes] | None = None,
 ) -> None:
     """Swap the linked library, its header and its image packs into place together, after writing the stamp and the depfile.
 
@@ -111,14 +120,14 @@ def publish(
             library_sha256 = file_digest(built)
         with filesystem_errors("write the build stamp", out.stamp):
             if stamp:
-                data = {
+                record = {
                     "key": lib_key,
                     "library_sha256": library_sha256,
                     "header_sha256": hashlib.sha256(header).hexdigest(),
                     "manifest": json.loads(to_json(manifest)),
                     "inputs": inputs,
                 }
-                atomic_write(out.stamp, json.dumps(data))
+                atomic_write(out.stamp, json.dumps(record))
             else:
                 out.stamp.unlink(missing_ok=True)
         if out.depfile:

@@ -6,12 +6,14 @@ from the shards' entry heads) both embed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import fields, replace
+from typing import TYPE_CHECKING
 
 from ..capture.record_specs import choices_of, recorded_calls, recorded_tunings
 from ..codegen.render import image_symbol
 from ..common.errors import LoweringError, ToolchainNotFound
-from ..common.metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest
+from ..common.metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest, NamedRepr
 from ..common.versions import __version__, package_version
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.user_code import display_path
@@ -19,10 +21,15 @@ from ..config.values import spell
 from ..cuda.toolchain import compiler_description
 from ..gpu.cuda_compat import image_floor, library_floor
 
+if TYPE_CHECKING:
+    from .plan import Task
+
 __all__ = ["manifest_of", "entry_head", "manifest_from", "compiler_or_none", "image_files", "image_files_by_symbol"]
 
 
-def manifest_of(lib: LibrarySpec, tasks, lowered: dict, nvcc_version: str, image_sizes: dict | None = None) -> Manifest:
+def manifest_of(
+    lib: LibrarySpec, tasks, lowered: Mapping[str, LoweredVariant], nvcc_version: str, image_sizes: Mapping[str, int] | None = None
+) -> Manifest:
     """The library's manifest from each task's lowered variant; image sizes are 0 until nvcc is done."""
     heads = [(entry_head(spec), [(t.arch, t.key) for t in tasks if t.spec is spec]) for spec in lib.entries]
     manifest = manifest_from(lib.name, heads, lowered, nvcc_version, package_version("tilelang"), image_sizes)
@@ -54,10 +61,10 @@ def entry_head(spec: KernelSpec) -> LoweredEntry:
 def manifest_from(
     name: str,
     heads,
-    lowered: dict,
+    lowered: Mapping[str, LoweredVariant],
     nvcc_version: str,
     tilelang_version: str,
-    image_sizes: dict | None = None,
+    image_sizes: Mapping[str, int] | None = None,
     *,
     compiler: str | None = None,
 ) -> Manifest:
@@ -125,7 +132,7 @@ def _arch_variant(arch, v: LoweredVariant, image_bytes: int, compiler_version: s
     )
 
 
-def _spelled_args(spec: KernelSpec) -> tuple:
+def _spelled_args(spec: KernelSpec) -> tuple[NamedRepr, ...]:
     """The entry's arguments as the manifest shows them; pinned ones as ``factory_args.x`` / ``jit_args.x``."""
     if spec.capture:
         return spec.capture.args  # the captured call's arguments, as recorded
@@ -141,11 +148,11 @@ def _sig(v: LoweredVariant) -> str:
     return ", ".join(f"{p.name}:{p.dtype}{list(p.shape) if p.is_tensor else ''}" for p in v.params)
 
 
-def image_files(tasks, images: dict) -> dict:
+def image_files(tasks: Iterable[Task], images: Mapping[str, bytes]) -> dict[str, bytes]:
     """Image symbol -> bytes for the tasks' variants."""
     return {image_symbol(t.spec.name, t.arch): images[t.key] for t in tasks}
 
 
-def image_files_by_symbol(heads, images: dict) -> dict:
+def image_files_by_symbol(heads, images: Mapping[str, bytes]) -> dict[str, bytes]:
     """Image symbol -> bytes for :func:`manifest_from`'s heads ((entry head, [(arch, key), ...]))."""
     return {image_symbol(head.name, arch): images[key] for head, arch_keys in heads for arch, key in arch_keys}

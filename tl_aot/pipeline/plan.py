@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..common.arch import Arch
 from ..common.errors import SpecError, ToolchainNotFound
@@ -30,6 +31,9 @@ from ..cuda.toolchain import compiler_description, nvcc_version, point_tilelang_
 from ..gpu.cuda_compat import COMPUTE_CAPABILITIES, min_cuda_for_arch
 from .cache import VariantCache, variant_key
 from .inputs import generator_files, project_of
+
+if TYPE_CHECKING:
+    from .shared_cache import SharedCache
 
 __all__ = ["Task", "Plan", "shard_of", "plan_build", "check_toolchain", "generator_files", "read_stamp"]
 
@@ -129,9 +133,10 @@ def _why_not(arch, version: str, origin: str) -> str:
     return f"{arch.sm} needs CUDA {'.'.join(map(str, need))} or newer{hint}"
 
 
-def plan_build(lib: LibrarySpec, cache: VariantCache, nvcc_version: str, *, force: bool = False) -> Plan:
+def plan_build(lib: LibrarySpec, cache: VariantCache | SharedCache, nvcc_version: str, *, force: bool = False) -> Plan:
     """Key every variant from its sources read once, and look each key up in the cache (none with ``force``)."""
-    tasks, deps = [], set()
+    tasks: list[Task] = []
+    deps: set[Path] = set()
     for spec in lib.entries:
         sources = snapshot_files([]) if spec.capture else snapshot_sources(spec.source, spec.imports)
         deps.update(sources.paths)

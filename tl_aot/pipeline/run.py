@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..capture.record_specs import origin_of_spec
 from ..common.errors import LoweringError
@@ -19,6 +20,9 @@ from .options import BuildOptions
 from .plan import Plan, Task
 from .scheduler import Progress, VariantRun, run_variants
 from .stages import Stages
+
+if TYPE_CHECKING:
+    from .shared_cache import SharedCache
 
 __all__ = ["build_variants", "VariantsOnly", "left_out_of", "first_error_line", "all_failed"]
 
@@ -40,7 +44,7 @@ class VariantsOnly(Stages):
         return [t for t in run.tasks if t.key in run.lowered]
 
 
-def build_variants(plan: Plan, work: Path, cache: VariantCache, opts: BuildOptions, *, launcher: bool = True) -> VariantRun:
+def build_variants(plan: Plan, work: Path, cache: VariantCache | SharedCache, opts: BuildOptions, *, launcher: bool = True) -> VariantRun:
     """Stages lower, compile images and launcher over the plan's misses, in parallel (here, or on the cluster's workers).
 
     The one place every kind of build makes its variants; ``launcher=False`` (a shard): the variants
@@ -53,7 +57,7 @@ def build_variants(plan: Plan, work: Path, cache: VariantCache, opts: BuildOptio
         cache.check_writable()  # before minutes of lowering, not after
     shared = [t for t in plan.tasks if t.key in plan.hits and t.key in getattr(cache, "adopted", ())]
     if log and shared:
-        log(f"{len(shared)} of {len(plan.tasks)} variant(s) from the shared cache {cache.url}")
+        log(f"{len(shared)} of {len(plan.tasks)} variant(s) from the shared cache {getattr(cache, 'url', '')}")
     progress = Progress((1 if opts.cluster else 2) * len(todo) + 2 * launcher, log)
     stages = Stages(work, cache, plan.nvcc_version, plan.tvm_ffi_version, progress, opts.force)
     run = VariantRun(

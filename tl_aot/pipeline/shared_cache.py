@@ -34,7 +34,10 @@ import json
 import os
 import threading
 import uuid
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 from ..common.errors import CompileError
 from ..common.metadata import LoweredVariant, from_json, to_json
@@ -107,7 +110,6 @@ class SharedCache:
         self._warned = False
         self.off = False  # a request failed: the rest of this build goes without the shared cache
         self._lock = threading.Lock()
-        self.hits = 0
         self.adopted: set[str] = set()  # keys whose entry came from the shared cache in this build
         self._bad: set = set()  # keys whose shared entry was damaged: rewritten by store()
         self._listed: set | None = None  # keys the shared folder held when load_many listed it (None: not listed)
@@ -147,7 +149,7 @@ class SharedCache:
             return None
         return self._adopt(key, data, project)
 
-    def load_many(self, items) -> dict:
+    def load_many(self, items: Iterable[tuple[str, Path | None]]) -> dict[str, tuple[LoweredVariant, bytes]]:
         """``{key: (variant, image)}`` of the ``(key, project)`` items found, locally or shared; the others are misses.
 
         The local cache first; for its misses, one listing of the shared folder and one batched read
@@ -214,7 +216,7 @@ class SharedCache:
             variant = None if entry is None else from_json(LoweredVariant, entry[0])
         except Exception:  # noqa: BLE001 (metadata of another shape: a miss)
             variant = None
-        if variant is None:
+        if entry is None or variant is None:
             self._bad.add(key)  # damaged or foreign: rebuilt, and overwritten by store()
             return None
         if project is not None:
@@ -227,8 +229,7 @@ class SharedCache:
         found = self.local.load(key, project)
         if found is not None:
             with self._lock:
-                self.hits += 1
-                self.adopted.add(key)
+                self.adopted.add(key)  # counted by hits
         return found
 
     def check_writable(self) -> None:
@@ -269,6 +270,6 @@ class SharedCache:
         return self.fs.exists(final)
 
 
-def _protocols(fs) -> tuple:
+def _protocols(fs: Any) -> tuple[str, ...]:
     p = fs.protocol
     return (p,) if isinstance(p, str) else tuple(p)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +39,7 @@ from .manifest import manifest_of
 if TYPE_CHECKING:
     from .plan import Task
     from .scheduler import Progress, VariantRun
+    from .shared_cache import SharedCache
 
 __all__ = ["Stages", "objects_key", "project_of", "image_of"]
 
@@ -47,7 +49,7 @@ class Stages:
     """The per-variant stages of one build, bound to its work folder, cache and progress lines."""
 
     work: Path
-    cache: VariantCache
+    cache: VariantCache | SharedCache
     nvcc_version: str
     tvm_ffi_version: str
     progress: Progress
@@ -75,7 +77,7 @@ class Stages:
         the headers every TileLang kernel includes once for the batch, not once per variant.
         """
         out: list = [None] * len(pairs)
-        by_arch: dict = {}
+        by_arch: dict[str, list[int]] = {}
         for i, (task, _) in enumerate(pairs):
             by_arch.setdefault(str(task.arch), []).append(i)
         for members in by_arch.values():
@@ -116,7 +118,7 @@ class Stages:
         tool = "cutedsl" if variant.backend == "cutedsl" else "nvcc"
         self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {took})")
 
-    def launcher(self, run: VariantRun) -> tuple[str, Path]:
+    def launcher(self, run: VariantRun) -> tuple[str, Path | None]:
         """Render the header and launcher of what was lowered and compile the launcher; returns the header text and the object."""
         lib = LibrarySpec(name=run.lib_name, entries=_entries_of(run.tasks))
         return self.launcher_of(manifest_of(lib, run.tasks, run.lowered, self.nvcc_version))
@@ -180,9 +182,9 @@ def _digest_of(snapshot, path: str) -> str:
     return next((d for p, _, _, d in snapshot.files if p == path), "missing")
 
 
-def _entries_of(tasks) -> tuple:
+def _entries_of(tasks: Iterable[Task]) -> tuple[KernelSpec, ...]:
     """The entries the tasks cover, in the library's order."""
-    seen: dict = {}
+    seen: dict[str, KernelSpec] = {}
     for t in tasks:
         seen.setdefault(t.spec.name, t.spec)
     return tuple(seen.values())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from ..common.versions import __version__, package_version
@@ -37,7 +38,7 @@ class Toolset:
     host_compiler: str  # the launcher's and runtime's compiler, by name and version (cuda/host_identity.py)
     nvcc_host_compiler: str  # the host compiler nvcc preprocesses CUDA with ("" where nvcc is not asked)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str]:
         return asdict(self)
 
     def describe(self) -> str:
@@ -84,7 +85,9 @@ def local_toolset(*, nvcc: bool = True) -> Toolset:
     )
 
 
-def differences(here: Toolset | dict, there: Toolset | dict, *, here_name: str = "here", there_name: str = "there") -> list[str]:
+def differences(
+    here: Toolset | Mapping[str, str], there: Toolset | Mapping[str, str], *, here_name: str = "here", there_name: str = "there"
+) -> list[str]:
     """Each field that differs, worded ``TileLang 0.1.15 here, 0.1.12 there``; empty when they agree."""
     a = here.as_dict() if isinstance(here, Toolset) else dict(here)
     b = there.as_dict() if isinstance(there, Toolset) else dict(there)

@@ -25,13 +25,23 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..common.errors import CompileError, LoweringError, TlAotError, ToolsetMismatch
 from ..common.fileutil import write_file
 from ..cuda.image_check import variant_image_problem
 from .toolset import Toolset, differences, local_toolset
+
+if TYPE_CHECKING:
+    from ..common.arch import Arch
+    from ..common.metadata import LoweredVariant
+    from ..config.kernel_spec import KernelSpec
+
+#: A variant lowered on a worker: (its task's index, the variant, the worker's copy of its sources, lowering seconds).
+_Lowered = tuple[int, "LoweredVariant", str, float]
 
 __all__ = [
     "ShippedSources",
@@ -55,7 +65,7 @@ class ShippedSources:
     """A kernel's Python sources and the headers its flags name, as bytes, relative to ``base`` on the driver."""
 
     base: str  # the driver's folder the files are relative to (their project, or the capture record's folder)
-    files: tuple  # (relative posix path, bytes)
+    files: tuple[tuple[str, bytes], ...]  # (relative posix path, bytes)
 
     def materialise(self, root: Path) -> Path:
         """Write the files under ``root/<digest>/`` (reused when already there, intact); returns that folder."""
@@ -86,8 +96,8 @@ class ShippedSources:
 class VariantTask:
     """One variant to build elsewhere: everything it needs, nothing of the driver's state."""
 
-    spec: object  # KernelSpec, its paths the driver's
-    arch: object  # Arch
+    spec: KernelSpec  # its paths the driver's
+    arch: Arch
     key: str
     toolset: Toolset
     sources: ShippedSources
@@ -114,7 +124,7 @@ class VariantResult:
     shared: int = 1  # variants whose images came from the one nvcc run this image came from (1: compiled alone)
     error_class: str = ""  # "LoweringError", ...: the tl_aot error the worker raised
     error: str = ""
-    error_fields: tuple = ()  # (name, value) of the error's plain fields
+    error_fields: tuple[tuple[str, Any], ...] = ()  # (name, value) of the error's plain fields
 
     @property
     def ok(self) -> bool:
@@ -147,7 +157,7 @@ def pack_task(task, toolset: Toolset) -> VariantTask:
 
     spec = _driver_paths(task.spec)
     base = _base_of(spec)
-    files: dict = {}
+    files: dict[str, bytes] = {}
     if spec.capture:  # the kernel travels in the spec; its recorded headers are checked here (written beside the record)
         from ..capture.record_specs import recorded_flags
 
@@ -177,11 +187,11 @@ def _driver_paths(spec):
     def here(v: str, _folder: bool) -> str:
         return str(Path(v).resolve())
 
-    changes = {"source": Path(spec.source).resolve()}
+    changes: dict[str, object] = {"source": Path(spec.source).resolve()}
     if spec.compile_flags:
         changes["compile_flags"] = tuple(map_flag_paths(spec.compile_flags, here))
     if spec.capture:
-        changes["capture"] = (str(Path(spec.capture[0]).resolve()), *spec.capture[1:])
+        changes["capture"] = replace(spec.capture, record=str(Path(spec.capture.record).resolve()))
     return replace(spec, **changes)
 
 
@@ -192,7 +202,7 @@ def _moved_spec(spec, old: str, new: str):
     def move(s: str) -> str:
         return new + s[len(old) :] if s == old or s.startswith(old.rstrip("/") + "/") else s
 
-    changes = {"source": Path(move(str(spec.source)))}
+    changes: dict[str, object] = {"source": Path(move(str(spec.source)))}
     if spec.compile_flags:
         changes["compile_flags"] = tuple(map_flag_paths(spec.compile_flags, lambda v, _folder: move(v)))
     if spec.capture:
@@ -235,7 +245,7 @@ def build_variant_task(task: VariantTask, *, worker: str = "", lower_fn=None) ->
     return build_variant_tasks((task,), worker=worker, lower_fn=lower_fn)[0]
 
 
-def build_variant_tasks(tasks, *, worker: str = "", lower_fn=None) -> tuple:
+def build_variant_tasks(tasks: Sequence[VariantTask], *, worker: str = "", lower_fn=None) -> tuple[VariantResult, ...]:
     """Build variants of one arch here: each lowered alone, the lowered ones compiled together; one result per task, in order.
 
     The compile is the local build's (:func:`~tl_aot.pipeline.images.images_of`: one nvcc run for
@@ -247,8 +257,8 @@ def build_variant_tasks(tasks, *, worker: str = "", lower_fn=None) -> tuple:
     from ..lower.lower import lower_variant
 
     mine = local_toolset()
-    out: dict = {}
-    lowered: list = []  # (index, variant, the worker's copy of its sources, lowering seconds)
+    out: dict[int, VariantResult] = {}
+    lowered: list[_Lowered] = []  # (index, variant, the worker's copy of its sources, lowering seconds)
     for i, task in enumerate(tasks):
         diff = differences(task.toolset, mine, here_name="on the driver", there_name=f"on {worker or 'this worker'}")
         if diff:
@@ -268,15 +278,15 @@ def build_variant_tasks(tasks, *, worker: str = "", lower_fn=None) -> tuple:
     return tuple(out[i] for i in range(len(tasks)))
 
 
-def _compile_lowered(tasks, lowered: list, worker: str) -> dict:
+def _compile_lowered(tasks: Sequence[VariantTask], lowered: list[_Lowered], worker: str) -> dict[int, VariantResult]:
     """{index: result} of the lowered variants (one arch), compiled in one nvcc run where they share flags."""
     from ..common.metadata import to_json
     from .cache import relocate
     from .images import images_of
 
     first = tasks[lowered[0][0]]
-    images: dict = {}
-    runs: list = []
+    images: dict[int, bytes | TlAotError] = {}
+    runs: list[list[int]] = []
     work = Path(tempfile.mkdtemp(prefix=f"{first.key}.", dir=_work_root() / "work"))
     path_map = tuple(dict.fromkeys((here, tasks[i].sources.base) for i, _, here, _ in lowered))
     cpu0, t0 = _children_cpu(), time.perf_counter()
@@ -290,7 +300,7 @@ def _compile_lowered(tasks, lowered: list, worker: str) -> dict:
         shutil.rmtree(work, ignore_errors=True)
     compile_s, cpu_s = time.perf_counter() - t0, _children_cpu() - cpu0
     shared = {k: len(run) for run in runs for k in run}
-    out: dict = {}
+    out: dict[int, VariantResult] = {}
     for k, (i, variant, here, lower_s) in enumerate(lowered):
         task, got = tasks[i], images.get(k)
         if not isinstance(got, bytes):

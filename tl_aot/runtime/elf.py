@@ -121,7 +121,7 @@ def _check_header(data: bytes, elf_type: int | None = 3) -> None:
         raise _Bad(f"an ELF file that is not {_ELF_TYPES.get(elf_type, f'of type {elf_type}')}")
 
 
-def _sections(data: bytes) -> list[tuple]:
+def _sections(data: bytes) -> list[tuple[str, int, int, int, int]]:
     """(name, type, offset, size, link) of every section, each checked to lie within the file."""
     (shoff,) = struct.unpack_from("<Q", data, 40)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 58)

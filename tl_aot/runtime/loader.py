@@ -12,20 +12,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from ..common.errors import LibraryError
 from ..common.fileutil import write_file
 from ..common.manifest_index import ManifestIndex, parse_index
 from ..common.metadata import ABI_VERSION, LoweredEntry, Manifest, Tuning, from_json, to_json
 from . import torch_ops
-from .elf import check_library_file
+from .elf import ElfInfo, check_library_file
 
 __all__ = ["load", "Library", "read_index", "read_manifest"]
 
 
+#: A file's identity: (device, inode, size, mtime_ns), as os.stat gives them.
+_FileId = tuple[int, int, int, int]
+
 #: Library file -> (its identity when loaded, the path the loader was given): see :func:`_load_module`.
-_loaded: dict[str, tuple] = {}
+_loaded: dict[str, tuple[_FileId, Path]] = {}
 
 
 def _load_module(path: Path):
@@ -58,7 +63,7 @@ def _load_module(path: Path):
 
 
 #: Library file -> (its identity when checked, its ElfInfo): a file is read and checked once, not per step of a load.
-_checked_files: dict[str, tuple] = {}
+_checked_files: dict[str, tuple[_FileId, ElfInfo]] = {}
 
 
 def _checked(path: Path):
@@ -125,7 +130,7 @@ def read_index(module, path: Path) -> ManifestIndex:
         raise LibraryError(msg) from None
 
 
-def _check_abi(raw: dict, path: Path) -> None:
+def _check_abi(raw: Mapping[str, Any], path: Path) -> None:
     abi = raw.get("abi_version")
     if abi != ABI_VERSION:
         msg = (
@@ -185,11 +190,11 @@ class Library:
         self._index = index
         self._exports = index.exports()  # exported name -> its IndexEntry rows
         self._rows = {e.name: e for e in index.entries}
-        self._entries: dict = {}  # exported name -> callable, resolved on first use
-        self._records: dict = {}  # entry name -> LoweredEntry, parsed on first use
+        self._entries: dict[str, Callable[..., Any]] = {}  # exported name -> callable, resolved on first use
+        self._records: dict[str, LoweredEntry] = {}  # entry name -> LoweredEntry, parsed on first use
         self._manifest: Manifest | None = None
-        self._tunings: tuple | None = None
-        self._part = None
+        self._tunings: tuple[Tuning, ...] | None = None
+        self._part: Any = None  # the library's tl_aot_manifest_part, looked up on first use
         self._cleanup = module["cleanup_module"]
         self._prepare = module["tl_aot_prepare"]
 
@@ -215,12 +220,12 @@ class Library:
         return len(self._records)
 
     @property
-    def entries(self) -> dict:
+    def entries(self) -> dict[str, Callable[..., Any]]:
         """Entry name → callable (resolving every entry: for a few, use attributes or ``lib[name]``)."""
         return {name: self._function(name) for name in self._exports}
 
     @property
-    def tunings(self) -> tuple:
+    def tunings(self) -> tuple[Tuning, ...]:
         """The autotuner's recorded choices (:class:`Tuning`), parsed on first use."""
         if self._tunings is None:
             span = self._index.tunings
@@ -237,7 +242,7 @@ class Library:
             row = members[0]
         return self._record(row)
 
-    def specialisations(self, name: str) -> tuple:
+    def specialisations(self, name: str) -> tuple[LoweredEntry, ...]:
         """Every specialisation of entry ``name``, in the order they are tried (one for a plain entry)."""
         return tuple(self._record(row) for row in self._exports[name])
 

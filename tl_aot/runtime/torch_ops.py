@@ -21,6 +21,8 @@ import operator
 import re
 import sys
 import threading
+from collections.abc import Collection
+from typing import Any
 
 __all__ = ["TORCH_DTYPES", "allocating_call", "backend_of", "register", "schema_of", "takes_no_tensor"]
 
@@ -30,9 +32,12 @@ _FLOAT8 = ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu")
 TORCH_DTYPES = {**{t: t for t in _SAME_NAME}, "float8_e4m3": "float8_e4m3fn", **{t: t for t in _FLOAT8}}
 _SHAPE_REF = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\.shape\[(\d+)\]")
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+#: A manifest entry as its JSON reads (this module reads the manifest's JSON, not tl_aot's dataclasses).
+_Entry = dict[str, Any]
+
 _LOCK = threading.Lock()
 #: namespace -> (library name, torch.library.Library, backend): the Library object must stay alive, or torch drops the ops.
-_REGISTERED: dict = {}
+_REGISTERED: dict[str, tuple[str, Any, str]] = {}
 #: Loaded native companions (kept: their kernels serve registered ops).
 _COMPANIONS: list = []
 _LOG = logging.getLogger("tl_aot.runtime.torch_ops")
@@ -46,11 +51,11 @@ def _scalar_type(dtype: str) -> str:
     return "float"
 
 
-def _outputs(entry: dict) -> list:
+def _outputs(entry: _Entry) -> list[_Entry]:
     return [p for p in entry["params"] if p.get("output")]
 
 
-def schema_of(entry: dict) -> str:
+def schema_of(entry: _Entry) -> str:
     """The op schema of one manifest entry: ``(Tensor x, Tensor b) -> Tensor``, or a mutating one."""
     outs = _outputs(entry)
     parts = []
@@ -72,7 +77,7 @@ def schema_of(entry: dict) -> str:
     return f"({', '.join(parts)}) -> {ret}"
 
 
-def _dim_fn(expr, symbols: dict, where: str):
+def _dim_fn(expr, symbols: Collection[str], where: str):
     """A function of the symbol values computing one output dim (an int, a symbol, or + - * // % of them)."""
     if isinstance(expr, int):
         return lambda _values: expr
@@ -105,7 +110,7 @@ def _dim_fn(expr, symbols: dict, where: str):
     return lambda values: ev(tree, values)
 
 
-def _shape_values(entry: dict, where: str):
+def _shape_values(entry: _Entry, where: str):
     """The names an output dim may use (symbols, scalars) and a function of the op's arguments giving their values.
 
     A symbol is a dim of an input, or solved from one (``n = X.shape[0] // 2``) as the library solves it.
@@ -113,7 +118,8 @@ def _shape_values(entry: dict, where: str):
     ins = [p for p in entry["params"] if not p.get("output")]
     pos = {p["name"]: i for i, p in enumerate(ins)}
     scalars = {p["name"]: i for i, p in enumerate(ins) if p["kind"] != "tensor"}
-    direct, solved = {}, []
+    direct: dict[str, tuple[int, int]] = {}
+    solved: list[tuple[str, Any, Any]] = []
     for s in entry.get("symbols", ()):
         if not s.get("cpp"):
             direct[s["name"]] = (pos[s["param"]], s["dim"])
@@ -123,7 +129,7 @@ def _shape_values(entry: dict, where: str):
         solved.append((s["name"], _dim_fn(text, known, where), refs))
     names = {*direct, *scalars, *(n for n, _, _ in solved)}
 
-    def values(args) -> dict:
+    def values(args: Any) -> dict[str, Any]:
         v = {name: args[i].shape[d] for name, (i, d) in direct.items()}
         v.update({name: args[i] for name, i in scalars.items()})
         for name, fn, refs in solved:
@@ -134,9 +140,9 @@ def _shape_values(entry: dict, where: str):
     return names, values
 
 
-def _name_shape_refs(expr: str, pos: dict):
+def _name_shape_refs(expr: str, pos: dict[str, int]) -> tuple[str, tuple[tuple[str, int, int], ...]]:
     """``expr`` with each ``X.shape[i]`` renamed to a plain name, and (name, input position, i) per reference."""
-    refs: dict = {}
+    refs: dict[str, tuple[str, int, int]] = {}  # X.shape[i] -> (its plain name, input position, i)
 
     def name(m) -> str:
         return refs.setdefault(m.group(0), (f"_tl_aot_dim{len(refs)}", pos[m.group(1)], int(m.group(2))))[0]
@@ -149,7 +155,7 @@ def _current_device(torch):
     return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cuda")
 
 
-def _fake_outputs(torch, entry: dict):
+def _fake_outputs(torch, entry: _Entry):
     """A function of the op's arguments making empty outputs shaped as ``entry`` (one specialisation) says."""
     outs = _outputs(entry)
     ins = [p for p in entry["params"] if not p.get("output")]
@@ -167,12 +173,12 @@ def _fake_outputs(torch, entry: dict):
     return fake
 
 
-def takes_no_tensor(entry: dict) -> bool:
+def takes_no_tensor(entry: _Entry) -> bool:
     """Whether an entry (a manifest entry as a dict) returns outputs and takes no input tensor to place them by."""
     return bool(_outputs(entry)) and not any(p["kind"] == "tensor" and not p.get("output") for p in entry["params"])
 
 
-def allocating_call(fn, entry: dict):
+def allocating_call(fn, entry: _Entry):
     """``fn``, an entry that takes no input tensor, allocating its outputs with torch as TileLang's JIT does.
 
     When torch is imported and has CUDA, a call passing the inputs (then maybe a stream) gets outputs
@@ -204,11 +210,11 @@ def allocating_call(fn, entry: dict):
 
     call.__name__ = call.__qualname__ = entry.get("export") or entry["name"]
     call.__doc__ = getattr(fn, "__doc__", None)
-    call._tl_aot_library_fn = fn
+    call._tl_aot_library_fn = fn  # type: ignore[attr-defined]  # the library function behind the op
     return call
 
 
-def _shapes(specs: list, values, args, scalars: dict):
+def _shapes(specs: list[Any], values: Any, args: Any, scalars: dict[int, str]) -> Any:
     """The output shapes for ``args``, or None when an argument gives no valid shape (the library then says why)."""
     try:
         if not all(_fits(operator.index(args[i]), dtype) for i, dtype in scalars.items()):
@@ -226,7 +232,7 @@ def _fits(value: int, dtype: str) -> bool:
     return 0 <= value < 2**bits if dtype.startswith("u") else -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
 
 
-def _matcher(torch, entry: dict):
+def _matcher(torch, entry: _Entry):
     """Whether a call's arguments fit one specialisation: the rules of tl_aot.codegen.dispatch, for fake tensors."""
     ins = [p for p in entry["params"] if not p.get("output")]
     when = {s: (lo, hi) for s, lo, hi in entry.get("when", ())}
@@ -349,7 +355,7 @@ def register(functions, manifest, namespace: str | None = None, *, companion=Non
                 msg = f"torch op namespace {ns!r} already holds the ops of tl_aot library {taken[0]!r}; pass another namespace"
                 raise ValueError(msg)
             return getattr(torch.ops, ns)
-        groups: dict = {}
+        groups: dict[str, list[_Entry]] = {}
         for entry in manifest["entries"]:
             groups.setdefault(entry.get("export") or entry["name"], []).append(entry)
         active = _define(torch, ns, groups, functions, companion if backend != "python" else None, backend == "native")
@@ -360,7 +366,7 @@ def register(functions, manifest, namespace: str | None = None, *, companion=Non
     return ops
 
 
-def _define(torch, ns: str, groups: dict, functions, companion, insist: bool):
+def _define(torch, ns: str, groups: dict[str, list[_Entry]], functions, companion, insist: bool):
     """Define the ops of ``groups`` in ``ns``, natively from ``companion`` when it loads; (torch Library, backend)."""
     why = _load_companion(torch, companion, ns) if companion is not None else "no companion"
     if why and insist:

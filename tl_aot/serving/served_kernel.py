@@ -7,13 +7,22 @@ by TileLang only if asked for (a call served from its ``@tilelang.jit`` call key
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..jit.seam import CompileRequest
+    from ..runtime.loader import Library
+
 __all__ = ["ServedKernel"]
 
 
 class ServedKernel:
     """A prebuilt entry standing in for ``tilelang.jit.JITKernel``: same call forms (``out_idx`` outputs returned)."""
 
-    def __init__(self, fn, entry: str, library, request, trace=None) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], entry: str, library: Library, request: CompileRequest, trace: Callable[[], Any] | None = None
+    ) -> None:
         self._fn = fn
         self.entry = entry
         self.library = library
@@ -23,29 +32,31 @@ class ServedKernel:
         self.pass_configs = dict(request.pass_configs)
         self.compile_flags = list(request.compile_flags)
         self.execution_backend = "tl_aot"
+        self.config: Any = None
+        self.ref_latency: Any = None
         self.adapter = None  # no TileLang adapter: callers that look for one launch through __call__
-        self.latency = self.config = self.ref_latency = None  # set when it answers TileLang's autotuner
+        self.latency: Any = None  # set when it answers TileLang's autotuner
 
     @property
-    def prim_func(self):
+    def prim_func(self) -> Any:
         """The prim_func this kernel was built from (traced by TileLang on first use when the call was served untraced)."""
         if self._func is None and self._trace is not None:
             self._func = self._trace()
         return self._func
 
-    def update_tuner_result(self, latency, config, ref_latency):
+    def update_tuner_result(self, latency: Any, config: Any, ref_latency: Any) -> ServedKernel:
         """As ``JITKernel.update_tuner_result``: the tuning this kernel answered (recorded, not measured here)."""
         self.latency, self.config, self.ref_latency = latency, config, ref_latency
         return self
 
-    def get_tuner_result(self) -> dict:
+    def get_tuner_result(self) -> dict[str, Any]:
         """As ``JITKernel.get_tuner_result``."""
         return {"latency": self.latency, "config": self.config, "ref_latency": self.ref_latency}
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> Any:
         return self._fn(*args)
 
-    def get_kernel_source(self, *args, **kwargs) -> str:
+    def get_kernel_source(self, *args: object, **kwargs: object) -> str:
         """The CUDA source is not shipped; the manifest names what was built."""
         entry = self.library.signature(self.entry)
         return f"// served by tl_aot from {self.library.path}: {entry.signature()}"

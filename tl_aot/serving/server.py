@@ -17,14 +17,22 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from ..common.arch import Arch
 from ..common.errors import KernelNotServed
-from ..gpu.cuda_driver import current_gpu, gpu_identity
-from ..gpu.image_select import image_of, runs_on
-from ..jit.seam import CompileRequest, Interception, install, uninstall
+from ..common.fileutil import StrPath
+from ..common.json_types import JsonObject
+from ..gpu.cuda_driver import Gpu, current_gpu, gpu_identity
+from ..gpu.image_select import Image, image_of, runs_on
+from ..jit.seam import CompileRequest, Interception, JitCall, install, uninstall
 from .served_kernel import ServedKernel
+
+if TYPE_CHECKING:
+    from ..runtime.loader import Library
 
 __all__ = ["serve", "stop", "Server", "KernelNotServed", "install_from_env", "held_device_code"]
 
@@ -43,38 +51,38 @@ class Stats:
     tunings_run: int = 0  # autotuner runs passed on to TileLang (not strict)
     tunings_refused: int = 0  # strict autotuner runs with no recorded choice
     lookup_s: float = 0.0
-    missed: dict = field(default_factory=dict)  # kernel name -> key
+    missed: dict[str, str] = field(default_factory=dict)  # kernel name -> key
 
 
 class Server:
     """Prebuilt kernels by capture key, from one or more libraries."""
 
-    def __init__(self, libraries, *, strict: bool = False, capturing: bool = False) -> None:
+    def __init__(self, libraries: Iterable[Library], *, strict: bool = False, capturing: bool = False) -> None:
         from ..jit.request_key import RequestKeys
 
         self.strict = strict
         # under capture --serve: every @tilelang.jit call is traced (the capture records its IR), misses are expected
         self.capturing = capturing
         self.stats = Stats()
-        self.index: dict[str, tuple] = {}  # key -> (library, entry name, images it holds: gpu.image_select.image_of)
-        self.by_name: dict[str, list] = {}  # captured prim_func's name (else function) -> [(library, entry name)]
+        self.index: dict[str, tuple[Library, str, set[Image]]] = {}  # key -> (library, entry name, images it holds)
+        self.by_name: dict[str, list[tuple[Library, str]]] = {}  # captured prim_func's name (else function) -> [(library, entry name)]
         self._served: dict[str, ServedKernel] = {}
         self._lock = threading.Lock()
-        self._warned_tunings: set = set()
+        self._warned_tunings: set[str] = set()
         self.keys = RequestKeys()
-        self.tunings: dict = {}  # tuning key -> (library, its index in the library's tunings)
-        self.calls: dict = {}  # call key -> request key (tl_aot.jit.call_key)
-        self.libraries: list = []
+        self.tunings: dict[str, tuple[Library, int]] = {}  # tuning key -> (library, its index in the library's tunings)
+        self.calls: dict[str, str] = {}  # call key -> request key (tl_aot.jit.call_key)
+        self.libraries: list[Library] = []
         self.add(libraries)
 
-    def add(self, libraries) -> None:
+    def add(self, libraries: Iterable[Library]) -> None:
         """Serve these libraries' captured kernels too (a library already served is skipped).
 
         Indexed from each library's manifest index (:attr:`tl_aot.runtime.loader.Library.index`):
         no entry's record is parsed, no entry's function looked up, until a request asks for it.
         """
         have = {str(lib.path) for lib in self.libraries}
-        images: dict = {}  # arch -> image_of(arch): a library has a handful
+        images: dict[Arch, Image] = {}  # arch -> image_of(arch): a library has a handful
         for lib in libraries:
             if str(lib.path) in have:
                 continue
@@ -96,7 +104,7 @@ class Server:
             for key, request_key in index.calls:
                 self.calls.setdefault(key, request_key)
 
-    def answer_call(self, jit_call):
+    def answer_call(self, jit_call: JitCall) -> ServedKernel | None:
         """The served kernel for a ``@tilelang.jit`` compile, by its call key, before TileLang traces; None to go on.
 
         None when the call cannot be keyed, no library recorded it, or its kernel has no image for
@@ -110,11 +118,11 @@ class Server:
         gpu = current_gpu()
         served = None
         identity = gpu_identity() if gpu else ""
-        key = call_key(*jit_call, identity) if identity else None
+        key = call_key(jit_call.jit, jit_call.args, jit_call.kwargs, identity) if identity else None
         request_key = self.calls.get(key) if key else None
         hit = self.index.get(request_key) if request_key else None
-        if hit is not None and runs_on(hit[2], gpu.cc):
-            jit, args, kwargs = jit_call
+        if request_key is not None and hit is not None and runs_on(hit[2], gpu.cc):
+            jit, args, kwargs = jit_call.jit, jit_call.args, jit_call.kwargs
             with self._lock:
                 served = self._served.get(request_key)
                 if served is None:
@@ -126,7 +134,7 @@ class Server:
         self.stats.lookup_s += time.perf_counter() - t0
         return served
 
-    def lookup(self, req, jit_call=None):
+    def lookup(self, req: CompileRequest, jit_call: JitCall | None = None) -> tuple[ServedKernel | None, str]:
         """The served kernel for ``req``, or None (a miss): its key names a prebuilt image that runs on the current GPU."""
         t0 = time.perf_counter()
         key = self.keys.key(req, jit_call)
@@ -141,7 +149,7 @@ class Server:
         self.stats.lookup_s += time.perf_counter() - t0
         return served, key
 
-    def tune(self, tuner, proceed):
+    def tune(self, tuner: Any, proceed: Callable[[], Any]) -> Any:
         """Answer one run of TileLang's autotuner: the recorded choice, served; else refused (strict) or run by TileLang.
 
         A recorded tuning is answered by asking for its chosen kernel (served like any request:
@@ -186,7 +194,7 @@ class Server:
         finally:
             _fallback_tunings.pop()
 
-    def tuning_message(self, material: dict, key: str, gpu) -> str:
+    def tuning_message(self, material: JsonObject, key: str, gpu: Gpu) -> str:
         """Why a tuning is not served: no GPU visible, or no library holds it (with the tunings of that function it holds)."""
         from ..tune.runtime_choice import describe
 
@@ -204,7 +212,7 @@ class Server:
             "and rebuild (python -m tl_aot capture / build --capture)"
         )
 
-    def miss_message(self, req, key: str, jit_call=None) -> str:
+    def miss_message(self, req: CompileRequest, key: str, jit_call: JitCall | None = None) -> str:
         """Which kernel missed and why: no GPU visible, or the nearest prebuilt ones (same jit function, closest arguments first)."""
         from ..jit.request_origin import jit_origin, jit_text
 
@@ -218,8 +226,8 @@ class Server:
                 f"tl_aot.serve: {what} (key {key}) cannot be served: no GPU is visible to this process ({gpu.why_none}); "
                 f"served kernels run on an NVIDIA GPU ({held})"
             )
-        held = [lib.signature(name) for lib, name in self.by_name.get(jit, [])]  # parsed only now, for the message
-        near = sorted(held, key=lambda e: -sum(1 for k, v in e.args if args.get(k) == v))
+        prebuilt = [lib.signature(name) for lib, name in self.by_name.get(jit, [])]  # parsed only now, for the message
+        near = sorted(prebuilt, key=lambda e: -sum(1 for k, v in e.args if args.get(k) == v))
         if key in self.index:
             archs = ", ".join(sorted(f"sm_{cc}" for cc, *_ in self.index[key][2]))
             hint = f"{self.index[key][1]} holds it for {archs} only"
@@ -238,7 +246,7 @@ _active: Server | None = None
 _lock = threading.Lock()
 
 
-def serve(path: str | os.PathLike, *, strict: bool = False) -> Server:
+def serve(path: StrPath, *, strict: bool = False) -> Server:
     """Answer TileLang's JIT from the tl_aot libraries at ``path`` (a ``lib*.so`` or a folder of them).
 
     Parameters
@@ -262,7 +270,7 @@ def serve(path: str | os.PathLike, *, strict: bool = False) -> Server:
     return server
 
 
-def _load(path, strict: bool, *, capturing: bool = False) -> Server:
+def _load(path: StrPath, strict: bool, *, capturing: bool = False) -> Server:
     """The libraries at ``path`` loaded and added to the process's server (made on first use)."""
     from ..runtime.loader import load
 
@@ -287,17 +295,17 @@ def stop() -> None:
             uninstall(_installed.pop())
 
 
-_installed: list = []  # the serving interception, once installed
-_fallback_tunings: list = []  # tunings TileLang's autotuner runs now (not strict, not recorded): its candidates compile quietly
+_installed: list[Interception] = []  # the serving interception, once installed
+_fallback_tunings: list[str] = []  # tunings TileLang's autotuner runs now (not strict, not recorded): its candidates compile quietly
 
 
-def _patch(tl_jit) -> None:
+def _patch(tl_jit: Any) -> None:
     with _lock:
         if _installed:
             return
-        warned: set = set()
+        warned: set[str] = set()
 
-        def on_request(req, jit_call, proceed):
+        def on_request(req: CompileRequest, jit_call: JitCall | None, proceed: Callable[[], Any]) -> Any:
             server = _active
             if server is None:
                 return proceed()
@@ -315,14 +323,14 @@ def _patch(tl_jit) -> None:
             server.stats.compiled += 1
             return proceed()
 
-        def on_tune(tuner, proceed):
+        def on_tune(tuner: Any, proceed: Callable[[], Any]) -> Any:
             server = _active
             return proceed() if server is None else server.tune(tuner, proceed)
 
-        def on_compile(jit_call, proceed):
+        def on_compile(jit_call: JitCall, proceed: Callable[[], Any]) -> Any:
             server = _active
             served = None if server is None else server.answer_call(jit_call)
-            if served is None:
+            if server is None or served is None:
                 return proceed()
             server.stats.served += 1
             server.stats.served_untraced += 1
@@ -350,9 +358,9 @@ def install_from_env() -> None:
         return
     strict = os.environ.get("TL_AOT_SERVE_STRICT", "") in ("1", "true", "yes")
     capturing = bool(os.environ.get("TL_AOT_CAPTURE"))  # capture --serve: the capture records every request it serves
-    started: list = []
+    started: list[Server] = []
 
-    def start(tl_jit) -> None:  # tilelang.jit has just executed (its import is still in progress)
+    def start(tl_jit: Any) -> None:  # tilelang.jit has just executed (its import is still in progress)
         started.append(_load(path, strict, capturing=capturing))
         _patch(tl_jit)
 
@@ -371,7 +379,7 @@ def install_from_env() -> None:
     atexit.register(report)
 
 
-def held_device_code(key: str) -> dict | None:
+def held_device_code(key: str) -> dict[str, JsonObject] | None:
     """The device code the served libraries hold for request ``key`` (``{arch: {sha256, tilelang, from}}``), None if none holds it.
 
     What ``capture --serve`` records for a kernel it served: the digest the library's build proved,

@@ -11,8 +11,11 @@ request of the same prim_func name, and what differs), or *not reached* by the w
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..common.json_types import JsonMapping, JsonObject
+from ..common.metadata import ArchVariant, Manifest
 from ..gpu.image_select import arch_digits
 from ..jit.request_origin import origin_text
 
@@ -20,6 +23,10 @@ __all__ = ["Finding", "verify", "report"]
 
 #: The options compared one by one when a variant has no identical request.
 _OPTIONS = ("out_idx", "pass_configs", "compile_flags", "backend", "target")
+
+
+#: Which variant a finding is about: (library, entry, arch).
+_Where = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -37,19 +44,19 @@ class Finding:
         return self.status in ("identical", "unchecked")
 
 
-def verify(manifests, kernels: dict) -> list[Finding]:
+def verify(manifests: Iterable[tuple[str, Manifest]], kernels: Mapping[str, JsonObject]) -> list[Finding]:
     """Findings for every variant of ``manifests`` (``(library name, Manifest)`` pairs) against a record's ``kernels``."""
-    by_name: dict[str, list] = {}
+    by_name: dict[str, list[tuple[str, JsonObject]]] = {}
     for key, item in kernels.items():
         by_name.setdefault(str(item.get("name", "main")), []).append((key, item))
     ccs = {arch_digits(d["arch"]) for item in kernels.values() for d in item.get("devices", []) if d.get("arch")}
     hashes: dict[str, str] = {}
-    out = []
+    out: list[Finding] = []
     for library, manifest in manifests:
         for e in manifest.entries:
             for v in e.variants:
                 key = v.request_key or e.capture_key
-                where = (library, e.name, v.arch.sm)
+                where: _Where = (library, e.name, v.arch.sm)
                 if ccs and str(v.arch.number) not in ccs:
                     out.append(Finding(*where, "unchecked", f"the workload ran on sm_{'/'.join(sorted(ccs))} only"))
                 elif not key or not v.request:
@@ -77,7 +84,7 @@ def verify(manifests, kernels: dict) -> list[Finding]:
     return out
 
 
-def _same_request(where: tuple, v, item: dict) -> Finding:
+def _same_request(where: _Where, v: ArchVariant, item: JsonMapping) -> Finding:
     """A variant answering a recorded request: identical, unless the device code recorded for its arch differs."""
     from ..capture.device_code import recorded
 
@@ -92,13 +99,13 @@ def _same_request(where: tuple, v, item: dict) -> Finding:
     return Finding(*where, "identical", _origin(item) + proof)
 
 
-def _jit_name(item: dict) -> str:
+def _jit_name(item: JsonMapping) -> str:
     """The short name of the jit function a recorded request came through ("" if none)."""
     jit = next((o["jit"] for o in item.get("origins", []) if o.get("jit")), "")
     return jit.rsplit(".", 1)[-1]
 
 
-def _differences(func_hash: str, options: dict, item: dict, hashes: dict, key: str) -> tuple[list[str], bool]:
+def _differences(func_hash: str, options: JsonMapping, item: JsonMapping, hashes: dict[str, str], key: str) -> tuple[list[str], bool]:
     """What differs between a variant and a recorded request, and whether the prim_func is the same.
 
     The prim_func is compared first (structural hash), then each option.
@@ -122,7 +129,7 @@ def _differences(func_hash: str, options: dict, item: dict, hashes: dict, key: s
     return out or ["the prim_funcs differ in what the structural hash ignores (names, attributes)"], hashes[key] == func_hash
 
 
-def _hash_of(item: dict) -> str:
+def _hash_of(item: JsonMapping) -> str:
     from ..jit.ir_record import load_ir
     from ..jit.resolve import func_hash
 
@@ -132,11 +139,11 @@ def _hash_of(item: dict) -> str:
         return "unknown"
 
 
-def _show(d: dict, k: str) -> str:
+def _show(d: JsonMapping, k: str) -> str:
     return json.dumps(d[k]) if k in d else "absent"
 
 
-def _origin(item: dict) -> str:
+def _origin(item: JsonMapping) -> str:
     """The short origin ``verify`` names: the jit call when known, else the caller's file:line."""
     return origin_text(item, caller=False)
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..common.errors import LoweringError
+from ..common.json_types import JsonObject
 
 __all__ = ["is_autotuned", "candidate_configs", "Choice", "choose_config"]
 
@@ -26,7 +29,7 @@ def is_autotuned(obj) -> bool:
     return hasattr(obj, "jit_impl") and hasattr(obj, "configs") and hasattr(obj.jit_impl, "get_tir")
 
 
-def candidate_configs(obj, kwargs: dict) -> list[dict]:
+def candidate_configs(obj: Any, kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The decorator's configs as a list of dicts (a callable ``configs`` is called with the build's args)."""
     configs = obj.configs
     if callable(configs):
@@ -44,31 +47,31 @@ def candidate_configs(obj, kwargs: dict) -> list[dict]:
 class Choice:
     """The config one variant is built with, and where it came from."""
 
-    kwargs: dict  # everything passed to the kernel function (the build's args with the config merged in)
-    config: dict  # the tunable values alone
+    kwargs: dict[str, Any]  # everything passed to the kernel function (the build's args with the config merged in)
+    config: dict[str, Any]  # the tunable values alone
     source: str  # "explicit", "record" or "default"
-    pass_configs: dict
+    pass_configs: dict[str, Any]
 
 
-def _tunable(configs: list[dict]) -> list[str]:
+def _tunable(configs: list[dict[str, Any]]) -> list[str]:
     keys: list[str] = []
     for c in configs:
         keys += [k for k in c if k not in _RESERVED and k not in keys]
     return keys
 
 
-def _spelled(config: dict) -> str:
+def _spelled(config: Mapping[str, Any]) -> str:
     return " ".join(f"--arg {k}={v!r}" for k, v in config.items() if k not in _RESERVED)
 
 
-def choose_config(obj, kwargs: dict, *, function: str, where: str, record: dict | None = None) -> Choice:
+def choose_config(obj: Any, kwargs: Mapping[str, Any], *, function: str, where: str, record: Mapping[str, Any] | None = None) -> Choice:
     """Pick the config of one variant of the @autotune'd ``obj`` (see the module docstring)."""
     configs = candidate_configs(obj, kwargs)
     keys = _tunable(configs)
     sig = obj.jit_impl.signature  # the decorated function's own signature
     defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
 
-    def matching(values: dict) -> dict:
+    def matching(values: Mapping[str, Any]) -> JsonObject:
         for c in configs:
             if all(c.get(k) == values.get(k) for k in keys if k in c):
                 return dict(c.get("pass_configs") or {})

@@ -20,7 +20,10 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+from collections.abc import Mapping
+from typing import Any
 
+from ..common.json_types import JsonMapping, JsonObject
 from ..common.metadata import Tuning
 from ..config.options import plain_pass_configs
 from ..config.user_code import source_digest, user_function
@@ -54,7 +57,7 @@ def _spell(v):
     return {type(v).__qualname__: text}
 
 
-def _closure(fn) -> dict:
+def _closure(fn: Any) -> JsonObject:
     code = getattr(fn, "__code__", None)
     cells = getattr(fn, "__closure__", None) or ()
     if code is None:
@@ -79,7 +82,7 @@ def resolved_configs(tuner) -> list:
     return list(configs)
 
 
-def tuning_key(tuner, cc: str) -> tuple[str, dict]:
+def tuning_key(tuner: Any, cc: str) -> tuple[str, JsonObject]:
     """(key, what it covers) of the tuning ``tuner`` (a ``tilelang.autotuner.AutoTuner`` about to run) on a GPU of ``cc``."""
     fn = user_function(tuner.fn)
     ca = tuner.compile_args
@@ -101,7 +104,7 @@ def tuning_key(tuner, cc: str) -> tuple[str, dict]:
     return hashlib.sha256(text.encode()).hexdigest()[:32], material
 
 
-def describe(material: dict) -> str:
+def describe(material: JsonMapping) -> str:
     """``pkg.gemm(M=1024, ...)`` over 15 configs: a tuning as messages name it."""
     args = material.get("args")
     spelled = json.dumps(args, separators=(",", ":"))[:160] if args is not None else ""
@@ -123,7 +126,7 @@ def chosen_index(tuner, config) -> int:
     return next((i for i, c in enumerate(configs) if _spell(c) == want), -1)
 
 
-def config_args(tuner, config: dict) -> dict:
+def config_args(tuner: Any, config: Mapping[str, Any]) -> dict[str, Any]:
     """The keyword arguments the tuner compiles one candidate with (TileLang's own ``run`` builds them the same way)."""
     import sys
 

@@ -15,13 +15,18 @@ import datetime
 import logging
 import math
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..common.arch import parse_arch
 from ..common.errors import SpecError, TlAotError
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..runtime.torch_ops import TORCH_DTYPES
 from .tuning_record import Candidate, Item, TuningRecord, source_digest
+
+if TYPE_CHECKING:
+    from ..runtime.loader import Library
 
 __all__ = ["candidates_of", "candidate_plans", "tune_library", "local_arch", "write_record"]
 
@@ -34,7 +39,7 @@ def local_arch(torch) -> str:
     return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
 
 
-def candidates_of(spec: KernelSpec) -> tuple[list[dict], dict]:
+def candidates_of(spec: KernelSpec) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The candidate configs of ``spec`` and the decorator's timing settings (warmup, rep), if any."""
     if spec.tune:
         return [dict(c) for c in spec.tune], {}
@@ -78,7 +83,7 @@ def candidate_plans(lib: LibrarySpec, arch: str, log=None) -> list:
     return plans
 
 
-def _inputs(torch, entry, values: dict, seed: int, name: str):
+def _inputs(torch, entry, values: Mapping[str, Any], seed: int, name: str):
     """Random arguments for ``entry`` (every parameter; outputs zeroed), sized from ``values`` for dynamic dims."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
     args = []
@@ -132,7 +137,7 @@ def _close(torch, got, want) -> str:
     return ""
 
 
-def tune_library(lib: LibrarySpec, *, build, values: dict, jobs: int | None, cache_dir, warmup: int | None,
+def tune_library(lib: LibrarySpec, *, build, values: dict[str, Any], jobs: int | None, cache_dir, warmup: int | None,
                  rep: int | None, log=print) -> list[Item]:  # fmt: skip
     """Tune every entry of ``lib`` with candidates on GPU 0; the record items (one per entry and arch).
 
@@ -174,15 +179,17 @@ def tune_library(lib: LibrarySpec, *, build, values: dict, jobs: int | None, cac
 class _Timing:
     """Times the candidates of each entry in one loaded library of candidates."""
 
-    torch: object
-    library: object
-    values: dict
+    torch: Any  # the torch module, imported by the tune command
+    library: Library
+    values: dict[str, Any]
     warmup: int | None
     rep: int | None
-    failed: dict  # candidate entry -> why it did not build
-    log: object
+    failed: dict[str, str]  # candidate entry -> why it did not build
+    log: Callable[[str], None] | None
 
-    def entry(self, spec: KernelSpec, configs: list, cands: list, settings: dict) -> tuple:
+    def entry(
+        self, spec: KernelSpec, configs: list[dict[str, Any]], cands: list[KernelSpec], settings: Mapping[str, Any]
+    ) -> tuple[set[str], list[Candidate], Candidate]:
         """Every candidate of ``spec`` run, checked against the first and timed; (configs measured, best)."""
         torch, failed = self.torch, self.failed
         alive = [c.name for c in cands if c.name not in failed]
@@ -205,7 +212,7 @@ class _Timing:
         if not ok:
             msg = f"entry {spec.name!r}: every candidate failed on {torch.cuda.get_device_name(0)}; see the lines above"
             raise TlAotError(msg)
-        best = min(ok, key=lambda m: m.ms)
+        best = min(ok, key=lambda m: m.ms if m.ms is not None else math.inf)
         if self.log:
             gpu = torch.cuda.get_device_name(0)
             self.log(f"{spec.name} on {gpu}: {dict(best.config)} ({best.ms:.4f} ms, {len(ok)}/{len(measured)} candidates ran)")
@@ -227,9 +234,12 @@ class _Timing:
             return None, f"{type(e).__name__}: {e}", reference
 
 
-def _item(spec: KernelSpec, arch: str, gpu: str, versions: tuple, timed: tuple) -> Item:
+def _item(
+    spec: KernelSpec, arch: str, gpu: str, versions: tuple[tuple[str, str], ...], timed: tuple[set[str], list[Candidate], Candidate]
+) -> Item:
     """The record item of one tuned entry."""
     keys, measured, best = timed
+    assert best.ms is not None  # the best of the candidates that ran
     return Item(
         entry=spec.name,
         function=spec.function,

@@ -14,11 +14,14 @@ import ast
 import dataclasses
 import json
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..common.errors import SpecError
 from ..common.fileutil import atomic_write
+from ..common.metadata import NamedRepr
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 
 __all__ = ["FORMAT", "Candidate", "Item", "TuningRecord", "source_digest", "apply_record", "record_path_for"]
@@ -33,7 +36,7 @@ _PAIRS = ("args", "chosen", "config", "versions")  # (name, value) pairs, stored
 class Candidate:
     """One candidate config and what tuning measured: ms per call, or why it was dropped."""
 
-    config: tuple  # (name, python repr) pairs, sorted
+    config: tuple[NamedRepr, ...]  # (name, python repr) pairs, sorted
     ms: float | None = None
     error: str = ""
 
@@ -48,14 +51,14 @@ class Item:
     entry: str
     function: str
     source: str
-    args: tuple  # (name, python repr) pairs, the config's keys excluded
+    args: tuple[NamedRepr, ...]  # (name, python repr) pairs, the config's keys excluded
     arch: str
     gpu: str
-    chosen: tuple  # (name, python repr) pairs
+    chosen: tuple[NamedRepr, ...]  # (name, python repr) pairs
     ms: float
-    candidates: tuple = ()  # Candidate
+    candidates: tuple[Candidate, ...] = ()
     source_digest: str = ""
-    versions: tuple = ()  # (tool, version) pairs: tl_aot, tilelang, nvcc, torch
+    versions: tuple[tuple[str, str], ...] = ()  # (tool, version) pairs: tl_aot, tilelang, nvcc, torch
     tuned_at: str = ""
 
     def __post_init__(self) -> None:  # pairs sorted: the file stores them as JSON objects
@@ -63,10 +66,10 @@ class Item:
             object.__setattr__(self, name, tuple(sorted(getattr(self, name))))
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[str, tuple[NamedRepr, ...], str, str]:
         return (self.entry, self.args, self.arch, self.gpu)
 
-    def config(self) -> dict:
+    def config(self) -> dict[str, Any]:
         return {k: ast.literal_eval(v) for k, v in self.chosen}
 
 
@@ -74,7 +77,7 @@ class Item:
 class TuningRecord:
     """A tuning record file's items."""
 
-    items: tuple = ()
+    items: tuple[Item, ...] = ()
 
     def merged(self, new: list[Item]) -> TuningRecord:
         """The record with ``new`` items replacing those of the same (entry, args, arch, GPU)."""
@@ -132,11 +135,11 @@ class TuningRecord:
         atomic_write(Path(path), self.to_json().encode())
 
 
-def _args_key(spec: KernelSpec, config_keys) -> tuple:
+def _args_key(spec: KernelSpec, config_keys: Collection[str]) -> tuple[NamedRepr, ...]:
     return tuple(sorted((k, repr(v)) for k, v in spec.args if k not in config_keys))
 
 
-def _strip(args: tuple, config_keys) -> tuple:
+def _strip(args: tuple[NamedRepr, ...], config_keys: Collection[str]) -> tuple[NamedRepr, ...]:
     return tuple(sorted((k, v) for k, v in args if k not in config_keys))
 
 

@@ -42,7 +42,7 @@ class SplitWheels:
     """What :func:`split_wheel` wrote: the base wheel and each arch's wheel (tag -> path)."""
 
     base: Path
-    archs: dict
+    archs: dict[str, Path]  # tag -> its wheel
 
 
 _WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-(?P<build>\d[^-]*))?-(?P<tags>[^-]+-[^-]+-[^-]+)\.whl$")
@@ -95,9 +95,9 @@ def split_wheel(wheel: str | Path, out_dir: str | Path | None = None) -> SplitWh
             f"Summary: The {t} kernel images of {dist} (tl_aot image packs)\nRequires-Dist: {project}=={version}\n"
         ).encode()
         files[f"{arch_info}/WHEEL"] = members.get(f"{info}/WHEEL", b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
-        path = out / f"{stem}-{version}-{m['tags']}.whl"
-        _write_wheel(path, files, arch_info)
-        written[t] = path
+        wheel_path = out / f"{stem}-{version}-{m['tags']}.whl"
+        _write_wheel(wheel_path, files, arch_info)
+        written[t] = wheel_path
     return SplitWheels(base_path, written)
 
 
@@ -107,7 +107,7 @@ def _with_headers(metadata: str, headers: str) -> str:
     return head.rstrip("\n") + "\n" + headers + (sep + body if sep else "\n")
 
 
-def _write_wheel(path: Path, files: dict, info: str) -> None:
+def _write_wheel(path: Path, files: dict[str, bytes], info: str) -> None:
     """A wheel at ``path`` holding ``files`` (path -> bytes) and their RECORD, written atomically, entries in order."""
     record = [f"{p},sha256={_b64(hashlib.sha256(d).digest())},{len(d)}" for p, d in sorted(files.items())]
     record.append(f"{info}/RECORD,,")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
 __all__ = ["ElfDeps", "ElfError", "VersionNeed", "is_elf", "read_elf_deps", "parse_elf_deps"]
 
@@ -23,13 +24,24 @@ class ElfError(ValueError):
     """The bytes are not an ELF shared object this reader understands."""
 
 
+class Section(NamedTuple):
+    """One entry of an ELF file's section table, as far as the dependency reader needs it."""
+
+    type: int
+    offset: int
+    size: int
+    link: int
+    info: int
+    entsize: int
+
+
 @dataclass(frozen=True)
 class VersionNeed:
     """One symbol version a library needs (``GLIBC_2.14`` from ``libc.so.6``) and the symbols that ask for it."""
 
     library: str
     version: str
-    symbols: tuple = ()
+    symbols: tuple[str, ...] = ()
 
     @property
     def namespace(self) -> str:
@@ -42,10 +54,10 @@ class ElfDeps:
     """What loading one shared library takes: its machine, DT_NEEDED entries, SONAME, RUNPATH and symbol versions."""
 
     machine: str
-    needed: tuple = ()
+    needed: tuple[str, ...] = ()
     soname: str | None = None
     runpath: str | None = None
-    versions: tuple = ()  # VersionNeed
+    versions: tuple[VersionNeed, ...] = ()
 
 
 def is_elf(data: bytes) -> bool:
@@ -67,7 +79,7 @@ class _Reader:
             raise ElfError(msg)
         self.data, self.wide, self.order = data, data[4] == 2, "<" if data[5] == 1 else ">"
 
-    def unpack(self, fmt: str, offset: int) -> tuple:
+    def unpack(self, fmt: str, offset: int) -> tuple[int, ...]:
         try:
             return struct.unpack_from(self.order + fmt, self.data, offset)
         except (struct.error, OverflowError) as e:
@@ -78,7 +90,7 @@ class _Reader:
         end = self.data.find(b"\0", offset)
         return self.data[offset : end if end >= 0 else len(self.data)].decode("utf-8", "replace")
 
-    def sections(self) -> list[tuple]:
+    def sections(self) -> list[Section]:
         """(type, offset, size, link, info, entsize) of every section."""
         if self.wide:
             shoff, shentsize, shnum = self.unpack("Q", 0x28)[0], *self.unpack("HH", 0x3A)
@@ -89,16 +101,16 @@ class _Reader:
         out = []
         for i in range(shnum):
             _, typ, _, _, off, size, link, info, _, ent = self.unpack(fmt, shoff + i * shentsize)
-            out.append((typ, off, size, link, info, ent))
+            out.append(Section(typ, off, size, link, info, ent))
         return out
 
 
-def _dynamic(r: _Reader, sections: list, dyn: tuple) -> dict:
+def _dynamic(r: _Reader, sections: list[Section], dyn: Section) -> dict[str, Any]:
     """DT_NEEDED (a list), DT_SONAME and DT_RUNPATH/DT_RPATH from the dynamic section."""
     _, off, size, link, _, _ = dyn
     strtab = sections[link][1]
     fmt, step = ("qQ", 16) if r.wide else ("iI", 8)
-    out: dict = {"needed": []}
+    out: dict[str, Any] = {"needed": []}  # needed: list[str]; soname, runpath: str
     for pos in range(off, off + size, step):
         tag, val = r.unpack(fmt, pos)
         if tag == 0:
@@ -112,11 +124,11 @@ def _dynamic(r: _Reader, sections: list, dyn: tuple) -> dict:
     return out
 
 
-def _version_needs(r: _Reader, sections: list, verneed: tuple) -> dict:
+def _version_needs(r: _Reader, sections: list[Section], verneed: Section) -> dict[int, tuple[str, str]]:
     """Version index -> (library, version name), from ``.gnu.version_r``."""
     _, off, _, link, count, _ = verneed
     strtab = sections[link][1]
-    out = {}
+    out: dict[int, tuple[str, str]] = {}
     pos = off
     for _ in range(count):
         _, cnt, file_off, aux, nxt = r.unpack("HHIII", pos)
@@ -132,7 +144,7 @@ def _version_needs(r: _Reader, sections: list, verneed: tuple) -> dict:
     return out
 
 
-def _symbols_by_version(r: _Reader, sections: list) -> dict:
+def _symbols_by_version(r: _Reader, sections: list[Section]) -> dict[int, list[str]]:
     """Version index -> names of the undefined dynamic symbols bound to it."""
     dynsym = next((s for s in sections if s[0] == _SHT_DYNSYM), None)
     versym = next((s for s in sections if s[0] == _SHT_VERSYM), None)
@@ -141,7 +153,7 @@ def _symbols_by_version(r: _Reader, sections: list) -> dict:
     _, off, size, link, _, ent = dynsym
     strtab = sections[link][1]
     fmt = "IBBHQQ" if r.wide else "IIIBBH"
-    out: dict = {}
+    out: dict[int, list[str]] = {}
     for i in range(size // ent if ent else 0):
         fields = r.unpack(fmt, off + i * ent)
         name, shndx = fields[0], fields[3] if r.wide else fields[5]

@@ -61,16 +61,19 @@ _AARCH64 = (
     ("manylinux_2_41", "2.41", "3.4.33", "1.3.15", "14.0.0"),
 )
 #: Non-numeric versions, allowed from the tag named on (CXXABI_FLOAT128 on x86-64 only).
-_NAMED = (("CXXABI_TM_1", "manylinux_2_17", ("x86_64", "aarch64")), ("CXXABI_FLOAT128", "manylinux_2_24", ("x86_64",)))
+_NAMED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("CXXABI_TM_1", "manylinux_2_17", ("x86_64", "aarch64")),
+    ("CXXABI_FLOAT128", "manylinux_2_24", ("x86_64",)),
+)
 _NAMED += (("GLIBC_ABI_DT_RELR", "manylinux_2_36", ("x86_64", "aarch64")),)
 
 
-def version_key(version: str) -> tuple:
+def version_key(version: str) -> tuple[int, ...]:
     """``(2, 2, 5)`` of ``2.2.5``: numeric order of a symbol version's number part."""
     return tuple(int(p) for p in re.findall(r"\d+", version))
 
 
-def _glibc(tag: str) -> tuple:
+def _glibc(tag: str) -> tuple[int, ...]:
     return version_key(tag.split("_", 1)[1])
 
 
@@ -80,9 +83,9 @@ class Policy:
 
     tag: str  # manylinux_2_28
     arch: str  # x86_64
-    newest: tuple  # (namespace, newest version) per checked namespace
-    named: frozenset  # non-numeric versions allowed (CXXABI_TM_1 ...)
-    system_libs: frozenset
+    newest: tuple[tuple[str, str], ...]  # (namespace, newest version) per checked namespace
+    named: frozenset[str]  # non-numeric versions allowed (CXXABI_TM_1 ...)
+    system_libs: frozenset[str]
 
     @property
     def platform(self) -> str:
@@ -99,7 +102,7 @@ class Policy:
         return version_key(number) <= version_key(dict(self.newest)[namespace])
 
 
-def _build(arch: str, rows: tuple) -> tuple:
+def _build(arch: str, rows: tuple[tuple[str, ...], ...]) -> tuple[Policy, ...]:
     out = []
     for tag, *newest in rows:
         named = frozenset(v for v, since, arches in _NAMED if arch in arches and _glibc(tag) >= _glibc(since))
@@ -112,6 +115,6 @@ def _build(arch: str, rows: tuple) -> tuple:
 POLICIES = {"x86_64": _build("x86_64", _X86_64), "aarch64": _build("aarch64", _AARCH64)}
 
 
-def policies_for(arch: str) -> tuple:
+def policies_for(arch: str) -> tuple[Policy, ...]:
     """The policies of ``arch``, oldest first (empty for an architecture the table does not hold)."""
     return POLICIES.get(arch, ())

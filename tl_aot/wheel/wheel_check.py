@@ -14,6 +14,7 @@ import os
 import re
 import zipfile
 from base64 import urlsafe_b64encode
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +56,7 @@ class LibraryReport:
 class WheelReport:
     """Every library of a wheel, its architecture and the oldest manylinux policy all of them fit."""
 
-    libraries: tuple  # LibraryReport
+    libraries: tuple[LibraryReport, ...]
     arch: str | None
     oldest: Policy | None
 
@@ -101,7 +102,7 @@ def _vendored_tvm_ffi(names) -> list[str]:
     return [n for n in names if re.fullmatch(r"libtvm_ffi(-[0-9a-f]+)?\.so(\.[\d.]+)*", Path(n).name)]
 
 
-def check_files(files: dict) -> WheelReport:
+def check_files(files: Mapping[str, bytes]) -> WheelReport:
     """The :class:`WheelReport` of a wheel's contents (path -> bytes); non-ELF files are skipped.
 
     Raises :class:`WheelCheckError` for a vendored libtvm_ffi.so, for libraries of different
@@ -131,7 +132,7 @@ def check_files(files: dict) -> WheelReport:
     report = WheelReport(tuple(libs), arch, None)
     if not libs:
         return report
-    policies = policies_for(arch)
+    policies = policies_for(arches[0])  # libs: one arch
     if not policies:
         msg = f"no manylinux policy for {arch}"
         raise WheelCheckError(msg)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = ["install", "environment"]
@@ -30,7 +31,7 @@ def install() -> None:
             cap.held = held_device_code
 
 
-def environment(extra: dict) -> dict:
+def environment(extra: Mapping[str, str]) -> dict[str, str]:
     """The current environment with the start-up hook first on ``PYTHONPATH`` and ``extra`` set."""
     env = dict(os.environ, **extra)
     here = str(Path(__file__).parent)

@@ -14,6 +14,8 @@ def _chain() -> None:
         candidate = os.path.join(entry or ".", "sitecustomize.py")
         if os.path.isfile(candidate):
             spec = importlib.util.spec_from_file_location("_tl_aot_chained_sitecustomize", candidate)
+            if spec is None or spec.loader is None:  # a .py file always has both
+                continue
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             return
