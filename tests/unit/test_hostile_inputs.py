@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tl_aot.common import destinations
 from tl_aot.common.destinations import StagedFiles, check_file_destination, ensure_folder
 from tl_aot.common.errors import FilesystemError, LibraryError, LoweringError, SpecError, TlAotError
 from tl_aot.common.keycheck import check_keys, did_you_mean
@@ -271,11 +272,11 @@ def test_a_fault_while_staging_leaves_the_previous_files_and_no_part(code, tmp_p
     staged = StagedFiles()
     staged.stage(lib, data=b"new library", role="library")
 
-    def full(self, data):  # the disk fills up half way through the header
-        Path.write_text(self, "half")
-        raise OSError(code, "injected", str(self))
+    def full(path, data):  # the disk fills up half way through the header
+        Path(path).write_text("half")
+        raise OSError(code, "injected", str(path))
 
-    monkeypatch.setattr(Path, "write_bytes", full)
+    monkeypatch.setattr(destinations, "write_file", full)  # every staged write goes through it
     with pytest.raises(FilesystemError) as info:
         staged.stage(header, data=b"// new header\n", role="header")
     assert str(header) in str(info.value) and "cannot write the header" in str(info.value)

@@ -22,12 +22,21 @@ __all__ = [
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Names the library exports itself; an entry may not take them.
 RESERVED_EXPORTS = frozenset(
-    {"cleanup_module", "tl_aot_manifest", "tl_aot_manifest_index", "tl_aot_manifest_part", "tl_aot_prepare", "tl_aot_driver_check"}
+    {
+        "cleanup_module",
+        "tl_aot_manifest",
+        "tl_aot_manifest_index",
+        "tl_aot_manifest_part",
+        "tl_aot_prepare",
+        "tl_aot_driver_check",
+        "tl_aot_check_images",
+    }
 )
 #: Names an entry may not take: the exports above, what :func:`tl_aot.load`'s Library defines
 #: (``lib.cleanup``), what a wheel's generated loader module defines, and its torch helper module.
 RESERVED_ENTRY_NAMES = RESERVED_EXPORTS | frozenset(
     """cleanup prepare path manifest index entries signature specialisations tunings register_torch_ops torch_companion
+    check_images records_parsed
     LIBRARY_PATH
     _tl_aot_torch""".split()
 )

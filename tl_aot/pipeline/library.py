@@ -146,18 +146,8 @@ def build_library(
 
     """
     t_start = time.perf_counter()
-    opts = BuildOptions.settled(
-        jobs=jobs,
-        cache_dir=cache_dir,
-        cache_url=cache_url,
-        cluster=cluster,
-        header_dir=header_dir,
-        depfile=depfile,
-        log=log,
-        force=force,
-        keep_going=keep_going,
-        report_all=report_all,
-    )
+    opts = BuildOptions.settled(jobs=jobs, cache_dir=cache_dir, cache_url=cache_url, cluster=cluster, header_dir=header_dir,
+                                depfile=depfile, log=log, force=force, keep_going=keep_going, report_all=report_all)  # fmt: skip
     lib = with_captures(lib).bound()
     torch_ops = lib.torch_ops if torch_ops is None else torch_ops
     ws = workspace(lib.name, out_dir, opts)
