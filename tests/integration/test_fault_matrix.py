@@ -248,7 +248,7 @@ def _schedule(trace: list, *, every_fault: bool = False) -> list:
 
 
 def _cause_words(fault) -> tuple:
-    from tl_aot.common.destinations import _HINTS
+    from tl_aot.common.fs_errors import _HINTS
 
     code = 28 if fault == "short" else fault
     return tuple(w for w in (_HINTS.get(code), os.strerror(code)) if w)

@@ -121,7 +121,7 @@ def test_a_tool_killed_by_a_signal_on_a_full_disk_is_put_down_to_the_disk(tmp_pa
 
 
 def test_a_file_system_error_names_the_path_and_the_cause():
-    from tl_aot.common.destinations import fs_error
+    from tl_aot.common.fs_errors import fs_error
 
     e = OSError(errno.ENAMETOOLONG, "File name too long", "/x" * 10)
     assert "the path is longer than the OS allows" in str(fs_error(e, "create the output folder", Path("/x")))

@@ -11,53 +11,17 @@ import contextlib
 import errno
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import FilesystemError
 from .fileutil import StrPath, write_file
+from .fs_errors import filesystem_errors, fs_error
 
-__all__ = ["fs_error", "ensure_folder", "check_file_destination", "StagedFiles", "filesystem_errors", "disk_full_note", "LOW_SPACE_BYTES"]
+__all__ = ["ensure_folder", "check_file_destination", "StagedFiles", "disk_full_note", "LOW_SPACE_BYTES"]
 
 #: Below this much free space a tool's crash or a cut-short output is put down to the disk: nvcc's
 #: temporary files for one large kernel take tens of MiB, and cicc / ptxas crash when they cannot write them.
 LOW_SPACE_BYTES = 256 * 2**20
-
-_HINTS = {
-    errno.EROFS: "the file system is read-only",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "not permitted (read-only or immutable)",
-    errno.ENOSPC: "no space left on the device",
-    errno.EDQUOT: "disk quota exceeded",
-    errno.ENOTDIR: "a file is where a folder is needed",
-    errno.EISDIR: "a folder is where a file is needed",
-    errno.EEXIST: "a file is where a folder is needed",
-    errno.EIO: "an input/output error (a failing disk, or a network file system that went away)",
-    errno.ENAMETOOLONG: "the path is longer than the OS allows (255 bytes a name, 4096 a path)",
-    errno.ENOENT: "no such file or folder (removed while the build ran?)",
-    errno.ELOOP: "too many levels of symbolic links",
-}
-
-
-def fs_error(e: OSError, what: str, path: StrPath | None = None, hint: str = "") -> FilesystemError:
-    """A one-line :class:`FilesystemError`: ``cannot <what> <path>: <problem>[; <hint>]``."""
-    where = path if path is not None else (e.filename or "?")
-    problem = (_HINTS.get(e.errno) if e.errno is not None else None) or e.strerror or str(e)
-    return FilesystemError(f"cannot {what} {where}: {problem}" + (f"; {hint}" if hint else ""))
-
-
-@contextlib.contextmanager
-def filesystem_errors(what: str, path: StrPath | None = None, hint: str = "") -> Iterator[None]:
-    """Turn a file-system :class:`OSError` raised inside (read-only, full, wrong kind of path) into a :class:`FilesystemError`.
-
-    Other OS errors (a tool that cannot start, a signal) pass through unchanged: they are not about a path.
-    """
-    try:
-        yield
-    except OSError as e:
-        if e.errno not in _HINTS or (path is None and not e.filename):
-            raise
-        raise fs_error(e, what, path if path is not None else e.filename, hint) from None
 
 
 def disk_full_note(*paths: StrPath) -> str:

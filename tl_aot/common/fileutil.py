@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Union
 
+from .fs_errors import fs_error
+
 #: A file-system path as callers hold it: text or a path object.
 StrPath = Union[str, "os.PathLike[str]"]
 
@@ -133,8 +135,6 @@ def exclusive_lock(
     try:
         f = open(path, "a+")  # noqa: SIM115 (closed by the with below)
     except OSError as e:  # a full disk, a read-only or vanished folder: one line naming the lock file
-        from .destinations import fs_error
-
         raise fs_error(e, "open the lock file", path, "a build takes this lock before it reads or writes anything") from None
     with contextlib.closing(_QuietClose(f)):
         waited_since = None

@@ -227,7 +227,7 @@ def snapshot_files(paths: Iterable[StrPath]) -> SourceSnapshot:
     A file that is not there is ``missing``; one that cannot be read (an I/O error, no permission)
     is a :class:`~tl_aot.common.errors.FilesystemError` naming it, never taken for an edit.
     """
-    from ..common.destinations import fs_error
+    from ..common.fs_errors import fs_error
 
     out: list[FileStat] = []
     for p in paths:

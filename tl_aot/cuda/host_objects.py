@@ -24,8 +24,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from ..common.destinations import filesystem_errors
 from ..common.fileutil import atomic_write, file_digest, verified_file, write_file
+from ..common.fs_errors import filesystem_errors
 from .host_compile import host_command
 from .toolchain import RUNTIME_SOURCES, RUNTIME_UNITS, check_output_file, compiler_id, compiler_launcher, run, sweep_dead_temporaries
 

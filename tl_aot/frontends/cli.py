@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from ..capture.record import CaptureRecord
 from ..capture.record_parts import PARTS_ENV, capture_summary, merge_parts, parts_dir
-from ..common.destinations import fs_error
 from ..common.errors import TlAotError, ToolchainNotFound
+from ..common.fs_errors import fs_error
 from ..common.metadata import to_json
 from ..common.versions import __version__
 from ..config.arg_text import parse_arg

@@ -11,8 +11,9 @@ import logging
 import os
 from pathlib import Path
 
-from ..common.destinations import StagedFiles, filesystem_errors
+from ..common.destinations import StagedFiles
 from ..common.fileutil import atomic_write
+from ..common.fs_errors import filesystem_errors
 from ..pipeline.image_packs import PACK_SUFFIX
 
 __all__ = ["GLUE", "companion_of", "copy_if_different", "packs_of", "place_companion", "place_together", "remove_stale_packs"]

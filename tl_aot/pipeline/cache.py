@@ -26,9 +26,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..common.arch import Arch
-from ..common.destinations import ensure_folder, filesystem_errors, fs_error
+from ..common.destinations import ensure_folder
 from ..common.errors import CompileError
 from ..common.fileutil import write_file
+from ..common.fs_errors import filesystem_errors, fs_error
 from ..common.metadata import LoweredVariant, from_json, to_json
 from ..common.versions import __version__, package_version
 from ..config.capture_ref import CaptureRef

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from ..capture.record_specs import with_captures
 from ..common.cpp_spelling import image_symbol
-from ..common.destinations import filesystem_errors
 from ..common.escaping import depfile_path
 from ..common.fileutil import exclusive_lock
+from ..common.fs_errors import filesystem_errors
 from ..common.metadata import LeftOut, Manifest
 from ..common.tilelang_compat import warn_if_untested
 from ..config.kernel_spec import LibrarySpec

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..codegen.render import render_manifest
-from ..common.destinations import StagedFiles, filesystem_errors
+from ..common.destinations import StagedFiles
 from ..common.escaping import depfile_path, encode_text
 from ..common.fileutil import atomic_write, file_digest, write_if_different
+from ..common.fs_errors import filesystem_errors
 from ..common.metadata import Manifest, to_json
 from ..cuda.host_compile import embed_images, link_library
 from ..cuda.host_objects import generated_object

@@ -12,8 +12,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..common.destinations import check_file_destination, ensure_folder, filesystem_errors, fs_error
+from ..common.destinations import check_file_destination, ensure_folder
 from ..common.errors import FilesystemError
+from ..common.fs_errors import filesystem_errors, fs_error
 from .cache import VariantCache, default_cache_dir
 from .link import Outputs
 from .options import BuildOptions
