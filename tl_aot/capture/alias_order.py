@@ -56,19 +56,21 @@ def tied_aliases(source: str) -> tuple[TiedAliases, ...]:
     groups: list[TiedAliases] = []
     i = 0
     while i < len(lines):
-        m = _ALIAS.match(lines[i])
-        j = i + 1
-        if m:
-            while j < len(lines):
-                n = _ALIAS.match(lines[j])
-                same = n and (n["indent"], n["type"], n["value"]) == (m["indent"], m["type"], m["value"])
-                if not (same and n is not None and _base(n["name"]) == _base(m["name"])):
-                    break
-                j += 1
-            if j - i > 1:
-                names = tuple(str(_ALIAS.match(line)["name"]) for line in lines[i:j])  # type: ignore[index]
-                groups.append(TiedAliases(names, i))
-        i = j
+        first = _ALIAS.match(lines[i])
+        names = [first["name"]] if first else []
+        while first and i + len(names) < len(lines):
+            m = _ALIAS.match(lines[i + len(names)])
+            if not m or (m["indent"], m["type"], m["value"], _base(m["name"])) != (
+                first["indent"],
+                first["type"],
+                first["value"],
+                _base(first["name"]),
+            ):
+                break
+            names.append(m["name"])
+        if len(names) > 1:
+            groups.append(TiedAliases(tuple(names), i))
+        i += max(len(names), 1)
     return tuple(groups)
 
 
