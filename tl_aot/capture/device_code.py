@@ -4,17 +4,22 @@ A capture stores, per recorded kernel and arch, the SHA-256 of the CUDA source T
 for it (the JIT kernel's source on a GPU run; TileLang's lowering of the *original* prim_func on
 a ``--device`` run). A build from the record lowers the stored IR and compares the digest of
 TileLang's source, before tl_aot's own edits (:mod:`tl_aot.lower.cuda_source`), for that arch; a
-difference is refused, naming the kernel. ``verify`` compares the digests a library carries.
+difference is refused, naming the kernel, unless the recorded digest is that of the same source
+with its tied shared-memory aliases in another order (:mod:`tl_aot.capture.alias_order`: an order
+TileLang leaves to the process), which is then the source shipped. ``verify`` compares the digests
+a library carries.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..common.errors import LoweringError
 from ..common.json_types import JsonMapping
+from .alias_order import alias_orders
 
 if TYPE_CHECKING:
     from ..jit.seam import CompileRequest
@@ -26,6 +31,7 @@ __all__ = [
     "spell_target",
     "recorded",
     "check_against_record",
+    "ProvenSource",
     "lower",
     "lowered_code",
     "arch_of_cc",
@@ -118,23 +124,46 @@ def recorded(item: JsonMapping, arch: str) -> JsonMapping:
     return got if isinstance(got, dict) and got.get("sha256") else {}
 
 
-def check_against_record(item: JsonMapping, arch: str, source: str, where: str, *, tilelang_version: str, target: str = "") -> str:
-    """The digest of ``source`` (TileLang's, for ``arch``); raises when the record holds another for that arch.
+@dataclass(frozen=True)
+class ProvenSource:
+    """The device source a build ships for a kernel and its digest: TileLang's, or the JIT's spelling of it.
 
-    ``target``: the build's target, spelled; named beside the JIT's (when the record has it) if they differ.
+    ``reordered``: the captured digest is that of TileLang's source with its tied shared-memory
+    aliases in another order (:mod:`tl_aot.capture.alias_order`): the same code, spelled as the JIT's
+    process wrote it, and shipped as such.
+    """
+
+    source: str
+    sha256: str
+    reordered: bool = False
+
+
+def check_against_record(item: JsonMapping, arch: str, source: str, where: str, *, tilelang_version: str, target: str = "") -> ProvenSource:
+    """The source to ship for ``source`` (TileLang's, for ``arch``); raises when the record holds another kernel's digest.
+
+    The record's digest is accepted for ``source`` as TileLang wrote it or as it writes it with its
+    tied aliases in another order (the order is the lowering process's: :mod:`~tl_aot.capture.alias_order`);
+    the text whose digest was recorded is the one returned. ``target``: the build's target, spelled;
+    named beside the JIT's (when the record has it) if they differ.
     """
     mine = digest(source)
     want = recorded(item, arch)
-    if want and want["sha256"] != mine:
-        then = want.get("tilelang", "?")
-        versions = f" (captured with TileLang {then}, built with {tilelang_version})" if then != tilelang_version else ""
-        theirs = str(want.get("target", ""))
-        if theirs and target and theirs != target:
-            versions += f"; the JIT's target was {theirs}, the build's {target}"
-        msg = (
-            f"{where}: the device code TileLang generates from the record is not the code the JIT generated for this kernel "
-            f"when the workload ran ({want.get('from', 'JIT')}): digest {mine} built, {want['sha256']} captured{versions}; "
-            "refusing to ship a different kernel (capture again with this TileLang, or build with the one that captured)"
-        )
-        raise LoweringError(msg)
-    return mine
+    if not want or want["sha256"] == mine:
+        return ProvenSource(source, mine)
+    spellings = list(alias_orders(source))
+    for spelled in spellings:
+        if digest(spelled) == want["sha256"]:
+            return ProvenSource(spelled, want["sha256"], reordered=spelled != source)
+    tried = len(spellings)
+    then = want.get("tilelang", "?")
+    versions = f" (captured with TileLang {then}, built with {tilelang_version})" if then != tilelang_version else ""
+    theirs = str(want.get("target", ""))
+    if theirs and target and theirs != target:
+        versions += f"; the JIT's target was {theirs}, the build's {target}"
+    orders = f", in each of the {tried} orders of its tied shared-memory aliases" if tried > 1 else ""
+    msg = (
+        f"{where}: the device code TileLang generates from the record is not the code the JIT generated for this kernel "
+        f"when the workload ran ({want.get('from', 'JIT')}): digest {mine} built{orders}, {want['sha256']} captured{versions}; "
+        "refusing to ship a different kernel (capture again with this TileLang, or build with the one that captured)"
+    )
+    raise LoweringError(msg)

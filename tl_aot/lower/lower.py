@@ -85,8 +85,10 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         workspaces = read_workspaces(host, names, lets, where)
         descs, desc_index = read_tma_descriptors(host, names, lets, where)
         kernels = read_kernels(art, host, names, lets, desc_index, params, where)
-        source, nvcc_options, static_shared = _device_code(backend, art, func, lower_target, kernels, workspaces, pass_configs, where)
-        code = _code_digest(backend, art, resolved, arch, where)
+        kernel_source, code = _proven_code(backend, art, resolved, arch, where)
+        source, nvcc_options, static_shared = _device_code(
+            backend, art, kernel_source, func, lower_target, kernels, workspaces, pass_configs, where
+        )
         line = None if spec.capture else function_line(spec.source, spec.function)
         check_launch_limits(kernels, static_shared, arch, where, location=f"{spec.source}:{line}" if line else None)
     except TlAotError as e:  # raised knowing less (a helper given only `where`): the variant is this one
@@ -122,29 +124,35 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
     )
 
 
-def _code_digest(backend: str, art, resolved: Resolved, arch: Arch, where: str) -> str:
-    """The digest of TileLang's CUDA source (before tl_aot's edits); a captured kernel's must be the one recorded."""
+def _proven_code(backend: str, art, resolved: Resolved, arch: Arch, where: str) -> tuple[str, str]:
+    """TileLang's CUDA source (before tl_aot's edits) and its digest; a captured kernel's must be the one recorded.
+
+    For a captured kernel, the source is the JIT's spelling of it: TileLang's with its tied
+    shared-memory aliases in the order the JIT's process wrote them (:mod:`tl_aot.capture.alias_order`).
+    """
     if backend != "cuda":
-        return ""
+        return art.kernel_source, ""
     if resolved.captured is None:
-        return digest(art.kernel_source)
+        return art.kernel_source, digest(art.kernel_source)
     spelled = spell_target(art.target) if getattr(art, "target", None) is not None else ""
-    return check_against_record(resolved.captured, arch.sm, art.kernel_source, where, tilelang_version=tilelang_version(), target=spelled)
+    proven = check_against_record(resolved.captured, arch.sm, art.kernel_source, where, tilelang_version=tilelang_version(), target=spelled)
+    return proven.source, proven.sha256
 
 
 def _device_code(
-    backend: str, art, func, target, kernels, workspaces, pass_configs, where: str
+    backend: str, art, kernel_source: str, func, target, kernels, workspaces, pass_configs, where: str
 ) -> tuple[str, tuple[str, ...], dict[str, int]]:
     """The source the image is compiled from, its nvcc flags and its kernels' static shared memory, checked.
 
-    CUDA C++ (reserved names renamed) for nvcc, or the module TileLang's CuTeDSL JIT would generate.
+    CUDA C++ (``kernel_source``, TileLang's as proven; reserved names renamed) for nvcc, or the
+    module TileLang's CuTeDSL JIT would generate.
     """
     if backend == "cutedsl":
         from .cutedsl import check_kernels, generated_module
 
         check_kernels(kernels, workspaces, art.kernel_source, where)
         return generated_module(art, func, target), (), {}
-    source = rename_reserved_names(art.kernel_source)
+    source = rename_reserved_names(kernel_source)
     check_source_kernels(kernels, source, where)
     return source, nvcc_flags_for(pass_configs), static_shared_bytes(source)
 
