@@ -332,8 +332,6 @@ class ToolMemo(_Patching):
         return self.fs.paused() if self.fs is not None else contextlib.nullcontext()
 
     def __enter__(self) -> ToolMemo:
-        import tvm_ffi.utils.embed_cubin as embed
-
         import tl_aot.common.errors
         import tl_aot.cuda.device_image
         import tl_aot.cuda.host_compile
@@ -343,11 +341,10 @@ class ToolMemo(_Patching):
         import tl_aot.pipeline.images
 
         memo = self
-        lower, compile_image, run, embed_cubin = (
+        lower, compile_image, run = (
             tl_aot.lower.lower.lower_variant,
             tl_aot.cuda.device_image.compile_image,
             tl_aot.cuda.toolchain.run,
-            embed.embed_cubin,
         )
 
         def lower_variant(spec, arch):
@@ -412,8 +409,7 @@ class ToolMemo(_Patching):
                 (tl_aot.pipeline.images, "compile_images", images),
                 (tl_aot.cuda.toolchain, "run", tool),
                 (tl_aot.cuda.host_objects, "run", tool),  # the launcher, manifest and runtime objects (it imports run by name)
-                (tl_aot.cuda.host_compile, "run", tool),  # the link (imports run by name)
-                (embed, "embed_cubin", embedded),
+                (tl_aot.cuda.host_compile, "run", tool),  # the images' object (its source names each image's digest) and the link
             )
         )
         return self

@@ -14,7 +14,7 @@ import re
 
 from .errors import SpecError
 
-__all__ = ["c_comment", "c_string_body", "depfile_path", "encode_text", "json_text", "py_comment", "py_doc_line", "py_str"]
+__all__ = ["asm_string", "c_comment", "c_string_body", "depfile_path", "encode_text", "json_text", "py_comment", "py_doc_line", "py_str"]
 
 
 def encode_text(text: str) -> bytes:
@@ -34,6 +34,15 @@ def c_string_body(text: object) -> str:
         else:
             out.append(f"\\{b:03o}")
     return "".join(out)
+
+
+def asm_string(path: str | os.PathLike[str]) -> str:
+    """``path`` as a quoted GNU assembler string (``.incbin "<this>"``), read back byte for byte by gas and clang.
+
+    The assembler takes the same escapes as C: a quote or backslash is escaped, anything outside
+    printable ASCII (a newline, non-UTF-8 bytes) is a three-digit octal escape.
+    """
+    return '"' + c_string_body(os.fspath(path)) + '"'
 
 
 def c_comment(text: object) -> str:

@@ -41,18 +41,12 @@ def link(
 ) -> Path:
     """Link ``lib<name>.so`` in the work folder from the images (symbol -> bytes; with image packs, their references) and the objects.
 
-    Writes the images, compiles the manifest unit (or takes its object from ``cache``, keyed with
-    ``key``: :func:`objects_key`), embeds the images into a copy of the launcher object and links
-    it with the runtime object. ``objects``: the launcher's and the runtime's, both in the cache
-    (read, never modified).
+    Compiles the manifest unit (or takes its object from ``cache``, keyed with ``key``:
+    :func:`objects_key`), embeds the images in one object of their own (:func:`embed_images`: one
+    assembler run, whatever their number) and links it with the launcher and runtime objects.
+    ``objects``: the launcher's and the runtime's, both in the cache (read, never modified).
     """
     launcher_obj, runtime_obj = objects
-    files = {}
-    for sym, image in images.items():
-        path = work / f"{sym}.bin"
-        if _read_bytes(path) != image:
-            atomic_write(path, image)
-        files[sym] = path
     text = render_manifest(manifest)
     write_if_different(work / f"{name}.manifest.cc", text)
     manifest_obj, _ = generated_object(
@@ -64,8 +58,9 @@ def link(
         what=f"compiling the manifest of {name}",
         force=force,
     )
-    embed_images(work, str(launcher_obj), files, f"{name}.o")
-    link_library(work, [f"{name}.o", str(manifest_obj), str(runtime_obj)], f"lib{name}.so", what=f"linking lib{name}.so")
+    embed_images(work, images, f"{name}.images.o", what=f"embedding the images of lib{name}.so")
+    objs = [str(launcher_obj), f"{name}.images.o", str(manifest_obj), str(runtime_obj)]
+    link_library(work, objs, f"lib{name}.so", what=f"linking lib{name}.so")
     return work / f"lib{name}.so"
 
 
