@@ -62,7 +62,7 @@ class CompileError(TlAotError):
 
 
 class ToolchainNotFound(TlAotError):
-    """A build tool (nvcc, a C++ compiler, ld/objcopy, tilelang) is missing."""
+    """A build tool (nvcc, a C++ compiler, tilelang) is missing."""
 
 
 class LibraryError(TlAotError):
