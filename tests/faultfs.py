@@ -391,15 +391,6 @@ class ToolMemo(_Patching):
                     out.write_bytes(memo._store[key])
             return ""
 
-        def embedded(cubin, obj, out, name, *a, **k):
-            with memo._pause():
-                key = ("embed", _digest(cubin), _digest(obj), name)
-                if key not in memo._store:
-                    embed_cubin(cubin, obj, out, name, *a, **k)
-                    memo._store[key] = Path(out).read_bytes()
-                else:
-                    Path(out).write_bytes(memo._store[key])
-
         self._patch(
             (
                 (tl_aot.lower.lower, "lower_variant", lower_variant),
