@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import chaos  # noqa: E402 (tests/ on the path first)
+from support import chaos
 
 ALL = (*chaos.FRONT_ENDS, "cluster-worker")
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown front end(s) {sorted(unknown)}; known: {', '.join(ALL)}")
 
     work = args.work or Path(tempfile.mkdtemp(prefix="tl_aot-chaos-"))
-    sink = open(args.out, "a") if args.out else None  # noqa: SIM115 (closed at the end)
+    sink = open(args.out, "a") if args.out else None
 
     def emit(record: dict) -> None:
         line = json.dumps(record, sort_keys=True)

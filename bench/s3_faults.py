@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the harness: s3faults, faultfs (ToolMemo), helpers (the kernel)
+sys.path.insert(0, str(ROOT / "tests"))  # the harness: support.s3faults, support.faultfs (ToolMemo), support.helpers (the kernel)
 
 
 def main(argv=None) -> int:
@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
 
-    from s3faults import sweep
+    from support.s3faults import sweep
 
     with tempfile.TemporaryDirectory(prefix="tl_aot-s3-") as tmp:
         total = sweep(

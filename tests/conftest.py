@@ -1,4 +1,8 @@
-"""Shared fixtures: the test library (built once per session, or prebuilt via TL_AOT_TEST_LIBDIR)."""
+"""Shared fixtures: the session's variant cache and the test libraries (built once per session, or prebuilt via TL_AOT_TEST_LIBDIR).
+
+Helpers live in the ``support`` package (``tests/support/``), never here: a test file imports
+``support.builds``, not this ``conftest``.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-KERNELS = Path(__file__).parent / "kernels"
-TESTLIB_SPEC = KERNELS / "testlib.toml"
-
-
-def cuda_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
+from support.builds import KERNELS, TESTLIB_SPEC, cuda_available, prebuilt_or_build
 
 
 def pytest_collection_modifyitems(config, items):
@@ -67,37 +61,7 @@ def fresh_cache(tmp_path, session_runtime) -> Path:
 @pytest.fixture(scope="session")
 def testlib_path(tmp_path_factory, cache_dir) -> Path:
     """``libtl_aot_testlib.so``: every kind of kernel, for sm_80 and sm_90a."""
-    prebuilt = os.environ.get("TL_AOT_TEST_LIBDIR")
-    if prebuilt:
-        return Path(prebuilt) / "libtl_aot_testlib.so"
-    from tl_aot.pipeline.library import build_library
-    from tl_aot.spec import load_spec_file
-
-    out = tmp_path_factory.mktemp("testlib")
-    return build_library(load_spec_file(TESTLIB_SPEC), out_dir=out, cache_dir=cache_dir, log=None).library
-
-
-def prebuilt_or_build(spec: Path, name: str, tmp_path_factory, cache_dir) -> Path:
-    """``lib<name>.so`` from ``TL_AOT_TEST_LIBDIR`` when set (prebuilt on the CPU machine), else built now."""
-    prebuilt = os.environ.get("TL_AOT_TEST_LIBDIR")
-    if prebuilt:
-        return Path(prebuilt) / f"lib{name}.so"
-    from tl_aot.pipeline.library import build_library
-    from tl_aot.spec import load_spec_file
-
-    out = tmp_path_factory.mktemp(name)
-    return build_library(load_spec_file(spec), out_dir=out, cache_dir=cache_dir, log=None).library
-
-
-def build_spec(spec: Path, tmp_path_factory, cache_dir, *, jobs: int = 2):
-    """Build the spec file ``spec`` into a fresh folder: (BuildResult, the loaded library)."""
-    import tl_aot
-    from tl_aot.pipeline.library import build_library
-    from tl_aot.spec import load_spec_file
-
-    out = tmp_path_factory.mktemp(spec.stem)
-    result = build_library(load_spec_file(spec), out_dir=out, cache_dir=cache_dir, log=None, jobs=jobs)
-    return result, tl_aot.load(result.library)
+    return prebuilt_or_build(TESTLIB_SPEC, "tl_aot_testlib", tmp_path_factory, cache_dir)
 
 
 @pytest.fixture(scope="session")

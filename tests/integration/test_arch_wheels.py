@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import child_env, run_ok
+from support.helpers import child_env, run_ok
 
 pytest.importorskip("tilelang")
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import child_env, fails, ok, tl_aot_cli
+from support.helpers import child_env, fails, ok, tl_aot_cli
 
 pytest.importorskip("tilelang")
 
@@ -404,7 +404,7 @@ def test_concurrent_builds_of_one_target(tmp_path):
 
 
 def test_damaged_cache_entry_is_rebuilt_not_used(tmp_path):
-    from elf_images import cubin
+    from support.elf_images import cubin
 
     from tl_aot.common.arch import parse_arch
     from tl_aot.common.metadata import LoweredVariant

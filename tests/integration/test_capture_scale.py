@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import KERNELS, child_env, ok, run, tl_aot_here
+from support.helpers import KERNELS, child_env, ok, run, tl_aot_here
 
 pytest.importorskip("tilelang")
 pytest.importorskip("xdist")

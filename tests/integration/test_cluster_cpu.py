@@ -433,7 +433,7 @@ def test_the_cluster_driver_killed_at_a_random_instant_leaves_nothing_damaged(cl
     shared caches verify, and the next build is the undisturbed one's bytes."""
     import random
 
-    import chaos
+    from support import chaos
 
     build = chaos.front_end("cluster-driver", tmp_path / "ws", cluster=cluster.address)
     ref = chaos.undisturbed(build)

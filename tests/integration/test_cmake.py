@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import child_env, run, run_ok
+from support.helpers import child_env, run, run_ok
 
 pytest.importorskip("tilelang")
 CMAKE = shutil.which("cmake")
@@ -29,7 +29,7 @@ NINJA = shutil.which("ninja")
 if not (CMAKE and NINJA and shutil.which("nvcc")):
     pytest.skip("needs cmake, ninja and nvcc on PATH", allow_module_level=True)
 
-from conftest import cuda_available  # noqa: E402
+from support.builds import cuda_available  # noqa: E402 (after the module-level skip)
 
 import tl_aot  # noqa: E402
 

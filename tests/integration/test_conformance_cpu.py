@@ -7,10 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
-from conftest import build_spec  # noqa: E402
-from fake_cuda import FakeCudaTensor  # noqa: E402
+from support.builds import build_spec
+from support.fake_cuda import FakeCudaTensor
 
 pytest.importorskip("tilelang")
 

@@ -7,7 +7,7 @@ scenarios build is compiled once). GPU blocks run in tests/gpu/test_docs_gpu.py.
 from __future__ import annotations
 
 import pytest
-from doc_blocks import run_scenario, scenario_blocks, scenario_env
+from support.doc_blocks import run_scenario, scenario_blocks, scenario_env
 
 pytest.importorskip("tilelang")
 

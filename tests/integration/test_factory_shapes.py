@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ok, run_ok, tl_aot_here
+from support.helpers import ok, run_ok, tl_aot_here
 
 pytest.importorskip("tilelang")
 

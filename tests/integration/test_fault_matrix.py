@@ -34,8 +34,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from faultfs import FAULTS, FaultFS, ToolMemo
-from helpers import ADD_KERNEL as KERNEL
+from support.faultfs import FAULTS, FaultFS, ToolMemo
+from support.helpers import ADD_KERNEL as KERNEL
 
 pytest.importorskip("tilelang")
 

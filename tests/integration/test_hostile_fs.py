@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ADD_KERNEL as KERNEL
-from helpers import child_env, run
+from support.helpers import ADD_KERNEL as KERNEL
+from support.helpers import child_env, run
 
 pytest.importorskip("tilelang")
 

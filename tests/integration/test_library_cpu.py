@@ -8,10 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
-from fake_cuda import FakeCudaTensor  # noqa: E402
-from helpers import child_env, ok, tl_aot_here  # noqa: E402
+from support.fake_cuda import FakeCudaTensor
+from support.helpers import child_env, ok, tl_aot_here
 
 pytest.importorskip("tilelang")
 

@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import child_env, run, run_ok
+from support.helpers import child_env, run, run_ok
 
 from tl_aot.wheel.manylinux import version_key
 from tl_aot.wheel.wheel_check import check_wheel
@@ -30,7 +30,7 @@ pytest.importorskip("tilelang")
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tests" / "packages" / "setuptools_wheel"
 SAMPLE = ROOT / "samples" / "gemm_package"
-FAKE_TENSORS = ROOT / "tests" / "unit"
+FAKE_TENSORS = ROOT / "tests"  # support.fake_cuda, for the runtime venv
 PY_TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 SAMPLE_ENTRIES = ["gemm_fp16_4096", "gemm_fp16_8192", "gemm_bf16_4096", "gemm_bf16_8192", "softmax_fp16"]
 _IGNORE = shutil.ignore_patterns("build", "dist", "*.egg-info", "*.so", "_kernels.py", "__pycache__")
@@ -147,7 +147,7 @@ def test_installed_wheels_import_in_a_venv_with_only_tvm_ffi(runtime_venv):
 import json, sys
 import tl_demo, tl_gemm
 from tl_gemm import _kernels
-from fake_cuda import FakeCudaTensor
+from support.fake_cuda import FakeCudaTensor
 
 out = {"heavy": sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "tilelang", "tl_aot", "numpy"))}
 out["demo"] = [tl_demo.answer(), sorted(n for n in ("add_one", "scale") if callable(getattr(tl_demo, n)))]

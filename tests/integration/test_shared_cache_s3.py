@@ -18,7 +18,7 @@ pytest.importorskip("s3fs")
 
 
 def test_builds_against_a_failing_s3_finish_identical_or_fail_cleanly(tmp_path):
-    from s3faults import sweep
+    from support.s3faults import sweep
 
     result = sweep(tmp_path / "w", seed=7, builds=5, rate=0.5, sizes=(256, 512))
     print("\n" + result.summary())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from elf_images import cubin
+from support.elf_images import cubin
 
 from tl_aot.common.arch import parse_arch
 from tl_aot.common.metadata import LoweredVariant

@@ -5,7 +5,7 @@ import re
 import subprocess
 
 import pytest
-from helpers import GOLDEN, REGEN, golden_manifest
+from support.helpers import GOLDEN, REGEN, golden_manifest
 
 from tl_aot.codegen.render import render_header, render_launcher, render_manifest
 from tl_aot.common.arch import parse_arch

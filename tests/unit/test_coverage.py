@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("tilelang")
 
-from helpers import GOLDEN  # noqa: E402
+from support.helpers import GOLDEN
 
 from tl_aot.common.arch import parse_arch  # noqa: E402
 from tl_aot.common.errors import LoweringError  # noqa: E402

@@ -11,7 +11,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from doc_blocks import ROOT, SEEDS, Marker, MarkerError, all_blocks, blocks_of, parse_marker, scenario_blocks
+from support.doc_blocks import ROOT, SEEDS, Marker, MarkerError, all_blocks, blocks_of, parse_marker, scenario_blocks
 
 BLOCKS = all_blocks()
 CI_FILES = (ROOT / ".ci" / "run", ROOT / ".github" / "workflows" / "release.yml")

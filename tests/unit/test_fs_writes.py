@@ -72,7 +72,7 @@ def test_the_scan_sees_each_way_of_writing(tmp_path):
 @pytest.mark.parametrize("helper", [fileutil.write_file, fileutil.atomic_write])
 def test_a_write_refused_at_close_names_the_file(helper, tmp_path):
     """A full disk refuses the file at its close, with an OSError naming no file (as faultfs fails it); the helper names it."""
-    from faultfs import FaultFS
+    from support.faultfs import FaultFS
 
     target = tmp_path / "out.txt"
     with FaultFS(tmp_path) as traced:

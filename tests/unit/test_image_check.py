@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from elf_images import elf, fatbin
+from support.elf_images import elf, fatbin
 
 from tl_aot.common.arch import parse_arch
 from tl_aot.common.destinations import disk_full_note

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from elf_images import cubin
+from support.elf_images import cubin
 
 from tl_aot.common.arch import parse_arch
 from tl_aot.common.metadata import LoweredVariant, to_json

@@ -52,7 +52,7 @@ __all__ = [
     "two_machines",
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KERNEL = ROOT / "tests" / "kernels" / "elementwise.py"
 NAME = "add_one"
 ARCH = "90a"

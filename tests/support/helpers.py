@@ -1,6 +1,6 @@
 """What the tests share: a clean environment for child processes, running them, and reading their verdicts.
 
-Imported as ``from helpers import ...`` (``tests/`` is on ``sys.path`` through its ``conftest.py``).
+Imported as ``from support.helpers import ...`` (``tests/`` is on ``sys.path`` through pytest's ``pythonpath``).
 One copy of each helper, so a change to how tests run tools (an environment variable they must not
 inherit, how a failure is shown) is made once.
 """
@@ -35,7 +35,7 @@ __all__ = [
     "fails",
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "tests" / "kernels"
 #: The codegen tests' golden files (a manifest and what it renders to) and the command that regenerates them.
 GOLDEN = ROOT / "tests" / "unit" / "golden"
