@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support import tree
 from support.builds import KERNELS, TESTLIB_SPEC, cuda_available, prebuilt_or_build
 
 
@@ -21,6 +22,32 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A structure test's file counts (``support.tree.files``) travel on its report, from an xdist worker too."""
+    report = yield
+    if call.when == "call" and tree.READ:
+        report.user_properties += [("read", f"{where}: {n} files") for where, n in tree.READ.items()]
+        tree.READ.clear()
+    return report
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say how many files each structure test read: a check of 0 files would fail, and a shrinking count shows."""
+    lines = sorted(
+        f"{r.nodeid.split('::')[-1]}: {text}"
+        for reports in terminalreporter.stats.values()
+        for r in reports
+        if getattr(r, "when", None) == "call"
+        for name, text in getattr(r, "user_properties", ())
+        if name == "read"
+    )
+    if lines:
+        terminalreporter.write_sep("-", "files read by the structure tests")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from support.helpers import child_env, run, run_ok
+from support.tree import files
 
 pytest.importorskip("tilelang")
 CMAKE = shutil.which("cmake")
@@ -79,9 +80,9 @@ def test_cmake_code_is_formatted():
     """``cmake-format --check`` with .cmake-format.yaml (cmake_errors holds malformed calls on purpose)."""
     if shutil.which("cmake-format") is None:
         pytest.skip("cmake-format is not installed (pip install 'cmakelang[YAML]')")
-    files = [*sorted((ROOT / "cmake").glob("*.cmake")), ROOT / "CMakeLists.txt", *sorted((ROOT / "samples").glob("*/CMakeLists.txt"))]
-    files += sorted((PACKAGES / "cmake_subdir").rglob("CMakeLists.txt")) + [PACKAGES / "cmake_installed" / "CMakeLists.txt"]
-    run_ok(["cmake-format", "--check", *files], ROOT, dict(os.environ))
+    cmake_files = [*files(ROOT / "cmake", "*.cmake"), ROOT / "CMakeLists.txt", *files(ROOT / "samples", "*/CMakeLists.txt")]
+    cmake_files += files(PACKAGES / "cmake_subdir", "CMakeLists.txt", recursive=True) + [PACKAGES / "cmake_installed" / "CMakeLists.txt"]
+    run_ok(["cmake-format", "--check", *cmake_files], ROOT, dict(os.environ))
 
 
 # ---------------------------------------------------------------------------------------------
