@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.helpers import tl_aot_argv
 
 pytestmark = pytest.mark.gpu
 
@@ -57,7 +58,7 @@ def test_captured_kernels_serve_the_jits_results_bit_for_bit(tmp_path, cache_dir
     (tmp_path / "script.py").write_text(SCRIPT)
     record = tmp_path / "gpu.capture.json"
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "tlcache"))  # a fresh JIT cache: the capture sees real compiles
-    tl_aot = [sys.executable, "-m", "tl_aot"]
+    tl_aot = tl_aot_argv()
     _run([*tl_aot, "capture", "-o", record, "--", sys.executable, "script.py", tmp_path / "jit.pt"], tmp_path)
     kernels = json.loads(record.read_text())["kernels"]
     assert len(kernels) == 5 and not any("unfaithful" in k for k in kernels.values())

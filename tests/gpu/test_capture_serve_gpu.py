@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.helpers import tl_aot_argv
 
 torch = pytest.importorskip("torch")
 
@@ -29,13 +30,11 @@ def captured(tmp_path_factory, cache_dir):
     tmp = tmp_path_factory.mktemp("capture")
     record = tmp / "tlops.capture.json"
     env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp / "jit-cache"))
-    out = _run(
-        [sys.executable, "-m", "tl_aot", "capture", "-o", record, "--", sys.executable, "workload.py", "--check", tmp / "jit.pt"], env
-    )
+    out = _run(tl_aot_argv("capture", "-o", record, "--", sys.executable, "workload.py", "--check", tmp / "jit.pt"), env)
     assert "8 kernels" in out
     major, minor = torch.cuda.get_device_capability()
     arch = f"{major}{minor}{'a' if major >= 9 else ''}"
-    _run([sys.executable, "-m", "tl_aot", "build", "--capture", record, "--arch", arch, "-o", tmp / "lib", "--cache-dir", cache_dir, "-q"])
+    _run(tl_aot_argv("build", "--capture", record, "--arch", arch, "-o", tmp / "lib", "--cache-dir", cache_dir, "-q"))
     return tmp
 
 
@@ -43,7 +42,7 @@ def test_served_results_equal_the_jits_bit_for_bit_with_no_compile(captured):
     empty_cache = captured / "served-cache"
     empty_cache.mkdir()
     env = dict(os.environ, TILELANG_CACHE_DIR=str(empty_cache))
-    cmd = [sys.executable, "-m", "tl_aot", "run", "--serve", captured / "lib", "--strict", "--"]
+    cmd = tl_aot_argv("run", "--serve", captured / "lib", "--strict", "--")
     _run([*cmd, sys.executable, "workload.py", "--check", captured / "served.pt"], env)
     jit, served = torch.load(captured / "jit.pt"), torch.load(captured / "served.pt")
     assert sorted(jit) == sorted(served) and len(jit) == 8

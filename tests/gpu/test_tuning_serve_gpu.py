@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.helpers import tl_aot_argv
 
 torch = pytest.importorskip("torch")
 
@@ -66,11 +67,11 @@ def tuned_run(tmp_path_factory, cache_dir):
     script.write_text(WORKLOAD)
     record = tmp / "tuned.capture.json"
     env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp / "jit-cache"), PYTHONPATH=f"{KERNELS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    jit = _run([sys.executable, "-m", "tl_aot", "capture", "-o", record, "--", sys.executable, script, tmp / "jit.pt"], env)
+    jit = _run(tl_aot_argv("capture", "-o", record, "--", sys.executable, script, tmp / "jit.pt"), env)
     assert jit["type"] == "JITKernel" and jit["timed"] > 1, jit  # TileLang tuned: it timed the candidates
     major, minor = torch.cuda.get_device_capability()
     arch = f"{major}{minor}{'a' if major >= 9 else ''}"
-    build = [sys.executable, "-m", "tl_aot", "build", "--capture", record, "--arch", arch, "-o", tmp / "lib", "--cache-dir", cache_dir]
+    build = tl_aot_argv("build", "--capture", record, "--arch", arch, "-o", tmp / "lib", "--cache-dir", cache_dir)
     _run([*build, "-q"], env)
     return tmp, env, script, jit, json.loads(record.read_text())
 
@@ -87,9 +88,7 @@ def test_strict_serving_answers_the_tuner_with_no_compile_and_no_timing(tuned_ru
     empty = tmp / "served-cache"
     empty.mkdir()
     env = dict(env, TILELANG_CACHE_DIR=str(empty))
-    served = _run(
-        [sys.executable, "-m", "tl_aot", "run", "--serve", tmp / "lib", "--strict", "--", sys.executable, script, tmp / "served.pt"], env
-    )
+    served = _run(tl_aot_argv("run", "--serve", tmp / "lib", "--strict", "--", sys.executable, script, tmp / "served.pt"), env)
     assert served["type"] == "ServedKernel" and served["config"] == jit["config"]  # the same config chosen
     assert served["timed"] == 0  # no candidate timed
     st = served["stats"]

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.helpers import child_env, fails, ok, tl_aot_cli
+from support.helpers import child_env, fails, ok, tl_aot_argv, tl_aot_cli
 from support.tree import files, read
 
 pytest.importorskip("tilelang")
@@ -317,7 +317,7 @@ def test_sigkill_mid_nvcc_then_rebuild(reference, tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
     # -j 4: two lowering workers and two compile slots, so each variant compiles on its own (a batch of
     # one) and the GEMM is still in nvcc once add_one is cached; at -j 2 both would share one nvcc batch.
-    cmd = [sys.executable, "-m", "tl_aot", "build", "--spec", str(spec), "-o", str(out), "--cache-dir", str(cache), "-j", "4"]
+    cmd = tl_aot_argv("build", "--spec", spec, "-o", out, "--cache-dir", cache, "-j", "4")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
@@ -379,7 +379,7 @@ def test_concurrent_builds_of_one_target(tmp_path):
     outs = [tmp_path / "a", tmp_path / "a", tmp_path / "b"]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tl_aot", "build", "--spec", str(spec), "-o", str(o), "--cache-dir", str(cache)],
+            tl_aot_argv("build", "--spec", spec, "-o", o, "--cache-dir", cache),
             cwd=ROOT,
             env=_env(),
             stdout=subprocess.PIPE,
