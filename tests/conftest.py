@@ -51,10 +51,27 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory) -> Path:
-    """One variant cache for the whole session (or TL_AOT_CACHE_DIR), so repeated builds are cheap."""
+def worker_id(request) -> str:
+    """pytest-xdist's worker name (``gw0``, ...), or ``master`` in a run without workers (xdist's own fixture, when it is installed)."""
+    workerinput = getattr(request.config, "workerinput", None)
+    return workerinput["workerid"] if workerinput else "master"
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory, worker_id) -> Path:
+    """One variant cache for the whole session (or TL_AOT_CACHE_DIR), so repeated builds are cheap.
+
+    Under pytest-xdist (``-n 2``) the workers of one run share it (it is made for concurrent builds:
+    entries are published whole, a lock per key), so a kernel one worker built is a hit for the other.
+    """
     env = os.environ.get("TL_AOT_CACHE_DIR")
-    return Path(env) if env else tmp_path_factory.mktemp("variant-cache")
+    if env:
+        return Path(env)
+    if worker_id == "master":
+        return tmp_path_factory.mktemp("variant-cache")
+    shared = tmp_path_factory.getbasetemp().parent / "variant-cache"  # the run's folder, above each worker's
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 @pytest.fixture(scope="session")
