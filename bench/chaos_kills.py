@@ -5,7 +5,7 @@ seconds: other work on the machine stretches wall time, not CPU time); then each
 front end and an instant uniformly within that CPU time (a seeded ``random.Random``: the same
 ``--seed`` gives the same front ends and instants), starts the build from empty folders,
 SIGKILLs its process group at that instant, and checks what the next build sees
-(``tests/chaos.py``: outputs absent or whole, every cache entry verified, no tool outliving the
+(``tests/support/chaos.py``: outputs absent or whole, every cache entry verified, no tool outliving the
 build, then a clean build byte-identical to the undisturbed one). ``cluster-worker`` kills the
 busiest Dask worker of a local cluster mid-build instead; that build must finish with the same bytes.
 

@@ -3,7 +3,7 @@
     python bench/s3_faults.py [--seed 42] [--min-faults 300] [--rate 0.5] [--out s3_faults.json]
 
 A real S3 API server (moto's, ``moto[server]``, on 127.0.0.1) behind a seeded fault injector
-(``tests/s3faults.py``: timeouts, 5xx, slow answers, truncated and stale objects) holds the
+(``tests/support/s3faults.py``: timeouts, 5xx, slow answers, truncated and stale objects) holds the
 shared cache of ``python -m tl_aot build --cache-url s3://bucket/tl_aot`` (s3fs). Builds of a
 three-variant library run, each from an empty local cache and with a seeded share of the shared
 entries deleted, until ``--min-faults`` faults were injected. Each build must finish with the

@@ -416,7 +416,7 @@ def test_build_capture_on_the_cluster_is_the_local_build(cluster, tmp_path):
 
 def test_the_cluster_driver_killed_at_a_random_instant_leaves_nothing_damaged(cluster, tmp_path):
     """``build --cluster --cache-url`` SIGKILLed (its process group) at a seeded instant of its CPU time
-    (``tests/chaos.py``; the sweep is ``bench/chaos_kills.py``): outputs absent or whole, the local and
+    (``tests/support/chaos.py``; the sweep is ``bench/chaos_kills.py``): outputs absent or whole, the local and
     shared caches verify, and the next build is the undisturbed one's bytes."""
     import random
 

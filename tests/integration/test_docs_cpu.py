@@ -1,4 +1,4 @@
-"""The documentation's commands, run as written (tests/doc_blocks.py): every scenario of README.md and docs/, CPU blocks.
+"""The documentation's commands, run as written (tests/support/doc_blocks.py): every scenario of README.md and docs/, CPU blocks.
 
 One folder per scenario, its blocks in page order, the session's variant cache shared (a kernel two
 scenarios build is compiled once). GPU blocks run in tests/gpu/test_docs_gpu.py.

@@ -1,4 +1,4 @@
-"""The documentation's blocks are all accounted for (tests/doc_blocks.py), and the README stays a front page.
+"""The documentation's blocks are all accounted for (tests/support/doc_blocks.py), and the README stays a front page.
 
 Cheap checks of every page; the ``run`` blocks themselves run in tests/integration/test_docs_cpu.py
 (and tests/gpu/test_docs_gpu.py).
