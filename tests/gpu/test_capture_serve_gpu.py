@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support.helpers import tl_aot_argv
+from support.helpers import run_ok, tl_aot_argv
 
 torch = pytest.importorskip("torch")
 
@@ -18,9 +17,7 @@ PACKAGE = Path(__file__).parents[1] / "packages" / "factory_shapes"
 
 
 def _run(cmd, env=None) -> str:
-    proc = subprocess.run([str(c) for c in cmd], cwd=PACKAGE, env=env or os.environ.copy(), capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout
+    return run_ok(cmd, PACKAGE, env).stdout
 
 
 @pytest.fixture(scope="module")

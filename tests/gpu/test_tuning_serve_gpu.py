@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support.helpers import tl_aot_argv
+from support.helpers import run_ok, tl_aot_argv
 
 torch = pytest.importorskip("torch")
 
@@ -52,8 +51,7 @@ print("RESULT " + json.dumps({"type": type(kernel).__name__, "config": kernel.co
 
 
 def _run(cmd, env) -> dict:
-    proc = subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    proc = run_ok(cmd, env=env)
     line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("RESULT ")), None)
     return json.loads(line[len("RESULT ") :]) if line else {"stdout": proc.stdout}
 
