@@ -5,7 +5,7 @@ seconds: other work on the machine stretches wall time, not CPU time); then each
 front end and an instant uniformly within that CPU time (a seeded ``random.Random``: the same
 ``--seed`` gives the same front ends and instants), starts the build from empty folders,
 SIGKILLs its process group at that instant, and checks what the next build sees
-(``tests/chaos.py``: outputs absent or whole, every cache entry verified, no tool outliving the
+(``tests/support/chaos.py``: outputs absent or whole, every cache entry verified, no tool outliving the
 build, then a clean build byte-identical to the undisturbed one). ``cluster-worker`` kills the
 busiest Dask worker of a local cluster mid-build instead; that build must finish with the same bytes.
 
@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import chaos  # noqa: E402 (tests/ on the path first)
+from support import chaos
 
 ALL = (*chaos.FRONT_ENDS, "cluster-worker")
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown front end(s) {sorted(unknown)}; known: {', '.join(ALL)}")
 
     work = args.work or Path(tempfile.mkdtemp(prefix="tl_aot-chaos-"))
-    sink = open(args.out, "a") if args.out else None  # noqa: SIM115 (closed at the end)
+    sink = open(args.out, "a") if args.out else None
 
     def emit(record: dict) -> None:
         line = json.dumps(record, sort_keys=True)

@@ -391,7 +391,7 @@ def render(records: list[dict], sources: list[str]) -> str:
         parts += ["## Errors and skipped parts", ""]
         parts += [f"- `{r.get('section')}` / `{r.get('name')}`: {r.get('error') or 'skipped: ' + str(r.get('skipped'))}" for r in problems]
         parts.append("")
-    # the marker: tests/doc_blocks.py requires one above every block of docs/ (this one is figures, not a command)
+    # the marker: tests/support/doc_blocks.py requires one above every block of docs/ (this one is figures, not a command)
     marker = '<!-- docs-test: show reason="recorded figures" -->'
     parts += ["## Raw results", "", marker, "```jsonl", *[json.dumps(r, ensure_ascii=False) for r in records], "```", ""]
     return "\n".join(parts)

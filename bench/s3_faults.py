@@ -3,7 +3,7 @@
     python bench/s3_faults.py [--seed 42] [--min-faults 300] [--rate 0.5] [--out s3_faults.json]
 
 A real S3 API server (moto's, ``moto[server]``, on 127.0.0.1) behind a seeded fault injector
-(``tests/s3faults.py``: timeouts, 5xx, slow answers, truncated and stale objects) holds the
+(``tests/support/s3faults.py``: timeouts, 5xx, slow answers, truncated and stale objects) holds the
 shared cache of ``python -m tl_aot build --cache-url s3://bucket/tl_aot`` (s3fs). Builds of a
 three-variant library run, each from an empty local cache and with a seeded share of the shared
 entries deleted, until ``--min-faults`` faults were injected. Each build must finish with the
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the harness: s3faults, faultfs (ToolMemo), helpers (the kernel)
+sys.path.insert(0, str(ROOT / "tests"))  # the harness: support.s3faults, support.faultfs (ToolMemo), support.helpers (the kernel)
 
 
 def main(argv=None) -> int:
@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
 
-    from s3faults import sweep
+    from support.s3faults import sweep
 
     with tempfile.TemporaryDirectory(prefix="tl_aot-s3-") as tmp:
         total = sweep(

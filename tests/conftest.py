@@ -1,4 +1,8 @@
-"""Shared fixtures: the test library (built once per session, or prebuilt via TL_AOT_TEST_LIBDIR)."""
+"""Shared fixtures: the session's variant cache and the test libraries (built once per session, or prebuilt via TL_AOT_TEST_LIBDIR).
+
+Helpers live in the ``support`` package (``tests/support/``), never here: a test file imports
+``support.builds``, not this ``conftest``.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-KERNELS = Path(__file__).parent / "kernels"
-TESTLIB_SPEC = KERNELS / "testlib.toml"
-
-
-def cuda_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
+from support import tree
+from support.builds import KERNELS, TESTLIB_SPEC, cuda_available, prebuilt_or_build
 
 
 def pytest_collection_modifyitems(config, items):
@@ -29,11 +24,54 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A structure test's file counts (``support.tree.files``) travel on its report, from an xdist worker too."""
+    report = yield
+    if call.when == "call" and tree.READ:
+        report.user_properties += [("read", f"{where}: {n} files") for where, n in tree.READ.items()]
+        tree.READ.clear()
+    return report
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say how many files each structure test read: a check of 0 files would fail, and a shrinking count shows."""
+    lines = sorted(
+        f"{r.nodeid.split('::')[-1]}: {text}"
+        for reports in terminalreporter.stats.values()
+        for r in reports
+        if getattr(r, "when", None) == "call"
+        for name, text in getattr(r, "user_properties", ())
+        if name == "read"
+    )
+    if lines:
+        terminalreporter.write_sep("-", "files read by the structure tests")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory) -> Path:
-    """One variant cache for the whole session (or TL_AOT_CACHE_DIR), so repeated builds are cheap."""
+def worker_id(request) -> str:
+    """pytest-xdist's worker name (``gw0``, ...), or ``master`` in a run without workers (xdist's own fixture, when it is installed)."""
+    workerinput = getattr(request.config, "workerinput", None)
+    return workerinput["workerid"] if workerinput else "master"
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory, worker_id) -> Path:
+    """One variant cache for the whole session (or TL_AOT_CACHE_DIR), so repeated builds are cheap.
+
+    Under pytest-xdist (``-n 2``) the workers of one run share it (it is made for concurrent builds:
+    entries are published whole, a lock per key), so a kernel one worker built is a hit for the other.
+    """
     env = os.environ.get("TL_AOT_CACHE_DIR")
-    return Path(env) if env else tmp_path_factory.mktemp("variant-cache")
+    if env:
+        return Path(env)
+    if worker_id == "master":
+        return tmp_path_factory.mktemp("variant-cache")
+    shared = tmp_path_factory.getbasetemp().parent / "variant-cache"  # the run's folder, above each worker's
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 @pytest.fixture(scope="session")
@@ -67,37 +105,7 @@ def fresh_cache(tmp_path, session_runtime) -> Path:
 @pytest.fixture(scope="session")
 def testlib_path(tmp_path_factory, cache_dir) -> Path:
     """``libtl_aot_testlib.so``: every kind of kernel, for sm_80 and sm_90a."""
-    prebuilt = os.environ.get("TL_AOT_TEST_LIBDIR")
-    if prebuilt:
-        return Path(prebuilt) / "libtl_aot_testlib.so"
-    from tl_aot.pipeline.library import build_library
-    from tl_aot.spec import load_spec_file
-
-    out = tmp_path_factory.mktemp("testlib")
-    return build_library(load_spec_file(TESTLIB_SPEC), out_dir=out, cache_dir=cache_dir, log=None).library
-
-
-def prebuilt_or_build(spec: Path, name: str, tmp_path_factory, cache_dir) -> Path:
-    """``lib<name>.so`` from ``TL_AOT_TEST_LIBDIR`` when set (prebuilt on the CPU machine), else built now."""
-    prebuilt = os.environ.get("TL_AOT_TEST_LIBDIR")
-    if prebuilt:
-        return Path(prebuilt) / f"lib{name}.so"
-    from tl_aot.pipeline.library import build_library
-    from tl_aot.spec import load_spec_file
-
-    out = tmp_path_factory.mktemp(name)
-    return build_library(load_spec_file(spec), out_dir=out, cache_dir=cache_dir, log=None).library
-
-
-def build_spec(spec: Path, tmp_path_factory, cache_dir, *, jobs: int = 2):
-    """Build the spec file ``spec`` into a fresh folder: (BuildResult, the loaded library)."""
-    import tl_aot
-    from tl_aot.pipeline.library import build_library
-    from tl_aot.spec import load_spec_file
-
-    out = tmp_path_factory.mktemp(spec.stem)
-    result = build_library(load_spec_file(spec), out_dir=out, cache_dir=cache_dir, log=None, jobs=jobs)
-    return result, tl_aot.load(result.library)
+    return prebuilt_or_build(TESTLIB_SPEC, "tl_aot_testlib", tmp_path_factory, cache_dir)
 
 
 @pytest.fixture(scope="session")

@@ -5,12 +5,11 @@ kernels whose device code digests are the JIT's; the @tilelang.jit calls are ser
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.helpers import run_ok, tl_aot_argv
 
 pytestmark = pytest.mark.gpu
 
@@ -43,12 +42,6 @@ torch.save({{n: t.cpu() for n, t in out.items()}}, sys.argv[1])
 """
 
 
-def _run(cmd, cwd) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=os.environ.copy(), capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc
-
-
 def test_captured_kernels_serve_the_jits_results_bit_for_bit(tmp_path, cache_dir, monkeypatch):
     import torch
 
@@ -57,8 +50,8 @@ def test_captured_kernels_serve_the_jits_results_bit_for_bit(tmp_path, cache_dir
     (tmp_path / "script.py").write_text(SCRIPT)
     record = tmp_path / "gpu.capture.json"
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "tlcache"))  # a fresh JIT cache: the capture sees real compiles
-    tl_aot = [sys.executable, "-m", "tl_aot"]
-    _run([*tl_aot, "capture", "-o", record, "--", sys.executable, "script.py", tmp_path / "jit.pt"], tmp_path)
+    tl_aot = tl_aot_argv()
+    run_ok([*tl_aot, "capture", "-o", record, "--", sys.executable, "script.py", tmp_path / "jit.pt"], tmp_path)
     kernels = json.loads(record.read_text())["kernels"]
     assert len(kernels) == 5 and not any("unfaithful" in k for k in kernels.values())
     assert sum(1 for k in kernels.values() if k.get("calls")) == 4  # every @tilelang.jit call (not tilelang.compile) is keyed
@@ -67,14 +60,14 @@ def test_captured_kernels_serve_the_jits_results_bit_for_bit(tmp_path, cache_dir
     assert all(c["from"] == "JIT" for c in recorded.values())
 
     lib_dir = tmp_path / "lib"
-    _run(
+    run_ok(
         [*tl_aot, "build", "--capture", record, "--arch", arch, "--name", "faithful_gpu", "-o", lib_dir, "--cache-dir", cache_dir], tmp_path
     )
-    man = json.loads(_run([*tl_aot, "inspect", "--json", lib_dir / "libfaithful_gpu.so"], tmp_path).stdout)
+    man = json.loads(run_ok([*tl_aot, "inspect", "--json", lib_dir / "libfaithful_gpu.so"], tmp_path).stdout)
     built = {e["capture_key"]: e["variants"][0]["device_code"] for e in man["entries"]}
     assert built == {key: c["sha256"] for key, c in recorded.items()}  # the build's device code is the JIT's
 
-    run = _run([*tl_aot, "run", "--serve", lib_dir, "--strict", "--", sys.executable, "script.py", tmp_path / "served.pt"], tmp_path)
+    run = run_ok([*tl_aot, "run", "--serve", lib_dir, "--strict", "--", sys.executable, "script.py", tmp_path / "served.pt"], tmp_path)
     assert "5 served, 0 compiled by the JIT, 0 refused" in run.stderr
     assert "(4 kernels served before TileLang traced them)" in run.stderr
     jit, served = torch.load(tmp_path / "jit.pt"), torch.load(tmp_path / "served.pt")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.helpers import run_ok, tl_aot_argv
 
 torch = pytest.importorskip("torch")
 
@@ -17,9 +17,7 @@ PACKAGE = Path(__file__).parents[1] / "packages" / "factory_shapes"
 
 
 def _run(cmd, env=None) -> str:
-    proc = subprocess.run([str(c) for c in cmd], cwd=PACKAGE, env=env or os.environ.copy(), capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout
+    return run_ok(cmd, PACKAGE, env).stdout
 
 
 @pytest.fixture(scope="module")
@@ -29,13 +27,11 @@ def captured(tmp_path_factory, cache_dir):
     tmp = tmp_path_factory.mktemp("capture")
     record = tmp / "tlops.capture.json"
     env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp / "jit-cache"))
-    out = _run(
-        [sys.executable, "-m", "tl_aot", "capture", "-o", record, "--", sys.executable, "workload.py", "--check", tmp / "jit.pt"], env
-    )
+    out = _run(tl_aot_argv("capture", "-o", record, "--", sys.executable, "workload.py", "--check", tmp / "jit.pt"), env)
     assert "8 kernels" in out
     major, minor = torch.cuda.get_device_capability()
     arch = f"{major}{minor}{'a' if major >= 9 else ''}"
-    _run([sys.executable, "-m", "tl_aot", "build", "--capture", record, "--arch", arch, "-o", tmp / "lib", "--cache-dir", cache_dir, "-q"])
+    _run(tl_aot_argv("build", "--capture", record, "--arch", arch, "-o", tmp / "lib", "--cache-dir", cache_dir, "-q"))
     return tmp
 
 
@@ -43,7 +39,7 @@ def test_served_results_equal_the_jits_bit_for_bit_with_no_compile(captured):
     empty_cache = captured / "served-cache"
     empty_cache.mkdir()
     env = dict(os.environ, TILELANG_CACHE_DIR=str(empty_cache))
-    cmd = [sys.executable, "-m", "tl_aot", "run", "--serve", captured / "lib", "--strict", "--"]
+    cmd = tl_aot_argv("run", "--serve", captured / "lib", "--strict", "--")
     _run([*cmd, sys.executable, "workload.py", "--check", captured / "served.pt"], env)
     jit, served = torch.load(captured / "jit.pt"), torch.load(captured / "served.pt")
     assert sorted(jit) == sorted(served) and len(jit) == 8

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from doc_blocks import run_scenario, scenario_blocks, scenario_env
+from support.doc_blocks import run_scenario, scenario_blocks, scenario_env
 
 pytestmark = pytest.mark.gpu
 

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support.helpers import tl_aot_argv
 
 torch = pytest.importorskip("torch")
 
@@ -81,7 +82,7 @@ def test_the_spec_built_library_serves_the_librarys_own_jit_calls(tlops, tmp_pat
     import sys
 
     lib = str(tlops.path)
-    cmd = [sys.executable, "-m", "tl_aot", "run", "--serve", lib, "--strict", "--", sys.executable, "-c", SERVED_CHECK, lib]
+    cmd = tl_aot_argv("run", "--serve", lib, "--strict", "--", sys.executable, "-c", SERVED_CHECK, lib)
     env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp_path / "tilelang-cache"))
     proc = subprocess.run(cmd, cwd=PACKAGE, env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

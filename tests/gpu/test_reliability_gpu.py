@@ -20,14 +20,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from support.fake_cuda import FakeCudaTensor
 
 torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
-from fake_cuda import FakeCudaTensor  # noqa: E402
 
 INT32_MAX = 2**31 - 1
 

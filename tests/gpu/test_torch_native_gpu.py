@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import KERNELS, prebuilt_or_build  # noqa: E402
+from support.builds import KERNELS, prebuilt_or_build  # noqa: E402 (after the importorskip)
 
 pytestmark = pytest.mark.gpu
 

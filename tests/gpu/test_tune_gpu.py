@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
 from pathlib import Path
 
 import pytest
+from support.helpers import tl_aot_cli
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("tilelang")
@@ -27,8 +27,7 @@ def test_tune_then_build_from_the_record(tmp_path):
         "out_idx = [-1]\ntune = [{ threads = 128 }, { threads = 256 }, { threads = 512 }, { threads = 1024 }]\n"
     )
     cache = tmp_path / "cache"
-    tune = subprocess.run([sys.executable, "-m", "tl_aot", "tune", "--spec", str(spec), "--dim", "m=8192", "--cache-dir", str(cache)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    tune = tl_aot_cli("tune", "--spec", spec, "--dim", "m=8192", "--cache-dir", cache, env=dict(os.environ))
     assert tune.returncode == 0, tune.stdout[-3000:] + tune.stderr[-3000:]
     record = json.loads((tmp_path / "ops.tune.json").read_text())
     items = {i["entry"]: i for i in record["items"]}
@@ -37,8 +36,7 @@ def test_tune_then_build_from_the_record(tmp_path):
     assert all(i["ms"] == min(c["ms"] for c in i["candidates"] if c["ms"] is not None) for i in items.values())
 
     out = tmp_path / "build"  # the record is found next to the spec: no --tune-file needed
-    build = subprocess.run([sys.executable, "-m", "tl_aot", "build", "--spec", str(spec), "-o", str(out), "--cache-dir", str(cache)],
-                           capture_output=True, text=True, check=False)  # fmt: skip
+    build = tl_aot_cli("build", "--spec", spec, "-o", out, "--cache-dir", cache, env=dict(os.environ))
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     assert "tuning record ops.tune.json: configs for 2 of 2 entries" in build.stdout
     import tl_aot

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.helpers import run_ok, tl_aot_argv
 
 torch = pytest.importorskip("torch")
 
@@ -51,8 +51,7 @@ print("RESULT " + json.dumps({"type": type(kernel).__name__, "config": kernel.co
 
 
 def _run(cmd, env) -> dict:
-    proc = subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    proc = run_ok(cmd, env=env)
     line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("RESULT ")), None)
     return json.loads(line[len("RESULT ") :]) if line else {"stdout": proc.stdout}
 
@@ -66,11 +65,11 @@ def tuned_run(tmp_path_factory, cache_dir):
     script.write_text(WORKLOAD)
     record = tmp / "tuned.capture.json"
     env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp / "jit-cache"), PYTHONPATH=f"{KERNELS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    jit = _run([sys.executable, "-m", "tl_aot", "capture", "-o", record, "--", sys.executable, script, tmp / "jit.pt"], env)
+    jit = _run(tl_aot_argv("capture", "-o", record, "--", sys.executable, script, tmp / "jit.pt"), env)
     assert jit["type"] == "JITKernel" and jit["timed"] > 1, jit  # TileLang tuned: it timed the candidates
     major, minor = torch.cuda.get_device_capability()
     arch = f"{major}{minor}{'a' if major >= 9 else ''}"
-    build = [sys.executable, "-m", "tl_aot", "build", "--capture", record, "--arch", arch, "-o", tmp / "lib", "--cache-dir", cache_dir]
+    build = tl_aot_argv("build", "--capture", record, "--arch", arch, "-o", tmp / "lib", "--cache-dir", cache_dir)
     _run([*build, "-q"], env)
     return tmp, env, script, jit, json.loads(record.read_text())
 
@@ -87,9 +86,7 @@ def test_strict_serving_answers_the_tuner_with_no_compile_and_no_timing(tuned_ru
     empty = tmp / "served-cache"
     empty.mkdir()
     env = dict(env, TILELANG_CACHE_DIR=str(empty))
-    served = _run(
-        [sys.executable, "-m", "tl_aot", "run", "--serve", tmp / "lib", "--strict", "--", sys.executable, script, tmp / "served.pt"], env
-    )
+    served = _run(tl_aot_argv("run", "--serve", tmp / "lib", "--strict", "--", sys.executable, script, tmp / "served.pt"), env)
     assert served["type"] == "ServedKernel" and served["config"] == jit["config"]  # the same config chosen
     assert served["timed"] == 0  # no candidate timed
     st = served["stats"]

@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import child_env, run_ok
+from support.helpers import child_env, ok, run_ok, tl_aot_cli
 
 pytest.importorskip("tilelang")
 
@@ -42,7 +42,7 @@ def wheels(tmp_path_factory, cache_dir):
     env = child_env(cache_dir)
     run_ok([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", "dist"], src, env)
     (built,) = (src / "dist").glob("*.whl")
-    run_ok([sys.executable, "-m", "tl_aot", "split-wheel", str(built)], src, env)
+    ok(tl_aot_cli("split-wheel", built, cwd=src, env=env))
     found = {p.name.split("-")[0]: p for p in (src / "dist").glob("*.whl")}
     return {"base": found["tl_packs"], "sm80": found["tl_packs_sm80"], "sm90a": found["tl_packs_sm90a"]}
 

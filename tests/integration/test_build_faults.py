@@ -12,11 +12,11 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from support.helpers import ok, tl_aot_argv, tl_aot_cli
 
 pytest.importorskip("tilelang")
 
@@ -68,8 +68,8 @@ def _project(root: Path) -> Path:
 
 
 def _build(root: Path, cache, *extra, env=None, check=True) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "tl_aot", "build", "--spec", "kernels.toml", "-o", "out", "--cache-dir", str(cache), "-j", "2", *extra]
-    proc = subprocess.run(cmd, cwd=root, env={**os.environ, **(env or {})}, capture_output=True, text=True, check=False)
+    args = ("build", "--spec", "kernels.toml", "-o", "out", "--cache-dir", cache, "-j", "2", *extra)
+    proc = tl_aot_cli(*args, cwd=root, env={**os.environ, **(env or {})})
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -77,8 +77,7 @@ def _build(root: Path, cache, *extra, env=None, check=True) -> subprocess.Comple
 
 def _library(root: Path, out: str = "out", name: str = "faults") -> str:
     """What the library holds, as ``inspect --json`` shows it, with the project's folder spelled <root>."""
-    cmd = [sys.executable, "-m", "tl_aot", "inspect", "--json", str(root / out / f"lib{name}.so")]
-    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    text = ok(tl_aot_cli("inspect", "--json", root / out / f"lib{name}.so")).stdout
     return text.replace(str(root), "<root>")
 
 
@@ -172,20 +171,13 @@ def test_relative_cache_folders_work(clean, tmp_path):
     _build(root, "relcache")
     assert (root / "relcache").is_dir() and _library(root) == clean
     shutil.rmtree(root / "out")
-    proc = subprocess.run(
-        [sys.executable, "-m", "tl_aot", "build", "--spec", "kernels.toml", "-o", "out", "-q"],
-        cwd=root,
-        env={**os.environ, "TL_AOT_CACHE_DIR": "envcache"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = tl_aot_cli("build", "--spec", "kernels.toml", "-o", "out", "-q", cwd=root, env={**os.environ, "TL_AOT_CACHE_DIR": "envcache"})
     assert proc.returncode == 0, proc.stderr
     assert (root / "envcache").is_dir() and _library(root) == clean
 
 
 def _start(root: Path, cache: Path, env: dict) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "tl_aot", "build", "--spec", "kernels.toml", "-o", "out", "--cache-dir", str(cache), "-j", "2"]
+    cmd = tl_aot_argv("build", "--spec", "kernels.toml", "-o", "out", "--cache-dir", cache, "-j", "2")
     return subprocess.Popen(cmd, cwd=root, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

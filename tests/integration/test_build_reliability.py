@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import child_env, fails, ok, tl_aot_cli
+from support.helpers import child_env, fails, ok, tl_aot_argv, tl_aot_cli
+from support.tree import files, read
 
 pytest.importorskip("tilelang")
 
@@ -316,7 +317,7 @@ def test_sigkill_mid_nvcc_then_rebuild(reference, tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
     # -j 4: two lowering workers and two compile slots, so each variant compiles on its own (a batch of
     # one) and the GEMM is still in nvcc once add_one is cached; at -j 2 both would share one nvcc batch.
-    cmd = [sys.executable, "-m", "tl_aot", "build", "--spec", str(spec), "-o", str(out), "--cache-dir", str(cache), "-j", "4"]
+    cmd = tl_aot_argv("build", "--spec", spec, "-o", out, "--cache-dir", cache, "-j", "4")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
@@ -378,7 +379,7 @@ def test_concurrent_builds_of_one_target(tmp_path):
     outs = [tmp_path / "a", tmp_path / "a", tmp_path / "b"]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tl_aot", "build", "--spec", str(spec), "-o", str(o), "--cache-dir", str(cache)],
+            tl_aot_argv("build", "--spec", spec, "-o", o, "--cache-dir", cache),
             cwd=ROOT,
             env=_env(),
             stdout=subprocess.PIPE,
@@ -404,7 +405,7 @@ def test_concurrent_builds_of_one_target(tmp_path):
 
 
 def test_damaged_cache_entry_is_rebuilt_not_used(tmp_path):
-    from elf_images import cubin
+    from support.elf_images import cubin
 
     from tl_aot.common.arch import parse_arch
     from tl_aot.common.metadata import LoweredVariant
@@ -432,7 +433,8 @@ def test_damaged_cache_entry_is_rebuilt_not_used(tmp_path):
 
 def test_no_subprocess_runs_through_a_shell():
     offenders = []
-    for path in sorted(PKG.rglob("*.py")):
+    modules = files(PKG, "*.py", recursive=True, at_least=100)
+    for path in modules:
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
@@ -443,7 +445,7 @@ def test_no_subprocess_runs_through_a_shell():
             func = ast.unparse(node.func)
             if func in ("os.system", "os.popen", "subprocess.getoutput", "subprocess.getstatusoutput", "commands.getoutput"):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {func}()")
-    assert not offenders, "\n".join(offenders)
+    assert not offenders, f"{read(modules, 'modules')}:\n" + "\n".join(offenders)
 
 
 @pytest.mark.parametrize("name", ["a-b", "x;system()", "class", "__x", "1abc", "", "a b", 'x"y', "x" * 121, "é"])

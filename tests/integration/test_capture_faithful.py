@@ -5,12 +5,13 @@ build by name unless --keep-going, which records what it left out."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.helpers import ok as _ok
+from support.helpers import tl_aot_cli
 
 pytest.importorskip("tilelang")
 
@@ -26,15 +27,9 @@ faithful.flashattn_bwd(1, 2, 256, 64)
 """
 
 
-def _run(cmd, cwd, *, ok=True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=os.environ.copy(), capture_output=True, text=True, check=False)
-    if ok:
-        assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc
-
-
 def _tl_aot(*args, cwd, ok=True) -> subprocess.CompletedProcess:
-    return _run([sys.executable, "-m", "tl_aot", *args], cwd, ok=ok)
+    proc = tl_aot_cli(*args, cwd=cwd)
+    return _ok(proc) if ok else proc
 
 
 @pytest.fixture(scope="module")

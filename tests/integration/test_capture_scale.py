@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import KERNELS, child_env, ok, run, tl_aot_here
+from support.helpers import KERNELS, ok, tl_aot_cli, tl_aot_here
 
 pytest.importorskip("tilelang")
 pytest.importorskip("xdist")
@@ -26,8 +26,7 @@ LOST = "; o.lost_header(256)()"
 
 
 def _capture(cwd: Path, record: Path, *cmd: str, flags=()):
-    argv = [sys.executable, "-m", "tl_aot", "capture", "-o", record, "--device", "H100-SXM", *flags, "--", sys.executable, *cmd]
-    return run(argv, cwd, child_env(checkout_first=True))
+    return tl_aot_cli("capture", "-o", record, "--device", "H100-SXM", *flags, "--", sys.executable, *cmd, cwd=cwd)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ok, run_ok, tl_aot_here
+from support.helpers import ok, run_ok, tl_aot_cli, tl_aot_here
 
 pytest.importorskip("tilelang")
 
@@ -18,8 +18,9 @@ PACKAGE = Path(__file__).parents[1] / "packages" / "factory_shapes"
 
 
 def _capture(package: Path, record: Path, *workload) -> str:
-    cmd = [sys.executable, "-m", "tl_aot", "capture", "-o", record, "--device", "H100-SXM", "--", sys.executable, "workload.py", *workload]
-    return run_ok(cmd, package).stdout
+    return ok(
+        tl_aot_cli("capture", "-o", record, "--device", "H100-SXM", "--", sys.executable, "workload.py", *workload, cwd=package)
+    ).stdout
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +150,7 @@ def test_a_package_ships_its_served_library_from_a_record(copies, record, cache_
     env = dict(os.environ, TL_AOT_CACHE_DIR=str(cache_dir))
     run_ok([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], pkg, env)
     lib = pkg / "tlops" / "lib_served.so"
-    man = json.loads(run_ok([sys.executable, "-m", "tl_aot", "inspect", "--json", lib], PACKAGE.parent).stdout)
+    man = json.loads(ok(tl_aot_cli("inspect", "--json", lib, cwd=PACKAGE.parent)).stdout)
     assert len(man["entries"]) == 8 and all(e["capture_key"] for e in man["entries"])
     probe = "import tlops, tl_aot.serving.server as s; print(len(s._active.index), [l.path.name for l in s._active.libraries])"
     out = run_ok([sys.executable, "-c", probe], pkg).stdout

@@ -1,6 +1,6 @@
 """Builds killed at seeded random instants, and builds racing, through the CLI, setuptools, CMake and ``link``.
 
-A small seeded sample of ``bench/chaos_kills.py`` (the sweep; the harness is ``tests/chaos.py``):
+A small seeded sample of ``bench/chaos_kills.py`` (the sweep; the harness is ``tests/support/chaos.py``):
 each kill SIGKILLs the build's whole process group at an instant drawn on its CPU-time clock; then
 every output is absent or whole, every cache entry verifies, no compiler outlives the build, and
 the next build is byte-identical to an undisturbed one. The races: eight builds of one library into
@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("tilelang")
 
-import chaos  # noqa: E402 (tests/ is on sys.path)
+from support import chaos
 
 #: The sample's seed: the same kills on every run (change it to draw others).
 SEED = 42

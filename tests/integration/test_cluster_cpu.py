@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.helpers import tl_aot_cli
 
 pytest.importorskip("tilelang")
 distributed = pytest.importorskip("distributed")
@@ -344,20 +345,13 @@ def test_a_worker_in_an_empty_folder_builds_what_the_driver_names_by_relative_pa
     empty.mkdir()
     (project / "elementwise.py").write_bytes(KERNEL.read_bytes())
     (project / "kernels.toml").write_text(RELATIVE_SPEC)
-    local = subprocess.run(
-        [sys.executable, "-m", "tl_aot", "build", "--spec", "kernels.toml", "-o", "local", "--cache-dir", "local-cache", "-q"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    local = tl_aot_cli("build", "--spec", "kernels.toml", "-o", "local", "--cache-dir", "local-cache", "-q", cwd=project)
     assert local.returncode == 0, local.stderr
     c = LocalCluster(tmp_path / "cluster")
     try:
         c.add_worker("elsewhere", cwd=empty)
         for out, target in (("spec", ["--spec", "kernels.toml"]), ("cli", ["elementwise.py:add_one", "--arch", "80"])):
-            cmd = [sys.executable, "-m", "tl_aot", "build", *target, "-o", out, "--cache-dir", f"{out}-cache", "--cluster", c.address]
-            proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True, check=False)
+            proc = tl_aot_cli("build", *target, "-o", out, "--cache-dir", f"{out}-cache", "--cluster", c.address, cwd=project)
             assert proc.returncode == 0, proc.stdout + proc.stderr
             assert "on elsewhere" in proc.stdout, proc.stdout
             assert (project / out / "libadd_one.so").read_bytes() == (project / "local" / "libadd_one.so").read_bytes()
@@ -380,12 +374,7 @@ def test_shards_link_into_the_one_machine_library(reference, tmp_path):
     assert (tmp_path / "linked" / "add_one.h").read_bytes() == reference.header.read_bytes()
     with pytest.raises(PartError, match=r"shard 2/2 missing"):
         link_parts([str(parts[0])], out_dir=tmp_path / "again", log=None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "tl_aot", "link", str(parts[0]), str(parts[0]), "-o", str(tmp_path / "again")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = tl_aot_cli("link", parts[0], parts[0], "-o", tmp_path / "again")
     assert proc.returncode == 1 and "shard 1/2 given twice" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -413,14 +402,12 @@ def test_build_capture_on_the_cluster_is_the_local_build(cluster, tmp_path):
     """``build --capture RECORD --cluster``: the recorded kernel travels in its spec (no record shipped); same bytes as here."""
     (tmp_path / "workload.py").write_text(WORKLOAD)
     record = tmp_path / "rec.json"
-    cap = [sys.executable, "-m", "tl_aot", "capture", "-o", str(record), "--device", "H100-SXM", "--", sys.executable, "workload.py"]
-    proc = subprocess.run(cap, cwd=tmp_path, capture_output=True, text=True, check=False)
+    proc = tl_aot_cli("capture", "-o", record, "--device", "H100-SXM", "--", sys.executable, "workload.py", cwd=tmp_path)
     assert proc.returncode == 0 and record.is_file(), proc.stdout + proc.stderr
     libs = []
     for where, extra in (("here", []), ("cluster", ["--cluster", cluster.address])):
         out = tmp_path / where
-        cmd = [sys.executable, "-m", "tl_aot", "build", "--capture", str(record), "--arch", "80", "-o", str(out)]
-        proc = subprocess.run([*cmd, *extra], capture_output=True, text=True, check=False)
+        proc = tl_aot_cli("build", "--capture", record, "--arch", "80", "-o", out, *extra)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         libs.append(next(out.glob("lib*.so")).read_bytes())
     assert " on w" in proc.stdout, proc.stdout
@@ -429,11 +416,11 @@ def test_build_capture_on_the_cluster_is_the_local_build(cluster, tmp_path):
 
 def test_the_cluster_driver_killed_at_a_random_instant_leaves_nothing_damaged(cluster, tmp_path):
     """``build --cluster --cache-url`` SIGKILLed (its process group) at a seeded instant of its CPU time
-    (``tests/chaos.py``; the sweep is ``bench/chaos_kills.py``): outputs absent or whole, the local and
+    (``tests/support/chaos.py``; the sweep is ``bench/chaos_kills.py``): outputs absent or whole, the local and
     shared caches verify, and the next build is the undisturbed one's bytes."""
     import random
 
-    import chaos
+    from support import chaos
 
     build = chaos.front_end("cluster-driver", tmp_path / "ws", cluster=cluster.address)
     ref = chaos.undisturbed(build)

@@ -21,7 +21,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import child_env, run, run_ok
+from support.helpers import child_env, ok, run, run_ok, tl_aot_cli
+from support.tree import files
 
 pytest.importorskip("tilelang")
 CMAKE = shutil.which("cmake")
@@ -29,7 +30,7 @@ NINJA = shutil.which("ninja")
 if not (CMAKE and NINJA and shutil.which("nvcc")):
     pytest.skip("needs cmake, ninja and nvcc on PATH", allow_module_level=True)
 
-from conftest import cuda_available  # noqa: E402
+from support.builds import cuda_available  # noqa: E402 (after the module-level skip)
 
 import tl_aot  # noqa: E402
 
@@ -41,7 +42,7 @@ _KERNEL_LINE = re.compile(r"Building TileLang kernel (\w+) \(")
 
 
 def _cmake_dir() -> str:
-    return subprocess.run([sys.executable, "-m", "tl_aot", "--cmake-dir"], capture_output=True, text=True, check=True).stdout.strip()
+    return ok(tl_aot_cli("--cmake-dir")).stdout.strip()
 
 
 def _configure(src: Path, build: Path, env: dict, *args: str, generator: str = "Ninja", check: bool = True) -> subprocess.CompletedProcess:
@@ -79,9 +80,9 @@ def test_cmake_code_is_formatted():
     """``cmake-format --check`` with .cmake-format.yaml (cmake_errors holds malformed calls on purpose)."""
     if shutil.which("cmake-format") is None:
         pytest.skip("cmake-format is not installed (pip install 'cmakelang[YAML]')")
-    files = [*sorted((ROOT / "cmake").glob("*.cmake")), ROOT / "CMakeLists.txt", *sorted((ROOT / "samples").glob("*/CMakeLists.txt"))]
-    files += sorted((PACKAGES / "cmake_subdir").rglob("CMakeLists.txt")) + [PACKAGES / "cmake_installed" / "CMakeLists.txt"]
-    run_ok(["cmake-format", "--check", *files], ROOT, dict(os.environ))
+    cmake_files = [*files(ROOT / "cmake", "*.cmake"), ROOT / "CMakeLists.txt", *files(ROOT / "samples", "*/CMakeLists.txt")]
+    cmake_files += files(PACKAGES / "cmake_subdir", "CMakeLists.txt", recursive=True) + [PACKAGES / "cmake_installed" / "CMakeLists.txt"]
+    run_ok(["cmake-format", "--check", *cmake_files], ROOT, dict(os.environ))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,7 +351,7 @@ def test_skbuild_wheel_ships_kernels_built_by_cmake(tmp_path, cache_dir):
     assert "skb_add_one: argument 'X' expected a CUDA tensor, got a tensor on cpu" in _load_and_refuse_cpu_tensor(wheel, tmp_path, env)
 
     # scikit-build-core tags linux_x86_64, which PyPI refuses: check-wheel --retag gives the true manylinux tag.
-    out = run_ok([sys.executable, "-m", "tl_aot", "check-wheel", "--retag", wheel], tmp_path, env).stdout
+    out = ok(tl_aot_cli("check-wheel", "--retag", wheel, cwd=tmp_path, env=env)).stdout
     (retagged,) = wheel.parent.glob("tl_skb_sample-*.whl")
     tag = re.fullmatch(r"tl_skb_sample-0\.1\.0-py3-none-manylinux_2_(\d+)_x86_64\.whl", retagged.name)
     assert tag and int(tag[1]) <= 28, out

@@ -8,10 +8,10 @@ import random
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.helpers import tl_aot_cli
 
 pytest.importorskip("tilelang")
 
@@ -34,13 +34,13 @@ def sccache_env(tmp_path):
 def test_a_second_build_with_an_empty_tl_aot_cache_hits_sccache(tmp_path, sccache_env):
     """Same checkout path, fresh tl_aot cache (a new CI builder): nvcc is served from sccache."""
     out = tmp_path / "build"
-    cmd = [sys.executable, "-m", "tl_aot", "build", "--spec", str(KERNELS / "specialised.toml"), "-o", str(out), "-j", "2"]
+    cmd = ("build", "--spec", KERNELS / "specialised.toml", "-o", out, "-j", "2")
     nvcc = []
     # a cold build, then warm ones: a third only when the second's time says nothing (this machine is shared:
     # a load that changes between two builds moves their ratio more than sccache does)
     while len(nvcc) < 2 or (len(nvcc) == 2 and nvcc[1] > 0.5 * nvcc[0]):
         shutil.rmtree(out, ignore_errors=True)  # the variant cache lives under it: empty each time
-        proc = subprocess.run(cmd, env=sccache_env, capture_output=True, text=True, check=False)
+        proc = tl_aot_cli(*cmd, env=sccache_env)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         nvcc.append(float(JOB_TIME.search(proc.stdout).group(1)))
     stats = subprocess.run(["sccache", "--show-stats"], env=sccache_env, capture_output=True, text=True, check=True).stdout
@@ -76,8 +76,7 @@ def test_images_under_sccache_are_the_bytes_of_a_build_without_it(tmp_path, scca
 
 def test_a_launcher_that_is_not_there_is_a_clear_error(tmp_path):
     env = dict(os.environ, TL_AOT_COMPILER_LAUNCHER="no-such-sccache")
-    cmd = [sys.executable, "-m", "tl_aot", "build", f"{KERNELS / 'elementwise.py'}:add_one", "--arch", "90a", "-o", str(tmp_path)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    proc = tl_aot_cli("build", f"{KERNELS / 'elementwise.py'}:add_one", "--arch", "90a", "-o", tmp_path, env=env)
     assert proc.returncode == 1
     assert "TL_AOT_COMPILER_LAUNCHER='no-such-sccache': no-such-sccache was not found" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
-from conftest import build_spec  # noqa: E402
-from fake_cuda import FakeCudaTensor  # noqa: E402
+from support.builds import build_spec
+from support.fake_cuda import FakeCudaTensor
+from support.helpers import ok, tl_aot_cli
 
 pytest.importorskip("tilelang")
 
@@ -58,7 +57,7 @@ def test_device_queries_at_build_time_answer_from_the_named_gpu(conformance):
     v = lib.signature("persistent_gemm").variants[0]
     assert v.device == "H100-SXM"
     assert v.kernels[0].grid[0] == "132"  # one block per SM of an H100 SXM
-    text = subprocess.run([sys.executable, "-m", "tl_aot", "inspect", str(lib.path)], capture_output=True, text=True, check=True).stdout
+    text = ok(tl_aot_cli("inspect", lib.path)).stdout
     assert "device queries answered as H100-SXM" in text
     assert "workspace partial_out: float32[" in text
     assert "config (explicit): block_M=128" in text

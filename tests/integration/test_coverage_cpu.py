@@ -8,14 +8,11 @@ here) or at the missing driver.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
-from conftest import build_spec  # noqa: E402
-from fake_cuda import FakeCudaTensor  # noqa: E402
+from support.builds import build_spec
+from support.fake_cuda import FakeCudaTensor
 
 pytest.importorskip("tilelang")
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ok, tl_aot_here
+from support.helpers import ok, tl_aot_cli, tl_aot_here
 
 pytest.importorskip("tilelang")
 
@@ -57,11 +57,10 @@ def test_every_entry_is_a_cutedsl_cubin_for_sm90a_and_sm100a(cutedsl_lib):
 
 
 def test_inspect_shows_the_backend_of_each_variant(cutedsl_lib):
-    run = [sys.executable, "-m", "tl_aot", "inspect", str(cutedsl_lib)]
-    text = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    text = ok(tl_aot_cli("inspect", cutedsl_lib)).stdout
     assert text.count("(CuTeDSL backend, kernels found by pattern)") == 2 * len(ENTRIES)
     assert "scale(X: float32[n], Y: float32[n], alpha: float32)" in text
-    data = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True, check=True).stdout)
+    data = json.loads(ok(tl_aot_cli("inspect", cutedsl_lib, "--json")).stdout)
     assert {v["backend"] for e in data["entries"] for v in e["variants"]} == {"cutedsl"}
 
 

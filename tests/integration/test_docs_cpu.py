@@ -1,4 +1,4 @@
-"""The documentation's commands, run as written (tests/doc_blocks.py): every scenario of README.md and docs/, CPU blocks.
+"""The documentation's commands, run as written (tests/support/doc_blocks.py): every scenario of README.md and docs/, CPU blocks.
 
 One folder per scenario, its blocks in page order, the session's variant cache shared (a kernel two
 scenarios build is compiled once). GPU blocks run in tests/gpu/test_docs_gpu.py.
@@ -7,7 +7,7 @@ scenarios build is compiled once). GPU blocks run in tests/gpu/test_docs_gpu.py.
 from __future__ import annotations
 
 import pytest
-from doc_blocks import run_scenario, scenario_blocks, scenario_env
+from support.doc_blocks import run_scenario, scenario_blocks, scenario_env
 
 pytest.importorskip("tilelang")
 

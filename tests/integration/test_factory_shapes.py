@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import ok, run_ok, tl_aot_here
+from support.helpers import ok, run_ok, tl_aot_cli, tl_aot_here
 
 pytest.importorskip("tilelang")
 
@@ -97,7 +96,7 @@ def test_setuptools_takes_the_objects_the_library_passes(package, jit, cache_dir
     env = dict(os.environ, TL_AOT_CACHE_DIR=str(cache_dir))
     run_ok([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], package, env)
     _assert_same_as_jit(_variants(package / "tlops" / "lib_aot.so"), jit)
-    man = json.loads(run_ok([sys.executable, "-m", "tl_aot", "inspect", "--json", package / "tlops" / "lib_aot.so"], package).stdout)
+    man = json.loads(ok(tl_aot_cli("inspect", "--json", package / "tlops" / "lib_aot.so", cwd=package)).stdout)
     gemm = next(e for e in man["entries"] if e["name"] == "gemm")
     assert ["jit_args.block_m", "128"] in gemm["args"] and ["dtype", "torch.float16"] in gemm["args"]
 
@@ -146,21 +145,19 @@ def test_verify_proves_each_entry_is_the_kernel_the_librarys_jit_compiles(packag
     a build with an option the library does not set is named, with what differs."""
     env = dict(os.environ, TL_AOT_CACHE_DIR=str(cache_dir))
     out = tmp_path / "spec"
-    run_ok([sys.executable, "-m", "tl_aot", "build", "--spec", "tlops.toml", "-o", out, "-q"], package, env)
+    ok(tl_aot_cli("build", "--spec", "tlops.toml", "-o", out, "-q", cwd=package, env=env))
     workload = ["--", sys.executable, "-c", "import jit_reference; jit_reference.jit_kernels()"]
-    verify = [sys.executable, "-m", "tl_aot", "verify", "--device", "H100-SXM"]
-    text = run_ok([*verify[:4], out / "libtlops_aot.so", *verify[4:], *workload], package, env).stdout
+    verify = ("--device", "H100-SXM", *workload)
+    text = ok(tl_aot_cli("verify", out / "libtlops_aot.so", *verify, cwd=package, env=env)).stdout
     assert f"{len(ENTRIES)} variants: {len(ENTRIES)} identical: passed" in text
     for name in ENTRIES:
         assert f"ok          {name} (sm_90a): " in text
     assert "ok          gemm (sm_90a): tlops.kernels.gemm.gemm_kernel.<locals>._gemm(block_m=128, num_stages=3)" in text
 
     other = tmp_path / "other"
-    build = [sys.executable, "-m", "tl_aot", "build", "tlops/kernels/scale.py:relu6_scale", "--arg", "n=1000", "--arg", "factor=2.0"]
-    run_ok([*build, "--pass-config", "tl.disable_tma_lower=true", "--arch", "90a", "-o", other, "-q"], package, env)
-    proc = subprocess.run(
-        [str(c) for c in [*verify[:4], other, *verify[4:], *workload]], cwd=package, env=env, capture_output=True, text=True
-    )
+    build = ("build", "tlops/kernels/scale.py:relu6_scale", "--arg", "n=1000", "--arg", "factor=2.0")
+    ok(tl_aot_cli(*build, "--pass-config", "tl.disable_tma_lower=true", "--arch", "90a", "-o", other, "-q", cwd=package, env=env))
+    proc = tl_aot_cli("verify", other, *verify, cwd=package, env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert (
         "DIFFERENT   relu6_scale (sm_90a): tlops.kernels.scale.relu6_scale(0=1000, 1=2.0) asks for it with other options: " in proc.stdout
@@ -171,7 +168,7 @@ def test_verify_proves_each_entry_is_the_kernel_the_librarys_jit_compiles(packag
 
 @pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake and ninja")
 def test_cmake_keywords_reach_every_level(package, jit, cache_dir):
-    cmake_dir = run_ok([sys.executable, "-m", "tl_aot", "--cmake-dir"], package).stdout.strip()
+    cmake_dir = ok(tl_aot_cli("--cmake-dir", cwd=package)).stdout.strip()
     build = package / "build-cmake"
     env = dict(os.environ, TL_AOT_CACHE_DIR=str(cache_dir))
     py = [f"-DTL_AOT_PYTHON={sys.executable}", f"-DPython_EXECUTABLE={sys.executable}", f"-DTileLangAOT_DIR={cmake_dir}"]

@@ -34,8 +34,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from faultfs import FAULTS, FaultFS, ToolMemo
-from helpers import ADD_KERNEL as KERNEL
+from support.faultfs import FAULTS, FaultFS, ToolMemo
+from support.helpers import ADD_KERNEL as KERNEL
+from support.helpers import tl_aot_cli
 
 pytest.importorskip("tilelang")
 
@@ -84,12 +85,10 @@ def _capture(root: Path, n: int) -> tuple[int, str]:
 
 def _record(work: Path, n: int) -> None:
     """``rec<n>.json``: the capture of the workload's JIT compile of ``add(N=n)`` (a subprocess, once per size)."""
-    import subprocess
 
     (work / "workload.py").write_text(WORKLOAD)
     workload = [sys.executable, "workload.py", str(n)]
-    cmd = [sys.executable, "-m", "tl_aot", "capture", "-o", f"rec{n}.json", "--device", "H100-SXM", "--", *workload]
-    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False)
+    proc = tl_aot_cli("capture", "-o", f"rec{n}.json", "--device", "H100-SXM", "--", *workload, cwd=work, env=dict(os.environ))
     assert proc.returncode == 0 and "1 kernels" in proc.stdout, proc.stdout + proc.stderr
 
 

@@ -16,15 +16,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ADD_KERNEL as KERNEL
-from helpers import child_env, run
+from support.helpers import ADD_KERNEL as KERNEL
+from support.helpers import child_env, tl_aot_cli
 
 pytest.importorskip("tilelang")
 
 
 def _cli(root: Path, *args, cache: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "tl_aot", "build", "k.py:add", "--arch", "90a", "--cache-dir", str(cache), "-j", "2", *args]
-    return run(cmd, root, child_env(), timeout=300)
+    return tl_aot_cli("build", "k.py:add", "--arch", "90a", "--cache-dir", cache, "-j", "2", *args, cwd=root, env=child_env(), timeout=300)
 
 
 @pytest.fixture(scope="module")

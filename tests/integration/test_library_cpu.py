@@ -8,10 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
-from fake_cuda import FakeCudaTensor  # noqa: E402
-from helpers import child_env, ok, tl_aot_here  # noqa: E402
+from support.fake_cuda import FakeCudaTensor
+from support.helpers import child_env, ok, tl_aot_cli, tl_aot_here
 
 pytest.importorskip("tilelang")
 
@@ -49,13 +47,12 @@ def test_library_needs_no_cuda_driver_at_link_time(testlib_path):
 
 
 def test_inspect_cli_text_and_json(testlib_path):
-    run = [sys.executable, "-m", "tl_aot", "inspect", str(testlib_path)]
-    text = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    text = ok(tl_aot_cli("inspect", testlib_path)).stdout
     assert "gemm_dyn(A: float16[m, 512], B: float16[512, 512], C: float16[m, 512])" in text
     assert "dynamic: m = A.shape[0]" in text
     assert "tma A_desc: tiled on A" in text
     assert "TileLang 0.1.15" in text and "nvcc 13." in text
-    data = json.loads(subprocess.run(run + ["--json"], capture_output=True, text=True, check=True).stdout)
+    data = json.loads(ok(tl_aot_cli("inspect", testlib_path, "--json")).stdout)
     from tl_aot.common.metadata import ABI_VERSION
 
     assert data["abi_version"] == ABI_VERSION

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.helpers import tl_aot_cli
 
 from tl_aot.cuda.cuda_toolkit import pip_toolkits
 
@@ -32,8 +32,7 @@ def scrubbed_env() -> dict:
 
 
 def _tl_aot(*args, env) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "tl_aot", *map(str, args)]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    return tl_aot_cli(*args, cwd=ROOT, env=env)
 
 
 def test_builds_with_the_pip_compiler_and_records_it(tmp_path):

@@ -6,15 +6,12 @@ passes them fails at allocation (no torch allocator for these tensors) or at the
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
-from conftest import build_spec  # noqa: E402
-from fake_cuda import FakeCudaTensor  # noqa: E402
+from support.builds import build_spec
+from support.fake_cuda import FakeCudaTensor
+from support.helpers import ok, tl_aot_cli
 
 pytest.importorskip("tilelang")
 
@@ -37,7 +34,7 @@ def test_outputs_come_from_out_idx_t_empty_and_the_spec(outputs):
 
 def test_inspect_and_header_mark_the_outputs(outputs):
     result, lib = outputs
-    text = subprocess.run([sys.executable, "-m", "tl_aot", "inspect", str(lib.path)], capture_output=True, text=True, check=True).stdout
+    text = ok(tl_aot_cli("inspect", lib.path)).stdout
     assert "param y: tensor float16[m, 1024] (output: returned when the call passes the inputs alone)" in text
     assert "param y: tensor float16[m, 1024]\n" in text  # the in-place entry: an ordinary parameter
     header = result.header.read_text()
@@ -103,9 +100,7 @@ def test_build_refuses_outputs_it_cannot_allocate(tmp_path, cache_dir):
     )
 
     def build(*extra):
-        cmd = [sys.executable, "-m", "tl_aot", "build", f"{src}:k", "--arch", "90a", "-o", str(tmp_path / "out")]
-        cmd += ["--cache-dir", str(cache_dir), *extra]
-        return subprocess.run(cmd, capture_output=True, text=True)
+        return tl_aot_cli("build", f"{src}:k", "--arch", "90a", "-o", tmp_path / "out", "--cache-dir", cache_dir, *extra)
 
     no_input_gives = "output 'o' has dim 'n', which no input tensor's shape or scalar argument gives"
     cases = {

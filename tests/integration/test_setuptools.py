@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import child_env, run, run_ok
+from support.helpers import child_env, ok, run, run_ok, tl_aot_cli
 
 from tl_aot.wheel.manylinux import version_key
 from tl_aot.wheel.wheel_check import check_wheel
@@ -30,7 +30,7 @@ pytest.importorskip("tilelang")
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tests" / "packages" / "setuptools_wheel"
 SAMPLE = ROOT / "samples" / "gemm_package"
-FAKE_TENSORS = ROOT / "tests" / "unit"
+FAKE_TENSORS = ROOT / "tests"  # support.fake_cuda, for the runtime venv
 PY_TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 SAMPLE_ENTRIES = ["gemm_fp16_4096", "gemm_fp16_8192", "gemm_bf16_4096", "gemm_bf16_8192", "softmax_fp16"]
 _IGNORE = shutil.ignore_patterns("build", "dist", "*.egg-info", "*.so", "_kernels.py", "__pycache__")
@@ -147,7 +147,7 @@ def test_installed_wheels_import_in_a_venv_with_only_tvm_ffi(runtime_venv):
 import json, sys
 import tl_demo, tl_gemm
 from tl_gemm import _kernels
-from fake_cuda import FakeCudaTensor
+from support.fake_cuda import FakeCudaTensor
 
 out = {"heavy": sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "tilelang", "tl_aot", "numpy"))}
 out["demo"] = [tl_demo.answer(), sorted(n for n in ("add_one", "scale") if callable(getattr(tl_demo, n)))]
@@ -170,7 +170,7 @@ print(json.dumps(out))
     assert out["all"] == sorted([*SAMPLE_ENTRIES, "register_torch_ops"])
     assert out["cpu_call"] == "softmax_fp16: argument 'X' expected a CUDA tensor, got a tensor on cpu"
     # ... and tl_aot (in this environment) describes the installed library.
-    text = run_ok([sys.executable, "-m", "tl_aot", "inspect", out["path"]], ROOT, os.environ.copy()).stdout
+    text = ok(tl_aot_cli("inspect", out["path"], env=os.environ.copy())).stdout
     assert "softmax_fp16(X: float16[m, 1024]) -> Y: float16[m, 1024]" in text  # the sample returns Y (out_idx=[-1])
     assert "dynamic: m = X.shape[0]" in text
     assert "gemm_bf16_8192(A: bfloat16[8192, 8192], B: bfloat16[8192, 8192]) -> C: bfloat16[8192, 8192]" in text
@@ -207,7 +207,7 @@ def test_auditwheel_repair_vendors_tvm_ffi_and_the_check_refuses_that_wheel(samp
     run_ok([*_auditwheel(), "repair", "-w", tmp_path / "out", sample_wheel], tmp_path, env)
     (repaired,) = (tmp_path / "out").glob("*.whl")
     assert any(re.search(r"\.libs/libtvm_ffi", n) for n in _wheel_files(repaired))
-    proc = run([sys.executable, "-m", "tl_aot", "check-wheel", repaired], tmp_path, os.environ.copy())
+    proc = tl_aot_cli("check-wheel", repaired, cwd=tmp_path, env=os.environ.copy())
     assert proc.returncode == 1
     assert "the wheel vendors tl_gemm.libs/libtvm_ffi" in proc.stderr and "aborts the process on import" in proc.stderr
 

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, child_env, ok, tl_aot_cli
+from support.helpers import ROOT, child_env, ok, tl_aot_cli
 
 pytest.importorskip("tilelang")
 pytest.importorskip("fsspec")

@@ -1,6 +1,6 @@
 """Builds through ``--cache-url s3://...`` against a real S3 API server that fails partially (a seeded sample).
 
-moto's S3 server on 127.0.0.1 behind ``tests/s3faults.py``'s injector (timeouts, 5xx, slow
+moto's S3 server on 127.0.0.1 behind ``tests/support/s3faults.py``'s injector (timeouts, 5xx, slow
 answers, truncated and stale objects) holds the shared cache; s3fs talks to it as to AWS. Each
 build starts from an empty local cache and must finish with the library and every local cache
 entry byte-identical to an undisturbed build's (0 unverified bytes used), or fail with one clean
@@ -18,7 +18,7 @@ pytest.importorskip("s3fs")
 
 
 def test_builds_against_a_failing_s3_finish_identical_or_fail_cleanly(tmp_path):
-    from s3faults import sweep
+    from support.s3faults import sweep
 
     result = sweep(tmp_path / "w", seed=7, builds=5, rate=0.5, sizes=(256, 512))
     print("\n" + result.summary())

@@ -6,15 +6,12 @@ own checks then run; an output of the wrong shape makes the picked one say which
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
-from conftest import build_spec  # noqa: E402
-from fake_cuda import FakeCudaTensor  # noqa: E402
+from support.builds import build_spec
+from support.fake_cuda import FakeCudaTensor
+from support.helpers import ok, tl_aot_cli
 
 pytest.importorskip("tilelang")
 
@@ -44,7 +41,7 @@ def test_one_function_per_entry(special):
     header = result.header.read_text()
     assert header.count("::tvm::ffi::Tensor gemm(::tvm::ffi::TensorView A, ::tvm::ffi::TensorView B);") == 1
     assert "gemm(A: bfloat16[m, 512], B: bfloat16[512, 2048]) -> C: bfloat16[m, 2048]" in header
-    text = subprocess.run([sys.executable, "-m", "tl_aot", "inspect", str(lib.path)], capture_output=True, text=True, check=True).stdout
+    text = ok(tl_aot_cli("inspect", lib.path)).stdout
     assert "library tl_special: 2 entries" in text
     assert "gemm: 8 specialisations, one function picking by the input tensors' dtypes and sizes" in text
     assert "when m in [1, 64]   [specialisation 1/8]" in text and "(fallback)   [specialisation 8/8]" in text

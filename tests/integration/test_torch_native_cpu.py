@@ -13,8 +13,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import build_spec
-from helpers import ok, tl_aot_here
+from support.builds import build_spec
+from support.helpers import ok, tl_aot_here
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("tilelang")

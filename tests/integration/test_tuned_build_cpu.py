@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.helpers import ok, tl_aot_cli
 
 pytest.importorskip("tilelang")
 
@@ -18,8 +19,7 @@ KERNELS = Path(__file__).parents[1] / "kernels"
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, cache_dir):
     out = tmp_path_factory.mktemp("tuned")
-    cmd = [sys.executable, "-m", "tl_aot", "build", "--spec", str(KERNELS / "tuned.toml"), "-o", str(out), "--cache-dir", str(cache_dir)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = tl_aot_cli("build", "--spec", KERNELS / "tuned.toml", "-o", out, "--cache-dir", cache_dir)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return out, proc
 
@@ -36,7 +36,7 @@ def test_the_record_next_to_the_spec_chooses_every_config(built):
         (v,) = lib.signature(name).variants
         assert dict(v.config) == record[name]["chosen"], name
         assert v.config_source == f"record (NVIDIA H100 80GB HBM3, {record[name]['ms']:.4g} ms)"
-    text = subprocess.run([sys.executable, "-m", "tl_aot", "inspect", str(lib.path)], capture_output=True, text=True, check=True).stdout
+    text = ok(tl_aot_cli("inspect", lib.path)).stdout
     assert "config (record (NVIDIA H100 80GB HBM3, 0.2616 ms)): block_K=64, block_M=128, block_N=128, stages=3, threads=128" in text
 
 
@@ -72,6 +72,5 @@ def test_tune_without_a_gpu_says_what_it_needs(tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    cmd = [sys.executable, "-m", "tl_aot", "tune", "--spec", str(KERNELS / "tuned.toml"), "-o", str(tmp_path / "r.json")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = tl_aot_cli("tune", "--spec", KERNELS / "tuned.toml", "-o", tmp_path / "r.json")
     assert proc.returncode == 1 and "it needs a CUDA GPU and torch with CUDA (build needs neither)" in proc.stderr

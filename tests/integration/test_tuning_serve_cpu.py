@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.helpers import tl_aot_cli
 
 pytest.importorskip("tilelang")
 
@@ -99,8 +100,7 @@ def test_the_record_holds_the_tuners_choice_and_its_kernel(record):
 @pytest.fixture(scope="module")
 def served_lib(record, tmp_path_factory, cache_dir) -> Path:
     out = tmp_path_factory.mktemp("served")
-    cmd = [sys.executable, "-m", "tl_aot", "build", "--capture", record, "--arch", "90a", "--name", "tuned_served", "-o", out]
-    proc = subprocess.run([str(c) for c in (*cmd, "--cache-dir", cache_dir, "-q")], capture_output=True, text=True, check=False)
+    proc = tl_aot_cli("build", "--capture", record, "--arch", "90a", "--name", "tuned_served", "-o", out, "--cache-dir", cache_dir, "-q")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out / "libtuned_served.so"
 
@@ -188,8 +188,7 @@ def test_run_serve_loads_the_library_when_tilelang_is_imported(served_lib):
         "import sys; before = 'tl_aot.runtime.loader' in sys.modules; import tilelang; from tl_aot.serving import server as serving; "
         "print(before, [lib.path.name for lib in serving._active.libraries], len(serving._active.tunings))"
     )
-    cmd = [sys.executable, "-m", "tl_aot", "run", "--serve", str(served_lib), "--strict", "--", sys.executable, "-c", probe]
-    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, check=False)
+    proc = tl_aot_cli("run", "--serve", served_lib, "--strict", "--", sys.executable, "-c", probe, env=_env())
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[0] == "False ['libtuned_served.so'] 1"
     assert "tl_aot serve (pid" in proc.stderr and "0 compiled by the JIT" in proc.stderr

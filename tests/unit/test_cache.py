@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import hashlib
 
-from elf_images import cubin
+from support.elf_images import cubin
+from support.records import lowered_variant
 
-from tl_aot.common.arch import parse_arch
 from tl_aot.common.metadata import LoweredVariant
 from tl_aot.pipeline.cache import ROOT_TOKEN, VariantCache, relocate
 
 
 def _variant(root: str, header_digest: str) -> LoweredVariant:
-    return LoweredVariant(
-        entry="k",
-        arch=parse_arch("sm_90a"),
+    return lowered_variant(
         nvcc_options=(f"-I{root}/include", "-include", f"{root}/include/h.h", "-I/usr/include/cutlass"),
         compile_flags=("-include", f"{root}/include/h.h"),
         inputs=((f"{root}/include/h.h", header_digest),),

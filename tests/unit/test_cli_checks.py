@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
 from pathlib import Path
+
+from support.helpers import tl_aot_cli
 
 KERNEL = Path(__file__).parents[1] / "kernels" / "elementwise.py"
 
 
 def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "tl_aot", *map(str, args)], capture_output=True, text=True, check=False, cwd=cwd)
+    return tl_aot_cli(*args, cwd=cwd, env=dict(os.environ))
 
 
 def test_run_serve_refuses_a_missing_or_foreign_library_before_running_the_command(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("tilelang")
 
-from helpers import GOLDEN  # noqa: E402
+from support.golden import launcher_golden
 
 from tl_aot.common.arch import parse_arch  # noqa: E402
 from tl_aot.common.errors import LoweringError  # noqa: E402
@@ -122,12 +122,12 @@ def test_the_golden_launcher_solves_checks_and_picks_the_current_device():
     rt::check_args reads these tables; that a tensorless entry's device is the current one when it
     allocates, else its first output's, is the runtime's (tests/unit/cpp/test_launcher_runtime.cc).
     """
-    cc = (GOLDEN / "launcher.cc.ref").read_text()
-    pair_sum = cc[cc.index("namespace entry8 {") : cc.index("}  // namespace entry8")]
+    cc = launcher_golden("dynamic_dims").read_text()  # pair_sum, tile_copy, arange: entries 0, 1, 2
+    pair_sum = cc[cc.index("namespace entry0 {") : cc.index("}  // namespace entry0")]
     assert "    case 0: return rt::floordiv(x.t[0]->shape[0], 2);\n    case 1: return (s_n * 2);\n" in pair_sum
     assert '{"n", 0, 0, 2147483647, 0, {rt::kExpr, 1}, "[n * 2] with dim 0 = n * 2 for an integer n in [1, 2147483647]"}' in pair_sum
     assert "const int64_t grid0[3] = {rt::shr<int32_t>((s_n + 127), 7), 1, 1};" in cc  # tile_copy
-    arange = cc[cc.index("namespace entry10 {") : cc.index("}  // namespace entry10")]
+    arange = cc[cc.index("namespace entry2 {") : cc.index("}  // namespace entry2")]
     assert "const rt::Checks checks{tensors, 1, 0, " in arange  # one tensor, no input tensor
     assert '{"out", 1, "[n]", "int32", {{0, 32}}, 1, dims + 0, nullptr, "()", 64, {0, 32, 1}, values + 0, 1}' in arange
     assert "  const int32_t a_n = static_cast<int32_t>(x.a[0].i);\n  switch (i) {\n    case 0: return a_n;\n" in arange

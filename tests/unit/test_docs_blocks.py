@@ -1,4 +1,4 @@
-"""The documentation's blocks are all accounted for (tests/doc_blocks.py), and the README stays a front page.
+"""The documentation's blocks are all accounted for (tests/support/doc_blocks.py), and the README stays a front page.
 
 Cheap checks of every page; the ``run`` blocks themselves run in tests/integration/test_docs_cpu.py
 (and tests/gpu/test_docs_gpu.py).
@@ -11,7 +11,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from doc_blocks import ROOT, SEEDS, Marker, MarkerError, all_blocks, blocks_of, parse_marker, scenario_blocks
+from support.doc_blocks import ROOT, SEEDS, Marker, MarkerError, all_blocks, blocks_of, parse_marker, scenario_blocks
 
 BLOCKS = all_blocks()
 CI_FILES = (ROOT / ".ci" / "run", ROOT / ".github" / "workflows" / "release.yml")

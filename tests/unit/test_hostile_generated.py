@@ -18,7 +18,7 @@ import tokenize
 from pathlib import Path
 
 import pytest
-from helpers import golden_manifest
+from support.golden import golden_manifest
 
 from tl_aot.codegen.render import render_header, render_launcher, render_loader
 from tl_aot.common.cpp_spelling import cpp_macros, cpp_name, cpp_reserved

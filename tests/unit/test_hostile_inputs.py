@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.helpers import tl_aot_cli
 
 from tl_aot.common import destinations
 from tl_aot.common.destinations import StagedFiles, check_file_destination, ensure_folder
@@ -460,7 +461,7 @@ def test_load_and_inspect_refuse_them_in_a_child_process_that_survives(case, tmp
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "refused:" in proc.stdout and fragment in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "tl_aot", "inspect", str(path)], capture_output=True, text=True, timeout=120, check=False)
+    proc = tl_aot_cli("inspect", path, timeout=120)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr and fragment in proc.stderr
 
 

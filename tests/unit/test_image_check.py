@@ -8,12 +8,12 @@ import struct
 from pathlib import Path
 
 import pytest
-from elf_images import elf, fatbin
+from support.elf_images import elf, fatbin
+from support.records import device_kernel, lowered_variant
 
-from tl_aot.common.arch import parse_arch
 from tl_aot.common.destinations import disk_full_note
 from tl_aot.common.errors import CompileError, FailedProcessError
-from tl_aot.common.metadata import DeviceKernel, LoweredVariant
+from tl_aot.common.metadata import LoweredVariant
 from tl_aot.cuda.image_check import image_problem, object_problem, variant_image_problem
 from tl_aot.pipeline.cache import VariantCache
 
@@ -59,16 +59,7 @@ def test_fatbin_header_sizes_and_inner_cubin_are_checked():
 
 
 def _variant(ptx: bool = False) -> LoweredVariant:
-    kernel = DeviceKernel(name="main_kernel", args=(), grid=("1", "1", "1"), block=("128", "1", "1"), dynamic_smem="0")
-    return LoweredVariant(
-        entry="add",
-        arch=parse_arch("80+PTX" if ptx else "sm_90a"),
-        params=(),
-        symbols=(),
-        kernels=(kernel,),
-        tma_descriptors=(),
-        cuda_source="",
-    )
+    return lowered_variant("add", "80+PTX" if ptx else "sm_90a", kernels=(device_kernel(),))
 
 
 def test_the_cache_refuses_to_store_a_damaged_image(tmp_path):

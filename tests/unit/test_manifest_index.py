@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import golden_manifest
+from support.golden import golden_manifest
 
 from tl_aot.common.errors import LibraryError
 from tl_aot.common.manifest_index import index_of, index_text, parse_index

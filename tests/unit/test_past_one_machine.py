@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from elf_images import cubin
+from support.elf_images import cubin
+from support.records import lowered_variant
 
 from tl_aot.common.arch import parse_arch
 from tl_aot.common.metadata import LoweredVariant, to_json
@@ -79,7 +80,7 @@ def test_toolset_differences_are_named(monkeypatch):
 
 
 def _variant() -> LoweredVariant:
-    return LoweredVariant(entry="e", arch=parse_arch("sm_80"), cuda_source='extern "C" __global__ void k() {}')
+    return lowered_variant("e", "sm_80", cuda_source='extern "C" __global__ void k() {}')
 
 
 def test_shared_cache_entries_are_verified():

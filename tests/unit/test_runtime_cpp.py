@@ -5,6 +5,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.tree import files
 
 from tl_aot.cuda.toolchain import RUNTIME_HEADERS, RUNTIME_INCLUDE, RUNTIME_SOURCES, RUNTIME_UNITS
 
@@ -33,12 +34,12 @@ def test_launcher_runtime_against_a_fake_driver(tmp_path):
 def test_runtime_sources_name_every_shipped_runtime_file():
     """Every unit in src/ is compiled and every runtime file keys the cached objects: a file left out would be stale."""
     src = RUNTIME_UNITS[0].parent
-    assert set(RUNTIME_UNITS) == set(src.glob("*.cc"))
-    assert set(src.glob("*.h")) <= set(RUNTIME_SOURCES)
+    assert set(RUNTIME_UNITS) == set(files(src, "*.cc"))
+    assert set(files(src, "*.h", at_least=0)) <= set(RUNTIME_SOURCES)
     # Every header a library's units include; torch_native.h is the companion's, keyed by codegen/torch_native.py.
-    headers = set((RUNTIME_INCLUDE / "tl_aot").glob("**/*.h")) - {RUNTIME_INCLUDE / "tl_aot" / "torch_native.h"}
+    headers = set(files(RUNTIME_INCLUDE / "tl_aot", "*.h", recursive=True, at_least=10)) - {RUNTIME_INCLUDE / "tl_aot" / "torch_native.h"}
     assert headers <= set(RUNTIME_SOURCES)
-    assert set(RUNTIME_HEADERS) == set((RUNTIME_INCLUDE / "tl_aot" / "runtime").glob("*.h"))
+    assert set(RUNTIME_HEADERS) == set(files(RUNTIME_INCLUDE / "tl_aot" / "runtime", "*.h", at_least=11))
     assert all(f.is_file() for f in RUNTIME_SOURCES)
 
 

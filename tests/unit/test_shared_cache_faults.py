@@ -15,7 +15,7 @@ import collections
 import random
 import time
 
-from elf_images import cubin
+from support.elf_images import cubin
 
 from tl_aot.common.arch import parse_arch
 from tl_aot.common.metadata import DeviceKernel, LoweredVariant, to_json

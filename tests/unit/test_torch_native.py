@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import GOLDEN, REGEN, golden_manifest
+from support.golden import GOLDEN, REGEN, golden_manifest
 
 from tl_aot.codegen.torch_native import companion_ops, companion_path, render_companion, torch_include_dir
 from tl_aot.common.errors import SpecError

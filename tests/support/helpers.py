@@ -1,6 +1,6 @@
 """What the tests share: a clean environment for child processes, running them, and reading their verdicts.
 
-Imported as ``from helpers import ...`` (``tests/`` is on ``sys.path`` through its ``conftest.py``).
+Imported as ``from support.helpers import ...`` (``tests/`` is on ``sys.path`` through pytest's ``pythonpath``).
 One copy of each helper, so a change to how tests run tools (an environment variable they must not
 inherit, how a failure is shown) is made once.
 """
@@ -17,37 +17,25 @@ from unittest import mock
 
 import pytest
 
-from tl_aot.common.metadata import Manifest, from_json
-
 __all__ = [
     "ROOT",
     "KERNELS",
-    "GOLDEN",
-    "REGEN",
     "ADD_KERNEL",
-    "golden_manifest",
     "child_env",
     "run",
     "run_ok",
+    "tl_aot_argv",
     "tl_aot_cli",
     "tl_aot_here",
     "ok",
     "fails",
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "tests" / "kernels"
-#: The codegen tests' golden files (a manifest and what it renders to) and the command that regenerates them.
-GOLDEN = ROOT / "tests" / "unit" / "golden"
-REGEN = "python tests/unit/golden/regen.py"
 
 #: Settings of the developer's shell that would change what a test builds or installs.
 _INHERITED_SETTINGS = ("TL_AOT_ARCHS", "MAX_JOBS", "PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT")
-
-
-def golden_manifest() -> Manifest:
-    """The manifest the golden launcher, header and torch companion are rendered from."""
-    return from_json(Manifest, (GOLDEN / "manifest.json").read_text())
 
 
 def child_env(cache_dir: Path | str | None = None, *, checkout_first: bool = False, drop=(), **extra: str) -> dict:
@@ -81,10 +69,18 @@ def run_ok(cmd: list, cwd: Path | str | None = None, env: dict | None = None, *,
     return ok(run(cmd, cwd, env, timeout=timeout))
 
 
+def tl_aot_argv(*args) -> list[str]:
+    """``python -m tl_aot ARGS`` as an argument list: for a process a test starts itself (killed, raced) or hands to another tool."""
+    return [sys.executable, "-m", "tl_aot", *map(str, args)]
+
+
 def tl_aot_cli(*args, cwd: Path | str | None = None, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    """``python -m tl_aot ARGS`` in a child process (for what only a process shows: exit status, streams, no traceback)."""
+    """``python -m tl_aot ARGS`` in a child process (for what only a process shows: exit status, streams, no traceback).
+
+    ``cwd``: default the checkout; ``env``: default :func:`child_env` with the checkout first on ``PYTHONPATH``.
+    """
     env = child_env(checkout_first=True) if env is None else env
-    return run([sys.executable, "-m", "tl_aot", *args], cwd or ROOT, env, timeout=timeout)
+    return run(tl_aot_argv(*args), cwd or ROOT, env, timeout=timeout)
 
 
 def tl_aot_here(*args, cwd: Path | str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -109,7 +105,7 @@ def tl_aot_here(*args, cwd: Path | str | None = None, env: dict | None = None) -
             code = main([str(a) for a in args])
         except SystemExit as e:  # argparse's errors, and commands that exit
             code = e.code if isinstance(e.code, int) else 1
-    return subprocess.CompletedProcess([sys.executable, "-m", "tl_aot", *map(str, args)], code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(tl_aot_argv(*args), code, out.getvalue(), err.getvalue())
 
 
 def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:

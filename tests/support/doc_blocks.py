@@ -35,7 +35,7 @@ from pathlib import Path
 
 __all__ = ["ROOT", "Block", "Marker", "MarkerError", "KINDS", "doc_pages", "blocks_of", "all_blocks", "scenario_blocks"]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Marker kinds and the keys each takes (``gpu`` is a flag of ``run``).
 KINDS = {

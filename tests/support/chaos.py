@@ -36,6 +36,9 @@ import sys
 import time
 from pathlib import Path
 
+from support import helpers
+from support.helpers import tl_aot_argv
+
 __all__ = [
     "FRONT_ENDS",
     "Build",
@@ -52,7 +55,7 @@ __all__ = [
     "two_machines",
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KERNEL = ROOT / "tests" / "kernels" / "elementwise.py"
 NAME = "add_one"
 ARCH = "90a"
@@ -65,13 +68,8 @@ _TOOLS = ("nvcc", "cicc", "ptxas", "cudafe++", "fatbinary", "nvlink", "c++", "g+
 
 
 def child_env(**extra: str) -> dict:
-    """This environment, without the settings that change a build, with the checkout first on PYTHONPATH."""
-    drop = ("TL_AOT_ARCHS", "MAX_JOBS", "TL_AOT_CACHE_DIR", "TL_AOT_CACHE_URL", "TL_AOT_CLUSTER")
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
+    """:func:`support.helpers.child_env` with the checkout first on PYTHONPATH, and no shared cache or cluster inherited."""
+    return helpers.child_env(checkout_first=True, drop=("TL_AOT_CACHE_URL", "TL_AOT_CLUSTER"), **extra)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +138,7 @@ def _python() -> list[str]:
 
 
 def _cmake_dir() -> str:
-    cmd = [sys.executable, "-m", "tl_aot", "--cmake-dir"]
+    cmd = tl_aot_argv("--cmake-dir")
     return subprocess.run(cmd, capture_output=True, text=True, check=True, env=child_env()).stdout.strip()
 
 
@@ -191,7 +189,7 @@ def front_end(
     cache = cache or ws / "cache"
     lib, header = out / f"lib{NAME}.so", out / f"{NAME}.h"
     env = child_env()
-    tl_aot = [*_python(), "-m", "tl_aot"]
+    tl_aot = tl_aot_argv()
     if name == "cli":
         cmd = [*tl_aot, "build", f"{KERNEL}:{NAME}", "--arch", ARCH, "-o", str(out), "--cache-dir", str(cache)]
         return Build(name, tuple(cmd), ws, env, (lib, header), cache, fresh=(out, cache))
@@ -229,7 +227,7 @@ def shard_parts(ws: Path) -> Path:
     if parts.is_dir() and len(list(parts.iterdir())) == 2:
         return parts
     for k in (1, 2):
-        cmd = [*_python(), "-m", "tl_aot", "build", f"{KERNEL}:{NAME}", *[a for x in LINK_ARCHS for a in ("--arch", x)]]
+        cmd = tl_aot_argv("build", f"{KERNEL}:{NAME}", *[a for x in LINK_ARCHS for a in ("--arch", x)])
         cmd += ["--shard", f"{k}/2", "-o", str(parts / str(k)), "--cache-dir", str(ws / "shard-cache")]
         proc = subprocess.run(cmd, cwd=ws, env=child_env(), capture_output=True, text=True, check=False)
         if proc.returncode:
@@ -614,7 +612,7 @@ def two_machines(ws: Path) -> tuple[list[subprocess.CompletedProcess], list[Buil
     builds = []
     for m in ("m1", "m2"):
         out, cache = ws / m / "out", ws / m / "cache"
-        cmd = [*_python(), "-m", "tl_aot", "build", f"{KERNEL}:{NAME}", "--arch", ARCH, "-o", str(out), "--cache-dir", str(cache)]
+        cmd = tl_aot_argv("build", f"{KERNEL}:{NAME}", "--arch", ARCH, "-o", out, "--cache-dir", cache)
         cmd += ["--cache-url", shared.as_uri()]
         builds.append(Build("cli", tuple(cmd), ws, child_env(), (out / f"lib{NAME}.so", out / f"{NAME}.h"), cache, shared=shared))
     (ws / "m1").mkdir(parents=True, exist_ok=True)

@@ -222,8 +222,9 @@ def sweep(work: Path, *, seed: int, builds: int, rate: float, sizes=(256, 512, 1
     store. Tools are replayed (:class:`faultfs.ToolMemo`): a build costs tenths of a second.
     """
     import fsspec.config
-    from faultfs import ToolMemo
-    from helpers import ADD_KERNEL
+
+    from support.faultfs import ToolMemo
+    from support.helpers import ADD_KERNEL
 
     rng = random.Random(seed)
     work.mkdir(parents=True, exist_ok=True)
