@@ -107,7 +107,6 @@ class SharedCache:
         self._warned = False
         self.off = False  # a request failed: the rest of this build goes without the shared cache
         self._lock = threading.Lock()
-        self.hits = 0
         self.adopted: set[str] = set()  # keys whose entry came from the shared cache in this build
         self._bad: set = set()  # keys whose shared entry was damaged: rewritten by store()
         self._listed: set | None = None  # keys the shared folder held when load_many listed it (None: not listed)
@@ -227,8 +226,7 @@ class SharedCache:
         found = self.local.load(key, project)
         if found is not None:
             with self._lock:
-                self.hits += 1
-                self.adopted.add(key)
+                self.adopted.add(key)  # hits counts these
         return found
 
     def check_writable(self) -> None:
