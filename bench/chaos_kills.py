@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import io
 import json
 import os
 import random
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -42,7 +44,8 @@ import chaos  # noqa: E402 (tests/ on the path first)
 import chaos_warm  # noqa: E402
 
 ALL = (*chaos.FRONT_ENDS, "cluster-worker")
-#: The default mix of warmths: some cold (a new Python, imports and all), the rest spread over the later stages (``runtime``: cold lowering in a warm Python).
+#: The default mix of warmths: some cold (a new Python, imports and all), the rest spread over the
+#: later stages (``runtime``: cold lowering in a warm Python).
 WARMTH_MIX = "cold=0.15,runtime=0.35,variant=0.3,full=0.2"
 #: What a worker kill can be drawn in: the warmths that leave the workers work.
 WORKER_WARMTHS = ("cold", "runtime")
@@ -68,6 +71,18 @@ def summarize(rows: list[dict]) -> dict:
         "stages": dict(sorted(stages.items())),
         "load_avg": round(os.getloadavg()[0], 1),
     }
+
+
+def _library_bytes(ref: chaos.Reference) -> bytes:
+    """The library an undisturbed build made: an output, or the member of its wheel."""
+    for name, data in ref.outputs.items():
+        if name.endswith(".so"):
+            return data
+        if name.endswith(".whl"):
+            with zipfile.ZipFile(io.BytesIO(data)) as whl:
+                return whl.read(next(n for n in whl.namelist() if n.endswith(".so")))
+    msg = f"no library among {sorted(ref.outputs)}"
+    raise ValueError(msg)
 
 
 def _weights(text: str) -> dict[str, float]:
@@ -178,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
                 cpu[name, warmth] = again.cpu_s
                 emit({"undisturbed": name, "warmth": warmth, "wall_s": round(again.wall_s, 2), "cpu_s": round(again.cpu_s, 2)})
-        libs = {n: next(b for n, b in r.outputs.items() if n.endswith(".so")) for n, r in refs.items()}
+        libs = {n: _library_bytes(r) for n, r in refs.items()}
         one_machine = {n for n in libs if n != "link"}
         if len({libs[n] for n in one_machine}) > 1:
             emit({"error": "front ends disagree on the library's bytes", "front_ends": sorted(one_machine)})

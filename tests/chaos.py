@@ -60,8 +60,10 @@ NAME = "add_one"
 ARCH = "90a"
 #: The sharded front end needs two variants to split.
 LINK_ARCHS = ("80", "90a")
-#: The front ends a kill trial knows (``cluster-worker``: :func:`worker_kill_trial`).
-FRONT_ENDS = ("cli", "setuptools", "cmake", "cluster-driver", "link")
+#: The front ends a kill trial knows (``cluster-worker``: :func:`worker_kill_trial`). ``pip-wheel``:
+#: the setuptools project through PEP 517 (``pip wheel --no-build-isolation``), whose output is
+#: the wheel itself (reproducible with ``SOURCE_DATE_EPOCH``).
+FRONT_ENDS = ("cli", "setuptools", "cmake", "cluster-driver", "link", "pip-wheel")
 #: Tools whose survival after a killed build is an orphan.
 _TOOLS = ("nvcc", "cicc", "ptxas", "cudafe++", "fatbinary", "nvlink", "c++", "g++", "gcc", "cc1plus", "ld", "collect2")
 
@@ -224,6 +226,12 @@ def front_end(
         cmd = [*_python(), "setup.py", "-q", "build_ext", "--build-lib", str(out), "--build-temp", str(temp)]
         env = child_env(TL_AOT_CACHE_DIR=str(cache))
         return Build(name, tuple(cmd), src, env, (lib, out / f"{NAME}.py"), cache, fresh=(out, cache, temp, src / "build"))
+    if name == "pip-wheel":
+        src = setuptools_project(ws / "pip")
+        cmd = [*_python(), "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index", "-q", "-w", str(out), str(src)]
+        env = child_env(TL_AOT_CACHE_DIR=str(cache), SOURCE_DATE_EPOCH="0", PIP_DISABLE_PIP_VERSION_CHECK="1")
+        wheel = out / "chaos_demo-0-cp{0}{1}-cp{0}{1}-linux_x86_64.whl".format(*sys.version_info[:2])
+        return Build(name, tuple(cmd), ws, env, (wheel,), cache, fresh=(out, cache, src / "build", src / "chaos_demo.egg-info"))
     if name == "cmake":
         build = ws / "cmake-build"
         if not (build / "build.ninja").is_file():
