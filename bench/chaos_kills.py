@@ -8,7 +8,7 @@ stretches wall time, not CPU time). Then each kill draws a front end, a warmth (
 ``--warmths``) and an instant uniformly within that CPU time (a seeded ``random.Random``: the same
 ``--seed`` draws the same kills), starts the build, SIGKILLs its process group at that instant, and
 checks what the next build sees: outputs absent or whole, every cache entry verified (incrementally:
-a file already verified is not read again), no tool outliving the build, then a clean build
+a file already verified is not read again), no process the build started outliving it, then a clean build
 byte-identical to the undisturbed cold one. ``cluster-worker`` kills the busiest Dask worker of a
 local cluster mid-build instead; that build must finish with the same bytes.
 

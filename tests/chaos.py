@@ -11,7 +11,7 @@ what a user would meet next:
 - every output is absent or byte-identical to the undisturbed build's (never half written);
 - every cache entry verifies: a variant's files match their digests and its image is whole, a
   host object matches its digest, a shared-cache object unpacks (:func:`cache_damage`);
-- no tool the build started outlives it;
+- no process the build started outlives it (a tool, its reaper, a job ninja runs in a group of its own);
 - a clean build in the same folders succeeds, byte-identical to the undisturbed build, and leaves
   the cache verified.
 
@@ -499,7 +499,7 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _survivors(pids: dict[int, str], wait_s: float = 5.0) -> list[str]:
-    """Those of ``pids`` still alive (same name) after up to ``wait_s``: tools that outlived the build."""
+    """Those of ``pids`` still alive (same name) after up to ``wait_s``: processes that outlived the build."""
     end = time.monotonic() + wait_s
     while True:
         alive = [f"{name}[{pid}]" for pid, name in pids.items() if (st := _stat(pid)) is not None and st[1] == name]
@@ -673,8 +673,10 @@ def kill_trial(
     proc.wait()
     stage = _last_line(log) if killed else "(finished first)"
     damage = [] if killed or proc.returncode == 0 else [f"the undisturbed part failed (exit {proc.returncode}): {_last_line(log)}"]
-    orphans = _survivors({p: n for p, n in progress.tree.items() if n in _TOOLS})
-    damage += [f"tool outlived the killed build: {o}" for o in orphans]
+    # Every process the build started dies with it: its tools, their reapers, a job ninja put in a
+    # group of its own (tl_aot under CMake), pip's build backend.
+    orphans = _survivors(progress.tree)
+    damage += [f"{'tool' if o.split('[')[0] in _TOOLS else 'process'} outlived the killed build: {o}" for o in orphans]
     damage += _outputs_damage(build, reference)
     damage += cache_damage(build.cache, build.shared)
     # The next build may be forked from a warm Python even after a cold trial: what it must cope
