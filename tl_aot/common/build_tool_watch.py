@@ -1,0 +1,60 @@
+"""Stop a build whose build tool is gone: ninja's jobs outlive a SIGKILLed ninja.
+
+Ninja runs each command in a process group of its own (so that Ctrl-C reaches ninja alone, which
+then stops its jobs). A SIGKILL of ``cmake --build``'s group (a CI runner ending a job, ``kill -9
+-PGID``) kills cmake and ninja, not the job: ``sh -c "cd … && cmake -E env … python -m tl_aot build
+…"`` runs on, a build nobody waits for, its compilers running and the output's lock held while the
+next build waits for it. CMake's command sets ``TL_AOT_STOP_WITH_BUILD_TOOL=1``; the build then
+watches the leader of its process group (the job's shell): once the leader is handed to another
+parent (the build tool that started it died) or is gone, the build interrupts itself as Ctrl-C
+would (its tools stopped through their reapers, nothing published half-way, exit status 130).
+
+Off unless asked for: a build started from a terminal under ``nohup`` outlives its shell on purpose.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+__all__ = ["ENV", "watch_build_tool"]
+
+#: The environment variable CMake's build command sets (``1``: watch).
+ENV = "TL_AOT_STOP_WITH_BUILD_TOOL"
+
+
+def _parent_of(pid: int) -> int | None:
+    """The parent pid of a live process, else None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    rest = stat[stat.rindex(")") + 2 :].split()
+    return None if rest[0] == "Z" else int(rest[1])
+
+
+def watch_build_tool(*, interval_s: float = 0.2) -> bool:
+    """With ``TL_AOT_STOP_WITH_BUILD_TOOL=1``, SIGINT this process once its group's leader loses its parent.
+
+    Returns whether a watch started: not when the variable is unset, when this process leads its
+    own group (a kill of the group reaches it), or on a system without ``/proc``.
+    """
+    if os.environ.get(ENV) != "1":
+        return False
+    leader = os.getpgrp()
+    if leader == os.getpid():
+        return False
+    tool = _parent_of(leader)
+    if tool is None:
+        return False
+
+    def watch() -> None:
+        while _parent_of(leader) == tool:
+            time.sleep(interval_s)
+        os.kill(os.getpid(), signal.SIGINT)  # a real signal: a wait in the main thread ends at once
+
+    threading.Thread(target=watch, name="tl_aot-build-tool-watch", daemon=True).start()
+    return True
