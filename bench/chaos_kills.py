@@ -31,6 +31,7 @@ import io
 import json
 import os
 import random
+import signal
 import sys
 import tempfile
 import threading
@@ -205,11 +206,14 @@ def main(argv: list[str] | None = None) -> int:
         turn = threading.Condition()
         cluster_busy = [False]
 
+        stop = threading.Event()  # SIGTERM: each lane ends its kill, then the summary of those made
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
         def take() -> Draw | None:
-            """The next kill this lane may make (cluster trials take turns), or None when done or out of time."""
+            """The next kill this lane may make (cluster trials take turns), or None when done, out of time or stopped."""
             with turn:
                 while todo:
-                    if args.minutes and time.monotonic() - t_start > args.minutes * 60:
+                    if stop.is_set() or (args.minutes and time.monotonic() - t_start > args.minutes * 60):
                         return None
                     for k, d in enumerate(todo):
                         if not d.name.startswith("cluster") or not cluster_busy[0]:
