@@ -6,10 +6,12 @@ then stops its jobs). A SIGKILL of ``cmake --build``'s group (a CI runner ending
 …"`` runs on, a build nobody waits for, its compilers running and the output's lock held while the
 next build waits for it. CMake's command sets ``TL_AOT_STOP_WITH_BUILD_TOOL=1``; the build then
 watches the leader of its process group (the job's shell): once the leader is handed to another
-parent (the build tool that started it died) or is gone, the build interrupts itself as Ctrl-C
-would (its tools stopped through their reapers, nothing published half-way, exit status 130).
+parent (the build tool that started it died) or is gone, the build sends its own group SIGTERM, so
+the job ends as the kill meant it to (the build's tools die with it through their reapers).
 
-Off unless asked for: a build started from a terminal under ``nohup`` outlives its shell on purpose.
+Not SIGINT: a build interrupted as by Ctrl-C waits for the compiles its threads started, seconds
+of a job nobody will use. Off unless asked for: a build started from a terminal under ``nohup``
+outlives its shell on purpose.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def _parent_of(pid: int) -> int | None:
 
 
 def watch_build_tool(*, interval_s: float = 0.2) -> bool:
-    """With ``TL_AOT_STOP_WITH_BUILD_TOOL=1``, SIGINT this process once its group's leader loses its parent.
+    """With ``TL_AOT_STOP_WITH_BUILD_TOOL=1``, SIGTERM this process's group once the group's leader loses its parent.
 
     Returns whether a watch started: not when the variable is unset, when this process leads its
     own group (a kill of the group reaches it), or on a system without ``/proc``.
@@ -54,7 +56,7 @@ def watch_build_tool(*, interval_s: float = 0.2) -> bool:
     def watch() -> None:
         while _parent_of(leader) == tool:
             time.sleep(interval_s)
-        os.kill(os.getpid(), signal.SIGINT)  # a real signal: a wait in the main thread ends at once
+        os.killpg(leader, signal.SIGTERM)  # the job: its shell, cmake -E env, this build
 
     threading.Thread(target=watch, name="tl_aot-build-tool-watch", daemon=True).start()
     return True
