@@ -231,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
                     if d.name == "cluster-worker":
                         trial = chaos.worker_kill_trial(build, refs[d.name], cluster, **kw)
                     else:
-                        trial = chaos.kill_trial(build, refs[d.name], **kw)
+                        # the driver's clock counts the workers' CPU, as when its undisturbed build was measured
+                        workers = tuple(cluster.procs[w].pid for w in cluster.workers()) if d.name == "cluster-driver" else ()
+                        trial = chaos.kill_trial(build, refs[d.name], workers=workers, **kw)
                 except Exception as e:  # the harness's own failure: said, and counted as damage by no one
                     emit({"error": f"kill {d.i} ({d.name}, {d.warmth}) did not run: {e!r}"})
                     continue

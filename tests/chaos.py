@@ -649,6 +649,7 @@ def kill_trial(
     snapshot: Path | None = None,
     warm=None,
     cpu_s: float | None = None,
+    workers: tuple[int, ...] = (),
 ) -> Trial:
     """Start ``build`` as ``warmth`` says, SIGKILL its process group at fraction ``at`` of its CPU time, check, build again, check.
 
@@ -656,13 +657,15 @@ def kill_trial(
     seconds of an undisturbed build at this warmth (default ``reference.cpu_s``). ``warm``: a
     :class:`chaos_warm.WarmPython` the build (and the next one) is forked from, where the front end
     is one Python process; a ``cold`` trial is always a new process (its next build is forked).
+    ``workers``: the cluster workers' pids, whose CPU counts on the build's clock (as it did when
+    ``cpu_s`` was measured).
     """
     build.reset(warmth, snapshot)
     next_warm, warm = warm, None if warmth == "cold" else warm
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{build.front_end}-{seed}.log"
     proc = build.start(log, warm)
-    progress = Progress(proc.pid)
+    progress = Progress(proc.pid, workers)
     waited = _run_until(proc, progress, at * (reference.cpu_s if cpu_s is None else cpu_s))
     killed = proc.poll() is None
     running, before = (), ()
