@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 BUILD = """\
@@ -77,3 +79,37 @@ def test_without_the_variable_a_build_is_left_alone(tmp_path):
     time.sleep(0.5)
     assert _alive(build)
     os.kill(build, signal.SIGKILL)  # the build this test started, left running as the user asked
+
+
+def test_a_build_whose_build_tool_died_before_it_started_ends_too(tmp_path):
+    """The kill came while the job's Python was still starting: the watch finds its leader orphaned already."""
+    (tmp_path / "build.py").write_text(BUILD)
+    orphan = "import os, time; time.sleep(0.3); open('ppid', 'w').write(str(os.getppid()))"
+    probe = subprocess.run(["sh", "-c", f'{sys.executable} -c "{orphan}" &'], cwd=tmp_path, check=True)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "ppid").is_file() or not (tmp_path / "ppid").read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    if (tmp_path / "ppid").read_text().strip() != "1" or probe.returncode:
+        pytest.skip("orphans here are adopted by a subreaper, not init")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TL_AOT_STOP_WITH_BUILD_TOOL="1")
+    log = tmp_path / "build.log"
+    job = f"sleep 1; {sys.executable} {tmp_path / 'build.py'} > {log}"
+    tool = subprocess.Popen(
+        [sys.executable, "-c", TOOL, f"echo $$ > {tmp_path / 'sh'}; {job}"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    tool.stdout.readline()
+    os.killpg(tool.pid, signal.SIGKILL)  # before the job's Python starts
+    tool.wait()
+    while not (tmp_path / "sh").is_file() or not (tmp_path / "sh").read_text().strip():
+        assert time.monotonic() < deadline + 10
+        time.sleep(0.05)
+    shell = int((tmp_path / "sh").read_text())
+    deadline = time.monotonic() + 20
+    while _alive(shell):
+        assert time.monotonic() < deadline, "the build ran on after its build tool was killed"
+        time.sleep(0.05)

@@ -38,11 +38,26 @@ def _parent_of(pid: int) -> int | None:
     return None if rest[0] == "Z" else int(rest[1])
 
 
+#: Build tools that may run as pid 1 (a container's entry point): a leader whose parent is pid 1 is
+#: an orphan only when pid 1 is not one of them.
+_BUILD_TOOLS = {"ninja", "make", "gmake", "cmake"}
+
+
+def _name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def watch_build_tool(*, interval_s: float = 0.2) -> bool:
     """With ``TL_AOT_STOP_WITH_BUILD_TOOL=1``, SIGTERM this process's group once the group's leader loses its parent.
 
     Returns whether a watch started: not when the variable is unset, when this process leads its
-    own group (a kill of the group reaches it), or on a system without ``/proc``.
+    own group (a kill of the group reaches it), or on a system without ``/proc``. A leader already
+    handed to init (pid 1, not itself a build tool) means the build tool died before the watch
+    could start: the group is sent SIGTERM at once.
     """
     if os.environ.get(ENV) != "1":
         return False
@@ -50,8 +65,11 @@ def watch_build_tool(*, interval_s: float = 0.2) -> bool:
     if leader == os.getpid():
         return False
     tool = _parent_of(leader)
-    if tool is None:
-        return False
+    if tool is None or (tool == 1 and _name(1) not in _BUILD_TOOLS):
+        # The build tool died before this build got here (during Python's start-up, say): its
+        # job's leader went to init already, and the job ends now.
+        os.killpg(leader, signal.SIGTERM)
+        return True
 
     def watch() -> None:
         while _parent_of(leader) == tool:
