@@ -33,12 +33,20 @@ def objects(session_runtime) -> Path:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, objects) -> chaos.Reference:
-    """The library and header of an undisturbed CLI build, and its CPU time (CLI, setuptools and CMake make these bytes)."""
+def reference_build(tmp_path_factory, objects) -> tuple[chaos.Reference, Path]:
+    """An undisturbed CLI build and the snapshot of its cache (what warm trials start from)."""
     import dataclasses
 
-    build = dataclasses.replace(chaos.front_end("cli", tmp_path_factory.mktemp("reference")), objects=objects)
-    return chaos.undisturbed(build)
+    ws = tmp_path_factory.mktemp("reference")
+    build = dataclasses.replace(chaos.front_end("cli", ws), objects=objects)
+    ref = chaos.undisturbed(build)
+    return ref, chaos.take_snapshot(build, ws / "snapshot")
+
+
+@pytest.fixture(scope="module")
+def reference(reference_build) -> chaos.Reference:
+    """The library and header of an undisturbed CLI build, and its CPU time (CLI, setuptools and CMake make these bytes)."""
+    return reference_build[0]
 
 
 def _kills(front_end: str, n: int) -> list[float]:
@@ -60,6 +68,31 @@ def test_a_build_killed_at_random_instants_leaves_nothing_damaged(front_end, ref
         trial = chaos.kill_trial(build, reference, at=at, seed=i, log_dir=tmp_path / "logs")
         assert trial.killed and trial.ok, trial
     assert (build.outputs[0]).read_bytes() == reference.outputs[build.outputs[0].name]
+
+
+def test_a_warm_build_killed_at_a_random_instant_leaves_nothing_damaged(reference_build, objects, tmp_path):
+    """The sweep's cheap trial: the variant cached, the build forked from a Python with TileLang imported.
+
+    The fork builds the undisturbed bytes (the sweep relies on it), and a kill at a seeded instant of
+    its launcher compile, link or publish leaves nothing damaged.
+    """
+    import dataclasses
+
+    from support import chaos_warm
+
+    ref, snapshot = reference_build
+    build = dataclasses.replace(chaos.front_end("cli", tmp_path / "cli"), objects=objects)
+    warm = chaos_warm.WarmPython(chaos.child_env())
+    try:
+        again = chaos.undisturbed(build, warmth="variant", snapshot=snapshot, warm=warm)
+        assert again.outputs == ref.outputs
+        [at] = _kills("cli-variant", 1)
+        trial = chaos.kill_trial(
+            build, ref, at=at, seed=0, log_dir=tmp_path / "logs", warmth="variant", snapshot=snapshot, warm=warm, cpu_s=again.cpu_s
+        )
+    finally:
+        warm.close()
+    assert trial.killed and trial.ok, trial
 
 
 def test_link_killed_at_random_instants_leaves_nothing_damaged(tmp_path, objects):

@@ -11,7 +11,7 @@ what a user would meet next:
 - every output is absent or byte-identical to the undisturbed build's (never half written);
 - every cache entry verifies: a variant's files match their digests and its image is whole, a
   host object matches its digest, a shared-cache object unpacks (:func:`cache_damage`);
-- no tool the build started outlives it;
+- no process the build started outlives it (a tool, its reaper, a job ninja runs in a group of its own);
 - a clean build in the same folders succeeds, byte-identical to the undisturbed build, and leaves
   the cache verified.
 
@@ -51,6 +51,8 @@ __all__ = [
     "kill_trial",
     "worker_kill_trial",
     "cache_damage",
+    "WARMTHS",
+    "take_snapshot",
     "race",
     "two_machines",
 ]
@@ -61,8 +63,10 @@ NAME = "add_one"
 ARCH = "90a"
 #: The sharded front end needs two variants to split.
 LINK_ARCHS = ("80", "90a")
-#: The front ends a kill trial knows (``cluster-worker``: :func:`worker_kill_trial`).
-FRONT_ENDS = ("cli", "setuptools", "cmake", "cluster-driver", "link")
+#: The front ends a kill trial knows (``cluster-worker``: :func:`worker_kill_trial`). ``pip-wheel``:
+#: the setuptools project through PEP 517 (``pip wheel --no-build-isolation``), whose output is
+#: the wheel itself (reproducible with ``SOURCE_DATE_EPOCH``).
+FRONT_ENDS = ("cli", "setuptools", "cmake", "cluster-driver", "link", "pip-wheel")
 #: Tools whose survival after a killed build is an orphan.
 _TOOLS = ("nvcc", "cicc", "ptxas", "cudafe++", "fatbinary", "nvlink", "c++", "g++", "gcc", "cc1plus", "ld", "collect2")
 
@@ -86,12 +90,33 @@ class Build:
     fresh: tuple[Path, ...] = ()  # removed before a trial (outputs, caches, work folders)
     objects: Path | None = None  # host objects put in the emptied cache (a test's warm launcher runtime)
 
-    def reset(self) -> None:
-        """Empty folders, as before a first build (a CMake build tree is kept: ninja reruns what is missing)."""
+    def reset(self, warmth: str = "cold", snapshot: Path | None = None) -> None:
+        """Empty folders, as before a first build (a CMake build tree is kept: ninja reruns what is missing).
+
+        ``warmth`` (one of :data:`WARMTHS`) other than ``cold`` then fills the cache from ``snapshot``
+        (:func:`take_snapshot` of this front end's undisturbed build) as far as that level says.
+        """
         for p in self.fresh:
             shutil.rmtree(p, ignore_errors=True)
         if self.objects is not None:
             shutil.copytree(self.objects, self.cache / ".objects")
+        if warmth != "cold":
+            if snapshot is None:
+                msg = f"warmth {warmth!r} needs the snapshot of an undisturbed build"
+                raise ValueError(msg)
+            _fill(self, warmth, snapshot)
+
+    @property
+    def forkable(self) -> bool:
+        """Whether the build is one Python process (not CMake's ninja) that a :class:`chaos_warm.WarmPython` can fork."""
+        return self.cmd[0] == sys.executable
+
+    def start(self, log: Path, warm=None):
+        """Start the build in a session of its own, output to ``log``: forked from ``warm`` when given, else a new process."""
+        if warm is not None and self.forkable:
+            return warm.start(list(self.cmd[1:]), cwd=self.cwd, env=self.env, log=log)
+        with open(log, "wb") as sink:
+            return subprocess.Popen(self.cmd, cwd=self.cwd, env=self.env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
 
     def run(self, timeout: float = 600) -> subprocess.CompletedProcess:
         return subprocess.run(self.cmd, cwd=self.cwd, env=self.env, capture_output=True, text=True, timeout=timeout, check=False)
@@ -199,6 +224,12 @@ def front_end(
         cmd = [*_python(), "setup.py", "-q", "build_ext", "--build-lib", str(out), "--build-temp", str(temp)]
         env = child_env(TL_AOT_CACHE_DIR=str(cache))
         return Build(name, tuple(cmd), src, env, (lib, out / f"{NAME}.py"), cache, fresh=(out, cache, temp, src / "build"))
+    if name == "pip-wheel":
+        src = setuptools_project(ws / "pip")
+        cmd = [*_python(), "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index", "-q", "-w", str(out), str(src)]
+        env = child_env(TL_AOT_CACHE_DIR=str(cache), SOURCE_DATE_EPOCH="0", PIP_DISABLE_PIP_VERSION_CHECK="1")
+        wheel = out / "chaos_demo-0-cp{0}{1}-cp{0}{1}-linux_x86_64.whl".format(*sys.version_info[:2])
+        return Build(name, tuple(cmd), ws, env, (wheel,), cache, fresh=(out, cache, src / "build", src / "chaos_demo.egg-info"))
     if name == "cmake":
         build = ws / "cmake-build"
         if not (build / "build.ninja").is_file():
@@ -237,6 +268,43 @@ def shard_parts(ws: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------
+# How warm a trial starts
+# ---------------------------------------------------------------------------------------------
+
+#: How much of an undisturbed build's cache a trial starts with, so that kills spread over the
+#: stages that matter and not only over the first one: ``cold`` (nothing: a new process, imports,
+#: plan, lowering, nvcc, the runtime and launcher compiles, link, publish), ``runtime`` (the launcher
+#: runtime object: lowering, nvcc, launcher, link, publish), ``variant`` (also the variant entries:
+#: the launcher compile, link, publish), ``full`` (everything: link and publish). Only ``cold``
+#: starts a new Python; the others fork a warm one where the front end is one Python process.
+WARMTHS = ("cold", "runtime", "variant", "full")
+
+
+def take_snapshot(build: Build, dest: Path) -> Path:
+    """Copy ``build``'s cache (and shared cache) after an undisturbed build into ``dest``: the source of warm trials' caches."""
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(build.cache, dest / "cache")
+    if build.shared is not None and build.shared.is_dir():
+        shutil.copytree(build.shared, dest / "shared")
+    return dest
+
+
+def _fill(build: Build, warmth: str, snapshot: Path) -> None:
+    """Put the parts of ``snapshot`` that ``warmth`` keeps into ``build``'s cache (and shared cache)."""
+    cache = snapshot / "cache"
+    objects = cache / ".objects"
+    keep = [d for d in objects.iterdir() if (d / "launcher_runtime.o").is_file()] if objects.is_dir() else []
+    if warmth in ("variant", "full"):
+        keep += [d for d in cache.iterdir() if not d.name.startswith(".")]
+        if build.shared is not None and (snapshot / "shared").is_dir():
+            shutil.copytree(snapshot / "shared", build.shared, dirs_exist_ok=True)
+    if warmth == "full":
+        keep = [cache]
+    for d in keep:
+        shutil.copytree(d, build.cache / d.relative_to(cache), dirs_exist_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------
 # What a killed build may leave: nothing damaged.
 # ---------------------------------------------------------------------------------------------
 
@@ -245,59 +313,129 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+#: Verdicts of files already verified, by what identifies their bytes on disk (device, inode, size,
+#: modification and change times): a file written again, in place or by rename, is verified again.
+_VERIFIED: dict[tuple, str] = {}
+
+
+def _identity(*paths: Path) -> tuple:
+    out = []
+    for p in paths:
+        st = p.stat()
+        out.append((str(p), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(out)
+
+
 def cache_damage(cache: Path, shared: Path | None = None) -> list[str]:
     """What in ``cache`` (and a file:// shared cache's folder) does not verify; empty when every entry is whole.
 
-    Temporary names (a leading dot) are never read as entries and are not counted.
+    Temporary names (a leading dot) are never read as entries and are not counted. Incremental: an
+    entry whose files are the very files verified before (same inode, size and times) keeps its
+    verdict; any other is read and verified in full.
     """
-    from tl_aot.common.arch import Arch  # noqa: F401 (imported for LoweredVariant's fields)
-    from tl_aot.common.metadata import LoweredVariant, from_json
-    from tl_aot.cuda.image_check import variant_image_problem
-    from tl_aot.pipeline.shared_cache import unpack_entry
-
     damage: list[str] = []
     if cache.is_dir():
         for d in sorted(cache.iterdir()):
-            if d.name.startswith("."):
-                continue
-            names = {p.name for p in d.iterdir()}
-            if names != {"image.bin", "image.sha256", "variant.json", "variant.sha256"}:
-                damage.append(f"{d}: partial entry {sorted(names)}")
-                continue
-            image, text = (d / "image.bin").read_bytes(), (d / "variant.json").read_bytes()
-            if (d / "image.sha256").read_text().strip() != _sha(image) or (d / "variant.sha256").read_text().strip() != _sha(text):
-                damage.append(f"{d}: digest mismatch")
-                continue
-            problem = variant_image_problem(from_json(LoweredVariant, text.decode()), image)
-            if problem:
-                damage.append(f"{d}: {problem}")
+            if not d.name.startswith("."):
+                damage += _memo(d, sorted(d.iterdir()), _entry_damage)
         objects = cache / ".objects"
         for obj in sorted(objects.glob("*/*")) if objects.is_dir() else []:
             if obj.name.startswith(".") or obj.name.endswith(".sha256"):
                 continue
             digest = obj.with_name(obj.name + ".sha256")
-            if not digest.is_file() or digest.read_text().strip() != _sha(obj.read_bytes()):
-                damage.append(f"{obj}: object without a matching digest")
+            damage += _memo(obj, [obj, digest] if digest.is_file() else [obj], _object_damage)
     if shared is not None and shared.is_dir():
         for tlv in sorted(shared.glob("*.tlv")):
-            if unpack_entry(tlv.read_bytes(), tlv.name[: -len(".tlv")]) is None:
-                damage.append(f"{tlv}: shared entry does not verify")
+            damage += _memo(tlv, [tlv], _shared_damage)
     return damage
 
 
+def _memo(what: Path, files: list[Path], check) -> list[str]:
+    """``check(what)`` (a list of problems), or its verdict on these very files if they were checked before."""
+    try:
+        key = _identity(what, *files)
+    except OSError:
+        key = None
+    if key is not None and key in _VERIFIED:
+        return [_VERIFIED[key]] if _VERIFIED[key] else []
+    found = check(what)
+    if key is not None:
+        _VERIFIED[key] = "; ".join(found)
+    return found
+
+
+def _object_damage(obj: Path) -> list[str]:
+    digest = obj.with_name(obj.name + ".sha256")
+    if not digest.is_file() or digest.read_text().strip() != _sha(obj.read_bytes()):
+        return [f"{obj}: object without a matching digest"]
+    return []
+
+
+def _shared_damage(tlv: Path) -> list[str]:
+    from tl_aot.pipeline.shared_cache import unpack_entry
+
+    return [] if unpack_entry(tlv.read_bytes(), tlv.name[: -len(".tlv")]) is not None else [f"{tlv}: shared entry does not verify"]
+
+
+def _entry_damage(d: Path) -> list[str]:
+    """A variant entry's problems: files missing or extra, digests that do not match, an image that is not whole."""
+    from tl_aot.common.arch import Arch  # noqa: F401 (imported for LoweredVariant's fields)
+    from tl_aot.common.metadata import LoweredVariant, from_json
+    from tl_aot.cuda.image_check import variant_image_problem
+
+    names = {p.name for p in d.iterdir()}
+    if names != {"image.bin", "image.sha256", "variant.json", "variant.sha256"}:
+        return [f"{d}: partial entry {sorted(names)}"]
+    image, text = (d / "image.bin").read_bytes(), (d / "variant.json").read_bytes()
+    if (d / "image.sha256").read_text().strip() != _sha(image) or (d / "variant.sha256").read_text().strip() != _sha(text):
+        return [f"{d}: digest mismatch"]
+    problem = variant_image_problem(from_json(LoweredVariant, text.decode()), image)
+    return [f"{d}: {problem}"] if problem else []
+
+
+def _stat(pid: int) -> tuple[int, str, int] | None:
+    """``(parent pid, command name, CPU ticks used by it and its reaped children)`` of a live process, else None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = stat[stat.rindex(")") + 2 :].split()
+    if rest[0] == "Z":
+        return None
+    ticks = sum(int(x) for x in rest[11:15])  # utime, stime, cutime, cstime
+    return int(rest[1]), stat[stat.index("(") + 1 : stat.rindex(")")], ticks
+
+
 def _proc_table() -> dict[int, tuple[int, str, int]]:
-    """``{pid: (parent pid, command name, CPU ticks used by it and its reaped children)}`` of every live process."""
+    """``{pid: (parent pid, command name, CPU ticks)}`` of every live process (:func:`_stat`)."""
     table = {}
     for p in Path("/proc").iterdir():
-        if p.name.isdigit():
+        if p.name.isdigit() and (st := _stat(int(p.name))) is not None:
+            table[int(p.name)] = st
+    return table
+
+
+def _tree_table(roots: tuple[int, ...]) -> dict[int, tuple[int, str, int]]:
+    """:func:`_proc_table` of ``roots`` and their live descendants only, walked by each thread's ``children`` file.
+
+    A sample every 20 ms of every process on a busy machine costs a tenth of a core; the build's
+    tree is a few processes.
+    """
+    table, todo = {}, list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in table or (st := _stat(pid)) is None:
+            continue
+        table[pid] = st
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
             try:
-                stat = (p / "stat").read_text()
+                todo += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
             except OSError:
                 continue
-            rest = stat[stat.rindex(")") + 2 :].split()
-            if rest[0] != "Z":
-                ticks = sum(int(x) for x in rest[11:15])  # utime, stime, cutime, cstime
-                table[int(p.name)] = (int(rest[1]), stat[stat.index("(") + 1 : stat.rindex(")")], ticks)
     return table
 
 
@@ -326,12 +464,14 @@ class Progress:
 
     def __init__(self, root: int, workers: tuple[int, ...] = ()) -> None:
         self.root, self.workers = root, workers
-        table = _proc_table()
+        table = _tree_table(workers)
         self.base = {w: self._ticks(w, table) for w in workers}
         self.last = dict(self.base)
         self.busy: dict[int, int] = dict.fromkeys(workers, 0)  # each worker's ticks since the previous sample
         self.seen = 0.0
         self.tree: dict[int, str] = {}  # every process seen below the build
+        self.running: tuple[str, ...] = ()  # the tools (:data:`_TOOLS`) running below the build at the last sample
+        self.tools_seen: set[str] = set()  # every tool seen below the build
 
     @staticmethod
     def _ticks(root: int, table: dict) -> int:
@@ -339,8 +479,11 @@ class Progress:
 
     def sample(self) -> float:
         """CPU seconds used so far (never decreasing); also notes the build's processes and which worker works."""
-        table = _proc_table()
-        self.tree.update(descendants(self.root, table))
+        table = _tree_table((self.root, *self.workers))
+        below = descendants(self.root, table)
+        self.tree.update(below)
+        self.running = tuple(sorted({n for n in below.values() if n in _TOOLS}))
+        self.tools_seen.update(self.running)
         total = self._ticks(self.root, table)
         for w in self.workers:
             now = self._ticks(w, table)
@@ -354,11 +497,10 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _survivors(pids: dict[int, str], wait_s: float = 5.0) -> list[str]:
-    """Those of ``pids`` still alive (same name) after up to ``wait_s``: tools that outlived the build."""
+    """Those of ``pids`` still alive (same name) after up to ``wait_s``: processes that outlived the build."""
     end = time.monotonic() + wait_s
     while True:
-        table = _proc_table()
-        alive = [f"{name}[{pid}]" for pid, name in pids.items() if pid in table and table[pid][1] == name]
+        alive = [f"{name}[{pid}]" for pid, name in pids.items() if (st := _stat(pid)) is not None and st[1] == name]
         if not alive or time.monotonic() > end:
             return alive
         time.sleep(0.05)
@@ -367,6 +509,13 @@ def _survivors(pids: dict[int, str], wait_s: float = 5.0) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # Trials
 # ---------------------------------------------------------------------------------------------
+
+
+#: Tools that do a stage's work (a bare ``nvcc`` or ``c++`` may be a version probe): the CUDA
+#: compiler's passes, the host compiler proper, the linker.
+_DEVICE_TOOLS = {"cicc", "ptxas", "cudafe++", "fatbinary", "nvlink"}
+_HOST_TOOLS = {"cc1plus"}
+_LINK_TOOLS = {"ld", "collect2"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -381,34 +530,60 @@ class Trial:
     stage: str  # the last line the build printed before the kill
     damage: tuple[str, ...] = ()  # outputs half written, cache entries that do not verify, orphan tools, a failed rebuild
     rebuild_s: float = 0.0
+    warmth: str = "cold"  # how the trial started (:data:`WARMTHS`)
+    running: tuple[str, ...] = ()  # the tools running when the kill came
+    tools_before: tuple[str, ...] = ()  # every tool the build had started by then
 
     @property
     def ok(self) -> bool:
         return not self.damage
 
+    @property
+    def where(self) -> str:
+        """The stage the kill landed in, from the tools running then (and those run before, when none ran)."""
+        if not self.killed:
+            return "finished first"
+        if self.front_end == "cluster-worker":
+            return self.running[0] if self.running else "no worker"
+        running, before = set(self.running), set(self.tools_before)
+        if running & _LINK_TOOLS:
+            return "link"
+        if running & (_DEVICE_TOOLS | {"nvcc"}):
+            return "nvcc+host compile" if running & _HOST_TOOLS else "nvcc"
+        if running & _HOST_TOOLS:
+            return "host compile"
+        if before & _LINK_TOOLS:
+            return "python: publish"
+        if before & (_DEVICE_TOOLS | _HOST_TOOLS):
+            return "python: between tools"
+        return "python: start, plan, lowering"
+
 
 @dataclasses.dataclass(frozen=True)
 class Reference:
-    """An undisturbed build from empty folders: its outputs' bytes by file name, its wall time and its CPU seconds."""
+    """An undisturbed build: its outputs' bytes by file name, its wall time and its CPU seconds."""
 
     outputs: dict
     wall_s: float
     cpu_s: float
 
 
-def undisturbed(build: Build, workers: tuple[int, ...] = ()) -> Reference:
-    """Build from empty folders, undisturbed, measuring the CPU time of its tree (and of the cluster ``workers``)."""
-    build.reset()
+def undisturbed(build: Build, workers: tuple[int, ...] = (), *, warmth: str = "cold", snapshot: Path | None = None, warm=None) -> Reference:
+    """Build undisturbed from folders as ``warmth`` leaves them, measuring the CPU time of its tree (and of the cluster ``workers``).
+
+    ``warm``: a :class:`chaos_warm.WarmPython` to fork the build from (where the front end allows).
+    """
+    build.reset(warmth, snapshot)
+    log = build.cwd / ".chaos-undisturbed.log"
     t0 = time.monotonic()
-    proc = subprocess.Popen(build.cmd, cwd=build.cwd, env=build.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = build.start(log, warm)
     progress = Progress(proc.pid, workers)
     while proc.poll() is None:
         progress.sample()
         time.sleep(0.03)
     wall = time.monotonic() - t0
     if proc.returncode:
-        again = build.run()  # for its message
-        msg = f"the undisturbed {build.front_end} build failed:\n{again.stdout}\n{again.stderr}"
+        msg = f"the undisturbed {build.front_end} build failed:\n{log.read_text(errors='replace')[-3000:]}"
         raise RuntimeError(msg)
     return Reference({p.name: p.read_bytes() for p in build.outputs}, wall, progress.seen)
 
@@ -430,13 +605,18 @@ def _outputs_damage(build: Build, reference: Reference) -> list[str]:
     return bad
 
 
-def _rebuild(build: Build, reference: Reference) -> tuple[list[str], float]:
+def _rebuild(build: Build, reference: Reference, log: Path, warm=None) -> tuple[list[str], float]:
     """A clean build after the kill: it must succeed with the undisturbed bytes and a verified cache."""
     t0 = time.monotonic()
-    proc = build.run()
+    proc = build.start(log, warm)
+    try:
+        rc = proc.wait(timeout=900)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        rc = proc.wait()
     wall = time.monotonic() - t0
-    if proc.returncode:
-        return [f"the next build failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-600:]}"], wall
+    if rc:
+        return [f"the next build failed (exit {rc}): {log.read_text(errors='replace')[-600:]}"], wall
     differ = [p.name for p in _compared(build, reference) if p.read_bytes() != reference.outputs[p.name]]
     bad = [f"{name}: next build's bytes differ from the undisturbed build's" for name in differ]
     bad += [f"after the next build: {d}" for d in cache_damage(build.cache, build.shared)]
@@ -448,7 +628,7 @@ def _compared(build: Build, reference: Reference) -> list[Path]:
     return [p for p in build.outputs if p.name in reference.outputs]
 
 
-def _run_until(proc: subprocess.Popen, progress: Progress, target_cpu_s: float) -> float:
+def _run_until(proc, progress: Progress, target_cpu_s: float) -> float:
     """Wait until ``proc`` ends or has used ``target_cpu_s`` of CPU; returns the wall seconds waited."""
     t0 = time.monotonic()
     while proc.poll() is None and progress.sample() < target_cpu_s:
@@ -456,28 +636,56 @@ def _run_until(proc: subprocess.Popen, progress: Progress, target_cpu_s: float) 
     return time.monotonic() - t0
 
 
-def kill_trial(build: Build, reference: Reference, *, at: float, seed: int, log_dir: Path) -> Trial:
-    """Start ``build`` from empty folders, SIGKILL its process group at fraction ``at`` of its CPU time, check, build again, check."""
-    build.reset()
+def kill_trial(
+    build: Build,
+    reference: Reference,
+    *,
+    at: float,
+    seed: int,
+    log_dir: Path,
+    warmth: str = "cold",
+    snapshot: Path | None = None,
+    warm=None,
+    cpu_s: float | None = None,
+    workers: tuple[int, ...] = (),
+) -> Trial:
+    """Start ``build`` as ``warmth`` says, SIGKILL its process group at fraction ``at`` of its CPU time, check, build again, check.
+
+    ``reference``: the undisturbed bytes every output must have (or not exist). ``cpu_s``: the CPU
+    seconds of an undisturbed build at this warmth (default ``reference.cpu_s``). ``warm``: a
+    :class:`chaos_warm.WarmPython` the build (and the next one) is forked from, where the front end
+    is one Python process; a ``cold`` trial is always a new process (its next build is forked).
+    ``workers``: the cluster workers' pids, whose CPU counts on the build's clock (as it did when
+    ``cpu_s`` was measured).
+    """
+    build.reset(warmth, snapshot)
+    next_warm, warm = warm, None if warmth == "cold" else warm
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{build.front_end}-{seed}.log"
-    with open(log, "wb") as sink:
-        proc = subprocess.Popen(build.cmd, cwd=build.cwd, env=build.env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-        progress = Progress(proc.pid)
-        waited = _run_until(proc, progress, at * reference.cpu_s)
-        killed = proc.poll() is None
-        if killed:
-            progress.sample()
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    proc = build.start(log, warm)
+    progress = Progress(proc.pid, workers)
+    waited = _run_until(proc, progress, at * (reference.cpu_s if cpu_s is None else cpu_s))
+    killed = proc.poll() is None
+    running, before = (), ()
+    if killed:
+        progress.sample()
+        running, before = progress.running, tuple(sorted(progress.tools_seen))
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
     stage = _last_line(log) if killed else "(finished first)"
     damage = [] if killed or proc.returncode == 0 else [f"the undisturbed part failed (exit {proc.returncode}): {_last_line(log)}"]
-    orphans = _survivors({p: n for p, n in progress.tree.items() if n in _TOOLS})
-    damage += [f"tool outlived the killed build: {o}" for o in orphans]
+    # Every process the build started dies with it: its tools, their reapers, a job ninja put in a
+    # group of its own (tl_aot under CMake), pip's build backend.
+    orphans = _survivors(progress.tree)
+    damage += [f"{'tool' if o.split('[')[0] in _TOOLS else 'process'} outlived the killed build: {o}" for o in orphans]
     damage += _outputs_damage(build, reference)
     damage += cache_damage(build.cache, build.shared)
-    more, wall = _rebuild(build, reference)
-    return Trial(build.front_end, seed, round(at, 4), round(waited, 2), killed, stage, tuple(damage + more), round(wall, 2))
+    # The next build may be forked from a warm Python even after a cold trial: what it must cope
+    # with is on disk, not in the killed process's imports.
+    more, wall = _rebuild(build, reference, log.with_suffix(".next.log"), next_warm or warm)
+    return Trial(
+        build.front_end, seed, round(at, 4), round(waited, 2), killed, stage, tuple(damage + more), round(wall, 2), warmth, running, before
+    )
 
 
 class LocalCluster:
@@ -540,34 +748,48 @@ class LocalCluster:
                     p.wait()
 
 
-def worker_kill_trial(build: Build, reference: Reference, cluster: LocalCluster, *, at: float, seed: int, log_dir: Path) -> Trial:
+def worker_kill_trial(
+    build: Build,
+    reference: Reference,
+    cluster: LocalCluster,
+    *,
+    at: float,
+    seed: int,
+    log_dir: Path,
+    warmth: str = "cold",
+    snapshot: Path | None = None,
+    warm=None,
+    cpu_s: float | None = None,
+) -> Trial:
     """Start a cluster build; at fraction ``at`` of its CPU time, SIGKILL the busiest worker (mid-batch when one works).
 
     The build must finish with the undisturbed bytes (the batch runs again on the other worker). The
-    killed worker is started again afterwards, so the next trial has two.
+    killed worker is started again afterwards, so the next trial has two. ``warmth``, ``snapshot``,
+    ``warm`` and ``cpu_s`` as for :func:`kill_trial` (only ``cold`` and ``runtime`` leave the
+    workers work to do).
     """
-    build.reset()
+    build.reset(warmth, snapshot)
+    warm = None if warmth == "cold" else warm
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"cluster-worker-{seed}.log"
     workers = {cluster.procs[w].pid: w for w in cluster.workers()}
-    with open(log, "wb") as sink:
-        t0 = time.monotonic()
-        proc = subprocess.Popen(build.cmd, cwd=build.cwd, env=build.env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-        progress = Progress(proc.pid, tuple(workers))
-        waited = _run_until(proc, progress, at * reference.cpu_s)
-        killed = proc.poll() is None
-        victim, working = "", False
-        if killed:
-            busiest = max(sorted(progress.busy), key=progress.busy.get)
-            working = progress.busy[busiest] > 0
-            victim = workers[busiest] if working else random.Random(seed).choice(sorted(workers.values()))
-            cluster.kill(victim)
-        try:
-            rc = proc.wait(timeout=600)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            rc = proc.wait()
-        wall = time.monotonic() - t0
+    t0 = time.monotonic()
+    proc = build.start(log, warm)
+    progress = Progress(proc.pid, tuple(workers))
+    waited = _run_until(proc, progress, at * (reference.cpu_s if cpu_s is None else cpu_s))
+    killed = proc.poll() is None
+    victim, working = "", False
+    if killed:
+        busiest = max(sorted(progress.busy), key=progress.busy.get)
+        working = progress.busy[busiest] > 0
+        victim = workers[busiest] if working else random.Random(seed).choice(sorted(workers.values()))
+        cluster.kill(victim)
+    try:
+        rc = proc.wait(timeout=600)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        rc = proc.wait()
+    wall = time.monotonic() - t0
     stage = f"{victim or 'no worker'} killed ({'working' if working else 'idle'}) after: {_last_line(log)}"
     damage = [] if rc == 0 else [f"the build with a worker killed failed (exit {rc}): {_last_line(log)}"]
     if rc == 0:
@@ -579,7 +801,8 @@ def worker_kill_trial(build: Build, reference: Reference, cluster: LocalCluster,
     damage += cache_damage(build.cache, build.shared)
     if victim:
         cluster.add_worker(victim)
-    return Trial("cluster-worker", seed, round(at, 4), round(waited, 2), killed, stage, tuple(damage), round(wall, 2))
+    running = ("worker working",) if working else ("worker idle",) if killed else ()
+    return Trial("cluster-worker", seed, round(at, 4), round(waited, 2), killed, stage, tuple(damage), round(wall, 2), warmth, running)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..capture.record import CaptureRecord
 from ..capture.record_parts import PARTS_ENV, capture_summary, merge_parts, parts_dir
+from ..common.build_tool_watch import watch_build_tool
 from ..common.errors import TlAotError, ToolchainNotFound
 from ..common.fs_errors import fs_error
 from ..common.metadata import to_json
@@ -58,6 +59,7 @@ def _cmd_build(args) -> int:
     from ..pipeline.library import build_library  # the whole pipeline: ~60 ms of imports no other subcommand needs
     from ..pipeline.shards import build_part
 
+    watch_build_tool()  # under ninja (CMake): stop if ninja is killed
     lib = library_of(args, "build")
     log = log_of(args)
     tune_file = args.tune_file or (record_path_for(args.spec) if args.spec and record_path_for(args.spec).is_file() else None)
