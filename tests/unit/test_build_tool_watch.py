@@ -39,15 +39,21 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _start(tmp_path: Path, env_value: str | None) -> tuple[subprocess.Popen, int, list[str]]:
-    """The tool, the build's pid, and what the build said (``watching`` or ``not watching``)."""
+def _start(tmp_path: Path, env_value: str | None, *, by_job: bool = True) -> tuple[subprocess.Popen, int, list[str]]:
+    """The tool, the build's pid, and what the build said (``watching`` or ``not watching``).
+
+    ``by_job``: the job's shell sets the variable on its command line, as CMake's command does
+    (``cmake -E env TL_AOT_STOP_WITH_BUILD_TOOL=1 ...``); else the build only inherits it.
+    """
     (tmp_path / "build.py").write_text(BUILD)
     log = tmp_path / "build.log"
     env = {k: v for k, v in os.environ.items() if k != "TL_AOT_STOP_WITH_BUILD_TOOL"}
     env["PYTHONPATH"] = str(ROOT)
-    if env_value is not None:
-        env["TL_AOT_STOP_WITH_BUILD_TOOL"] = env_value
     job = f"{sys.executable} {tmp_path / 'build.py'} > {log}"
+    if env_value is not None and by_job:
+        job = f"env TL_AOT_STOP_WITH_BUILD_TOOL={env_value} {job}"
+    elif env_value is not None:
+        env["TL_AOT_STOP_WITH_BUILD_TOOL"] = env_value
     tool = subprocess.Popen([sys.executable, "-c", TOOL, job], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
     tool.stdout.readline()  # the job started
     deadline = time.monotonic() + 30
@@ -92,9 +98,9 @@ def test_a_build_whose_build_tool_died_before_it_started_ends_too(tmp_path):
         time.sleep(0.05)
     if (tmp_path / "ppid").read_text().strip() != "1" or probe.returncode:
         pytest.skip("orphans here are adopted by a subreaper, not init")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TL_AOT_STOP_WITH_BUILD_TOOL="1")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     log = tmp_path / "build.log"
-    job = f"sleep 1; {sys.executable} {tmp_path / 'build.py'} > {log}"
+    job = f"sleep 1; env TL_AOT_STOP_WITH_BUILD_TOOL=1 {sys.executable} {tmp_path / 'build.py'} > {log}"
     tool = subprocess.Popen(
         [sys.executable, "-c", TOOL, f"echo $$ > {tmp_path / 'sh'}; {job}"],
         env=env,
@@ -113,3 +119,14 @@ def test_a_build_whose_build_tool_died_before_it_started_ends_too(tmp_path):
     while _alive(shell):
         assert time.monotonic() < deadline, "the build ran on after its build tool was killed"
         time.sleep(0.05)
+
+
+def test_a_group_the_build_does_not_own_is_never_signalled(tmp_path):
+    """The variable inherited (a test runner's or CI script's group, whoever its leader's parent is): no watch."""
+    tool, build, said = _start(tmp_path, "1", by_job=False)
+    assert said == ["not", "watching"]
+    os.killpg(tool.pid, signal.SIGKILL)
+    tool.wait()
+    time.sleep(0.5)
+    assert _alive(build)
+    os.kill(build, signal.SIGKILL)

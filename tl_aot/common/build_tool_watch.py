@@ -51,18 +51,34 @@ def _name(pid: int) -> str:
         return ""
 
 
+def _is_the_job(leader: int) -> bool:
+    """Whether ``leader`` is the build tool's job that asked for the watch: its command line sets the variable.
+
+    CMake's command runs ``sh -c "... cmake -E env TL_AOT_STOP_WITH_BUILD_TOOL=1 python -m tl_aot build ..."``
+    in a group of its own under ninja. Any other group (a test runner's, a CI script's, a make job
+    sharing its parent's group) is never signalled, whoever its leader's parent is.
+    """
+    try:
+        with open(f"/proc/{leader}/cmdline", "rb") as f:
+            return f"{ENV}=1".encode() in f.read()
+    except OSError:
+        return False
+
+
 def watch_build_tool(*, interval_s: float = 0.2) -> bool:
     """With ``TL_AOT_STOP_WITH_BUILD_TOOL=1``, SIGTERM this process's group once the group's leader loses its parent.
 
     Returns whether a watch started: not when the variable is unset, when this process leads its
-    own group (a kill of the group reaches it), or on a system without ``/proc``. A leader already
+    own group (a kill of the group reaches it), when the group's leader is not the job that set the
+    variable (:func:`_is_the_job`: a group this build does not own is never signalled), or on a
+    system without ``/proc``. A leader already
     handed to init (pid 1, not itself a build tool) means the build tool died before the watch
     could start: the group is sent SIGTERM at once.
     """
     if os.environ.get(ENV) != "1":
         return False
     leader = os.getpgrp()
-    if leader == os.getpid():
+    if leader == os.getpid() or not _is_the_job(leader):
         return False
     tool = _parent_of(leader)
     if tool is None or (tool == 1 and _name(1) not in _BUILD_TOOLS):
