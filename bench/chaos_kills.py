@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, help="work folder (default: a temporary one)")
     ap.add_argument("--lanes", type=int, default=1, help="trials run at once (default 1)")
     ap.add_argument("--warmths", default=WARMTH_MIX, help=f"warmths and their weights (default {WARMTH_MIX})")
+    ap.add_argument("--resume", type=Path, help="a JSONL file of this --seed's sweep: make only the kills it lacks (append with --out)")
     ap.add_argument("--summary", type=Path, help="print the summary of a JSONL file of an earlier (or stopped) sweep and exit")
     args = ap.parse_args(argv)
     if args.summary:
@@ -142,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
         weights = _weights(args.warmths)
     except ValueError as e:
         ap.error(str(e))
+
+    todo = draws(args.seed, args.kills, names, weights)
+    if args.resume:
+        done = {json.loads(line)["kill"] for line in args.resume.read_text().splitlines() if '"kill"' in line}
+        todo = [d for d in todo if d.i not in done]
+        names = [n for n in names if any(d.name == n for d in todo)]  # only these need an undisturbed build
 
     work = args.work or Path(tempfile.mkdtemp(prefix="tl_aot-chaos-"))
     sink = open(args.out, "a") if args.out else None  # noqa: SIM115 (closed at the end)
@@ -199,7 +206,6 @@ def main(argv: list[str] | None = None) -> int:
             emit({"error": "front ends disagree on the library's bytes", "front_ends": sorted(one_machine)})
             return 1
 
-        todo = draws(args.seed, args.kills, names, weights)
         t_start = time.monotonic()
         trials: list[chaos.Trial] = []
         turn = threading.Condition()
