@@ -1,4 +1,4 @@
-"""The kill sweep's bookkeeping (``bench/chaos_kills.py``, ``tests/chaos.py``), without a build.
+"""The kill sweep's bookkeeping (``bench/chaos_kills.py``, ``tests/support/chaos.py``), without a build.
 
 What a reader of docs/reliability.md relies on: the same ``--seed`` draws the same kills however
 many lanes run them; a kill is named by the stage it landed in; ``--summary`` of a sweep's lines
@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-import chaos  # noqa: E402
 import chaos_kills  # noqa: E402
+from support import chaos  # noqa: E402
 
 WEIGHTS = chaos_kills._weights(chaos_kills.WARMTH_MIX)
 
