@@ -726,8 +726,8 @@ function(add_tilelang_kernel)
   endif()
   # Ninja runs the command in a process group of its own: a SIGKILLed ninja would leave the build
   # running, so the build stops when ninja is gone (tl_aot/common/build_tool_watch.py).
-  list(PREPEND cmd "${CMAKE_COMMAND}" -E env --unset=TL_AOT_ARCHS TL_AOT_STOP_WITH_BUILD_TOOL=1 ${env_launcher}
-       "${python}" -m tl_aot build)
+  list(PREPEND cmd "${CMAKE_COMMAND}" -E env --unset=TL_AOT_ARCHS TL_AOT_STOP_WITH_BUILD_TOOL=1
+       ${env_launcher} "${python}" -m tl_aot build)
 
   # Everything that decides the output, as a file the build step depends on.
   list(JOIN cmd "\n" cmd_text)

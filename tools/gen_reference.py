@@ -120,6 +120,11 @@ ENVIRONMENT = (
         "The capture record the start-up hook writes to; `python -m tl_aot capture -o RECORD` sets it for the command it runs.",
     ),
     Variable(
+        "TL_AOT_STOP_WITH_BUILD_TOOL",
+        "environment (set by CMake's build command)",
+        "`1`: the build ends when the build tool's job that started it loses its build tool (a SIGKILLed ninja); only the job whose command line sets it is ever signalled.",
+    ),
+    Variable(
         "TL_AOT_CAPTURE_PARTS",
         "environment (set by `capture`)",
         "The folder each process of a captured command writes its part files into (`RECORD.parts/`); `capture` merges them.",

@@ -18,7 +18,7 @@ import random
 from pathlib import Path
 
 import pytest
-from helpers import golden_manifest
+from support.golden import golden_manifest
 
 from tl_aot.cuda.host_compile import compile_host
 from tl_aot.cuda.image_assembly import IMAGE_PREFIX

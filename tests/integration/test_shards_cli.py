@@ -37,11 +37,14 @@ function = "add_one"
 
 
 def _readme_commands() -> tuple[str, list[str]]:
-    """The README's shard command (``${{ matrix.shard }}`` in it) and link command (an argument list), after ``python -m tl_aot``."""
-    text = (ROOT / "README.md").read_text()
+    """The docs' CI shard command (``${{ matrix.shard }}`` in it) and link command (an argument list), after ``python -m tl_aot``.
+
+    The CI matrix example lives in the guide's page on CI and clusters (it left the README with the docs site).
+    """
+    text = (ROOT / "docs" / "guide" / "clusters.md").read_text()
     build = re.search(r"- run: python -m tl_aot (build --spec kernels\.toml --shard \$\{\{ matrix\.shard \}\}/4 -o part)\n", text)
     link = re.search(r"- run: python -m tl_aot (link part-\*/ -o build/)\n", text)
-    assert build and link, "the README's CI example changed: update this test with it"
+    assert build and link, "the CI example of docs/guide/clusters.md changed: update this test with it"
     return build.group(1), link.group(1).split()
 
 
