@@ -122,7 +122,10 @@ ENVIRONMENT = (
     Variable(
         "TL_AOT_STOP_WITH_BUILD_TOOL",
         "environment (set by CMake's build command)",
-        "`1`: the build ends when the build tool's job that started it loses its build tool (a SIGKILLed ninja); only the job whose command line sets it is ever signalled.",
+        (
+            "`1`: the build ends when the build tool's job that started it loses its build tool (a SIGKILLed ninja); "
+            "only the job whose command line sets it is ever signalled."
+        ),
     ),
     Variable(
         "TL_AOT_CAPTURE_PARTS",
