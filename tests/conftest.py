@@ -50,6 +50,23 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(line)
 
 
+#: What picks the CUDA compiler, for tl_aot in this process and for TileLang in every child it starts.
+_TOOLKIT_ENV = ("CUDA_HOME", "CUDA_PATH", "TL_AOT_NVCC", "TL_AOT_CUDA", "_TL_AOT_EXPORTED_CUDA_HOME", "PATH")
+
+
+@pytest.fixture(autouse=True)
+def _toolkit_env_is_the_tests_own():
+    """Each test starts from the worker's compiler environment: one that set CUDA_HOME (a fake nvcc's) leaves it behind for no later test."""
+    before = {k: os.environ.get(k) for k in _TOOLKIT_ENV}
+    yield
+    for key, value in before.items():
+        if os.environ.get(key) != value:
+            if value is None:
+                del os.environ[key]
+            else:
+                os.environ[key] = value
+
+
 @pytest.fixture(scope="session")
 def worker_id(request) -> str:
     """pytest-xdist's worker name (``gw0``, ...), or ``master`` in a run without workers (xdist's own fixture, when it is installed)."""

@@ -52,7 +52,10 @@ def _pip_cu12(site: Path) -> Path:
 def world(tmp_path, monkeypatch):
     """Every kind of compiler on disk; the environment names none of them until a test says so."""
     for var in ("TL_AOT_NVCC", "CUDA_HOME", "CUDA_PATH", "TL_AOT_CUDA", "_TL_AOT_EXPORTED_CUDA_HOME"):
-        monkeypatch.delenv(var, raising=False)
+        # setenv first: monkeypatch records (and so restores) only a variable that was set, and a test
+        # here exports CUDA_HOME; left behind, it would point this worker's later TileLang compiles at a fake nvcc.
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     site = tmp_path / "site"
     monkeypatch.setattr(sys, "path", [p for p in sys.path if not (Path(p) / "nvidia").is_dir()] + [str(site)])
