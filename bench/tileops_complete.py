@@ -2,7 +2,9 @@
 
 Used by ``bench/tileops_whole_gpu.sh``: a capture stopped at its time limit keeps what it recorded, and only the
 files whose every test ran are served afterwards (a file cut short may lack kernels its later tests ask for).
-Usage: ``python bench/tileops_complete.py COLLECTED.txt RUN.log`` (COLLECTED: ``pytest --collect-only -q`` output).
+Usage: ``python bench/tileops_complete.py [--missing] COLLECTED.txt RUN.log...`` (COLLECTED: ``pytest --collect-only -q``
+output). Several logs (a capture continued over several calls): a file is complete when one run finished it.
+``--missing``: the collected files no run finished, for the next call to capture.
 """
 
 from __future__ import annotations
@@ -33,10 +35,16 @@ def collected(lines) -> collections.Counter:
 
 
 def main(argv: list[str]) -> int:
-    want = collected(Path(argv[1]).read_text().splitlines())
-    got = per_file(Path(argv[2]).read_text(errors="replace").splitlines())
+    missing = "--missing" in argv
+    args = [a for a in argv[1:] if a != "--missing"]
+    want = collected(Path(args[0]).read_text().splitlines())
+    got: collections.Counter = collections.Counter()
+    for log in args[1:]:
+        if Path(log).is_file():
+            for f, n in per_file(Path(log).read_text(errors="replace").splitlines()).items():
+                got[f] = max(got[f], n)  # one run finished it; runs are not added (a file cut short runs again)
     done = sorted(f for f, n in want.items() if got[f] >= n)
-    print("\n".join(done))
+    print("\n".join(sorted(set(want) - set(done)) if missing else done))
     print(f"{len(done)} of {len(want)} files complete ({sum(want[f] for f in done)} of {sum(want.values())} tests)", file=sys.stderr)
     return 0
 

@@ -10,6 +10,8 @@
 #   capture [SECONDS] [all|share]  the suite (default: the share) under `tl_aot capture -n 16`, stopped after SECONDS
 #                        (default 540; every kernel is written when met); the files whose every test finished
 #                        are listed in $W/complete.txt
+#   capture-rest [SECONDS]  the collected files no capture call finished, captured into the same record (a
+#                        whole-suite capture is longer than one call); complete.txt counts every call's log
 #   build ARCHS [SECONDS] the record built for ARCHS (e.g. 80,89,90a,100a) on all cores, images in packs beside the
 #                        library; stopped after SECONDS (default 560): built variants stay in the cache, so the step
 #                        again goes on where it stopped
@@ -34,21 +36,31 @@ case "${1:-}" in
     shift
     wheels=(); for d in "$@"; do wheels+=("$ROOT/$d"/*.whl); done
     python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site "${wheels[@]}" 2>&1 | grep -v WARNING | tail -2 ;;
-  capture)
+  capture|capture-rest)
     limit=${2:-540}
-    if [ "${3:-share}" = all ]; then sel=(tests); else mapfile -t sel < "$ROOT/bench/tileops_share.txt"; fi
     cd "$ROOT/.tileops"
     export TILELANG_CACHE_DIR=$W/jit-cache
+    if [ "$1" = capture ]; then
+      if [ "${3:-share}" = all ]; then sel=(tests); else mapfile -t sel < "$ROOT/bench/tileops_share.txt"; fi
+      rm -f "$W"/capture*.log
+      t0=$(now)
+      "${PYTEST[@]}" --collect-only "${sel[@]}" > "$W/collected.txt" 2>&1
+      echo "collected $(grep -c '::' "$W/collected.txt") smoke tests of ${#sel[@]} paths in $(since "$t0") s"
+      log=$W/capture.log
+    else
+      mapfile -t sel < <(python3 "$ROOT/bench/tileops_complete.py" --missing "$W/collected.txt" "$W"/capture*.log)
+      [ "${#sel[@]}" -gt 0 ] || { echo "every collected file is complete"; exit 0; }
+      log=$W/capture.$(ls "$W"/capture*.log | wc -l).log
+      echo "continuing with ${#sel[@]} files"
+    fi
     t0=$(now)
-    "${PYTEST[@]}" --collect-only "${sel[@]}" > "$W/collected.txt" 2>&1
-    echo "collected $(grep -c '::' "$W/collected.txt") smoke tests of ${#sel[@]} paths in $(since "$t0") s"
-    t0=$(now)
-    # pytest itself is stopped (SIGINT to its process group): it prints the summary of what ran.
+    # pytest itself is stopped (SIGINT to its process group): it prints the summary of what ran. The record is
+    # merged into (a second call adds to what the first recorded).
     python3 -m tl_aot capture -o "$W/record.json" --keep-going -- \
-      timeout -s INT "$limit" "${PYTEST[@]}" -n 16 --dist loadfile -rA "${sel[@]}" > "$W/capture.log" 2>&1
-    echo "capture exit $? after $(since "$t0") s" | tee "$W/times/capture"
-    grep -E "passed|failed" "$W/capture.log" | tail -1; grep "^tl_aot capture" "$W/capture.log" | tail -3
-    python3 "$ROOT/bench/tileops_complete.py" "$W/collected.txt" "$W/capture.log" > "$W/complete.txt"
+      timeout -s INT "$limit" "${PYTEST[@]}" -n 16 --dist loadfile -rA "${sel[@]}" > "$log" 2>&1
+    echo "$1 exit $? after $(since "$t0") s" | tee -a "$W/times/capture"
+    grep -E "passed|failed" "$log" | tail -1; grep "^tl_aot capture" "$log" | tail -3
+    python3 "$ROOT/bench/tileops_complete.py" "$W/collected.txt" "$W"/capture*.log > "$W/complete.txt"
     python3 -c "import json; d=json.load(open('$W/record.json')); print('kernels', len(d['kernels']), 'tunings', len(d.get('tunings', {})))" ;;
   build)
     archs=${2:?archs}; limit=${3:-560}; arch_flags=(); for a in ${archs//,/ }; do arch_flags+=(--arch "$a"); done
@@ -127,5 +139,5 @@ if {"serve", "jit-warm"} <= set(t):
     print(f"served / JIT warm cache: {t['serve'] / t['jit-warm']:.3f} (goal <= 0.7)")
 PY
     ;;
-  *) echo "usage: $0 setup DIRS... | capture [SECONDS] [all|share] | build ARCHS [SECONDS] | wheel | serve | jit-warm | recapture | report"; exit 2 ;;
+  *) echo "usage: $0 setup DIRS... | capture [SECONDS] [all|share] | capture-rest [SECONDS] | build ARCHS [SECONDS] | wheel | serve | jit-warm | recapture | report"; exit 2 ;;
 esac
