@@ -253,7 +253,7 @@ def _inner_lookups(lib: str, real: int) -> dict:
     from tilelang.cache.kernel_cache import KernelCache
 
     from tl_aot.gpu.device import emulate, find_profile
-    from tl_aot.jit.seam import CompileRequest
+    from tl_aot.jit.seam import CompileRequest, JitCall
     from tl_aot.serving import server as serving
 
     sys.path.insert(0, str(KERNELS))
@@ -271,7 +271,7 @@ def _inner_lookups(lib: str, real: int) -> dict:
             loaded.signature(name)
             loaded[name]
             row["entry_first_use_us"] = (CLOCK() - t0) * 1e6
-            call = (faithful.gemm_jit, _gemm_args(j), {})
+            call = JitCall(faithful.gemm_jit, _gemm_args(j), {})
             t0 = CLOCK()
             served = server.answer_call(call)
             row["call_first_us"] = (CLOCK() - t0) * 1e6
