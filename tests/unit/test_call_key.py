@@ -219,6 +219,8 @@ def test_a_kept_spelling_gives_the_key_spelled_afresh_and_spells_nothing_again(k
     assert len(set(keys)) == 4
     for n, key in zip((256, 512, 1024, 2048), keys):
         assert key == _reference_key(jit, (n,), {"k": n} if n % 2 else {}, "90:sms=132")
+    tricky = ('x,"gpu":1', {"gpu": ',"gpu":'})  # the text the function's spelling is spliced before, inside values
+    assert call_key(jit, tricky, {"a": tricky[0]}, "90") == _reference_key(jit, tricky, {"a": tricky[0]}, "90")
 
 
 @pytest.mark.parametrize(

@@ -216,20 +216,17 @@ def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> st
     """The key of ``jit(*args, **kwargs)`` (a ``JITImpl`` compile) on ``gpu`` (:func:`tl_aot.gpu.cuda_driver.gpu_identity`).
 
     None when it cannot be keyed. The key is the SHA-256 of the call's material as JSON (keys
-    sorted, no spaces); the function's part comes from :func:`_function_text`, spliced between the
-    parts sorted before and after it, so the text is the material's ``json.dumps`` exactly.
+    sorted, no spaces); the function's part comes from :func:`_function_text`, spliced in where
+    its key sorts, so the text is the whole material's ``json.dumps`` exactly.
     """
     try:
         import tilelang
 
         reads = _Reads()  # the call's own values: spelled every time
-        before = {  # the material's keys that sort before "function"
+        material = {
             "args": _spell(list(args), 0, reads),
             "backend": str(getattr(jit, "execution_backend", None)),
             "compile_flags": _spell(getattr(jit, "compile_flags", None), 0, reads),
-        }
-        function = _function_text(jit)
-        after = {
             "gpu": gpu,
             "kwargs": _spell(dict(sorted(kwargs.items())), 0, reads),
             "out_idx": _spell(getattr(jit, "out_idx", None), 0, reads),
@@ -239,7 +236,12 @@ def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> st
             "target_host": str(getattr(jit, "target_host", None)),
             "tilelang": str(getattr(tilelang, "__version__", "")),
         }
+        function = _function_text(jit)
     except (Unkeyable, RecursionError):
         return None
-    text = f'{_ENCODER.encode(before)[:-1]},"function":{function},{_ENCODER.encode(after)[1:]}'
+    # "function" sorts between "compile_flags" and "gpu"; the call's values hold no JSON object (dicts are spelled as
+    # lists) and their strings are escaped, so the first ',"gpu":' is the top-level key
+    text = _ENCODER.encode(material)
+    cut = text.index(',"gpu":')
+    text = f'{text[:cut]},"function":{function}{text[cut:]}'
     return hashlib.sha256(text.encode()).hexdigest()[:32]
