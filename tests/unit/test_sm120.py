@@ -77,3 +77,31 @@ def test_the_emulated_sm120_gpu_answers_as_one():
 )
 def test_sm120_images_pack_and_ship_as_their_own_wheel(arch, label, tag):
     assert pack_label(parse_arch(arch)) == label and wheel_tag(label) == tag
+
+
+_SETMAXNREG = (
+    'tl_templates/cuda/intrin.h(184): error: static assertion failed with "tl::warpgroup_reg_dealloc requires a target '
+    'with CTA register reconfiguration, such as sm_90a"'
+)
+
+
+@pytest.mark.parametrize("arch", ["120", "90"])
+def test_a_warp_specialized_kernel_on_a_plain_arch_names_the_arch_specific_target(tmp_path, arch):
+    from tl_aot.common.errors import FailedProcessError
+    from tl_aot.common.metadata import LoweredVariant
+    from tl_aot.pipeline.images import _nvcc_error
+
+    target = parse_arch(arch)
+    failed = FailedProcessError("nvcc (gemm, sm_120)", ["nvcc"], 1, "", _SETMAXNREG)
+    error = _nvcc_error(failed, LoweredVariant(entry="gemm", arch=target), target, tmp_path, "gemm.py:6 (matmul)", "gemm__sm")
+    assert f"build --arch {arch}a (its images run on compute capability" in str(error) and error.arch == target.sm
+    assert "--pass-config tl.disable_warp_specialized=true" in str(error)
+    other = _nvcc_error(
+        FailedProcessError("nvcc", ["nvcc"], 1, "", "error: identifier x is undefined"),
+        LoweredVariant(entry="gemm", arch=target),
+        target,
+        tmp_path,
+        "g",
+        "g",
+    )
+    assert "setmaxnreg" not in str(other)  # only TileLang's own refusal is explained this way
