@@ -17,6 +17,7 @@ from tl_aot.capture.recorder import Capturer  # noqa: E402
 from tl_aot.common.arch import parse_arch  # noqa: E402
 from tl_aot.common.manifest_index import index_of  # noqa: E402
 from tl_aot.common.metadata import ArchVariant, LoweredEntry, Manifest  # noqa: E402
+from tl_aot.config.user_code import user_function  # noqa: E402
 from tl_aot.gpu.cuda_driver import emulating, gpu_identity  # noqa: E402
 from tl_aot.gpu.device import PROFILES, emulate  # noqa: E402
 from tl_aot.jit.call_key import call_key  # noqa: E402
@@ -176,3 +177,90 @@ def test_the_kernels_of_a_library_are_keyed():
     ]
     keys = [call_key(jit, args, {}, "90:sms=132") for jit, args in calls]
     assert all(keys) and len(set(keys)) == len(keys)
+
+
+def _reference_key(jit, args, kwargs, gpu):
+    """The key as the whole material's ``json.dumps`` gives it, spelled afresh (nothing kept between calls)."""
+    import hashlib
+    import json
+
+    import tilelang
+
+    from tl_aot.config.options import plain_pass_configs
+    from tl_aot.jit import call_key as ck
+
+    reads = ck._Reads()
+    material = {
+        "schema": ck.CALL_SCHEMA,
+        "tilelang": str(tilelang.__version__),
+        "function": ck._spell_function(jit, ck._DEPTH, reads),
+        "args": ck._spell(list(args), 0, reads),
+        "kwargs": ck._spell(dict(sorted(kwargs.items())), 0, reads),
+        "out_idx": ck._spell(jit.out_idx, 0, reads),
+        "backend": str(jit.execution_backend),
+        "target": str(jit.target),
+        "target_host": str(jit.target_host),
+        "pass_configs": ck._spell(plain_pass_configs(dict(jit.pass_configs or {})), 0, reads),
+        "compile_flags": ck._spell(jit.compile_flags, 0, reads),
+        "gpu": gpu,
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+def test_a_kept_spelling_gives_the_key_spelled_afresh_and_spells_nothing_again(kmod, monkeypatch):
+    from tl_aot.jit import call_key as ck
+
+    jit = kmod("kern_memo").make(1.0)
+    spelled = []
+    real = ck._spell_function
+    monkeypatch.setattr(ck, "_spell_function", lambda *a: spelled.append(a[0]) or real(*a))
+    keys = [call_key(jit, (n,), {"k": n} if n % 2 else {}, "90:sms=132") for n in (256, 512, 1024, 2048)]
+    assert spelled == [jit]  # spelled for the first call; the later ones (other arguments) re-checked what it read
+    assert len(set(keys)) == 4
+    for n, key in zip((256, 512, 1024, 2048), keys):
+        assert key == _reference_key(jit, (n,), {"k": n} if n % 2 else {}, "90:sms=132")
+    tricky = ('x,"gpu":1', {"gpu": ',"gpu":'})  # the text the function's spelling is spliced before, inside values
+    assert call_key(jit, tricky, {"a": tricky[0]}, "90") == _reference_key(jit, tricky, {"a": tricky[0]}, "90")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "global",  # a module global the function reads is rebound
+        "closure",  # a closure cell is rebound (nonlocal)
+        "defaults",  # its parameter defaults are replaced
+        "code",  # its code is replaced
+        "list",  # a list it reads is changed in place
+        "kwdefaults",  # its keyword-only defaults dict is changed in place
+    ],
+)
+def test_a_kept_spelling_is_never_used_once_what_it_read_changed(kmod, change):
+    from tl_aot.jit import call_key as ck
+
+    text = KERNEL.replace("def add(N):", "def add(N, bias=0.5):").replace("+ shift", "+ shift + bias")
+    if change == "list":
+        text = text.replace("SCALE = 2.0", "SCALE = 2.0\nROWS = [1, 2]").replace("+ bias", "+ bias + ROWS[0]")
+    if change == "kwdefaults":
+        text = text.replace("bias=0.5):", "bias=0.5, *, scale=1.0):").replace("+ bias", "+ bias + scale")
+    other = text[text.index("def make(") :].replace("def make(", "def make_other(").replace("+ shift", "- shift")
+    k = kmod(f"kern_change_{change}", text + "\n\n" + other)
+    jit = k.make(1.0)
+    fn = user_function(jit.func)  # the user's function behind TileLang's wrapper
+    before = call_key(jit, (256,), {}, "90")
+    assert call_key(jit, (512,), {}, "90") != before and call_key(jit, (256,), {}, "90") == before
+    kept = id(jit) in ck._SPELLED
+    assert kept == (change not in ("list", "kwdefaults"))  # what may change in place is spelled every time
+    if change == "global":
+        k.SCALE = 3.0
+    elif change == "closure":
+        fn.__closure__[fn.__code__.co_freevars.index("shift")].cell_contents = 2.0
+    elif change == "defaults":
+        fn.__defaults__ = (0.25,)
+    elif change == "code":
+        fn.__code__ = user_function(k.make_other(1.0).func).__code__  # another body (same free variables)
+    elif change == "list":
+        k.ROWS[0] = 7
+    elif change == "kwdefaults":
+        fn.__kwdefaults__["scale"] = 2.0
+    after = call_key(jit, (256,), {}, "90")
+    assert after != before and after == _reference_key(jit, (256,), {}, "90")

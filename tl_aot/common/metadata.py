@@ -11,7 +11,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, Union
+from typing import Any, NamedTuple, TypeVar, Union
 
 from .arch import Arch, parse_arch
 from .escaping import json_text
@@ -337,26 +337,76 @@ def _to_plain(obj: Any) -> Any:
     return obj
 
 
-def _tuplify(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_tuplify(v) for v in value)
-    return value
+def _tuplify(value: list[Any]) -> tuple[Any, ...]:
+    return tuple([_tuplify(v) if v.__class__ is list else v for v in value])
+
+
+class _Plan(NamedTuple):
+    """How :func:`_from_plain` rebuilds one dataclass, worked out once per class from its fields."""
+
+    names: frozenset[str]
+    nested: Mapping[str, type]  # fields holding records: field -> their dataclass
+    typed_arch: bool  # ``arch`` is an :class:`Arch`, spelled ``arch`` + ``ptx``
+    defaults: Mapping[str, Any] | None  # field -> its default (None when a field has a default factory or the class a __post_init__)
+    required: frozenset[str]  # fields without a default
+
+
+_PLANS: dict[type, _Plan] = {}  # dataclass -> its plan: a class's fields never change, so each is worked out once
+_ARCHS: dict[str, Arch] = {}  # "sm_90a" / "sm_80+PTX" -> Arch (frozen: one instance serves every variant)
+_ARCHS_LIMIT = 256
+
+
+def _plan(cls: type) -> _Plan:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        fields = dataclasses.fields(cls)
+        names = frozenset(f.name for f in fields)
+        defaults: dict[str, Any] | None = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+        if hasattr(cls, "__post_init__") or any(f.default_factory is not dataclasses.MISSING for f in fields):
+            defaults = None  # built through its __init__
+        required = frozenset(f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        plan = _PLANS[cls] = _Plan(names, _NESTED.get(cls.__name__, {}), cls.__name__ in _TYPED_ARCH, defaults, required)
+    return plan
+
+
+def _arch(spelled: str) -> Arch:
+    arch = _ARCHS.get(spelled)
+    if arch is None:
+        arch = parse_arch(spelled)
+        if len(_ARCHS) < _ARCHS_LIMIT:
+            _ARCHS[spelled] = arch
+    return arch
 
 
 def _from_plain(cls: type[_T], data: Mapping[str, Any]) -> _T:
-    nested = _NESTED.get(cls.__name__, {})
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]  # cls: one of this module's dataclasses
+    """``cls`` rebuilt from its JSON object: lists become tuples, nested records their dataclasses.
+
+    An entry's record is parsed on its first use while serving (:mod:`tl_aot.runtime.loader`), so
+    this runs per entry in a user's process: the per-class facts come from :func:`_plan`, and a
+    scalar value (most of them) is passed on without a call, and the frozen object is filled as its
+    ``__init__`` would fill it (defaults, then the fields given) without a ``setattr`` per field;
+    a record missing a required field goes through ``__init__``, which says which.
+    """
+    names, nested, typed_arch, defaults, required = _plan(cls)
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         if key not in names:
             continue  # tolerate fields added by newer tl_aot within one ABI version
-        if key in nested:
-            kwargs[key] = tuple(_from_plain(nested[key], v) for v in value)
-        else:
+        sub = nested.get(key)
+        if sub is not None:
+            kwargs[key] = tuple([_from_plain(sub, v) for v in value])
+        elif value.__class__ is list:
             kwargs[key] = _tuplify(value)
-    if cls.__name__ in _TYPED_ARCH:  # read back as _to_plain wrote it
-        kwargs["arch"] = parse_arch(str(data["arch"]) + ("+PTX" if data.get("ptx") else ""))
-    return cls(**kwargs)
+        else:
+            kwargs[key] = value
+    if typed_arch:  # read back as _to_plain wrote it
+        kwargs["arch"] = _arch(str(data["arch"]) + ("+PTX" if data.get("ptx") else ""))
+    if defaults is None or not required <= kwargs.keys():
+        return cls(**kwargs)
+    obj = object.__new__(cls)
+    obj.__dict__.update(defaults)
+    obj.__dict__.update(kwargs)
+    return obj
 
 
 def to_json(obj: Any, *, indent: int | None = None) -> str:

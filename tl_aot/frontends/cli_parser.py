@@ -47,7 +47,7 @@ def _kernel_options(sp) -> None:
     sp.add_argument(
         "--device",
         help="GPU that device queries made while lowering (driver.get_num_sms(), ...) describe, e.g. H100-PCIe; "
-        "default per arch: A100-SXM (80), A10 (86), L40S (89), H100-SXM (90a), B200 (100a)",
+        "default per arch: A100-SXM (80), A10 (86), L40S (89), H100-SXM (90a), B200 (100a), RTX-5090 (120)",
     )
     sp.add_argument(
         "--out-idx",

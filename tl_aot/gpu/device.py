@@ -33,6 +33,7 @@ class DeviceProfile:
     l2_persisting_max: int
     regs_per_block: int = 65536
     max_threads_per_block: int = 1024
+    threads_per_sm: int = 2048  # resident threads per SM: 1536 on compute capabilities 8.6, 8.9 and 12.0
     total_memory: int = 80 * 2**30
     device_name: str = ""  # what torch.cuda.get_device_name() reports on that GPU
 
@@ -50,11 +51,33 @@ PROFILES = {
         DeviceProfile(
             "A100-PCIe", "80", 108, 166912, 167936, 40 * 2**20, 30 * 2**20, total_memory=40 * 2**30, device_name="NVIDIA A100-PCIE-40GB"
         ),
-        DeviceProfile("A10", "86", 72, 101376, 102400, 6 * 2**20, 4 * 2**20, total_memory=24 * 2**30, device_name="NVIDIA A10"),
         DeviceProfile(
-            "RTX-4090", "89", 128, 101376, 102400, 72 * 2**20, 54 * 2**20, total_memory=24 * 2**30, device_name="NVIDIA GeForce RTX 4090"
+            "A10", "86", 72, 101376, 102400, 6 * 2**20, 4 * 2**20, threads_per_sm=1536, total_memory=24 * 2**30, device_name="NVIDIA A10"
         ),
-        DeviceProfile("L40S", "89", 142, 101376, 102400, 96 * 2**20, 72 * 2**20, total_memory=48 * 2**30, device_name="NVIDIA L40S"),
+        DeviceProfile(
+            "RTX-4090",
+            "89",
+            128,
+            101376,
+            102400,
+            72 * 2**20,
+            54 * 2**20,
+            threads_per_sm=1536,
+            total_memory=24 * 2**30,
+            device_name="NVIDIA GeForce RTX 4090",
+        ),
+        DeviceProfile(
+            "L40S",
+            "89",
+            142,
+            101376,
+            102400,
+            96 * 2**20,
+            72 * 2**20,
+            threads_per_sm=1536,
+            total_memory=48 * 2**30,
+            device_name="NVIDIA L40S",
+        ),
         DeviceProfile(
             "H100-SXM", "90", 132, 232448, 233472, 50 * 2**20, 3932160 * 8, total_memory=80 * 2**30, device_name="NVIDIA H100 80GB HBM3"
         ),
@@ -63,10 +86,24 @@ PROFILES = {
         ),
         DeviceProfile("H200", "90", 132, 232448, 233472, 50 * 2**20, 3932160 * 8, total_memory=141 * 2**30, device_name="NVIDIA H200"),
         DeviceProfile("B200", "100", 148, 232448, 233472, 126 * 2**20, 94 * 2**20, total_memory=180 * 2**30, device_name="NVIDIA B200"),
+        # sm_120 (consumer Blackwell): 99 KiB of shared memory a block may opt in to (CUTLASS's
+        # sm120_smem_capacity_bytes), 100 KiB per SM, 1536 threads per SM, as sm_86 / sm_89
+        DeviceProfile(
+            "RTX-5090",
+            "120",
+            170,
+            101376,
+            102400,
+            96 * 2**20,
+            72 * 2**20,
+            threads_per_sm=1536,
+            total_memory=32 * 2**30,
+            device_name="NVIDIA GeForce RTX 5090",
+        ),
     )
 }
 
-_DEFAULTS = {"80": "A100-SXM", "86": "A10", "87": "A10", "89": "L40S", "90": "H100-SXM", "100": "B200"}
+_DEFAULTS = {"80": "A100-SXM", "86": "A10", "87": "A10", "89": "L40S", "90": "H100-SXM", "100": "B200", "120": "RTX-5090"}
 
 
 def _cc(arch: Arch) -> str:
@@ -76,9 +113,10 @@ def _cc(arch: Arch) -> str:
 def default_profile(arch: Arch) -> DeviceProfile:
     """The GPU assumed for ``arch`` when none is named: the common data-centre part of that arch."""
     name = _DEFAULTS.get(_cc(arch))
-    if name is None:  # a newer arch: the closest older one we know
+    if name is None:  # a newer arch: the closest older one we know, of the same major first (sm_121: the sm_120 part)
         older = [cc for cc in _DEFAULTS if int(cc) <= int(_cc(arch))]
-        name = _DEFAULTS[max(older, key=int)] if older else "A100-SXM"
+        family = [cc for cc in older if int(cc[:-1]) == arch.major]
+        name = _DEFAULTS[max(family or older, key=int)] if older else "A100-SXM"
     return PROFILES[name]
 
 
@@ -113,7 +151,7 @@ def _properties(p: DeviceProfile):
         L2_cache_size=p.l2_bytes,
         total_memory=p.total_memory,
         regs_per_multiprocessor=65536,
-        max_threads_per_multi_processor=2048,
+        max_threads_per_multi_processor=p.threads_per_sm,
         warp_size=32,
     )
 

@@ -16,7 +16,10 @@ from ..common.errors import LoweringError
 __all__ = ["max_shared_bytes", "check_launch_limits", "static_int"]
 
 #: Shared memory a block may opt in to, by (major, minor) (CUDA programming guide, compute capabilities).
-_SHARED_KIB = {(7, 5): 64, (8, 0): 163, (8, 6): 99, (8, 7): 163, (8, 9): 99, (9, 0): 227, (10, 0): 227, (10, 3): 227, (11, 0): 227}
+_SHARED_KIB = {
+    **{(7, 5): 64, (8, 0): 163, (8, 6): 99, (8, 7): 163, (8, 9): 99, (9, 0): 227},
+    **{(10, 0): 227, (10, 3): 227, (11, 0): 227, (12, 0): 99, (12, 1): 99},  # 12.x: consumer Blackwell, as sm_86 / sm_89
+}
 _SHARED_KIB_BY_MAJOR = {7: 64, 8: 99, 9: 227, 10: 227, 11: 227, 12: 99}
 #: Static ``__shared__`` arrays are limited to 48 KiB without an opt-in (dynamic memory takes the rest).
 STATIC_SHARED_BYTES = 48 * 1024

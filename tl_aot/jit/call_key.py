@@ -29,7 +29,7 @@ from types import CodeType
 from typing import Any
 
 from ..config.options import plain_pass_configs
-from ..config.user_code import source_digest, user_function
+from ..config.user_code import source_digest
 
 __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 
@@ -39,10 +39,63 @@ _DEPTH = 4  # helper functions followed this deep
 _SOURCES: dict[CodeType, str] = {}  # code object -> digest of its source
 _GLOBALS: dict[CodeType, frozenset[str]] = {}  # code object -> the global names it reads (disassembling is most of a key's cost)
 _MEMO_LIMIT = 4096
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))  # the key's JSON: keys sorted, no spaces
+_ABSENT = object()  # a global the code names that the module does not define (yet)
 
 
 class Unkeyable(Exception):
     """A value the call depends on cannot be spelled the same in every process."""
+
+
+class _Reads:
+    """Every slot spelling a function read (an attribute, a closure cell, a module global) and the object it held.
+
+    A spelling depends only on these objects when each is immutable or spelled by name: ``frozen``
+    says so (a list, a dict, keyword defaults, which may change in place, clear it). Then, while
+    every slot still holds the very object it held (:meth:`unchanged`), the spelling is the same,
+    so a function's spelling is kept and checked slot by slot instead of being spelled again.
+    """
+
+    __slots__ = ("slots", "frozen")
+
+    def __init__(self) -> None:
+        self.slots: list[tuple[int, Any, Any, Any]] = []  # (kind, holder, name, object read)
+        self.frozen = True
+
+    def attr(self, obj: Any, name: str, default: Any = None) -> Any:
+        value = getattr(obj, name, default)
+        self.slots.append((0, obj, name, value))
+        return value
+
+    def cell(self, cell: Any) -> Any:
+        value = cell.cell_contents  # ValueError when empty: the caller makes the call unkeyed
+        self.slots.append((1, cell, None, value))
+        return value
+
+    def glob(self, glb: dict[str, Any], name: str) -> Any:
+        value = glb.get(name, _ABSENT)
+        self.slots.append((2, glb, name, value))
+        return value
+
+    def unchanged(self) -> bool:
+        """Whether every slot still holds the object it held when read."""
+        for kind, holder, name, value in self.slots:
+            if kind == 0:
+                now = getattr(holder, name, None)
+            elif kind == 1:
+                try:
+                    now = holder.cell_contents
+                except ValueError:
+                    return False
+            else:
+                now = holder.get(name, _ABSENT)
+            if now is not value:
+                return False
+        return True
+
+
+#: id(function) -> (the function, what its spelling read, the spelling as key JSON): kept while unchanged (:class:`_Reads`).
+_SPELLED: dict[int, tuple[Any, _Reads, str]] = {}
 
 
 def _library(module: str) -> bool:
@@ -51,39 +104,45 @@ def _library(module: str) -> bool:
     return root in {"tilelang", "tvm", "tvm_ffi", "torch", "math", "functools", "itertools", "typing", "builtins", "operator"}
 
 
-def _spell(v, depth: int):
+def _spell(v, depth: int, reads: _Reads):
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, (list, tuple)):
-        return [type(v).__name__, [_spell(x, depth) for x in v]]
+        if not isinstance(v, tuple):
+            reads.frozen = False  # may change in place
+        return [type(v).__name__, [_spell(x, depth, reads) for x in v]]
     if isinstance(v, dict):
-        return ["dict", [[_spell(k, depth), _spell(x, depth)] for k, x in v.items()]]
+        reads.frozen = False
+        return ["dict", [[_spell(k, depth, reads), _spell(x, depth, reads)] for k, x in v.items()]]
     if isinstance(v, enum.Enum):
         return ["enum", f"{type(v).__module__}.{type(v).__qualname__}", v.name]
     if isinstance(v, types.ModuleType):  # a user's module: the values read from it are not covered
-        if _library(v.__name__):
-            return ["module", v.__name__]
-        raise Unkeyable(f"module {v.__name__}")
-    if isinstance(v, type) and _library(v.__module__):  # TileLang's classes (Fragment, ...): covered by its version
-        return ["class", f"{v.__module__}.{v.__qualname__}"]
+        name = reads.attr(v, "__name__", "")
+        if _library(name):
+            return ["module", name]
+        raise Unkeyable(f"module {name}")
+    if isinstance(v, type):
+        module = reads.attr(v, "__module__", "")
+        if _library(module):  # TileLang's classes (Fragment, ...): covered by its version
+            return ["class", f"{module}.{reads.attr(v, '__qualname__', '')}"]
     t = type(v)
     if t.__name__ == "dtype" and t.__module__ == "torch":
         return ["torch.dtype", str(v)]
     if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or hasattr(v, "orig_func") or type(v).__name__ == "JITImpl":
-        return _spell_function(v, depth)
+        return _spell_function(v, depth, reads)
     raise Unkeyable(f"{type(v).__qualname__} value")
 
 
-def _spell_function(fn, depth: int):
-    fn = getattr(fn, "func", None) if type(fn).__name__ == "JITImpl" else fn
-    fn = user_function(fn)
-    module = getattr(fn, "__module__", "") or ""
-    name = f"{module}.{getattr(fn, '__qualname__', '?')}"
+def _spell_function(fn, depth: int, reads: _Reads):
+    fn = reads.attr(fn, "func") if type(fn).__name__ == "JITImpl" else fn
+    fn = reads.attr(fn, "orig_func") or fn  # config.user_code.user_function, read through the record
+    module = reads.attr(fn, "__module__", "") or ""
+    name = f"{module}.{reads.attr(fn, '__qualname__', '?')}"
     if isinstance(fn, types.BuiltinFunctionType) or _library(module):
         return ["function", name]
     if depth <= 0:
         raise Unkeyable(f"{name}: helpers nested too deep")
-    code = getattr(fn, "__code__", None)
+    code = reads.attr(fn, "__code__")
     source = _SOURCES.get(code) if code is not None else None
     if source is None:
         source = source_digest(fn)
@@ -92,16 +151,48 @@ def _spell_function(fn, depth: int):
     if code is None or not source:
         raise Unkeyable(f"{name}: no source")
     closure = {}
-    for var, cell in zip(code.co_freevars, fn.__closure__ or ()):
+    for var, cell in zip(code.co_freevars, reads.attr(fn, "__closure__") or ()):
         try:
-            value = cell.cell_contents
+            value = reads.cell(cell)
         except ValueError:  # an empty cell (a name bound later in the enclosing scope)
             raise Unkeyable(f"{name}: closure variable {var} unbound") from None
-        closure[var] = _spell(value, depth - 1)
-    glb = getattr(fn, "__globals__", {})
-    used = {n: _spell(glb[n], depth - 1) for n in sorted(_global_names(code)) if n in glb}
-    defaults = [_spell(list(fn.__defaults__ or ()), depth - 1), _spell(dict(fn.__kwdefaults__ or {}), depth - 1)]
+        closure[var] = _spell(value, depth - 1, reads)
+    glb = reads.attr(fn, "__globals__", {})
+    used = {}
+    for n in sorted(_global_names(code)):
+        value = reads.glob(glb, n)
+        if value is not _ABSENT:
+            used[n] = _spell(value, depth - 1, reads)
+    positional = reads.attr(fn, "__defaults__") or ()  # a tuple: its items are spelled as a list's
+    kwdefaults = reads.attr(fn, "__kwdefaults__")
+    if kwdefaults is not None:
+        reads.frozen = False  # a dict: may change in place
+    defaults = [
+        ["list", [_spell(x, depth - 1, reads) for x in positional]],
+        ["dict", [[_spell(k, depth - 1, reads), _spell(x, depth - 1, reads)] for k, x in (kwdefaults or {}).items()]],
+    ]
     return ["function", name, source, closure, used, defaults]
+
+
+def _function_text(jit) -> str:
+    """The spelling of ``jit``'s function as the key's JSON: spelled once, then kept while what it read is unchanged.
+
+    A ``@tilelang.jit`` kernel is asked for with many arguments; its function, closure, globals and
+    defaults are the same objects each time, so the first call of each arguments re-checks them
+    (:meth:`_Reads.unchanged`) instead of spelling and encoding them again.
+    """
+    have = _SPELLED.get(id(jit))
+    if have is not None and have[0] is jit and have[1].unchanged():
+        return have[2]
+    reads = _Reads()
+    text = _ENCODER.encode(_spell_function(jit, _DEPTH, reads))
+    if reads.frozen:
+        if len(_SPELLED) >= _MEMO_LIMIT:
+            _SPELLED.pop(next(iter(_SPELLED)))  # the oldest
+        _SPELLED[id(jit)] = (jit, reads, text)  # holds jit alive: its id is not reused while remembered
+    else:
+        _SPELLED.pop(id(jit), None)
+    return text
 
 
 def _global_names(code) -> frozenset:
@@ -124,26 +215,33 @@ def _global_names(code) -> frozenset:
 def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> str | None:
     """The key of ``jit(*args, **kwargs)`` (a ``JITImpl`` compile) on ``gpu`` (:func:`tl_aot.gpu.cuda_driver.gpu_identity`).
 
-    None when it cannot be keyed.
+    None when it cannot be keyed. The key is the SHA-256 of the call's material as JSON (keys
+    sorted, no spaces); the function's part comes from :func:`_function_text`, spliced in where
+    its key sorts, so the text is the whole material's ``json.dumps`` exactly.
     """
     try:
         import tilelang
 
+        reads = _Reads()  # the call's own values: spelled every time
         material = {
-            "schema": CALL_SCHEMA,
-            "tilelang": str(getattr(tilelang, "__version__", "")),
-            "function": _spell_function(jit, _DEPTH),
-            "args": _spell(list(args), 0),
-            "kwargs": _spell(dict(sorted(kwargs.items())), 0),
-            "out_idx": _spell(getattr(jit, "out_idx", None), 0),
+            "args": _spell(list(args), 0, reads),
             "backend": str(getattr(jit, "execution_backend", None)),
+            "compile_flags": _spell(getattr(jit, "compile_flags", None), 0, reads),
+            "gpu": gpu,
+            "kwargs": _spell(dict(sorted(kwargs.items())), 0, reads),
+            "out_idx": _spell(getattr(jit, "out_idx", None), 0, reads),
+            "pass_configs": _spell(plain_pass_configs(dict(getattr(jit, "pass_configs", None) or {})), 0, reads),
+            "schema": CALL_SCHEMA,
             "target": str(getattr(jit, "target", None)),
             "target_host": str(getattr(jit, "target_host", None)),
-            "pass_configs": _spell(plain_pass_configs(dict(getattr(jit, "pass_configs", None) or {})), 0),
-            "compile_flags": _spell(getattr(jit, "compile_flags", None), 0),
-            "gpu": gpu,
+            "tilelang": str(getattr(tilelang, "__version__", "")),
         }
+        function = _function_text(jit)
     except (Unkeyable, RecursionError):
         return None
-    text = json.dumps(material, sort_keys=True, separators=(",", ":"))
+    # "function" sorts between "compile_flags" and "gpu"; the call's values hold no JSON object (dicts are spelled as
+    # lists) and their strings are escaped, so the first ',"gpu":' is the top-level key
+    text = _ENCODER.encode(material)
+    cut = text.index(',"gpu":')
+    text = f'{text[:cut]},"function":{function}{text[cut:]}'
     return hashlib.sha256(text.encode()).hexdigest()[:32]

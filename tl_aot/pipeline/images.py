@@ -94,11 +94,29 @@ def _nvcc_error(e: FailedProcessError, variant: LoweredVariant, arch, work: Path
             f"\n  the extra nvcc flags ({' '.join(variant.nvcc_options)}) come from the entry's compile_flags / "
             "--nvcc-flag, or the kernel's TL_DEVICE_COMPILE_FLAGS pass config"
         )
+    hint += _arch_feature_hint(e, arch)
     msg = (
         f"entry {variant.entry!r} ({arch}): nvcc failed on the CUDA code TileLang generated from {source}\n"
         f"  generated source: {work / 'kernels' / (stem + '.cu')}{hint}\n{e}"
     )
     return CompileError(msg, entry=variant.entry, arch=arch.sm, location=source)
+
+
+def _arch_feature_hint(e: FailedProcessError, arch) -> str:
+    """Why TileLang's code needs an arch-specific target, when its templates say so (sm_120: TileLang warp-specializes pipelines).
+
+    TileLang pipelines a TMA kernel with warp specialization and register reconfiguration
+    (``setmaxnreg``), which only arch-specific targets have (``sm_90a``, ``sm_100a``, ``sm_120a``,
+    or a family ``f`` target): its templates refuse a plain ``sm_90`` / ``sm_120`` with a static assertion.
+    """
+    if "requires a target with CTA register reconfiguration" not in e.stderr + e.stdout or arch.suffix:
+        return ""
+    specific = f"{arch.major}{arch.minor}a"
+    return (
+        f"\n  TileLang warp-specialized this kernel with register reconfiguration (setmaxnreg), which {arch.sm} lacks and "
+        f"sm_{specific} has: build --arch {specific} (its images run on compute capability {arch.major}.{arch.minor} only), "
+        "or keep the arch and turn warp specialization off (--pass-config tl.disable_warp_specialized=true)"
+    )
 
 
 def _crash_of(e: FailedProcessError, work: Path) -> str:
