@@ -18,13 +18,22 @@ from pathlib import Path
 
 from ..common.errors import CompileError
 from ..common.fileutil import atomic_write
+from ..common.fs_errors import filesystem_errors
 from ..common.metadata import Manifest, to_json
 from ..cuda.toolchain import RUNTIME_INCLUDE, find_cxx, run, tvm_ffi_paths
 from ..runtime import torch_ops
 from .launcher_context import library_code
 from .render import _env
 
-__all__ = ["CompanionOp", "companion_path", "companion_ops", "render_companion", "build_companion", "torch_include_dir"]
+__all__ = [
+    "CompanionOp",
+    "companion_path",
+    "companion_ops",
+    "render_companion",
+    "build_companion",
+    "update_companion",
+    "torch_include_dir",
+]
 
 #: The C++ type of a scalar parameter → how the kernel reads it from torch's stack.
 _READ = {"float": "c.real({i})", "double": "c.real({i})", "bool": "c.boolean({i})"}
@@ -143,3 +152,14 @@ def build_companion(manifest: Manifest, library: str | os.PathLike, header: str 
     if log:
         log(f"{output.name}: native torch ops ({len(companion_ops(manifest))})")
     return output
+
+
+def update_companion(manifest: Manifest, library: Path, header: Path, *, wanted: bool, log=print) -> Path | None:
+    """The companion of ``library`` as a build leaves it: built (or kept) when ``wanted``, else a stale one removed; its path or None."""
+    if wanted:
+        return build_companion(manifest, library, header, log=log)
+    stale = companion_path(library)
+    if os.path.lexists(stale):  # never touch a read-only folder (an up-to-date build there) for nothing
+        with filesystem_errors("remove the stale torch companion", stale):
+            stale.unlink()
+    return None

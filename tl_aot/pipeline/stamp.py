@@ -1,0 +1,92 @@
+"""The stamp and the depfile: whether the library on disk is what a plan builds, and what it was built from.
+
+The stamp (``<work>/stamp.json``) is written by :func:`~tl_aot.pipeline.link.publish` (:func:`stamp_text`)
+and read by the next build (:func:`current_library`), here, so its format lives in one module. The
+depfile (:func:`write_depfile`) lists what Make or Ninja rebuild the library on; an up-to-date build
+writes it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..common.escaping import depfile_path, encode_text
+from ..common.fileutil import file_digest, write_if_different
+from ..common.metadata import Manifest, from_json, to_json
+from ..config.options import inputs_unchanged
+from .image_packs import ImagePacks, pack_label, pack_name
+from .inputs import generator_files
+from .plan import Plan
+from .workspace import Outputs
+
+__all__ = ["Current", "current_library", "stamp_text", "write_depfile"]
+
+#: An input header of the library and its digest when the library was built (``[path, sha256]``).
+Input = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Current:
+    """The library on disk, found to be what the plan builds: its manifest and the headers its variants read."""
+
+    manifest: Manifest
+    inputs: tuple[Input, ...]
+
+
+def current_library(plan: Plan, out: Outputs, *, force: bool, packs: ImagePacks | None) -> Current | None:
+    """The library on disk when it is what ``plan`` builds (its stamp says so), else None.
+
+    A path the depfile cannot spell is refused first, before anything is replaced. A stamp of another
+    shape or key, a library or header changed since, an input header changed since, or (with image
+    packs) a pack missing beside the library: not current (built again), never an error.
+    """
+    if out.depfile:
+        for p in (out.library, *plan.deps):
+            depfile_path(p)
+    if force or not out.header.is_file():
+        return None
+    current = _read_stamp(out, plan.lib_key)
+    if current is not None and packs is not None:
+        labels = {pack_label(t.arch) for t in plan.tasks}
+        if not all(out.library.with_name(pack_name(plan.lib.name, label)).is_file() for label in labels):
+            return None
+    return current
+
+
+def _read_stamp(out: Outputs, lib_key: str) -> Current | None:
+    try:
+        data = json.loads(out.stamp.read_text())
+        if not isinstance(data, dict) or data.get("key") != lib_key or data.get("library_sha256") != file_digest(out.library):
+            return None
+        if data.get("header_sha256") != file_digest(out.header):
+            return None  # a header truncated or edited since: publish it again
+        inputs = tuple(tuple(i) for i in data["inputs"])
+        if not all(len(i) == 2 and all(isinstance(x, str) for x in i) for i in inputs) or not inputs_unchanged(inputs):
+            return None
+        return Current(from_json(Manifest, data["manifest"]), inputs)
+    except Exception:  # noqa: BLE001 (missing, not JSON, of another shape: not up to date)
+        return None
+
+
+def stamp_text(lib_key: str, library_sha256: str, header: bytes, manifest: Manifest, inputs: Iterable[Input]) -> str:
+    """The stamp of a library just linked: its key, its digest and its header's, its manifest, its input headers."""
+    record = {
+        "key": lib_key,
+        "library_sha256": library_sha256,
+        "header_sha256": hashlib.sha256(header).hexdigest(),
+        "manifest": json.loads(to_json(manifest)),
+        "inputs": [list(i) for i in inputs],
+    }
+    return json.dumps(record)
+
+
+def write_depfile(path: Path, library: Path, deps: Iterable[Path], inputs: Iterable[Input] = ()) -> None:
+    """A Makefile depfile: ``library`` depends on the kernel files and local modules, its input headers and tl_aot's templates."""
+    listed = [*sorted({*deps, *(Path(p) for p, _ in inputs)}), *generator_files()]
+    lines = [f"{depfile_path(library)}: \\"] + [f"  {depfile_path(d)} \\" for d in listed]
+    lines[-1] = lines[-1][:-2]
+    write_if_different(path, encode_text("\n".join(lines) + "\n"))
