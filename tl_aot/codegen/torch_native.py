@@ -150,16 +150,16 @@ def build_companion(manifest: Manifest, library: str | os.PathLike, header: str 
     run(cmd, what=f"compiling the torch companion of {library.name}", cwd=work)
     atomic_write(stamp, key)
     if log:
-        log(f"{output.name}: native torch ops ({len(companion_ops(manifest))})")
+        log(f"{output.name}: native torch ops ({len(manifest.exports())})")
     return output
 
 
 def update_companion(manifest: Manifest, library: Path, header: Path, *, wanted: bool, log=print) -> Path | None:
     """The companion of ``library`` as a build leaves it: built (or kept) when ``wanted``, else a stale one removed; its path or None."""
+    output = companion_path(library)
     if wanted:
         return build_companion(manifest, library, header, log=log)
-    stale = companion_path(library)
-    if os.path.lexists(stale):  # never touch a read-only folder (an up-to-date build there) for nothing
-        with filesystem_errors("remove the stale torch companion", stale):
-            stale.unlink()
+    if os.path.lexists(output):  # a stale one; never touch a read-only folder (an up-to-date build there) for nothing
+        with filesystem_errors("remove the stale torch companion", output):
+            output.unlink()
     return None

@@ -39,8 +39,8 @@ from .plan import Plan, plan_build
 from .run import build_variants
 from .scheduler import Failure, VariantRun, default_jobs, first_error_line
 from .stages import objects_key
-from .stamp import Current, current_library, write_depfile
-from .workspace import Outputs, Workspace, workspace
+from .stamp import up_to_date
+from .workspace import Workspace, workspace
 
 __all__ = ["build_library", "BuildResult", "default_jobs", "first_error_line"]
 
@@ -151,9 +151,11 @@ def build_library(
     warn_if_untested(log)
     with ws.held(f"building {ws.out.library}", log), filesystem_errors("write", None):
         plan = plan_build(lib, ws.cache, force=force, packs=image_packs)
-        current = current_library(plan, ws.out, force=force, packs=image_packs)
+        current = up_to_date(plan, ws.out, force=force, packs=image_packs)
         if current is not None:
-            result = _up_to_date(plan, current, ws.out, log, t_start)
+            if log:
+                log(f"lib{plan.lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
+            result = BuildResult(ws.out.library, ws.out.header, current.manifest, True, (), (), ws.out.depfile, plan.deps)
         else:
             if ws.unwritable is not None:
                 raise ws.unwritable
@@ -163,17 +165,9 @@ def build_library(
         return replace(result, torch_companion=companion)
 
 
-def _up_to_date(plan: Plan, current: Current, out: Outputs, log: Log, t_start: float) -> BuildResult:
-    """The result of a build that finds the library on disk is what ``plan`` builds (its depfile written again)."""
-    if out.depfile:
-        write_depfile(out.depfile, out.library, plan.deps, current.inputs)
-    if log:
-        log(f"lib{plan.lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
-    return BuildResult(out.library, out.header, current.manifest, True, (), (), out.depfile, plan.deps)
-
-
 def _publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, t_start: float, packs: ImagePacks | None) -> BuildResult:
     """Stages link and publish, then the summary."""
+    images = image_files(run.tasks, run.images)
     lib = LibrarySpec(name=plan.lib.name, entries=tuple(e for e in plan.lib.entries if any(t.spec is e for t in run.tasks)))
     manifest = manifest_of(lib, run.tasks, run.lowered, plan.nvcc_version, {t.key: len(run.images[t.key]) for t in run.tasks})
     manifest = replace(manifest, left_out=tuple(run.left_out))
@@ -181,7 +175,6 @@ def _publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, t_s
     assert run.launcher_obj is not None and run.runtime_obj is not None  # a whole build compiled both
     objects = (run.launcher_obj, run.runtime_obj)
     key = objects_key(plan.nvcc_version, plan.tvm_ffi_version)
-    images = image_files(run.tasks, run.images)
     packed = None
     if packs is not None:
         packed = _packed(manifest, run, packs, plan.nvcc_version, ws.cache.root, opts.jobs)

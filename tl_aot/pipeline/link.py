@@ -12,13 +12,13 @@ from pathlib import Path
 
 from ..codegen.render import render_manifest
 from ..common.destinations import StagedFiles
-from ..common.fileutil import atomic_write, file_digest, write_if_different
+from ..common.fileutil import write_if_different
 from ..common.fs_errors import filesystem_errors
 from ..common.metadata import Manifest
 from ..cuda.host_compile import embed_images, link_library
 from ..cuda.host_objects import generated_object
 from .image_packs import PACK_SUFFIX
-from .stamp import Input, stamp_text, write_depfile
+from .stamp import Input, write_records
 from .workspace import Outputs
 
 __all__ = ["link", "publish"]
@@ -81,33 +81,24 @@ def publish(
 ) -> None:
     """Swap the linked library, its header and its image packs into place together, after writing the stamp and the depfile.
 
-    The stamp names the new library's digest, so written first it cannot make the library that
-    is still in place look up to date; a fault before the swap leaves library and header as they
-    were. Without ``stamp`` (a build that left variants out) the stamp is removed: the next build
-    tries again. ``packs`` (file name -> bytes, :mod:`tl_aot.pipeline.image_packs`) go beside the
+    The stamp and depfile: :func:`~tl_aot.pipeline.stamp.write_records` (without ``stamp``, a build
+    that left variants out, the stamp is removed). A fault before the swap leaves library and header
+    as they were. ``packs`` (file name -> bytes, :mod:`tl_aot.pipeline.image_packs`) go beside the
     library; packs of this library no longer built (another arch set, or images embedded again) are removed.
     """
-    staged = StagedFiles()
+    header = header_text.encode()
+    header_changed = _read_bytes(out.header) != header  # an unchanged header keeps its timestamp
     packs = packs or {}
+    staged = StagedFiles()
     try:
         staged.stage(out.library, source=built, role="library")
         for name, data in sorted(packs.items()):
             staged.stage(out.library.with_name(name), data=data, role="image pack")
-        header = header_text.encode()
-        if _read_bytes(out.header) != header:  # an unchanged header keeps its timestamp
+        if header_changed:
             with filesystem_errors("create the header folder", out.header.parent):
                 out.header.parent.mkdir(parents=True, exist_ok=True)
             staged.stage(out.header, data=header, role="header")
-        with filesystem_errors("read the linked library", built):
-            library_sha256 = file_digest(built)
-        with filesystem_errors("write the build stamp", out.stamp):
-            if stamp:
-                atomic_write(out.stamp, stamp_text(lib_key, library_sha256, header, manifest, inputs))
-            else:
-                out.stamp.unlink(missing_ok=True)
-        if out.depfile:
-            with filesystem_errors("write the depfile", out.depfile):
-                write_depfile(out.depfile, out.library, deps, inputs)
+        write_records(out, built, header, manifest, lib_key=lib_key, inputs=inputs, deps=deps, stamp=stamp)
     except BaseException:
         staged.discard()
         raise

@@ -1,9 +1,8 @@
 """The stamp and the depfile: whether the library on disk is what a plan builds, and what it was built from.
 
-The stamp (``<work>/stamp.json``) is written by :func:`~tl_aot.pipeline.link.publish` (:func:`stamp_text`)
-and read by the next build (:func:`current_library`), here, so its format lives in one module. The
-depfile (:func:`write_depfile`) lists what Make or Ninja rebuild the library on; an up-to-date build
-writes it again.
+The stamp (``<work>/stamp.json``) is written as a library is published (:func:`write_records`) and read
+by the next build (:func:`up_to_date`), here, so its format lives in one module. The depfile
+(:func:`write_depfile`) lists what Make or Ninja rebuild the library on; an up-to-date build writes it again.
 """
 
 from __future__ import annotations
@@ -15,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.escaping import depfile_path, encode_text
-from ..common.fileutil import file_digest, write_if_different
+from ..common.fileutil import atomic_write, file_digest, write_if_different
+from ..common.fs_errors import filesystem_errors
 from ..common.metadata import Manifest, from_json, to_json
 from ..config.options import inputs_unchanged
 from .image_packs import ImagePacks, pack_label, pack_name
@@ -23,7 +23,7 @@ from .inputs import generator_files
 from .plan import Plan
 from .workspace import Outputs
 
-__all__ = ["Current", "current_library", "stamp_text", "write_depfile"]
+__all__ = ["Current", "up_to_date", "write_records", "write_depfile"]
 
 #: An input header of the library and its digest when the library was built (``[path, sha256]``).
 Input = tuple[str, str]
@@ -37,23 +37,23 @@ class Current:
     inputs: tuple[Input, ...]
 
 
-def current_library(plan: Plan, out: Outputs, *, force: bool, packs: ImagePacks | None) -> Current | None:
-    """The library on disk when it is what ``plan`` builds (its stamp says so), else None.
+def up_to_date(plan: Plan, out: Outputs, *, force: bool, packs: ImagePacks | None) -> Current | None:
+    """The library on disk when it is what ``plan`` builds (its stamp says so; its depfile is written again), else None.
 
-    A path the depfile cannot spell is refused first, before anything is replaced. A stamp of another
-    shape or key, a library or header changed since, an input header changed since, or (with image
-    packs) a pack missing beside the library: not current (built again), never an error.
+    A stamp of another shape or key, a library or header changed since, an input header changed
+    since, or (with image packs) a pack missing beside the library: not current (built again), never
+    an error. A path the depfile cannot spell is refused either way, before anything is replaced.
     """
-    if out.depfile:
-        for p in (out.library, *plan.deps):
-            depfile_path(p)
-    if force or not out.header.is_file():
-        return None
-    current = _read_stamp(out, plan.lib_key)
+    current = None if force or not out.header.is_file() else _read_stamp(out, plan.lib_key)
     if current is not None and packs is not None:
         labels = {pack_label(t.arch) for t in plan.tasks}
         if not all(out.library.with_name(pack_name(plan.lib.name, label)).is_file() for label in labels):
-            return None
+            current = None
+    if out.depfile and current is not None:
+        write_depfile(out.depfile, out.library, plan.deps, current.inputs)
+    elif out.depfile:
+        for p in (out.library, *plan.deps):
+            depfile_path(p)
     return current
 
 
@@ -72,8 +72,38 @@ def _read_stamp(out: Outputs, lib_key: str) -> Current | None:
         return None
 
 
-def stamp_text(lib_key: str, library_sha256: str, header: bytes, manifest: Manifest, inputs: Iterable[Input]) -> str:
-    """The stamp of a library just linked: its key, its digest and its header's, its manifest, its input headers."""
+def write_records(
+    out: Outputs,
+    built: Path,
+    header: bytes,
+    manifest: Manifest,
+    *,
+    lib_key: str,
+    inputs: Iterable[Input],
+    deps: Iterable[Path],
+    stamp: bool,
+) -> None:
+    """Write the stamp of the library ``built`` (about to replace ``out.library``) and its depfile.
+
+    The stamp names the new library's digest, so written before the swap it cannot make the library
+    still in place look up to date. Without ``stamp`` (a build that left variants out) the stamp is
+    removed: the next build tries again.
+    """
+    inputs = tuple(inputs)
+    record = _stamp_text(lib_key, built, header, manifest, inputs) if stamp else None
+    with filesystem_errors("write the build stamp", out.stamp):
+        if record is not None:
+            atomic_write(out.stamp, record)
+        else:
+            out.stamp.unlink(missing_ok=True)
+    if out.depfile:
+        with filesystem_errors("write the depfile", out.depfile):
+            write_depfile(out.depfile, out.library, deps, inputs)
+
+
+def _stamp_text(lib_key: str, built: Path, header: bytes, manifest: Manifest, inputs: Iterable[Input]) -> str:
+    with filesystem_errors("read the linked library", built):
+        library_sha256 = file_digest(built)
     record = {
         "key": lib_key,
         "library_sha256": library_sha256,
