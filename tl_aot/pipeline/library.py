@@ -1,12 +1,13 @@
 """The one build pipeline every front end calls: specs → lib<name>.so, in named stages.
 
-1. **plan** (:mod:`tl_aot.pipeline.plan`): read each entry's sources once, key every (entry, arch)
-   variant, look the keys up in the cache, and stop here if the library on disk is up to date
-   (without importing TileLang). The folders, cache and lock: :mod:`tl_aot.pipeline.workspace`; the
+1. **plan** (:mod:`tl_aot.pipeline.plan`): the spec read once (capture records as entries, the
+   compiler checked), each entry's sources read once, every (entry, arch) variant keyed and looked
+   up in the cache; stop here if the library on disk is up to date (:mod:`tl_aot.pipeline.stamp`),
+   without importing TileLang. The folders, cache and lock: :mod:`tl_aot.pipeline.workspace`; the
    knobs, checked once: :class:`~tl_aot.pipeline.options.BuildOptions`.
 2. **lower**, 3. **compile images**, 4. **launcher** (:mod:`tl_aot.pipeline.stages`), run in parallel
    by :mod:`tl_aot.pipeline.scheduler` within the ``-j`` job slots.
-5. **link** and 6. **publish** (:mod:`tl_aot.pipeline.stages`): the library, header, stamp and
+5. **link** and 6. **publish** (:mod:`tl_aot.pipeline.link`): the library, header, stamp and
    depfile moved into place.
 
 A shard (:func:`tl_aot.pipeline.shards.build_part`) runs the same stages 1-3 over its share of the
