@@ -132,12 +132,15 @@ def test_a_digest_mismatch_names_the_jit_target_beside_the_build_target():
 
 def test_a_build_from_a_record_answers_device_queries_as_the_gpu_that_captured(tmp_path):
     from tl_aot.capture import record_specs as captured
+    from tl_aot.config.capture_ref import CapturedKernel
+    from tl_aot.gpu.device import profile_reported_as
 
     h200 = {"ir": "{}", "devices": [{"arch": "sm_90a", "name": "NVIDIA H200"}], "origins": [], "options": {}}
     pcie = {**h200, "devices": [{"arch": "sm_90a", "name": "NVIDIA H100 PCIe"}]}
     both = {**h200, "devices": [*h200["devices"], *pcie["devices"]]}
     unknown = {**h200, "devices": [{"arch": "sm_90a", "name": "NVIDIA GH200 480GB"}]}
-    assert [captured.recorded_device(i) for i in (h200, pcie, both, unknown)] == ["H200", "H100-PCIe", "", ""]
+    names = [CapturedKernel.from_item("k", i).device_names for i in (h200, pcie, both, unknown)]
+    assert [profile_reported_as(n, ["90a"]) for n in names] == ["H200", "H100-PCIe", "", ""]
     CaptureRecord(tmp_path / "r.json", {"k1": h200, "k2": pcie, "k3": unknown}).save()
     specs = {s.capture.key: s for s in captured.specs_from_record(tmp_path / "r.json", ["90a"])}
     assert (specs["k1"].device, specs["k2"].device, specs["k3"].device) == ("H200", "H100-PCIe", "")
@@ -147,13 +150,14 @@ def test_a_build_from_a_record_answers_device_queries_as_the_gpu_that_captured(t
 
 def test_the_recorded_device_answers_only_for_archs_it_fits():
     """A kernel captured on an H100 and built for sm_80 is lowered as sm_80's default GPU, not refused."""
-    from tl_aot.capture.record_specs import _fitting
+    from tl_aot.gpu.device import profile_reported_as
 
-    assert _fitting("H100-SXM", ["90a"]) == "H100-SXM"
-    assert _fitting("H100-SXM", ["80", "90a"]) == "H100-SXM"
-    assert _fitting("H100-SXM", ["80"]) == ""
-    assert _fitting("H100-SXM", None) == "H100-SXM"  # archs resolved later: the spec checks them
-    assert _fitting("", ["90a"]) == ""
+    h100 = ["NVIDIA H100 80GB HBM3"]
+    assert profile_reported_as(h100, ["90a"]) == "H100-SXM"
+    assert profile_reported_as(h100, ["80", "90a"]) == "H100-SXM"
+    assert profile_reported_as(h100, ["80"]) == ""
+    assert profile_reported_as(h100, None) == "H100-SXM"  # archs resolved later: the spec checks them
+    assert profile_reported_as([], ["90a"]) == ""
 
 
 def test_a_spec_files_capture_records_are_expanded_by_the_build_layer_with_the_archs_chosen(tmp_path, monkeypatch):
@@ -187,6 +191,7 @@ def test_a_record_is_read_once_per_build_and_travels_with_its_entries(tmp_path, 
     from tl_aot.common.arch import parse_arch
     from tl_aot.common.metadata import Call
     from tl_aot.pipeline.cache import variant_key
+    from tl_aot.pipeline.inputs import sources_of
     from tl_aot.pipeline.plan import Task
     from tl_aot.pipeline.toolset import local_toolset
     from tl_aot.pipeline.variant_task import pack_task
@@ -213,8 +218,9 @@ def test_a_record_is_read_once_per_build_and_travels_with_its_entries(tmp_path, 
         ("", ""),
     )
     arch = parse_arch("90a")
-    key, sources = variant_key(specs[0], arch, nvcc_version="13.0")
-    assert key == variant_key(pickle.loads(pickle.dumps(specs[0])), arch, nvcc_version="13.0")[0]  # a worker's copy keys the same
+    sources = sources_of(specs[0])
+    key = variant_key(specs[0], arch, sources, nvcc_version="13.0")
+    assert key == variant_key(pickle.loads(pickle.dumps(specs[0])), arch, sources, nvcc_version="13.0")  # a worker's copy keys the same
     choices = captured.choices_of(specs)
     assert [t.key for t in captured.recorded_tunings(choices, {"k1"})] == ["t1"]
     assert captured.recorded_calls(choices, {"k1", "k2"}) == (Call("c1", "k1"),)  # c2 led to two kernels: shipped for neither

@@ -145,7 +145,7 @@ DEPFILE_NAMES = {
 @pytest.mark.parametrize("name", DEPFILE_NAMES.values(), ids=DEPFILE_NAMES.keys())
 def test_depfile_names_each_file_make_reads_back(tmp_path, name):
     """Touching the dependency (and only it) makes the library out of date for make."""
-    from tl_aot.pipeline.link import write_depfile
+    from tl_aot.pipeline.stamp import write_depfile
 
     dep, target = tmp_path / name, tmp_path / "libk.so"
     dep.write_text("x")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tl_aot.config.user_code import import_kernel_file, local_dependencies
 from tl_aot.pipeline.cache import variant_key
+from tl_aot.pipeline.inputs import sources_of
 
 
 def test_local_dependencies_are_found_without_importing(tmp_path):
@@ -47,10 +48,11 @@ def test_cache_key_follows_local_modules(tmp_path):
     (tmp_path / "sizes.py").write_text("BLOCK = 128\n")
     (tmp_path / "k.py").write_text("from sizes import BLOCK\n\ndef f():\n    return BLOCK\n")
     spec = KernelSpec.create(name="k", source=tmp_path / "k.py", function="f", archs=["80"])
-    before, sources = variant_key(spec, spec.archs[0], nvcc_version="13.0")
+    sources = sources_of(spec)
+    before = variant_key(spec, spec.archs[0], sources, nvcc_version="13.0")
     assert sources.paths == ((tmp_path / "k.py").resolve(), (tmp_path / "sizes.py").resolve())
     (tmp_path / "sizes.py").write_text("BLOCK = 256\n")
-    assert variant_key(spec, spec.archs[0], nvcc_version="13.0")[0] != before
+    assert variant_key(spec, spec.archs[0], sources_of(spec), nvcc_version="13.0") != before
 
 
 def test_a_same_named_module_of_another_project_never_shadows_ours(tmp_path):
@@ -72,7 +74,8 @@ def test_another_nvcc_host_compiler_is_another_key(tmp_path, monkeypatch):
     (tmp_path / "k.py").write_text("def f():\n    return 1\n")
     spec = KernelSpec.create(name="k", source=tmp_path / "k.py", function="f", archs=["80"])
     monkeypatch.setattr(cache, "nvcc_host_compiler", lambda: "gcc (Debian 12.2.0-14+deb12u1) 12.2.0")
-    before = variant_key(spec, spec.archs[0], nvcc_version="13.0")[0]
-    assert variant_key(spec, spec.archs[0], nvcc_version="13.0")[0] == before
+    sources = sources_of(spec)
+    before = variant_key(spec, spec.archs[0], sources, nvcc_version="13.0")
+    assert variant_key(spec, spec.archs[0], sources, nvcc_version="13.0") == before
     monkeypatch.setattr(cache, "nvcc_host_compiler", lambda: "gcc (GCC) 14.1.0")
-    assert variant_key(spec, spec.archs[0], nvcc_version="13.0")[0] != before
+    assert variant_key(spec, spec.archs[0], sources, nvcc_version="13.0") != before

@@ -11,7 +11,6 @@ record, and the build compares its device code with the digest the capture store
 from __future__ import annotations
 
 import base64
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -19,8 +18,8 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
-from ..common.arch import Arch, parse_arch
-from ..common.errors import LoweringError, SpecError
+from ..common.arch import Arch
+from ..common.errors import LoweringError
 from ..common.fileutil import StrPath, atomic_write
 from ..common.json_types import JsonMapping
 from ..common.metadata import Call, Tuning
@@ -28,7 +27,7 @@ from ..common.versions import cutedsl_version
 from ..config.capture_ref import CapturedKernel, CaptureRef, RecordChoices
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.options import map_flag_paths
-from ..gpu.device import PROFILES, find_profile
+from ..gpu.device import profile_reported_as
 from ..jit.ir_record import load_ir
 from ..jit.request_origin import origin_text
 from ..jit.resolve import Resolved
@@ -38,7 +37,6 @@ from .record import CaptureRecord
 __all__ = [
     "specs_from_record",
     "with_captures",
-    "recorded_device",
     "recorded_calls",
     "recorded_tunings",
     "choices_of",
@@ -56,7 +54,10 @@ def specs_from_record(
 
     The record is read here, once: each entry's :class:`~tl_aot.config.capture_ref.CaptureRef` holds its
     kernel and the record's choices, and nothing later reads the file again.
-    ``device``: the GPU profile for every kernel; by default each kernel's :func:`recorded_device`.
+    ``device``: the GPU profile for every kernel; by default the one each kernel was captured on, where
+    it answers for the archs (:func:`~tl_aot.gpu.device.profile_reported_as`): a build from the record
+    then answers the device queries of its lowering as that GPU, so a kernel sized by the SM count or
+    shared memory is built as the JIT built it, and the device code check proves it.
     """
     rec = CaptureRecord.load(path)
     record = str(Path(path).resolve())
@@ -71,7 +72,7 @@ def specs_from_record(
         base = re.sub(r"\W", "_", kernel.jit.rsplit(".", 1)[-1] or str(kernel.item.get("name") or "kernel"))[:60].strip("_") or "kernel"
         if not base[0].isalpha():
             base = f"k_{base}"
-        use = device or _fitting(recorded_device(kernel), archs)
+        use = device or profile_reported_as(kernel.device_names, archs)
         spec = KernelSpec.create(name=f"{base}_{key[:10]}", source=Path(record), function="captured", archs=archs, device=use or None)
         assert isinstance(spec, KernelSpec)  # no specialisations: one spec
         out.append(dataclasses.replace(spec, capture=CaptureRef(record, key, kernel, choices)))
@@ -86,34 +87,6 @@ def with_captures(lib: LibrarySpec) -> LibrarySpec:
     for source in lib.captures:
         entries.extend(specs_from_record(source.record, source.archs, device=source.device))
     return dataclasses.replace(lib, entries=tuple(entries), captures=())
-
-
-def recorded_device(kernel: CapturedKernel | JsonMapping) -> str:
-    """The device profile of the GPU a kernel was captured on ('' when unknown, or when it was seen on several models).
-
-    ``kernel``: typed, or a record's item. A build from the record answers the device queries of its
-    lowering as that GPU (unless ``--device`` names another): a kernel sized by the SM count or
-    shared memory is then built as the JIT built it, and the device code check proves it.
-    """
-    devices = kernel.devices if isinstance(kernel, CapturedKernel) else kernel.get("devices", [])
-    names = {str(d.get("name", "")) for d in devices if isinstance(d, Mapping) and d.get("name")}
-    found = {p.name for p in PROFILES.values() for n in names if p.reported_name == n}
-    return found.pop() if len(found) == 1 and len(names) == 1 else ""
-
-
-def _fitting(device: str, archs: Collection[Arch | str]) -> str:
-    """``device`` when it answers for one of ``archs`` (or the archs are not known yet), else '' (each arch's default profile).
-
-    A kernel captured on an H100 and built for sm_80 too is lowered for sm_80 as an A100 would
-    answer; its recorded device code (sm_90a) proves only the sm_90a variant.
-    """
-    if not device or not archs:
-        return device
-    for arch in archs:
-        with contextlib.suppress(SpecError):  # an arch spelled wrong is reported where the spec is made
-            find_profile(device, parse_arch(arch) if isinstance(arch, str) else arch)
-            return device
-    return ""
 
 
 def recorded_calls(records: Iterable[RecordChoices | StrPath], built: Collection[str]) -> tuple[Call, ...]:

@@ -18,13 +18,22 @@ from pathlib import Path
 
 from ..common.errors import CompileError
 from ..common.fileutil import atomic_write
+from ..common.fs_errors import filesystem_errors
 from ..common.metadata import Manifest, to_json
 from ..cuda.toolchain import RUNTIME_INCLUDE, find_cxx, run, tvm_ffi_paths
 from ..runtime import torch_ops
 from .launcher_context import library_code
 from .render import _env
 
-__all__ = ["CompanionOp", "companion_path", "companion_ops", "render_companion", "build_companion", "torch_include_dir"]
+__all__ = [
+    "CompanionOp",
+    "companion_path",
+    "companion_ops",
+    "render_companion",
+    "build_companion",
+    "update_companion",
+    "torch_include_dir",
+]
 
 #: The C++ type of a scalar parameter → how the kernel reads it from torch's stack.
 _READ = {"float": "c.real({i})", "double": "c.real({i})", "bool": "c.boolean({i})"}
@@ -141,5 +150,16 @@ def build_companion(manifest: Manifest, library: str | os.PathLike, header: str 
     run(cmd, what=f"compiling the torch companion of {library.name}", cwd=work)
     atomic_write(stamp, key)
     if log:
-        log(f"{output.name}: native torch ops ({len(companion_ops(manifest))})")
+        log(f"{output.name}: native torch ops ({len(manifest.exports())})")
     return output
+
+
+def update_companion(manifest: Manifest, library: Path, header: Path, *, wanted: bool, log=print) -> Path | None:
+    """The companion of ``library`` as a build leaves it: built (or kept) when ``wanted``, else a stale one removed; its path or None."""
+    output = companion_path(library)
+    if wanted:
+        return build_companion(manifest, library, header, log=log)
+    if os.path.lexists(output):  # a stale one; never touch a read-only folder (an up-to-date build there) for nothing
+        with filesystem_errors("remove the stale torch companion", output):
+            output.unlink()
+    return None

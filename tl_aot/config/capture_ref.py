@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..common.arch import Arch
 from ..common.json_types import JsonMapping
 from ..common.metadata import Tuning
 
@@ -87,6 +88,11 @@ class CapturedKernel:
         return next((str(o["jit"]) for o in self.origins if o.get("jit")), "")
 
     @property
+    def device_names(self) -> tuple[str, ...]:
+        """The GPUs it was captured on, named as the driver reported them."""
+        return tuple(sorted({str(d["name"]) for d in self.devices if d.get("name")}))
+
+    @property
     def jit_args(self) -> tuple[tuple[str, str], ...]:
         """The arguments of that call, sorted by name and spelled as recorded."""
         origin = next((o for o in self.origins if o.get("jit")), {})
@@ -131,3 +137,11 @@ class CaptureRef:
     def args(self) -> tuple[tuple[str, str], ...]:
         """See :attr:`CapturedKernel.jit_args`."""
         return self.kernel.jit_args
+
+    def cache_key(self, arch: Arch) -> list[object]:
+        """What keys its variant for ``arch``: its request key, the jit call it came from, and what the variant must match.
+
+        The recorded device code digest for ``arch`` and the capture's verdict: a record whose digest or
+        verdict changed is lowered (and checked) again.
+        """
+        return [self.key, self.jit, [list(a) for a in self.args], list(self.kernel.proof(arch.sm))]

@@ -244,7 +244,8 @@ def snapshot_files(paths: Iterable[StrPath]) -> SourceSnapshot:
 def snapshot_sources(path: str | Path, imports: Iterable[str] = ()) -> SourceSnapshot:
     """The snapshot of kernel file ``path`` and the local modules it (and ``imports``) import."""
     path = Path(path).resolve()
-    return snapshot_files([path, *local_dependencies(path, imports)])
+    local = local_dependencies(path, imports)
+    return snapshot_files([path, *local])
 
 
 def _fingerprint(files: set[str]) -> str:

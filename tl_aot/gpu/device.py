@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import types
+from collections.abc import Collection
 from dataclasses import dataclass
 
-from ..common.arch import Arch
+from ..common.arch import Arch, parse_arch
 from ..common.errors import SpecError
 from .cuda_driver import emulating as _emulating_gpu
 from .cuda_driver import traits_text
 
-__all__ = ["DeviceProfile", "PROFILES", "default_profile", "find_profile", "emulate", "traits_of"]
+__all__ = ["DeviceProfile", "PROFILES", "default_profile", "find_profile", "profile_reported_as", "emulate", "traits_of"]
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,27 @@ def find_profile(name: str, arch: Arch | None = None) -> DeviceProfile:
             return p
     msg = f"unknown device {name!r}; known: {', '.join(PROFILES)}"
     raise SpecError(msg)
+
+
+def profile_reported_as(names: Collection[str], archs: Collection[Arch | str] | None) -> str:
+    """The profile of the GPU model the driver reported as ``names``, when it answers for one of ``archs``; else ''.
+
+    '' when the name is no profile's, or when several models were reported. A kernel captured on an
+    H100 and built for sm_80 too is lowered for sm_80 as an A100 would answer (''), its recorded
+    device code (sm_90a) proving only the sm_90a variant. Archs not known yet (None, empty): the
+    profile as it is, the spec checks it against them later.
+    """
+    found = {p.name for p in PROFILES.values() for n in set(names) if p.reported_name == n}
+    if len(found) != 1 or len(set(names)) != 1:
+        return ""
+    name = found.pop()
+    if not archs:
+        return name
+    for arch in archs:
+        with contextlib.suppress(SpecError):  # an arch spelled wrong is reported where the spec is made
+            find_profile(name, parse_arch(arch) if isinstance(arch, str) else arch)
+            return name
+    return ""
 
 
 def traits_of(p: DeviceProfile) -> str:

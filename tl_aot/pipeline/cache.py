@@ -32,10 +32,9 @@ from ..common.fileutil import write_file
 from ..common.fs_errors import filesystem_errors, fs_error
 from ..common.metadata import LoweredVariant, from_json, to_json
 from ..common.versions import __version__, package_version
-from ..config.capture_ref import CaptureRef
 from ..config.kernel_spec import KernelSpec
 from ..config.options import inputs_unchanged
-from ..config.user_code import SourceSnapshot, snapshot_files, snapshot_sources
+from ..config.user_code import SourceSnapshot
 from ..config.values import spell
 from ..cuda.host_identity import nvcc_host_compiler
 from ..cuda.image_check import variant_image_problem
@@ -59,15 +58,11 @@ def default_cache_dir(out_dir: Path) -> Path:
     return (Path(env) if env else Path(out_dir) / ".tl_aot" / "cache").resolve()
 
 
-def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: SourceSnapshot | None = None) -> tuple[str, SourceSnapshot]:
-    """The cache key of ``spec`` built for ``arch``, and the snapshot of the Python sources it was made from.
+def variant_key(spec: KernelSpec, arch: Arch, sources: SourceSnapshot, *, nvcc_version: str) -> str:
+    """The cache key of ``spec`` built for ``arch`` from ``sources``, its Python sources as read once per entry.
 
-    ``sources`` (the entry's :func:`~tl_aot.config.user_code.snapshot_sources`, read once per entry) is
-    taken when not given; the build checks it again after lowering.
+    ``sources``: :func:`~tl_aot.pipeline.inputs.sources_of`; the build checks them again after lowering.
     """
-    src = Path(spec.source).resolve()
-    if sources is None:
-        sources = snapshot_files([]) if spec.capture else snapshot_sources(src, spec.imports)
     deps = sources.files[1:]
     payload = {
         "schema": CACHE_SCHEMA,
@@ -82,7 +77,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: Sou
         "jit_args": [[k, spell(v)] for k, v in spec.jit_args],
         "select": spec.select,
         "imports": list(spec.imports),
-        "capture": _capture_key(spec.capture, arch),
+        "capture": spec.capture.cache_key(arch) if spec.capture else [],
         "arch": str(arch),
         "pass_configs": [[k, spell(v)] for k, v in spec.pass_configs],
         "compile_flags": list(spec.compile_flags),
@@ -96,19 +91,7 @@ def variant_key(spec: KernelSpec, arch: Arch, *, nvcc_version: str, sources: Sou
         "source": f"capture:{spec.capture.key}" if spec.capture else sources.files[0][3],
         "deps": [[Path(p).name, d] for p, _, _, d in deps],
     }
-    key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
-    return key, sources
-
-
-def _capture_key(ref: CaptureRef | None, arch: Arch) -> list:
-    """What keys a captured kernel: its request key, the jit call it came from, and what its variant must match.
-
-    The recorded device code digest for ``arch`` and the capture's verdict: a record whose digest or
-    verdict changed is lowered (and checked) again.
-    """
-    if ref is None:
-        return []
-    return [ref.key, ref.jit, [list(a) for a in ref.args], list(ref.kernel.proof(arch.sm))]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def relocate(variant: LoweredVariant, old: str, new: str) -> LoweredVariant:

@@ -1,12 +1,13 @@
 """The one build pipeline every front end calls: specs → lib<name>.so, in named stages.
 
-1. **plan** (:mod:`tl_aot.pipeline.plan`): read each entry's sources once, key every (entry, arch)
-   variant, look the keys up in the cache, and stop here if the library on disk is up to date
-   (without importing TileLang). The folders, cache and lock: :mod:`tl_aot.pipeline.workspace`; the
+1. **plan** (:mod:`tl_aot.pipeline.plan`): the spec read once (capture records as entries, the
+   compiler checked), each entry's sources read once, every (entry, arch) variant keyed and looked
+   up in the cache; stop here if the library on disk is up to date (:mod:`tl_aot.pipeline.stamp`),
+   without importing TileLang. The folders, cache and lock: :mod:`tl_aot.pipeline.workspace`; the
    knobs, checked once: :class:`~tl_aot.pipeline.options.BuildOptions`.
 2. **lower**, 3. **compile images**, 4. **launcher** (:mod:`tl_aot.pipeline.stages`), run in parallel
    by :mod:`tl_aot.pipeline.scheduler` within the ``-j`` job slots.
-5. **link** and 6. **publish** (:mod:`tl_aot.pipeline.stages`): the library, header, stamp and
+5. **link** and 6. **publish** (:mod:`tl_aot.pipeline.link`): the library, header, stamp and
    depfile moved into place.
 
 A shard (:func:`tl_aot.pipeline.shards.build_part`) runs the same stages 1-3 over its share of the
@@ -18,7 +19,6 @@ first; a damaged one is rebuilt, never used.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import time
@@ -26,22 +26,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..capture.record_specs import with_captures
+from ..codegen.torch_native import update_companion
 from ..common.cpp_spelling import image_symbol
-from ..common.escaping import depfile_path
-from ..common.fileutil import exclusive_lock
 from ..common.fs_errors import filesystem_errors
 from ..common.metadata import LeftOut, Manifest
 from ..common.tilelang_compat import warn_if_untested
 from ..config.kernel_spec import LibrarySpec
-from .image_packs import ImagePacks, PackedLibrary, pack_label, pack_library, pack_name
-from .link import Outputs, link, publish, sweep_debris, write_depfile
+from .image_packs import ImagePacks, PackedLibrary, pack_library
+from .link import link, publish
 from .manifest import image_files, manifest_of
 from .options import BuildOptions, Log
-from .plan import Plan, check_toolchain, plan_build, read_stamp
-from .run import build_variants, first_error_line, left_out_of
-from .scheduler import Failure, VariantRun, default_jobs
+from .plan import Plan, plan_build
+from .run import build_variants
+from .scheduler import Failure, VariantRun, default_jobs, first_error_line
 from .stages import objects_key
+from .stamp import up_to_date
 from .workspace import Workspace, workspace
 
 __all__ = ["build_library", "BuildResult", "default_jobs", "first_error_line"]
@@ -148,79 +147,35 @@ def build_library(
     t_start = time.perf_counter()
     opts = BuildOptions.settled(jobs=jobs, cache_dir=cache_dir, cache_url=cache_url, cluster=cluster, header_dir=header_dir,
                                 depfile=depfile, log=log, force=force, keep_going=keep_going, report_all=report_all)  # fmt: skip
-    lib = with_captures(lib).bound()
     torch_ops = lib.torch_ops if torch_ops is None else torch_ops
     ws = workspace(lib.name, out_dir, opts)
     warn_if_untested(log)
-    with exclusive_lock(ws.lock, holder=f"building {ws.out.library}", log=log), filesystem_errors("write", None):
-        if ws.unwritable is None:
-            sweep_debris(ws.work, ws.out)
-        plan = plan_build(lib, ws.cache, check_toolchain(lib), force=force)
-        plan = replace(plan, lib_key=_packs_key(plan.lib_key, image_packs))
-        current = _current(plan, ws.out, force, image_packs)
+    with ws.held(f"building {ws.out.library}", log), filesystem_errors("write", None):
+        plan = plan_build(lib, ws.cache, force=force, packs=image_packs)
+        current = up_to_date(plan, ws.out, force=force, packs=image_packs)
         if current is not None:
-            return _up_to_date(plan, current, ws.out, torch_ops, log, t_start)
-        if ws.unwritable is not None:
-            raise ws.unwritable
-        run = build_variants(plan, ws.work, ws.cache, opts)
-        result = _publish(plan, run, ws, opts, t_start, image_packs)
-        return _with_companion(result, torch_ops, log)
-
-
-def _current(plan: Plan, out: Outputs, force: bool, packs: ImagePacks | None) -> tuple[Manifest, list] | None:
-    """The stamp's (manifest, inputs) when the library on disk is what ``plan`` builds, else None.
-
-    A path the depfile cannot spell is refused first, before anything is replaced. With image
-    packs, a pack missing beside the library makes it out of date.
-    """
-    if out.depfile:
-        for p in (out.library, *plan.deps):
-            depfile_path(p)
-    current = None if force or not out.header.is_file() else read_stamp(out.stamp, plan, out.library, out.header)
-    if current is not None and packs is not None:
-        labels = {pack_label(t.arch) for t in plan.tasks}
-        if not all(out.library.with_name(pack_name(plan.lib.name, label)).is_file() for label in labels):
-            return None
-    return current
-
-
-def _packs_key(key: str, packs: ImagePacks | None) -> str:
-    """The library key, changed by the choice of image packs (and their hint), which the library embeds."""
-    return key if packs is None else hashlib.sha256(f"{key}\0{packs!r}".encode()).hexdigest()
-
-
-def _up_to_date(plan: Plan, current: tuple[Manifest, list], out: Outputs, torch_ops: bool, log: Log, t_start: float) -> BuildResult:
-    """The result of a build that finds the library on disk is what ``plan`` builds (its depfile written again)."""
-    if out.depfile:
-        write_depfile(out.depfile, out.library, tuple(sorted({*plan.deps, *(Path(p) for p, _ in current[1])})))
-    if log:
-        log(f"lib{plan.lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
-    return _with_companion(BuildResult(out.library, out.header, current[0], True, (), (), out.depfile, plan.deps), torch_ops, log)
-
-
-def _with_companion(result: BuildResult, torch_ops: bool, log: Log) -> BuildResult:
-    """``result`` with the library's native torch companion built beside it (or a stale one removed)."""
-    from ..codegen.torch_native import build_companion, companion_path
-
-    if not torch_ops:
-        stale = companion_path(result.library)
-        if os.path.lexists(stale):  # never touch a read-only folder (an up-to-date build there) for nothing
-            with filesystem_errors("remove the stale torch companion", stale):
-                stale.unlink()
-        return result
-    return replace(result, torch_companion=build_companion(result.manifest, result.library, result.header, log=log))
+            if log:
+                log(f"lib{plan.lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
+            result = BuildResult(ws.out.library, ws.out.header, current.manifest, True, (), (), ws.out.depfile, plan.deps)
+        else:
+            if ws.unwritable is not None:
+                raise ws.unwritable
+            run = build_variants(plan, ws.work, ws.cache, opts)
+            result = _publish(plan, run, ws, opts, t_start, image_packs)
+        companion = update_companion(result.manifest, result.library, result.header, wanted=torch_ops, log=log)
+        return replace(result, torch_companion=companion)
 
 
 def _publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, t_start: float, packs: ImagePacks | None) -> BuildResult:
     """Stages link and publish, then the summary."""
+    images = image_files(run.tasks, run.images)
     lib = LibrarySpec(name=plan.lib.name, entries=tuple(e for e in plan.lib.entries if any(t.spec is e for t in run.tasks)))
     manifest = manifest_of(lib, run.tasks, run.lowered, plan.nvcc_version, {t.key: len(run.images[t.key]) for t in run.tasks})
-    manifest = replace(manifest, left_out=left_out_of(plan, run))
+    manifest = replace(manifest, left_out=tuple(run.left_out))
     t0 = time.perf_counter()
     assert run.launcher_obj is not None and run.runtime_obj is not None  # a whole build compiled both
     objects = (run.launcher_obj, run.runtime_obj)
     key = objects_key(plan.nvcc_version, plan.tvm_ffi_version)
-    images = image_files(run.tasks, run.images)
     packed = None
     if packs is not None:
         packed = _packed(manifest, run, packs, plan.nvcc_version, ws.cache.root, opts.jobs)
@@ -228,7 +183,7 @@ def _publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, t_s
     built = link(lib.name, ws.work, manifest, images, objects, cache=ws.cache.root, key=key, force=opts.force)
     run.spent.link = time.perf_counter() - t0
     run.progress.step(f"link lib{lib.name}.so")
-    inputs = sorted({tuple(i) for t in run.tasks for i in run.lowered[t.key].inputs})
+    inputs = sorted({(p, d) for t in run.tasks for p, d in run.lowered[t.key].inputs})
     publish(
         built,
         ws.out,

@@ -1,31 +1,27 @@
 """Stages 5 and 6, link and publish: the manifest, images and objects → ``lib<name>.so``, swapped into place with its header.
 
 * :func:`link`: the manifest, images, launcher and runtime objects → ``lib<name>.so`` in the work folder.
-* :func:`publish`: that library, its header, image packs, stamp and depfile moved into place together.
+* :func:`publish`: that library, its header, image packs, stamp and depfile (:mod:`tl_aot.pipeline.stamp`) moved into place together.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
-import shutil
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..codegen.render import render_manifest
 from ..common.destinations import StagedFiles
-from ..common.escaping import depfile_path, encode_text
-from ..common.fileutil import atomic_write, file_digest, write_if_different
+from ..common.fileutil import write_if_different
 from ..common.fs_errors import filesystem_errors
-from ..common.metadata import Manifest, to_json
+from ..common.metadata import Manifest
 from ..cuda.host_compile import embed_images, link_library
 from ..cuda.host_objects import generated_object
 from .image_packs import PACK_SUFFIX
-from .inputs import generator_files
+from .stamp import Input, write_records
+from .workspace import Outputs
 
-__all__ = ["Outputs", "link", "publish", "write_depfile", "sweep_debris"]
+__all__ = ["link", "publish"]
 
 
 def link(
@@ -71,16 +67,6 @@ def _read_bytes(path: Path) -> bytes | None:
         return None
 
 
-@dataclass(frozen=True)
-class Outputs:
-    """Where a build puts what it publishes."""
-
-    library: Path
-    header: Path
-    stamp: Path
-    depfile: Path | None
-
-
 def publish(
     built: Path,
     out: Outputs,
@@ -88,47 +74,31 @@ def publish(
     header_text: str,
     *,
     lib_key: str,
-    inputs: list,
+    inputs: Sequence[Input],
     deps: tuple[Path, ...],
     stamp: bool,
     packs: Mapping[str, bytes] | None = None,
 ) -> None:
     """Swap the linked library, its header and its image packs into place together, after writing the stamp and the depfile.
 
-    The stamp names the new library's digest, so written first it cannot make the library that
-    is still in place look up to date; a fault before the swap leaves library and header as they
-    were. Without ``stamp`` (a build that left variants out) the stamp is removed: the next build
-    tries again. ``packs`` (file name -> bytes, :mod:`tl_aot.pipeline.image_packs`) go beside the
+    The stamp and depfile: :func:`~tl_aot.pipeline.stamp.write_records` (without ``stamp``, a build
+    that left variants out, the stamp is removed). A fault before the swap leaves library and header
+    as they were. ``packs`` (file name -> bytes, :mod:`tl_aot.pipeline.image_packs`) go beside the
     library; packs of this library no longer built (another arch set, or images embedded again) are removed.
     """
-    staged = StagedFiles()
+    header = header_text.encode()
+    header_changed = _read_bytes(out.header) != header  # an unchanged header keeps its timestamp
     packs = packs or {}
+    staged = StagedFiles()
     try:
         staged.stage(out.library, source=built, role="library")
         for name, data in sorted(packs.items()):
             staged.stage(out.library.with_name(name), data=data, role="image pack")
-        header = header_text.encode()
-        if _read_bytes(out.header) != header:  # an unchanged header keeps its timestamp
+        if header_changed:
             with filesystem_errors("create the header folder", out.header.parent):
                 out.header.parent.mkdir(parents=True, exist_ok=True)
             staged.stage(out.header, data=header, role="header")
-        with filesystem_errors("read the linked library", built):
-            library_sha256 = file_digest(built)
-        with filesystem_errors("write the build stamp", out.stamp):
-            if stamp:
-                record = {
-                    "key": lib_key,
-                    "library_sha256": library_sha256,
-                    "header_sha256": hashlib.sha256(header).hexdigest(),
-                    "manifest": json.loads(to_json(manifest)),
-                    "inputs": inputs,
-                }
-                atomic_write(out.stamp, json.dumps(record))
-            else:
-                out.stamp.unlink(missing_ok=True)
-        if out.depfile:
-            with filesystem_errors("write the depfile", out.depfile):
-                write_depfile(out.depfile, out.library, tuple(sorted({*deps, *(Path(p) for p, _ in inputs)})))
+        write_records(out, built, header, manifest, lib_key=lib_key, inputs=inputs, deps=deps, stamp=stamp)
     except BaseException:
         staged.discard()
         raise
@@ -137,23 +107,3 @@ def publish(
         if stale.name not in packs:
             with contextlib.suppress(OSError):
                 stale.unlink()
-
-
-def write_depfile(path: Path, target: Path, deps) -> None:
-    """A Makefile depfile: the library depends on the kernel files, local modules, headers and tl_aot's templates."""
-    lines = [f"{depfile_path(target)}: \\"] + [f"  {depfile_path(d)} \\" for d in [*deps, *generator_files()]]
-    lines[-1] = lines[-1][:-2]
-    write_if_different(path, encode_text("\n".join(lines) + "\n"))
-
-
-def sweep_debris(work: Path, out: Outputs | None = None) -> None:
-    """Remove what killed builds of this library left in its work folder and beside its outputs (the caller holds its lock)."""
-    beside = [p for f in (out.library, out.header) for p in f.parent.glob(f".{f.name}.*") if p.suffix in (".part", ".old")] if out else []
-    for p in [*work.glob(".lib*.part"), *beside]:
-        with contextlib.suppress(OSError):
-            p.unlink()
-    kernels = work / "kernels"
-    if kernels.is_dir():
-        for p in kernels.iterdir():
-            if p.name.startswith(".") and p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)

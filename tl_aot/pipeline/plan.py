@@ -1,15 +1,16 @@
 """The first stage of a build: from specs to variants, their keys, and what the cache already holds.
 
-:func:`plan_build` reads each entry's Python sources once (a :class:`~tl_aot.config.user_code.SourceSnapshot`:
+:func:`plan_build` is where the build reads its :class:`~tl_aot.config.kernel_spec.LibrarySpec`, once:
+it turns capture records into entries, binds the archs, finds the CUDA compiler
+(:func:`check_toolchain`), reads each entry's Python sources once (a :class:`~tl_aot.config.user_code.SourceSnapshot`:
 the keys are made from exactly those bytes, and the lower stage checks them again), keys every
-(entry, arch) variant, and tells whether the library on disk is still the one these keys make
-(the stamp), all without importing TileLang.
+(entry, arch) variant and looks the keys up in the cache, all without importing TileLang. Whether
+the library on disk is still the one these keys make: :mod:`tl_aot.pipeline.stamp`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections.abc import Sequence
@@ -17,25 +18,25 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..capture.record_specs import with_captures
 from ..common.arch import Arch
 from ..common.errors import SpecError, ToolchainNotFound
-from ..common.fileutil import file_digest
-from ..common.metadata import ABI_VERSION, LoweredVariant, Manifest, from_json
+from ..common.metadata import ABI_VERSION, LoweredVariant
 from ..common.versions import __version__, package_version
 from ..config.kernel_spec import KernelSpec, LibrarySpec
-from ..config.options import inputs_unchanged
-from ..config.user_code import SourceSnapshot, display_path, snapshot_files, snapshot_sources
+from ..config.user_code import SourceSnapshot, display_path
 from ..cuda.cuda_toolkit import find_toolkit, pin_toolkit, pip_toolkits
 from ..cuda.host_identity import host_compiler
 from ..cuda.toolchain import compiler_description, nvcc_version, point_tilelang_at_toolkit, supported_archs_of
 from ..gpu.cuda_compat import COMPUTE_CAPABILITIES, min_cuda_for_arch
 from .cache import VariantCache, variant_key
-from .inputs import generator_files, project_of
+from .image_packs import ImagePacks
+from .inputs import generator_files, project_of, sources_of
 
 if TYPE_CHECKING:
     from .shared_cache import SharedCache
 
-__all__ = ["Task", "Plan", "shard_of", "plan_build", "check_toolchain", "generator_files", "read_stamp"]
+__all__ = ["Task", "Plan", "shard_of", "plan_build", "check_toolchain", "generator_files"]
 
 
 @dataclass(frozen=True)
@@ -133,40 +134,25 @@ def _why_not(arch, version: str, origin: str) -> str:
     return f"{arch.sm} needs CUDA {'.'.join(map(str, need))} or newer{hint}"
 
 
-def plan_build(lib: LibrarySpec, cache: VariantCache | SharedCache, nvcc_version: str, *, force: bool = False) -> Plan:
-    """Key every variant from its sources read once, and look each key up in the cache (none with ``force``)."""
+def plan_build(lib: LibrarySpec, cache: VariantCache | SharedCache, *, force: bool = False, packs: ImagePacks | None = None) -> Plan:
+    """The plan of ``lib``: its capture records' kernels as entries, the compiler checked, every variant keyed and looked up.
+
+    Each entry's sources are read once and every key is looked up in the cache (none with
+    ``force``). ``packs``: how the images are kept beside the library, which the library key covers.
+    """
+    lib = with_captures(lib).bound()
+    nvcc_version = check_toolchain(lib)
     tasks: list[Task] = []
     deps: set[Path] = set()
     for spec in lib.entries:
-        sources = snapshot_files([]) if spec.capture else snapshot_sources(spec.source, spec.imports)
+        sources = sources_of(spec)
         deps.update(sources.paths)
-        for arch in spec.archs:
-            key, _ = variant_key(spec, arch, nvcc_version=nvcc_version, sources=sources)
-            tasks.append(Task(spec, arch, key, sources))
+        tasks += [Task(spec, arch, variant_key(spec, arch, sources, nvcc_version=nvcc_version), sources) for arch in spec.archs]
     tvm_ffi = package_version("apache-tvm-ffi")
     # every key at once: a shared cache lists its folder and reads what it holds in one batch
     hits = {} if force else cache.load_many([(t.key, project_of(t.spec)) for t in tasks])
-    return Plan(lib, tuple(tasks), _lib_key(lib, [t.key for t in tasks], tvm_ffi), nvcc_version, tvm_ffi, hits, tuple(sorted(deps)))
-
-
-def read_stamp(stamp: Path, plan: Plan, library: Path, header: Path | None = None) -> tuple[Manifest, list] | None:
-    """The manifest and header inputs of the library on disk, if the stamp says it is what ``plan`` builds.
-
-    A stamp of another shape, of another key, of a library file or ``header`` that changed since,
-    or naming an input header that changed since, is None (the library is built again), never an error.
-    """
-    try:
-        data = json.loads(stamp.read_text())
-        if not isinstance(data, dict) or data.get("key") != plan.lib_key or data.get("library_sha256") != file_digest(library):
-            return None
-        if header is not None and data.get("header_sha256") != file_digest(header):
-            return None  # a header truncated or edited since: publish it again
-        inputs = [tuple(i) for i in data["inputs"]]
-        if not all(len(i) == 2 and all(isinstance(x, str) for x in i) for i in inputs) or not inputs_unchanged(inputs):
-            return None
-        return from_json(Manifest, data["manifest"]), inputs
-    except Exception:  # noqa: BLE001 (missing, not JSON, of another shape: not up to date)
-        return None
+    lib_key = _lib_key(lib, [t.key for t in tasks], tvm_ffi, packs)
+    return Plan(lib, tuple(tasks), lib_key, nvcc_version, tvm_ffi, hits, tuple(sorted(deps)))
 
 
 def _what(lib: LibrarySpec) -> str:
@@ -184,12 +170,14 @@ def _digest(*parts: str) -> str:
     return h.hexdigest()
 
 
-def _lib_key(lib: LibrarySpec, keys: list[str], tvm_ffi_version: str) -> str:
-
+def _lib_key(lib: LibrarySpec, keys: list[str], tvm_ffi_version: str, packs: ImagePacks | None) -> str:
+    """The key of the whole library: every variant key, the generator files, the versions, the compilers, the image packs."""
     templates = "".join(sorted(_digest(f.name, f.read_text()) for f in generator_files()))
     try:  # which compiler (and from where) is recorded in the manifest: another one relinks, from cached images
         compiler = find_toolkit().describe
     except ToolchainNotFound:
         compiler = ""
     # the launcher's and runtime's compiler: another one (CXX changed) relinks, its objects keyed by it
-    return _digest(__version__, str(ABI_VERSION), lib.name, tvm_ffi_version, templates, compiler, host_compiler(), *keys)
+    key = _digest(__version__, str(ABI_VERSION), lib.name, tvm_ffi_version, templates, compiler, host_compiler(), *keys)
+    # the choice of image packs (and their hint) is embedded in the library
+    return key if packs is None else hashlib.sha256(f"{key}\0{packs!r}".encode()).hexdigest()

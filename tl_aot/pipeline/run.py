@@ -5,14 +5,11 @@ Shared by a one-machine build (:mod:`tl_aot.pipeline.library`) and a shard (:mod
 
 from __future__ import annotations
 
-import re
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..capture.record_specs import origin_of_spec
 from ..common.errors import LoweringError
-from ..common.metadata import LeftOut
 from ..lower.cutedsl import close_workers
 from .cache import VariantCache
 from .cluster import run_on_cluster
@@ -24,7 +21,7 @@ from .stages import Stages
 if TYPE_CHECKING:
     from .shared_cache import SharedCache
 
-__all__ = ["build_variants", "VariantsOnly", "left_out_of", "first_error_line", "all_failed"]
+__all__ = ["build_variants", "VariantsOnly", "all_failed"]
 
 
 class VariantsOnly(Stages):
@@ -82,28 +79,9 @@ def build_variants(plan: Plan, work: Path, cache: VariantCache | SharedCache, op
     return run
 
 
-def left_out_of(plan: Plan, run: VariantRun) -> tuple[LeftOut, ...]:
-    """The failed variants of a build as :class:`~tl_aot.common.metadata.LeftOut`: first error line and origin of each."""
-    specs = {s.name: s for s in plan.lib.entries}
-    out = []
-    for entry, arch, msg in run.failures:
-        text = first_error_line(msg).removeprefix(f"entry {entry!r} ({arch}): ")
-        out.append(LeftOut(entry, arch, text, origin_of_spec(specs.get(entry))))
-    return tuple(out)
-
-
-def first_error_line(message: str) -> str:
-    """The line of an error that says what went wrong: the underlying exception's (``ValueError: ...``), else the first."""
-    lines = [ln.strip() for ln in str(message).strip().splitlines() if ln.strip()]
-    if not lines:
-        return "unknown error"
-    cause = next((ln for ln in lines[1:] if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Failure)\b.*:", ln)), None)
-    return (cause or lines[0])[:300]
-
-
 def all_failed(plan: Plan, run: VariantRun) -> LoweringError:
     """The error of a build whose variants failed: each named, nothing written."""
-    left = left_out_of(plan, run)
+    left = run.left_out
     listing = "\n".join(f"  {x.spelled()}" for x in left)
     msg = (
         f"{len(left)} of {len(run.tasks) + len(left)} variant(s) of lib{plan.lib.name}.so failed to build; nothing was written "

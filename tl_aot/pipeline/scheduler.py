@@ -12,18 +12,30 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from ..capture.record_specs import origin_of_spec
 from ..common.errors import SpecError, TlAotError
-from ..common.metadata import LoweredVariant
+from ..common.metadata import LeftOut, LoweredVariant
 from ..lower.lower_worker import LoweringPool
 from .plan import Task
 
-__all__ = ["default_jobs", "lowering_workers", "batch_size", "Progress", "Timings", "Failure", "VariantRun", "run_variants"]
+__all__ = [
+    "default_jobs",
+    "lowering_workers",
+    "batch_size",
+    "Progress",
+    "Timings",
+    "Failure",
+    "first_error_line",
+    "VariantRun",
+    "run_variants",
+]
 
 #: Memory one job may take: nvcc of a big TileLang kernel peaks near 1.5 GB; a lowering worker holds
 #: TileLang, TVM and torch (about 0.4 GB for a GEMM, more for attention kernels).
@@ -123,6 +135,15 @@ class Failure(NamedTuple):
     message: str
 
 
+def first_error_line(message: str) -> str:
+    """The line of an error that says what went wrong: the underlying exception's (``ValueError: ...``), else the first."""
+    lines = [ln.strip() for ln in str(message).strip().splitlines() if ln.strip()]
+    if not lines:
+        return "unknown error"
+    cause = next((ln for ln in lines[1:] if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Failure)\b.*:", ln)), None)
+    return (cause or lines[0])[:300]
+
+
 @dataclass
 class VariantRun:
     """What the lower, compile and launcher stages produced for a build's variants (filled as they finish)."""
@@ -136,6 +157,7 @@ class VariantRun:
     seconds: dict[str, float] = field(default_factory=dict)  # key -> seconds, for variants built in this run
     rebuilt: list[tuple[str, str]] = field(default_factory=list)  # (entry, arch)
     failures: list[Failure] = field(default_factory=list)  # left out by a tolerant build
+    left_out: list[LeftOut] = field(default_factory=list)  # the same, as the manifest records them
     spent: Timings = field(default_factory=Timings)
     workers: int = 1
     cluster: str = ""  # the Dask scheduler whose workers built the variants ("": this machine)
@@ -144,7 +166,10 @@ class VariantRun:
 
     def fail(self, task: Task, error: BaseException) -> None:
         """Record ``task`` as left out with ``error`` (a tolerant build goes on without it)."""
-        self.failures.append(Failure(task.spec.name, str(task.arch), str(error)))
+        entry, arch = task.spec.name, str(task.arch)
+        self.failures.append(Failure(entry, arch, str(error)))
+        text = first_error_line(str(error)).removeprefix(f"entry {entry!r} ({arch}): ")
+        self.left_out.append(LeftOut(entry, arch, text, origin_of_spec(task.spec)))
         self.lowered.pop(task.key, None)
 
     def built(self, task: Task, image: bytes, seconds: float) -> None:

@@ -25,20 +25,19 @@ from ..capture.record_specs import choices_of, recorded_calls, recorded_tunings
 from ..common.arch import parse_arch
 from ..common.destinations import ensure_folder
 from ..common.errors import SpecError
-from ..common.fileutil import exclusive_lock
 from ..common.metadata import LeftOut, LoweredEntry, LoweredVariant
 from ..config.kernel_spec import LibrarySpec
 from .cache import VariantCache, default_cache_dir
-from .link import Outputs, link, publish
+from .link import link, publish
 from .manifest import compiler_or_none, entry_head, image_files_by_symbol, manifest_from
 from .options import BuildOptions, Log
 from .part import PART_FORMAT, Part, PartError, PartTask
-from .plan import Plan, check_toolchain, plan_build, shard_of
-from .run import build_variants, left_out_of
+from .plan import Plan, plan_build, shard_of
+from .run import build_variants
 from .scheduler import Progress, VariantRun
 from .stages import Stages
 from .toolset import differences, local_toolset
-from .workspace import workspace
+from .workspace import Outputs, workspace
 
 __all__ = ["parse_shard", "shard_of", "build_part", "check_parts", "link_parts", "Part", "PartError", "PART_FORMAT"]
 
@@ -75,8 +74,6 @@ def build_part(
     The keywords are :func:`~tl_aot.pipeline.library.build_library`'s (read as it reads them, the
     environment included); the part holds the shard's variants and what ``link`` needs of the library.
     """
-    from ..capture.record_specs import with_captures
-
     k, n = parse_shard(shard)
     t0 = time.perf_counter()
     opts = BuildOptions.settled(
@@ -89,12 +86,11 @@ def build_part(
         keep_going=keep_going,
         report_all=report_all,
     )
-    lib = with_captures(lib).bound()
     ws = workspace(lib.name, out_dir, opts, what="part folder")
     if ws.unwritable is not None:
         raise ws.unwritable
-    with exclusive_lock(ws.lock, holder=f"building shard {k}/{n} of {lib.name} in {ws.work.parent.parent}", log=log):
-        whole = plan_build(lib, ws.cache, check_toolchain(lib), force=force)
+    with ws.held(f"building shard {k}/{n} of {lib.name} in {ws.work.parent.parent}", log):
+        whole = plan_build(lib, ws.cache, force=force)
         plan = whole.shard(k, n)
         if log:
             log(f"shard {k}/{n} of {lib.name}: {len(plan.tasks)} of {len(whole.tasks)} variants ({len(plan.todo)} to build)")
@@ -125,7 +121,7 @@ def _part_of(whole: Plan, plan: Plan, run: VariantRun, folder: Path, k: int, n: 
         compiler=compiler_or_none(),
         entries=tuple(entry_head(spec) for spec in lib.entries),
         variants={t.key: f"variants/{t.key}.tlv" for t in plan.tasks if t.key in run.images},
-        left_out=left_out_of(plan, run),
+        left_out=tuple(run.left_out),
         tunings=recorded_tunings(records, held) if records else (),
         calls=recorded_calls(records, held) if records else (),
     )

@@ -1,26 +1,40 @@
 """Where a build works and what it writes: the work folder, the outputs, the cache and the lock, checked before any work.
 
 The opening every kind of build shares (a one-machine build, a shard, a cluster build): the same
-folders, the same cache (a shared one behind the local one with ``--cache-url``), the same lock.
+folders, the same cache (a shared one behind the local one with ``--cache-url``), the same lock,
+held while what killed builds left behind is swept away (:meth:`Workspace.held`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.destinations import check_file_destination, ensure_folder
 from ..common.errors import FilesystemError
+from ..common.fileutil import exclusive_lock
 from ..common.fs_errors import filesystem_errors, fs_error
 from .cache import VariantCache, default_cache_dir
-from .link import Outputs
-from .options import BuildOptions
+from .options import BuildOptions, Log
 from .shared_cache import SharedCache
 
-__all__ = ["Workspace", "workspace"]
+__all__ = ["Outputs", "Workspace", "workspace"]
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where a build puts what it publishes."""
+
+    library: Path
+    header: Path
+    stamp: Path
+    depfile: Path | None
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,14 @@ class Workspace:
     cache: VariantCache | SharedCache
     lock: Path
     unwritable: FilesystemError | None = None
+
+    @contextlib.contextmanager
+    def held(self, holder: str, log: Log) -> Iterator[Workspace]:
+        """Hold the lock (``holder``: how a build waiting for it names this one); sweep what killed builds left, when writable."""
+        with exclusive_lock(self.lock, holder=holder, log=log):
+            if self.unwritable is None:
+                _sweep_debris(self.work, self.out)
+            yield self
 
 
 def workspace(name: str, out_dir: str | os.PathLike, opts: BuildOptions, *, what: str = "output folder") -> Workspace:
@@ -63,3 +85,16 @@ def workspace(name: str, out_dir: str | os.PathLike, opts: BuildOptions, *, what
             locks.mkdir(parents=True, exist_ok=True)
         lock = locks / (hashlib.sha256(str(work).encode()).hexdigest()[:16] + ".lock")
         return Workspace(work, out, cache, lock, problem)
+
+
+def _sweep_debris(work: Path, out: Outputs) -> None:
+    """Remove what killed builds of this library left in its work folder and beside its outputs (the caller holds its lock)."""
+    beside = [p for f in (out.library, out.header) for p in f.parent.glob(f".{f.name}.*") if p.suffix in (".part", ".old")]
+    for p in [*work.glob(".lib*.part"), *beside]:
+        with contextlib.suppress(OSError):
+            p.unlink()
+    kernels = work / "kernels"
+    if kernels.is_dir():
+        for p in kernels.iterdir():
+            if p.name.startswith(".") and p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)

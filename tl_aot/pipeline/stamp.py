@@ -1,0 +1,122 @@
+"""The stamp and the depfile: whether the library on disk is what a plan builds, and what it was built from.
+
+The stamp (``<work>/stamp.json``) is written as a library is published (:func:`write_records`) and read
+by the next build (:func:`up_to_date`), here, so its format lives in one module. The depfile
+(:func:`write_depfile`) lists what Make or Ninja rebuild the library on; an up-to-date build writes it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..common.escaping import depfile_path, encode_text
+from ..common.fileutil import atomic_write, file_digest, write_if_different
+from ..common.fs_errors import filesystem_errors
+from ..common.metadata import Manifest, from_json, to_json
+from ..config.options import inputs_unchanged
+from .image_packs import ImagePacks, pack_label, pack_name
+from .inputs import generator_files
+from .plan import Plan
+from .workspace import Outputs
+
+__all__ = ["Current", "up_to_date", "write_records", "write_depfile"]
+
+#: An input header of the library and its digest when the library was built (``[path, sha256]``).
+Input = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Current:
+    """The library on disk, found to be what the plan builds: its manifest and the headers its variants read."""
+
+    manifest: Manifest
+    inputs: tuple[Input, ...]
+
+
+def up_to_date(plan: Plan, out: Outputs, *, force: bool, packs: ImagePacks | None) -> Current | None:
+    """The library on disk when it is what ``plan`` builds (its stamp says so; its depfile is written again), else None.
+
+    A stamp of another shape or key, a library or header changed since, an input header changed
+    since, or (with image packs) a pack missing beside the library: not current (built again), never
+    an error. A path the depfile cannot spell is refused either way, before anything is replaced.
+    """
+    current = None if force or not out.header.is_file() else _read_stamp(out, plan.lib_key)
+    if current is not None and packs is not None:
+        labels = {pack_label(t.arch) for t in plan.tasks}
+        if not all(out.library.with_name(pack_name(plan.lib.name, label)).is_file() for label in labels):
+            current = None
+    if out.depfile and current is not None:
+        write_depfile(out.depfile, out.library, plan.deps, current.inputs)
+    elif out.depfile:
+        for p in (out.library, *plan.deps):
+            depfile_path(p)
+    return current
+
+
+def _read_stamp(out: Outputs, lib_key: str) -> Current | None:
+    try:
+        data = json.loads(out.stamp.read_text())
+        if not isinstance(data, dict) or data.get("key") != lib_key or data.get("library_sha256") != file_digest(out.library):
+            return None
+        if data.get("header_sha256") != file_digest(out.header):
+            return None  # a header truncated or edited since: publish it again
+        inputs = tuple(tuple(i) for i in data["inputs"])
+        if not all(len(i) == 2 and all(isinstance(x, str) for x in i) for i in inputs) or not inputs_unchanged(inputs):
+            return None
+        return Current(from_json(Manifest, data["manifest"]), inputs)
+    except Exception:  # noqa: BLE001 (missing, not JSON, of another shape: not up to date)
+        return None
+
+
+def write_records(
+    out: Outputs,
+    built: Path,
+    header: bytes,
+    manifest: Manifest,
+    *,
+    lib_key: str,
+    inputs: Iterable[Input],
+    deps: Iterable[Path],
+    stamp: bool,
+) -> None:
+    """Write the stamp of the library ``built`` (about to replace ``out.library``) and its depfile.
+
+    The stamp names the new library's digest, so written before the swap it cannot make the library
+    still in place look up to date. Without ``stamp`` (a build that left variants out) the stamp is
+    removed: the next build tries again.
+    """
+    inputs = tuple(inputs)
+    record = _stamp_text(lib_key, built, header, manifest, inputs) if stamp else None
+    with filesystem_errors("write the build stamp", out.stamp):
+        if record is not None:
+            atomic_write(out.stamp, record)
+        else:
+            out.stamp.unlink(missing_ok=True)
+    if out.depfile:
+        with filesystem_errors("write the depfile", out.depfile):
+            write_depfile(out.depfile, out.library, deps, inputs)
+
+
+def _stamp_text(lib_key: str, built: Path, header: bytes, manifest: Manifest, inputs: Iterable[Input]) -> str:
+    with filesystem_errors("read the linked library", built):
+        library_sha256 = file_digest(built)
+    record = {
+        "key": lib_key,
+        "library_sha256": library_sha256,
+        "header_sha256": hashlib.sha256(header).hexdigest(),
+        "manifest": json.loads(to_json(manifest)),
+        "inputs": [list(i) for i in inputs],
+    }
+    return json.dumps(record)
+
+
+def write_depfile(path: Path, library: Path, deps: Iterable[Path], inputs: Iterable[Input] = ()) -> None:
+    """A Makefile depfile: ``library`` depends on the kernel files and local modules, its input headers and tl_aot's templates."""
+    listed = [*sorted({*deps, *(Path(p) for p, _ in inputs)}), *generator_files()]
+    lines = [f"{depfile_path(library)}: \\"] + [f"  {depfile_path(d)} \\" for d in listed]
+    lines[-1] = lines[-1][:-2]
+    write_if_different(path, encode_text("\n".join(lines) + "\n"))
