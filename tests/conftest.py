@@ -56,7 +56,7 @@ _TOOLKIT_ENV = ("CUDA_HOME", "CUDA_PATH", "TL_AOT_NVCC", "TL_AOT_CUDA", "_TL_AOT
 
 @pytest.fixture(autouse=True)
 def _toolkit_env_is_the_tests_own():
-    """Each test starts from the worker's compiler environment: one that set CUDA_HOME (a fake nvcc's) leaves it behind for no later test."""
+    """Each test starts from the worker's compiler environment: a CUDA_HOME one test set (a fake nvcc's) reaches no later test."""
     before = {k: os.environ.get(k) for k in _TOOLKIT_ENV}
     yield
     for key, value in before.items():
