@@ -29,7 +29,7 @@ from ..cuda.cuda_toolkit import find_toolkit, pin_toolkit, pip_toolkits
 from ..cuda.host_identity import host_compiler
 from ..cuda.toolchain import compiler_description, nvcc_version, point_tilelang_at_toolkit, supported_archs_of
 from ..gpu.cuda_compat import COMPUTE_CAPABILITIES, min_cuda_for_arch
-from .cache import VariantCache, variant_key
+from .cache import KeyTools, VariantCache, variant_key
 from .inputs import generator_files, project_of
 
 if TYPE_CHECKING:
@@ -137,11 +137,12 @@ def plan_build(lib: LibrarySpec, cache: VariantCache | SharedCache, nvcc_version
     """Key every variant from its sources read once, and look each key up in the cache (none with ``force``)."""
     tasks: list[Task] = []
     deps: set[Path] = set()
+    tools = KeyTools.here()  # once: every variant's key names the same tools
     for spec in lib.entries:
         sources = snapshot_files([]) if spec.capture else snapshot_sources(spec.source, spec.imports)
         deps.update(sources.paths)
         for arch in spec.archs:
-            key, _ = variant_key(spec, arch, nvcc_version=nvcc_version, sources=sources)
+            key, _ = variant_key(spec, arch, nvcc_version=nvcc_version, sources=sources, tools=tools)
             tasks.append(Task(spec, arch, key, sources))
     tvm_ffi = package_version("apache-tvm-ffi")
     # every key at once: a shared cache lists its folder and reads what it holds in one batch
