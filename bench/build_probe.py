@@ -81,6 +81,8 @@ class Sampler(threading.Thread):
 
 def main(argv: list[str]) -> int:
     """``OUT.json [--every S] -- BUILD ARGS``."""
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != Path(here)]  # bench/'s modules never shadow a build's
     out = Path(argv[0])
     every = float(argv[argv.index("--every") + 1]) if "--every" in argv[: argv.index("--")] else 1.0
     build_args = argv[argv.index("--") + 1 :]
