@@ -20,7 +20,8 @@ variants on ``P`` cores take ``T = n·D + n·C/P`` (no overlap of the driver wit
 an upper bound; ``max(n·D, n·(D+C)/P)`` is the bound with full overlap). The projection is for
 n = 2,000 × 4 on 16 cores, with the measured C and with TileOPs' C (2.4 CPU-s per kernel-arch,
 measured on the GPU machine: ``--tileops-cpu``). D measured at two sizes shows whether the
-driver's work per variant grows with the library (a quadratic driver: ``d_growth`` > 1.3).
+driver's work per variant grows with the library (a quadratic driver: ``d_growth`` > 1.3); the
+``driver_growth`` line projects with D fitted linearly in N and read at 2,000 kernels.
 Ratios are this checkout's figures over the baseline's of the same size, measured in this run.
 
 Run it on a quiet machine (each line records the load average); on the 16-core GPU machine:
@@ -177,7 +178,7 @@ def main(argv=None) -> int:
             baseline = a.baseline.resolve()
         rec.emit("parallelism", "environment", cpus=os.cpu_count(), jobs=a.jobs, archs=archs, load=_load(), baseline=str(baseline or ""))
         checkouts = [("this", ROOT)] + ([("baseline", baseline)] if baseline else [])
-        per_variant: dict[str, list[tuple[int, float]]] = {}
+        per_variant: dict[str, list[tuple[int, float, float]]] = {}
         for n in sizes:
             record = capture(n, a.jobs, work)
             rec.emit("parallelism", f"capture_{n}", kernels=n, record_bytes=record.stat().st_size)
@@ -186,7 +187,7 @@ def main(argv=None) -> int:
                 if name == "baseline" and n > a.baseline_max:
                     continue
                 got[name] = r = build(checkout, record, archs, a.jobs, work, f"{name}-{n}")
-                per_variant.setdefault(name, []).append((n, r["driver_cpu_per_variant_s"]))
+                per_variant.setdefault(name, []).append((n, r["driver_cpu_per_variant_s"], r["children_cpu_per_variant_s"]))
                 proj = projection(r["driver_cpu_per_variant_s"], r["children_cpu_per_variant_s"])
                 tileops = projection(r["driver_cpu_per_variant_s"], a.tileops_cpu)
                 rec.emit("parallelism", f"build_{name}_{n}", kernels=n, checkout=str(checkout), **r,
@@ -204,8 +205,13 @@ def main(argv=None) -> int:
                 )
         for name, points in per_variant.items():
             if len(points) >= 2:
-                (n0, d0), (n1, d1) = points[0], points[-1]
-                rec.emit("parallelism", f"driver_growth_{name}", kernels=[n0, n1], d_growth=round(d1 / max(1e-9, d0), 2))
+                (n0, d0, _), (n1, d1, c1) = points[0], points[-1]
+                # D grows with the library where the driver's work per variant does (a record parsed per variant):
+                # fitted as D = a + b·N through the two sizes, read at 2,000 kernels (never below the larger size's)
+                d_target = max(d1, d0 + (d1 - d0) * (TARGET[0] - n0) / max(1, n1 - n0))
+                rec.emit("parallelism", f"driver_growth_{name}", kernels=[n0, n1], d_growth=round(d1 / max(1e-9, d0), 2),
+                         driver_cpu_per_variant_at_target_s=round(d_target, 4), projected_s=projection(d_target, c1),
+                         projected_tileops_s=projection(d_target, a.tileops_cpu))  # fmt: skip
     finally:
         rec.close()
         if baseline is not None and a.baseline_ref:
