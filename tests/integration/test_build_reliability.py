@@ -319,7 +319,7 @@ def _alive(pid: int) -> bool:
 def test_sigkill_mid_nvcc_then_rebuild(reference, tmp_path):
     spec = _write_spec(tmp_path, SPEC)
     out, cache = tmp_path / "out", tmp_path / "cache"
-    # -j 4: two lowering workers and two compile slots, so each variant compiles on its own (a batch of
+    # -j 4: a lowering worker per variant and slots to spare, so each variant compiles on its own (a batch of
     # one) and the GEMM is still in nvcc once add_one is cached; at -j 2 both would share one nvcc batch.
     cmd = tl_aot_argv("build", "--spec", spec, "-o", out, "--cache-dir", cache, "-j", "4")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)

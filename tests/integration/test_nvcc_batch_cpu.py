@@ -8,7 +8,7 @@ import pytest
 
 from tl_aot.common.arch import parse_arch
 from tl_aot.cuda.device_image import Unit, batch_problem, compile_image, compile_images, kernel_names
-from tl_aot.cuda.ptx_split import split_variant
+from tl_aot.cuda.ptx_split import split_variant, split_variants
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 
@@ -64,3 +64,7 @@ def test_split_keeps_only_the_variants_own_kernels_and_what_they_use():
     assert "other" in second.text and "buf[]" not in second.text and "tl_aot_b" not in second.text
     global_def = ptx.replace(".extern .shared .align 16 .b8 other[];", ".global .align 4 .u32 other = 1;")
     assert "module-scope other" in split_variant(global_def, "tl_aot_b1_").problem
+    # a batch's module read once for all its variants: the same splits, text and problems alike
+    for module in (ptx, global_def):
+        prefixes = ["tl_aot_b0_", "tl_aot_b1_", "tl_aot_b2_"]
+        assert split_variants(module, prefixes) == [split_variant(module, p) for p in prefixes]

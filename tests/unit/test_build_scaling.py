@@ -27,22 +27,75 @@ def test_default_jobs_fit_memory(monkeypatch):
     assert scheduler.default_jobs() == 12
 
 
-def test_lowering_workers_take_a_share_of_the_slots(monkeypatch):
+def test_every_slot_may_lower_within_memory(monkeypatch):
     monkeypatch.setattr(scheduler, "available_memory_gb", lambda: 128.0)
-    assert scheduler.lowering_workers(2, 50) == 1  # one lowering keeps nvcc busy: no worker process
-    assert scheduler.lowering_workers(4, 50) == 2
-    assert scheduler.lowering_workers(16, 104) == 8
+    assert scheduler.lowering_workers(2, 50) == 1  # lowered here: no worker process, no second TileLang import
+    assert scheduler.lowering_workers(4, 50) == 4
+    assert scheduler.lowering_workers(16, 104) == 16  # lowering is most of a build's CPU: every slot may lower
     assert scheduler.lowering_workers(16, 3) == 3  # never more than there is to lower
     monkeypatch.setattr(scheduler, "available_memory_gb", lambda: 4.0)
     assert scheduler.lowering_workers(16, 104) == 2  # nor than memory holds
 
 
-def test_a_batch_is_the_builds_share_per_compile_slot():
-    assert scheduler.batch_size(2, 1, 10) == 10  # -j 2 lowers here: one compile slot, one batch of all
-    assert scheduler.batch_size(1, 1, 10) == 10  # -j 1: lower everything, then one nvcc front end
-    assert scheduler.batch_size(16, 8, 104) == 13  # eight compile slots, each a batch of 13
-    assert scheduler.batch_size(4, 2, 2) == 1  # as many slots as variants: each alone
-    assert scheduler.batch_size(2, 1, 500) == scheduler.MAX_BATCH
+def test_a_batch_is_the_builds_share_per_slot():
+    assert scheduler.batch_size(2, 10) == 10  # -j 2 lowers here: one compile slot, one batch of all
+    assert scheduler.batch_size(1, 10) == 10  # -j 1: lower everything, then one nvcc front end
+    assert scheduler.batch_size(16, 104) == 7  # every slot may compile: a batch of 7 each
+    assert scheduler.batch_size(16, 8000) == scheduler.MAX_BATCH  # a library's build: the most one job compiles
+    assert scheduler.batch_size(4, 2) == 1  # as many slots as variants: each alone
+
+
+def test_batches_hold_one_group_and_the_tail_is_cut_for_the_free_slots():
+    """A group (arch, flags) becomes a batch once full; what is left at the end is cut so every free slot compiles."""
+    from tl_aot.pipeline.batching import Batcher
+
+    b: Batcher = Batcher(4)
+    out = [b.add(arch, (arch, i)) for i in range(7) for arch in ("sm_80", "sm_90a")]
+    full = [x for x in out if x]
+    assert [[a for a, _ in f] for f in full] == [["sm_80"] * 4, ["sm_90a"] * 4]  # never two archs in one batch
+    assert len(b) == 6
+    tail = b.drain(6)  # six free slots, three of each arch waiting: six batches of one
+    assert sorted(len(t) for t in tail) == [1] * 6 and len(b) == 0
+    for arch in ("sm_80", "sm_90a"):
+        b.add(arch, (arch, 0)), b.add(arch, (arch, 1)), b.add(arch, (arch, 2))
+    tail = b.drain(2)  # two slots: one batch per group, never mixed
+    assert sorted(len(t) for t in tail) == [3, 3] and all(len({a for a, _ in t}) == 1 for t in tail)
+    assert b.drain(4) == []
+
+
+def test_a_freed_slot_goes_to_the_waiting_compile_before_more_lowering():
+    """Slots are handed over: a lowering thread asking again at once cannot take one a compile was waiting for."""
+    import threading
+    import time
+
+    from tl_aot.pipeline.job_slots import COMPILE, LOWER, JobSlots
+
+    slots = JobSlots(1)
+    slots.acquire(LOWER)
+    order: list[str] = []
+    busy = {"now": 1, "most": 1}
+
+    def job(name: str, priority: int) -> None:
+        with slots.held(priority):
+            busy["now"] += 1
+            busy["most"] = max(busy["most"], busy["now"])
+            order.append(name)
+            time.sleep(0.001)
+            busy["now"] -= 1
+
+    threads = [threading.Thread(target=job, args=("lower-1", LOWER))]
+    threads[0].start()
+    time.sleep(0.02)  # lower-1 waits first
+    threads += [threading.Thread(target=job, args=("nvcc-1", COMPILE)), threading.Thread(target=job, args=("nvcc-2", COMPILE))]
+    for t in threads[1:]:
+        t.start()
+        time.sleep(0.02)
+    busy["now"] -= 1
+    slots.release()  # the slot goes to the first compile, not to the lowering that asked before it
+    for t in threads:
+        t.join(5)
+    assert order == ["nvcc-1", "nvcc-2", "lower-1"]
+    assert busy["most"] == 1  # never more than -j at once
 
 
 def test_progress_lines_tell_elapsed_time_and_what_is_left():
@@ -123,3 +176,50 @@ def test_worker_errors_are_the_errors_lowering_here_raises(pool, tmp_path):
         assert there.value.fields() == here.value.fields()
         assert (there.value.entry, there.value.arch) == (spec.name, "sm_90a")
     assert there.value.location == f"{bad}:5"  # the user's file:line, as a field
+
+
+def test_a_captured_entry_reaches_a_lowering_worker_without_its_records_choices(tmp_path):
+    """Each variant's message holds its kernel, not the record's call keys and tunings: no larger with a larger record."""
+    import dataclasses
+    import pickle
+
+    from tl_aot.config.capture_ref import CapturedKernel, CaptureRef, RecordChoices
+    from tl_aot.lower.lower_worker import lowering_view
+
+    record = str(tmp_path / "rec.json")
+    kernel = CapturedKernel.from_item("k" * 64, {"name": "main", "ir": "# the prim_func", "options": {}})
+    base = KernelSpec.create(name="e", source=tmp_path / "rec.json", function="captured", archs=["90a"])
+
+    def spec(calls: int) -> KernelSpec:
+        choices = RecordChoices(record, (), tuple((f"{i:064x}", "k" * 64) for i in range(calls)))
+        return dataclasses.replace(base, capture=CaptureRef(record, "k" * 64, kernel, choices))
+
+    small, large = (lowering_view(spec(n)) for n in (10, 10_000))
+    assert len(pickle.dumps(small)) == len(pickle.dumps(large))
+    assert large.capture is not None and large.capture.kernel is kernel and large.capture.key == "k" * 64
+    assert large.capture.choices.calls == () and large.capture.choices.record == record
+    assert lowering_view(base) is base  # an entry of a kernel file is sent as it is
+
+
+def test_nvcc_errors_point_at_a_captured_kernels_origin_and_a_kernel_file_is_read_once(tmp_path, monkeypatch):
+    """Where an nvcc error points costs no parse of the capture record (megabytes) per variant, nor of a kernel file."""
+    import dataclasses
+
+    import tl_aot.pipeline.stages as stages_module
+    from tl_aot.config.capture_ref import CapturedKernel, CaptureRef, RecordChoices
+    from tl_aot.pipeline.stages import Stages
+
+    parsed: list[str] = []
+    real = stages_module.function_line
+    monkeypatch.setattr(stages_module, "function_line", lambda path, name: parsed.append(str(path)) or real(path, name))
+    stages = Stages(tmp_path, None, "13.0", "0.1", scheduler.Progress(0, None))  # type: ignore[arg-type]
+    spec = KernelSpec.create(name="n", source=KERNELS / "specialised.py", function="rms_norm", args={"N": 1024}, archs=["90a"])
+    assert [stages.user_location(spec) for _ in range(3)] == ["tests/kernels/specialised.py:35 (rms_norm)"] * 3
+    assert len(parsed) == 1
+    origin = {"jit": "ops.scale", "args": {"n": "256"}, "file": "/x/suite.py", "line": 7, "function": "test_scale"}
+    kernel = CapturedKernel.from_item("k" * 64, {"name": "main", "origins": [origin]})
+    record = tmp_path / "rec.json"  # never read: it need not exist
+    captured = KernelSpec.create(name="c", source=record, function="captured", archs=["90a"])
+    captured = dataclasses.replace(captured, capture=CaptureRef(str(record), "k" * 64, kernel, RecordChoices(str(record), (), ())))
+    assert stages.user_location(captured).endswith("at suite.py:7 (test_scale)")
+    assert len(parsed) == 1

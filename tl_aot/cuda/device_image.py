@@ -27,7 +27,7 @@ from ..common.fileutil import write_file, write_if_different
 from .cuda_toolkit import Toolkit, find_toolkit
 from .nvcc_command import map_ptx_paths, nvcc_command, nvrtc_options, source_prefix_map
 from .nvrtc_compile import compile_ptx, drop_unused_globals
-from .ptx_split import entry_names, kernel_prefix, split_variant
+from .ptx_split import entry_names, kernel_prefix, split_variant, split_variants
 from .toolchain import compiler_launcher, run
 
 __all__ = ["Unit", "compile_image", "compile_images", "batch_problem", "kernel_names"]
@@ -176,8 +176,7 @@ def _batch(arch: Arch, workdir: Path, units: list[Unit], options, *, path_map, d
         prefixes = tuple(kernel_prefix(i) for i in range(len(units)))
         if not all(name.startswith(prefixes) for name in entry_names(ptx)):
             return  # a kernel the macros did not rename: each unit alone
-        for i, u in enumerate(units):
-            split = split_variant(ptx, kernel_prefix(i))
+        for u, split in zip(units, split_variants(ptx, [kernel_prefix(i) for i in range(len(units))])):
             if split.problem:
                 continue
             with contextlib.suppress(TlAotError):  # alone it reports its own error

@@ -18,7 +18,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-__all__ = ["Split", "split_variant", "kernel_prefix", "entry_names"]
+__all__ = ["Split", "split_variant", "split_variants", "kernel_prefix", "entry_names"]
 
 _HEADER = re.compile(r"^\s*\.(version|target|address_size)\b")
 _FILE = re.compile(r"^\s*\.file\s+(\d+)\s+(.*)$")
@@ -137,13 +137,41 @@ def split_variant(ptx: str, prefix: str = "") -> Split:
     kept, renumbered in order of first use; comments are dropped. ``problem`` says why not where
     the kernels use a module-scope definition or the module has sections other than ``.debug_str``.
     """
+    return split_variants(ptx, [prefix])[0]
+
+
+def split_variants(ptx: str, prefixes: list[str]) -> list[Split]:
+    """:func:`split_variant` of ``ptx`` for each of ``prefixes``, the module read once.
+
+    A batch's PTX holds every variant of the batch: reading it once for all of them keeps the split
+    linear in the batch, where one :func:`split_variant` per variant reads it whole each time.
+    """
     header, items, files, strings, unknown = _items(ptx)
+    module = _Module(header, items, {it.name: it for it in items if it.name}, files, strings, unknown)
+    return [_split(module, prefix) for prefix in prefixes]
+
+
+@dataclass(frozen=True)
+class _Module:
+    """A PTX module as :func:`_items` reads it."""
+
+    header: list[str]
+    items: list[_Item]
+    by_name: dict[str, _Item]
+    files: dict[str, str]
+    strings: dict[str, str]
+    unknown: list[str]
+
+
+def _split(module: _Module, prefix: str) -> Split:
+    """One prefix's :func:`split_variant` of an already read module."""
+    header, items, files, strings, unknown = module.header, module.items, module.files, module.strings, module.unknown
     if unknown:
         return Split(problem=f"PTX sections {', '.join(unknown)}")
-    by_name = {it.name: it for it in items if it.name}
     entries = [it for it in items if it.entry and it.name.startswith(prefix)]
     if not entries:
         return Split(problem=f"no kernel named {prefix}... in the PTX")
+    by_name = module.by_name
     kernels = [it.name[len(prefix) :] for it in entries]
     keep = {it.name for it in entries}
     todo = [it.text for it in entries]

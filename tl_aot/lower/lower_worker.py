@@ -3,7 +3,9 @@
 Each worker (``python -m tl_aot.lower.lower_worker``) imports TileLang once and lowers the variants the
 build sends it, one at a time: ``(KernelSpec, Arch)`` in, the :class:`~tl_aot.common.metadata.LoweredVariant`
 as tl_aot's metadata JSON (plain Python values: no TileLang or tvm_ffi object crosses) or an error
-out, as length-prefixed pickles over its stdin / stdout. A worker is an ordinary
+out, as length-prefixed pickles over its stdin / stdout (a captured entry without its record's
+tunings and call keys, which lowering never reads: a library's record holds thousands, and each
+variant would carry them all). A worker is an ordinary
 subprocess, not ``multiprocessing``: that would re-import the parent's ``__main__`` (a user's
 ``setup.py``). An error comes back as its class, message and fields (``entry``, ``arch``,
 ``location``: the user's ``file:line``, and any other plain attribute), and is raised as it was.
@@ -11,6 +13,7 @@ subprocess, not ``multiprocessing``: that would re-import the parent's ``__main_
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import queue
@@ -21,8 +24,10 @@ import threading
 from typing import Any
 
 from ..common.errors import LoweringError, TlAotError
+from ..config.capture_ref import RecordChoices
+from ..config.kernel_spec import KernelSpec
 
-__all__ = ["LoweringPool", "main"]
+__all__ = ["LoweringPool", "main", "lowering_view"]
 
 _PLAIN = (str, int, float, bool, type(None), list, tuple)
 
@@ -65,6 +70,19 @@ def main() -> int:
             reply = ("error", LoweringError, message, {"entry": spec.name, "arch": arch.sm})
         _send(channel_out, reply)
     return 0
+
+
+def lowering_view(spec: KernelSpec) -> KernelSpec:
+    """``spec`` as a worker lowers it: a captured entry without its record's choices (tunings, call keys).
+
+    They are the record's, shared by all its entries, and go into the manifest, which the build
+    makes; lowering one kernel reads only the kernel. Sending them would make each variant's
+    message as large as the record's choices: quadratic in a library's kernels.
+    """
+    ref = spec.capture
+    if ref is None or not (ref.choices.tunings or ref.choices.calls):
+        return spec
+    return dataclasses.replace(spec, capture=dataclasses.replace(ref, choices=RecordChoices(ref.choices.record, (), ())))
 
 
 def _sendable(cls: type) -> type:
@@ -114,7 +132,7 @@ class LoweringPool:
         """Lower one variant in a worker; raises the worker's error with its own kind and message."""
         proc = self._take()
         try:
-            _send(proc.stdin, (spec, arch))
+            _send(proc.stdin, (lowering_view(spec), arch))
             reply = _recv(proc.stdout)
         except (BrokenPipeError, OSError, pickle.UnpicklingError):
             reply = None

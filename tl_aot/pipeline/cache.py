@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.arch import Arch
@@ -39,7 +40,7 @@ from ..config.values import spell
 from ..cuda.host_identity import nvcc_host_compiler
 from ..cuda.image_check import variant_image_problem
 
-__all__ = ["VariantCache", "variant_key", "default_cache_dir", "relocate"]
+__all__ = ["VariantCache", "variant_key", "KeyTools", "default_cache_dir", "relocate"]
 
 #: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
 #: so that entries written by an older tl_aot of the same version are never reused.
@@ -58,19 +59,39 @@ def default_cache_dir(out_dir: Path) -> Path:
     return (Path(env) if env else Path(out_dir) / ".tl_aot" / "cache").resolve()
 
 
-def variant_key(spec: KernelSpec, arch: Arch, sources: SourceSnapshot, *, nvcc_version: str) -> str:
+@dataclass(frozen=True)
+class KeyTools:
+    """What every variant key of a build names about the installed tools, read once per plan (:meth:`here`).
+
+    Reading a distribution's version parses its metadata (a few ms): once per variant, thousands of
+    times in a library's build, all in the build's one driver process.
+    """
+
+    tilelang: str
+    cutedsl: str
+    nvcc_host_compiler: str
+
+    @classmethod
+    def here(cls) -> KeyTools:
+        """The tools installed on this machine, read now."""
+        return cls(package_version("tilelang"), package_version("nvidia-cutlass-dsl"), nvcc_host_compiler())
+
+
+def variant_key(spec: KernelSpec, arch: Arch, sources: SourceSnapshot, *, nvcc_version: str, tools: KeyTools | None = None) -> str:
     """The cache key of ``spec`` built for ``arch`` from ``sources``, its Python sources as read once per entry.
 
     ``sources``: :func:`~tl_aot.pipeline.inputs.sources_of`; the build checks them again after lowering.
+    ``tools``: :meth:`KeyTools.here` when not given (a plan reads it once for all its variants).
     """
+    tools = tools or KeyTools.here()
     deps = sources.files[1:]
     payload = {
         "schema": CACHE_SCHEMA,
         "tl_aot": __version__,
-        "tilelang": package_version("tilelang"),
+        "tilelang": tools.tilelang,
         "nvcc": nvcc_version,
         # nvcc preprocesses with it and tells cicc its version (--gnu_version): machines sharing a cache must agree
-        "nvcc_host_compiler": nvcc_host_compiler(),
+        "nvcc_host_compiler": tools.nvcc_host_compiler,
         "function": spec.function,
         "args": [[k, spell(v)] for k, v in spec.args],
         "factory_args": [[k, spell(v)] for k, v in spec.factory_args],
@@ -86,7 +107,7 @@ def variant_key(spec: KernelSpec, arch: Arch, sources: SourceSnapshot, *, nvcc_v
         "out_idx": None if spec.out_idx is None else list(spec.out_idx),
         "backend": spec.backend,
         # an entry that may be built by CuTeDSL (asked for, or left to its kernel file) is keyed by its version
-        "cutedsl": "" if spec.backend == "cuda" else package_version("nvidia-cutlass-dsl"),
+        "cutedsl": "" if spec.backend == "cuda" else tools.cutedsl,
         "tuned": [list(c) for a, c, _ in spec.tuned if a == str(arch).split("+")[0]],
         "source": f"capture:{spec.capture.key}" if spec.capture else sources.files[0][3],
         "deps": [[Path(p).name, d] for p, _, _, d in deps],

@@ -1,7 +1,7 @@
 """Cluster tasks of several variants: which variants share a task, and what a task is.
 
 A local build compiles the lowered variants of one arch and flags in one nvcc run
-(:func:`~tl_aot.pipeline.scheduler.batch_size`), parsing the headers every TileLang kernel includes
+(:func:`~tl_aot.pipeline.batching.batch_size`), parsing the headers every TileLang kernel includes
 once per batch: about a quarter of the nvcc CPU of compiling each alone. A cluster build does the
 same per task: :func:`batches_of` groups the variants the way the local build's compile stage does
 (arch, then nvcc flags; CuTeDSL apart) and cuts each group into its share of the worker threads
@@ -17,7 +17,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .scheduler import MAX_BATCH
+from .batching import MAX_BATCH
 
 if TYPE_CHECKING:
     from .plan import Task
@@ -46,7 +46,7 @@ def group_key(tasks) -> str:
 def tasks_for(group: int, total: int, threads: int) -> int:
     """How many tasks a group of ``group`` of the build's ``total`` variants is cut into: its share of the threads.
 
-    As the local scheduler gives each compile slot one batch (:func:`~tl_aot.pipeline.scheduler.batch_size`),
+    As the local scheduler gives each compile slot one batch (:func:`~tl_aot.pipeline.batching.batch_size`),
     each worker thread gets about one task: every thread busy, and each task as large as that
     allows, since its variants share one nvcc front end. At least one task, none of more than
     :data:`MAX_BATCH` variants, none empty.

@@ -169,7 +169,8 @@ def build_library(
 def _publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, t_start: float, packs: ImagePacks | None) -> BuildResult:
     """Stages link and publish, then the summary."""
     images = image_files(run.tasks, run.images)
-    lib = LibrarySpec(name=plan.lib.name, entries=tuple(e for e in plan.lib.entries if any(t.spec is e for t in run.tasks)))
+    kept = {id(t.spec) for t in run.tasks}
+    lib = LibrarySpec(name=plan.lib.name, entries=tuple(e for e in plan.lib.entries if id(e) in kept))
     manifest = manifest_of(lib, run.tasks, run.lowered, plan.nvcc_version, {t.key: len(run.images[t.key]) for t in run.tasks})
     manifest = replace(manifest, left_out=tuple(run.left_out))
     t0 = time.perf_counter()

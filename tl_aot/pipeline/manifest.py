@@ -31,7 +31,10 @@ def manifest_of(
     lib: LibrarySpec, tasks, lowered: Mapping[str, LoweredVariant], nvcc_version: str, image_sizes: Mapping[str, int] | None = None
 ) -> Manifest:
     """The library's manifest from each task's lowered variant; image sizes are 0 until nvcc is done."""
-    heads = [(entry_head(spec), [(t.arch, t.key) for t in tasks if t.spec is spec]) for spec in lib.entries]
+    by_entry: dict[int, list] = {}  # id(spec) -> its (arch, key)s: one pass over the tasks, whatever the entry count
+    for t in tasks:
+        by_entry.setdefault(id(t.spec), []).append((t.arch, t.key))
+    heads = [(entry_head(spec), by_entry.get(id(spec), [])) for spec in lib.entries]
     manifest = manifest_from(lib.name, heads, lowered, nvcc_version, package_version("tilelang"), image_sizes)
     records = choices_of(lib.entries)  # as read with the entries: the records are not read again
     if records:  # the autotuner's recorded choices and the served call keys whose kernels the library holds

@@ -29,7 +29,7 @@ from ..cuda.cuda_toolkit import find_toolkit, pin_toolkit, pip_toolkits
 from ..cuda.host_identity import host_compiler
 from ..cuda.toolchain import compiler_description, nvcc_version, point_tilelang_at_toolkit, supported_archs_of
 from ..gpu.cuda_compat import COMPUTE_CAPABILITIES, min_cuda_for_arch
-from .cache import VariantCache, variant_key
+from .cache import KeyTools, VariantCache, variant_key
 from .image_packs import ImagePacks
 from .inputs import generator_files, project_of, sources_of
 
@@ -144,10 +144,11 @@ def plan_build(lib: LibrarySpec, cache: VariantCache | SharedCache, *, force: bo
     nvcc_version = check_toolchain(lib)
     tasks: list[Task] = []
     deps: set[Path] = set()
+    tools = KeyTools.here()  # once: every variant's key names the same tools
     for spec in lib.entries:
         sources = sources_of(spec)
         deps.update(sources.paths)
-        tasks += [Task(spec, arch, variant_key(spec, arch, sources, nvcc_version=nvcc_version), sources) for arch in spec.archs]
+        tasks += [Task(spec, arch, variant_key(spec, arch, sources, nvcc_version=nvcc_version, tools=tools), sources) for arch in spec.archs]
     tvm_ffi = package_version("apache-tvm-ffi")
     # every key at once: a shared cache lists its folder and reads what it holds in one batch
     hits = {} if force else cache.load_many([(t.key, project_of(t.spec)) for t in tasks])

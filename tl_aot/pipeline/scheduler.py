@@ -1,10 +1,14 @@
 """Run a build's stages in parallel: how many jobs, where lowering runs, and the order things start.
 
 The stages themselves (:mod:`tl_aot.pipeline.stages`) know nothing of threads. Here they share one
-budget of ``jobs`` slots, like make's jobserver: ``-j 1`` is strictly serial and ``-j N`` never
-runs more than N tools at once. Lowering runs in worker processes once ``-j`` leaves room for
-more than one (TileLang is not thread safe), lowered variants compile in batches (one nvcc front
-end for several, :func:`batch_size`) as soon as a batch is full, and the launcher compiles while nvcc still runs.
+budget of ``jobs`` slots (:class:`~tl_aot.pipeline.job_slots.JobSlots`, like make's jobserver):
+``-j 1`` is strictly serial and ``-j N`` never runs more than N tools at once. Lowering runs in
+worker processes once ``-j`` leaves room for more than one (TileLang is not thread safe), as many
+as there are slots (within memory): lowering is most of a build's CPU, and a slot that is not
+lowering compiles. Lowered variants compile in batches of one arch and flags
+(:mod:`tl_aot.pipeline.batching`) as soon as a batch is full, before more lowering starts; once
+the last variants are lowering, what waits is cut into batches for the free slots; the launcher
+compiles while nvcc still runs.
 """
 
 from __future__ import annotations
@@ -23,12 +27,15 @@ from ..capture.record_specs import origin_of_spec
 from ..common.errors import SpecError, TlAotError
 from ..common.metadata import LeftOut, LoweredVariant
 from ..lower.lower_worker import LoweringPool
+from .batching import MAX_BATCH, Batcher, batch_size
+from .job_slots import COMPILE, LOWER, JobSlots
 from .plan import Task
 
 __all__ = [
     "default_jobs",
     "lowering_workers",
     "batch_size",
+    "MAX_BATCH",
     "Progress",
     "Timings",
     "Failure",
@@ -40,12 +47,6 @@ __all__ = [
 #: Memory one job may take: nvcc of a big TileLang kernel peaks near 1.5 GB; a lowering worker holds
 #: TileLang, TVM and torch (about 0.4 GB for a GEMM, more for attention kernels).
 JOB_MEMORY_GB = 1.5
-
-#: The most variants one nvcc job compiles together (see :func:`batch_size`): bounds its memory and how long it runs.
-MAX_BATCH = 24
-
-#: The share of a build's job slots that lower (the rest run nvcc); see :func:`lowering_workers`.
-LOWERING_SHARE = 0.5
 
 
 def available_memory_gb() -> float | None:
@@ -86,14 +87,17 @@ def _jobs_in_memory(otherwise: int) -> int:
 
 
 def lowering_workers(jobs: int, variants: int) -> int:
-    """Lowering processes for a build of ``variants`` with ``jobs`` slots: a share of the slots, within memory.
+    """Lowering processes for a build of ``variants`` with ``jobs`` slots: one per slot, within memory.
 
-    A variant spends about as long lowering as in nvcc once 16 jobs share the machine (2.0 s and
-    2.1 s per variant in bench/scaling.py on the 16-core GPU machine), so half the slots lower and
-    the rest compile. One means this process, no worker: with ``-j 2`` or less (``round(2 * 0.5)``),
-    one lowering at a time keeps nvcc busy and no second TileLang import is paid for.
+    Lowering is most of a build's CPU (TileOPs' kernels: 670 CPU-s of lowering to 96 of nvcc for
+    112 variants), so every slot may lower; slots are shared (:mod:`tl_aot.pipeline.job_slots`)
+    and a compile waiting for one goes first, so nvcc is never held back by it. One means this
+    process, no worker: with ``-j 2`` or less, one lowering here keeps a slot busy and no second
+    TileLang import is paid for.
     """
-    return max(1, min(variants, _jobs_in_memory(jobs), round(jobs * LOWERING_SHARE)))
+    if jobs <= 2:
+        return 1
+    return max(1, min(variants, _jobs_in_memory(jobs), jobs))
 
 
 class Progress:
@@ -182,15 +186,15 @@ class VariantRun:
 def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: bool, progress: Progress) -> VariantRun:
     """Lower and compile ``todo`` (plan tasks) and compile the launcher, in parallel within ``jobs`` slots.
 
-    ``stages`` gives ``lower(task, lower_fn)``, ``compile(task, variant)``, ``launcher(run)`` (renders
+    ``stages`` gives ``lower(task, lower_fn)``, ``compile_many(pairs)``, ``launcher(run)`` (renders
     and compiles the launcher of ``run.tasks``; returns the header text and the object) and ``runtime()``. A
     failing variant stops the build, or with ``keep_going`` is recorded in ``run.failures``.
     """
-    slots = threading.BoundedSemaphore(max(1, jobs))
+    slots = JobSlots(jobs)
     run.workers = lowering_workers(jobs, len(todo))
 
-    def held(fn, *args):
-        with slots:
+    def held(fn, *args, priority=COMPILE):
+        with slots.held(priority):
             t0 = time.perf_counter()
             return fn(*args), time.perf_counter() - t0
 
@@ -203,22 +207,30 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
         runtime = pool.submit(held, stages.runtime)
         pending = {lowering.submit(_lowered, held, stages.lower, t, lower_fn, progress): t for t in todo}
         compiling: dict = {}
-        waiting: list = []
-        size = batch_size(jobs, run.workers, len(todo))
+        batcher: Batcher = Batcher(batch_size(jobs, len(todo)))
+
+        def compile_batch(batch: list) -> None:
+            compiling[pool.submit(held, _compile_batch, stages, batch)] = batch
+
         try:
+            unfinished = len(pending)
             for fut in cf.as_completed(pending):
+                unfinished -= 1
                 task = pending[fut]
                 variant, seconds = _result(fut, task, run, keep_going)
-                if variant is None:
-                    continue
-                run.lowered[task.key] = variant
-                run.spent.lowering += seconds
-                waiting.append((task, variant, seconds))
-                if len(waiting) >= size:
-                    compiling[pool.submit(held, _compile_batch, stages, waiting)] = waiting
-                    waiting = []
-            if waiting:
-                compiling[pool.submit(held, _compile_batch, stages, waiting)] = waiting
+                if variant is not None:
+                    run.lowered[task.key] = variant
+                    run.spent.lowering += seconds
+                    full = batcher.add(_group_of(task, variant), (task, variant, seconds))
+                    if full:
+                        compile_batch(full)
+                # The last variants are lowering (none waits for a worker): the slots they leave compile what waits, now.
+                free = jobs - unfinished
+                if unfinished <= run.workers and free > 0:
+                    for batch in batcher.drain(free):
+                        compile_batch(batch)
+            for batch in batcher.drain(jobs):
+                compile_batch(batch)
             # Everything the launcher says is known once lowering is done: compile it while nvcc runs.
             _launcher(run, stages, held)
             nvcc_failed = _collect_images(compiling, run, keep_going)
@@ -232,15 +244,9 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
     return run
 
 
-def batch_size(jobs: int, workers: int, variants: int) -> int:
-    """How many lowered variants one nvcc job compiles together: the build's share per compile slot, at most :data:`MAX_BATCH`.
-
-    A batch parses the headers every TileLang kernel includes once (most of a small kernel's nvcc
-    time), so fewer, larger batches cost less CPU; one batch per slot keeps every slot busy. The
-    slots that do not lower compile (one lowering in this process at ``-j 2`` or less holds one).
-    """
-    slots = max(1, jobs - workers)
-    return max(1, min(MAX_BATCH, -(-variants // slots)))
+def _group_of(task, variant: LoweredVariant) -> tuple:
+    """What variants must share to compile in one run: arch, nvcc flags, backend (:func:`~tl_aot.pipeline.images.images_of`)."""
+    return (str(task.arch), tuple(variant.nvcc_options), variant.backend)
 
 
 def _compile_batch(stages, waiting: list) -> list:
@@ -250,7 +256,7 @@ def _compile_batch(stages, waiting: list) -> list:
 
 def _lowered(held, lower, task, lower_fn, progress):
     progress.step(f"lower {task.spec.name} {task.arch}")
-    return held(lower, task, lower_fn)
+    return held(lower, task, lower_fn, priority=LOWER)
 
 
 def _result(fut, task, run: VariantRun, keep_going: bool):

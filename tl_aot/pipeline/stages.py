@@ -17,10 +17,11 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..capture.record_specs import origin_of_spec
 from ..codegen.render import render_header, render_launcher
 from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, LoweringError, TlAotError
@@ -54,6 +55,8 @@ class Stages:
     tvm_ffi_version: str
     progress: Progress
     force: bool = False
+    #: (kernel file, function) -> ``kernels.py:12 (matmul)``: each file parsed once per build, not once per variant
+    locations: dict[tuple[str, str], str] = field(default_factory=dict, repr=False, compare=False)
 
     def lower(self, task, lower_fn=None) -> LoweredVariant:
         """Lower ``task`` (in a worker process through ``lower_fn``, else here) and check its sources did not move."""
@@ -95,8 +98,23 @@ class Stages:
                 except TlAotError as e:
                     out[members[k]] = e
 
-            images_of([(pairs[i][1], _user_location(pairs[i][0].spec)) for i in members], pairs[members[0]][0].arch, self.work, done)
+            located = [(pairs[i][1], self.user_location(pairs[i][0].spec)) for i in members]
+            images_of(located, pairs[members[0]][0].arch, self.work, done)
         return out
+
+    def user_location(self, spec: KernelSpec) -> str:
+        """Where nvcc's errors on ``spec``'s code point: ``kernels.py:12 (matmul)``, or a captured kernel's origin.
+
+        A captured entry's source is its capture record (megabytes of JSON for a library's
+        suite): its origin (the jit call and the caller's line) is read from the kernel as
+        recorded, and a kernel file is parsed once per build, not once per variant.
+        """
+        if spec.capture is not None:
+            return origin_of_spec(spec)
+        where = (str(spec.source), spec.function)
+        if where not in self.locations:
+            self.locations[where] = _user_location(spec)
+        return self.locations[where]
 
     def _store(self, task, variant: LoweredVariant, image: bytes, headers, took: str) -> None:
         """Check the image and the headers it was compiled from, then keep it in the cache."""

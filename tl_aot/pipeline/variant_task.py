@@ -151,11 +151,12 @@ def pack_task(task, toolset: Toolset) -> VariantTask:
 
     A file edited since the plan read it is an error naming it (the variant would not be the one its
     key names). A captured kernel's recorded IR and options travel in its spec (:class:`~tl_aot.config.capture_ref.CaptureRef`):
-    no record is read or shipped.
+    no record is read or shipped, nor the record's choices (the driver's manifest holds them).
     """
     from ..config.options import flag_inputs
+    from ..lower.lower_worker import lowering_view
 
-    spec = _driver_paths(task.spec)
+    spec = _driver_paths(lowering_view(task.spec))
     base = _base_of(spec)
     files: dict[str, bytes] = {}
     if spec.capture:  # the kernel travels in the spec; its recorded headers are checked here (written beside the record)
