@@ -148,7 +148,9 @@ def plan_build(lib: LibrarySpec, cache: VariantCache | SharedCache, *, force: bo
     for spec in lib.entries:
         sources = sources_of(spec)
         deps.update(sources.paths)
-        tasks += [Task(spec, arch, variant_key(spec, arch, sources, nvcc_version=nvcc_version, tools=tools), sources) for arch in spec.archs]
+        tasks += [
+            Task(spec, arch, variant_key(spec, arch, sources, nvcc_version=nvcc_version, tools=tools), sources) for arch in spec.archs
+        ]
     tvm_ffi = package_version("apache-tvm-ffi")
     # every key at once: a shared cache lists its folder and reads what it holds in one batch
     hits = {} if force else cache.load_many([(t.key, project_of(t.spec)) for t in tasks])
