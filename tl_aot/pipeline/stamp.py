@@ -24,7 +24,7 @@ from .inputs import generator_files
 from .plan import Plan
 from .workspace import Outputs
 
-__all__ = ["Current", "up_to_date", "stamp_text", "depfile_text", "write_depfile"]
+__all__ = ["Current", "up_to_date", "stamp_text", "depfile_text"]
 
 #: An input header of the library and its digest when the library was built (``[path, sha256]``).
 Input = tuple[str, str]
@@ -50,11 +50,10 @@ def up_to_date(plan: Plan, out: Outputs, *, force: bool, packs: ImagePacks | Non
         labels = {pack_label(t.arch) for t in plan.tasks}
         if not all(out.library.with_name(pack_name(plan.lib.name, label)).is_file() for label in labels):
             current = None
-    if out.depfile and current is not None:
-        write_depfile(out.depfile, out.library, plan.deps, current.inputs)
-    elif out.depfile:
-        for p in (out.library, *plan.deps):
-            depfile_path(p)
+    if out.depfile:
+        depfile = depfile_text(out.library, plan.deps, current.inputs if current else ())  # refuses what it cannot spell
+        if current is not None:
+            write_if_different(out.depfile, depfile)
     return current
 
 
@@ -97,8 +96,3 @@ def depfile_text(library: Path, deps: Iterable[Path], inputs: Iterable[Input] = 
     lines = [f"{depfile_path(library)}: \\"] + [f"  {depfile_path(d)} \\" for d in listed]
     lines[-1] = lines[-1][:-2]
     return encode_text("\n".join(lines) + "\n")
-
-
-def write_depfile(path: Path, library: Path, deps: Iterable[Path], inputs: Iterable[Input] = ()) -> None:
-    """Write the depfile of ``library`` (:func:`depfile_text`) unless ``path`` already holds it (its timestamp kept)."""
-    write_if_different(path, depfile_text(library, deps, inputs))
