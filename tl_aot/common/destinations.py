@@ -59,13 +59,17 @@ def ensure_folder(path: Path, role: str) -> Path:
 
 
 def check_file_destination(path: Path, role: str) -> None:
-    """``path`` (the library, the header) can be replaced by a file: it is not a folder, and its folder exists."""
+    """``path`` (the library, the header) can be replaced by a file: it is not a folder, and no file stands where its folder goes."""
     with filesystem_errors(f"write the {role}", path):
-        is_dir, parent_is_file = path.is_dir(), path.parent.exists() and not path.parent.is_dir()
-    if is_dir:
+        _check_destination(path, role)
+
+
+def _check_destination(path: Path, role: str) -> None:
+    """:func:`check_file_destination`, an :class:`OSError` raised as it is (the caller words it)."""
+    if path.is_dir():
         msg = f"{role} {path} is a folder; tl_aot writes a file there: remove or rename the folder"
         raise FilesystemError(msg)
-    if parent_is_file:
+    if path.parent.exists() and not path.parent.is_dir():
         msg = f"{role} {path}: {path.parent} is a file, not a folder"
         raise FilesystemError(msg)
 
@@ -104,7 +108,7 @@ class StagedFiles:
         part = dest.with_name(f".{dest.name}.{os.getpid()}.part")
         self._parts.append((part, dest))
         try:
-            check_file_destination(dest, role)
+            _check_destination(dest, role)
             dest.parent.mkdir(parents=True, exist_ok=True)
             if source is not None:
                 shutil.copyfile(source, part)
