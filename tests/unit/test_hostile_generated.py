@@ -145,12 +145,12 @@ DEPFILE_NAMES = {
 @pytest.mark.parametrize("name", DEPFILE_NAMES.values(), ids=DEPFILE_NAMES.keys())
 def test_depfile_names_each_file_make_reads_back(tmp_path, name):
     """Touching the dependency (and only it) makes the library out of date for make."""
-    from tl_aot.pipeline.stamp import write_depfile
+    from tl_aot.pipeline.stamp import depfile_text
 
     dep, target = tmp_path / name, tmp_path / "libk.so"
     dep.write_text("x")
     target.write_text("t")
-    write_depfile(tmp_path / "k.d", target, (dep,))
+    (tmp_path / "k.d").write_bytes(depfile_text(target, (dep,)))
     (tmp_path / "Makefile").write_bytes(b"all: " + bytes(target) + b"\n" + bytes(target) + b":\n\t@echo REBUILD\ninclude k.d\n")
 
     def rebuilds() -> bool:

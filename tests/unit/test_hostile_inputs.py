@@ -306,6 +306,49 @@ def test_a_fault_swapping_the_header_puts_the_previous_library_back(tmp_path, mo
     assert sorted(p.name for p in tmp_path.iterdir()) == ["libx.so", "x.h"]
 
 
+def test_staged_files_leave_an_unchanged_file_alone_and_make_a_missing_folder(tmp_path):
+    """An unchanged header keeps its timestamp (make rebuilds nothing); a header folder removed since is made again."""
+    lib, header = _previous(tmp_path)
+    stamp = tmp_path / "gone" / "stamp.json"
+    before = header.stat().st_mtime_ns
+    staged = StagedFiles()
+    assert staged.stage(lib, data=b"new library", role="library")
+    assert not staged.stage(header, data=b"// old header\n", role="header", if_changed=True)
+    assert staged.stage(stamp, data=b"{}", role="build stamp", if_changed=True)
+    staged.publish()
+    assert (lib.read_bytes(), header.stat().st_mtime_ns, stamp.read_bytes()) == (b"new library", before, b"{}")
+
+
+def test_a_removal_is_undone_with_the_swap_it_belongs_to(tmp_path, monkeypatch):
+    """A stamp removed in a swap that fails is back in place with the previous library: the pair stays consistent."""
+    import os
+
+    lib, header = _previous(tmp_path)
+    stamp = tmp_path / "stamp.json"
+    stamp.write_text("old stamp")
+    staged = StagedFiles()
+    staged.remove(stamp)
+    staged.stage(lib, data=b"new library", role="library")
+    real = os.replace
+
+    def refuse_library(src, dst):
+        if Path(dst) == lib:
+            raise OSError(errno.ENOSPC, "injected", str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr("tl_aot.common.destinations.os.replace", refuse_library)
+    with pytest.raises(FilesystemError, match="no space left"):
+        staged.publish()
+    assert (lib.read_bytes(), stamp.read_text()) == (b"old library", "old stamp")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["libx.so", "stamp.json", "x.h"]
+    monkeypatch.undo()
+    staged = StagedFiles()
+    staged.remove(stamp)
+    staged.stage(lib, data=b"new library", role="library")
+    staged.publish()
+    assert (lib.read_bytes(), stamp.exists()) == (b"new library", False)
+
+
 def test_folder_checks_name_the_path_and_the_role(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(FilesystemError, match="cache folder .*f is a file"):

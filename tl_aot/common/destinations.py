@@ -59,13 +59,17 @@ def ensure_folder(path: Path, role: str) -> Path:
 
 
 def check_file_destination(path: Path, role: str) -> None:
-    """``path`` (the library, the header) can be replaced by a file: it is not a folder, and its folder exists."""
+    """``path`` (the library, the header) can be replaced by a file: it is not a folder, and no file stands where its folder goes."""
     with filesystem_errors(f"write the {role}", path):
-        is_dir, parent_is_file = path.is_dir(), path.parent.exists() and not path.parent.is_dir()
-    if is_dir:
+        _check_destination(path, role)
+
+
+def _check_destination(path: Path, role: str) -> None:
+    """:func:`check_file_destination`, an :class:`OSError` raised as it is (the caller words it)."""
+    if path.is_dir():
         msg = f"{role} {path} is a folder; tl_aot writes a file there: remove or rename the folder"
         raise FilesystemError(msg)
-    if parent_is_file:
+    if path.parent.exists() and not path.parent.is_dir():
         msg = f"{role} {path}: {path.parent} is a file, not a folder"
         raise FilesystemError(msg)
 
@@ -73,22 +77,39 @@ def check_file_destination(path: Path, role: str) -> None:
 class StagedFiles:
     """Files written beside their destinations as ``.<name>.<pid>.part``, then swapped in together.
 
-    :meth:`stage` writes a part (a fault here removes every part, the destinations untouched);
-    :meth:`publish` renames them over their destinations, and puts the earlier files back if a
-    later rename fails, so the library and its header change together or not at all.
+    :meth:`stage` writes a part (a fault here removes every part, the destinations untouched) and
+    :meth:`remove` marks a file to go; :meth:`publish` renames the parts over their destinations
+    and removes what is to go, and puts the earlier files back if a later step fails, so a
+    library, its header and its records change together or not at all. Every fault is one
+    :class:`~tl_aot.common.errors.FilesystemError` naming the file and its role.
     """
 
     def __init__(self) -> None:
-        self._parts: list[tuple[Path, Path]] = []  # (part, destination)
+        self._parts: list[tuple[Path | None, Path]] = []  # (part, destination); no part: the destination goes
 
     def stage(
-        self, dest: Path, *, data: bytes | None = None, source: Path | None = None, role: str = "file", mode: int | None = None
-    ) -> None:
-        """Write ``data`` (or a copy of ``source``) to a part file beside ``dest`` (with permissions ``mode``, if given)."""
-        check_file_destination(dest, role)
+        self,
+        dest: Path,
+        *,
+        data: bytes | None = None,
+        source: Path | None = None,
+        role: str = "file",
+        mode: int | None = None,
+        if_changed: bool = False,
+    ) -> bool:
+        """Write ``data`` (or a copy of ``source``) to a part file beside ``dest`` (with permissions ``mode``, if given).
+
+        A fault removes every part staged so far. The folder of ``dest`` is created if it is missing. With ``if_changed``, a ``dest`` that
+        already holds ``data`` is left alone, its timestamp kept for make and ninja. Returns
+        whether a part was staged.
+        """
+        if if_changed and _holds(dest, data or b""):
+            return False
         part = dest.with_name(f".{dest.name}.{os.getpid()}.part")
         self._parts.append((part, dest))
         try:
+            _check_destination(dest, role)
+            dest.parent.mkdir(parents=True, exist_ok=True)
             if source is not None:
                 shutil.copyfile(source, part)
                 if part.stat().st_size != Path(source).stat().st_size:  # a copy cut short that did not say so
@@ -97,15 +118,24 @@ class StagedFiles:
                 write_file(part, data or b"")
             if mode is not None:
                 os.chmod(part, mode)
+        except FilesystemError:
+            self.discard()
+            raise
         except OSError as e:
             self.discard()
             raise fs_error(e, f"write the {role}", dest) from None
+        return True
+
+    def remove(self, dest: Path) -> None:
+        """Remove ``dest`` (if there is one) when the parts are published, or keep it if publishing fails."""
+        self._parts.append((None, dest))
 
     def discard(self) -> None:
         """Remove every part written so far."""
         for part, _ in self._parts:
-            with contextlib.suppress(OSError):
-                part.unlink()
+            if part is not None:
+                with contextlib.suppress(OSError):
+                    part.unlink()
         self._parts.clear()
 
     def publish(self) -> None:
@@ -116,7 +146,10 @@ class StagedFiles:
             for part, dest in self._parts:
                 kept = _keep_aside(dest)
                 try:
-                    os.replace(part, dest)
+                    if part is not None:
+                        os.replace(part, dest)
+                    elif kept is not None:
+                        os.unlink(dest)
                 except OSError:
                     _drop(kept)
                     raise
@@ -129,6 +162,14 @@ class StagedFiles:
         for _, kept in done:
             _drop(kept)
         self._parts.clear()
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the file ``path`` holds exactly ``data`` (unreadable or missing: no)."""
+    try:
+        return path.read_bytes() == data
+    except OSError:
+        return False
 
 
 def _keep_aside(dest: Path) -> Path | None:

@@ -76,14 +76,7 @@ def place_together(files: list, companion: Path | None) -> None:
     staged = StagedFiles()
     for path, content, role in files:
         data = content.read_bytes() if isinstance(content, Path) else content
-        try:
-            same = path.read_bytes() == data
-        except OSError:
-            same = False
-        if not same:
-            with filesystem_errors(f"create the folder of the {role}", path.parent):
-                path.parent.mkdir(parents=True, exist_ok=True)
-            staged.stage(path, data=data, role=role, mode=0o755 if path.suffix == ".so" else 0o644)
+        if staged.stage(path, data=data, role=role, mode=0o755 if path.suffix == ".so" else 0o644, if_changed=True):
             log.info(f"writing {path}")
     staged.publish()
 

@@ -1,7 +1,7 @@
 """Stages 5 and 6, link and publish: the manifest, images and objects → ``lib<name>.so``, swapped into place with its header.
 
 * :func:`link`: the manifest, images, launcher and runtime objects → ``lib<name>.so`` in the work folder.
-* :func:`publish`: that library, its header, image packs, stamp and depfile (:mod:`tl_aot.pipeline.stamp`) moved into place together.
+* :func:`publish`: that library, its image packs, header, stamp and depfile (:mod:`tl_aot.pipeline.stamp`) swapped into place together.
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ from pathlib import Path
 from ..codegen.render import render_manifest
 from ..common.destinations import StagedFiles
 from ..common.fileutil import write_if_different
-from ..common.fs_errors import filesystem_errors
 from ..common.metadata import Manifest
 from ..cuda.host_compile import embed_images, link_library
 from ..cuda.host_objects import generated_object
 from .image_packs import PACK_SUFFIX
-from .stamp import Input, write_records
+from .stamp import Input, depfile_text, stamp_text
 from .workspace import Outputs
 
 __all__ = ["link", "publish"]
@@ -60,13 +59,6 @@ def link(
     return work / f"lib{name}.so"
 
 
-def _read_bytes(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return None
-
-
 def publish(
     built: Path,
     out: Outputs,
@@ -79,26 +71,30 @@ def publish(
     stamp: bool,
     packs: Mapping[str, bytes] | None = None,
 ) -> None:
-    """Swap the linked library, its header and its image packs into place together, after writing the stamp and the depfile.
+    """Swap the linked library, its image packs, header, stamp and depfile into place together (one :class:`StagedFiles`).
 
-    The stamp and depfile: :func:`~tl_aot.pipeline.stamp.write_records` (without ``stamp``, a build
-    that left variants out, the stamp is removed). A fault before the swap leaves library and header
-    as they were. ``packs`` (file name -> bytes, :mod:`tl_aot.pipeline.image_packs`) go beside the
-    library; packs of this library no longer built (another arch set, or images embedded again) are removed.
+    The stamp: :func:`~tl_aot.pipeline.stamp.stamp_text` (without ``stamp``, a build that left
+    variants out, the stamp is removed); the depfile: :func:`~tl_aot.pipeline.stamp.depfile_text`.
+    An unchanged header or depfile keeps its timestamp. A fault leaves every one of them as it was.
+    ``packs`` (file name -> bytes, :mod:`tl_aot.pipeline.image_packs`) go beside the library; packs
+    of this library no longer built (another arch set, or images embedded again) are removed.
     """
     header = header_text.encode()
-    header_changed = _read_bytes(out.header) != header  # an unchanged header keeps its timestamp
     packs = packs or {}
+    record = stamp_text(lib_key, built, header, manifest, inputs) if stamp else None
+    depfile = depfile_text(out.library, deps, inputs) if out.depfile else None
     staged = StagedFiles()
     try:
         staged.stage(out.library, source=built, role="library")
         for name, data in sorted(packs.items()):
             staged.stage(out.library.with_name(name), data=data, role="image pack")
-        if header_changed:
-            with filesystem_errors("create the header folder", out.header.parent):
-                out.header.parent.mkdir(parents=True, exist_ok=True)
-            staged.stage(out.header, data=header, role="header")
-        write_records(out, built, header, manifest, lib_key=lib_key, inputs=inputs, deps=deps, stamp=stamp)
+        staged.stage(out.header, data=header, role="header", if_changed=True)
+        if record is not None:
+            staged.stage(out.stamp, data=record, role="build stamp", mode=0o644)
+        else:
+            staged.remove(out.stamp)
+        if out.depfile:
+            staged.stage(out.depfile, data=depfile, role="depfile", mode=0o644, if_changed=True)
     except BaseException:
         staged.discard()
         raise

@@ -1,8 +1,9 @@
 """The stamp and the depfile: whether the library on disk is what a plan builds, and what it was built from.
 
-The stamp (``<work>/stamp.json``) is written as a library is published (:func:`write_records`) and read
-by the next build (:func:`up_to_date`), here, so its format lives in one module. The depfile
-(:func:`write_depfile`) lists what Make or Ninja rebuild the library on; an up-to-date build writes it again.
+The stamp (``<work>/stamp.json``, :func:`stamp_text`) is published with the library
+(:func:`tl_aot.pipeline.link.publish`) and read by the next build (:func:`up_to_date`), here, so its
+format lives in one module. The depfile (:func:`depfile_text`) lists what Make or Ninja rebuild the
+library on; it is published with the library too, and an up-to-date build writes it again.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.escaping import depfile_path, encode_text
-from ..common.fileutil import atomic_write, file_digest, write_if_different
+from ..common.fileutil import file_digest, write_if_different
 from ..common.fs_errors import filesystem_errors
 from ..common.metadata import Manifest, from_json, to_json
 from ..config.options import inputs_unchanged
@@ -23,7 +24,7 @@ from .inputs import generator_files
 from .plan import Plan
 from .workspace import Outputs
 
-__all__ = ["Current", "up_to_date", "write_records", "write_depfile"]
+__all__ = ["Current", "up_to_date", "stamp_text", "depfile_text"]
 
 #: An input header of the library and its digest when the library was built (``[path, sha256]``).
 Input = tuple[str, str]
@@ -49,11 +50,10 @@ def up_to_date(plan: Plan, out: Outputs, *, force: bool, packs: ImagePacks | Non
         labels = {pack_label(t.arch) for t in plan.tasks}
         if not all(out.library.with_name(pack_name(plan.lib.name, label)).is_file() for label in labels):
             current = None
-    if out.depfile and current is not None:
-        write_depfile(out.depfile, out.library, plan.deps, current.inputs)
-    elif out.depfile:
-        for p in (out.library, *plan.deps):
-            depfile_path(p)
+    if out.depfile:
+        depfile = depfile_text(out.library, plan.deps, current.inputs if current else ())  # refuses what it cannot spell
+        if current is not None:
+            write_if_different(out.depfile, depfile)
     return current
 
 
@@ -72,36 +72,12 @@ def _read_stamp(out: Outputs, lib_key: str) -> Current | None:
         return None
 
 
-def write_records(
-    out: Outputs,
-    built: Path,
-    header: bytes,
-    manifest: Manifest,
-    *,
-    lib_key: str,
-    inputs: Iterable[Input],
-    deps: Iterable[Path],
-    stamp: bool,
-) -> None:
-    """Write the stamp of the library ``built`` (about to replace ``out.library``) and its depfile.
+def stamp_text(lib_key: str, built: Path, header: bytes, manifest: Manifest, inputs: Iterable[Input]) -> bytes:
+    """The stamp of the library ``built`` (about to replace the one in place), its ``header`` and the input headers it read.
 
-    The stamp names the new library's digest, so written before the swap it cannot make the library
-    still in place look up to date. Without ``stamp`` (a build that left variants out) the stamp is
-    removed: the next build tries again.
+    The stamp names the new library's digest: published with it (:func:`tl_aot.pipeline.link.publish`),
+    it can never make another library look up to date.
     """
-    inputs = tuple(inputs)
-    record = _stamp_text(lib_key, built, header, manifest, inputs) if stamp else None
-    with filesystem_errors("write the build stamp", out.stamp):
-        if record is not None:
-            atomic_write(out.stamp, record)
-        else:
-            out.stamp.unlink(missing_ok=True)
-    if out.depfile:
-        with filesystem_errors("write the depfile", out.depfile):
-            write_depfile(out.depfile, out.library, deps, inputs)
-
-
-def _stamp_text(lib_key: str, built: Path, header: bytes, manifest: Manifest, inputs: Iterable[Input]) -> str:
     with filesystem_errors("read the linked library", built):
         library_sha256 = file_digest(built)
     record = {
@@ -111,12 +87,12 @@ def _stamp_text(lib_key: str, built: Path, header: bytes, manifest: Manifest, in
         "manifest": json.loads(to_json(manifest)),
         "inputs": [list(i) for i in inputs],
     }
-    return json.dumps(record)
+    return json.dumps(record).encode()
 
 
-def write_depfile(path: Path, library: Path, deps: Iterable[Path], inputs: Iterable[Input] = ()) -> None:
+def depfile_text(library: Path, deps: Iterable[Path], inputs: Iterable[Input] = ()) -> bytes:
     """A Makefile depfile: ``library`` depends on the kernel files and local modules, its input headers and tl_aot's templates."""
     listed = [*sorted({*deps, *(Path(p) for p, _ in inputs)}), *generator_files()]
     lines = [f"{depfile_path(library)}: \\"] + [f"  {depfile_path(d)} \\" for d in listed]
     lines[-1] = lines[-1][:-2]
-    write_if_different(path, encode_text("\n".join(lines) + "\n"))
+    return encode_text("\n".join(lines) + "\n")

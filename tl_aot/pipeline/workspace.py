@@ -88,8 +88,9 @@ def workspace(name: str, out_dir: str | os.PathLike, opts: BuildOptions, *, what
 
 
 def _sweep_debris(work: Path, out: Outputs) -> None:
-    """Remove what killed builds of this library left in its work folder and beside its outputs (the caller holds its lock)."""
-    beside = [p for f in (out.library, out.header) for p in f.parent.glob(f".{f.name}.*") if p.suffix in (".part", ".old")]
+    """Remove what killed builds of this library left in its work folder and beside what it publishes (the caller holds its lock)."""
+    published = (out.library, out.header, out.stamp, *([out.depfile] if out.depfile else []))
+    beside = [p for f in published for p in f.parent.glob(f".{f.name}.*") if p.suffix in (".part", ".old")]
     for p in [*work.glob(".lib*.part"), *beside]:
         with contextlib.suppress(OSError):
             p.unlink()
