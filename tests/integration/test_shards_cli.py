@@ -13,11 +13,13 @@ is lowered twice (that shards and cluster workers make a local build's bytes is
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
-from support.helpers import ROOT, child_env, ok, tl_aot_cli
+from support.helpers import ROOT, child_env, fails, ok, run_ok, tl_aot_cli
 
 pytest.importorskip("tilelang")
 pytest.importorskip("fsspec")
@@ -80,6 +82,50 @@ def test_the_readme_sharded_ci_build_links_into_the_one_machine_library(tmp_path
     one, linked = tmp_path / "onebox" / "build", downloads / "build"
     assert (linked / "libadd_one.so").read_bytes() == (one / "libadd_one.so").read_bytes()
     assert (linked / "add_one.h").read_bytes() == (one / "add_one.h").read_bytes()
+
+
+_CHECK_IMAGES = """
+import sys, tvm_ffi
+check = tvm_ffi.load_module(sys.argv[1])["tl_aot_check_images"]
+for arch in sys.argv[2:]:
+    print(f"{arch}: " + " ".join(str(check(arch)).split()))
+"""
+
+
+def _packs_link_command() -> list[str]:
+    """The guide's ``link ... --image-packs --pack-hint ...`` command (after ``python -m tl_aot``), as the shell splits it."""
+    text = (ROOT / "docs" / "guide" / "clusters.md").read_text()
+    found = re.search(r"^python -m tl_aot (link part-\*/ -o build/ --image-packs .*)$", text, flags=re.M)
+    assert found, "the image-packs link command of docs/guide/clusters.md changed: update this test with it"
+    return shlex.split(found.group(1))
+
+
+def test_link_with_image_packs_makes_the_one_machine_library_and_packs(tmp_path, cache_dir):
+    """Shards as they are, then the guide's ``link --image-packs``: the library and packs of ``build --image-packs``."""
+    link_cmd = _packs_link_command()
+    hint = link_cmd[link_cmd.index("--pack-hint") + 1]
+    (tmp_path / "kernels.toml").write_text(SPEC)
+    env = child_env(cache_dir, checkout_first=True)
+    ok(tl_aot_cli("build", "--spec", "kernels.toml", "-o", "onebox", "--image-packs", "--pack-hint", hint, cwd=tmp_path, env=env))
+    refused = tl_aot_cli("build", "--spec", "kernels.toml", "--shard", "1/2", "-o", "part-1", "--image-packs", cwd=tmp_path, env=env)
+    fails(refused, "drop --image-packs; link makes the library, pass it there: python -m tl_aot link PART... -o OUT --image-packs")
+    for k in (1, 2):
+        ok(tl_aot_cli("build", "--spec", "kernels.toml", "--shard", f"{k}/2", "-o", f"part-{k}", cwd=tmp_path, env=env))
+    assert not list(tmp_path.glob("part-*/**/*.tlpack")), "a part holds images as built, never packs"
+    parts = [p.name + "/" for p in sorted(tmp_path.glob("part-*/"))]
+    proc = ok(tl_aot_cli(link_cmd[0], *parts, *link_cmd[2:], cwd=tmp_path, env=env))
+    assert "image packs: 2 (libadd_one.sm_80.tlpack, libadd_one.sm_90a.tlpack)" in proc.stdout, proc.stdout
+    one, linked = tmp_path / "onebox", tmp_path / "build"
+    names = sorted(p.name for p in linked.glob("*.tlpack"))
+    assert names == ["libadd_one.sm_80.tlpack", "libadd_one.sm_90a.tlpack"]
+    assert sorted(p.name for p in one.glob("*.tlpack")) == names
+    for name in ("libadd_one.so", "add_one.h", *names):
+        assert (linked / name).read_bytes() == (one / name).read_bytes(), f"{name} differs from the one-machine build's"
+    # without its sm_90a pack, the linked library names what to install (the check an entry's first call makes)
+    (linked / "libadd_one.sm_90a.tlpack").unlink()
+    got = run_ok([sys.executable, "-c", _CHECK_IMAGES, "build/libadd_one.so", "sm_80", "sm_90a"], tmp_path, env).stdout.splitlines()
+    assert got[0] == "sm_80: ", got
+    assert "libadd_one.sm_90a.tlpack, which is not installed" in got[1] and "pip install 'mykernels-sm90a==1.0'" in got[1], got
 
 
 def test_a_shard_refuses_the_flags_of_a_library(tmp_path):

@@ -34,6 +34,7 @@ from .cli_parser import build_parser
 from .inspect_text import describe, manifest_json
 
 if TYPE_CHECKING:
+    from ..pipeline.image_packs import ImagePacks
     from ..pipeline.library import BuildResult
     from ..pipeline.part import Part
 
@@ -55,7 +56,6 @@ def include_dir() -> Path:
 
 def _cmd_build(args) -> int:
     """Build the library the command line names (a tuning record's configs applied), or with ``--shard`` one part of it."""
-    from ..pipeline.image_packs import ImagePacks
     from ..pipeline.library import build_library  # the whole pipeline: ~60 ms of imports no other subcommand needs
     from ..pipeline.shards import build_part
 
@@ -69,12 +69,7 @@ def _cmd_build(args) -> int:
         if log:
             log(f"tuning record {Path(tune_file).name}: configs for {tuned} of {len(lib.entries)} entries")
     if args.shard:
-        given = {"--header-dir": args.header_dir, "--depfile": args.depfile, "--torch-ops": args.torch_ops,
-                 "--image-packs": args.image_packs}  # fmt: skip
-        ignored = [flag for flag, value in given.items() if value]
-        if ignored:
-            msg = f"build --shard writes a part, not a library: drop {', '.join(ignored)} (link takes --header-dir)"
-            raise TlAotError(msg)
+        _check_shard_flags(args)
         result: Part | BuildResult = build_part(
             lib,
             shard=args.shard,
@@ -101,7 +96,7 @@ def _cmd_build(args) -> int:
             keep_going=args.keep_going,
             report_all=bool(args.capture),
             torch_ops=args.torch_ops,
-            image_packs=ImagePacks(hint=args.pack_hint) if args.image_packs else None,
+            image_packs=_image_packs_of(args, "build"),
             cluster=args.cluster,
             cache_url=args.cache_url,
         )
@@ -113,11 +108,44 @@ def _cmd_build(args) -> int:
     return 0
 
 
+def _check_shard_flags(args) -> None:
+    """``build --shard`` writes a part: the flags that shape the library belong to ``link`` (or to no sharded build)."""
+    for_link = {"--header-dir": "--header-dir DIR", "--image-packs": "--image-packs", "--pack-hint": "--pack-hint TEXT"}
+    given = {"--header-dir": args.header_dir, "--depfile": args.depfile, "--torch-ops": args.torch_ops,
+             "--image-packs": args.image_packs, "--pack-hint": args.pack_hint}  # fmt: skip
+    dropped = [flag for flag, value in given.items() if value]
+    if not dropped:
+        return
+    msg = f"build --shard writes a part, not a library: drop {', '.join(dropped)}"
+    moved = [for_link[flag] for flag in dropped if flag in for_link]
+    if moved:
+        them = "them" if len(moved) > 1 else "it"
+        msg += f"; link makes the library, pass {them} there: python -m tl_aot link PART... -o OUT {' '.join(moved)}"
+    raise TlAotError(msg)
+
+
+def _image_packs_of(args, command: str) -> ImagePacks | None:
+    """The ``--image-packs`` / ``--pack-hint`` choice of ``build`` or ``link``; a hint without packs is an error."""
+    from ..pipeline.image_packs import ImagePacks
+
+    if args.pack_hint and not args.image_packs:
+        msg = f"{command}: --pack-hint is what a user missing an image pack is told: it needs --image-packs"
+        raise TlAotError(msg)
+    return ImagePacks(hint=args.pack_hint) if args.image_packs else None
+
+
 def _cmd_link(args) -> int:
-    """Join the parts of a sharded build into the library."""
+    """Join the parts of a sharded build into the library (``--image-packs``: its images in per-arch packs)."""
     from ..pipeline.shards import link_parts  # the pipeline, as for build
 
-    link_parts(args.parts, out_dir=args.output, header_dir=args.header_dir, cache_dir=args.cache_dir, log=log_of(args))
+    link_parts(
+        args.parts,
+        out_dir=args.output,
+        header_dir=args.header_dir,
+        cache_dir=args.cache_dir,
+        image_packs=_image_packs_of(args, "link"),
+        log=log_of(args),
+    )
     return 0
 
 

@@ -71,6 +71,23 @@ def _library_folders(p) -> None:
     p.add_argument("--header-dir", help="folder for the C++ header (default: the output folder)")
 
 
+def _pack_options(p) -> None:
+    """``--image-packs`` / ``--pack-hint``: where the library is made (``build``, ``link`` of a sharded build)."""
+    p.add_argument(
+        "--image-packs",
+        action="store_true",
+        help="keep the images beside the library, compressed and stored once by content, one lib<NAME>.<arch>.tlpack per "
+        "arch, each image read on its entry's first call; a wheel then splits by arch (python -m tl_aot split-wheel; "
+        "docs/wheels.md)",
+    )
+    p.add_argument(
+        "--pack-hint",
+        default="",
+        help="with --image-packs: what a user missing an arch's pack is told to run, {tag} standing for the arch "
+        "(\"pip install 'mylib-{tag}==1.0'\"); default: copy the pack beside the library",
+    )
+
+
 def _add_build(sub) -> None:
     """``build``: lower, compile and link."""
     b = sub.add_parser("build", help="lower, compile and link kernels into lib<NAME>.so")
@@ -104,19 +121,7 @@ def _add_build(sub) -> None:
         help="also build lib<NAME>_torch.so: the entries as native torch operators (LibTorch Stable ABI, torch >= 2.10; "
         "needs torch's headers; default: the spec's [library] torch_ops)",
     )
-    b.add_argument(
-        "--image-packs",
-        action="store_true",
-        help="keep the images beside the library, compressed and stored once by content, one lib<NAME>.<arch>.tlpack per "
-        "arch, each image read on its entry's first call; a wheel then splits by arch (python -m tl_aot split-wheel; "
-        "docs/wheels.md)",
-    )
-    b.add_argument(
-        "--pack-hint",
-        default="",
-        help="with --image-packs: what a user missing an arch's pack is told to run, {tag} standing for the arch "
-        "(\"pip install 'mylib-{tag}==1.0'\"); default: copy the pack beside the library",
-    )
+    _pack_options(b)
     b.add_argument(
         "--cluster",
         help="Dask scheduler (tcp://HOST:8786, or a scheduler file) whose workers lower and compile each variant; "
@@ -141,11 +146,13 @@ def _add_link(sub) -> None:
         "link",
         help="make lib<NAME>.so from the part folders of build --shard K/N (every shard, once)",
         description="Join the parts of a sharded build (python -m tl_aot build ... --shard K/N -o PART) into the library, "
-        "identical to a one-machine build. Refuses parts of other sources or tools, and missing or duplicate shards.",
+        "identical to a one-machine build (with --image-packs, its packs too: parts never hold packs). Refuses parts of "
+        "other sources or tools, and missing or duplicate shards.",
     )
     k.add_argument("parts", nargs="+", metavar="PART")
     _library_folders(k)
     k.add_argument("--cache-dir", help="where the launcher runtime object is kept (default: TL_AOT_CACHE_DIR or OUTPUT/.tl_aot/cache)")
+    _pack_options(k)
     k.add_argument("-q", "--quiet", action="store_true", help="print errors only")
 
 

@@ -29,6 +29,8 @@ __all__ = [
     "pack_label",
     "pack_name",
     "pack_library",
+    "pack_built",
+    "packs_line",
     "read_pack",
     "read_ref",
     "wheel_tag",
@@ -133,6 +135,33 @@ def pack_library(
         raw_bytes=sum(len(images[s][1]) for s in symbols),
         stored_bytes=sum(len(b) for h in by_label.values() for b in h.values()),
         compressed=bool(tool),
+    )
+
+
+def pack_built(
+    manifest: Manifest,
+    images: dict[str, tuple[Arch, bytes]],
+    settings: ImagePacks,
+    *,
+    nvcc_version: str,
+    cache: Path,
+    jobs: int = 1,
+) -> PackedLibrary:
+    """:func:`pack_library` where a library is linked (a one-machine build, or ``link`` of a sharded one).
+
+    ``nvcc_version`` is the build's (``"13.0.88 ..."``): it picks the compression mode the
+    drivers of that CUDA load. Both callers go through here, so both make the same packs.
+    """
+    major, minor = (int(x) for x in ([*nvcc_version.split()[0].split("."), "0"])[:2])
+    return pack_library(manifest, images, settings, cuda_version=(major, minor), cache=cache, jobs=jobs)
+
+
+def packs_line(packed: PackedLibrary) -> str:
+    """The summary line of a build with image packs: how many images, stored how, in how many bytes."""
+    how = "compressed" if packed.compressed else "uncompressed (no fatbinary beside the compiler)"
+    return (
+        f"image packs: {len(packed.packs)} ({', '.join(sorted(packed.packs))}); {packed.images} images, "
+        f"{packed.stored} stored once each, {how}: {packed.raw_bytes / 1024:.0f} KiB -> {packed.stored_bytes / 1024:.0f} KiB"
     )
 
 

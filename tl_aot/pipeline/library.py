@@ -32,7 +32,7 @@ from ..common.fs_errors import filesystem_errors
 from ..common.metadata import LeftOut, Manifest
 from ..common.tilelang_compat import warn_if_untested
 from ..config.kernel_spec import LibrarySpec
-from .image_packs import ImagePacks, PackedLibrary, pack_library
+from .image_packs import ImagePacks, PackedLibrary, pack_built, packs_line
 from .link import link, publish
 from .manifest import image_files, manifest_of
 from .options import BuildOptions, Log
@@ -232,19 +232,9 @@ def _log_summary(log: Callable[[str], object], result: BuildResult, run: Variant
 
 
 def _packed(manifest: Manifest, run: VariantRun, packs: ImagePacks, nvcc_version: str, cache_root: Path, jobs: int) -> PackedLibrary:
-    """The library's image packs (:func:`tl_aot.pipeline.image_packs.pack_library`) from the run's images."""
+    """The library's image packs (:func:`tl_aot.pipeline.image_packs.pack_built`) from the run's images."""
     images = {image_symbol(t.spec.name, t.arch): (t.arch, run.images[t.key]) for t in run.tasks}
-    major, minor = (int(x) for x in (nvcc_version.split()[0].split(".") + ["0"])[:2])
-    return pack_library(manifest, images, packs, cuda_version=(major, minor), cache=cache_root, jobs=jobs)
-
-
-def packs_line(packed: PackedLibrary) -> str:
-    """The summary line of a build with image packs: how many images, stored how, in how many bytes."""
-    how = "compressed" if packed.compressed else "uncompressed (no fatbinary beside the compiler)"
-    return (
-        f"image packs: {len(packed.packs)} ({', '.join(sorted(packed.packs))}); {packed.images} images, "
-        f"{packed.stored} stored once each, {how}: {packed.raw_bytes / 1024:.0f} KiB -> {packed.stored_bytes / 1024:.0f} KiB"
-    )
+    return pack_built(manifest, images, packs, nvcc_version=nvcc_version, cache=cache_root, jobs=jobs)
 
 
 if __name__ == "__main__":  # pragma: no cover

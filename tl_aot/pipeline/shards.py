@@ -12,6 +12,10 @@ the host compilers by name and version), the same library key (same sources and 
 "different sources" otherwise), every shard 1..N exactly once (a missing or duplicate one named);
 then it runs the stages a one-machine build ends with: the manifest, the launcher
 (:meth:`~tl_aot.pipeline.stages.Stages.launcher_of`), link and publish. The same bytes.
+
+Image packs (``link --image-packs``) are made here, where the whole library is linked, by the
+same :func:`~tl_aot.pipeline.image_packs.pack_built` a one-machine ``build --image-packs`` runs:
+parts hold the images as built, never packs, so one set of parts links either way.
 """
 
 from __future__ import annotations
@@ -23,18 +27,20 @@ from pathlib import Path
 
 from ..capture.record_specs import choices_of, recorded_calls, recorded_tunings
 from ..common.arch import parse_arch
+from ..common.cpp_spelling import image_symbol
 from ..common.destinations import ensure_folder
 from ..common.errors import SpecError
 from ..common.metadata import LeftOut, LoweredEntry, LoweredVariant
 from ..config.kernel_spec import LibrarySpec
 from .cache import VariantCache, default_cache_dir
+from .image_packs import ImagePacks, pack_built, packs_line
 from .link import link, publish
 from .manifest import compiler_or_none, entry_head, image_files_by_symbol, manifest_from
 from .options import BuildOptions, Log
 from .part import PART_FORMAT, Part, PartError, PartTask
 from .plan import Plan, plan_build, shard_of
 from .run import build_variants
-from .scheduler import Progress, VariantRun
+from .scheduler import Progress, VariantRun, default_jobs
 from .stages import Stages
 from .toolset import differences, local_toolset
 from .workspace import Outputs, workspace
@@ -201,9 +207,14 @@ def link_parts(
     out_dir: str | os.PathLike,
     header_dir: str | os.PathLike | None = None,
     cache_dir: str | os.PathLike | None = None,
+    image_packs: ImagePacks | None = None,
     log: Log = print,
 ) -> Path:
-    """Join the parts into ``out_dir/lib<name>.so`` (+ header): a one-machine build's last stages; returns the library's path."""
+    """Join the parts into ``out_dir/lib<name>.so`` (+ header): a one-machine build's last stages; returns the library's path.
+
+    ``image_packs``: keep the images in one ``lib<name>.<arch>.tlpack`` per arch beside the library,
+    as :func:`~tl_aot.pipeline.library.build_library` does with the same settings (the same bytes).
+    """
     t0 = time.perf_counter()
     if not folders:
         msg = "link: give the part folders (python -m tl_aot link PART... -o OUT)"
@@ -239,9 +250,19 @@ def link_parts(
         calls=tuple(c for c in first.calls if c.request_key in held),
     )
     objects = (launcher, stages.runtime())
-    built = link(name, work, manifest, image_files_by_symbol(heads, images), objects, cache=cache.root, key=stages.objects_key)
-    publish(built, out, manifest, header_text, lib_key=first.lib_key, inputs=[], deps=(), stamp=False)
+    embedded = image_files_by_symbol(heads, images)
+    packed = None
+    if image_packs is not None:
+        by_symbol = {image_symbol(head.name, arch): (arch, images[key]) for head, arch_keys in heads for arch, key in arch_keys}
+        packed = pack_built(manifest, by_symbol, image_packs, nvcc_version=nvcc, cache=cache.root, jobs=default_jobs())
+        embedded = packed.refs
+    built = link(name, work, manifest, embedded, objects, cache=cache.root, key=stages.objects_key)
+    publish(
+        built, out, manifest, header_text, lib_key=first.lib_key, inputs=[], deps=(), stamp=False, packs=packed.packs if packed else None
+    )
     if log:
+        if packed:
+            log(packs_line(packed))
         if failed:
             log(f"left out {len(failed)} variant(s) the shards could not build: " + ", ".join(f"{t.entry} {t.arch}" for t in failed))
         log(f"linked {out.library} from {len(parts)} part(s) ({len(images)} variants) in {time.perf_counter() - t0:.1f} s")
