@@ -64,6 +64,7 @@ Commands
                         [JOB_POOL <pool>]
                         [EXCLUDE_FROM_ALL]
                         [TORCH_OPS]
+                        [IMAGE_PACKS [PACK_HINT <text>]]
                         [QUIET])
 
   ``<name>``
@@ -188,6 +189,21 @@ Commands
     off, or the variable ``TL_AOT_TORCH_OPS``. The target property ``TL_AOT_TORCH_COMPANION``
     names it, and ``install_tilelang_kernels`` installs it beside the library.
 
+  ``IMAGE_PACKS``
+    Keep the kernel images beside the library instead of inside it: compressed, stored once by
+    content, one ``lib<name>.<arch>.tlpack`` per arch (``python -m tl_aot build --image-packs``),
+    each image read on its entry's first call. A wheel holding them splits into one wheel per
+    arch (``python -m tl_aot split-wheel``), so a library too large for one wheel ships within
+    PyPI's limits. The packs are byproducts of the build step, named in the target property
+    ``TL_AOT_IMAGE_PACKS``, and ``install_tilelang_kernels`` installs them beside the library,
+    where the runtime looks for them. The archs must be known at configure time (``ARCHS``,
+    ``TL_AOT_ARCHS`` or ``CMAKE_CUDA_ARCHITECTURES``): each names a pack file.
+
+  ``PACK_HINT``
+    With ``IMAGE_PACKS``: what a user whose GPU needs an arch whose pack is not installed is
+    told to run, ``{tag}`` standing for the arch (``"pip install 'mylib-{tag}==1.0'"``).
+    Default: copy the pack beside the library.
+
   ``QUIET``
     Print errors only.
 
@@ -223,7 +239,8 @@ Commands
                              [COMPONENT <component>])
 
   ``TARGETS``
-    Targets made by ``add_tilelang_kernel``.
+    Targets made by ``add_tilelang_kernel``: their libraries, headers, torch companions
+    (``TORCH_OPS``) and image packs (``IMAGE_PACKS``, beside the library).
 
   ``EXPORT``
     Also install ``<package>Config.cmake``: ``find_package(<package> CONFIG)`` then defines
@@ -418,11 +435,13 @@ endfunction()
   entry the build arguments declare, and to choose the archs from ``ARCHS``, ``TL_AOT_ARCHS``
   (the variable, then the environment) and ``CMAKE_CUDA_ARCHITECTURES``: CMake passes its raw
   values and decides nothing itself. Sets ``<out-archs>`` (``80;90a``; empty: tl_aot's default
-  archs) and ``<out-display>`` (``sm_80, sm_90a``); stops the configure with tl_aot's message::
+  archs), ``<out-display>`` (``sm_80, sm_90a``) and ``<out-packs>`` (with ``--image-packs`` among the
+  build arguments, the pack files: ``libgemm.sm_80.tlpack;libgemm.sm_90a.tlpack``); stops the
+  configure with tl_aot's message::
 
-    _tl_aot_configure(<python> <name> <ARCHS> <out-archs> <out-display> <build-argument>...)
+    _tl_aot_configure(<python> <name> <ARCHS> <out-archs> <out-display> <out-packs> <build-argument>...)
 #]=======================================================================]
-function(_tl_aot_configure python name archs_arg out_archs out_display)
+function(_tl_aot_configure python name archs_arg out_archs out_display out_packs)
   list(JOIN archs_arg " " archs_arg)
   list(JOIN TL_AOT_ARCHS " " archs_var)
   list(JOIN CMAKE_CUDA_ARCHITECTURES " " cuda_archs)
@@ -439,8 +458,9 @@ function(_tl_aot_configure python name archs_arg out_archs out_display)
     message(FATAL_ERROR "add_tilelang_kernel(): ${err}")
   endif()
   string(REPLACE "\n" ";" lines "${out}")
-  list(POP_FRONT lines archs display)
+  list(POP_FRONT lines archs display packs)
   string(REPLACE " " ";" archs "${archs}")
+  string(REPLACE " " ";" packs "${packs}")
   foreach(note IN LISTS lines)
     if(note)
       message(STATUS "${note}")
@@ -448,6 +468,7 @@ function(_tl_aot_configure python name archs_arg out_archs out_display)
   endforeach()
   set(${out_archs} "${archs}" PARENT_SCOPE)
   set(${out_display} "${display}" PARENT_SCOPE)
+  set(${out_packs} "${packs}" PARENT_SCOPE)
 endfunction()
 
 function(add_tilelang_kernel)
@@ -459,9 +480,9 @@ function(add_tilelang_kernel)
   # cmake-format: off
   cmake_parse_arguments(PARSE_ARGV 1 ARG
     # options
-    "EXCLUDE_FROM_ALL;QUIET;TORCH_OPS"
+    "EXCLUDE_FROM_ALL;QUIET;TORCH_OPS;IMAGE_PACKS"
     # one-value keywords
-    "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;CACHE_URL;CLUSTER;JOBS;JOB_POOL;SELECT;BACKEND"
+    "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;CACHE_URL;CLUSTER;JOBS;JOB_POOL;SELECT;BACKEND;PACK_HINT"
     # multi-value keywords
     "ARGS;FACTORY_ARGS;JIT_ARGS;IMPORTS;CAPTURE;ARCHS;PASS_CONFIGS;NVCC_FLAGS;OUT_IDX;DEPENDS")
   # cmake-format: on
@@ -476,6 +497,8 @@ function(add_tilelang_kernel)
       EXCLUDE_FROM_ALL
       QUIET
       TORCH_OPS
+      IMAGE_PACKS
+      PACK_HINT
       SOURCE
       FUNCTION
       SPEC
@@ -531,7 +554,8 @@ function(add_tilelang_kernel)
           JOBS
           JOB_POOL
           SELECT
-          BACKEND)
+          BACKEND
+          PACK_HINT)
     if(kw IN_LIST ARG_KEYWORDS_MISSING_VALUES)
       message(FATAL_ERROR "add_tilelang_kernel(): '${kw}' needs a value (target ${name})")
     endif()
@@ -547,6 +571,9 @@ function(add_tilelang_kernel)
       message(FATAL_ERROR "add_tilelang_kernel(): a target named '${t}' already exists")
     endif()
   endforeach()
+  if(DEFINED ARG_PACK_HINT AND NOT ARG_IMAGE_PACKS)
+    message(FATAL_ERROR "add_tilelang_kernel(): 'PACK_HINT' needs 'IMAGE_PACKS' (target ${name})")
+  endif()
   if(ARG_CAPTURE AND ARG_SPEC)
     message(FATAL_ERROR "add_tilelang_kernel(): 'CAPTURE' cannot be combined with 'SPEC': "
                         "list the records in the spec's [library] capture (target ${name})")
@@ -671,7 +698,13 @@ function(add_tilelang_kernel)
   if(ARG_BACKEND)
     list(APPEND cmd --backend "${ARG_BACKEND}")
   endif()
-  _tl_aot_configure("${python}" ${name} "${ARG_ARCHS}" archs arch_display ${cmd})
+  if(ARG_IMAGE_PACKS)
+    list(APPEND cmd --image-packs)
+    if(ARG_PACK_HINT)
+      list(APPEND cmd --pack-hint "${ARG_PACK_HINT}")
+    endif()
+  endif()
+  _tl_aot_configure("${python}" ${name} "${ARG_ARCHS}" archs arch_display pack_files ${cmd})
   # TL_AOT_ARCHS in the build's environment would override --arch; the archs are decided here.
   foreach(a IN LISTS archs)
     list(APPEND cmd --arch "${a}")
@@ -707,6 +740,11 @@ function(add_tilelang_kernel)
   if(ARG_QUIET)
     list(APPEND cmd --quiet)
   endif()
+  # The packs tl_aot writes beside the library (named by tl_aot at configure time).
+  set(packs "")
+  foreach(f IN LISTS pack_files)
+    list(APPEND packs "${out_dir}/${f}")
+  endforeach()
   set(companion "")
   if(ARG_TORCH_OPS OR TL_AOT_TORCH_OPS)
     list(APPEND cmd --torch-ops)
@@ -738,8 +776,8 @@ function(add_tilelang_kernel)
     set(pool_args JOB_POOL "${ARG_JOB_POOL}")
   endif()
   set(byproducts "")
-  if(companion)
-    set(byproducts BYPRODUCTS "${companion}")
+  if(companion OR packs)
+    set(byproducts BYPRODUCTS ${companion} ${packs})
   endif()
   add_custom_command(
     OUTPUT "${library}" "${header}" ${byproducts}
@@ -773,7 +811,8 @@ function(add_tilelang_kernel)
                TL_AOT_LIBRARY "${library}"
                TL_AOT_HEADER "${header}"
                TL_AOT_BUILD_TARGET ${name}_tl_aot
-               TL_AOT_TORCH_COMPANION "${companion}")
+               TL_AOT_TORCH_COMPANION "${companion}"
+               TL_AOT_IMAGE_PACKS "${packs}")
   # Followed transitively: whatever links ${name} waits for its build step.
   add_dependencies(${name} ${name}_tl_aot)
 endfunction()
@@ -835,6 +874,11 @@ function(install_tilelang_kernels)
     get_target_property(companion "${t}" TL_AOT_TORCH_COMPANION)
     if(companion)
       list(APPEND libraries "${companion}")
+    endif()
+    # Image packs go beside the library: the runtime looks for them there.
+    get_target_property(packs "${t}" TL_AOT_IMAGE_PACKS)
+    if(packs)
+      list(APPEND libraries ${packs})
     endif()
   endforeach()
   install(FILES ${libraries} DESTINATION "${lib_dest}" ${component})

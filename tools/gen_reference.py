@@ -188,6 +188,7 @@ CMAKE_PROPERTIES = {
     "TL_AOT_HEADER": "the generated header",
     "TL_AOT_BUILD_TARGET": "the custom target that builds it (`<name>_tl_aot`)",
     "TL_AOT_TORCH_COMPANION": "the native torch companion (empty without `TORCH_OPS`)",
+    "TL_AOT_IMAGE_PACKS": "the image packs beside the library, one per arch (empty without `IMAGE_PACKS`)",
 }
 
 

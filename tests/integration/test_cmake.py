@@ -82,6 +82,7 @@ def test_cmake_code_is_formatted():
         pytest.skip("cmake-format is not installed (pip install 'cmakelang[YAML]')")
     cmake_files = [*files(ROOT / "cmake", "*.cmake"), ROOT / "CMakeLists.txt", *files(ROOT / "samples", "*/CMakeLists.txt")]
     cmake_files += files(PACKAGES / "cmake_subdir", "CMakeLists.txt", recursive=True) + [PACKAGES / "cmake_installed" / "CMakeLists.txt"]
+    cmake_files.append(PACKAGES / "cmake_packs" / "CMakeLists.txt")
     run_ok(["cmake-format", "--check", *cmake_files], ROOT, dict(os.environ))
 
 
@@ -228,6 +229,53 @@ def test_args_and_archs_changes_rebuild_and_makefiles_work(tmp_path, cache_dir):
 
 
 # ---------------------------------------------------------------------------------------------
+# tests/packages/cmake_packs: IMAGE_PACKS, built and installed
+# ---------------------------------------------------------------------------------------------
+
+_CHECK_IMAGES = """
+import sys, tvm_ffi
+check = tvm_ffi.load_module(sys.argv[1])["tl_aot_check_images"]
+for arch in sys.argv[2:]:
+    print(f"{arch}: " + " ".join(str(check(arch)).split()))
+"""
+
+
+def _check_images(lib: Path, env: dict, *archs: str) -> list[str]:
+    """``tl_aot_check_images`` of each arch, the check an entry's first call makes, run on the CPU: one line each."""
+    return run_ok([sys.executable, "-c", _CHECK_IMAGES, lib, *archs], lib.parent, env).stdout.splitlines()
+
+
+def test_image_packs_are_build_outputs_and_are_installed_beside_the_library(tmp_path, cache_dir):
+    env = child_env(cache_dir)
+    build = tmp_path / "build"
+    _configure(PACKAGES / "cmake_packs", build, env)
+    names = ["libpacks_add_one.sm_80.tlpack", "libpacks_add_one.sm_90a.tlpack"]
+    ninja_text = (build / "build.ninja").read_text()
+    outputs = next(ln for ln in ninja_text.splitlines() if ln.startswith("build lib/libpacks_add_one.so "))
+    assert all(f"lib/{n}" in outputs.split(":")[0] for n in names), f"the packs are outputs ninja knows: {outputs[:300]}"
+    assert "--image-packs" in (build / "tl_aot" / "packs_add_one" / "packs_add_one.options").read_text().splitlines()
+
+    assert _kernels_built(run_ok([NINJA, "-C", build], tmp_path, env).stdout) == {"packs_add_one"}
+    for n in names:
+        assert (build / "lib" / n).is_file(), n
+    assert "no work to do" in run_ok([NINJA, "-C", build, "-n"], tmp_path, env).stdout
+    (build / "lib" / names[1]).unlink()  # a deleted pack is made again
+    assert _kernels_built(run_ok([NINJA, "-C", build], tmp_path, env).stdout) == {"packs_add_one"}
+    assert (build / "lib" / names[1]).is_file()
+
+    prefix = tmp_path / "prefix"
+    run_ok([CMAKE, "--install", build, "--prefix", prefix], tmp_path, env)
+    installed = prefix / "lib" / "libpacks_add_one.so"
+    assert sorted(p.name for p in installed.parent.glob("*.tlpack")) == names
+    assert (prefix / "include" / "packs_add_one.h").is_file()
+    assert '"library": "packs_add_one"' in ok(tl_aot_cli("inspect", "--json", installed, env=env)).stdout
+    assert _check_images(installed, env, "sm_80", "sm_90a") == ["sm_80: ", "sm_90a: "]
+    (installed.parent / names[1]).unlink()
+    missing = _check_images(installed, env, "sm_90a")[0]
+    assert f"{names[1]}, which is not installed" in missing and "pip install 'tl-cmake-packs-sm90a==0.1'" in missing, missing
+
+
+# ---------------------------------------------------------------------------------------------
 # tests/packages/cmake_errors: every wrong call stops the configure, naming the mistake
 # ---------------------------------------------------------------------------------------------
 
@@ -250,6 +298,8 @@ ERRORS = {
     "duplicate": "a target named 'k' already exists",
     "install_not_a_kernel": "'other' was not made by add_tilelang_kernel()",
     "install_namespace_without_export": "install_tilelang_kernels(): 'NAMESPACE' needs 'EXPORT'",
+    "pack_hint_without_packs": "add_tilelang_kernel(): 'PACK_HINT' needs 'IMAGE_PACKS' (target k)",
+    "packs_without_archs": "target k: IMAGE_PACKS needs the archs at configure time",
 }
 
 

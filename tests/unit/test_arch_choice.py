@@ -88,13 +88,24 @@ def test_cmake_configure_chooses_archs_and_checks_the_entry(tmp_path, monkeypatc
     (tmp_path / "k.py").write_text("def f():\n    pass\n")
     entry = ["--", f"{tmp_path / 'k.py'}:f", "--name", "k"]
     monkeypatch.delenv("TL_AOT_ARCHS", raising=False)
-    assert configure(["--target", "k", "--archs=80-real 90a 80-virtual", *entry]) == ["80 90a 80+PTX", "sm_80, sm_90a, sm_80+PTX"]
-    assert configure(["--target", "k", "--cuda-architectures=86-real", *entry]) == ["86", "sm_86"]
-    assert configure(["--target", "k", *entry]) == ["", "tl_aot's default archs"]
+    assert configure(["--target", "k", "--archs=80-real 90a 80-virtual", *entry]) == ["80 90a 80+PTX", "sm_80, sm_90a, sm_80+PTX", ""]
+    assert configure(["--target", "k", "--cuda-architectures=86-real", *entry]) == ["86", "sm_86", ""]
+    assert configure(["--target", "k", *entry]) == ["", "tl_aot's default archs", ""]
     monkeypatch.setenv("TL_AOT_ARCHS", "89")
     lines = configure(["--target", "k", "--archs-variable=90a", "--cuda-architectures=80", *entry])
-    assert lines == ["90a", "sm_90a", "add_tilelang_kernel(k): archs sm_90a from TL_AOT_ARCHS (CMake variable) (no ARCHS given)"]
+    assert lines == ["90a", "sm_90a", "", "add_tilelang_kernel(k): archs sm_90a from TL_AOT_ARCHS (CMake variable) (no ARCHS given)"]
     assert configure(["--target", "k", "--cuda-architectures=80", *entry])[0] == "89"
+
+
+def test_cmake_configure_names_the_pack_files_of_image_packs(tmp_path, monkeypatch):
+    """IMAGE_PACKS: one pack file per arch, as the build names them (CMake declares and installs them)."""
+    (tmp_path / "k.py").write_text("def f():\n    pass\n")
+    entry = ["--", f"{tmp_path / 'k.py'}:f", "--name", "k", "--image-packs"]
+    monkeypatch.delenv("TL_AOT_ARCHS", raising=False)
+    lines = configure(["--target", "k", "--archs=90a 80-real 80-virtual sm_80", *entry])
+    assert lines[2] == "libk.sm_80.tlpack libk.sm_80_ptx.tlpack libk.sm_90a.tlpack"
+    with pytest.raises(SpecError, match="target k: IMAGE_PACKS needs the archs at configure time .*: give ARCHS, TL_AOT_ARCHS or"):
+        configure(["--target", "k", *entry])
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,10 @@
 """What CMake's ``add_tilelang_kernel()`` asks Python at configure time: the target's name, its entry, its archs.
 
 CMake re-implements none of it. It passes its raw values and gets back the archs for
-``python -m tl_aot build --arch`` (one line, space separated), how its comment shows them, and a
-note for the configure log, or one error line (exit status 1) it stops the configure with::
+``python -m tl_aot build --arch`` (one line, space separated), how its comment shows them, the
+image pack files the build writes beside the library (one line, space separated; empty without
+``IMAGE_PACKS``: CMake declares them as the build step's byproducts and installs them), and notes
+for the configure log, or one error line (exit status 1) it stops the configure with::
 
     python -m tl_aot.frontends.cmake_configure --target gemm --archs=80-real;90a --archs-variable=${TL_AOT_ARCHS}
         --cuda-architectures=${CMAKE_CUDA_ARCHITECTURES} -- kernels/gemm.py:matmul --name gemm --arg M=4096
@@ -26,6 +28,7 @@ from ..config.arch_choice import ENV_VAR, ArchChoice, Given, cmake_spelling, env
 from ..config.entry_keys import ENTRY_TABLE
 from ..config.kernel_spec import LibrarySpec
 from ..config.spec_names import check_library_name
+from ..pipeline.image_packs import pack_label, pack_name
 from .cli_library import entry_of
 from .cli_parser import build_parser
 
@@ -56,7 +59,7 @@ def _short(a: Arch) -> str:
 
 
 def configure(argv: list[str]) -> list[str]:
-    """The lines CMake reads: archs for ``--arch`` (space separated; empty: the default), their display, notes."""
+    """The lines CMake reads: archs for ``--arch`` (space separated; empty: the default), their display, the pack files, notes."""
     opts = _parser().parse_args(argv)
     check_library_name(opts.target, "target name")
     build = opts.build[1:] if opts.build[:1] == ["--"] else opts.build
@@ -71,7 +74,19 @@ def configure(argv: list[str]) -> list[str]:
         msg = f"target {opts.target}: {e}"
         raise SpecError(msg) from None
     display = chosen.display or "tl_aot's default archs"
-    return [" ".join(_short(a) for a in chosen.archs), display, *(f"add_tilelang_kernel({opts.target}): {n}" for n in notes)]
+    packs = _pack_files(opts.target, chosen.archs) if args.image_packs else ""
+    return [" ".join(_short(a) for a in chosen.archs), display, packs, *(f"add_tilelang_kernel({opts.target}): {n}" for n in notes)]
+
+
+def _pack_files(target: str, archs: tuple[Arch, ...]) -> str:
+    """The pack files of ``IMAGE_PACKS`` (``libgemm.sm_80.tlpack libgemm.sm_90a.tlpack``): one per arch, named as the build names them."""
+    if not archs:
+        msg = (
+            f"target {target}: IMAGE_PACKS needs the archs at configure time (CMake names each arch's pack file as an "
+            "output of the build): give ARCHS, TL_AOT_ARCHS or CMAKE_CUDA_ARCHITECTURES"
+        )
+        raise SpecError(msg)
+    return " ".join(sorted({pack_name(target, pack_label(a)) for a in archs}))
 
 
 def _archs(opts, log) -> ArchChoice:
