@@ -3,7 +3,8 @@
 The top-level CMakeLists.txt (samples/cmake_app: three kernels, two C++ programs, ctest tests) is
 configured and built with Ninja from a copy of its sources; no-op rebuilds and touched kernel
 files show what CMake re-runs; the kernels are installed and linked from a downstream project;
-cmake_subdir changes ARGS / ARCHS and runs the Makefile generator; cmake_errors checks each
+cmake_subdir changes ARGS / ARCHS and runs the Makefile generator; cmake_packs builds and installs
+image packs (its kernel is test_shards_cli.py's, so their variants are shared); cmake_errors checks each
 configure-time error; the scikit-build-core sample's wheel is built, installed and loaded.
 Every build uses sm_80 and the session's variant cache (``TL_AOT_CACHE_DIR``).
 """
@@ -249,26 +250,26 @@ def test_image_packs_are_build_outputs_and_are_installed_beside_the_library(tmp_
     env = child_env(cache_dir)
     build = tmp_path / "build"
     _configure(PACKAGES / "cmake_packs", build, env)
-    names = ["libpacks_add_one.sm_80.tlpack", "libpacks_add_one.sm_90a.tlpack"]
+    names = ["libadd_one.sm_80.tlpack", "libadd_one.sm_90a.tlpack"]
     ninja_text = (build / "build.ninja").read_text()
-    outputs = next(ln for ln in ninja_text.splitlines() if ln.startswith("build lib/libpacks_add_one.so "))
+    outputs = next(ln for ln in ninja_text.splitlines() if ln.startswith("build lib/libadd_one.so "))
     assert all(f"lib/{n}" in outputs.split(":")[0] for n in names), f"the packs are outputs ninja knows: {outputs[:300]}"
-    assert "--image-packs" in (build / "tl_aot" / "packs_add_one" / "packs_add_one.options").read_text().splitlines()
+    assert "--image-packs" in (build / "tl_aot" / "add_one" / "add_one.options").read_text().splitlines()
 
-    assert _kernels_built(run_ok([NINJA, "-C", build], tmp_path, env).stdout) == {"packs_add_one"}
+    assert _kernels_built(run_ok([NINJA, "-C", build], tmp_path, env).stdout) == {"add_one"}
     for n in names:
         assert (build / "lib" / n).is_file(), n
     assert "no work to do" in run_ok([NINJA, "-C", build, "-n"], tmp_path, env).stdout
     (build / "lib" / names[1]).unlink()  # a deleted pack is made again
-    assert _kernels_built(run_ok([NINJA, "-C", build], tmp_path, env).stdout) == {"packs_add_one"}
+    assert _kernels_built(run_ok([NINJA, "-C", build], tmp_path, env).stdout) == {"add_one"}
     assert (build / "lib" / names[1]).is_file()
 
     prefix = tmp_path / "prefix"
     run_ok([CMAKE, "--install", build, "--prefix", prefix], tmp_path, env)
-    installed = prefix / "lib" / "libpacks_add_one.so"
+    installed = prefix / "lib" / "libadd_one.so"
     assert sorted(p.name for p in installed.parent.glob("*.tlpack")) == names
-    assert (prefix / "include" / "packs_add_one.h").is_file()
-    assert '"library": "packs_add_one"' in ok(tl_aot_cli("inspect", "--json", installed, env=env)).stdout
+    assert (prefix / "include" / "add_one.h").is_file()
+    assert '"library": "add_one"' in ok(tl_aot_cli("inspect", "--json", installed, env=env)).stdout
     assert _check_images(installed, env, "sm_80", "sm_90a") == ["sm_80: ", "sm_90a: "]
     (installed.parent / names[1]).unlink()
     missing = _check_images(installed, env, "sm_90a")[0]
