@@ -35,6 +35,7 @@ SAMPLES = {
 LIBRARY_KEYWORDS = {"SPEC", "CAPTURE", "TUNE_FILE", "OUTPUT_DIRECTORY", "HEADER_DIRECTORY", "CACHE_DIR", "JOBS", "JOB_POOL", "DEPENDS"}
 LIBRARY_KEYWORDS |= {"CACHE_URL", "CLUSTER"}  # builds past one machine: a shared cache, a Dask cluster
 LIBRARY_KEYWORDS |= {"EXCLUDE_FROM_ALL", "QUIET", "TORCH_OPS"}  # TORCH_OPS: the library gets a native torch companion
+LIBRARY_KEYWORDS |= {"IMAGE_PACKS", "PACK_HINT"}  # the images in per-arch packs beside the library (docs/wheels.md)
 
 
 @pytest.fixture
