@@ -232,10 +232,10 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
             for batch in batcher.drain(jobs):
                 compile_batch(batch)
             # Everything the launcher says is known once lowering is done: compile it while nvcc runs.
-            _launcher(run, stages, held)
+            _launcher(run, stages, held, pool)
             nvcc_failed = _collect_images(compiling, run, keep_going)
             if nvcc_failed:  # the launcher named images that failed: render and compile it without them
-                _launcher(run, stages, held)
+                _launcher(run, stages, held, pool)
             run.runtime_obj = runtime.result()[0]
         except BaseException:  # leaving the `with` also ends the lowering workers
             for f in [*compiling, *pending]:
@@ -270,10 +270,20 @@ def _result(fut, task, run: VariantRun, keep_going: bool):
         return None, 0.0
 
 
-def _launcher(run: VariantRun, stages, held) -> None:
+def _launcher(run: VariantRun, stages, held, pool: cf.ThreadPoolExecutor) -> None:
+    """The launcher stage: rendered here, its units compiled in the job slots (each a job, as an nvcc batch is)."""
     run.tasks = stages.without_failures(run)
-    (run.header_text, run.launcher_obj), seconds = held(stages.launcher, run)
-    run.spent.host += seconds
+
+    def each(jobs: list) -> list:
+        started = [pool.submit(held, job) for job in jobs]
+        out = []
+        for fut in started:
+            value, seconds = fut.result()
+            run.spent.host += seconds
+            out.append(value)
+        return out
+
+    run.header_text, run.launcher_obj = stages.launcher(run, each)
 
 
 def _collect_images(compiling: dict, run: VariantRun, keep_going: bool) -> bool:
