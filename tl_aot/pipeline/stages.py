@@ -192,7 +192,8 @@ class Stages:
             obj = made[0][0]
         else:
             what = f"joining the {len(made)} units of the launcher of {name}"
-            obj, _ = combined_object(self.cache.root, [o for o, _ in made], f"{name}.launcher.o", extra_key=self.objects_key, what=what)
+            parts = [o for o, _ in made]
+            obj, _ = combined_object(self.cache.root, parts, f"{name}.launcher.o", extra_key=self.objects_key, what=what, force=self.force)
         took = f"{time.perf_counter() - t0:.1f} s"
         done = (f"{took}" if compiled else "unchanged, reused") if len(made) == 1 else f"{len(made)} units, {compiled} compiled, {took}"
         exports = len(dict.fromkeys(e.export or e.name for e in signatures.entries))
