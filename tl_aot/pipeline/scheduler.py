@@ -167,13 +167,23 @@ class VariantRun:
     cluster: str = ""  # the Dask scheduler whose workers built the variants ("": this machine)
     runtime_obj: Path | None = None
     launcher_obj: Path | None = None
+    #: (entry, arch) -> position in the plan: what is left out is listed in plan order, not in the order it failed
+    _rank: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._rank = {(t.spec.name, str(t.arch)): i for i, t in enumerate(self.tasks)}
 
     def fail(self, task: Task, error: BaseException) -> None:
-        """Record ``task`` as left out with ``error`` (a tolerant build goes on without it)."""
+        """Record ``task`` as left out with ``error`` (a tolerant build goes on without it).
+
+        ``left_out`` stays in plan order whatever order variants fail in (it is in the manifest,
+        whose bytes must not depend on ``-j`` or on which worker finished first).
+        """
         entry, arch = task.spec.name, str(task.arch)
         self.failures.append(Failure(entry, arch, str(error)))
         text = first_error_line(str(error)).removeprefix(f"entry {entry!r} ({arch}): ")
         self.left_out.append(LeftOut(entry, arch, text, origin_of_spec(task.spec)))
+        self.left_out.sort(key=lambda x: self._rank.get((x.entry, x.arch), len(self._rank)))
         self.lowered.pop(task.key, None)
 
     def built(self, task: Task, image: bytes, seconds: float) -> None:
