@@ -10,8 +10,8 @@ the library's exports: :func:`tl_aot.codegen.render.render_launcher_units`).
 
 The cut depends on the entry list alone (never on ``-j`` or the machine), so a library's bytes are
 the same however it is built. Each unit re-parses the runtime's headers (about 0.65 CPU-s with
-tvm-ffi's), so a unit is only cut once it holds enough work to be worth that: a library below
-about two units' worth (some 130 entries of four archs) stays one unit, as before.
+tvm-ffi's), so a unit is only cut once it holds enough work to be worth that: a library under
+one and a half units' worth (some 100 entries of four archs) stays one unit, as before.
 """
 
 from __future__ import annotations
@@ -29,7 +29,10 @@ __all__ = ["ENTRY_WEIGHT", "UNIT_WEIGHT", "UnitPlan", "cut", "entry_weight", "un
 ENTRY_WEIGHT = 8
 
 #: The work one unit holds: about 66 entries of four archs, ~1.8 CPU-s of compile besides the
-#: ~0.65 CPU-s every unit pays for the headers (a quarter of a unit's time, at most).
+#: ~0.65 CPU-s every unit pays for the headers. Measured (bench/launcher_units.py, 2 cores): 1,000
+#: entries of four archs take 27 CPU-s as one unit, 36 CPU-s as 16 units (+34%): on 16 cores one
+#: wave of ~2.5 s instead of 27 s. The launcher is a sliver of a big build's CPU (~70 of ~48,000
+#: CPU-s at 2,000 kernels x 4 archs, lowering ~6 CPU-s a kernel-arch): its wall is what counts.
 UNIT_WEIGHT = 800
 
 

@@ -67,7 +67,7 @@ def render_launcher(manifest: Manifest, *, header_name: str) -> str:
 def render_launcher_units(manifest: Manifest, *, header_name: str, target: int | None = None) -> tuple[str, ...]:
     """The launcher's translation units: the one that defines the library first, then those of the entries.
 
-    One unit (the text of :func:`render_launcher`) for a library below about two units' worth
+    One unit (the text of :func:`render_launcher`) for a library under one and a half units' worth
     (:mod:`tl_aot.codegen.launcher_units`), else the library-wide unit (entry table, library
     exports) and one unit per cut of whole exports, compiled apart and linked together.
     ``target``: the weight a unit holds (0: never cut; default
