@@ -242,10 +242,10 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
             for batch in batcher.drain(jobs):
                 compile_batch(batch)
             # Everything the launcher says is known once lowering is done: compile it while nvcc runs.
-            _launcher(run, stages, held, pool)
+            _launcher(run, stages, held)
             nvcc_failed = _collect_images(compiling, run, keep_going)
             if nvcc_failed:  # the launcher named images that failed: render and compile it without them
-                _launcher(run, stages, held, pool)
+                _launcher(run, stages, held)
             run.runtime_obj = runtime.result()[0]
         except BaseException:  # leaving the `with` also ends the lowering workers
             for f in [*compiling, *pending]:
@@ -280,18 +280,20 @@ def _result(fut, task, run: VariantRun, keep_going: bool):
         return None, 0.0
 
 
-def _launcher(run: VariantRun, stages, held, pool: cf.ThreadPoolExecutor) -> None:
-    """The launcher stage: rendered here, its units compiled in the job slots (each a job, as an nvcc batch is)."""
+def _launcher(run: VariantRun, stages, held) -> None:
+    """The launcher stage: rendered here, its units compiled in the job slots (each a job, as an nvcc batch is).
+
+    Each unit asks for a slot from a thread of its own, as the one launcher did from this one: it
+    takes the next free slot among the compiles already waiting, never queued behind every nvcc
+    batch the build's pool has yet to start.
+    """
     run.tasks = stages.without_failures(run)
 
     def each(jobs: list) -> list:
-        started = [pool.submit(held, job) for job in jobs]
-        out = []
-        for fut in started:
-            value, seconds = fut.result()
-            run.spent.host += seconds
-            out.append(value)
-        return out
+        with cf.ThreadPoolExecutor(max_workers=max(1, len(jobs))) as units:
+            done = [fut.result() for fut in [units.submit(held, job) for job in jobs]]
+        run.spent.host += sum(seconds for _, seconds in done)
+        return [value for value, _ in done]
 
     run.header_text, run.launcher_obj = stages.launcher(run, each)
 
