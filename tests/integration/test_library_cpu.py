@@ -230,3 +230,46 @@ def test_the_runtime_objects_key_does_not_depend_on_the_working_folder(session_r
     monkeypatch.chdir(tmp_path)
     obj, compiled = runtime_object(cache_dir, extra_key=objects_key(nvcc_version(), package_version("apache-tvm-ffi")))
     assert obj == session_runtime and not compiled
+
+
+def test_a_launcher_cut_into_units_links_a_library_that_serves_every_entry(testlib_path, cache_dir, tmp_path, monkeypatch):
+    """A launcher big enough to cut (here the testlib's, cut ~3 entries a unit) is one working library, the same whatever -j.
+
+    Every entry is exported, listed by ``inspect`` and checks its arguments; a second build with
+    ``-j 1`` into a fresh folder compiles no unit and links the same bytes.
+    """
+    from support.builds import TESTLIB_SPEC
+
+    import tl_aot
+    from tl_aot.codegen import launcher_units
+    from tl_aot.pipeline.library import build_library
+    from tl_aot.spec import load_spec_file
+
+    monkeypatch.setattr(launcher_units, "UNIT_WEIGHT", 30)
+
+    def build(folder: str, jobs: int):
+        lines: list[str] = []
+        result = build_library(load_spec_file(TESTLIB_SPEC), out_dir=tmp_path / folder, cache_dir=cache_dir, log=lines.append, jobs=jobs)
+        return result, next(line for line in lines if "launcher tl_aot_testlib.cc" in line)
+
+    first, line = build("a", 3)
+    units = len(launcher_units.unit_plans(first.manifest, 30)) + 1
+    assert units >= 4 and f"{units} units" in line, line
+    work = tmp_path / "a" / ".tl_aot" / "tl_aot_testlib"
+    assert sorted(p.name for p in work.glob("tl_aot_testlib.unit*.cc")) == sorted(f"tl_aot_testlib.unit{k}.cc" for k in range(1, units))
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(first.library)], capture_output=True, text=True, check=True).stdout
+    assert {f"__tvm_ffi_{name}" for name in ENTRIES} <= {ln.split()[-1] for ln in exported.splitlines()}
+    data = json.loads(ok(tl_aot_cli("inspect", first.library, "--json")).stdout)
+    assert {e["name"] for e in data["entries"]} == ENTRIES
+
+    lib = tl_aot.load(first.library)
+    f16 = lambda *s: FakeCudaTensor(list(s), "float16")  # noqa: E731
+    with pytest.raises(TypeError, match="gemm_f16: argument 'B' expected dtype float16, got bfloat16"):
+        lib.gemm_f16(f16(1024, 1024), FakeCudaTensor([1024, 1024], "bfloat16"), f16(1024, 1024))
+    with pytest.raises(RuntimeError, match="add_one: cannot load the NVIDIA driver library libcuda.so.1"):
+        lib.add_one(FakeCudaTensor([1000]), FakeCudaTensor([1000]))
+    assert lib.cleanup() == 0
+
+    second, line = build("b", 1)
+    assert f"{units} units, 0 compiled" in line, line
+    assert second.library.read_bytes() == first.library.read_bytes()

@@ -98,6 +98,23 @@ def test_a_freed_slot_goes_to_the_waiting_compile_before_more_lowering():
     assert busy["most"] == 1  # never more than -j at once
 
 
+def test_left_out_variants_are_listed_in_plan_order_whatever_order_they_fail_in():
+    """The manifest's left_out does not depend on which worker finished first (a library's bytes do not depend on -j)."""
+    from tl_aot.common.arch import parse_arch
+    from tl_aot.pipeline.plan import Task
+
+    spec = lambda n: KernelSpec.create(name=n, source=KERNELS / "elementwise.py", function="add_one", archs=["80"])  # noqa: E731
+    tasks = [Task(spec(n), parse_arch(a), f"{n}-{a}", None) for n in ("a", "b", "c") for a in ("sm_80", "sm_90a")]
+
+    def left_out(order):
+        run = scheduler.VariantRun("lib", {}, {}, list(tasks), scheduler.Progress(0, None))
+        for i in order:
+            run.fail(tasks[i], LoweringError(f"boom {i}"))
+        return [(x.entry, x.arch) for x in run.left_out]
+
+    assert left_out([5, 0, 3]) == left_out([0, 3, 5]) == [("a", "sm_80"), ("b", "sm_90a"), ("c", "sm_90a")]
+
+
 def test_progress_lines_tell_elapsed_time_and_what_is_left():
     lines = []
     p = scheduler.Progress(10, lines.append)

@@ -65,7 +65,8 @@ def test_manifest_embedded_verbatim_and_every_entry_exported():
         assert f"\nTL_AOT_EXPORT({name}, " in cc
     assert "TL_AOT_EXPORT(norm__s" not in cc
     # cleanup_module, tl_aot_prepare, tl_aot_manifest (whole, index, parts): the runtime's macro, reading the manifest unit
-    assert "\nTL_AOT_DEFINE_LIBRARY(golden, kLibrary, tl_aot_manifest_json, tl_aot_manifest_bytes, tl_aot_manifest_index_json)\n" in cc
+    manifest_symbols = "tl_aot_manifest_json, tl_aot_manifest_bytes, tl_aot_manifest_index_json"
+    assert f"\nTL_AOT_DEFINE_LIBRARY(golden, units::library, {manifest_symbols})\n" in cc
     unit = render_manifest(m)
     assert f'"abi_version": {ABI_VERSION}' in unit and f'{{"abi_version":{ABI_VERSION},' in unit
     for symbol in ("tl_aot_manifest_json[]", "tl_aot_manifest_bytes", "tl_aot_manifest_index_json[]"):

@@ -21,8 +21,9 @@ from . import dispatch
 from .launcher_args import CallForm, Returns, call_form, form_decided_at, header_names, returns_of, scalar_local
 from .launcher_launch import VariantCode, variant_code
 from .launcher_tables import CheckTables, Table, check_tables, frame_reads
+from .launcher_units import UnitPlan
 
-__all__ = ["EntryCode", "ExportCode", "LibraryCode", "entry_code", "library_code"]
+__all__ = ["EntryCode", "ExportCode", "LibraryCode", "UnitCode", "entry_code", "library_code", "units_of"]
 
 
 # --- One entry -------------------------------------------------------------------------------
@@ -251,7 +252,7 @@ def _export_code(name: str, j: int, members: _Members, codes: list[EntryCode], o
         cpp_name=cpp_name(name, others),
         first=first,
         signatures=tuple(codes[i].signature for i, _ in members),
-        ffi_call=f"{picker.ns}::invoke, nullptr" if picker else f"rt::call_entry, &{ns}::entry",  # a picker picks, then invokes
+        ffi_call=f"{picker.ns}::invoke, nullptr" if picker else f"rt::call_entry, &units::{ns}",  # a picker picks, then invokes
         picker=picker,
         **_overloads([(i, codes[i]) for i, _ in members]),
     )
@@ -353,3 +354,40 @@ def library_code(manifest: Manifest, header_name: str) -> LibraryCode:
         min_driver_version=f'"{c_string_body(manifest.driver_min_version)}"',
         built_with=f'"{c_string_body(manifest.compiler or "nvcc " + manifest.nvcc_version)}"',
     )
+
+
+# --- Translation units -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UnitCode:
+    """What ``launcher.cc.j2`` substitutes for one translation unit, besides the library's :class:`LibraryCode` fields.
+
+    Each entry's ``rt::Entry`` (``units::entry<i>``) and the ``rt::Library`` (``units::library``)
+    are the only names the units share: everything else a unit defines stays in it.
+    """
+
+    entries: tuple[EntryCode, ...]  # defined here
+    exports: tuple[ExportCode, ...]  # exported here (their entries are here)
+    pickers: tuple[Picker, ...]
+    declared: tuple[EntryCode, ...]  # named here: its own entries, or every entry in the unit defining the library
+    defines_library: bool  # the entry table, rt::Library and the library-wide exports
+    part: str  # "" for a launcher in one unit, else which unit this is: " (unit 2 of 31)"
+    sources: tuple[str, ...]  # of its entries (its first line): a unit's text changes only with its entries
+    archs: tuple[str, ...]
+
+
+def units_of(code: LibraryCode, plans: tuple[UnitPlan, ...]) -> tuple[UnitCode, ...]:
+    """The units of ``code``'s launcher cut as ``plans`` say: one whole unit, or the library-wide unit first, then one per plan."""
+    if len(plans) <= 1:
+        return (UnitCode(code.entries, code.exports, code.pickers, code.entries, True, "", code.sources, code.archs),)
+    n = len(plans) + 1
+    units = [UnitCode((), (), (), code.entries, True, f" (unit 1 of {n})", code.sources, code.archs)]
+    for k, plan in enumerate(plans, 2):
+        entries = tuple(code.entries[i] for i in plan.entries)
+        exports = tuple(code.exports[j] for j in plan.exports)
+        pickers = tuple(x.picker for x in exports if x.picker)
+        sources = tuple(sorted({e.source for e in entries}))
+        archs = tuple(sorted({a for e in entries for a in e.archs}))
+        units.append(UnitCode(entries, exports, pickers, entries, False, f" (unit {k} of {n})", sources, archs))
+    return tuple(units)

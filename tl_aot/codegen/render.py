@@ -16,10 +16,12 @@ from ..common.cpp_spelling import DLPACK_DTYPES, c_comment, c_string_body, image
 from ..common.escaping import py_comment, py_doc_line, py_str
 from ..common.manifest_index import index_text
 from ..common.metadata import ABI_VERSION, Manifest, to_json
-from .launcher_context import library_code
+from . import launcher_units
+from .launcher_context import library_code, units_of
 
 __all__ = [
     "render_launcher",
+    "render_launcher_units",
     "render_manifest",
     "render_header",
     "render_loader",
@@ -58,8 +60,24 @@ def _fields(obj: Any) -> dict[str, Any]:
 
 
 def render_launcher(manifest: Manifest, *, header_name: str) -> str:
-    """The launcher translation unit for every entry of ``manifest``."""
-    return _env().get_template("launcher.cc.j2").render(**_fields(library_code(manifest, header_name)))
+    """The launcher of every entry of ``manifest`` as one translation unit (what a small library compiles)."""
+    return render_launcher_units(manifest, header_name=header_name, target=0)[0]
+
+
+def render_launcher_units(manifest: Manifest, *, header_name: str, target: int | None = None) -> tuple[str, ...]:
+    """The launcher's translation units: the one that defines the library first, then those of the entries.
+
+    One unit (the text of :func:`render_launcher`) for a library under one and a half units' worth
+    (:mod:`tl_aot.codegen.launcher_units`), else the library-wide unit (entry table, library
+    exports) and one unit per cut of whole exports, compiled apart and linked together.
+    ``target``: the weight a unit holds (0: never cut; default
+    :data:`~tl_aot.codegen.launcher_units.UNIT_WEIGHT`).
+    """
+    code = library_code(manifest, header_name)
+    target = launcher_units.UNIT_WEIGHT if target is None else target
+    plans = launcher_units.unit_plans(manifest, target) if target else ()
+    template = _env().get_template("launcher.cc.j2")
+    return tuple(template.render({**_fields(code), **_fields(unit)}) for unit in units_of(code, plans))
 
 
 def render_manifest(manifest: Manifest) -> str:

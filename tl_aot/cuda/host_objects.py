@@ -21,15 +21,24 @@ import hashlib
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..common.fileutil import atomic_write, file_digest, verified_file, write_file
 from ..common.fs_errors import filesystem_errors
 from .host_compile import host_command
-from .toolchain import RUNTIME_SOURCES, RUNTIME_UNITS, check_output_file, compiler_id, compiler_launcher, run, sweep_dead_temporaries
+from .toolchain import (
+    RUNTIME_SOURCES,
+    RUNTIME_UNITS,
+    check_output_file,
+    compiler_id,
+    compiler_launcher,
+    find_cxx,
+    run,
+    sweep_dead_temporaries,
+)
 
-__all__ = ["OBJECTS_FOLDER", "generated_object", "runtime_object"]
+__all__ = ["OBJECTS_FOLDER", "combined_object", "generated_object", "runtime_object"]
 
 #: The cache's folder of host objects.
 OBJECTS_FOLDER = ".objects"
@@ -63,6 +72,32 @@ def generated_object(
         run([*compiler_launcher(), *host_command(folder, source, out)], what=what, cwd=folder)
 
     return _cached(Path(cache_root), key, obj, compile_in, force, what)
+
+
+def combined_object(
+    cache_root: Path, parts: Sequence[Path], obj: str, *, extra_key: str, what: str, force: bool = False
+) -> tuple[Path, bool]:
+    """One relocatable object holding ``parts`` (objects of this cache), linked by ``c++ -r``, from the cache or made now.
+
+    A launcher compiled as several units (:func:`tl_aot.codegen.render.render_launcher_units`)
+    stays one object for whatever links it, keyed by its parts' digests in order (each part is
+    already keyed by its text and toolchain). Nothing is resolved or dropped: the partial link
+    only concatenates the parts' sections, so linking it is linking the parts. Returns the object
+    and whether it was made now.
+    """
+    digests = [file_digest(p) for p in parts]
+
+    def command(folder: Path, out: str) -> list[str]:
+        return [find_cxx(), "-r", "-nostdlib", "-o", out, *(f"{i}.o" for i in range(len(parts)))]
+
+    key = _key(command(_PLACEHOLDER, obj), digests, extra_key)
+
+    def link_in(folder: Path, out: str) -> None:
+        for i, part in enumerate(parts):  # copied under fixed names: nothing of the cache's path reaches the object
+            shutil.copyfile(part, folder / f"{i}.o")
+        run(command(folder, out), what=what, cwd=folder)
+
+    return _cached(Path(cache_root), key, obj, link_in, force, what)
 
 
 def runtime_object(cache_root: Path, *, extra_key: str = "", force: bool = False) -> tuple[Path, bool]:

@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Any
 from ..common.errors import ClusterError, TlAotError, ToolchainNotFound
 from .cluster_batch import BatchTask, batches_of, group_key, label_of
 from .inputs import project_of
+from .job_slots import in_threads
+from .scheduler import default_jobs
 from .toolset import Toolset, differences, local_toolset
 from .variant_task import ToolsetMismatch, accept_result, pack_task
 
@@ -192,7 +194,7 @@ def run_on_cluster(
             if runtime is not None:  # the launcher stage runs here
                 run.tasks = stages.without_failures(run)
                 t0 = time.perf_counter()
-                run.header_text, run.launcher_obj = stages.launcher(run)
+                run.header_text, run.launcher_obj = stages.launcher(run, in_threads(default_jobs()))
                 run.spent.host += time.perf_counter() - t0
                 run.runtime_obj = runtime.result()
     finally:

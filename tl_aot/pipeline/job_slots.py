@@ -9,13 +9,15 @@ lowering that fills every slot, and the images keep pace with the lowered varian
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import contextlib
 import heapq
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
-__all__ = ["JobSlots", "COMPILE", "LOWER"]
+__all__ = ["JobSlots", "COMPILE", "LOWER", "in_threads"]
 
 #: Priorities, most urgent first: a compile (nvcc, the launcher) finishes variants that are already lowered.
 COMPILE = 0
@@ -58,3 +60,19 @@ class JobSlots:
             yield
         finally:
             self.release()
+
+
+def in_threads(jobs: int) -> Callable[[Sequence[Callable[[], Any]]], list[Any]]:
+    """A runner of independent jobs on at most ``jobs`` threads, results in order: where no build's slots are shared.
+
+    What the launcher stage is given (:data:`tl_aot.pipeline.stages.Each`) where it runs alone:
+    ``link`` of shards, the driver of a cluster build.
+    """
+
+    def each(work: Sequence[Callable[[], Any]]) -> list[Any]:
+        if len(work) <= 1 or jobs <= 1:
+            return [job() for job in work]
+        with cf.ThreadPoolExecutor(max_workers=min(jobs, len(work))) as pool:
+            return list(pool.map(lambda job: job(), work))
+
+    return each

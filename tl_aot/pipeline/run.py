@@ -16,7 +16,7 @@ from .cluster import run_on_cluster
 from .options import BuildOptions
 from .plan import Plan, Task
 from .scheduler import Progress, VariantRun, run_variants
-from .stages import Stages
+from .stages import Each, Stages, one_by_one
 
 if TYPE_CHECKING:
     from .shared_cache import SharedCache
@@ -27,7 +27,7 @@ __all__ = ["build_variants", "VariantsOnly", "all_failed"]
 class VariantsOnly(Stages):
     """The stages of a shard: variants lowered, compiled and cached; no launcher, no runtime object."""
 
-    def launcher(self, run: VariantRun) -> tuple[str, None]:
+    def launcher(self, run: VariantRun, each: Each = one_by_one) -> tuple[str, None]:
         """No launcher: a shard holds variants only."""
         return "", None
 

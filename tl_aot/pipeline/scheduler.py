@@ -167,13 +167,23 @@ class VariantRun:
     cluster: str = ""  # the Dask scheduler whose workers built the variants ("": this machine)
     runtime_obj: Path | None = None
     launcher_obj: Path | None = None
+    #: (entry, arch) -> position in the plan: what is left out is listed in plan order, not in the order it failed
+    _rank: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._rank = {(t.spec.name, str(t.arch)): i for i, t in enumerate(self.tasks)}
 
     def fail(self, task: Task, error: BaseException) -> None:
-        """Record ``task`` as left out with ``error`` (a tolerant build goes on without it)."""
+        """Record ``task`` as left out with ``error`` (a tolerant build goes on without it).
+
+        ``left_out`` stays in plan order whatever order variants fail in (it is in the manifest,
+        whose bytes must not depend on ``-j`` or on which worker finished first).
+        """
         entry, arch = task.spec.name, str(task.arch)
         self.failures.append(Failure(entry, arch, str(error)))
         text = first_error_line(str(error)).removeprefix(f"entry {entry!r} ({arch}): ")
         self.left_out.append(LeftOut(entry, arch, text, origin_of_spec(task.spec)))
+        self.left_out.sort(key=lambda x: self._rank.get((x.entry, x.arch), len(self._rank)))
         self.lowered.pop(task.key, None)
 
     def built(self, task: Task, image: bytes, seconds: float) -> None:
@@ -271,9 +281,21 @@ def _result(fut, task, run: VariantRun, keep_going: bool):
 
 
 def _launcher(run: VariantRun, stages, held) -> None:
+    """The launcher stage: rendered here, its units compiled in the job slots (each a job, as an nvcc batch is).
+
+    Each unit asks for a slot from a thread of its own, as the one launcher did from this one: it
+    takes the next free slot among the compiles already waiting, never queued behind every nvcc
+    batch the build's pool has yet to start.
+    """
     run.tasks = stages.without_failures(run)
-    (run.header_text, run.launcher_obj), seconds = held(stages.launcher, run)
-    run.spent.host += seconds
+
+    def each(jobs: list) -> list:
+        with cf.ThreadPoolExecutor(max_workers=max(1, len(jobs))) as units:
+            done = [fut.result() for fut in [units.submit(held, job) for job in jobs]]
+        run.spent.host += sum(seconds for _, seconds in done)
+        return [value for value, _ in done]
+
+    run.header_text, run.launcher_obj = stages.launcher(run, each)
 
 
 def _collect_images(compiling: dict, run: VariantRun, keep_going: bool) -> bool:

@@ -34,6 +34,7 @@ from ..common.metadata import LeftOut, LoweredEntry, LoweredVariant
 from ..config.kernel_spec import LibrarySpec
 from .cache import VariantCache, default_cache_dir
 from .image_packs import ImagePacks, pack_built, packs_line
+from .job_slots import in_threads
 from .link import link, publish
 from .manifest import compiler_or_none, entry_head, image_files_by_symbol, manifest_from
 from .options import BuildOptions, Log
@@ -240,7 +241,8 @@ def link_parts(
     cache = VariantCache(Path(cache_dir).resolve() if cache_dir else default_cache_dir(out_dir))
     nvcc, tilelang = first.nvcc_version, first.tilelang_version
     stages = Stages(work, cache, nvcc, first.tvm_ffi_version, Progress(2, None))
-    header_text, launcher = stages.launcher_of(manifest_from(name, heads, lowered, nvcc, tilelang, compiler=first.compiler))
+    signatures = manifest_from(name, heads, lowered, nvcc, tilelang, compiler=first.compiler)
+    header_text, launcher = stages.launcher_of(signatures, in_threads(default_jobs()))  # its units on every core
     held = {head.capture_key for head, _ in heads}
     manifest = manifest_from(name, heads, lowered, nvcc, tilelang, {k: len(img) for k, img in images.items()}, compiler=first.compiler)
     manifest = replace(

@@ -9,20 +9,21 @@ it may raise, and knows nothing of threads (:mod:`tl_aot.pipeline.scheduler` run
 * :meth:`Stages.compile_many`: lowered variants → their images
   (:mod:`tl_aot.pipeline.images`; several at once share one nvcc front end), stored in the cache;
   raises :class:`CompileError`, also when a header its flags name changed during nvcc.
-* :meth:`Stages.launcher`: the lowered variants → the launcher object and the header's text.
+* :meth:`Stages.launcher`: the lowered variants → the launcher object and the header's text (a big
+  library's launcher is several units, compiled as independent jobs the caller runs: ``each``).
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..capture.record_specs import origin_of_spec
-from ..codegen.render import render_header, render_launcher
+from ..codegen.render import render_header, render_launcher_units
 from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, LoweringError, TlAotError
 from ..common.fileutil import write_if_different
@@ -30,7 +31,7 @@ from ..common.metadata import LoweredVariant, Manifest
 from ..common.versions import __version__
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.user_code import display_path, function_line, snapshot_files
-from ..cuda.host_objects import generated_object, runtime_object
+from ..cuda.host_objects import combined_object, generated_object, runtime_object
 from ..cuda.image_check import variant_image_problem
 from .cache import VariantCache
 from .images import image_of, images_of
@@ -42,7 +43,16 @@ if TYPE_CHECKING:
     from .scheduler import Progress, VariantRun
     from .shared_cache import SharedCache
 
-__all__ = ["Stages", "objects_key", "project_of", "image_of"]
+__all__ = ["Each", "Stages", "objects_key", "one_by_one", "project_of", "image_of"]
+
+#: Runs independent jobs and returns their results in order (the first error raised): the
+#: launcher's units. :func:`one_by_one` here; the scheduler runs them in its job slots.
+Each = Callable[[Sequence[Callable[[], Any]]], list[Any]]
+
+
+def one_by_one(jobs: Sequence[Callable[[], Any]]) -> list[Any]:
+    """Run ``jobs`` one after another."""
+    return [job() for job in jobs]
 
 
 @dataclass
@@ -136,36 +146,56 @@ class Stages:
         tool = "cutedsl" if variant.backend == "cutedsl" else "nvcc"
         self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {took})")
 
-    def launcher(self, run: VariantRun) -> tuple[str, Path | None]:
+    def launcher(self, run: VariantRun, each: Each = one_by_one) -> tuple[str, Path | None]:
         """Render the header and launcher of what was lowered and compile the launcher; returns the header text and the object."""
         lib = LibrarySpec(name=run.lib_name, entries=_entries_of(run.tasks))
-        return self.launcher_of(manifest_of(lib, run.tasks, run.lowered, self.nvcc_version))
+        return self.launcher_of(manifest_of(lib, run.tasks, run.lowered, self.nvcc_version), each)
 
-    def launcher_of(self, signatures: Manifest) -> tuple[str, Path]:
+    def launcher_of(self, signatures: Manifest, each: Each = one_by_one) -> tuple[str, Path]:
         """The header text and compiled launcher of a library whose entries and variants ``signatures`` holds.
 
-        What a one-machine build and ``link`` (from the parts' entry heads) both run. The object
-        comes from the cache when a build (of this library or another, into any folder) compiled
-        the same text with the same toolchain: editing one kernel usually leaves the launcher's
-        text unchanged (same signatures and launch shapes), and a fresh output folder with a warm
-        cache needs no compile at all.
+        What a one-machine build and ``link`` (from the parts' entry heads) both run. A big
+        library's launcher is several units (:mod:`tl_aot.codegen.launcher_units`: the same cut
+        whatever ``-j``), compiled as ``each`` runs them and joined into the one object the link
+        stage takes. Each object comes from the cache when a build (of this library or another,
+        into any folder) compiled the same text with the same toolchain: editing one kernel
+        usually leaves the launcher's text unchanged (same signatures and launch shapes), and
+        otherwise recompiles its unit alone; a fresh output folder with a warm cache needs no
+        compile at all.
         """
         name = signatures.library
         header_text = render_header(signatures)
-        launcher_text = render_launcher(signatures, header_name=f"{name}.h")
+        texts = render_launcher_units(signatures, header_name=f"{name}.h")
+        files = [f"{name}.cc", *(f"{name}.unit{k}.cc" for k in range(1, len(texts)))]
         write_if_different(self.work / f"{name}.h", header_text)  # kept to read, and named in compile errors
-        write_if_different(self.work / f"{name}.cc", launcher_text)
+        for file, text in zip(files, texts):
+            write_if_different(self.work / file, text)
+        for stale in set(self.work.glob(f"{name}.unit*.cc")) - {self.work / f for f in files}:
+            stale.unlink(missing_ok=True)  # a unit of a bigger build of this library, read by nobody
         t0 = time.perf_counter()
-        obj, compiled = generated_object(
-            self.cache.root,
-            {f"{name}.cc": launcher_text, f"{name}.h": header_text},
-            f"{name}.cc",
-            f"{name}.launcher.o",
-            extra_key=self.objects_key,
-            what=f"compiling the launcher of {name} ({self.work / (name + '.cc')})",
-            force=self.force,
-        )
-        done = f"{time.perf_counter() - t0:.1f} s" if compiled else "unchanged, reused"
+        objs = [f"{name}.launcher.o"] if len(texts) == 1 else [f"{name}.unit{k}.o" for k in range(len(texts))]
+
+        def job(file: str, text: str, obj: str) -> Callable[[], tuple[Path, bool]]:
+            return lambda: generated_object(
+                self.cache.root,
+                {file: text, f"{name}.h": header_text},
+                file,
+                obj,
+                extra_key=self.objects_key,
+                what=f"compiling the launcher of {name} ({self.work / file})",
+                force=self.force,
+            )
+
+        made = each([job(f, text, o) for f, text, o in zip(files, texts, objs)])
+        compiled = sum(c for _, c in made)
+        if len(made) == 1:
+            obj = made[0][0]
+        else:
+            what = f"joining the {len(made)} units of the launcher of {name}"
+            parts = [o for o, _ in made]
+            obj, _ = combined_object(self.cache.root, parts, f"{name}.launcher.o", extra_key=self.objects_key, what=what, force=self.force)
+        took = f"{time.perf_counter() - t0:.1f} s"
+        done = (f"{took}" if compiled else "unchanged, reused") if len(made) == 1 else f"{len(made)} units, {compiled} compiled, {took}"
         exports = len(dict.fromkeys(e.export or e.name for e in signatures.entries))
         self.progress.step(f"launcher {name}.cc ({exports} entries, {done})")
         return header_text, obj
