@@ -125,6 +125,7 @@ def _audit(event: str, args: tuple) -> None:
 
 Op = tuple  # (kind, masked path, occurrence)
 
+_TID_NAME = re.compile(r"\.<pid>\.\d{6,}")
 _TMP_NAME = re.compile(r"\.[a-z0-9_]{8}(?=(\.tmp)?$|/)")
 
 
@@ -209,6 +210,7 @@ class FaultFS(_Patching):
             return None
         rel = p[len(self.root) :]
         rel = rel.replace(f".{os.getpid()}.", ".<pid>.")
+        rel = _TID_NAME.sub(".<pid>.<tid>", rel)  # a private folder named by thread: which thread compiles varies
         return _TMP_NAME.sub(".<tmp>", rel)
 
     def hit(self, kind: str, path, *, partial=None, named: bool = True) -> None:
