@@ -115,6 +115,29 @@ def test_left_out_variants_are_listed_in_plan_order_whatever_order_they_fail_in(
     assert left_out([5, 0, 3]) == left_out([0, 3, 5]) == [("a", "sm_80"), ("b", "sm_90a"), ("c", "sm_90a")]
 
 
+def test_lowering_starts_with_the_longest_recorded_compile_and_keeps_plan_order_for_ties_and_unknowns(tmp_path):
+    """A 40 s kernel late in the plan is lowered first, not alone at the end; equal or unknown times keep the plan's order."""
+    import dataclasses
+
+    from tl_aot.common.arch import parse_arch
+    from tl_aot.config.capture_ref import CapturedKernel, CaptureRef, RecordChoices
+    from tl_aot.pipeline.plan import Task
+
+    record = str(tmp_path / "rec.json")
+    base = KernelSpec.create(name="e", source=KERNELS / "elementwise.py", function="add_one", archs=["80"])
+
+    def task(name: str, seconds: float | None) -> Task:
+        item = {"name": "main", "ir": "{}", "options": {}, **({"compile_s": seconds} if seconds is not None else {})}
+        ref = CaptureRef(record, name, CapturedKernel.from_item(name, item), RecordChoices(record, (), ()))
+        return Task(dataclasses.replace(base, name=name, capture=ref), parse_arch("80"), name, None)
+
+    plain = Task(base, parse_arch("80"), "plain", None)  # an entry of a kernel file: no recorded time
+    todo = [task("a", 1.5), task("b", None), plain, task("c", 40.0), task("d", 1.5), task("e", 0.2), task("f", 40.0)]
+    order = [t.key for t in scheduler.longest_first(todo)]
+    assert order == ["c", "f", "a", "d", "e", "b", "plain"]
+    assert [t.key for t in todo] == ["a", "b", "plain", "c", "d", "e", "f"]  # the plan itself is untouched
+
+
 def test_progress_lines_tell_elapsed_time_and_what_is_left():
     lines = []
     p = scheduler.Progress(10, lines.append)

@@ -106,6 +106,53 @@ def test_a_kernel_that_does_not_round_trip_is_marked_warned_once_and_refused_by_
         captured.resolve_captured(spec, "entry 'main' (sm_90a)")
 
 
+def test_a_capture_records_how_long_the_jit_took_to_compile_each_kernel(tmp_path, monkeypatch):
+    """The time around TileLang's own compile lands in the kernel's item; what the build reads as its lowering order."""
+    pytest.importorskip("tilelang")
+    import time
+
+    import tilelang.language as T
+
+    from tl_aot.capture import record_specs as captured
+    from tl_aot.capture import recorder as capture
+    from tl_aot.jit.seam import CompileRequest
+
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(128):
+                B[i] = A[i] * 2
+
+    monkeypatch.setattr(capture, "round_trip_problem", lambda func, text: "")
+    cap = capture.Capturer(tmp_path / "r.json")
+    compiled = object()
+
+    def compile_slowly():
+        time.sleep(0.05)
+        return compiled
+
+    assert cap._on_request(CompileRequest.of(main, [-1]), None, compile_slowly) is compiled
+    cap.flush()
+    [(key, item)] = CaptureRecord.load(tmp_path / "r.json").kernels.items()
+    assert 0.05 <= item["compile_s"] < 5 and item["compile_s"] == round(item["compile_s"], 3)
+    [spec] = captured.specs_from_record(tmp_path / "r.json", ["90a"])
+    assert spec.capture.kernel.compile_s == item["compile_s"]
+
+
+def test_merging_keeps_the_longest_compile_in_any_order_and_an_older_record_loads_without_one(tmp_path):
+    def merged(*times):
+        rec = CaptureRecord(tmp_path / "r.json", {})
+        rec.merge({"k": {"ir": "{}", "devices": [], "origins": []}})
+        for t in times:
+            rec.merge({"k": {"devices": [], "origins": [], "compile_s": t}})
+        return rec.kernels["k"]["compile_s"]
+
+    assert merged(2.5, 41.0, 0.3) == merged(0.3, 41.0, 2.5) == 41.0  # parts merge in whichever order processes wrote them
+    (tmp_path / "old.json").write_text('{"schema": 1, "kernels": {"k": {"ir": "{}", "name": "main", "options": {}}}}')
+    assert CaptureRecord.load(tmp_path / "old.json").kernel("k").compile_s is None
+    assert CaptureRecord(tmp_path / "x.json", {"k": {"ir": "{}", "compile_s": "soon"}}).kernel("k").compile_s is None
+
+
 def test_the_first_error_line_is_the_underlying_exception():
     from tl_aot.pipeline.library import first_error_line
 

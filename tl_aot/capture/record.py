@@ -2,7 +2,8 @@
 
 Several processes may capture into one record: each merges what it saw under a lock
 (:meth:`tl_aot.capture.recorder.Capturer.flush`); a kernel's devices, origins and call keys accumulate, its
-first device code digest per arch and its first tuning choice are kept.
+first device code digest per arch and its first tuning choice are kept, and its longest compile time
+(``compile_s``, seconds, what a build orders its lowering by).
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ class CaptureRecord:
                 have.setdefault("device_code", {}).setdefault(arch, code)
             if item.get("unfaithful") and not have.get("unfaithful"):
                 have["unfaithful"] = item["unfaithful"]
+            if "compile_s" in item:  # the longest compile seen: whichever order the parts merge in, the same record
+                have["compile_s"] = max(have.get("compile_s", 0.0), item["compile_s"])
         return new
 
     def save(self) -> None:

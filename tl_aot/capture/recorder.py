@@ -229,6 +229,20 @@ class Capturer:
             for arch, c in code.items():
                 item.setdefault("device_code", {}).setdefault(arch, c)
 
+    def record_compile_time(self, key: str, seconds: float) -> None:
+        """Note how long the JIT took to compile (or the capture to lower) a recorded request: ``compile_s``, in ms steps.
+
+        The longest time seen is kept. A build lowers its longest kernels first, so that one met late in
+        its plan does not run alone at the end of the build.
+        """
+        if not key:
+            return
+        with self._lock:
+            item = self.kernels.get(key)
+            if item is None:  # flushed since: merged into the file with the next flush
+                item = self.kernels[key] = {"devices": [], "origins": []}
+            item["compile_s"] = max(item.get("compile_s", 0.0), round(seconds, 3))
+
     def _warn_unfaithful(self, name: str, problem: str) -> None:
         self.unfaithful += 1
         if self.unfaithful == 1:
@@ -266,7 +280,7 @@ class Capturer:
     def _part_item(self, key: str, item: JsonObject) -> JsonObject:
         """A kernel as a part carries it: whole the first time, then without its IR (what a merge already has)."""
         if key in self._sent:
-            return {k: v for k, v in item.items() if k in ("devices", "origins", "calls", "device_code", "unfaithful")}
+            return {k: v for k, v in item.items() if k in ("devices", "origins", "calls", "device_code", "unfaithful", "compile_s")}
         return item
 
     def _merge_into_record(self) -> int:
@@ -332,14 +346,19 @@ class Capturer:
                 self._lowered.add(key)
                 t0 = time.perf_counter()
                 code = lowered_code(req, self.lower_arch)
-                self.lowering_s += time.perf_counter() - t0
+                seconds = time.perf_counter() - t0
+                self.lowering_s += seconds
+                self.record_compile_time(key, seconds)
                 self.counts["lowered"] += 1
                 if code is not None:
                     made = {"sha256": code[1], "tilelang": tilelang_version(), "from": "lowered at capture"}
                     self.record_device_code(key, {code[0]: made})
             self._flush_new(key)
             return self._remember(CompiledStandIn(req), key)
+        t0 = time.perf_counter()
         kernel = proceed()  # with capture --serve: the library answers what it holds, TileLang compiles the rest
+        if held is None:  # TileLang compiled it: how long, per arch, a build will take to lower it
+            self.record_compile_time(key, time.perf_counter() - t0)
         code = jit_kernel_code(kernel) if cuda else None
         if code is not None:
             self.counts["compiled"] += 1

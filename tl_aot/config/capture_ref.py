@@ -35,6 +35,13 @@ def _text_or_none(value: object) -> str | None:
     return None if value is None else str(value)
 
 
+def _seconds_or_none(value: object) -> float | None:
+    """A recorded duration in seconds; None when absent or not a non-negative number (an older or hand-edited record)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        return None
+    return float(value)
+
+
 @dataclass(frozen=True, eq=False)
 class CapturedKernel:
     """One kernel of a capture record, typed: its IR, the options the JIT compiled it with, and what the capture saw.
@@ -58,6 +65,9 @@ class CapturedKernel:
     device_code: Mapping[str, JsonMapping]  # arch -> the digest of the CUDA source TileLang generated, and from what
     unfaithful: str  # why its IR does not rebuild into what the JIT compiled ('' when it does)
     item: JsonMapping = field(repr=False)
+    #: seconds the JIT took to compile it in the capture (the longest seen; None in records older than the field):
+    #: a build lowers the longest first (:func:`tl_aot.pipeline.scheduler.longest_first`)
+    compile_s: float | None = None
 
     @classmethod
     def from_item(cls, key: str, item: JsonMapping) -> CapturedKernel:
@@ -80,6 +90,7 @@ class CapturedKernel:
             device_code={str(a): c for a, c in code.items() if isinstance(c, Mapping)},
             unfaithful=str(item.get("unfaithful") or ""),
             item=item,
+            compile_s=_seconds_or_none(item.get("compile_s")),
         )
 
     @property

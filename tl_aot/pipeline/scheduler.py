@@ -5,7 +5,8 @@ budget of ``jobs`` slots (:class:`~tl_aot.pipeline.job_slots.JobSlots`, like mak
 ``-j 1`` is strictly serial and ``-j N`` never runs more than N tools at once. Lowering runs in
 worker processes once ``-j`` leaves room for more than one (TileLang is not thread safe), as many
 as there are slots (within memory): lowering is most of a build's CPU, and a slot that is not
-lowering compiles. Lowered variants compile in batches of one arch and flags
+lowering compiles. Lowering starts with the kernels whose capture took longest to compile
+(:func:`longest_first`), so none of them is left to run alone at the end. Lowered variants compile in batches of one arch and flags
 (:mod:`tl_aot.pipeline.batching`) as soon as a batch is full, before more lowering starts; once
 the last variants are lowering, what waits is cut into batches for the free slots; the launcher
 compiles while nvcc still runs.
@@ -42,6 +43,7 @@ __all__ = [
     "first_error_line",
     "VariantRun",
     "run_variants",
+    "longest_first",
 ]
 
 #: Memory one job may take: nvcc of a big TileLang kernel peaks near 1.5 GB; a lowering worker holds
@@ -215,7 +217,7 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
     ):
         lower_fn = processes.lower if processes else None
         runtime = pool.submit(held, stages.runtime)
-        pending = {lowering.submit(_lowered, held, stages.lower, t, lower_fn, progress): t for t in todo}
+        pending = {lowering.submit(_lowered, held, stages.lower, t, lower_fn, progress): t for t in longest_first(todo)}
         compiling: dict = {}
         batcher: Batcher = Batcher(batch_size(jobs, len(todo)))
 
@@ -252,6 +254,21 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
                 f.cancel()
             raise
     return run
+
+
+def longest_first(todo: list[Task]) -> list[Task]:
+    """``todo`` in the order to start lowering: the longest recorded compile first, ties and unknowns in plan order.
+
+    A captured kernel carries how long the JIT took to compile it (``compile_s``); one that takes 40 s
+    met late in the plan would lower alone while every other slot idles. Only the start order
+    changes: what a build writes is laid out in plan order, whatever order variants finish in.
+    """
+    return sorted(todo, key=lambda t: -_recorded_seconds(t))
+
+
+def _recorded_seconds(task: Task) -> float:
+    ref = task.spec.capture
+    return (ref.kernel.compile_s or 0.0) if ref is not None else 0.0
 
 
 def _group_of(task, variant: LoweredVariant) -> tuple:
