@@ -50,6 +50,7 @@ def test_pytest_xdist_workers_capture_into_one_record(suite):
     names = sorted(o["jit"].rsplit(".", 3)[1] for k in kernels.values() for o in k["origins"][:1])
     assert names == ["header_scale"] * 2 + ["scale"] * 3 + ["shift"] * 3
     assert all(k["device_code"]["sm_90a"]["sha256"] for k in kernels.values())
+    assert all(k["compile_s"] > 0 for k in kernels.values())  # how long each took to lower: the build's lowering order
     header = [k for k in kernels.values() if k["options"]["compile_flags"]]
     assert len(header) == 2
     for k in header:  # TileLang's header: named by release and digest, never copied into the record
@@ -75,3 +76,4 @@ def test_capture_serve_lowers_only_what_the_library_lacks_and_records_everything
         assert new[key]["ir"] == old[key]["ir"]
         assert new[key]["device_code"]["sm_90a"] == {**new[key]["device_code"]["sm_90a"], "from": "served from libops.so"}
         assert new[key]["device_code"]["sm_90a"]["sha256"] == old[key]["device_code"]["sm_90a"]["sha256"]
+        assert "compile_s" not in new[key] and old[key]["compile_s"] > 0  # served: nothing compiled, no time to record
