@@ -67,8 +67,23 @@ def _unique_name(prefix: str, seq: int) -> str:
 
 def write_part(folder: StrPath, kernels: Mapping[str, JsonObject], tunings: Mapping[str, JsonObject], seq: int) -> Path:
     """Write one part (kernels by key, tunings by key) atomically; returns its path."""
-    path = Path(folder) / _unique_name(_PART, seq)
-    atomic_write(path, json.dumps({"kernels": kernels, "tunings": tunings}, sort_keys=True))
+    return _write_into(Path(folder), _unique_name(_PART, seq), json.dumps({"kernels": kernels, "tunings": tunings}, sort_keys=True))
+
+
+def _write_into(folder: Path, name: str, text: str) -> Path:
+    """``folder/name`` written atomically, again (the folder made again) if a merge removed the folder meanwhile.
+
+    A merge (:func:`merge_parts`, run by another capture of the record) removes the parts folder
+    once it is empty, which may fall between the writer making the folder and its temporary file.
+    """
+    path = folder / name
+    for attempt in range(8):
+        try:
+            atomic_write(path, text)  # makes the folder
+            break
+        except FileNotFoundError:
+            if attempt == 7:
+                raise
     return path
 
 
@@ -99,9 +114,7 @@ class ProcessReport:
 
 def write_report(folder: StrPath, report: ProcessReport, seq: int) -> Path:
     """Write a process's report beside its parts."""
-    path = Path(folder) / _unique_name(_REPORT, seq)
-    atomic_write(path, json.dumps(asdict(report), sort_keys=True))
-    return path
+    return _write_into(Path(folder), _unique_name(_REPORT, seq), json.dumps(asdict(report), sort_keys=True))
 
 
 @dataclass(frozen=True)
