@@ -81,7 +81,7 @@ def _write_into(folder: Path, name: str, text: str) -> Path:
         try:
             atomic_write(path, text)  # makes the folder
             break
-        except FileNotFoundError:
+        except (FileNotFoundError, FileExistsError):  # gone before the temporary file, or while being made again
             if attempt == 7:
                 raise
     return path
