@@ -204,14 +204,19 @@ def test_damaged_cache_and_work_files_are_rebuilt_never_used(damage, clean, as_b
         assert _library(root) == clean, (damage, force)
 
 
-def test_relative_cache_folders_work(clean, tmp_path):
+def test_relative_cache_folders_work(clean, tmp_path, session_runtime):
+    from tl_aot.cuda.host_objects import OBJECTS_FOLDER
+
     root = _project(tmp_path / "p")
-    _build(root, "relcache")
-    assert (root / "relcache").is_dir() and _library(root) == clean
+    _build(root, "relcache")  # from nothing: every object compiled into the relative folder
+    assert (_entry_dir(root / "relcache") / "variant.json").is_file() and _library(root) == clean
     shutil.rmtree(root / "out")
+    # the runtime object copied in (it depends on the toolchain alone): the variant and launcher still land here
+    shutil.copytree(session_runtime.parent, root / "envcache" / OBJECTS_FOLDER / session_runtime.parent.name)
     proc = tl_aot_cli("build", "--spec", "kernels.toml", "-o", "out", "-q", cwd=root, env={**os.environ, "TL_AOT_CACHE_DIR": "envcache"})
     assert proc.returncode == 0, proc.stderr
-    assert (root / "envcache").is_dir() and _library(root) == clean
+    assert (_entry_dir(root / "envcache") / "variant.json").is_file() and _library(root) == clean
+    assert len(list((root / "envcache").glob(f"{OBJECTS_FOLDER}/*/faults.launcher.o"))) == 1
 
 
 def _start(root: Path, cache: Path, env: dict) -> subprocess.Popen:
