@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -81,12 +82,41 @@ def _library(root: Path, out: str = "out", name: str = "faults") -> str:
     return text.replace(str(root), "<root>")
 
 
+@dataclass(frozen=True)
+class Built:
+    """The project built once from an empty cache: its folder, a copy of that folder as the build left it, its library."""
+
+    root: Path
+    snapshot: Path
+    library: str
+
+
 @pytest.fixture(scope="module")
-def clean(tmp_path_factory) -> str:
-    """The library a clean build of the project makes (its own empty cache)."""
-    root = _project(tmp_path_factory.mktemp("clean") / "p")
+def built(tmp_path_factory) -> Built:
+    """One clean build of the project (its own empty cache, ``<root>/cache``), snapshotted for the cases that start from it."""
+    base = tmp_path_factory.mktemp("clean")
+    root = _project(base / "p")
     _build(root, root / "cache")
-    return _library(root)
+    shutil.copytree(root, base / "snapshot", symlinks=True)  # copy2: contents and times, so the stamp stays true
+    return Built(root, base / "snapshot", _library(root))
+
+
+@pytest.fixture(scope="module")
+def clean(built) -> str:
+    """The library a clean build of the project makes (its own empty cache)."""
+    return built.library
+
+
+@pytest.fixture
+def as_built(built) -> Path:
+    """The project of :func:`built`, put back exactly as its build left it, at the same path.
+
+    The stamp names absolute paths and digests, and the cache the project's inputs: restored in
+    place, a case starts where a fresh build would leave it, without paying for that build (~15 s).
+    """
+    shutil.rmtree(built.root)
+    shutil.copytree(built.snapshot, built.root, symlinks=True)
+    return built.root
 
 
 def _launcher(root: Path, body: str) -> str:
@@ -130,19 +160,6 @@ def _entry_dir(cache: Path) -> Path:
     return entry
 
 
-DAMAGE = {
-    "variant.json truncated": lambda c, w: _truncate(_entry_dir(c) / "variant.json"),
-    "variant.json of another shape": lambda c, w: (_entry_dir(c) / "variant.json").write_text("[]"),
-    "one digit of variant.json changed": lambda c, w: _change_a_digit(_entry_dir(c) / "variant.json"),
-    "image truncated": lambda c, w: _truncate(_entry_dir(c) / "image.bin"),
-    "runtime object truncated": lambda c, w: _truncate(next(c.glob(".objects/*/launcher_runtime.o"))),
-    "launcher object truncated": lambda c, w: _truncate(next(c.glob(".objects/*/faults.launcher.o"))),
-    "manifest object truncated": lambda c, w: _truncate(next(c.glob(".objects/*/faults.manifest.o"))),
-    "stamp of another shape": lambda c, w: (w / "stamp.json").write_text('{"key": 1, "inputs": {}}'),
-    "stamp not JSON": lambda c, w: (w / "stamp.json").write_text("{{{"),
-}
-
-
 def _truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
@@ -153,27 +170,53 @@ def _change_a_digit(path: Path) -> None:
     path.write_text(text[: m.end() - 1] + str((int(text[m.end() - 1]) + 1) % 10) + text[m.end() :])
 
 
+def _one(cache: Path, pattern: str) -> Path:
+    [path] = cache.glob(pattern)
+    return path
+
+
+# What each case damages: where the file is (in the cache or the work folder), and what is done to it.
+DAMAGE = {
+    "variant.json truncated": (lambda c, w: _entry_dir(c) / "variant.json", _truncate),
+    "variant.json of another shape": (lambda c, w: _entry_dir(c) / "variant.json", lambda p: p.write_text("[]")),
+    "one digit of variant.json changed": (lambda c, w: _entry_dir(c) / "variant.json", _change_a_digit),
+    "image truncated": (lambda c, w: _entry_dir(c) / "image.bin", _truncate),
+    "runtime object truncated": (lambda c, w: _one(c, ".objects/*/launcher_runtime.o"), _truncate),
+    "launcher object truncated": (lambda c, w: _one(c, ".objects/*/faults.launcher.o"), _truncate),
+    "manifest object truncated": (lambda c, w: _one(c, ".objects/*/faults.manifest.o"), _truncate),
+    "stamp of another shape": (lambda c, w: w / "stamp.json", lambda p: p.write_text('{"key": 1, "inputs": {}}')),
+    "stamp not JSON": (lambda c, w: w / "stamp.json", lambda p: p.write_text("{{{")),
+}
+
+
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
-def test_damaged_cache_and_work_files_are_rebuilt_never_used(damage, clean, tmp_path, fresh_cache):
-    root = _project(tmp_path / "p")
-    cache, work = fresh_cache, root / "out" / ".tl_aot" / "faults"
-    _build(root, cache)
+def test_damaged_cache_and_work_files_are_rebuilt_never_used(damage, clean, as_built):
+    root = as_built  # as a build from an empty cache left it
+    cache, work = root / "cache", root / "out" / ".tl_aot" / "faults"
+    where, spoil = DAMAGE[damage]
     for force in ((), ("--force",)):
-        DAMAGE[damage](cache, work)
+        damaged = where(cache, work)
+        assert damaged.is_file(), damaged  # there before the build: the build meets the damage, not a gap
+        spoil(damaged)
         if "stamp" not in damage:
             (work / "stamp.json").unlink(missing_ok=True)  # make the build run its stages
         _build(root, cache, *force)
         assert _library(root) == clean, (damage, force)
 
 
-def test_relative_cache_folders_work(clean, tmp_path):
+def test_relative_cache_folders_work(clean, tmp_path, session_runtime):
+    from tl_aot.cuda.host_objects import OBJECTS_FOLDER
+
     root = _project(tmp_path / "p")
-    _build(root, "relcache")
-    assert (root / "relcache").is_dir() and _library(root) == clean
+    _build(root, "relcache")  # from nothing: every object compiled into the relative folder
+    assert (_entry_dir(root / "relcache") / "variant.json").is_file() and _library(root) == clean
     shutil.rmtree(root / "out")
+    # the runtime object copied in (it depends on the toolchain alone): the variant and launcher still land here
+    shutil.copytree(session_runtime.parent, root / "envcache" / OBJECTS_FOLDER / session_runtime.parent.name)
     proc = tl_aot_cli("build", "--spec", "kernels.toml", "-o", "out", "-q", cwd=root, env={**os.environ, "TL_AOT_CACHE_DIR": "envcache"})
     assert proc.returncode == 0, proc.stderr
-    assert (root / "envcache").is_dir() and _library(root) == clean
+    assert (_entry_dir(root / "envcache") / "variant.json").is_file() and _library(root) == clean
+    assert len(list((root / "envcache").glob(f"{OBJECTS_FOLDER}/*/faults.launcher.o"))) == 1
 
 
 def _start(root: Path, cache: Path, env: dict) -> subprocess.Popen:

@@ -33,8 +33,14 @@ def sccache_env(tmp_path):
 
 def test_a_second_build_with_an_empty_tl_aot_cache_hits_sccache(tmp_path, sccache_env):
     """Same checkout path, fresh tl_aot cache (a new CI builder): nvcc is served from sccache."""
+    from tl_aot.config.spec_file import load_spec_file
+
+    # 4 variants: hits enough to count, and a warm/cold nvcc ratio measured at 0.40-0.44 on 2 cores, no nearer
+    # the 0.5 bound than specialised.toml's 12 variants (0.47), for a quarter of the time
+    spec = KERNELS / "outputs.toml"
+    variants = sum(len(e.archs) for e in load_spec_file(spec).entries)
     out = tmp_path / "build"
-    cmd = ("build", "--spec", KERNELS / "specialised.toml", "-o", out, "-j", "2")
+    cmd = ("build", "--spec", spec, "-o", out, "-j", "2")
     nvcc = []
     # a cold build, then warm ones: a third only when the second's time says nothing (this machine is shared:
     # a load that changes between two builds moves their ratio more than sccache does)
@@ -45,7 +51,7 @@ def test_a_second_build_with_an_empty_tl_aot_cache_hits_sccache(tmp_path, sccach
         nvcc.append(float(JOB_TIME.search(proc.stdout).group(1)))
     stats = subprocess.run(["sccache", "--show-stats"], env=sccache_env, capture_output=True, text=True, check=True).stdout
     hits = int(re.search(r"^Cache hits \(PTX\)\s+(\d+)", stats, re.M).group(1))
-    assert hits == 12 * (len(nvcc) - 1), stats  # every variant's PTX (nvcc's front end), each warm build
+    assert variants > 1 and hits == variants * (len(nvcc) - 1), (variants, stats)  # every variant's PTX (nvcc's front end), each warm build
     assert min(nvcc[1:]) <= 0.5 * nvcc[0], (nvcc, stats)  # what is left: nvcc's preprocessing for the cache key, and ptxas
 
 
