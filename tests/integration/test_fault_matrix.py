@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 from support.faultfs import FAULTS, FaultFS, ToolMemo
 from support.helpers import ADD_KERNEL as KERNEL
-from support.helpers import tl_aot_cli
+from support.helpers import in_folder, tl_aot_cli
 
 pytest.importorskip("tilelang")
 
@@ -141,16 +141,6 @@ def _call(fn) -> tuple[int, str]:
     return int(code or 0), err.getvalue()
 
 
-@contextlib.contextmanager
-def _in(folder: Path):
-    before = os.getcwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(before)
-
-
 def _outputs(root: Path, kind: str) -> dict:
     return {p: (root / p).read_bytes() if (root / p).is_file() else None for p in KINDS[kind][1]}
 
@@ -200,13 +190,13 @@ def states(memo, tmp_path_factory):
         if kind == "capture":
             _record(work, 256)
             _record(work, 512)
-        with _in(work):
+        with in_folder(work):
             code, err = build(work, 256)
         assert code == 0, err
         before = _outputs(work, kind)
         shutil.copytree(work, base / "prev")
         (work / "kernels.toml").write_text(SPEC.format(n=512))
-        with _in(work):
+        with in_folder(work):
             code, err = build(work, 512)
         assert code == 0, err
         made[kind] = (work, base / "prev", before, _outputs(work, kind))
@@ -264,7 +254,7 @@ def test_every_file_system_operation_of_a_build_failed_in_turn(kind, states, mem
 
     def run(target=None, fault=None) -> tuple:
         _fresh(prev, work)
-        with _in(work), FaultFS(work, target=target, fault=fault) as fs:
+        with in_folder(work), FaultFS(work, target=target, fault=fault) as fs:
             memo.fs = fs
             try:
                 code, err = build(work, 512)
@@ -281,7 +271,7 @@ def test_every_file_system_operation_of_a_build_failed_in_turn(kind, states, mem
         code, err, fs = run(op, fault)
         problem = "the fault never fired" if fs.fired is None else _judge(code, err, fs, work, kind, before, clean, fault)
         if problem is None:
-            with _in(work):
+            with in_folder(work):
                 code2, err2 = build(work, 512)
             if code2 != 0 or _outputs(work, kind) != clean:
                 problem = f"the build with the fault gone differs from a clean build (exit {code2}): {err2[-500:]}"

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.helpers import in_folder
 
 pytest.importorskip("tilelang")
 
@@ -71,13 +71,8 @@ def _build(root: Path, *args) -> tuple[int, str]:
     from tl_aot.frontends import cli
 
     err = io.StringIO()
-    before = os.getcwd()
-    os.chdir(root)
-    try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            code = cli.main(["build", *args, "--arch", "90a", "-j", "1", "--cache-dir", str(root / "cache")])
-    finally:
-        os.chdir(before)
+    with in_folder(root), contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = cli.main(["build", *args, "--arch", "90a", "-j", "1", "--cache-dir", str(root / "cache")])
     text = err.getvalue()
     assert "Traceback" not in text, text
     return code, text

@@ -139,3 +139,14 @@ def add(N=256):
 
     return main
 """
+
+
+@contextlib.contextmanager
+def in_folder(folder: Path):
+    """Run the body with ``folder`` as the working folder (``contextlib.chdir`` from Python 3.11 on), then go back."""
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)

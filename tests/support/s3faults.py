@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs
 
+from support.helpers import in_folder
+
 __all__ = ["FaultyS3", "s3_options", "sweep", "Sweep", "FAULT_KINDS", "READ_TIMEOUT_S"]
 
 #: What a request may be failed with.
@@ -232,7 +234,7 @@ def sweep(work: Path, *, seed: int, builds: int, rate: float, sizes=(256, 512, 1
     (work / "kernels.toml").write_text(SPEC.format(entries="".join(ENTRY.format(n=n) for n in sizes)))
     result = Sweep()
     t0 = time.monotonic()
-    with ToolMemo(), _in(work), FaultyS3(seed=seed, rate=0.0) as s3:
+    with ToolMemo(), in_folder(work), FaultyS3(seed=seed, rate=0.0) as s3:
         saved = fsspec.config.conf.get("s3")
         fsspec.config.conf["s3"] = s3_options(s3.endpoint)
         try:
@@ -273,7 +275,6 @@ def sweep(work: Path, *, seed: int, builds: int, rate: float, sizes=(256, 512, 1
 
 def _build(work: Path, *, url: str | None) -> tuple[int, str]:
     """One build in this process, from an empty local cache: (exit status, stderr then stdout; a traceback is exit 99)."""
-    import contextlib
     import io
     import shutil
     import traceback
@@ -313,13 +314,3 @@ def _judge(code: int, err: str, now: dict, reference: dict) -> str | None:
         differ = sorted(k for k in set(now) | set(reference) if now.get(k) != reference.get(k))
         return f"exit 0 but these differ from an undisturbed build's (bytes used unverified?): {differ}"
     return None
-
-
-@contextlib.contextmanager
-def _in(folder: Path):
-    before = os.getcwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(before)
