@@ -7,7 +7,7 @@
 # (../shared/device/fetch-wheels.sh, plus `pip download pytest-xdist execnet` into .whl-x), apache-tvm-ffi in .whl/.
 # One step per call (each fits the machine's 10-minute call); the machine keeps /tmp between calls:
 #   setup WHEELDIRS...   install the wheels of those folders into /tmp/site
-#   capture [SECONDS] [all|share]  the suite (default: the share) under `tl_aot capture -n 16`, stopped after SECONDS
+#   capture [SECONDS] [all|share]  the suite (default: the share) under pytest-xdist (one worker a core, spread over the GPUs), stopped after SECONDS
 #                        (default 540; every kernel is written when met); the files whose every test finished
 #                        are listed in $W/complete.txt
 #   capture-rest [SECONDS]  the collected files no capture call finished, captured into the same record (a
@@ -30,6 +30,17 @@ PYTEST=(python3 -m pytest -q -p no:cacheprovider -o addopts= -m smoke)
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(round($(now) - $1, 1))"; }
 files() { mapfile -t FILES < "$W/complete.txt"; }
+# pytest-xdist workers: one per core (WORKERS overrides), spread evenly over the machine's GPUs (each worker sees one).
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$GPUS" -ge 1 ] || GPUS=1
+WORKERS=${WORKERS:-$(nproc)}
+XDIST=(--dist worksteal)
+if [ "$GPUS" -gt 1 ]; then
+  for ((g = 0; g < GPUS; g++)); do XDIST+=(--tx "$(( (WORKERS + GPUS - 1) / GPUS ))*popen//env:CUDA_VISIBLE_DEVICES=$g"); done
+else
+  XDIST+=(-n "$WORKERS")
+fi
+# What a step leaves is copied to $OUT as it ends (the machine may go back before a later step).
+save() { [ -n "${OUT:-}" ] || return 0; mkdir -p "$OUT"; cp "$@" "$OUT/" 2>/dev/null; true; }
 
 case "${1:-}" in
   setup)
@@ -57,21 +68,23 @@ case "${1:-}" in
     # pytest itself is stopped (SIGINT to its process group): it prints the summary of what ran. The record is
     # merged into (a second call adds to what the first recorded).
     python3 -m tl_aot capture -o "$W/record.json" --keep-going -- \
-      timeout -s INT "$limit" "${PYTEST[@]}" -n 16 --dist loadfile -rA "${sel[@]}" > "$log" 2>&1
+      timeout -s INT "$limit" "${PYTEST[@]}" "${XDIST[@]}" -rA "${sel[@]}" > "$log" 2>&1
     echo "$1 exit $? after $(since "$t0") s" | tee -a "$W/times/capture"
     grep -E "passed|failed" "$log" | tail -1; grep "^tl_aot capture" "$log" | tail -3
     python3 "$ROOT/bench/tileops_complete.py" "$W/collected.txt" "$W"/capture*.log > "$W/complete.txt"
-    python3 -c "import json; d=json.load(open('$W/record.json')); print('kernels', len(d['kernels']), 'tunings', len(d.get('tunings', {})))" ;;
+    python3 -c "import json; d=json.load(open('$W/record.json')); print('kernels', len(d['kernels']), 'tunings', len(d.get('tunings', {})))"
+    echo "$(wc -l < "$W/complete.txt") files complete of $(grep '::' "$W/collected.txt" | cut -d: -f1 | sort -u | wc -l) collected"
+    gzip -c "$W/record.json" > "$W/record.json.gz"; save "$W/record.json.gz" "$W/complete.txt" "$log" ;;
   build)
     archs=${2:?archs}; limit=${3:-560}; arch_flags=(); for a in ${archs//,/ }; do arch_flags+=(--arch "$a"); done
     export TL_AOT_CACHE_DIR=$W/cache
     t0=$(now)
-    /usr/bin/time -f "build cpu %U+%S s, max rss %M KB" timeout -s INT "$limit" python3 -m tl_aot build \
+    /usr/bin/time -f "build cpu %U+%S s, max rss %M KB" timeout -k 20 -s INT "$limit" python3 -m tl_aot build \
       --capture "$W/record.json" --keep-going "${arch_flags[@]}" -o "$W/lib" --name tileops_whole -j "$(nproc)" \
       --image-packs --pack-hint "pip install 'tileops-aot-{tag}==0.1'" > "$W/build.log" 2>&1
     echo "build exit $? after $(since "$t0") s ($archs, -j $(nproc))" | tee -a "$W/times/build"
     grep -E "variant|image packs|job time|built |cpu|left out" "$W/build.log" | tail -8
-    du -b "$W"/lib/*.so "$W"/lib/*.tlpack 2>/dev/null ;;
+    du -b "$W"/lib/*.so "$W"/lib/*.tlpack 2>/dev/null; save "$W/build.log" ;;
   wheel)
     pkg=$W/pkg; rm -rf "$pkg" "$W/dist"; mkdir -p "$pkg/tileops_aot" "$W/dist"
     cp "$W"/lib/libtileops_whole.so "$W"/lib/*.tlpack "$pkg/tileops_aot/"
@@ -90,7 +103,7 @@ packages = ["tileops_aot"]
 tileops_aot = ["*.so", "*.tlpack"]
 TOML
     (cd "$pkg" && python3 -m pip wheel -q --no-deps --no-build-isolation -w "$W/dist" .) 2>&1 | grep -v WARNING | tail -2
-    python3 -m tl_aot split-wheel "$W"/dist/*.whl 2>&1 | tee "$W/wheels.txt" ;;
+    python3 -m tl_aot split-wheel "$W"/dist/*.whl 2>&1 | tee "$W/wheels.txt"; ls -l "$W"/dist; save "$W/wheels.txt" ;;
   serve|jit-warm)
     files
     if [ "$1" = serve ]; then
@@ -113,10 +126,22 @@ TOML
     fi
     cd "$ROOT/.tileops"
     t0=$(now)
-    "${cmd[@]}" python3 -m pytest -q -p no:cacheprovider -o addopts= -m smoke -n 16 --dist loadfile "${FILES[@]}" > "$W/$1.log" 2>&1
+    "${cmd[@]}" python3 -m pytest -q -p no:cacheprovider -o addopts= -m smoke "${XDIST[@]}" --junitxml="$W/$1.xml" "${FILES[@]}" > "$W/$1.log" 2>&1
     echo "$1 exit $? after $(since "$t0") s" | tee "$W/times/$1"
     grep -E "passed|failed" "$W/$1.log" | tail -1; grep "^tl_aot serve" "$W/$1.log" | head -3
-    [ "$1" = serve ] && echo "files in the served run's TileLang cache: $(find "$W/served-cache" -type f 2>/dev/null | wc -l)" ;;
+    [ "$1" = serve ] && echo "files in the served run's TileLang cache: $(find "$W/served-cache" -type f 2>/dev/null | wc -l)"
+    if [ "$1" = serve ]; then
+      # The installed library loaded and served in a fresh process: wall and CPU, nothing called.
+      (cd /tmp && python3 -c "
+import time, os, tileops_aot
+so = os.path.join(os.path.dirname(tileops_aot.__file__), 'libtileops_whole.so')
+w, c = time.perf_counter(), time.process_time(); import tl_aot; imp = (time.perf_counter() - w) * 1e3
+w, c = time.perf_counter(), time.process_time(); lib = tl_aot.load(so); lw, lc = (time.perf_counter() - w) * 1e3, (time.process_time() - c) * 1e3
+w, c = time.perf_counter(), time.process_time(); srv = tl_aot.serve(so); sw, sc = (time.perf_counter() - w) * 1e3, (time.process_time() - c) * 1e3
+print(f'import tl_aot {imp:.1f} ms; load {lw:.1f} ms wall / {lc:.1f} ms CPU; serve {sw:.1f} ms wall / {sc:.1f} ms CPU')
+") 2>&1 | tail -2
+    fi
+    gzip -kf "$W/$1.log"; save "$W/$1.log.gz" "$W/$1.xml" ;;
   recapture)
     files; cd "$ROOT/.tileops"
     # One kernel function edited so its IR changes (every shape of it is a new kernel), results the same.
@@ -126,7 +151,7 @@ TOML
     export TILELANG_CACHE_DIR=$W/recapture-cache
     t0=$(now)
     python3 -m tl_aot capture --serve "$W/lib/libtileops_whole.so" -o "$W/record2.json" --keep-going -- \
-      "${PYTEST[@]}" -n 16 --dist loadfile "${FILES[@]}" > "$W/recapture.log" 2>&1
+      "${PYTEST[@]}" "${XDIST[@]}" "${FILES[@]}" > "$W/recapture.log" 2>&1
     echo "recapture exit $? after $(since "$t0") s (changed: $target)" | tee "$W/times/recapture"
     cp "$W/kernel.bak" "$target"; grep "^tl_aot capture" "$W/recapture.log" | tail -3 ;;
   report)

@@ -101,3 +101,15 @@ def test_tensorless_op_under_torch_compile(coverage_lib):
     want = coverage_lib.alibi_slopes() + torch.arange(12, device="cuda").float()
     torch.testing.assert_close(got, want)
     assert math.isclose(float(got[0]), 2 ** (-8 / 12), rel_tol=1e-5)
+
+
+def test_parameters_tilelang_named_alike_keep_their_own_values(coverage_lib):
+    x = torch.randn(1000, device="cuda")
+    lane = torch.arange(1000, device="cuda") % 128
+    torch.testing.assert_close(coverage_lib.gated_scale(x, 2.0, -3.0), torch.where(lane < 64, x * 2.0, x * -3.0))
+
+
+def test_two_symbols_of_one_name_take_two_lengths(coverage_lib):
+    x, y = torch.randn(100, device="cuda"), torch.zeros(70, device="cuda")
+    coverage_lib.two_lengths(x, y)
+    torch.testing.assert_close(y, x[:70] * 2.0)

@@ -108,3 +108,15 @@ def test_tensorless_entries_in_place_take_the_outputs_device_and_check_the_scala
         with pytest.raises(Exception) as e:  # every check passed: then the GPU is needed
             call()
         assert "allocating" not in str(e.value) and "argument" not in str(e.value)
+
+
+def test_parameters_and_symbols_tilelang_named_alike_are_told_apart(coverage):
+    result, lib = coverage
+    assert lib.signature("gated_scale").signature() == "gated_scale(X: float32[n], alpha: float32, alpha_1: float32) -> Y: float32[n]"
+    assert lib.signature("two_lengths").signature() == "two_lengths(X: float32[n], Y: float32[n_1])"
+    assert "void gated_scale(::tvm::ffi::TensorView X, float alpha, float alpha_1, ::tvm::ffi::TensorView Y);" in result.header.read_text()
+    with pytest.raises(TypeError, match=r"gated_scale: argument 'alpha_1' expected a float"):
+        lib.gated_scale(f32(8), 1.0, "2")  # the second scalar checked as its own argument
+    with pytest.raises(Exception) as e:  # X and Y of different lengths, as TileLang's JIT accepts: every check passes
+        lib.two_lengths(f32(8), f32(5))
+    assert "argument" not in str(e.value)

@@ -6,6 +6,9 @@ Dims TileLang solves: ``pair_sum`` (``n * 2``), ``stencil3`` (``n + 2``: a halo)
 Bit operations in launch bounds: ``tile_copy`` (a shifted grid, dynamic shared memory ``1 << log_tile``).
 Every tensor an output: ``alibi_slopes`` and ``sinusoidal`` (static shapes), ``arange`` (its length a
 scalar argument, bound by ``T.match_buffer`` as TileLang's JIT binds it).
+Names TileLang's builder gives: ``gated_scale`` (``alpha = alpha_lo`` in the body renames both scalar
+parameters ``alpha``, as TileOPs' mHC kernels do), ``two_lengths`` (two ``T.dynamic("n")``: two symbols
+of one name, which TileLang's JIT binds apart).
 """
 
 import tilelang.language as T
@@ -119,5 +122,36 @@ def arange(block=128):
                 j = bx * block + i
                 if j < n:
                     out[j] = start + j * step
+
+    return main
+
+
+def gated_scale(block=128, split=64):
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), alpha_lo: T.float32, alpha_hi: T.float32, Y: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                j = bx * block + i
+                if j < n:
+                    if i < split:
+                        alpha = alpha_lo
+                        Y[j] = X[j] * alpha
+                    else:
+                        alpha = alpha_hi
+                        Y[j] = X[j] * alpha
+
+    return main
+
+
+def two_lengths(block=128):
+    @T.prim_func
+    def main(X: T.Tensor((T.dynamic("n"),), "float32"), Y: T.Tensor((T.dynamic("n"),), "float32")):
+        with T.Kernel(1, threads=block) as _:
+            for i in T.Parallel(block):
+                if i < X.shape[0]:
+                    if i < Y.shape[0]:
+                        Y[i] = X[i] * 2.0
 
     return main

@@ -146,3 +146,28 @@ def test_when_on_a_solved_symbol_is_refused():
     second = dataclasses.replace(first, name="s1", when=(), fallback=True)
     with pytest.raises(LoweringError, match=r"when names n = X.shape\[0\] // 2, solved from a dim expression"):
         plan((first, second))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_parameters_tilelang_renamed_alike_keep_their_own_values(arch):
+    # `alpha = alpha_lo` / `alpha = alpha_hi` in the body: TileLang's builder names both parameters `alpha`
+    v = lower("gated_scale", arch, out_idx=[-1])
+    assert [p.name for p in v.params] == ["X", "alpha", "alpha_1", "Y"]  # the later one numbered, as TileLang's C does
+    (k,) = v.kernels
+    assert [a.value for a in k.args] == ["p_X", "p_Y", "a_alpha", "a_alpha_1", "s_n"]  # each from its own parameter
+    assert "float alpha, float alpha_1, int n)" in v.cuda_source  # the names TileLang's own code generator chose
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_two_symbols_of_one_name_are_bound_apart(arch):
+    v = lower("two_lengths", arch)
+    assert [(s.name, s.param) for s in v.symbols] == [("n", "X"), ("n_1", "Y")]  # not one `n` the two must share
+    params, _ = by_name(v)
+    assert (params["X"].shape, params["Y"].shape) == (("n",), ("n_1",))
+    assert [a.value for a in v.kernels[0].args] == ["p_X", "p_Y", "s_n", "s_n_1"]
+
+
+def test_a_variant_lowered_twice_in_one_process_is_named_the_same():
+    # the renaming is in place on TileLang's objects: lowering the renamed prim_func again changes nothing
+    first, second = lower("gated_scale", "90a", out_idx=[-1]), lower("gated_scale", "90a", out_idx=[-1])
+    assert [p.name for p in first.params] == [p.name for p in second.params] and first.cuda_source == second.cuda_source

@@ -29,6 +29,7 @@ from ..jit.request_key import backend_kind, options_of, request_key
 from ..jit.resolve import Resolved, func_hash, resolve_kernel
 from ..jit.seam import CompileRequest
 from .cuda_source import check_source_kernels, rename_reserved_names, static_shared_bytes
+from .distinct_names import distinguish_names
 from .ir_metadata import host_walk, read_kernels, read_tma_descriptors, read_workspaces
 from .ir_signature import output_positions, read_signature
 
@@ -75,6 +76,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
             backend = spec.backend or backend_kind(resolved.execution_backend, resolved.target)
             lower_target = _cutedsl_target(spec, arch, target) if backend == "cutedsl" else target
             art = lower(func, lower_target, pass_configs)
+        distinguish_names(func)  # after lowering: the device code is the JIT's, byte for byte
         params, symbols, names = read_signature(func, where, outputs)
         host_funcs = list(art.host_mod.functions.values())
         if len(host_funcs) != 1:
