@@ -263,3 +263,41 @@ def test_nvcc_errors_point_at_a_captured_kernels_origin_and_a_kernel_file_is_rea
     captured = dataclasses.replace(captured, capture=CaptureRef(str(record), "k" * 64, kernel, RecordChoices(str(record), (), ())))
     assert stages.user_location(captured).endswith("at suite.py:7 (test_scale)")
     assert len(parsed) == 1
+
+
+def test_the_tail_of_lowering_cuts_what_waits_for_every_slot_not_only_those_free_that_instant(monkeypatch):
+    """36 quick variants and 4 slow ones, -j 4: when the first slow one finishes, the 7 waiting go out as 4 batches.
+
+    Cut for the one slot free at that instant they were one batch of 7, whose ptxas ran one after the
+    other while the slots the other slow lowerings freed idled (the whole TileOPs build's last minute).
+    """
+    import contextlib
+    import time
+    import types
+
+    from tl_aot.common.arch import parse_arch
+    from tl_aot.pipeline.plan import Task
+
+    spec = KernelSpec.create(name="e", source=KERNELS / "elementwise.py", function="add_one", archs=["90a"])
+    tasks = [Task(spec, parse_arch("90a"), f"k{i}", None) for i in range(40)]
+    batches: list[int] = []
+
+    def lower(task, _lower_fn):
+        time.sleep(0.3 if int(task.key[1:]) >= 36 else 0.0)
+        return types.SimpleNamespace(nvcc_options=("-O3",), backend="cuda")
+
+    stages = types.SimpleNamespace(
+        runtime=lambda: (None, 0.0),
+        lower=lower,
+        compile_many=lambda pairs: batches.append(len(pairs)) or [b"image"] * len(pairs),
+        without_failures=lambda run: run.tasks,
+        launcher=lambda run, each: ("", None),
+    )
+    monkeypatch.setattr(scheduler, "lowering_workers", lambda jobs, n: 4)
+    monkeypatch.setattr(scheduler, "LoweringPool", lambda n: contextlib.nullcontext(types.SimpleNamespace(lower=None)))
+    run = scheduler.VariantRun("lib", {}, {}, list(tasks), scheduler.Progress(0, None))
+    scheduler.run_variants(tasks, run, stages, jobs=4, keep_going=False, progress=run.progress)
+    assert len(run.images) == 40 and sum(batches) == 40
+    assert batches[:3] == [10, 10, 10]  # full batches of the build's share per slot while lowering runs
+    assert sorted(batches[3:7], reverse=True) == [2, 2, 2, 1]  # the 7 waiting when the tail began, cut for 4 slots
+    assert max(batches[3:]) <= 2

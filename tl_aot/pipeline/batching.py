@@ -6,7 +6,8 @@ after the other, so one large batch left at the end of a build keeps one core bu
 others idle. :class:`Batcher` gathers the variants as they are lowered, one group per arch, nvcc
 flags and backend (what :func:`~tl_aot.pipeline.images.images_of` compiles in one run), hands
 out a group as a batch once it holds :func:`batch_size` variants, and at the end cuts what is
-left into as many batches as there are free slots (:meth:`Batcher.drain`).
+left into as many batches as the build has slots (:meth:`Batcher.drain`): the slots the last
+lowering leaves take them as they free.
 """
 
 from __future__ import annotations

@@ -236,10 +236,11 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
                     full = batcher.add(_group_of(task, variant), (task, variant, seconds))
                     if full:
                         compile_batch(full)
-                # The last variants are lowering (none waits for a worker): the slots they leave compile what waits, now.
-                free = jobs - unfinished
-                if unfinished <= run.workers and free > 0:
-                    for batch in batcher.drain(free):
+                # The last variants are lowering (none waits for a worker): what waits compiles now, cut for every slot
+                # (not only those free this instant: a batch of 23 heavy kernels cut for the one slot free then ran its
+                # ptxas one after the other for 40 s while the slots freed after it idled).
+                if unfinished <= run.workers and jobs - unfinished > 0:
+                    for batch in batcher.drain(jobs):
                         compile_batch(batch)
             for batch in batcher.drain(jobs):
                 compile_batch(batch)
