@@ -112,10 +112,13 @@ def test_a_served_jit_call_never_traces_and_a_changed_closure_or_global_misses(t
             assert isinstance(kernel, ServedKernel) and kernel(1, 2)[:2] == ("ran", "add_k")
             assert len(traces) == 1, "served before TileLang built the prim_func"
             assert serving._active.stats.served_untraced == 1
+            assert (serving._active.stats.lookups, serving._active.stats.call_lookups) == (1, 1)  # one lookup, by call key
             assert kernel.prim_func is not None and len(traces) == 2  # traced only when asked for
             with pytest.raises(serving.KernelNotServed):
                 k.make(2.0)(256)  # another value in its closure: another kernel
             assert len(traces) == 3  # it was keyed by its prim_func, which no library holds
+            st = serving._active.stats  # its call key missed, then its traced prim_func was hashed: counted apart
+            assert (st.lookups, st.call_lookups) == (3, 2) and st.lookup_s >= st.call_lookup_s
             monkeypatch.setattr(k, "SCALE", 3.0)
             with pytest.raises(serving.KernelNotServed):
                 k.make(1.0)(256)  # a global it reads changed
