@@ -267,3 +267,26 @@ def test_a_kept_spelling_is_never_used_once_what_it_read_changed(kmod, change):
         fn.__kwdefaults__["scale"] = 2.0
     after = call_key(jit, (256,), {}, "90")
     assert after != before and after == _reference_key(jit, (256,), {}, "90")
+
+
+def test_global_names_read_off_the_bytes_are_what_dis_reads():
+    """The key's global names come from a direct scan of the bytecode: the same set ``dis`` gives, for every code object of tl_aot."""
+    import dis
+    import types
+
+    from tl_aot.jit.call_key import _loaded_globals
+
+    def codes(code):
+        yield code
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                yield from codes(const)
+
+    root = Path(__file__).parents[2] / "tl_aot"
+    seen = 0
+    for path in sorted(root.rglob("*.py")):
+        for code in codes(compile(path.read_text(), str(path), "exec")):
+            want = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+            assert _loaded_globals(code) == want, (path, code.co_name)
+            seen += 1
+    assert seen > 2000  # every function, class body and comprehension of the package
