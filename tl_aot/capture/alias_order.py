@@ -8,12 +8,12 @@ of maps keyed by the variables' addresses, so by where the process's allocator p
 everything the process did before:
 
 * **which offset each gets** (the arena plan): buffers are packed in (first use, size, name) order;
-  two ``workspace``\\ s alive over the same statements (two reductions in one loop body) tie, and
+  two ``workspace`` buffers alive over the same statements (two reductions in one loop body) tie, and
   which one lands at the lower offset is the map's order. TileOPs' gated DeltaNet backward, three
   copies of two reductions, was written with a workspace moved from one offset to another by the JIT
   and by each build process (TileLang 0.1.15; ``tests/kernels/loop_reductions.py`` flips alike);
 * **the order of aliases at one offset** (``MakeAliasBindings`` sorts them by (offset, name)): two
-  ``workspace``\\ s whose lifetimes do not overlap share an offset, and the order of their
+  ``workspace`` buffers whose lifetimes do not overlap share an offset, and the order of their
   declarations is the map's (one kernel lowered four times in one process wrote both).
 
 The C code generator names variables in the order they are bound (``workspace``, ``workspace_1``,
@@ -71,7 +71,7 @@ def alias_families(source: str) -> tuple[AliasFamily, ...]:
     families: list[AliasFamily] = []
     i = 0
     while i < len(lines):
-        block = []
+        block: list[re.Match[str]] = []
         while i + len(block) < len(lines) and (m := _ALIAS.match(lines[i + len(block)])):
             block.append(m)
         if not block:
@@ -125,11 +125,12 @@ def _template(source: str, families: tuple[AliasFamily, ...]) -> list[str | tupl
     return parts
 
 
-def alias_orders(source: str, *, limit: int = MAX_ORDERS) -> Iterator[str]:
-    """``source`` as TileLang writes it for each permutation of its same-named aliases' uses, itself first; at most ``limit``.
+def alias_orders(source: str, *, limit: int | None = None) -> Iterator[str]:
+    """``source`` as TileLang writes it for each permutation of its same-named aliases' uses, itself first.
 
-    A source without same-named aliases gives itself alone.
+    At most ``limit`` (default :data:`MAX_ORDERS`); a source without same-named aliases gives itself alone.
     """
+    limit = MAX_ORDERS if limit is None else limit
     families = alias_families(source)
     if not families:
         yield source

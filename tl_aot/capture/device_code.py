@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..common.errors import LoweringError
 from ..common.json_types import JsonMapping
-from .alias_order import MAX_ORDERS, alias_orders, order_count
+from .alias_order import alias_orders, order_count
 
 if TYPE_CHECKING:
     from ..jit.seam import CompileRequest
@@ -164,7 +164,7 @@ def check_against_record(item: JsonMapping, arch: str, source: str, where: str, 
     total = order_count(source)
     orders = f", in each of the {tried} spellings of its same-named shared-memory aliases" if tried > 1 else ""
     if total > tried:
-        orders = f", in the first {tried} of the {total} spellings of its same-named shared-memory aliases (at most {MAX_ORDERS} tried)"
+        orders = f", in the first {tried} of the {total} spellings of its same-named shared-memory aliases (no more are tried)"
     msg = (
         f"{where}: the device code TileLang generates from the record is not the code the JIT generated for this kernel "
         f"when the workload ran ({want.get('from', 'JIT')}): digest {mine} built{orders}, {want['sha256']} captured{versions}; "
