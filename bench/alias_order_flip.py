@@ -1,14 +1,18 @@
-"""How often TileLang writes a kernel's tied shared-memory aliases in another order (CPU machine, TileLang only).
+"""How often TileLang spells a kernel's same-named shared-memory aliases another way (CPU machine, TileLang only).
 
 The row norm and the ``@tilelang.jit`` row softmax of ``tests/kernels/twin_reductions.py`` (two
-block-wide reductions, two ``workspace`` aliases at one offset) are lowered ``--rounds`` times in
+block-wide reductions, two ``workspace`` aliases at one offset) and the row stats of
+``tests/kernels/loop_reductions.py`` (two reductions in one loop: two ``workspace`` buffers at two
+offsets, which one where the process's) are lowered ``--rounds`` times in
 each of ``--processes`` fresh processes, one ``PYTHONHASHSEED`` each, after another kernel each
-round, as a JIT worker lowers them among others. Each process prints the digests it saw; the parent checks that every digest is
-TileLang's source in one of its alias orders (:func:`tl_aot.capture.alias_order.alias_orders` of
+round, as a JIT worker lowers them among others, with a seeded number of IR objects left alive.
+Each process prints the digests it saw; the parent checks that every digest is TileLang's source in
+one of its alias spellings (:func:`tl_aot.capture.alias_order.alias_orders` of
 the first source seen) and prints one JSON line per kernel: the processes, the distinct digests,
 the processes that saw more than one. Run: ``python bench/alias_order_flip.py --processes 4 --rounds 4``
-(about 12 s a process on 2 cores). Measured (TileLang 0.1.15, 4 processes of 4 rounds): the row
-norm came out in both orders in 3 processes, the softmax in one order; every digest an alias order.
+(about 4 s a process on 2 cores). Measured (TileLang 0.1.15, 4 processes of 4 rounds): the row
+norm came out both ways in 1 process, the row stats (a workspace moved between offsets) in 2, the
+softmax one way; every digest one of the source's spellings.
 """
 
 from __future__ import annotations
@@ -25,17 +29,21 @@ __all__ = ["main"]
 KERNELS = Path(__file__).resolve().parents[1] / "tests" / "kernels"
 
 _CHILD = """
-import json, sys
+import json, random, sys
 sys.path.insert(0, {kernels!r})
 import twin_reductions as t
+import loop_reductions as l
 from tilelang import tvm
 from tl_aot.capture.device_code import digest, lower
 
 target = tvm.target.Target({{"kind": "cuda", "arch": "sm_90a"}})
-made = {{"row_norm": lambda: t.row_norm(), "row_softmax": lambda: t.row_softmax().get_tir(16, 256)}}
+made = {{"row_norm": lambda: t.row_norm(), "row_softmax": lambda: t.row_softmax().get_tir(16, 256), "row_stats": lambda: l.row_stats()}}
 seen = {{name: [] for name in made}}
 sources = {{}}
+rng = random.Random({seed})
+held = []  # objects left alive between rounds, as a long-lived JIT process's heap holds them
 for i in range({rounds}):
+    held += [tvm.tirx.Var("v", "int32") for _ in range(rng.randint(0, 4000))]
     with target:
         lower(t.row_norm(N=256 * (i % 3 + 1)), target, {{}})  # other work first, as a JIT worker's
     for name, make in made.items():
@@ -56,9 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     from tl_aot.capture.alias_order import alias_orders
     from tl_aot.capture.device_code import digest
 
-    child = _CHILD.format(kernels=str(KERNELS), rounds=args.rounds)
     runs = []
     for seed in range(args.processes):
+        child = _CHILD.format(kernels=str(KERNELS), rounds=args.rounds, seed=seed)
         env = {**os.environ, "PYTHONHASHSEED": str(seed)}
         out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, check=True).stdout
         runs.append(json.loads(out.strip().splitlines()[-1]))

@@ -5,8 +5,9 @@ for it (the JIT kernel's source on a GPU run; TileLang's lowering of the *origin
 a ``--device`` run). A build from the record lowers the stored IR and compares the digest of
 TileLang's source, before tl_aot's own edits (:mod:`tl_aot.lower.cuda_source`), for that arch; a
 difference is refused, naming the kernel, unless the recorded digest is that of the same source
-with its tied shared-memory aliases in another order (:mod:`tl_aot.capture.alias_order`: an order
-TileLang leaves to the process), which is then the source shipped. ``verify`` compares the digests
+with the uses of its same-named shared-memory aliases permuted (:mod:`tl_aot.capture.alias_order`:
+which offset each gets, and their order at one offset, are TileLang's process's), which is then the
+source shipped. ``verify`` compares the digests
 a library carries.
 """
 
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..common.errors import LoweringError
 from ..common.json_types import JsonMapping
-from .alias_order import alias_orders
+from .alias_order import alias_orders, order_count
 
 if TYPE_CHECKING:
     from ..jit.seam import CompileRequest
@@ -128,9 +129,9 @@ def recorded(item: JsonMapping, arch: str) -> JsonMapping:
 class ProvenSource:
     """The device source a build ships for a kernel and its digest: TileLang's, or the JIT's spelling of it.
 
-    ``reordered``: the captured digest is that of TileLang's source with its tied shared-memory
-    aliases in another order (:mod:`tl_aot.capture.alias_order`): the same code, spelled as the JIT's
-    process wrote it, and shipped as such.
+    ``reordered``: the captured digest is that of TileLang's source with its same-named shared-memory
+    aliases placed or declared in another order (:mod:`tl_aot.capture.alias_order`): the same code,
+    spelled as the JIT's process wrote it, and shipped as such.
     """
 
     source: str
@@ -141,8 +142,8 @@ class ProvenSource:
 def check_against_record(item: JsonMapping, arch: str, source: str, where: str, *, tilelang_version: str, target: str = "") -> ProvenSource:
     """The source to ship for ``source`` (TileLang's, for ``arch``); raises when the record holds another kernel's digest.
 
-    The record's digest is accepted for ``source`` as TileLang wrote it or as it writes it with its
-    tied aliases in another order (the order is the lowering process's: :mod:`~tl_aot.capture.alias_order`);
+    The record's digest is accepted for ``source`` as TileLang wrote it or as it writes it with the
+    uses of its same-named aliases permuted (the lowering process's choice: :mod:`~tl_aot.capture.alias_order`);
     the text whose digest was recorded is the one returned. ``target``: the build's target, spelled;
     named beside the JIT's (when the record has it) if they differ.
     """
@@ -150,17 +151,20 @@ def check_against_record(item: JsonMapping, arch: str, source: str, where: str, 
     want = recorded(item, arch)
     if not want or want["sha256"] == mine:
         return ProvenSource(source, mine)
-    spellings = list(alias_orders(source))
-    for spelled in spellings:
+    tried = 0
+    for spelled in alias_orders(source):
+        tried += 1
         if digest(spelled) == want["sha256"]:
             return ProvenSource(spelled, want["sha256"], reordered=spelled != source)
-    tried = len(spellings)
     then = want.get("tilelang", "?")
     versions = f" (captured with TileLang {then}, built with {tilelang_version})" if then != tilelang_version else ""
     theirs = str(want.get("target", ""))
     if theirs and target and theirs != target:
         versions += f"; the JIT's target was {theirs}, the build's {target}"
-    orders = f", in each of the {tried} orders of its tied shared-memory aliases" if tried > 1 else ""
+    total = order_count(source)
+    orders = f", in each of the {tried} spellings of its same-named shared-memory aliases" if tried > 1 else ""
+    if total > tried:
+        orders = f", in the first {tried} of the {total} spellings of its same-named shared-memory aliases (no more are tried)"
     msg = (
         f"{where}: the device code TileLang generates from the record is not the code the JIT generated for this kernel "
         f"when the workload ran ({want.get('from', 'JIT')}): digest {mine} built{orders}, {want['sha256']} captured{versions}; "

@@ -129,8 +129,8 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
 def _proven_code(backend: str, art, resolved: Resolved, arch: Arch, where: str) -> tuple[str, str]:
     """TileLang's CUDA source (before tl_aot's edits) and its digest; a captured kernel's must be the one recorded.
 
-    For a captured kernel, the source is the JIT's spelling of it: TileLang's with its tied
-    shared-memory aliases in the order the JIT's process wrote them (:mod:`tl_aot.capture.alias_order`).
+    For a captured kernel, the source is the JIT's spelling of it: TileLang's with its same-named
+    shared-memory aliases placed and ordered as the JIT's process wrote them (:mod:`tl_aot.capture.alias_order`).
     """
     if backend != "cuda":
         return art.kernel_source, ""
