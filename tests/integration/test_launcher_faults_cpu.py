@@ -9,9 +9,10 @@ header, manifest and launcher agree. Without it the build stops, naming the entr
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
-from support.helpers import KERNELS
+from support.helpers import KERNELS, fails, ok, tl_aot_here
 
 pytest.importorskip("tilelang")
 
@@ -19,20 +20,33 @@ BAD = "axpy"
 FAULT = "tl_aot_injected_fault"
 
 
-def _library():
-    from tl_aot.spec import KernelSpec, LibrarySpec
+SPEC = """[library]
+name = "faulty"
 
-    def entry(name: str, source: str, function: str, **args):
-        return KernelSpec.create(name=name, source=KERNELS / source, function=function, args=args, archs=["80"])
+[[entry]]
+name = "add_one"
+source = "{kernels}/elementwise.py"
+function = "add_one"
 
-    return LibrarySpec(
-        "faulty",
-        (
-            entry("add_one", "elementwise.py", "add_one"),
-            entry(BAD, "elementwise.py", "axpy", N=4096),
-            entry("two_kernels", "multi.py", "scale_then_shift", N=4096),
-        ),
-    )
+[[entry]]
+name = "axpy"
+source = "{kernels}/elementwise.py"
+function = "axpy"
+args = {{ N = 4096 }}
+
+[[entry]]
+name = "two_kernels"
+source = "{kernels}/multi.py"
+function = "scale_then_shift"
+args = {{ N = 4096 }}
+"""
+
+
+def _build(tmp_path: Path, cache_dir: Path, *flags: str):
+    """``python -m tl_aot build --spec faulty.toml --arch 80 ...`` as documented, run in this process (where the fault is injected)."""
+    spec = tmp_path / "faulty.toml"
+    spec.write_text(SPEC.format(kernels=KERNELS.as_posix()))
+    return tl_aot_here("build", "--spec", spec, "--arch", "80", "-o", tmp_path / "out", "--cache-dir", cache_dir, "-j", "2", *flags)
 
 
 @pytest.fixture
@@ -53,37 +67,26 @@ def test_keep_going_leaves_out_the_entry_whose_launcher_code_fails_and_ships_the
     import tl_aot
     from tl_aot.codegen import launcher_units
     from tl_aot.pipeline.launcher_faults import ISSUES
-    from tl_aot.pipeline.library import build_library
 
     monkeypatch.setattr(launcher_units, "UNIT_WEIGHT", 9)  # one unit per entry (and the library's): the fault is in one of four
-    lines: list[str] = []
-    result = build_library(_library(), out_dir=tmp_path, cache_dir=cache_dir, keep_going=True, jobs=2, log=lines.append)
-
-    assert [e.name for e in result.manifest.entries] == ["add_one", "two_kernels"]
-    (left,) = result.left_out
-    assert (left.entry, left.arch) == (BAD, "sm_80")
-    assert "generated launcher code does not compile, a tl_aot bug" in left.error and ISSUES in left.error
-    assert f"error: ‘{FAULT}’" in left.error or f"error: '{FAULT}'" in left.error  # the compiler's own line
-    log = "\n".join(lines)
+    log = ok(_build(tmp_path, cache_dir, "--keep-going")).stdout
     assert f"launcher: left out '{BAD}' (sm_80): its generated C++ does not compile" in log and FAULT in log
     assert f"left out 1 variant(s) that failed (--keep-going):\n  {BAD} (sm_80): its generated launcher code" in log
 
-    header = result.header.read_text()
+    out = tmp_path / "out"
+    header = (out / "faulty.h").read_text()
     assert "add_one(" in header and "two_kernels(" in header and BAD not in header
-    lib = tl_aot.load(result.library)
+    lib = tl_aot.load(out / "libfaulty.so")
     assert sorted(lib.entries) == ["add_one", "two_kernels"]
-    assert lib.manifest.left_out == result.left_out  # as the library itself records it (inspect lists it)
-    assert not (tmp_path / ".tl_aot" / "faulty" / "stamp.json").exists()  # the next build tries it again
+    assert [e.name for e in lib.manifest.entries] == ["add_one", "two_kernels"]
+    (left,) = lib.manifest.left_out  # as the library records it (inspect lists it)
+    assert (left.entry, left.arch) == (BAD, "sm_80")
+    assert "generated launcher code does not compile, a tl_aot bug" in left.error and ISSUES in left.error
+    assert f"error: ‘{FAULT}’" in left.error or f"error: '{FAULT}'" in left.error  # the compiler's own line
+    assert not (out / ".tl_aot" / "faulty" / "stamp.json").exists()  # the next build tries it again
 
 
 def test_without_keep_going_the_error_names_the_entry_and_nothing_is_written(tmp_path, cache_dir, bad_launch_code):
-    from tl_aot.common.errors import CompileError
-    from tl_aot.pipeline.library import build_library
-
-    with pytest.raises(CompileError) as caught:
-        build_library(_library(), out_dir=tmp_path, cache_dir=cache_dir, jobs=2, log=None)
-    text = str(caught.value)
-    assert caught.value.entry == BAD
-    assert "the launcher of libfaulty.so did not compile" in text and f"entry '{BAD}':" in text and FAULT in text
-    assert "add_one" not in text and "two_kernels" not in text  # only the entry at fault is named
-    assert not (tmp_path / "libfaulty.so").exists() and not (tmp_path / "faulty.h").exists()
+    err = fails(_build(tmp_path, cache_dir), "the launcher of libfaulty.so did not compile", f"entry '{BAD}':", FAULT, "tl_aot bug")
+    assert "add_one" not in err and "two_kernels" not in err  # only the entry at fault is named
+    assert not (tmp_path / "out" / "libfaulty.so").exists() and not (tmp_path / "out" / "faulty.h").exists()

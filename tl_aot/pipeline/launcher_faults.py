@@ -12,8 +12,9 @@ entry. A unit of 66 entries with one bad entry costs two rounds of compiles (8 p
 bad part's ~8 entries), each round as parallel as the build's job slots.
 
 Entries that fail only together (each part alone compiles, the whole does not) are searched
-again by halves, and blamed together once both halves of a failing part compile. A unit whose failure no part reproduces is not the entries' doing: nothing is blamed,
-and the build stops with the compiler's own error.
+again by halves, and blamed together once both halves of a failing part compile. A unit whose
+failure no part reproduces is not the entries' doing: nothing is blamed, and the build stops
+with the compiler's own error.
 """
 
 from __future__ import annotations

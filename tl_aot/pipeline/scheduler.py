@@ -330,14 +330,17 @@ def launcher_stage(run: VariantRun, stages, each, *, keep_going: bool) -> None:
             run.header_text, run.launcher_obj = stages.launcher(run, each)
             return
         except LauncherCodeError as e:
-            if not keep_going:
+            if not keep_going or not _leave_out_bad_code(run, e):
                 raise
-            _leave_out_bad_code(run, e)
 
 
-def _leave_out_bad_code(run: VariantRun, error: LauncherCodeError) -> None:
-    """Record every variant of the entries ``error`` names as left out, each with the compiler's first error line; say so."""
+def _leave_out_bad_code(run: VariantRun, error: LauncherCodeError) -> int:
+    """Record every variant of the entries ``error`` names as left out, each with the compiler's first error line; say so.
+
+    Returns how many variants were left out (none: the entries named are not the run's, and the error stands).
+    """
     log = run.progress.log
+    count = 0
     for bad in error.bad:
         tasks = [t for t in run.tasks if t.spec.name in bad.entries]
         first = bad.errors[0] if bad.errors else "the compiler gave no error line"
@@ -349,6 +352,7 @@ def _leave_out_bad_code(run: VariantRun, error: LauncherCodeError) -> None:
                 f"a tl_aot bug (please report it at {ISSUES}): {first}\n" + bad.output
             )
             run.fail(task, CompileError(msg, entry=task.spec.name, arch=str(task.arch)))
+            count += 1
         if log:
             archs = ", ".join(dict.fromkeys(str(t.arch) for t in tasks))
             lines = "".join(f"\n    {ln}" for ln in bad.errors)
@@ -357,6 +361,7 @@ def _leave_out_bad_code(run: VariantRun, error: LauncherCodeError) -> None:
                 f"(found in {error.seconds:.1f} s by compiling entries apart), a tl_aot bug: please report it at {ISSUES} "
                 f"with these lines:{lines}"
             )
+    return count
 
 
 def _collect_images(compiling: dict, run: VariantRun, keep_going: bool) -> bool:
