@@ -12,13 +12,15 @@ NAMES = [f"k{i}" for i in range(N)]
 class FakeCompiler:
     """Fails a part holding any entry of ``bad`` alone, or all of one of ``pairs``; counts compiles and rounds."""
 
-    def __init__(self, bad=(), pairs=()):
-        self.bad, self.pairs = set(bad), [set(p) for p in pairs]
+    def __init__(self, bad=(), pairs=(), broken=False):
+        self.bad, self.pairs, self.broken = set(bad), [set(p) for p in pairs], broken
         self.compiles: list[tuple[int, ...]] = []
         self.rounds = 0
 
     def probe(self, members):
         self.compiles.append(members)
+        if self.broken:
+            return "lib.h:1:10: fatal error: cuda.h: No such file or directory"
         held = set(members)
         culprit = sorted(held & self.bad) or next((sorted(p) for p in self.pairs if p <= held), None)
         return f"lib.cc:{culprit[0] + 10}:5: error: 'x{culprit[0]}' was not declared in this scope" if culprit else None
@@ -39,7 +41,8 @@ def test_one_bad_entry_of_a_unit_is_found_in_two_rounds_of_few_compiles():
     (bad,) = _find(c)
     assert bad.entries == ("k37",)
     assert bad.errors == ("lib.cc:47:5: error: 'x37' was not declared in this scope",)
-    assert c.rounds == 2 and len(c.compiles) <= 2 * 8 + 1  # 8 parts of ~8, then the bad part's ~8 entries one by one
+    assert c.rounds == 2 and len(c.compiles) <= 2 * 8 + 1  # 8 parts of ~8 and no entry, then the bad part's ~8 entries one by one
+    assert () in c.compiles[:9]  # the launcher of no entry compiles: the toolchain is not at fault
     assert max(len(m) for m in c.compiles) <= 9  # the unit itself is never compiled again
 
 
@@ -70,11 +73,18 @@ def test_a_unit_whose_failure_no_part_reproduces_blames_nothing():
     assert c.compiles[-1] == tuple(range(N))  # compiled whole, apart, before giving up
 
 
+def test_a_toolchain_that_fails_even_without_entries_blames_no_entry():
+    """A missing cuda.h fails every unit and every part: that is not the generated code's doing, and no entry is named."""
+    c = FakeCompiler(broken=True)
+    assert _find(c) == ()
+    assert c.rounds == 1
+
+
 def test_only_the_failing_units_entries_are_searched():
     c = FakeCompiler(bad={5, 50})
     found = _find(c, failing=[(tuple(range(40, 66)), "lib.unit2.cc:9: error: x")])
     assert [b.entries for b in found] == [("k50",)]
-    assert all(min(m) >= 40 for m in c.compiles)
+    assert all(min(m) >= 40 for m in c.compiles if m)  # besides the launcher of no entry
 
 
 def test_compiler_errors_and_what_counts_as_the_codes_fault():

@@ -13,8 +13,8 @@ bad part's ~8 entries), each round as parallel as the build's job slots.
 
 Entries that fail only together (each part alone compiles, the whole does not) are searched
 again by halves, and blamed together once both halves of a failing part compile. A unit whose
-failure no part reproduces is not the entries' doing: nothing is blamed, and the build stops
-with the compiler's own error.
+failure no part reproduces is not the entries' doing, nor is one where a launcher of no entry
+fails too (a missing ``cuda.h``): nothing is blamed, and the build stops with the compiler's own error.
 """
 
 from __future__ import annotations
@@ -112,14 +112,20 @@ def find_bad_code(
     its name. Each round cuts every failing group into up to ``ways`` parts and compiles them all
     through ``each``; a failing part of one entry is blamed. A group none of whose parts fails is
     compiled whole (what failed may be how the unit was cut, not its entries): it is blamed
-    together if it fails, else nothing in it is. Returns the blamed, in library order.
+    together if it fails, else nothing in it is. The first round also compiles a launcher of no
+    entry (``probe(())``): where even that fails, the toolchain is at fault and nothing is blamed.
+    Returns the blamed, in library order.
     """
     found: list[tuple[tuple[int, ...], str]] = []
     unsure: list[tuple[int, ...]] = []  # failing groups (as the build cut them) none of whose parts fails: compiled whole next
     level = [(tuple(members), output, False, ways) for members, output in failing if members]
+    control = level != []  # the first round also compiles a launcher of no entry: if that fails, no entry is at fault
     while level:
         parts = [(g, p) for g, (members, _, _, w) in enumerate(level) for p in _parts(members, export_of, w)]
-        outputs = each([_bound(probe, p) for _, p in parts])
+        outputs = each([_bound(probe, p) for _, p in parts] + ([_bound(probe, ())] if control else []))
+        if control and outputs.pop() is not None:
+            return ()  # the toolchain or its headers (a missing cuda.h), not the generated code
+        control = False
         following = []
         for g, (members, output, probed, w) in enumerate(level):
             mine = [(p, out) for (h, p), out in zip(parts, outputs) if h == g]
