@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,7 +39,7 @@ from .toolchain import (
     sweep_dead_temporaries,
 )
 
-__all__ = ["OBJECTS_FOLDER", "combined_object", "generated_object", "runtime_object"]
+__all__ = ["OBJECTS_FOLDER", "combined_object", "compile_apart", "generated_object", "runtime_object"]
 
 #: The cache's folder of host objects.
 OBJECTS_FOLDER = ".objects"
@@ -72,6 +73,20 @@ def generated_object(
         run([*compiler_launcher(), *host_command(folder, source, out)], what=what, cwd=folder)
 
     return _cached(Path(cache_root), key, obj, compile_in, force, what)
+
+
+def compile_apart(files: dict[str, str], source: str, *, what: str) -> None:
+    """Compile generated host code ``files[source]`` as :func:`generated_object` would, in a temporary folder, keeping nothing.
+
+    Whether it compiles, and if not the compiler's :class:`~tl_aot.common.errors.FailedProcessError`:
+    what finding the entries of a failing launcher unit asks of parts of it
+    (:mod:`tl_aot.pipeline.launcher_faults`), whose objects no build links, so none enters the cache.
+    """
+    with tempfile.TemporaryDirectory(prefix="tl_aot-apart-") as tmp:
+        folder = Path(tmp)
+        for name, text in files.items():
+            write_file(folder / name, text)
+        run([*compiler_launcher(), *host_command(folder, source, Path(source).stem + ".o")], what=what, cwd=folder)
 
 
 def combined_object(

@@ -110,9 +110,10 @@ def _add_build(sub) -> None:
     b.add_argument(
         "--keep-going",
         action="store_true",
-        help="leave out variants that fail to lower or compile instead of failing the build; what was left out is listed "
-        "(even with -q) and recorded in the library (inspect shows it). Without it a build fails, and --capture names "
-        "every kernel that failed",
+        help="leave out variants that fail to lower or compile instead of failing the build, and entries whose generated "
+        "launcher code fails to compile (a tl_aot bug to report: every arch of them, with the compiler's error); what was "
+        "left out is listed (even with -q) and recorded in the library (inspect shows it). Without it a build fails, and "
+        "--capture names every kernel that failed",
     )
     b.add_argument(
         "--torch-ops",

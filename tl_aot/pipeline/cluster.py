@@ -48,7 +48,7 @@ from ..common.errors import ClusterError, TlAotError, ToolchainNotFound
 from .cluster_batch import BatchTask, batches_of, group_key, label_of
 from .inputs import project_of
 from .job_slots import in_threads
-from .scheduler import default_jobs
+from .scheduler import default_jobs, launcher_stage
 from .toolset import Toolset, differences, local_toolset
 from .variant_task import ToolsetMismatch, accept_result, pack_task
 
@@ -192,9 +192,8 @@ def run_on_cluster(
             run.workers, run.cluster = len(ok), address
             _Driver(client, _Vetted(here, tag, ok, examined), run, stages, log=log, keep_going=keep_going).build(todo)
             if runtime is not None:  # the launcher stage runs here
-                run.tasks = stages.without_failures(run)
                 t0 = time.perf_counter()
-                run.header_text, run.launcher_obj = stages.launcher(run, in_threads(default_jobs()))
+                launcher_stage(run, stages, in_threads(default_jobs()), keep_going=keep_going)
                 run.spent.host += time.perf_counter() - t0
                 run.runtime_obj = runtime.result()
     finally:

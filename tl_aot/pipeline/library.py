@@ -125,7 +125,9 @@ def build_library(
         Rebuild every variant, the launcher and the runtime object, ignoring (and overwriting) the cache.
     keep_going : bool
         Leave out variants that fail to lower or compile (listed in ``failures`` and the log)
-        instead of stopping; entries left with no arch are left out. A library with failures
+        instead of stopping; entries left with no arch are left out, and so are entries whose
+        generated launcher code fails to compile (a tl_aot bug, found by compiling the failing
+        unit's entries apart: :mod:`tl_aot.pipeline.launcher_faults`). A library with failures
         writes no up-to-date stamp, so the next build tries them again. What was left out is
         recorded in the manifest (``left_out``: ``inspect`` lists it).
     report_all : bool

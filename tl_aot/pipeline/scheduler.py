@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..capture.record_specs import origin_of_spec
-from ..common.errors import SpecError, TlAotError
+from ..common.errors import CompileError, SpecError, TlAotError
 from ..common.metadata import LeftOut, LoweredVariant
 from ..lower.lower_worker import LoweringPool
 from .batching import MAX_BATCH, Batcher, batch_size
 from .job_slots import COMPILE, LOWER, JobSlots
+from .launcher_faults import ISSUES, LauncherCodeError
 from .plan import Task
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "first_error_line",
     "VariantRun",
     "run_variants",
+    "launcher_stage",
     "longest_first",
 ]
 
@@ -245,10 +247,10 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
             for batch in batcher.drain(jobs):
                 compile_batch(batch)
             # Everything the launcher says is known once lowering is done: compile it while nvcc runs.
-            _launcher(run, stages, held)
+            _launcher(run, stages, held, keep_going)
             nvcc_failed = _collect_images(compiling, run, keep_going)
             if nvcc_failed:  # the launcher named images that failed: render and compile it without them
-                _launcher(run, stages, held)
+                _launcher(run, stages, held, keep_going)
             run.runtime_obj = runtime.result()[0]
         except BaseException:  # leaving the `with` also ends the lowering workers
             for f in [*compiling, *pending]:
@@ -298,14 +300,13 @@ def _result(fut, task, run: VariantRun, keep_going: bool):
         return None, 0.0
 
 
-def _launcher(run: VariantRun, stages, held) -> None:
+def _launcher(run: VariantRun, stages, held, keep_going: bool) -> None:
     """The launcher stage: rendered here, its units compiled in the job slots (each a job, as an nvcc batch is).
 
     Each unit asks for a slot from a thread of its own, as the one launcher did from this one: it
     takes the next free slot among the compiles already waiting, never queued behind every nvcc
     batch the build's pool has yet to start.
     """
-    run.tasks = stages.without_failures(run)
 
     def each(jobs: list) -> list:
         with cf.ThreadPoolExecutor(max_workers=max(1, len(jobs))) as units:
@@ -313,7 +314,55 @@ def _launcher(run: VariantRun, stages, held) -> None:
         run.spent.host += sum(seconds for _, seconds in done)
         return [value for value, _ in done]
 
-    run.header_text, run.launcher_obj = stages.launcher(run, each)
+    launcher_stage(run, stages, each, keep_going=keep_going)
+
+
+def launcher_stage(run: VariantRun, stages, each, *, keep_going: bool) -> None:
+    """Render and compile the launcher of ``run``'s tasks into ``run`` (its header text and object).
+
+    Entries whose generated code fails to compile (a :class:`LauncherCodeError`: a tl_aot bug) stop
+    the build, or with ``keep_going`` are left out, every arch of them, as variants that failed to
+    lower are: the launcher is rendered and compiled again without them, so the header, the
+    manifest and the launcher agree.
+    """
+    while True:
+        run.tasks = stages.without_failures(run)
+        try:
+            run.header_text, run.launcher_obj = stages.launcher(run, each)
+            return
+        except LauncherCodeError as e:
+            if not keep_going or not _leave_out_bad_code(run, e):
+                raise
+
+
+def _leave_out_bad_code(run: VariantRun, error: LauncherCodeError) -> int:
+    """Record every variant of the entries ``error`` names as left out, each with the compiler's first error line; say so.
+
+    Returns how many variants were left out (none: the entries named are not the run's, and the error stands).
+    """
+    log = run.progress.log
+    count = 0
+    for bad in error.bad:
+        tasks = [t for t in run.tasks if t.spec.name in bad.entries]
+        first = bad.errors[0] if bad.errors else "the compiler gave no error line"
+        for task in tasks:
+            others = [n for n in bad.entries if n != task.spec.name]
+            together = f" together with {', '.join(map(repr, others))}" if others else ""
+            msg = (
+                f"entry {task.spec.name!r} ({task.arch}): its generated launcher code does not compile{together}, "
+                f"a tl_aot bug (please report it at {ISSUES}): {first}\n" + bad.output
+            )
+            run.fail(task, CompileError(msg, entry=task.spec.name, arch=str(task.arch)))
+            count += 1
+        if log:
+            archs = ", ".join(dict.fromkeys(str(t.arch) for t in tasks))
+            lines = "".join(f"\n    {ln}" for ln in bad.errors)
+            log(
+                f"launcher: left out {' + '.join(map(repr, bad.entries))} ({archs}): its generated C++ does not compile "
+                f"(found in {error.seconds:.1f} s by compiling entries apart), a tl_aot bug: please report it at {ISSUES} "
+                f"with these lines:{lines}"
+            )
+    return count
 
 
 def _collect_images(compiling: dict, run: VariantRun, keep_going: bool) -> bool:

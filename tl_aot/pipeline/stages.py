@@ -10,7 +10,9 @@ it may raise, and knows nothing of threads (:mod:`tl_aot.pipeline.scheduler` run
   (:mod:`tl_aot.pipeline.images`; several at once share one nvcc front end), stored in the cache;
   raises :class:`CompileError`, also when a header its flags name changed during nvcc.
 * :meth:`Stages.launcher`: the lowered variants → the launcher object and the header's text (a big
-  library's launcher is several units, compiled as independent jobs the caller runs: ``each``).
+  library's launcher is several units, compiled as independent jobs the caller runs: ``each``);
+  raises :class:`~tl_aot.pipeline.launcher_faults.LauncherCodeError` naming the entries whose
+  generated code fails to compile (a tl_aot bug: found by compiling the failing units' entries apart).
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..capture.record_specs import origin_of_spec
+from ..codegen import launcher_units
 from ..codegen.render import render_header, render_launcher_units
 from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, LoweringError, TlAotError
@@ -31,11 +34,12 @@ from ..common.metadata import LoweredVariant, Manifest
 from ..common.versions import __version__
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.user_code import display_path, function_line, snapshot_files
-from ..cuda.host_objects import combined_object, generated_object, runtime_object
+from ..cuda.host_objects import combined_object, compile_apart, generated_object, runtime_object
 from ..cuda.image_check import variant_image_problem
 from .cache import VariantCache
 from .images import image_of, images_of
 from .inputs import project_of
+from .launcher_faults import LauncherCodeError, code_fault, find_bad_code
 from .manifest import manifest_of
 
 if TYPE_CHECKING:
@@ -186,7 +190,10 @@ class Stages:
                 force=self.force,
             )
 
-        made = each([job(f, text, o) for f, text, o in zip(files, texts, objs)])
+        made = each([_attempt(job(f, text, o)) for f, text, o in zip(files, texts, objs)])
+        refused = [(k, m) for k, m in enumerate(made) if isinstance(m, BaseException)]
+        if refused:
+            raise self._launcher_fault(signatures, refused, files, each)
         compiled = sum(c for _, c in made)
         if len(made) == 1:
             obj = made[0][0]
@@ -199,6 +206,52 @@ class Stages:
         exports = len(dict.fromkeys(e.export or e.name for e in signatures.entries))
         self.progress.step(f"launcher {name}.cc ({exports} entries, {done})")
         return header_text, obj
+
+    def _launcher_fault(
+        self, signatures: Manifest, refused: list[tuple[int, BaseException]], files: list[str], each: Each
+    ) -> BaseException:
+        """The error of launcher units that did not compile: a :class:`LauncherCodeError` naming the entries at fault, else the first.
+
+        The compiler refusing a unit (not a missing tool, a signal or a full disk) is generated code
+        at fault: the unit's entries (every entry, where the library-wide unit failed) are compiled
+        apart (:func:`~tl_aot.pipeline.launcher_faults.find_bad_code`) to name which. When none
+        fails apart, the unit's own error is raised.
+        """
+        faults = [(k, code_fault(e)) for k, e in refused]
+        if any(out is None for _, out in faults):
+            return next(e for (_, e), (_, out) in zip(refused, faults) if out is None)
+        plans = launcher_units.unit_plans(signatures, launcher_units.UNIT_WEIGHT) if len(files) > 1 else ()  # as rendered
+        everything = tuple(range(len(signatures.entries)))
+        groups = [(everything if k == 0 else plans[k - 1].entries, out or "") for k, out in faults]
+        if groups[0][0] == everything:
+            groups = groups[:1]  # the library-wide unit (or the only one) holds every entry's declarations: one search
+        exports = {name: j for j, name in enumerate(signatures.exports())}
+        t0 = time.perf_counter()
+        bad = find_bad_code(
+            [exports[e.exported] for e in signatures.entries],
+            groups,
+            lambda members: self._compiles_apart(signatures, members),
+            each,
+            names=[e.name for e in signatures.entries],
+        )
+        if not bad:
+            return refused[0][1]
+        units = [str(self.work / files[k]) for k, _ in refused]
+        return LauncherCodeError(signatures.library, bad, units, seconds=time.perf_counter() - t0)
+
+    def _compiles_apart(self, signatures: Manifest, members: tuple[int, ...]) -> str | None:
+        """The compiler's output if a launcher of ``signatures``' entries at ``members`` alone fails to compile, else None."""
+        part = replace(signatures, entries=tuple(signatures.entries[i] for i in members))
+        name = part.library
+        files = {f"{name}.cc": render_launcher_units(part, header_name=f"{name}.h", target=0)[0], f"{name}.h": render_header(part)}
+        try:
+            compile_apart(files, f"{name}.cc", what=f"compiling {len(members)} entries of the launcher of {name} apart")
+        except TlAotError as e:
+            out = code_fault(e)
+            if out is None:
+                raise
+            return out
+        return None
 
     def runtime(self) -> Path:
         """The launcher runtime's object (compiled once per toolchain into the cache; again with ``force``)."""
@@ -224,6 +277,18 @@ class Stages:
 def objects_key(nvcc_version: str, tvm_ffi_version: str) -> str:
     """The versions the host objects kept in the cache are keyed by, beside their text and command."""
     return f"tl_aot {__version__}, tvm-ffi {tvm_ffi_version}, nvcc {nvcc_version}"
+
+
+def _attempt(job: Callable[[], Any]) -> Callable[[], Any]:
+    """``job``, answering its :class:`TlAotError` as its value: every unit is compiled, and every one that fails is known."""
+
+    def attempt() -> Any:
+        try:
+            return job()
+        except TlAotError as e:
+            return e
+
+    return attempt
 
 
 def _digest_of(snapshot, path: str) -> str:
