@@ -90,3 +90,22 @@ def test_without_keep_going_the_error_names_the_entry_and_nothing_is_written(tmp
     err = fails(_build(tmp_path, cache_dir), "the launcher of libfaulty.so did not compile", f"entry '{BAD}':", FAULT, "tl_aot bug")
     assert "add_one" not in err and "two_kernels" not in err  # only the entry at fault is named
     assert not (tmp_path / "out" / "libfaulty.so").exists() and not (tmp_path / "out" / "faulty.h").exists()
+
+
+def test_link_of_a_sharded_build_leaves_the_entry_out_with_keep_going_and_names_it_without(tmp_path, cache_dir, bad_launch_code):
+    import tl_aot
+
+    spec = tmp_path / "faulty.toml"
+    spec.write_text(SPEC.format(kernels=KERNELS.as_posix()))
+    for k in (1, 2):  # the README's sharded CI build: every shard, then link
+        common = ("--arch", "80", "--cache-dir", cache_dir, "-j", "2")
+        ok(tl_aot_here("build", "--spec", spec, *common, "--shard", f"{k}/2", "-o", tmp_path / f"part{k}"))
+    parts = (tmp_path / "part1", tmp_path / "part2")
+    fails(tl_aot_here("link", *parts, "-o", tmp_path / "plain", "--cache-dir", cache_dir), f"entry '{BAD}':", FAULT, "tl_aot bug")
+    assert not (tmp_path / "plain" / "libfaulty.so").exists()
+    log = ok(tl_aot_here("link", *parts, "-o", tmp_path / "out", "--cache-dir", cache_dir, "--keep-going")).stdout
+    assert f"link: left out '{BAD}': its generated C++ does not compile" in log and FAULT in log
+    lib = tl_aot.load(tmp_path / "out" / "libfaulty.so")
+    assert sorted(lib.entries) == ["add_one", "two_kernels"] and BAD not in (tmp_path / "out" / "faulty.h").read_text()
+    (left,) = lib.manifest.left_out
+    assert (left.entry, left.arch) == (BAD, "sm_80") and "generated launcher code does not compile, a tl_aot bug" in left.error

@@ -144,6 +144,7 @@ def _cmd_link(args) -> int:
         header_dir=args.header_dir,
         cache_dir=args.cache_dir,
         image_packs=_image_packs_of(args, "link"),
+        keep_going=args.keep_going,
         log=log_of(args),
     )
     return 0

@@ -154,6 +154,12 @@ def _add_link(sub) -> None:
     _library_folders(k)
     k.add_argument("--cache-dir", help="where the launcher runtime object is kept (default: TL_AOT_CACHE_DIR or OUTPUT/.tl_aot/cache)")
     _pack_options(k)
+    k.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="an entry whose generated launcher code does not compile (a tl_aot bug) is left out, every arch of it, "
+        "and the rest linked, as build --keep-going does (variants the shards left out are left out either way)",
+    )
     k.add_argument("-q", "--quiet", action="store_true", help="print errors only")
 
 

@@ -35,6 +35,7 @@ from ..config.kernel_spec import LibrarySpec
 from .cache import VariantCache, default_cache_dir
 from .image_packs import ImagePacks, pack_built, packs_line
 from .job_slots import in_threads
+from .launcher_faults import ISSUES, LauncherCodeError
 from .link import link, publish
 from .manifest import compiler_or_none, entry_head, image_files_by_symbol, manifest_from
 from .options import BuildOptions, Log
@@ -170,10 +171,43 @@ def check_parts(parts: list[Part]) -> tuple[int, dict[int, Part]]:
     return n, by_k
 
 
-def _left_out(first: Part, by_k: dict[int, Part]) -> tuple[LeftOut, ...]:
-    """The variants the shards left out (``--keep-going``), in the library's order."""
+def _left_out(first: Part, by_k: dict[int, Part], bad_code: tuple[LeftOut, ...] = ()) -> tuple[LeftOut, ...]:
+    """The variants the shards left out (``--keep-going``) and those ``link --keep-going`` did, in the library's order."""
     found = {(x.entry, x.arch): x for part in by_k.values() for x in part.left_out}
+    found.update({(x.entry, x.arch): x for x in bad_code})
     return tuple(found[(t.entry, t.arch)] for t in first.tasks if (t.entry, t.arch) in found)
+
+
+def _launcher_of(first: Part, heads: list, lowered: dict, stages: Stages, *, keep_going: bool, log: Log):
+    """The launcher of ``heads`` (header text, object); with ``keep_going``, without the entries whose generated code fails.
+
+    Returns the heads kept, the header text, the launcher object and a :class:`LeftOut` per variant left
+    out (the compiler's first error line, named a tl_aot bug, as ``build --keep-going`` records it).
+    """
+    name, nvcc, tilelang = first.library, first.nvcc_version, first.tilelang_version
+    left: list[LeftOut] = []
+    while True:
+        signatures = manifest_from(name, heads, lowered, nvcc, tilelang, compiler=first.compiler)
+        try:
+            header_text, launcher = stages.launcher_of(signatures, in_threads(default_jobs()))  # its units on every core
+            return heads, header_text, launcher, tuple(left)
+        except LauncherCodeError as e:
+            bad = set(e.entries)
+            if not keep_going or not bad & {head.name for head, _ in heads}:
+                raise
+            for fault in e.bad:
+                first_line = fault.errors[0] if fault.errors else "the compiler gave no error line"
+                for head, arch_keys in heads:
+                    if head.name in fault.entries:
+                        error = f"its generated launcher code does not compile, a tl_aot bug (please report it at {ISSUES}): {first_line}"
+                        left += [LeftOut(head.name, str(arch), error) for arch, _ in arch_keys]
+                if log:
+                    lines = "".join(f"\n    {ln}" for ln in fault.errors)
+                    log(f"link: left out {' + '.join(map(repr, fault.entries))}: its generated C++ does not compile, a tl_aot bug: "
+                        f"please report it at {ISSUES} with these lines:{lines}")  # fmt: skip
+            heads = [(head, arch_keys) for head, arch_keys in heads if head.name not in bad]
+            if not heads:
+                raise
 
 
 def _variants_of(first: Part, by_k: dict[int, Part]) -> tuple[dict[str, LoweredVariant], dict[str, bytes], list[PartTask]]:
@@ -209,12 +243,15 @@ def link_parts(
     header_dir: str | os.PathLike | None = None,
     cache_dir: str | os.PathLike | None = None,
     image_packs: ImagePacks | None = None,
+    keep_going: bool = False,
     log: Log = print,
 ) -> Path:
     """Join the parts into ``out_dir/lib<name>.so`` (+ header): a one-machine build's last stages; returns the library's path.
 
     ``image_packs``: keep the images in one ``lib<name>.<arch>.tlpack`` per arch beside the library,
     as :func:`~tl_aot.pipeline.library.build_library` does with the same settings (the same bytes).
+    ``keep_going``: entries whose generated launcher code does not compile are left out, every arch
+    of them, and the rest linked (:func:`_launcher_of`).
     """
     t0 = time.perf_counter()
     if not folders:
@@ -241,13 +278,12 @@ def link_parts(
     cache = VariantCache(Path(cache_dir).resolve() if cache_dir else default_cache_dir(out_dir))
     nvcc, tilelang = first.nvcc_version, first.tilelang_version
     stages = Stages(work, cache, nvcc, first.tvm_ffi_version, Progress(2, None))
-    signatures = manifest_from(name, heads, lowered, nvcc, tilelang, compiler=first.compiler)
-    header_text, launcher = stages.launcher_of(signatures, in_threads(default_jobs()))  # its units on every core
+    heads, header_text, launcher, bad_code = _launcher_of(first, heads, lowered, stages, keep_going=keep_going, log=log)
     held = {head.capture_key for head, _ in heads}
     manifest = manifest_from(name, heads, lowered, nvcc, tilelang, {k: len(img) for k, img in images.items()}, compiler=first.compiler)
     manifest = replace(
         manifest,
-        left_out=_left_out(first, by_k),
+        left_out=_left_out(first, by_k, bad_code),
         tunings=tuple(t for t in first.tunings if t.request_key in held),
         calls=tuple(c for c in first.calls if c.request_key in held),
     )
