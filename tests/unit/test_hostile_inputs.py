@@ -285,21 +285,27 @@ def test_a_fault_while_staging_leaves_the_previous_files_and_no_part(code, tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["libx.so", "x.h"]
 
 
-def test_a_fault_swapping_the_header_puts_the_previous_library_back(tmp_path, monkeypatch):
+def _refuse_replace(monkeypatch, path: Path, err: int) -> None:
+    """Staging's ``os.replace`` onto ``path`` fails with ``err`` (every other replace goes through)."""
     import os
+
+    real = os.replace
+
+    def refuse(src, dst):
+        if Path(dst) == path:
+            raise OSError(err, "injected", str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr("tl_aot.common.destinations.os.replace", refuse)
+
+
+def test_a_fault_swapping_the_header_puts_the_previous_library_back(tmp_path, monkeypatch):
 
     lib, header = _previous(tmp_path)
     staged = StagedFiles()
     staged.stage(lib, data=b"new library", role="library")
     staged.stage(header, data=b"// new header\n", role="header")
-    real = os.replace
-
-    def refuse_header(src, dst):
-        if Path(dst) == header:
-            raise OSError(errno.EROFS, "injected", str(dst))
-        return real(src, dst)
-
-    monkeypatch.setattr("tl_aot.common.destinations.os.replace", refuse_header)
+    _refuse_replace(monkeypatch, header, errno.EROFS)
     with pytest.raises(FilesystemError, match="read-only"):
         staged.publish()
     assert (lib.read_bytes(), header.read_text()) == (b"old library", "// old header\n")
@@ -321,7 +327,6 @@ def test_staged_files_leave_an_unchanged_file_alone_and_make_a_missing_folder(tm
 
 def test_a_removal_is_undone_with_the_swap_it_belongs_to(tmp_path, monkeypatch):
     """A stamp removed in a swap that fails is back in place with the previous library: the pair stays consistent."""
-    import os
 
     lib, header = _previous(tmp_path)
     stamp = tmp_path / "stamp.json"
@@ -329,14 +334,7 @@ def test_a_removal_is_undone_with_the_swap_it_belongs_to(tmp_path, monkeypatch):
     staged = StagedFiles()
     staged.remove(stamp)
     staged.stage(lib, data=b"new library", role="library")
-    real = os.replace
-
-    def refuse_library(src, dst):
-        if Path(dst) == lib:
-            raise OSError(errno.ENOSPC, "injected", str(dst))
-        return real(src, dst)
-
-    monkeypatch.setattr("tl_aot.common.destinations.os.replace", refuse_library)
+    _refuse_replace(monkeypatch, lib, errno.ENOSPC)
     with pytest.raises(FilesystemError, match="no space left"):
         staged.publish()
     assert (lib.read_bytes(), stamp.read_text()) == (b"old library", "old stamp")

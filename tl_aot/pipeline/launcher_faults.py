@@ -51,6 +51,13 @@ class BadCode:
     errors: tuple[str, ...]  # the compiler's first error lines
     output: str  # the compiler's whole output for them
 
+    def reason(self, entry: str) -> str:
+        """Why ``entry`` is left out, as the manifest's ``left_out`` records it: a tl_aot bug, the compiler's first error line."""
+        others = [n for n in self.entries if n != entry]
+        together = f" together with {', '.join(map(repr, others))}" if others else ""
+        first = self.errors[0] if self.errors else "the compiler gave no error line"
+        return f"its generated launcher code does not compile{together}, a tl_aot bug (please report it at {ISSUES}): {first}"
+
     def spelled(self) -> str:
         """``'gemm_0a1b': gemm.cc:12:5: error: ...`` (the first error line)."""
         names = " + ".join(repr(e) for e in self.entries)

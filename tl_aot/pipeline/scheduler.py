@@ -344,14 +344,8 @@ def _leave_out_bad_code(run: VariantRun, error: LauncherCodeError) -> int:
     count = 0
     for bad in error.bad:
         tasks = [t for t in run.tasks if t.spec.name in bad.entries]
-        first = bad.errors[0] if bad.errors else "the compiler gave no error line"
         for task in tasks:
-            others = [n for n in bad.entries if n != task.spec.name]
-            together = f" together with {', '.join(map(repr, others))}" if others else ""
-            msg = (
-                f"entry {task.spec.name!r} ({task.arch}): its generated launcher code does not compile{together}, "
-                f"a tl_aot bug (please report it at {ISSUES}): {first}\n" + bad.output
-            )
+            msg = f"entry {task.spec.name!r} ({task.arch}): {bad.reason(task.spec.name)}\n" + bad.output
             run.fail(task, CompileError(msg, entry=task.spec.name, arch=str(task.arch)))
             count += 1
         if log:

@@ -196,11 +196,9 @@ def _launcher_of(first: Part, heads: list, lowered: dict, stages: Stages, *, kee
             if not keep_going or not bad & {head.name for head, _ in heads}:
                 raise
             for fault in e.bad:
-                first_line = fault.errors[0] if fault.errors else "the compiler gave no error line"
                 for head, arch_keys in heads:
                     if head.name in fault.entries:
-                        error = f"its generated launcher code does not compile, a tl_aot bug (please report it at {ISSUES}): {first_line}"
-                        left += [LeftOut(head.name, str(arch), error) for arch, _ in arch_keys]
+                        left += [LeftOut(head.name, str(arch), fault.reason(head.name)) for arch, _ in arch_keys]
                 if log:
                     lines = "".join(f"\n    {ln}" for ln in fault.errors)
                     log(f"link: left out {' + '.join(map(repr, fault.entries))}: its generated C++ does not compile, a tl_aot bug: "
