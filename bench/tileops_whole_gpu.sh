@@ -50,7 +50,7 @@ case "${1:-}" in
   capture|capture-rest)
     limit=${2:-540}
     cd "$ROOT/.tileops"
-    export TILELANG_CACHE_DIR=$W/jit-cache
+    export TILELANG_CACHE_DIR=$W/jit-cache TORCHINDUCTOR_CACHE_DIR=$W/inductor-capture
     if [ "$1" = capture ]; then
       if [ "${3:-share}" = all ]; then sel=(tests); else mapfile -t sel < "$ROOT/bench/tileops_share.txt"; fi
       rm -f "$W"/capture*.log
@@ -124,6 +124,10 @@ TOML
     else
       export TILELANG_CACHE_DIR=$W/jit-cache; cmd=()
     fi
+    # Each run compiles its torch.compile graphs afresh: TileOPs names an op instance in a compiled graph by a
+    # per-process counter, so an inductor cache shared between runs hands one run's graph (and its baked output
+    # shape) to another process's instance of the same number (seen: test_pool_compile_two_instances_one_frame).
+    export TORCHINDUCTOR_CACHE_DIR=$W/inductor-$1; rm -rf "$TORCHINDUCTOR_CACHE_DIR"
     cd "$ROOT/.tileops"
     t0=$(now)
     "${cmd[@]}" python3 -m pytest -q -p no:cacheprovider -o addopts= -m smoke "${XDIST[@]}" --junitxml="$W/$1.xml" "${FILES[@]}" > "$W/$1.log" 2>&1
