@@ -237,8 +237,8 @@ def test_a_record_is_read_once_per_build_and_travels_with_its_entries(tmp_path, 
     from tl_aot.capture import record_specs as captured
     from tl_aot.common.arch import parse_arch
     from tl_aot.common.metadata import Call
+    from tl_aot.config.user_code import snapshot_files
     from tl_aot.pipeline.cache import variant_key
-    from tl_aot.pipeline.inputs import sources_of
     from tl_aot.pipeline.plan import Task
     from tl_aot.pipeline.toolset import local_toolset
     from tl_aot.pipeline.variant_task import pack_task
@@ -265,7 +265,7 @@ def test_a_record_is_read_once_per_build_and_travels_with_its_entries(tmp_path, 
         ("", ""),
     )
     arch = parse_arch("90a")
-    sources = sources_of(specs[0])
+    sources = snapshot_files([])  # a captured kernel's sources: none, the record is its source
     key = variant_key(specs[0], arch, sources, nvcc_version="13.0")
     assert key == variant_key(pickle.loads(pickle.dumps(specs[0])), arch, sources, nvcc_version="13.0")  # a worker's copy keys the same
     choices = captured.choices_of(specs)

@@ -273,16 +273,15 @@ def test_module_has_no_import_time_search():
 
 @pytest.mark.parametrize("archs,kind", [(["90a"], "nvrtc"), (["90a", "110"], "nvcc"), (["80+PTX"], "nvcc")])
 def test_build_takes_cuda12_unless_an_arch_needs_cuda13(world, monkeypatch, archs, kind):
-    from tl_aot.cuda import toolchain
-    from tl_aot.pipeline import plan as build_plan
-    from tl_aot.pipeline.plan import check_toolchain
+    from tl_aot.cuda import compiler_choice, toolchain
+    from tl_aot.cuda.compiler_choice import check_toolchain
     from tl_aot.spec import KernelSpec, LibrarySpec
 
     nv = _pip_cu12(world["site"])
     (nv / "cuda_runtime" / "include" / "cuda.h").write_text("")
     root = _pip_cu13(world["site"])
     (root / "include" / "cuda.h").write_text("")
-    monkeypatch.setattr(build_plan, "supported_archs_of", lambda tk: frozenset({80, 90} | ({110} if tk.kind == "nvcc" else set())))
+    monkeypatch.setattr(compiler_choice, "supported_archs_of", lambda tk: frozenset({80, 90} | ({110} if tk.kind == "nvcc" else set())))
     monkeypatch.setattr(toolchain, "_nvcc_facts", lambda tool: ("12.9.86" if tool.endswith("ptxas") else "13.0.88", str(Path(tool).parent)))
     monkeypatch.setattr(toolchain, "cuda_include_dir", lambda nvcc=None: str(nv / "cuda_runtime" / "include"))
     kernels = Path(__file__).parents[1] / "kernels"
@@ -294,14 +293,13 @@ def test_build_takes_cuda12_unless_an_arch_needs_cuda13(world, monkeypatch, arch
 
 def test_an_arch_the_only_compiler_cannot_build_names_the_cuda_it_needs(world, monkeypatch):
     from tl_aot.common.errors import SpecError
-    from tl_aot.cuda import toolchain
-    from tl_aot.pipeline import plan as build_plan
-    from tl_aot.pipeline.plan import check_toolchain
+    from tl_aot.cuda import compiler_choice, toolchain
+    from tl_aot.cuda.compiler_choice import check_toolchain
     from tl_aot.spec import KernelSpec, LibrarySpec
 
     nv = _pip_cu12(world["site"])
     (nv / "cuda_runtime" / "include" / "cuda.h").write_text("")
-    monkeypatch.setattr(build_plan, "supported_archs_of", lambda tk: frozenset({80, 90, 100, 120}))
+    monkeypatch.setattr(compiler_choice, "supported_archs_of", lambda tk: frozenset({80, 90, 100, 120}))
     monkeypatch.setattr(toolchain, "_nvcc_facts", lambda tool: ("12.9.86", str(nv / "cuda_runtime" / "include")))
     kernels = Path(__file__).parents[1] / "kernels"
     lib = LibrarySpec("lib", (KernelSpec.create(name="add_one", source=kernels / "elementwise.py", function="add_one", archs=["110"]),))

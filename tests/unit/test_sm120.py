@@ -7,11 +7,11 @@ import pytest
 from tl_aot.common.arch import Arch, parse_arch
 from tl_aot.common.errors import LoweringError, SpecError
 from tl_aot.common.metadata import DeviceKernel
+from tl_aot.cuda.compiler_choice import _why_not
 from tl_aot.gpu.cuda_compat import COMPUTE_CAPABILITIES, min_cuda_for_arch
 from tl_aot.gpu.device import PROFILES, default_profile, emulate, find_profile
 from tl_aot.gpu.launch_limits import check_launch_limits, max_shared_bytes
 from tl_aot.pipeline.image_packs import pack_label, wheel_tag
-from tl_aot.pipeline.plan import _why_not
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from tl_aot.config.user_code import import_kernel_file, local_dependencies
+from tl_aot.config.user_code import import_kernel_file, local_dependencies, snapshot_sources
 from tl_aot.pipeline.cache import variant_key
-from tl_aot.pipeline.inputs import sources_of
+
+
+def sources_of(spec):
+    """The entry's kernel file and local modules, read now, as the plan reads them."""
+    return snapshot_sources(spec.source, spec.imports)
 
 
 def test_local_dependencies_are_found_without_importing(tmp_path):

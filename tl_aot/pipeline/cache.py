@@ -1,8 +1,9 @@
-"""Content-addressed cache of lowered + compiled variants (one per entry and arch).
+"""Content-addressed cache of lowered + compiled variants (one per entry and arch), and the keys a build makes.
 
 A key covers everything that can change an image: the kernel file and the local modules it
 imports, function, arguments, arch, pass configs and flags, backend, the TileLang, nvcc,
-CuTeDSL and tl_aot versions, and nvcc's host compiler (by name and version). Entries are
+CuTeDSL and tl_aot versions, and nvcc's host compiler (by name and version); the library's key
+(:func:`library_key`) covers every variant key and what the launcher and link are made from. Entries are
 written to a temporary folder and renamed into place, so a killed build never leaves a half
 entry, and entries of kernels that failed stay valid.
 
@@ -28,19 +29,22 @@ from pathlib import Path
 
 from ..common.arch import Arch
 from ..common.destinations import ensure_folder
-from ..common.errors import CompileError
+from ..common.errors import CompileError, ToolchainNotFound
 from ..common.fileutil import write_file
 from ..common.fs_errors import filesystem_errors, fs_error
-from ..common.metadata import LoweredVariant, from_json, to_json
+from ..common.metadata import ABI_VERSION, LoweredVariant, from_json, to_json
 from ..common.versions import __version__, package_version
 from ..config.kernel_spec import KernelSpec
 from ..config.options import inputs_unchanged
 from ..config.user_code import SourceSnapshot
 from ..config.values import spell
-from ..cuda.host_identity import nvcc_host_compiler
+from ..cuda.cuda_toolkit import find_toolkit
+from ..cuda.host_identity import host_compiler, nvcc_host_compiler
 from ..cuda.image_check import variant_image_problem
+from .image_packs import ImagePacks
+from .inputs import generator_files
 
-__all__ = ["VariantCache", "variant_key", "KeyTools", "default_cache_dir", "relocate"]
+__all__ = ["VariantCache", "variant_key", "library_key", "KeyTools", "default_cache_dir", "relocate"]
 
 #: Bumped whenever what tl_aot stores for a variant changes (metadata fields, how images are made),
 #: so that entries written by an older tl_aot of the same version are never reused.
@@ -80,7 +84,7 @@ class KeyTools:
 def variant_key(spec: KernelSpec, arch: Arch, sources: SourceSnapshot, *, nvcc_version: str, tools: KeyTools | None = None) -> str:
     """The cache key of ``spec`` built for ``arch`` from ``sources``, its Python sources as read once per entry.
 
-    ``sources``: :func:`~tl_aot.pipeline.inputs.sources_of`; the build checks them again after lowering.
+    ``sources``: the entry's kernel file and local modules as the plan read them; the build checks them again after lowering.
     ``tools``: :meth:`KeyTools.here` when not given (a plan reads it once for all its variants).
     """
     tools = tools or KeyTools.here()
@@ -113,6 +117,32 @@ def variant_key(spec: KernelSpec, arch: Arch, sources: SourceSnapshot, *, nvcc_v
         "deps": [[Path(p).name, d] for p, _, _, d in deps],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _digest(*parts: str) -> str:
+    """The SHA-256 of ``parts``, each ended by a NUL (no two lists of parts spell the same bytes)."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def library_key(name: str, keys: Iterable[str], *, tvm_ffi_version: str, packs: ImagePacks | None) -> str:
+    """The key of library ``name`` made of the variants ``keys``: what the stamp records (:mod:`tl_aot.pipeline.stamp`).
+
+    It changes with any variant key, the generator files, the versions, the compilers and the
+    choice of image packs: another of any of them links the library again, from cached images.
+    """
+    templates = "".join(sorted(_digest(f.name, f.read_text()) for f in generator_files()))
+    try:  # which compiler (and from where) is recorded in the manifest: another one relinks, from cached images
+        compiler = find_toolkit().describe
+    except ToolchainNotFound:
+        compiler = ""
+    # the launcher's and runtime's compiler: another one (CXX changed) relinks, its objects keyed by it
+    key = _digest(__version__, str(ABI_VERSION), name, tvm_ffi_version, templates, compiler, host_compiler(), *keys)
+    # the choice of image packs (and their hint) is embedded in the library
+    return key if packs is None else hashlib.sha256(f"{key}\0{packs!r}".encode()).hexdigest()
 
 
 def relocate(variant: LoweredVariant, old: str, new: str) -> LoweredVariant:

@@ -1,7 +1,7 @@
-"""What a build reads besides the specs: an entry's Python sources and project, and tl_aot's own generator files.
+"""What a build reads besides the specs and the kernels' sources: an entry's project, and tl_aot's own generator files.
 
-Shared by the plan (keys, the stamp) and the stages (cache entries, the depfile), so neither
-imports the other.
+Shared by the plan, the cache (the library key), the stamp (the depfile) and the stages (cache
+entries), so none imports another for them.
 """
 
 from __future__ import annotations
@@ -9,17 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config.kernel_spec import KernelSpec
-from ..config.user_code import SourceSnapshot, project_root, snapshot_files, snapshot_sources
+from ..config.user_code import project_root
 from ..cuda.toolchain import RUNTIME_SOURCES
 
-__all__ = ["sources_of", "project_of", "generator_files"]
+__all__ = ["project_of", "generator_files"]
 
 _TEMPLATES = Path(__file__).parents[1] / "codegen" / "templates"
-
-
-def sources_of(spec: KernelSpec) -> SourceSnapshot:
-    """The entry's kernel file and the local modules it imports, read now (none for a captured kernel: the record is its source)."""
-    return snapshot_files([]) if spec.capture else snapshot_sources(spec.source, spec.imports)
 
 
 def project_of(spec: KernelSpec) -> Path | None:

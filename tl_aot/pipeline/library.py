@@ -32,7 +32,7 @@ from ..common.fs_errors import filesystem_errors
 from ..common.metadata import LeftOut, Manifest
 from ..common.tilelang_compat import warn_if_untested
 from ..config.kernel_spec import LibrarySpec
-from .image_packs import ImagePacks, PackedLibrary, pack_built, packs_line
+from .image_packs import ImagePacks, pack_built, packs_line
 from .link import link, publish
 from .manifest import image_files, manifest_of
 from .options import BuildOptions, Log
@@ -181,7 +181,8 @@ def _publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, t_s
     key = objects_key(plan.nvcc_version, plan.tvm_ffi_version)
     packed = None
     if packs is not None:
-        packed = _packed(manifest, run, packs, plan.nvcc_version, ws.cache.root, opts.jobs)
+        by_symbol = {image_symbol(t.spec.name, t.arch): (t.arch, run.images[t.key]) for t in run.tasks}
+        packed = pack_built(manifest, by_symbol, packs, nvcc_version=plan.nvcc_version, cache=ws.cache.root, jobs=opts.jobs)
         images = packed.refs
     built = link(lib.name, ws.work, manifest, images, objects, cache=ws.cache.root, key=key, force=opts.force)
     run.spent.link = time.perf_counter() - t0
@@ -231,12 +232,6 @@ def _log_summary(log: Callable[[str], object], result: BuildResult, run: Variant
     if m.compiler:
         driver = f" ({m.driver_min_version}+)" if m.driver_min_version else ""
         log(f"compiler: {m.compiler}; loads on NVIDIA drivers supporting CUDA {m.driver_min_cuda} or newer{driver}")
-
-
-def _packed(manifest: Manifest, run: VariantRun, packs: ImagePacks, nvcc_version: str, cache_root: Path, jobs: int) -> PackedLibrary:
-    """The library's image packs (:func:`tl_aot.pipeline.image_packs.pack_built`) from the run's images."""
-    images = {image_symbol(t.spec.name, t.arch): (t.arch, run.images[t.key]) for t in run.tasks}
-    return pack_built(manifest, images, packs, nvcc_version=nvcc_version, cache=cache_root, jobs=jobs)
 
 
 if __name__ == "__main__":  # pragma: no cover
