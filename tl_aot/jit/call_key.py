@@ -3,7 +3,7 @@
 A request key (:func:`tl_aot.jit.request_key.request_key`) is a digest of the prim_func, which TileLang
 must first build by running the user's function (``JITImpl.get_tir``): most of what a warm JIT
 spends. The call key names the same kernel from the call alone: the function (module, name, a
-digest of its source), every value it reads from its closure and its module's globals (numbers,
+digest of the source lines its code object spans: :mod:`tl_aot.jit.code_source`), every value it reads from its closure and its module's globals (numbers,
 strings, dtypes, TileLang's and torch's modules by name, helper functions by their own source and
 values, recursively, and the defaults of its parameters), the call's arguments, the
 ``@tilelang.jit`` options, the GPU (compute capability and what a factory may size its kernel
@@ -30,14 +30,16 @@ from types import CodeType
 from typing import Any
 
 from ..config.options import plain_pass_configs
-from ..config.user_code import source_digest
+from .code_source import code_source_digest
 
 __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 
-#: Bumped when what the key covers changes (a call recorded under another schema is a miss).
-CALL_SCHEMA = 1
+#: Bumped when what the key covers changes (a call recorded under another schema is a miss: the schema is
+#: part of the digested material, so an old record's key is never equal to a new one, whatever it spelled).
+#: 2: a function's source is the span of its code object's lines (:mod:`tl_aot.jit.code_source`), not
+#: ``inspect.getsource``'s block.
+CALL_SCHEMA = 2
 _DEPTH = 4  # helper functions followed this deep
-_SOURCES: dict[CodeType, str] = {}  # code object -> digest of its source
 _GLOBALS: dict[CodeType, frozenset[str]] = {}  # code object -> the global names it reads (disassembling is most of a key's cost)
 _MEMO_LIMIT = 4096
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))  # the key's JSON: keys sorted, no spaces
@@ -144,12 +146,11 @@ def _spell_function(fn, depth: int, reads: _Reads):
     if depth <= 0:
         raise Unkeyable(f"{name}: helpers nested too deep")
     code = reads.attr(fn, "__code__")
-    source = _SOURCES.get(code) if code is not None else None
-    if source is None:
-        source = source_digest(fn)
-        if code is not None and len(_SOURCES) < _MEMO_LIMIT:
-            _SOURCES[code] = source  # the code object is what runs: its source is read once
-    if code is None or not source:
+    glb = reads.attr(fn, "__globals__", {})
+    if code is None:
+        raise Unkeyable(f"{name}: no source")
+    source = code_source_digest(code, glb)
+    if not source:
         raise Unkeyable(f"{name}: no source")
     closure = {}
     for var, cell in zip(code.co_freevars, reads.attr(fn, "__closure__") or ()):
@@ -158,12 +159,7 @@ def _spell_function(fn, depth: int, reads: _Reads):
         except ValueError:  # an empty cell (a name bound later in the enclosing scope)
             raise Unkeyable(f"{name}: closure variable {var} unbound") from None
         closure[var] = _spell(value, depth - 1, reads)
-    glb = reads.attr(fn, "__globals__", {})
-    used = {}
-    for n in sorted(_global_names(code)):
-        value = reads.glob(glb, n)
-        if value is not _ABSENT:
-            used[n] = _spell(value, depth - 1, reads)
+    used = _spell_globals(code, glb, depth - 1, reads)
     positional = reads.attr(fn, "__defaults__") or ()  # a tuple: its items are spelled as a list's
     kwdefaults = reads.attr(fn, "__kwdefaults__")
     if kwdefaults is not None:
@@ -173,6 +169,41 @@ def _spell_function(fn, depth: int, reads: _Reads):
         ["dict", [[_spell(k, depth - 1, reads), _spell(x, depth - 1, reads)] for k, x in (kwdefaults or {}).items()]],
     ]
     return ["function", name, source, closure, used, defaults]
+
+
+#: (code, id(globals), depth) -> (the globals dict, what spelling them read, the spelling): kept while unchanged.
+_USED: dict[tuple[CodeType, int, int], tuple[dict[str, Any], _Reads, dict[str, Any]]] = {}
+
+
+def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: _Reads) -> dict[str, Any]:
+    """The module globals ``code`` reads, spelled: kept per code object and module while every slot they read is unchanged.
+
+    A kernel factory makes a new ``@tilelang.jit`` function (a new closure over the same code) each
+    time it is called; its globals -- the module's constants and helper functions, spelled
+    recursively -- are the same objects each time, so they are re-checked (:meth:`_Reads.unchanged`)
+    rather than spelled again. The slots are added to ``reads``, so whoever keeps ``reads``' spelling
+    re-checks them too.
+    """
+    memo = (code, id(glb), depth)
+    have = _USED.get(memo)
+    if have is not None and have[0] is glb and have[1].unchanged():
+        reads.slots.extend(have[1].slots)
+        return have[2]
+    mine = _Reads()
+    used = {}
+    for n in sorted(_global_names(code)):
+        value = mine.glob(glb, n)
+        if value is not _ABSENT:
+            used[n] = _spell(value, depth, mine)
+    reads.slots.extend(mine.slots)
+    if mine.frozen:
+        if len(_USED) >= _MEMO_LIMIT:
+            _USED.pop(next(iter(_USED)))  # the oldest
+        _USED[memo] = (glb, mine, used)  # holds glb alive: its id is not reused while remembered
+    else:
+        reads.frozen = False
+        _USED.pop(memo, None)
+    return used
 
 
 def _function_text(jit) -> str:
@@ -221,20 +252,22 @@ def _loaded_globals(code: CodeType) -> set[str]:
     """The names ``code`` itself loads with LOAD_GLOBAL / LOAD_NAME: ``dis.get_instructions``' answer, read off the bytes.
 
     A served process spells each function once; building ``dis``' instruction objects was half of
-    that (3.5 ms for one of TileOPs' kernel factories): the bytes are scanned directly instead.
+    that (3.5 ms for one of TileOPs' kernel factories), and stepping through the bytes in Python a
+    tenth: the opcodes (every other byte) are searched with ``bytes.find`` instead, and only the
+    loads found are decoded (with the EXTENDED_ARG prefixes before them).
     """
-    names, raw, ext = code.co_names, code.co_code, 0
+    names, raw = code.co_names, code.co_code
+    ops, args = raw[0::2], raw[1::2]
     found: set[str] = set()
-    for i in range(0, len(raw), 2):
-        op, arg = raw[i], raw[i + 1] | ext
-        if op == _EXTENDED_ARG:
-            ext = arg << 8
-            continue
-        ext = 0
-        if op == _LOAD_GLOBAL:
-            found.add(names[arg >> _GLOBAL_ARG_SHIFT])
-        elif op == _LOAD_NAME:
-            found.add(names[arg])
+    for op, shift in ((_LOAD_GLOBAL, _GLOBAL_ARG_SHIFT), (_LOAD_NAME, 0)):
+        i = ops.find(op)
+        while i >= 0:
+            arg, j, byte = args[i], i - 1, 8
+            while j >= 0 and ops[j] == _EXTENDED_ARG:  # each prefix gives the next 8 high bits
+                arg |= args[j] << byte
+                j, byte = j - 1, byte + 8
+            found.add(names[arg >> shift])
+            i = ops.find(op, i + 1)
     return found
 
 
