@@ -40,7 +40,7 @@ __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 #: ``inspect.getsource``'s block.
 CALL_SCHEMA = 2
 _DEPTH = 4  # helper functions followed this deep
-_GLOBALS: dict[CodeType, frozenset[str]] = {}  # code object -> the global names it reads (disassembling is most of a key's cost)
+_GLOBALS: dict[int, tuple[CodeType, frozenset[str]]] = {}  # id(code object) -> (it, the global names it reads)
 _MEMO_LIMIT = 4096
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))  # the key's JSON: keys sorted, no spaces
 _ABSENT = object()  # a global the code names that the module does not define (yet)
@@ -136,13 +136,14 @@ def _spell(v, depth: int, reads: _Reads):
     raise Unkeyable(f"{type(v).__qualname__} value")
 
 
-def _spell_function(fn, depth: int, reads: _Reads):
+def _spell_function(fn, depth: int, reads: _Reads, text: bool = False):
+    """The spelling of function ``fn`` (a list), or with ``text`` the same as the key's JSON (what encoding the list gives)."""
     fn = reads.attr(fn, "func") if type(fn).__name__ == "JITImpl" else fn
     fn = reads.attr(fn, "orig_func") or fn  # config.user_code.user_function, read through the record
     module = reads.attr(fn, "__module__", "") or ""
     name = f"{module}.{reads.attr(fn, '__qualname__', '?')}"
     if isinstance(fn, types.BuiltinFunctionType) or _library(module):
-        return ["function", name]
+        return _ENCODER.encode(["function", name]) if text else ["function", name]
     if depth <= 0:
         raise Unkeyable(f"{name}: helpers nested too deep")
     code = reads.attr(fn, "__code__")
@@ -168,27 +169,46 @@ def _spell_function(fn, depth: int, reads: _Reads):
         ["list", [_spell(x, depth - 1, reads) for x in positional]],
         ["dict", [[_spell(k, depth - 1, reads), _spell(x, depth - 1, reads)] for k, x in (kwdefaults or {}).items()]],
     ]
-    return ["function", name, source, closure, used, defaults]
+    if not text:
+        return ["function", name, source, closure, used.value, defaults]
+    # the list's JSON, its globals' part encoded once while kept: items joined by "," as the encoder joins them
+    return f'["function",{_ENCODER.encode(name)},"{source}",{_ENCODER.encode(closure)},{used.json()},{_ENCODER.encode(defaults)}]'
 
 
-#: (code, id(globals), depth) -> (the globals dict, what spelling them read, the spelling): kept while unchanged.
-_USED: dict[tuple[CodeType, int, int], tuple[dict[str, Any], _Reads, dict[str, Any]]] = {}
+class _Kept:
+    """The module globals a code object reads, spelled, with what the spelling read and (once asked for) its JSON."""
+
+    __slots__ = ("code", "glb", "reads", "value", "text")
+
+    def __init__(self, code: CodeType, glb: dict[str, Any], reads: _Reads, value: dict[str, Any]) -> None:
+        self.code, self.glb, self.reads, self.value = code, glb, reads, value
+        self.text = ""
+
+    def json(self) -> str:
+        if not self.text:
+            self.text = _ENCODER.encode(self.value)
+        return self.text
 
 
-def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: _Reads) -> dict[str, Any]:
+#: (id(code), id(globals), depth) -> the spelling of the globals that code reads there: kept while unchanged.
+_USED: dict[tuple[int, int, int], _Kept] = {}
+
+
+def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: _Reads) -> _Kept:
     """The module globals ``code`` reads, spelled: kept per code object and module while every slot they read is unchanged.
 
     A kernel factory makes a new ``@tilelang.jit`` function (a new closure over the same code) each
     time it is called; its globals -- the module's constants and helper functions, spelled
     recursively -- are the same objects each time, so they are re-checked (:meth:`_Reads.unchanged`)
-    rather than spelled again. The slots are added to ``reads``, so whoever keeps ``reads``' spelling
-    re-checks them too.
+    rather than spelled and encoded again. The slots are added to ``reads``, so whoever keeps
+    ``reads``' spelling re-checks them too. Keyed by identity (equal code objects of two files are
+    two entries), each entry holding its code and globals alive so their ids are not reused.
     """
-    memo = (code, id(glb), depth)
+    memo = (id(code), id(glb), depth)
     have = _USED.get(memo)
-    if have is not None and have[0] is glb and have[1].unchanged():
-        reads.slots.extend(have[1].slots)
-        return have[2]
+    if have is not None and have.code is code and have.glb is glb and have.reads.unchanged():
+        reads.slots.extend(have.reads.slots)
+        return have
     mine = _Reads()
     used = {}
     for n in sorted(_global_names(code)):
@@ -196,14 +216,15 @@ def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: _Read
         if value is not _ABSENT:
             used[n] = _spell(value, depth, mine)
     reads.slots.extend(mine.slots)
+    kept = _Kept(code, glb, mine, used)
     if mine.frozen:
         if len(_USED) >= _MEMO_LIMIT:
             _USED.pop(next(iter(_USED)))  # the oldest
-        _USED[memo] = (glb, mine, used)  # holds glb alive: its id is not reused while remembered
+        _USED[memo] = kept
     else:
         reads.frozen = False
         _USED.pop(memo, None)
-    return used
+    return kept
 
 
 def _function_text(jit) -> str:
@@ -217,7 +238,7 @@ def _function_text(jit) -> str:
     if have is not None and have[0] is jit and have[1].unchanged():
         return have[2]
     reads = _Reads()
-    text = _ENCODER.encode(_spell_function(jit, _DEPTH, reads))
+    text = _spell_function(jit, _DEPTH, reads, True)
     if reads.frozen:
         if len(_SPELLED) >= _MEMO_LIMIT:
             _SPELLED.pop(next(iter(_SPELLED)))  # the oldest
@@ -232,15 +253,16 @@ def _global_names(code) -> frozenset:
 
     Read once per code object (immutable: the same code reads the same names), as its source is.
     """
-    names = _GLOBALS.get(code)
-    if names is None:
-        found = _loaded_globals(code)
-        for const in code.co_consts:
-            if isinstance(const, types.CodeType):
-                found |= _global_names(const)
-        names = frozenset(found)
-        if len(_GLOBALS) < _MEMO_LIMIT:
-            _GLOBALS[code] = names
+    have = _GLOBALS.get(id(code))
+    if have is not None and have[0] is code:
+        return have[1]
+    found = _loaded_globals(code)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _global_names(const)
+    names = frozenset(found)
+    if len(_GLOBALS) < _MEMO_LIMIT:
+        _GLOBALS[id(code)] = (code, names)  # by identity: hashing a code object hashes its constants, nested code included
     return names
 
 

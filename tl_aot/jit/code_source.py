@@ -28,7 +28,9 @@ from typing import Any
 __all__ = ["code_source_digest", "code_span"]
 
 _LIMIT = 4096  # code objects remembered (a process spells a few hundred)
-_DIGESTS: dict[types.CodeType, str] = {}  # code object -> digest of its span's text ('' when it has none)
+#: id(code object) -> (it, the digest of its span's text, '' when it has none); by identity: equal code objects of
+#: two files are two entries, and hashing a code object would hash its constants, nested code included, on every lookup
+_DIGESTS: dict[int, tuple[types.CodeType, str]] = {}
 _end_line = itemgetter(1)  # co_positions(): (line, end line, column, end column)
 
 
@@ -55,9 +57,9 @@ def code_span(code: types.CodeType) -> tuple[int, int] | None:
 
 def code_source_digest(code: types.CodeType, module_globals: dict[str, Any] | None = None) -> str:
     """16 hex digits of the SHA-256 of ``code``'s source lines (:func:`code_span`), '' when they cannot be read."""
-    have = _DIGESTS.get(code)
-    if have is not None:
-        return have
+    have = _DIGESTS.get(id(code))
+    if have is not None and have[0] is code:
+        return have[1]
     digest = ""
     span = code_span(code)
     if span is not None:
@@ -68,5 +70,5 @@ def code_source_digest(code: types.CodeType, module_globals: dict[str, Any] | No
         if len(lines) >= last:
             digest = hashlib.sha256("".join(lines[first - 1 : last]).encode()).hexdigest()[:16]
     if len(_DIGESTS) < _LIMIT:
-        _DIGESTS[code] = digest
+        _DIGESTS[id(code)] = (code, digest)  # holds the code alive: its id is not reused while remembered
     return digest
