@@ -133,7 +133,11 @@ def _library(record: str):
     keys = list(CaptureRecord.load(record).kernels)
     entries = tuple(
         LoweredEntry(
-            variants=(ArchVariant(request_key=k, arch=parse_arch("sm_90a")),), capture_key=k, name=f"k_{k[:12]}", function="captured", source="captured.py"
+            variants=(ArchVariant(request_key=k, arch=parse_arch("sm_90a")),),
+            capture_key=k,
+            name=f"k_{k[:12]}",
+            function="captured",
+            source="captured.py",
         )
         for k in keys
     )

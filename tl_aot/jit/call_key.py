@@ -3,9 +3,10 @@
 A request key (:func:`tl_aot.jit.request_key.request_key`) is a digest of the prim_func, which TileLang
 must first build by running the user's function (``JITImpl.get_tir``): most of what a warm JIT
 spends. The call key names the same kernel from the call alone: the function (module, name, a
-digest of the source lines its code object spans: :mod:`tl_aot.jit.code_source`), every value it reads from its closure and its module's globals (numbers,
-strings, dtypes, TileLang's and torch's modules by name, helper functions by their own source and
-values, recursively, and the defaults of its parameters), the call's arguments, the
+digest of the source lines its code object spans: :mod:`tl_aot.jit.code_source`), every value it
+reads from its closure and its module's globals (numbers, strings, dtypes, TileLang's and torch's
+modules by name, helper functions by their own source and values, recursively, and the defaults
+of its parameters), the call's arguments, the
 ``@tilelang.jit`` options, the GPU (compute capability and what a factory may size its kernel
 by: SM count, shared memory, L2; :func:`tl_aot.gpu.cuda_driver.gpu_identity`) and TileLang's
 version. A capture records it beside the request key it led to; serving answers a call whose key

@@ -20,6 +20,7 @@ Each code object is read once (its source cannot change: a reloaded module has n
 from __future__ import annotations
 
 import hashlib
+import inspect
 import linecache
 import types
 from operator import itemgetter
@@ -38,13 +39,16 @@ def code_span(code: types.CodeType) -> tuple[int, int] | None:
     """``(first, last)`` line numbers of ``code``'s source (1-based, inclusive), None when its positions do not say.
 
     ``first`` is ``co_firstlineno``; ``last`` the greatest end line of any instruction of ``code`` or
-    of a code object defined in it.
+    of a code object defined in it. Before Python 3.11 code objects carry no end lines: ``last`` is
+    then the end of the block ``inspect`` finds by tokenizing (it holds every line of code too).
     """
+    if not hasattr(code, "co_positions"):  # Python < 3.11
+        return _block_span(code)
     last = 0
     stack = [code]
     while stack:
         c = stack.pop()
-        ends = set(map(_end_line, c.co_positions()))
+        ends = set(map(_end_line, c.co_positions()))  # type: ignore[attr-defined,unused-ignore]
         ends.discard(None)  # an instruction with no location (a cache entry, generated code)
         if not ends and c.co_code:
             return None  # no end positions at all (-X no_debug_ranges): the span cannot be known
@@ -53,6 +57,14 @@ def code_span(code: types.CodeType) -> tuple[int, int] | None:
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     first = code.co_firstlineno
     return (first, last) if last >= first else None
+
+
+def _block_span(code: types.CodeType) -> tuple[int, int] | None:
+    try:
+        block, start = inspect.getsourcelines(code)
+    except (OSError, TypeError, IndexError):
+        return None
+    return (code.co_firstlineno, start + len(block) - 1) if block else None
 
 
 def code_source_digest(code: types.CodeType, module_globals: dict[str, Any] | None = None) -> str:

@@ -122,7 +122,7 @@ class Server:
         t0 = time.perf_counter()
         gpu = current_gpu()
         served = None
-        identity = gpu_identity() if gpu else ""
+        identity = gpu_identity(gpu) if gpu else ""  # the driver asked once per lookup
         key = self._call_key(jit_call.jit, jit_call.args, jit_call.kwargs, identity) if identity else None
         request_key = self.calls.get(key) if key else None
         hit = self.index.get(request_key) if request_key else None
