@@ -290,3 +290,32 @@ def test_global_names_read_off_the_bytes_are_what_dis_reads():
             assert _loaded_globals(code) == want, (path, code.co_name)
             seen += 1
     assert seen > 2000  # every function, class body and comprehension of the package
+
+
+HELPED = KERNEL.replace("SCALE = 2.0\n", "SCALE = 2.0\n\n\ndef scaled(x):\n    return x * SCALE\n").replace("X[i] * SCALE", "scaled(X[i])")
+
+
+def test_a_new_closure_of_a_kept_function_is_keyed_afresh_and_an_edited_helper_or_global_changes_it(kmod):
+    """A factory's new @tilelang.jit objects share the spelling of their globals (helpers included) only while it holds."""
+    k = kmod("kern_helped", HELPED)
+    keys = [call_key(k.make(s), (256,), {}, "90") for s in (1.0, 1.0, 2.0)]  # new closures over one code object
+    assert keys[0] == keys[1] != keys[2]
+    assert keys == [_reference_key(k.make(s), (256,), {}, "90") for s in (1.0, 1.0, 2.0)]
+    k.SCALE = 3.0  # a global the helper reads
+    assert call_key(k.make(1.0), (256,), {}, "90") not in (None, keys[0])
+    edited = kmod("kern_helped", HELPED.replace("return x * SCALE", "return x * SCALE * 2"))  # the helper's source, reloaded
+    assert call_key(edited.make(1.0), (256,), {}, "90") not in (None, keys[0])
+
+
+def test_a_call_key_is_the_same_in_a_fresh_process(kmod, tmp_path):
+    """A capture and the served run are two processes: the key depends on nothing of the process (memos, hash seeds)."""
+    import subprocess
+
+    here = call_key(kmod("kern_fresh", HELPED).make(1.0), (256,), {"block": ("a", 1)}, "90:sms=132")
+    code = (
+        "import kern_fresh\nfrom tl_aot.jit.call_key import call_key\n"
+        "print(call_key(kern_fresh.make(1.0), (256,), {'block': ('a', 1)}, '90:sms=132'))"
+    )
+    env = {"PYTHONPATH": ":".join([str(tmp_path), *sys.path]), "PATH": "", "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert here and out.stdout.split()[-1] == here

@@ -155,16 +155,17 @@ def current_gpu(*, names=DRIVER_NAMES) -> Gpu:
     return Gpu(cc, dev)
 
 
-def gpu_identity() -> str:
+def gpu_identity(gpu: Gpu | None = None) -> str:
     """``90:sms=132,smem_optin=232448,smem_sm=233472,l2=52428800``: what a kernel factory may read of the current GPU.
 
     '' with no GPU. A kernel keyed by its call (:mod:`tl_aot.jit.call_key`) is keyed by this, not by
-    the compute capability alone: GPUs of one arch differ in SM count (H100 SXM and PCIe).
+    the compute capability alone: GPUs of one arch differ in SM count (H100 SXM and PCIe). ``gpu``:
+    :func:`current_gpu`'s answer when the caller already asked the driver (serving's lookups do).
     """
     if _emulated:
         cc, traits = _emulated[-1]
         return f"{cc}:{traits}"
-    gpu = current_gpu()
+    gpu = current_gpu() if gpu is None else gpu
     if not gpu:
         return ""
     return f"{gpu.cc}:{_the_driver().traits(gpu.device)}"

@@ -3,9 +3,10 @@
 A request key (:func:`tl_aot.jit.request_key.request_key`) is a digest of the prim_func, which TileLang
 must first build by running the user's function (``JITImpl.get_tir``): most of what a warm JIT
 spends. The call key names the same kernel from the call alone: the function (module, name, a
-digest of its source), every value it reads from its closure and its module's globals (numbers,
-strings, dtypes, TileLang's and torch's modules by name, helper functions by their own source and
-values, recursively, and the defaults of its parameters), the call's arguments, the
+digest of the source lines its code object spans: :mod:`tl_aot.jit.code_source`), every value it
+reads from its closure and its module's globals (numbers, strings, dtypes, TileLang's and torch's
+modules by name, helper functions by their own source and values, recursively, and the defaults
+of its parameters), the call's arguments, the
 ``@tilelang.jit`` options, the GPU (compute capability and what a factory may size its kernel
 by: SM count, shared memory, L2; :func:`tl_aot.gpu.cuda_driver.gpu_identity`) and TileLang's
 version. A capture records it beside the request key it led to; serving answers a call whose key
@@ -30,15 +31,17 @@ from types import CodeType
 from typing import Any
 
 from ..config.options import plain_pass_configs
-from ..config.user_code import source_digest
+from .code_source import code_source_digest
 
 __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 
-#: Bumped when what the key covers changes (a call recorded under another schema is a miss).
-CALL_SCHEMA = 1
+#: Bumped when what the key covers changes (a call recorded under another schema is a miss: the schema is
+#: part of the digested material, so an old record's key is never equal to a new one, whatever it spelled).
+#: 2: a function's source is the span of its code object's lines (:mod:`tl_aot.jit.code_source`), not
+#: ``inspect.getsource``'s block.
+CALL_SCHEMA = 2
 _DEPTH = 4  # helper functions followed this deep
-_SOURCES: dict[CodeType, str] = {}  # code object -> digest of its source
-_GLOBALS: dict[CodeType, frozenset[str]] = {}  # code object -> the global names it reads (disassembling is most of a key's cost)
+_GLOBALS: dict[int, tuple[CodeType, frozenset[str]]] = {}  # id(code object) -> (it, the global names it reads)
 _MEMO_LIMIT = 4096
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))  # the key's JSON: keys sorted, no spaces
 _ABSENT = object()  # a global the code names that the module does not define (yet)
@@ -134,22 +137,22 @@ def _spell(v, depth: int, reads: _Reads):
     raise Unkeyable(f"{type(v).__qualname__} value")
 
 
-def _spell_function(fn, depth: int, reads: _Reads):
+def _spell_function(fn, depth: int, reads: _Reads, text: bool = False):
+    """The spelling of function ``fn`` (a list), or with ``text`` the same as the key's JSON (what encoding the list gives)."""
     fn = reads.attr(fn, "func") if type(fn).__name__ == "JITImpl" else fn
     fn = reads.attr(fn, "orig_func") or fn  # config.user_code.user_function, read through the record
     module = reads.attr(fn, "__module__", "") or ""
     name = f"{module}.{reads.attr(fn, '__qualname__', '?')}"
     if isinstance(fn, types.BuiltinFunctionType) or _library(module):
-        return ["function", name]
+        return _ENCODER.encode(["function", name]) if text else ["function", name]
     if depth <= 0:
         raise Unkeyable(f"{name}: helpers nested too deep")
     code = reads.attr(fn, "__code__")
-    source = _SOURCES.get(code) if code is not None else None
-    if source is None:
-        source = source_digest(fn)
-        if code is not None and len(_SOURCES) < _MEMO_LIMIT:
-            _SOURCES[code] = source  # the code object is what runs: its source is read once
-    if code is None or not source:
+    glb = reads.attr(fn, "__globals__", {})
+    if code is None:
+        raise Unkeyable(f"{name}: no source")
+    source = code_source_digest(code, glb)
+    if not source:
         raise Unkeyable(f"{name}: no source")
     closure = {}
     for var, cell in zip(code.co_freevars, reads.attr(fn, "__closure__") or ()):
@@ -158,12 +161,7 @@ def _spell_function(fn, depth: int, reads: _Reads):
         except ValueError:  # an empty cell (a name bound later in the enclosing scope)
             raise Unkeyable(f"{name}: closure variable {var} unbound") from None
         closure[var] = _spell(value, depth - 1, reads)
-    glb = reads.attr(fn, "__globals__", {})
-    used = {}
-    for n in sorted(_global_names(code)):
-        value = reads.glob(glb, n)
-        if value is not _ABSENT:
-            used[n] = _spell(value, depth - 1, reads)
+    used = _spell_globals(code, glb, depth - 1, reads)
     positional = reads.attr(fn, "__defaults__") or ()  # a tuple: its items are spelled as a list's
     kwdefaults = reads.attr(fn, "__kwdefaults__")
     if kwdefaults is not None:
@@ -172,7 +170,62 @@ def _spell_function(fn, depth: int, reads: _Reads):
         ["list", [_spell(x, depth - 1, reads) for x in positional]],
         ["dict", [[_spell(k, depth - 1, reads), _spell(x, depth - 1, reads)] for k, x in (kwdefaults or {}).items()]],
     ]
-    return ["function", name, source, closure, used, defaults]
+    if not text:
+        return ["function", name, source, closure, used.value, defaults]
+    # the list's JSON, its globals' part encoded once while kept: items joined by "," as the encoder joins them
+    return f'["function",{_ENCODER.encode(name)},"{source}",{_ENCODER.encode(closure)},{used.json()},{_ENCODER.encode(defaults)}]'
+
+
+class _Kept:
+    """The module globals a code object reads, spelled, with what the spelling read and (once asked for) its JSON."""
+
+    __slots__ = ("code", "glb", "reads", "value", "text")
+
+    def __init__(self, code: CodeType, glb: dict[str, Any], reads: _Reads, value: dict[str, Any]) -> None:
+        self.code, self.glb, self.reads, self.value = code, glb, reads, value
+        self.text = ""
+
+    def json(self) -> str:
+        if not self.text:
+            self.text = _ENCODER.encode(self.value)
+        return self.text
+
+
+#: (id(code), id(globals), depth) -> the spelling of the globals that code reads there: kept while unchanged.
+_USED: dict[tuple[int, int, int], _Kept] = {}
+
+
+def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: _Reads) -> _Kept:
+    """The module globals ``code`` reads, spelled: kept per code object and module while every slot they read is unchanged.
+
+    A kernel factory makes a new ``@tilelang.jit`` function (a new closure over the same code) each
+    time it is called; its globals -- the module's constants and helper functions, spelled
+    recursively -- are the same objects each time, so they are re-checked (:meth:`_Reads.unchanged`)
+    rather than spelled and encoded again. The slots are added to ``reads``, so whoever keeps
+    ``reads``' spelling re-checks them too. Keyed by identity (equal code objects of two files are
+    two entries), each entry holding its code and globals alive so their ids are not reused.
+    """
+    memo = (id(code), id(glb), depth)
+    have = _USED.get(memo)
+    if have is not None and have.code is code and have.glb is glb and have.reads.unchanged():
+        reads.slots.extend(have.reads.slots)
+        return have
+    mine = _Reads()
+    used = {}
+    for n in sorted(_global_names(code)):
+        value = mine.glob(glb, n)
+        if value is not _ABSENT:
+            used[n] = _spell(value, depth, mine)
+    reads.slots.extend(mine.slots)
+    kept = _Kept(code, glb, mine, used)
+    if mine.frozen:
+        if len(_USED) >= _MEMO_LIMIT:
+            _USED.pop(next(iter(_USED)))  # the oldest
+        _USED[memo] = kept
+    else:
+        reads.frozen = False
+        _USED.pop(memo, None)
+    return kept
 
 
 def _function_text(jit) -> str:
@@ -186,7 +239,7 @@ def _function_text(jit) -> str:
     if have is not None and have[0] is jit and have[1].unchanged():
         return have[2]
     reads = _Reads()
-    text = _ENCODER.encode(_spell_function(jit, _DEPTH, reads))
+    text = _spell_function(jit, _DEPTH, reads, True)
     if reads.frozen:
         if len(_SPELLED) >= _MEMO_LIMIT:
             _SPELLED.pop(next(iter(_SPELLED)))  # the oldest
@@ -201,15 +254,16 @@ def _global_names(code) -> frozenset:
 
     Read once per code object (immutable: the same code reads the same names), as its source is.
     """
-    names = _GLOBALS.get(code)
-    if names is None:
-        found = _loaded_globals(code)
-        for const in code.co_consts:
-            if isinstance(const, types.CodeType):
-                found |= _global_names(const)
-        names = frozenset(found)
-        if len(_GLOBALS) < _MEMO_LIMIT:
-            _GLOBALS[code] = names
+    have = _GLOBALS.get(id(code))
+    if have is not None and have[0] is code:
+        return have[1]
+    found = _loaded_globals(code)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _global_names(const)
+    names = frozenset(found)
+    if len(_GLOBALS) < _MEMO_LIMIT:
+        _GLOBALS[id(code)] = (code, names)  # by identity: hashing a code object hashes its constants, nested code included
     return names
 
 
@@ -221,20 +275,22 @@ def _loaded_globals(code: CodeType) -> set[str]:
     """The names ``code`` itself loads with LOAD_GLOBAL / LOAD_NAME: ``dis.get_instructions``' answer, read off the bytes.
 
     A served process spells each function once; building ``dis``' instruction objects was half of
-    that (3.5 ms for one of TileOPs' kernel factories): the bytes are scanned directly instead.
+    that (3.5 ms for one of TileOPs' kernel factories), and stepping through the bytes in Python a
+    tenth: the opcodes (every other byte) are searched with ``bytes.find`` instead, and only the
+    loads found are decoded (with the EXTENDED_ARG prefixes before them).
     """
-    names, raw, ext = code.co_names, code.co_code, 0
+    names, raw = code.co_names, code.co_code
+    ops, args = raw[0::2], raw[1::2]
     found: set[str] = set()
-    for i in range(0, len(raw), 2):
-        op, arg = raw[i], raw[i + 1] | ext
-        if op == _EXTENDED_ARG:
-            ext = arg << 8
-            continue
-        ext = 0
-        if op == _LOAD_GLOBAL:
-            found.add(names[arg >> _GLOBAL_ARG_SHIFT])
-        elif op == _LOAD_NAME:
-            found.add(names[arg])
+    for op, shift in ((_LOAD_GLOBAL, _GLOBAL_ARG_SHIFT), (_LOAD_NAME, 0)):
+        i = ops.find(op)
+        while i >= 0:
+            arg, j, byte = args[i], i - 1, 8
+            while j >= 0 and ops[j] == _EXTENDED_ARG:  # each prefix gives the next 8 high bits
+                arg |= args[j] << byte
+                j, byte = j - 1, byte + 8
+            found.add(names[arg >> shift])
+            i = ops.find(op, i + 1)
     return found
 
 

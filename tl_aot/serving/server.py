@@ -62,7 +62,10 @@ class Server:
     """Prebuilt kernels by capture key, from one or more libraries."""
 
     def __init__(self, libraries: Iterable[Library], *, strict: bool = False, capturing: bool = False) -> None:
+        from ..jit.call_key import call_key
         from ..jit.request_key import RequestKeys
+
+        self._call_key = call_key  # imported with the server, not by its first lookup (which it would be timed in)
 
         self.strict = strict
         # under capture --serve: every @tilelang.jit call is traced (the capture records its IR), misses are expected
@@ -114,15 +117,13 @@ class Server:
         None when the call cannot be keyed, no library recorded it, or its kernel has no image for
         this GPU: the compile then proceeds and its request is looked up by its prim_func.
         """
-        from ..jit.call_key import call_key
-
         if not self.calls or self.capturing:
             return None
         t0 = time.perf_counter()
         gpu = current_gpu()
         served = None
-        identity = gpu_identity() if gpu else ""
-        key = call_key(jit_call.jit, jit_call.args, jit_call.kwargs, identity) if identity else None
+        identity = gpu_identity(gpu) if gpu else ""  # the driver asked once per lookup
+        key = self._call_key(jit_call.jit, jit_call.args, jit_call.kwargs, identity) if identity else None
         request_key = self.calls.get(key) if key else None
         hit = self.index.get(request_key) if request_key else None
         if request_key is not None and hit is not None and runs_on(hit[2], gpu.cc):

@@ -1,0 +1,269 @@
+"""Serving's lookup per request, on the CPU, over a realistic process: many kernel functions, each called a few times.
+
+A test process of an operator library makes a new ``@tilelang.jit`` object each time a kernel
+class is built (the factory's closure) and compiles it once: most functions are looked up only a
+few times, so the first lookup of each function weighs as much as the rest. This bench runs such
+a workload twice, each in a fresh process with an H100 profile answering device queries (no GPU):
+
+- ``capture``: every ``@tilelang.jit`` compile of the workload captured (traced, nothing compiled):
+  its request key and its call key recorded, as ``python -m tl_aot capture`` records them;
+- ``serve``: the same workload answered by a server holding the captured kernels (a library's
+  index built from the record, each entry standing for a built kernel): every compile goes through
+  TileLang's seam to :meth:`Server.answer_call`, as a served test run asks it. Reported: serving's
+  own figures (``Stats.lookup_s / lookups``, entries' first use counted apart, exactly the line a
+  served process prints at exit), and per lookup the first of each function against the later
+  ones (CPU time of the process). Then, as the anchor in the same process, for the first call of
+  up to ``--anchor`` functions: TileLang's own warm-cache key (``KernelCache._generate_key``) of
+  the traced prim_func, and tl_aot's key of that prim_func (the fallback for calls that cannot be
+  keyed), each timed alone (the trace, ~90 ms each, is not counted).
+
+Workloads: ``tileops`` (every ``Kernel`` class of TileOPs' ``tileops.kernels`` that can be built
+from plain sizes, at ``--scales`` problem sizes: needs TileOPs' sources, e.g. a ``git archive``,
+at ``--tileops DIR``; TileOPs is measured only, nothing of it is used elsewhere) or ``faithful``
+(tests/kernels/faithful.py's @tilelang.jit kernels at several sizes: no extra sources needed).
+
+``python bench/lookup_cpu.py [--workload tileops --tileops DIR] [--scales 2] [--anchor 12] [--json OUT]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import inspect
+import json
+import pkgutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNELS = ROOT / "tests" / "kernels"
+CLOCK = time.process_time  # CPU time of this process: the build machine's cores are shared
+#: Constructor parameters that are not problem sizes (kept as given when the sizes are scaled).
+_FIXED = {"kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups", "topk"}
+
+
+def _tileops_workload(root: Path, scales: int) -> None:
+    """Build every TileOPs kernel class that takes plain sizes, at ``scales`` sizes, and compile its kernel with its config."""
+    for p in (root, root / "src"):
+        sys.path.insert(0, str(p))
+    import torch  # noqa: F401 (loaded before the emulation, which answers torch.cuda's queries)
+
+    sys.path.insert(0, str(ROOT))
+    from bench.tileops_factories import SIZES, _dtypes
+
+    kernels = importlib.import_module("tileops.kernels")
+    base = importlib.import_module("tileops.kernels.kernel_base").Kernel
+    classes = {}
+    for info in pkgutil.walk_packages(kernels.__path__, kernels.__name__ + ".", onerror=lambda name: None):
+        with contextlib.suppress(Exception):  # a module that needs a real GPU at import
+            mod = importlib.import_module(info.name)
+            for name, cls in vars(mod).items():
+                if inspect.isclass(cls) and issubclass(cls, base) and cls is not base and cls.__module__ == mod.__name__:
+                    if not inspect.isabstract(cls):
+                        classes[f"{mod.__name__}.{name}"] = cls
+    for scale in range(1, scales + 1):
+        values = {**SIZES, **_dtypes()}
+        values = {k: v * scale if type(v) is int and k not in _FIXED else v for k, v in values.items()}
+        for _, cls in sorted(classes.items()):
+            args = {}
+            for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
+                if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                    continue
+                if p.name in values:
+                    args[p.name] = values[p.name]
+                elif p.default is p.empty:
+                    break
+            else:
+                with contextlib.suppress(Exception):  # the class refuses the problem
+                    obj = cls(**args)
+                    jit = getattr(obj, "kernel", None)
+                    if type(jit).__name__ == "JITImpl":
+                        jit.compile(**dict(getattr(obj, "config", None) or {}))  # what forward's first call compiles
+
+
+def _faithful_workload(scales: int) -> None:
+    sys.path.insert(0, str(KERNELS))
+    import faithful
+
+    for n in (256, 512, 1024, 2048)[: max(scales, 1) * 2]:
+        faithful.gemm_jit.compile(n, n, n)
+        faithful.flashattn_fwd.compile(1, 8, n, 64)
+        faithful.bmm_fp8_persistent.compile(4, n, n, n)
+    faithful.flashattn_bwd.compile(1, 2, 256, 64)
+    faithful.attn_fwd_persistent_causal.compile(1, 8, 512, 128)
+
+
+def _run_workload(a) -> None:
+    if a.workload == "tileops":
+        _tileops_workload(Path(a.tileops), a.scales)
+    else:
+        _faithful_workload(a.scales)
+
+
+def _inner_capture(a) -> dict:
+    import torch  # noqa: F401
+
+    from tl_aot.capture.record import CaptureRecord
+    from tl_aot.capture.recorder import Capturer
+    from tl_aot.gpu.device import emulate, find_profile
+    from tl_aot.jit.seam import Interception, intercepting
+
+    cap = Capturer(Path(a.record), compile_for_real=False)
+    with emulate(find_profile("H100-SXM")), intercepting(Interception(cap._on_request, name="capture")):
+        _run_workload(a)
+    cap.flush()
+    return {"kernels": len(CaptureRecord.load(a.record).kernels)}
+
+
+def _library(record: str):
+    """A served library's shape built from the capture record: its index (entries, calls), entries by name."""
+    import types
+
+    from tl_aot.capture.record import CaptureRecord
+    from tl_aot.capture.record_specs import recorded_calls
+    from tl_aot.common.arch import parse_arch
+    from tl_aot.common.manifest_index import index_of
+    from tl_aot.common.metadata import ArchVariant, LoweredEntry, Manifest
+
+    keys = list(CaptureRecord.load(record).kernels)
+    entries = tuple(
+        LoweredEntry(
+            variants=(ArchVariant(request_key=k, arch=parse_arch("sm_90a")),),
+            capture_key=k,
+            name=f"k_{k[:12]}",
+            function="captured",
+            source="captured.py",
+        )
+        for k in keys
+    )
+    manifest = Manifest(abi_version=0, library="bench", entries=entries, calls=recorded_calls([record], set(keys)))
+
+    class Lib(types.SimpleNamespace):
+        def __getitem__(self, name: str):
+            return lambda *args: name
+
+    return Lib(index=index_of(manifest), tunings=(), signature=manifest.entry, path=Path(record).with_suffix(".so"))
+
+
+def _inner_serve(a) -> dict:
+    import torch  # noqa: F401
+    from tilelang.cache.kernel_cache import KernelCache
+
+    from tl_aot.config.user_code import user_function
+    from tl_aot.gpu.device import emulate, find_profile
+    from tl_aot.jit.request_key import RequestKeys
+    from tl_aot.jit.seam import CompileRequest, Interception, install, jit_module
+    from tl_aot.serving import server as serving
+
+    rows: list[tuple[object, float]] = []  # (code object of the function, CPU seconds of its answer_call)
+    calls: list = []
+    install(Interception(lambda req, jit_call, proceed: object(), name="compiled-stand-in", on_jit=calls.append))
+    server = serving._active = serving.Server([_library(a.record)], strict=False)
+    serving._patch(jit_module())
+    answer = server.answer_call
+
+    def timed(jit_call):
+        t0 = CLOCK()
+        try:
+            return answer(jit_call)
+        finally:
+            spent = CLOCK() - t0
+            rows.append((getattr(user_function(jit_call.jit.func), "__code__", None), spent))
+
+    server.answer_call = timed  # type: ignore[method-assign]
+    with emulate(find_profile("H100-SXM")):
+        _run_workload(a)
+        st = server.stats
+        seen: set = set()
+        first, later = [], []
+        for code, s in rows:
+            (later if code in seen else first).append(s)
+            seen.add(code)
+        anchor = []
+        done: set = set()
+        for jc in calls:
+            code = getattr(user_function(jc.jit.func), "__code__", None)
+            if code in done or len(done) >= a.anchor:
+                continue
+            jit = jc.jit
+            try:
+                func = jit.get_tir(*jc.args, **jc.kwargs)
+            except Exception:  # noqa: BLE001 (a kernel this TileLang cannot trace: its calls were never captured either)
+                continue
+            done.add(code)
+            t0 = CLOCK()
+            KernelCache()._generate_key(
+                func, out_idx=jit.out_idx, execution_backend="tvm_ffi", args=(), target="cuda", target_host=None,
+                pass_configs=jit.pass_configs or None, compile_flags=jit.compile_flags or None,
+            )  # fmt: skip
+            t1 = CLOCK()
+            req = CompileRequest.of(func, jit.out_idx, pass_configs=jit.pass_configs, compile_flags=jit.compile_flags, target=jit.target)
+            RequestKeys().key(req)  # a fresh memo: the prim_func hashed as serving's fallback hashes it
+            anchor.append({"tilelang_key_s": t1 - t0, "request_key_s": CLOCK() - t1})
+    ms = lambda xs: round(1e3 * sum(xs) / max(len(xs), 1), 4)  # noqa: E731
+    return {
+        "compiles": len(calls),
+        "functions": len(first),
+        "served": st.served,
+        "served_untraced": st.served_untraced,
+        "compiled_after_miss": st.compiled,
+        "stats_lookups": st.lookups,
+        "stats_lookup_ms_each": round(1e3 * st.lookup_s / max(st.lookups, 1), 4),
+        "stats_call_lookup_ms_each": round(1e3 * st.call_lookup_s / max(st.call_lookups, 1), 4),
+        "stats_first_use_ms": round(1e3 * st.first_use_s, 2),
+        "cpu_lookup_ms_each": ms([s for _, s in rows]),
+        "cpu_first_of_function_ms_each": ms(first),
+        "cpu_later_ms_each": ms(later),
+        "cpu_lookup_ms_median": round(1e3 * statistics.median([s for _, s in rows]), 4),
+        "cpu_lookup_ms_max": round(1e3 * max(s for _, s in rows), 3),
+        "anchor_functions": len(anchor),
+        "anchor_tilelang_key_ms_each": ms([r["tilelang_key_s"] for r in anchor]),
+        "anchor_request_key_ms_each": ms([r["request_key_s"] for r in anchor]),
+    }
+
+
+def _sub(mode: str, a, record: str) -> dict:
+    cmd = [sys.executable, __file__, "--inner", mode, "--record", record, "--workload", a.workload, "--scales", str(a.scales)]
+    cmd += ["--tileops", a.tileops, "--anchor", str(a.anchor)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    return json.loads(next(ln for ln in reversed(out.stdout.splitlines()) if ln.startswith("{")))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workload", choices=("tileops", "faithful"), default="faithful")
+    p.add_argument("--tileops", default=str(ROOT / ".tileops"), help="TileOPs' sources (a git archive of its repository)")
+    p.add_argument("--scales", type=int, default=2, help="problem sizes each kernel class is built at")
+    p.add_argument("--anchor", type=int, default=12, help="functions whose first call is traced for the anchor")
+    p.add_argument("--repeat", type=int, default=3, help="served processes (medians reported)")
+    p.add_argument("--json")
+    p.add_argument("--inner")
+    p.add_argument("--record")
+    a = p.parse_args(argv)
+    if a.inner:
+        print(json.dumps(_inner_capture(a) if a.inner == "capture" else _inner_serve(a)))
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        record = str(Path(tmp) / "lookups.capture.json")
+        captured = _sub("capture", a, record)
+        runs = [_sub("serve", a, record) for _ in range(a.repeat)]
+    result = {"workload": a.workload, "kernels_captured": captured["kernels"], "serve_runs": len(runs)}
+    for k in runs[0]:
+        values = [r[k] for r in runs]
+        result[k] = statistics.median(values) if all(isinstance(v, (int, float)) for v in values) else values[0]
+    text = json.dumps(result, indent=1)
+    print(text)
+    if a.json:
+        Path(a.json).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
