@@ -103,7 +103,9 @@ packages = ["tileops_aot"]
 tileops_aot = ["*.so", "*.tlpack"]
 TOML
     (cd "$pkg" && python3 -m pip wheel -q --no-deps --no-build-isolation -w "$W/dist" .) 2>&1 | grep -v WARNING | tail -2
-    python3 -m tl_aot split-wheel "$W"/dist/*.whl 2>&1 | tee "$W/wheels.txt"; ls -l "$W"/dist; save "$W/wheels.txt" ;;
+    python3 -m tl_aot split-wheel "$W"/dist/*.whl 2>&1 | tee "$W/wheels.txt"
+    # setuptools tags a package holding a built library py3-none-any: the true manylinux tag (the build host's glibc)
+    python3 -m tl_aot check-wheel --retag "$W"/dist/tileops_aot-*.whl 2>&1 | tee -a "$W/wheels.txt"; ls -l "$W"/dist; save "$W/wheels.txt" ;;
   serve|jit-warm)
     files
     if [ "$1" = serve ]; then

@@ -235,3 +235,18 @@ def test_check_wheel_names_the_wheel_it_refuses_and_skips_apache_tvm_ffis_own(tm
     assert f"{theirs.name}: skipped: apache-tvm-ffi's own wheel" in out.getvalue()
     assert f"{pure.name}: no native libraries (a pure-Python wheel)" in out.getvalue() and "see below" not in out.getvalue()
     assert f"tl_aot: error: {vendoring.name}: the wheel vendors mine/libtvm_ffi.so" in err.getvalue()
+
+
+def test_a_wheel_tagged_any_that_holds_libraries_is_refused_and_retagged(libs, tmp_path):
+    """A plain setuptools project packaging a built library as package data gets `py3-none-any`: pip would install it anywhere."""
+    from tl_aot.frontends.cli import main
+
+    wheel = _wheel(tmp_path, {"demo/__init__.py": b"", "demo/libk.so": libs[1].read_bytes()}, plat="any")
+    report = check_wheel(wheel)
+    with pytest.raises(WheelCheckError) as e:
+        check_claim(report, "any")
+    assert "tagged 'any' but holds shared libraries (demo/libk.so)" in str(e.value)
+    assert f"its true tag is {report.platform}" in str(e.value)
+    assert main(["check-wheel", wheel]) == 1
+    assert main(["check-wheel", "--retag", wheel]) == 0
+    assert not wheel.exists() and (tmp_path / f"demo-1.0-py3-none-{report.platform}.whl").is_file()

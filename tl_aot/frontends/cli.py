@@ -332,12 +332,14 @@ def _cmd_check_wheel(args) -> int:
         try:
             report = check_wheel(wheel)
             platform = wheel.stem.split("-")[-1]
-            check_claim(report, platform)
+            retag = args.retag and report.platform and (platform.startswith("linux_") or platform == "any")
+            if not retag:
+                check_claim(report, platform)
         except TlAotError as e:
             msg = f"{wheel.name}: {e}"
             raise TlAotError(msg) from None
         print(f"{wheel.name}: {report.summary()}")
-        if args.retag and report.platform and platform.startswith("linux_"):
+        if retag:  # a plain linux_* tag PyPI refuses, or 'any' on a wheel that is not pure
             print(f"  -> {retag_wheel(wheel, report.platform, args.wheel_dir)}")
     return 0
 

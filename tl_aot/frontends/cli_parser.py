@@ -252,7 +252,7 @@ def _add_inspect(sub) -> None:
         "gives the wheel the manylinux tag its libraries fit, with no auditwheel repair step.",
     )
     w.add_argument("wheels", nargs="+", metavar="WHEEL")
-    w.add_argument("--retag", action="store_true", help="rewrite a linux_* wheel with its oldest true manylinux tag")
+    w.add_argument("--retag", action="store_true", help="rewrite a linux_* or mistagged any wheel with its oldest true manylinux tag")
     w.add_argument("-w", "--wheel-dir", help="write retagged wheels here (default: replace them in place)")
 
     s = sub.add_parser(

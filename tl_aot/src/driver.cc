@@ -99,10 +99,18 @@ void set_driver_for_testing(const Driver& d) {
   g_driver = d;
 }
 
+// The leading decimal digits of `s` as a number. Not std::atoi: under glibc >= 2.38 headers it binds
+// __isoc23_strtol@GLIBC_2.38, and one such symbol raises every wheel's manylinux tag to 2_38.
+static int leading_number(const char* s) {
+  int n = 0;
+  for (; *s >= '0' && *s <= '9'; ++s) n = n * 10 + (*s - '0');
+  return n;
+}
+
 static int read_driver_version() {
   if (const char* fake = std::getenv("TL_AOT_TESTING_DRIVER_VERSION")) {  // tests only: see the header
     const char* dot = std::strchr(fake, '.');
-    return dot ? std::atoi(fake) * 1000 + std::atoi(dot + 1) * 10 : std::atoi(fake);
+    return dot ? leading_number(fake) * 1000 + leading_number(dot + 1) * 10 : leading_number(fake);
   }
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) return 0;

@@ -181,6 +181,13 @@ def check_claim(report: WheelReport, platform: str) -> None:
     """Refuse a platform tag (``manylinux_2_17_x86_64``, compressed sets too) the wheel's libraries exceed."""
     if report.arch is None:
         return
+    if platform == "any":  # setuptools' tag for a wheel it thinks is pure: pip would install it on any OS and CPU
+        libs = ", ".join(lib.path for lib in report.libraries)
+        msg = (
+            f"the wheel is tagged 'any' but holds shared libraries ({libs}): pip would install it where they cannot load; "
+            f"its true tag is {report.platform} (`check-wheel --retag` writes it)"
+        )
+        raise WheelCheckError(msg)
     for tag in platform.split("."):
         if tag.startswith(("manylinux", "musllinux")) and not tag.endswith("_" + report.arch):
             msg = f"--plat-name {tag} is not for {report.arch}, the architecture of the wheel's libraries"
