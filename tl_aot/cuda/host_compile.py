@@ -92,6 +92,9 @@ def link_library(workdir: Path, objs: list[str], output: str, *, what: str) -> N
         "-l:libpthread.so.0",
         "-Wl,--pop-state",
         "-Wl,--no-undefined",
+        # Symbols of static archives stay inside: a host whose g++ links libstdc++.a (seen on the H100 host: no
+        # libstdc++.so.6 needed, 2,218 std:: symbols exported) must not export a second C++ runtime to the process.
+        "-Wl,--exclude-libs,ALL",
         "-Wl,--build-id=sha1",
         # A SONAME, so programs linked against it (CMake's IMPORTED target) record `lib<name>.so`, not a path.
         "-Wl,-soname," + Path(output).name,
