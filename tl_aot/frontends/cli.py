@@ -332,7 +332,7 @@ def _cmd_check_wheel(args) -> int:
         try:
             report = check_wheel(wheel)
             platform = wheel.stem.split("-")[-1]
-            retag = args.retag and report.platform and (platform.startswith("linux_") or platform == "any")
+            retag = report.platform if args.retag and (platform.startswith("linux_") or platform == "any") else None
             if not retag:
                 check_claim(report, platform)
         except TlAotError as e:
@@ -340,7 +340,7 @@ def _cmd_check_wheel(args) -> int:
             raise TlAotError(msg) from None
         print(f"{wheel.name}: {report.summary()}")
         if retag:  # a plain linux_* tag PyPI refuses, or 'any' on a wheel that is not pure
-            print(f"  -> {retag_wheel(wheel, report.platform, args.wheel_dir)}")
+            print(f"  -> {retag_wheel(wheel, retag, args.wheel_dir)}")
     return 0
 
 
