@@ -126,44 +126,66 @@ def synthesised(n: int, archs: list[str], image_kb: int, real: int, entry_kb: fl
     return dataclasses.replace(golden, library="load_scale", entries=tuple(entries), calls=tuple(calls), tunings=tuple(tunings))
 
 
-def build(libs: Path, n: int, archs: list[str], image_kb: int, real: int, entry_kb: float) -> Path:
-    """The bench library (built unless ``libs`` holds one of the same shape), linked as a build links one."""
+def build(libs: Path, n: int, archs: list[str], image_kb: int, real: int, entry_kb: float, packs: str = "") -> Path:
+    """The bench library (built unless ``libs`` holds one of the same shape), linked as a build links one.
+
+    ``packs``: keep the images in per-arch image packs beside the library (uncompressed), the
+    library holding their references, as a build with ``--image-packs`` makes it; the packs of
+    the archs ``packs`` names (comma-separated, or ``all``) are installed beside it, the others
+    not (a user installs the archs their GPUs need). The launcher and manifest objects are cached
+    by content under ``libs/cache``, so libraries of one manifest share them.
+    """
     from tl_aot.codegen.render import image_symbol, render_header, render_launcher, render_manifest
     from tl_aot.common.fileutil import atomic_write
-    from tl_aot.cuda.host_compile import compile_host, link_library
-    from tl_aot.cuda.host_objects import runtime_object
+    from tl_aot.cuda.host_compile import link_library
+    from tl_aot.cuda.host_objects import generated_object, runtime_object
 
-    shape = json.dumps({"n": n, "archs": archs, "image_kb": image_kb, "real": real, "entry_kb": entry_kb, "v": 1})
+    shape = json.dumps({"n": n, "archs": archs, "image_kb": image_kb, "real": real, "entry_kb": entry_kb, "packs": packs, "v": 2})
     work = libs / _key(shape)[:12]
     lib = work / "libload_scale.so"
     if lib.is_file() and (work / "shape.json").is_file() and (work / "shape.json").read_text() == shape:
         return lib
     work.mkdir(parents=True, exist_ok=True)
     m = synthesised(n, archs, image_kb, real, entry_kb)
-    (work / "load_scale.h").write_text(render_header(m))
-    (work / "launcher.cc").write_text(render_launcher(m, header_name="load_scale.h"))
-    (work / "manifest.cc").write_text(render_manifest(m))
     rng = random.Random(0)
+    images = {image_symbol(e.name, v.arch): (v.arch, rng.randbytes(v.image_bytes)) for e in m.entries for v in e.variants}
+    embedded = {s: b for s, (_, b) in images.items()}
+    if packs:
+        embedded = _packed(m, images, work, archs if packs == "all" else packs.split(","), libs / "cache")
     lines = []
-    for e in m.entries:  # one assembler run for every image (embedding them one by one is quadratic)
-        for v in e.variants:
-            sym = image_symbol(e.name, v.arch)
-            path = work / "images" / f"{sym}.bin"
-            path.parent.mkdir(exist_ok=True)
-            if not path.is_file():
-                path.write_bytes(rng.randbytes(v.image_bytes))
-            cubin = f"__tvm_ffi__cubin_{sym}"
-            lines += [f".globl {cubin}", f".hidden {cubin}", ".balign 64", f"{cubin}:", f'.incbin "{path}"', f"{cubin}_end:"]
+    for sym, data in embedded.items():  # one assembler run for every image (embedding them one by one is quadratic)
+        path = work / "images" / f"{sym}.bin"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(data)
+        cubin = f"__tvm_ffi__cubin_{sym}"
+        lines += [f".globl {cubin}", f".hidden {cubin}", ".balign 64", f"{cubin}:", f'.incbin "{path}"', f"{cubin}_end:"]
     (work / "images.S").write_text(".section .rodata\n" + "\n".join(lines) + '\n.section .note.GNU-stack,"",@progbits\n')
     t0 = time.perf_counter()
     subprocess.run(["cc", "-c", "images.S", "-o", "images.o"], cwd=work, check=True)
-    compile_host(work, "manifest.cc", "manifest.o", what="compiling the manifest")
-    compile_host(work, "launcher.cc", "launcher.o", what="compiling the launcher")
-    runtime, _ = runtime_object(libs / "cache")
-    link_library(work, ["launcher.o", "manifest.o", "images.o", str(runtime)], lib.name, what="linking")
+    cache = libs / "cache"
+    header = render_header(m)
+    launcher, _ = generated_object(
+        cache, {"launcher.cc": render_launcher(m, header_name="load_scale.h"), "load_scale.h": header}, "launcher.cc", "launcher.o",
+        extra_key="load_scale", what="compiling the launcher",
+    )  # fmt: skip
+    manifest, _ = generated_object(
+        cache, {"manifest.cc": render_manifest(m)}, "manifest.cc", "manifest.o", extra_key="load_scale", what="compiling the manifest"
+    )
+    runtime, _ = runtime_object(cache)
+    link_library(work, [str(launcher), str(manifest), "images.o", str(runtime)], lib.name, what="linking")
     print(f"built {lib} ({lib.stat().st_size >> 20} MiB) in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     atomic_write(work / "shape.json", shape.encode())
     return lib
+
+
+def _packed(m, images: dict, work: Path, installed: list[str], cache: Path) -> dict:
+    """The references to embed in place of ``images``; the packs of the ``installed`` archs written beside the library."""
+    from tl_aot.pipeline.image_packs import ImagePacks, pack_library, pack_name
+
+    packed = pack_library(m, images, ImagePacks(compress=False), cuda_version=(13, 0), cache=cache)
+    for label in installed:
+        (work / pack_name(m.library, label)).write_bytes(packed.packs[pack_name(m.library, label)])
+    return packed.refs
 
 
 def _memory() -> dict:
@@ -337,6 +359,8 @@ def main(argv=None) -> int:
     p.add_argument("--image-kb", type=int, default=64)
     p.add_argument("--entry-kb", type=float, default=14, help="each entry's manifest record padded to this size")
     p.add_argument("--real", type=int, default=9, help="entries with real request and call keys (the lookups timed)")
+    p.add_argument("--packs", default="sm_90a", help="images in per-arch packs, these archs' installed ('all'; '' embeds the images)")
+    p.add_argument("--build-only", action="store_true", help="build the library, print its path, measure nothing")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json")
     a = p.parse_args(argv)
@@ -344,7 +368,10 @@ def main(argv=None) -> int:
         inner = {"load": _inner_load, "serve": _inner_serve}.get(a.inner)
         print(json.dumps(inner(a.lib) if inner else _inner_lookups(a.lib, a.real)))
         return 0
-    lib = build(Path(a.libs), a.entries, a.archs.split(","), a.image_kb, a.real, a.entry_kb)
+    lib = build(Path(a.libs), a.entries, a.archs.split(","), a.image_kb, a.real, a.entry_kb, a.packs)
+    if a.build_only:
+        print(lib)
+        return 0
     loads = [{**_sub("load", lib, a.real), **_sub("serve", lib, a.real)} for _ in range(a.repeat)]
     lookups = _sub("lookups", lib, a.real)
     result = {"summary": summary(loads, lookups, lib), "loads": loads, "lookups": lookups["rows"]}

@@ -24,12 +24,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .arch import Arch, parse_arch
-from .escaping import json_text
-from .json_types import JsonMapping
-from .metadata import Manifest, to_json
+
+if TYPE_CHECKING:  # the dataclasses are the build's (making an index), not loading's: a load imports none of them
+    from .json_types import JsonMapping
+    from .metadata import Manifest
 
 __all__ = ["IndexVariant", "IndexEntry", "Span", "ManifestIndex", "index_text", "parse_index", "index_of", "INDEX_FIELDS"]
 
@@ -122,6 +123,9 @@ def index_text(manifest: Manifest, text: str) -> str:
     Each entry's span is found by its own serialisation, which the whole's contains verbatim
     (keys sorted, no indent), so a slice parses to exactly the entry the eager parse gives.
     """
+    from .escaping import json_text
+    from .metadata import to_json
+
     entries = []
     at = text.find('"entries": [')
     for e in manifest.entries:
@@ -178,4 +182,6 @@ def parse_index(text: str | JsonMapping) -> ManifestIndex:
 
 def index_of(manifest: Manifest) -> ManifestIndex:
     """The index a library built from ``manifest`` carries (for what serves a manifest held in memory)."""
+    from .metadata import to_json
+
     return parse_index(index_text(manifest, to_json(manifest)))
