@@ -1,6 +1,8 @@
 """Loading and serving a 2,000-entry library, on the CPU: load, serve index, lookups, memory.
 
-The library is real (launcher, manifest unit, runtime, images, linked as a build links them) but
+The library is real (launcher, manifest unit, runtime, images, linked as a build links them; by
+default the images in per-arch packs beside it, only ``--packs`` archs' installed, as TileOPs'
+whole library is built and installed) but
 its entries are synthesised, since lowering 2,000 kernels is hours: the entries of the golden
 manifest (tests/unit/golden/manifest.json: GEMM with a dynamic M, multi-kernel, outputs,
 workspaces, TMA-free and TMA kernels) cycled to ``--entries``, each with one variant per arch of
@@ -13,7 +15,17 @@ are timed on. Built once into ``--libs`` (the launcher's compile is a few CPU-mi
 Each figure is CPU time (``time.process_time``) of a fresh process, median over ``--repeat``:
 
 - ``load_ms``: ``tl_aot.load(lib)`` (file check, dlopen, index); ``serve_ms``: ``tl_aot.serve(lib)``
-  (load + the serving index); ``index_ms``: the serving index alone (``Server.add``).
+  (load + the serving index); ``index_ms``: the serving index alone (``Server.add``); tl_aot's modules
+  imported before the clock starts.
+- ``load_cold_ms`` / ``serve_cold_ms`` (and ``_wall_ms``; ``_gc_ms``: the cyclic collector's passes
+  within): the same as a program meets them, and as the GPU machine's whole-library run measures
+  them (``bench/tileops_whole_gpu.sh serve``): tvm_ffi, torch and tl_aot imported, the modules
+  loading imports counted. Against the anchor ``anchor_load_module_ms``: a bare
+  ``tvm_ffi.load_module`` of the same library in a fresh process (``load_cold_vs_load_module``).
+- ``part_*_ms``: load step by step (imports, ELF check, dlopen, index text, its digest, JSON,
+  rows, driver check, ``Library``; then serving's imports and index): ``--inner parts --lib SO``
+  says where the time goes on another machine.
+- ``serve_opened_packs``: image packs ``serve`` opened (strace; 0: none touched).
 - anchors, in the same processes: ``json.loads`` of the whole manifest (``anchor_json_ms``) and the
   whole manifest parsed into dataclasses (``anchor_eager_ms``: what ``load`` did before the index).
 - ``lookup_call_us``: a served ``@tilelang.jit`` call answered by its call key (first ask, and the same
@@ -38,6 +50,7 @@ import dataclasses
 import gc
 import hashlib
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -51,6 +64,9 @@ CLOCK = time.process_time
 GOLDEN = ROOT / "tests" / "unit" / "golden" / "manifest.json"
 KERNELS = ROOT / "tests" / "kernels"
 _GPU = "H100-SXM"  # the device profile answering device queries (no GPU here)
+#: The measured processes' environment: modules imported from their compiled bytecode, as an installed wheel's are
+#: (PYTHONDONTWRITEBYTECODE would have every fresh process compile tl_aot's sources again, inside the figures).
+_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def _key(*parts) -> str:
@@ -265,6 +281,95 @@ def _inner_serve(lib: str) -> dict:
     return out
 
 
+def _inner_cold(lib: str, verb: str) -> dict:
+    """``tl_aot.load`` or ``tl_aot.serve`` as a program meets it: tvm_ffi, torch and tl_aot imported, nothing of tl_aot's loading.
+
+    Timed as the GPU machine's whole-library run times it (``bench/tileops_whole_gpu.sh serve``):
+    wall and CPU, the modules loading imports included; with the cyclic collector's passes in it.
+    """
+    import torch  # noqa: F401
+    import tvm_ffi  # noqa: F401
+
+    import tl_aot
+
+    passes = []
+    gc.callbacks.append(lambda phase, info: passes.append(time.perf_counter() * (1 if phase == "stop" else -1)))
+    w, c = time.perf_counter(), CLOCK()
+    getattr(tl_aot, verb)(lib)
+    wall, cpu = time.perf_counter() - w, CLOCK() - c
+    return {f"{verb}_cold_ms": cpu * 1e3, f"{verb}_cold_wall_ms": wall * 1e3, f"{verb}_cold_gc_ms": sum(passes) * 1e3}
+
+
+def _inner_anchor(lib: str) -> dict:
+    """The anchor: a bare ``tvm_ffi.load_module`` of the same library (dlopen, tvm-ffi's own lookups), in a fresh process."""
+    import torch  # noqa: F401
+    import tvm_ffi
+
+    c = CLOCK()
+    tvm_ffi.load_module(lib)
+    return {"anchor_load_module_ms": (CLOCK() - c) * 1e3}
+
+
+def _inner_parts(lib: str) -> dict:
+    """Where ``tl_aot.load``'s time goes, step by step (milliseconds of CPU; run it where load is slow to see why)."""
+
+    import torch  # noqa: F401
+    import tvm_ffi
+
+    t = CLOCK()
+    from tl_aot.common.manifest_index import parse_index
+    from tl_aot.runtime import elf, loader
+
+    out = {"imports": CLOCK() - t}
+    path = Path(lib)
+    t = CLOCK()
+    elf.check_library_file(path)
+    out["elf_check"] = CLOCK() - t
+    t = CLOCK()
+    module = tvm_ffi.load_module(str(path.resolve()))
+    out["load_module"] = CLOCK() - t
+    t = CLOCK()
+    text = str(module["tl_aot_manifest_index"]())
+    out["index_text"] = CLOCK() - t
+    t = CLOCK()
+    hashlib.sha256(text.encode()).hexdigest()
+    out["index_sha256"] = CLOCK() - t
+    t = CLOCK()
+    raw = json.loads(text)
+    out["index_json"] = CLOCK() - t
+    t = CLOCK()
+    index = parse_index(raw)
+    out["index_parse"] = CLOCK() - t
+    t = CLOCK()
+    loader._check_driver(module, path)
+    out["driver_check"] = CLOCK() - t
+    t = CLOCK()
+    loader.Library(path, module, index)
+    out["library"] = CLOCK() - t
+    t = CLOCK()
+    from tl_aot.serving import server as serving
+
+    out["serve_imports"] = CLOCK() - t
+    t = CLOCK()
+    serving.Server([loader.Library(path, module, index)])
+    out["serve_index"] = CLOCK() - t
+    return {f"part_{k}_ms": v * 1e3 for k, v in out.items()}
+
+
+def _opened(lib: Path) -> dict:
+    """The files ``tl_aot.serve`` opens in a fresh process (strace): image packs opened, and whether any was (None without strace)."""
+    import shutil
+
+    if not shutil.which("strace"):
+        return {"serve_opened_packs": None}
+    cmd = ["strace", "-f", "-qq", "-e", "trace=open,openat", sys.executable, __file__, "--inner", "serve_cold", "--lib", str(lib)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    packs = sorted({ln.split('"')[1] for ln in out.stderr.splitlines() if ".tlpack" in ln and '"' in ln})
+    return {"serve_opened_packs": len(packs), "serve_opened_pack_files": packs}
+
+
 def _per_call(fn, repeat: int) -> float:
     """Microseconds of CPU per call of ``fn()``, over ``repeat`` calls."""
     t0 = CLOCK()
@@ -322,7 +427,7 @@ def _inner_lookups(lib: str, real: int) -> dict:
 
 def _sub(mode: str, lib: Path, real: int) -> dict:
     cmd = [sys.executable, __file__, "--inner", mode, "--lib", str(lib), "--real", str(real)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=_ENV)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])
     return json.loads(next(ln for ln in reversed(out.stdout.splitlines()) if ln.startswith("{")))
@@ -337,6 +442,8 @@ def summary(loads: list, lookups: dict, lib: Path) -> dict:
     s["library_mib"] = round(lib.stat().st_size / 2**20, 1)
     s["manifest_kib_per_entry"] = round(s["manifest_bytes"] / s["entries"] / 1024, 1)
     s["load_vs_anchor_eager"] = round(s["load_ms"] / s["anchor_eager_ms"], 3)
+    s["load_cold_vs_load_module"] = round(s["load_cold_ms"] / s["anchor_load_module_ms"], 3)
+    s["serve_cold_vs_load_module"] = round(s["serve_cold_ms"] / s["anchor_load_module_ms"], 3)
     s["serve_vs_anchor_eager"] = round(s["serve_ms"] / s["anchor_eager_ms"], 3)
     s["serve_vs_anchor_json"] = round(s["serve_ms"] / s["anchor_json_ms"], 3)
     s["load_anon_vs_anchor_eager"] = round(s["load_anon_kib"] / max(1, s["anchor_eager_anon_kib"]), 3)
@@ -365,16 +472,24 @@ def main(argv=None) -> int:
     p.add_argument("--json")
     a = p.parse_args(argv)
     if a.inner:
-        inner = {"load": _inner_load, "serve": _inner_serve}.get(a.inner)
+        inner = {
+            "load": _inner_load,
+            "serve": _inner_serve,
+            "load_cold": lambda lib: _inner_cold(lib, "load"),
+            "serve_cold": lambda lib: _inner_cold(lib, "serve"),
+            "anchor": _inner_anchor,
+            "parts": _inner_parts,
+        }.get(a.inner)
         print(json.dumps(inner(a.lib) if inner else _inner_lookups(a.lib, a.real)))
         return 0
     lib = build(Path(a.libs), a.entries, a.archs.split(","), a.image_kb, a.real, a.entry_kb, a.packs)
     if a.build_only:
         print(lib)
         return 0
-    loads = [{**_sub("load", lib, a.real), **_sub("serve", lib, a.real)} for _ in range(a.repeat)]
+    modes = ("load", "serve", "load_cold", "serve_cold", "anchor", "parts")
+    loads = [{k: v for mode in modes for k, v in _sub(mode, lib, a.real).items()} for _ in range(a.repeat)]
     lookups = _sub("lookups", lib, a.real)
-    result = {"summary": summary(loads, lookups, lib), "loads": loads, "lookups": lookups["rows"]}
+    result = {"summary": {**summary(loads, lookups, lib), **_opened(lib)}, "loads": loads, "lookups": lookups["rows"]}
     print(json.dumps(result["summary"], indent=1))
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=1))

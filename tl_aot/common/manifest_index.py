@@ -150,33 +150,37 @@ def index_text(manifest: Manifest, text: str) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=True)
 
 
+#: Rows are built as tuples in C: a named tuple's own ``__new__`` is a Python call per row, ~12,000 of them at 2,000 entries
+#: of four archs (the rows' lengths are checked by unpacking them).
+_new = tuple.__new__
+
+
 def parse_index(text: str | JsonMapping) -> ManifestIndex:
     """The :class:`ManifestIndex` of an index's text (or its JSON value).
 
     A malformed index raises ``ValueError``, ``KeyError`` or ``TypeError``.
     """
     raw = json.loads(text) if isinstance(text, str) else text
-    archs: dict[tuple[str, bool], Arch] = {}  # a library has a handful of archs: each parsed once
-
-    def arch(sm: str, ptx: bool) -> Arch:
-        a = archs.get((sm, ptx))
-        if a is None:
-            a = archs[(sm, ptx)] = parse_arch(sm + ("+PTX" if ptx else ""))
-        return a
-
-    entries = tuple(
-        IndexEntry(name, export, origin, capture, Span(offset, length, sha), tuple(IndexVariant(k, arch(sm, ptx)) for k, sm, ptx in vs))
-        for name, export, origin, capture, offset, length, sha, vs in raw["entries"]
-    )
+    archs: tuple[dict[str, Arch], dict[str, Arch]] = ({}, {})  # sm -> Arch, without and with +PTX: a library has a handful
+    entries = []
+    for name, export, origin, capture, offset, length, sha, vs in raw["entries"]:
+        variants = []
+        for key, sm, ptx in vs:
+            held = archs[1 if ptx else 0]
+            arch = held.get(sm)
+            if arch is None:
+                arch = held[sm] = parse_arch(sm + ("+PTX" if ptx else ""))
+            variants.append(_new(IndexVariant, (key, arch)))
+        entries.append(_new(IndexEntry, (name, export, origin, capture, _new(Span, (offset, length, sha)), tuple(variants))))
     t = raw["tunings"]
     return ManifestIndex(
         **{name: raw[name] for name in INDEX_FIELDS},
         manifest_bytes=int(raw["manifest_bytes"]),
         manifest_sha256=str(raw["manifest_sha256"]),
-        entries=entries,
+        entries=tuple(entries),
         tunings=None if t is None else Span(int(t[0]), int(t[1]), str(t[2])),
         tuning_keys=() if t is None else tuple(t[3]),
-        calls=tuple((k, r) for k, r in raw["calls"]),
+        calls=tuple([(k, r) for k, r in raw["calls"]]),
     )
 
 
