@@ -67,13 +67,13 @@ class Server:
     """Prebuilt kernels by capture key, from one or more libraries."""
 
     def __init__(self, libraries: Iterable[Library], *, strict: bool = False, capturing: bool = False) -> None:
-        self._call_key: Callable[..., str] | None = None  # tl_aot.jit.call_key.call_key: see prepare_lookups
+        self._call_key: Callable[..., str | None] | None = None  # tl_aot.jit.call_key.call_key: see prepare_lookups
         self._keys: RequestKeys | None = None
         self.strict = strict
         # under capture --serve: every @tilelang.jit call is traced (the capture records its IR), misses are expected
         self.capturing = capturing
         self.stats = Stats()
-        self.index: dict[str, tuple[Library, str, set[Image]]] = {}  # key -> (library, entry name, images it holds)
+        self.index: dict[str, tuple[Library, str, tuple[Image, ...]]] = {}  # key -> (library, entry name, images it holds)
         self.by_name: dict[str, list[tuple[Library, str]]] = {}  # captured prim_func's name (else function) -> [(library, entry name)]
         self._served: dict[str, ServedKernel] = {}
         self._lock = threading.Lock()
@@ -93,18 +93,24 @@ class Server:
         return self._keys
 
     def prepare_lookups(self) -> None:
-        """Import what a lookup uses (the call and request keys), so no lookup is timed with imports.
+        """Import what a lookup uses (the call and request keys, the records' dataclasses), so no lookup is timed with imports.
 
         Serving calls this when TileLang's JIT is imported (no request comes before); a lookup
         without it imports them itself.
         """
+        self._call_keys()
+        self.keys  # noqa: B018 (made now)
+
+    def _call_keys(self) -> Callable[..., str | None]:
+        """:func:`tl_aot.jit.call_key.call_key`, imported (with what a first answer uses) on first use."""
         if self._call_key is None:
+            from ..common import metadata  # noqa: F401 (an entry's first use parses its record)
             from ..jit.call_key import call_key
             from ..jit.seam import CompileRequest  # noqa: F401 (what a first answer builds)
             from .served_kernel import ServedKernel  # noqa: F401
 
             self._call_key = call_key
-        self.keys  # noqa: B018 (made now)
+        return self._call_key
 
     def add(self, libraries: Iterable[Library]) -> None:
         """Serve these libraries' captured kernels too (a library already served is skipped).
@@ -119,9 +125,9 @@ class Server:
                 continue
             self.libraries.append(lib)
             index = lib.index
-            # arch -> image_of(arch), by the Arch object: an index holds one per arch (a handful), and a frozen
+            # arch -> (image_of(arch),), by the Arch object: an index holds one per arch (a handful), and a frozen
             # dataclass's hash is a Python call, once per variant otherwise
-            images: dict[int, tuple[Arch, Image]] = {}
+            images: dict[int, tuple[Arch, tuple[Image, ...]]] = {}
             for e in index.entries:
                 name = e.name
                 if e.export:
@@ -129,15 +135,14 @@ class Server:
                 for key, arch in e.variants:
                     if not key:
                         continue  # built before tl_aot recorded request keys, or from a plain prim_func with no request
+                    held = images.get(id(arch))
+                    if held is None:
+                        held = images[id(arch)] = (arch, (image_of(arch),))  # the Arch kept: its id stays its own
                     hit = table.get(key)
                     if hit is None:
-                        hit = table[key] = (lib, name, set())
-                    elif hit[1] != name or hit[0] is not lib:
-                        continue  # another entry (or library) answers this request first
-                    image = images.get(id(arch))
-                    if image is None:
-                        image = images[id(arch)] = (arch, image_of(arch))  # the Arch kept: its id stays its own
-                    hit[2].add(image[1])
+                        table[key] = (lib, name, held[1])  # one image: the tuple shared by every key of that arch
+                    elif hit[1] == name and hit[0] is lib and held[1][0] not in hit[2]:
+                        table[key] = (lib, name, hit[2] + held[1])  # a key several of the entry's images answer
                 group = by_name.get(e.origin)
                 if group is None:
                     by_name[e.origin] = [(lib, name)]
@@ -156,13 +161,12 @@ class Server:
         """
         if not self.calls or self.capturing:
             return None
-        if self._call_key is None:
-            self.prepare_lookups()
+        call_key = self._call_keys()
         t0 = time.perf_counter()
         gpu = current_gpu()
         served = None
         identity = gpu_identity(gpu) if gpu else ""  # the driver asked once per lookup
-        key = self._call_key(jit_call.jit, jit_call.args, jit_call.kwargs, identity) if identity else None
+        key = call_key(jit_call.jit, jit_call.args, jit_call.kwargs, identity) if identity else None
         request_key = self.calls.get(key) if key else None
         hit = self.index.get(request_key) if request_key else None
         if request_key is not None and hit is not None and runs_on(hit[2], gpu.cc):
