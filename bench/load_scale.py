@@ -1,6 +1,8 @@
 """Loading and serving a 2,000-entry library, on the CPU: load, serve index, lookups, memory.
 
-The library is real (launcher, manifest unit, runtime, images, linked as a build links them) but
+The library is real (launcher, manifest unit, runtime, images, linked as a build links them; by
+default the images in per-arch packs beside it, only ``--packs`` archs' installed, as TileOPs'
+whole library is built and installed) but
 its entries are synthesised, since lowering 2,000 kernels is hours: the entries of the golden
 manifest (tests/unit/golden/manifest.json: GEMM with a dynamic M, multi-kernel, outputs,
 workspaces, TMA-free and TMA kernels) cycled to ``--entries``, each with one variant per arch of
@@ -13,7 +15,17 @@ are timed on. Built once into ``--libs`` (the launcher's compile is a few CPU-mi
 Each figure is CPU time (``time.process_time``) of a fresh process, median over ``--repeat``:
 
 - ``load_ms``: ``tl_aot.load(lib)`` (file check, dlopen, index); ``serve_ms``: ``tl_aot.serve(lib)``
-  (load + the serving index); ``index_ms``: the serving index alone (``Server.add``).
+  (load + the serving index); ``index_ms``: the serving index alone (``Server.add``); tl_aot's modules
+  imported before the clock starts.
+- ``load_cold_ms`` / ``serve_cold_ms`` (and ``_wall_ms``; ``_gc_ms``: the cyclic collector's passes
+  within): the same as a program meets them, and as the GPU machine's whole-library run measures
+  them (``bench/tileops_whole_gpu.sh serve``): tvm_ffi, torch and tl_aot imported, the modules
+  loading imports counted. Against the anchor ``anchor_load_module_ms``: a bare
+  ``tvm_ffi.load_module`` of the same library in a fresh process (``load_cold_vs_load_module``).
+- ``part_*_ms``: load step by step (imports, ELF check, dlopen, index text, its digest, JSON,
+  rows, driver check, ``Library``; then serving's imports and index): ``--inner parts --lib SO``
+  says where the time goes on another machine.
+- ``serve_opened_packs``: image packs ``serve`` opened (strace; 0: none touched).
 - anchors, in the same processes: ``json.loads`` of the whole manifest (``anchor_json_ms``) and the
   whole manifest parsed into dataclasses (``anchor_eager_ms``: what ``load`` did before the index).
 - ``lookup_call_us``: a served ``@tilelang.jit`` call answered by its call key (first ask, and the same
@@ -38,6 +50,7 @@ import dataclasses
 import gc
 import hashlib
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -51,6 +64,9 @@ CLOCK = time.process_time
 GOLDEN = ROOT / "tests" / "unit" / "golden" / "manifest.json"
 KERNELS = ROOT / "tests" / "kernels"
 _GPU = "H100-SXM"  # the device profile answering device queries (no GPU here)
+#: The measured processes' environment: modules imported from their compiled bytecode, as an installed wheel's are
+#: (PYTHONDONTWRITEBYTECODE would have every fresh process compile tl_aot's sources again, inside the figures).
+_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def _key(*parts) -> str:
@@ -126,44 +142,66 @@ def synthesised(n: int, archs: list[str], image_kb: int, real: int, entry_kb: fl
     return dataclasses.replace(golden, library="load_scale", entries=tuple(entries), calls=tuple(calls), tunings=tuple(tunings))
 
 
-def build(libs: Path, n: int, archs: list[str], image_kb: int, real: int, entry_kb: float) -> Path:
-    """The bench library (built unless ``libs`` holds one of the same shape), linked as a build links one."""
+def build(libs: Path, n: int, archs: list[str], image_kb: int, real: int, entry_kb: float, packs: str = "") -> Path:
+    """The bench library (built unless ``libs`` holds one of the same shape), linked as a build links one.
+
+    ``packs``: keep the images in per-arch image packs beside the library (uncompressed), the
+    library holding their references, as a build with ``--image-packs`` makes it; the packs of
+    the archs ``packs`` names (comma-separated, or ``all``) are installed beside it, the others
+    not (a user installs the archs their GPUs need). The launcher and manifest objects are cached
+    by content under ``libs/cache``, so libraries of one manifest share them.
+    """
     from tl_aot.codegen.render import image_symbol, render_header, render_launcher, render_manifest
     from tl_aot.common.fileutil import atomic_write
-    from tl_aot.cuda.host_compile import compile_host, link_library
-    from tl_aot.cuda.host_objects import runtime_object
+    from tl_aot.cuda.host_compile import link_library
+    from tl_aot.cuda.host_objects import generated_object, runtime_object
 
-    shape = json.dumps({"n": n, "archs": archs, "image_kb": image_kb, "real": real, "entry_kb": entry_kb, "v": 1})
+    shape = json.dumps({"n": n, "archs": archs, "image_kb": image_kb, "real": real, "entry_kb": entry_kb, "packs": packs, "v": 2})
     work = libs / _key(shape)[:12]
     lib = work / "libload_scale.so"
     if lib.is_file() and (work / "shape.json").is_file() and (work / "shape.json").read_text() == shape:
         return lib
     work.mkdir(parents=True, exist_ok=True)
     m = synthesised(n, archs, image_kb, real, entry_kb)
-    (work / "load_scale.h").write_text(render_header(m))
-    (work / "launcher.cc").write_text(render_launcher(m, header_name="load_scale.h"))
-    (work / "manifest.cc").write_text(render_manifest(m))
     rng = random.Random(0)
+    images = {image_symbol(e.name, v.arch): (v.arch, rng.randbytes(v.image_bytes)) for e in m.entries for v in e.variants}
+    embedded = {s: b for s, (_, b) in images.items()}
+    if packs:
+        embedded = _packed(m, images, work, archs if packs == "all" else packs.split(","), libs / "cache")
     lines = []
-    for e in m.entries:  # one assembler run for every image (embedding them one by one is quadratic)
-        for v in e.variants:
-            sym = image_symbol(e.name, v.arch)
-            path = work / "images" / f"{sym}.bin"
-            path.parent.mkdir(exist_ok=True)
-            if not path.is_file():
-                path.write_bytes(rng.randbytes(v.image_bytes))
-            cubin = f"__tvm_ffi__cubin_{sym}"
-            lines += [f".globl {cubin}", f".hidden {cubin}", ".balign 64", f"{cubin}:", f'.incbin "{path}"', f"{cubin}_end:"]
+    for sym, data in embedded.items():  # one assembler run for every image (embedding them one by one is quadratic)
+        path = work / "images" / f"{sym}.bin"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(data)
+        cubin = f"__tvm_ffi__cubin_{sym}"
+        lines += [f".globl {cubin}", f".hidden {cubin}", ".balign 64", f"{cubin}:", f'.incbin "{path}"', f"{cubin}_end:"]
     (work / "images.S").write_text(".section .rodata\n" + "\n".join(lines) + '\n.section .note.GNU-stack,"",@progbits\n')
     t0 = time.perf_counter()
     subprocess.run(["cc", "-c", "images.S", "-o", "images.o"], cwd=work, check=True)
-    compile_host(work, "manifest.cc", "manifest.o", what="compiling the manifest")
-    compile_host(work, "launcher.cc", "launcher.o", what="compiling the launcher")
-    runtime, _ = runtime_object(libs / "cache")
-    link_library(work, ["launcher.o", "manifest.o", "images.o", str(runtime)], lib.name, what="linking")
+    cache = libs / "cache"
+    header = render_header(m)
+    launcher, _ = generated_object(
+        cache, {"launcher.cc": render_launcher(m, header_name="load_scale.h"), "load_scale.h": header}, "launcher.cc", "launcher.o",
+        extra_key="load_scale", what="compiling the launcher",
+    )  # fmt: skip
+    manifest, _ = generated_object(
+        cache, {"manifest.cc": render_manifest(m)}, "manifest.cc", "manifest.o", extra_key="load_scale", what="compiling the manifest"
+    )
+    runtime, _ = runtime_object(cache)
+    link_library(work, [str(launcher), str(manifest), "images.o", str(runtime)], lib.name, what="linking")
     print(f"built {lib} ({lib.stat().st_size >> 20} MiB) in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     atomic_write(work / "shape.json", shape.encode())
     return lib
+
+
+def _packed(m, images: dict, work: Path, installed: list[str], cache: Path) -> dict:
+    """The references to embed in place of ``images``; the packs of the ``installed`` archs written beside the library."""
+    from tl_aot.pipeline.image_packs import ImagePacks, pack_library, pack_name
+
+    packed = pack_library(m, images, ImagePacks(compress=False), cuda_version=(13, 0), cache=cache)
+    for label in installed:
+        (work / pack_name(m.library, label)).write_bytes(packed.packs[pack_name(m.library, label)])
+    return packed.refs
 
 
 def _memory() -> dict:
@@ -243,6 +281,95 @@ def _inner_serve(lib: str) -> dict:
     return out
 
 
+def _inner_cold(lib: str, verb: str) -> dict:
+    """``tl_aot.load`` or ``tl_aot.serve`` as a program meets it: tvm_ffi, torch and tl_aot imported, nothing of tl_aot's loading.
+
+    Timed as the GPU machine's whole-library run times it (``bench/tileops_whole_gpu.sh serve``):
+    wall and CPU, the modules loading imports included; with the cyclic collector's passes in it.
+    """
+    import torch  # noqa: F401
+    import tvm_ffi  # noqa: F401
+
+    import tl_aot
+
+    passes = []
+    gc.callbacks.append(lambda phase, info: passes.append(time.perf_counter() * (1 if phase == "stop" else -1)))
+    w, c = time.perf_counter(), CLOCK()
+    getattr(tl_aot, verb)(lib)
+    wall, cpu = time.perf_counter() - w, CLOCK() - c
+    return {f"{verb}_cold_ms": cpu * 1e3, f"{verb}_cold_wall_ms": wall * 1e3, f"{verb}_cold_gc_ms": sum(passes) * 1e3}
+
+
+def _inner_anchor(lib: str) -> dict:
+    """The anchor: a bare ``tvm_ffi.load_module`` of the same library (dlopen, tvm-ffi's own lookups), in a fresh process."""
+    import torch  # noqa: F401
+    import tvm_ffi
+
+    c = CLOCK()
+    tvm_ffi.load_module(lib)
+    return {"anchor_load_module_ms": (CLOCK() - c) * 1e3}
+
+
+def _inner_parts(lib: str) -> dict:
+    """Where ``tl_aot.load``'s time goes, step by step (milliseconds of CPU; run it where load is slow to see why)."""
+
+    import torch  # noqa: F401
+    import tvm_ffi
+
+    t = CLOCK()
+    from tl_aot.common.manifest_index import parse_index
+    from tl_aot.runtime import elf, loader
+
+    out = {"imports": CLOCK() - t}
+    path = Path(lib)
+    t = CLOCK()
+    elf.check_library_file(path)
+    out["elf_check"] = CLOCK() - t
+    t = CLOCK()
+    module = tvm_ffi.load_module(str(path.resolve()))
+    out["load_module"] = CLOCK() - t
+    t = CLOCK()
+    text = str(module["tl_aot_manifest_index"]())
+    out["index_text"] = CLOCK() - t
+    t = CLOCK()
+    hashlib.sha256(text.encode()).hexdigest()
+    out["index_sha256"] = CLOCK() - t
+    t = CLOCK()
+    raw = json.loads(text)
+    out["index_json"] = CLOCK() - t
+    t = CLOCK()
+    index = parse_index(raw)
+    out["index_parse"] = CLOCK() - t
+    t = CLOCK()
+    loader._check_driver(module, path)
+    out["driver_check"] = CLOCK() - t
+    t = CLOCK()
+    loader.Library(path, module, index)
+    out["library"] = CLOCK() - t
+    t = CLOCK()
+    from tl_aot.serving import server as serving
+
+    out["serve_imports"] = CLOCK() - t
+    t = CLOCK()
+    serving.Server([loader.Library(path, module, index)])
+    out["serve_index"] = CLOCK() - t
+    return {f"part_{k}_ms": v * 1e3 for k, v in out.items()}
+
+
+def _opened(lib: Path) -> dict:
+    """The files ``tl_aot.serve`` opens in a fresh process (strace): image packs opened, and whether any was (None without strace)."""
+    import shutil
+
+    if not shutil.which("strace"):
+        return {"serve_opened_packs": None}
+    cmd = ["strace", "-f", "-qq", "-e", "trace=open,openat", sys.executable, __file__, "--inner", "serve_cold", "--lib", str(lib)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    packs = sorted({ln.split('"')[1] for ln in out.stderr.splitlines() if ".tlpack" in ln and '"' in ln})
+    return {"serve_opened_packs": len(packs), "serve_opened_pack_files": packs}
+
+
 def _per_call(fn, repeat: int) -> float:
     """Microseconds of CPU per call of ``fn()``, over ``repeat`` calls."""
     t0 = CLOCK()
@@ -300,7 +427,7 @@ def _inner_lookups(lib: str, real: int) -> dict:
 
 def _sub(mode: str, lib: Path, real: int) -> dict:
     cmd = [sys.executable, __file__, "--inner", mode, "--lib", str(lib), "--real", str(real)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=_ENV)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])
     return json.loads(next(ln for ln in reversed(out.stdout.splitlines()) if ln.startswith("{")))
@@ -315,6 +442,8 @@ def summary(loads: list, lookups: dict, lib: Path) -> dict:
     s["library_mib"] = round(lib.stat().st_size / 2**20, 1)
     s["manifest_kib_per_entry"] = round(s["manifest_bytes"] / s["entries"] / 1024, 1)
     s["load_vs_anchor_eager"] = round(s["load_ms"] / s["anchor_eager_ms"], 3)
+    s["load_cold_vs_load_module"] = round(s["load_cold_ms"] / s["anchor_load_module_ms"], 3)
+    s["serve_cold_vs_load_module"] = round(s["serve_cold_ms"] / s["anchor_load_module_ms"], 3)
     s["serve_vs_anchor_eager"] = round(s["serve_ms"] / s["anchor_eager_ms"], 3)
     s["serve_vs_anchor_json"] = round(s["serve_ms"] / s["anchor_json_ms"], 3)
     s["load_anon_vs_anchor_eager"] = round(s["load_anon_kib"] / max(1, s["anchor_eager_anon_kib"]), 3)
@@ -337,17 +466,30 @@ def main(argv=None) -> int:
     p.add_argument("--image-kb", type=int, default=64)
     p.add_argument("--entry-kb", type=float, default=14, help="each entry's manifest record padded to this size")
     p.add_argument("--real", type=int, default=9, help="entries with real request and call keys (the lookups timed)")
+    p.add_argument("--packs", default="sm_90a", help="images in per-arch packs, these archs' installed ('all'; '' embeds the images)")
+    p.add_argument("--build-only", action="store_true", help="build the library, print its path, measure nothing")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json")
     a = p.parse_args(argv)
     if a.inner:
-        inner = {"load": _inner_load, "serve": _inner_serve}.get(a.inner)
+        inner = {
+            "load": _inner_load,
+            "serve": _inner_serve,
+            "load_cold": lambda lib: _inner_cold(lib, "load"),
+            "serve_cold": lambda lib: _inner_cold(lib, "serve"),
+            "anchor": _inner_anchor,
+            "parts": _inner_parts,
+        }.get(a.inner)
         print(json.dumps(inner(a.lib) if inner else _inner_lookups(a.lib, a.real)))
         return 0
-    lib = build(Path(a.libs), a.entries, a.archs.split(","), a.image_kb, a.real, a.entry_kb)
-    loads = [{**_sub("load", lib, a.real), **_sub("serve", lib, a.real)} for _ in range(a.repeat)]
+    lib = build(Path(a.libs), a.entries, a.archs.split(","), a.image_kb, a.real, a.entry_kb, a.packs)
+    if a.build_only:
+        print(lib)
+        return 0
+    modes = ("load", "serve", "load_cold", "serve_cold", "anchor", "parts")
+    loads = [{k: v for mode in modes for k, v in _sub(mode, lib, a.real).items()} for _ in range(a.repeat)]
     lookups = _sub("lookups", lib, a.real)
-    result = {"summary": summary(loads, lookups, lib), "loads": loads, "lookups": lookups["rows"]}
+    result = {"summary": {**summary(loads, lookups, lib), **_opened(lib)}, "loads": loads, "lookups": lookups["rows"]}
     print(json.dumps(result["summary"], indent=1))
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=1))

@@ -125,3 +125,56 @@ def test_an_altered_record_or_index_is_refused_and_an_old_library_is_named(monke
         read_index(_Module(m, index=index_text(m, to_json(m)).replace('"gemm_0"', '"gemm_9"')), Path("/libs/libgolden.so"))
     with pytest.raises(LibraryError, match="altered after the build"):
         read_manifest(_Module(m, text=bad), Path("/libs/libgolden.so"))
+
+
+def test_serving_joins_an_entrys_images_under_a_key_they_share_and_the_first_entry_keeps_a_key():
+    from tl_aot.common.arch import parse_arch
+    from tl_aot.gpu.image_select import image_of, runs_on
+
+    m = _manifest(1)
+    add_one = m.entry("add_one_0")  # sm_80 and sm_90a images
+    shared = dataclasses.replace(add_one, variants=tuple(dataclasses.replace(v, request_key="") for v in add_one.variants))
+    twin = dataclasses.replace(shared, name="add_one_twin", capture_key=shared.capture_key)  # answers the same request
+    m = dataclasses.replace(m, entries=(shared, twin, *[e for e in m.entries if e.name != "add_one_0"]))
+    lib, _ = _library(m)
+    server = Server([lib])
+    held_by, name, images = server.index[shared.capture_key]
+    assert held_by is lib and name == "add_one_0"  # the first entry answers it; the twin adds nothing
+    assert sorted(images) == sorted(image_of(v.arch) for v in add_one.variants) and len(images) == len(add_one.variants)
+    assert runs_on(images, "86") and runs_on(images, "90")  # sm_80's image runs on sm_86, sm_90a's on sm_90
+    assert images == tuple(image_of(parse_arch(str(v.arch))) for v in add_one.variants)
+    assert [n for _, n in server.by_name[add_one.capture_name or add_one.function]][:2] == ["add_one_0", "add_one_twin"]
+
+
+def test_a_malformed_index_row_is_refused_as_parse_index_promises():
+    m = _manifest(1)
+    good = json.loads(index_text(m, to_json(m)))
+    short_variant = json.loads(json.dumps(good))
+    short_variant["entries"][0][7][0] = short_variant["entries"][0][7][0][:2]
+    short_entry = json.loads(json.dumps(good))
+    short_entry["entries"][0] = short_entry["entries"][0][:7]
+    for bad in (short_variant, short_entry):
+        with pytest.raises(ValueError, match="not enough values to unpack"):
+            parse_index(bad)
+    row = parse_index(good).entries[0]
+    assert (
+        row.name == good["entries"][0][0]
+        and row.span.length == good["entries"][0][5]
+        and row.variants[0].arch.sm == good["entries"][0][7][0][1]
+    )
+
+
+def test_loading_imports_no_metadata_and_serving_no_lookup_modules_until_tilelangs_jit():
+    import subprocess
+    import sys
+
+    later = ["tl_aot.common.metadata", "tl_aot.runtime.torch_ops", "tl_aot.jit.seam", "tl_aot.jit.call_key", "tl_aot.jit.request_key"]
+    code = (
+        "import sys, tl_aot.runtime.loader, tl_aot.serving.server as s\n"
+        f"print(sorted(m for m in {later!r} if m in sys.modules))\n"
+        "s.Server([]).prepare_lookups()\n"
+        f"print(sorted(m for m in {later!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == "[]"  # what every load pays before its first call: none of these
+    assert out[1] == str(sorted(set(later) - {"tl_aot.runtime.torch_ops"}))  # made ready before any request, not by the first

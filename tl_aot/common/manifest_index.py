@@ -24,12 +24,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .arch import Arch, parse_arch
-from .escaping import json_text
-from .json_types import JsonMapping
-from .metadata import Manifest, to_json
+
+if TYPE_CHECKING:  # the dataclasses are the build's (making an index), not loading's: a load imports none of them
+    from .json_types import JsonMapping
+    from .metadata import Manifest
 
 __all__ = ["IndexVariant", "IndexEntry", "Span", "ManifestIndex", "index_text", "parse_index", "index_of", "INDEX_FIELDS"]
 
@@ -122,6 +123,9 @@ def index_text(manifest: Manifest, text: str) -> str:
     Each entry's span is found by its own serialisation, which the whole's contains verbatim
     (keys sorted, no indent), so a slice parses to exactly the entry the eager parse gives.
     """
+    from .escaping import json_text
+    from .metadata import to_json
+
     entries = []
     at = text.find('"entries": [')
     for e in manifest.entries:
@@ -146,36 +150,42 @@ def index_text(manifest: Manifest, text: str) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=True)
 
 
+#: Rows are built as tuples in C: a named tuple's own ``__new__`` is a Python call per row, ~12,000 of them at 2,000 entries
+#: of four archs (the rows' lengths are checked by unpacking them).
+_new = tuple.__new__
+
+
 def parse_index(text: str | JsonMapping) -> ManifestIndex:
     """The :class:`ManifestIndex` of an index's text (or its JSON value).
 
     A malformed index raises ``ValueError``, ``KeyError`` or ``TypeError``.
     """
     raw = json.loads(text) if isinstance(text, str) else text
-    archs: dict[tuple[str, bool], Arch] = {}  # a library has a handful of archs: each parsed once
-
-    def arch(sm: str, ptx: bool) -> Arch:
-        a = archs.get((sm, ptx))
-        if a is None:
-            a = archs[(sm, ptx)] = parse_arch(sm + ("+PTX" if ptx else ""))
-        return a
-
-    entries = tuple(
-        IndexEntry(name, export, origin, capture, Span(offset, length, sha), tuple(IndexVariant(k, arch(sm, ptx)) for k, sm, ptx in vs))
-        for name, export, origin, capture, offset, length, sha, vs in raw["entries"]
-    )
+    archs: tuple[dict[str, Arch], dict[str, Arch]] = ({}, {})  # sm -> Arch, without and with +PTX: a library has a handful
+    entries = []
+    for name, export, origin, capture, offset, length, sha, vs in raw["entries"]:
+        variants = []
+        for key, sm, ptx in vs:
+            held = archs[1 if ptx else 0]
+            arch = held.get(sm)
+            if arch is None:
+                arch = held[sm] = parse_arch(sm + ("+PTX" if ptx else ""))
+            variants.append(_new(IndexVariant, (key, arch)))
+        entries.append(_new(IndexEntry, (name, export, origin, capture, _new(Span, (offset, length, sha)), tuple(variants))))
     t = raw["tunings"]
     return ManifestIndex(
         **{name: raw[name] for name in INDEX_FIELDS},
         manifest_bytes=int(raw["manifest_bytes"]),
         manifest_sha256=str(raw["manifest_sha256"]),
-        entries=entries,
+        entries=tuple(entries),
         tunings=None if t is None else Span(int(t[0]), int(t[1]), str(t[2])),
         tuning_keys=() if t is None else tuple(t[3]),
-        calls=tuple((k, r) for k, r in raw["calls"]),
+        calls=tuple([(k, r) for k, r in raw["calls"]]),
     )
 
 
 def index_of(manifest: Manifest) -> ManifestIndex:
     """The index a library built from ``manifest`` carries (for what serves a manifest held in memory)."""
+    from .metadata import to_json
+
     return parse_index(index_text(manifest, to_json(manifest)))

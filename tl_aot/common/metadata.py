@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar, Union
 
+from .abi import ABI_VERSION
 from .arch import Arch, parse_arch
 from .escaping import json_text
 
@@ -34,10 +35,6 @@ __all__ = [
     "to_json",
     "from_json",
 ]
-
-#: Version of the launcher ABI (exported symbols, manifest layout, calling convention).
-#: Bump whenever a library built by an older tl_aot can no longer be driven by this runtime.
-ABI_VERSION = 4
 
 #: A tensor dimension: an int when static, a symbol name (or an expression over symbols) when dynamic.
 Dim = Union[int, str]

@@ -14,14 +14,19 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..common.abi import ABI_VERSION
 from ..common.errors import LibraryError
-from ..common.fileutil import write_file
 from ..common.manifest_index import ManifestIndex, parse_index
-from ..common.metadata import ABI_VERSION, LoweredEntry, Manifest, Tuning, from_json, to_json
-from . import torch_ops
 from .elf import ElfInfo, check_library_file
+
+if TYPE_CHECKING:
+    from ..common.metadata import LoweredEntry, Manifest, Tuning
+
+# What loading imports is what every process that loads a library pays before its first call: the
+# metadata's dataclasses (:mod:`tl_aot.common.metadata`), the torch ops and the file helpers are
+# imported where an entry's record is first parsed, an entry wrapped, or a library copied.
 
 __all__ = ["load", "Library", "read_index", "read_manifest"]
 
@@ -84,9 +89,10 @@ def _checked(path: Path):
 
 def _private_copy(path: Path) -> Path:
     """``path`` copied to ``$TMPDIR/tl_aot-<uid>/<digest>/<name>`` (once per content), for loading a rebuilt library."""
-    import hashlib
     import shutil
     import tempfile
+
+    from ..common.fileutil import write_file
 
     data = path.read_bytes()
     folder = Path(tempfile.gettempdir()) / f"tl_aot-{os.getuid()}" / hashlib.sha256(data).hexdigest()[:16]
@@ -165,6 +171,8 @@ def read_manifest(module, path: Path) -> Manifest:
 
 
 def _whole_manifest(module, index: ManifestIndex, path: Path) -> Manifest:
+    from ..common.metadata import Manifest, from_json
+
     text = str(module["tl_aot_manifest"]())
     if hashlib.sha256(text.encode()).hexdigest() != index.manifest_sha256:
         msg = f"{path}: its manifest was altered after the build (its SHA-256 differs from the one its index records); rebuild the library"
@@ -228,6 +236,8 @@ class Library:
     def tunings(self) -> tuple[Tuning, ...]:
         """The autotuner's recorded choices (:class:`Tuning`), parsed on first use."""
         if self._tunings is None:
+            from ..common.metadata import Tuning, from_json
+
             span = self._index.tunings
             self._tunings = () if span is None else tuple(from_json(Tuning, t) for t in json.loads(self._text(span)))
         return self._tunings
@@ -250,6 +260,8 @@ class Library:
         """The manifest's record of the entry ``row`` names, sliced out of the manifest and parsed once."""
         have = self._records.get(row.name)
         if have is None:
+            from ..common.metadata import LoweredEntry, from_json
+
             try:
                 have = from_json(LoweredEntry, self._text(row.span))
             except LibraryError:
@@ -287,6 +299,9 @@ class Library:
         if len(first.outputs) > 1:
             fn = _returning_tuple(fn, name)
         if first.outputs and not any(p.is_tensor for p in first.inputs):  # torch_ops.takes_no_tensor, without the JSON
+            from ..common.metadata import to_json
+            from . import torch_ops
+
             fn = torch_ops.allocating_call(fn, json.loads(to_json(first)))  # no input says where: torch's device, as the JIT
         self._entries[name] = fn
         return fn
@@ -316,6 +331,8 @@ class Library:
         serve the ops when torch can load it, else the Python registration does (``backend``: see
         :func:`tl_aot.runtime.torch_ops.register`; the namespace's ``backend`` attribute says which).
         """
+        from . import torch_ops
+
         functions = {name: self._module[name] for name in self._exports}  # torch_ops wraps them itself
         companion = self.torch_companion
         manifest = json.loads(str(self._module["tl_aot_manifest"]()))

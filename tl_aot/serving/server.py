@@ -28,11 +28,16 @@ from ..common.fileutil import StrPath
 from ..common.json_types import JsonObject
 from ..gpu.cuda_driver import Gpu, current_gpu, gpu_identity
 from ..gpu.image_select import Image, image_of, runs_on
-from ..jit.seam import CompileRequest, Interception, JitCall, install, uninstall
-from .served_kernel import ServedKernel
 
 if TYPE_CHECKING:
+    from ..jit.request_key import RequestKeys
+    from ..jit.seam import CompileRequest, Interception, JitCall
     from ..runtime.loader import Library
+    from .served_kernel import ServedKernel
+
+# What answers a request (the seam with TileLang's JIT, the call and request keys, served kernels) is
+# imported when TileLang's JIT is (:func:`_patch`: before any request can come), not by ``serve``:
+# a process pays for it with TileLang's import, and a served library's start-up is its index alone.
 
 __all__ = ["serve", "stop", "Server", "KernelNotServed", "install_from_env", "held_device_code"]
 
@@ -62,25 +67,50 @@ class Server:
     """Prebuilt kernels by capture key, from one or more libraries."""
 
     def __init__(self, libraries: Iterable[Library], *, strict: bool = False, capturing: bool = False) -> None:
-        from ..jit.call_key import call_key
-        from ..jit.request_key import RequestKeys
-
-        self._call_key = call_key  # imported with the server, not by its first lookup (which it would be timed in)
-
+        self._call_key: Callable[..., str | None] | None = None  # tl_aot.jit.call_key.call_key: see prepare_lookups
+        self._keys: RequestKeys | None = None
         self.strict = strict
         # under capture --serve: every @tilelang.jit call is traced (the capture records its IR), misses are expected
         self.capturing = capturing
         self.stats = Stats()
-        self.index: dict[str, tuple[Library, str, set[Image]]] = {}  # key -> (library, entry name, images it holds)
+        self.index: dict[str, tuple[Library, str, tuple[Image, ...]]] = {}  # key -> (library, entry name, images it holds)
         self.by_name: dict[str, list[tuple[Library, str]]] = {}  # captured prim_func's name (else function) -> [(library, entry name)]
         self._served: dict[str, ServedKernel] = {}
         self._lock = threading.Lock()
         self._warned_tunings: set[str] = set()
-        self.keys = RequestKeys()
         self.tunings: dict[str, tuple[Library, int]] = {}  # tuning key -> (library, its index in the library's tunings)
         self.calls: dict[str, str] = {}  # call key -> request key (tl_aot.jit.call_key)
         self.libraries: list[Library] = []
         self.add(libraries)
+
+    @property
+    def keys(self) -> RequestKeys:
+        """The request keys of prim_funcs looked up (:class:`tl_aot.jit.request_key.RequestKeys`, made on first use)."""
+        if self._keys is None:
+            from ..jit.request_key import RequestKeys
+
+            self._keys = RequestKeys()
+        return self._keys
+
+    def prepare_lookups(self) -> None:
+        """Import what a lookup uses (the call and request keys, the records' dataclasses), so no lookup is timed with imports.
+
+        Serving calls this when TileLang's JIT is imported (no request comes before); a lookup
+        without it imports them itself.
+        """
+        self._call_keys()
+        self.keys  # noqa: B018 (made now)
+
+    def _call_keys(self) -> Callable[..., str | None]:
+        """:func:`tl_aot.jit.call_key.call_key`, imported (with what a first answer uses) on first use."""
+        if self._call_key is None:
+            from ..common import metadata  # noqa: F401 (an entry's first use parses its record)
+            from ..jit.call_key import call_key
+            from ..jit.seam import CompileRequest  # noqa: F401 (what a first answer builds)
+            from .served_kernel import ServedKernel  # noqa: F401
+
+            self._call_key = call_key
+        return self._call_key
 
     def add(self, libraries: Iterable[Library]) -> None:
         """Serve these libraries' captured kernels too (a library already served is skipped).
@@ -89,23 +119,35 @@ class Server:
         no entry's record is parsed, no entry's function looked up, until a request asks for it.
         """
         have = {str(lib.path) for lib in self.libraries}
-        images: dict[Arch, Image] = {}  # arch -> image_of(arch): a library has a handful
+        table, by_name = self.index, self.by_name
         for lib in libraries:
             if str(lib.path) in have:
                 continue
             self.libraries.append(lib)
             index = lib.index
+            # arch -> (image_of(arch),), by the Arch object: an index holds one per arch (a handful), and a frozen
+            # dataclass's hash is a Python call, once per variant otherwise
+            images: dict[int, tuple[Arch, tuple[Image, ...]]] = {}
             for e in index.entries:
+                name = e.name
                 if e.export:
                     continue  # a specialisation is reached through its export's dispatch, which may pick another
                 for key, arch in e.variants:
                     if not key:
                         continue  # built before tl_aot recorded request keys, or from a plain prim_func with no request
-                    hit = self.index.setdefault(key, (lib, e.name, set()))
-                    if hit[1] == e.name and hit[0] is lib:
-                        image = images.get(arch)
-                        hit[2].add(image if image is not None else images.setdefault(arch, image_of(arch)))
-                self.by_name.setdefault(e.origin, []).append((lib, e.name))
+                    held = images.get(id(arch))
+                    if held is None:
+                        held = images[id(arch)] = (arch, (image_of(arch),))  # the Arch kept: its id stays its own
+                    hit = table.get(key)
+                    if hit is None:
+                        table[key] = (lib, name, held[1])  # one image: the tuple shared by every key of that arch
+                    elif hit[1] == name and hit[0] is lib and held[1][0] not in hit[2]:
+                        table[key] = (lib, name, hit[2] + held[1])  # a key several of the entry's images answer
+                group = by_name.get(e.origin)
+                if group is None:
+                    by_name[e.origin] = [(lib, name)]
+                else:
+                    group.append((lib, name))
             for i, key in enumerate(index.tuning_keys):
                 self.tunings.setdefault(key, (lib, i))
             for key, request_key in index.calls:
@@ -119,11 +161,12 @@ class Server:
         """
         if not self.calls or self.capturing:
             return None
+        call_key = self._call_keys()
         t0 = time.perf_counter()
         gpu = current_gpu()
         served = None
         identity = gpu_identity(gpu) if gpu else ""  # the driver asked once per lookup
-        key = self._call_key(jit_call.jit, jit_call.args, jit_call.kwargs, identity) if identity else None
+        key = call_key(jit_call.jit, jit_call.args, jit_call.kwargs, identity) if identity else None
         request_key = self.calls.get(key) if key else None
         hit = self.index.get(request_key) if request_key else None
         if request_key is not None and hit is not None and runs_on(hit[2], gpu.cc):
@@ -131,6 +174,9 @@ class Server:
             with self._lock:
                 served = self._served.get(request_key)
                 if served is None:
+                    from ..jit.seam import CompileRequest
+                    from .served_kernel import ServedKernel
+
                     lib, name, _ = hit
                     req = CompileRequest.of(
                         None, jit.out_idx, pass_configs=jit.pass_configs, compile_flags=jit.compile_flags, target=jit.target
@@ -151,6 +197,8 @@ class Server:
             with self._lock:
                 served = self._served.get(key)
                 if served is None:
+                    from .served_kernel import ServedKernel
+
                     lib, name, _ = hit
                     t1 = time.perf_counter()
                     served = self._served[key] = ServedKernel(lib[name], name, lib, req)
@@ -311,6 +359,8 @@ def _load(path: StrPath, strict: bool, *, capturing: bool = False) -> Server:
 
 def stop() -> None:
     """End serving in this process: TileLang's JIT compiles every request again, through its own functions."""
+    from ..jit.seam import uninstall
+
     global _active
     with _lock:
         _active = None
@@ -323,7 +373,11 @@ _fallback_tunings: list[str] = []  # tunings TileLang's autotuner runs now (not 
 
 
 def _patch(tl_jit: Any) -> None:
+    from ..jit.seam import Interception, install
+
     with _lock:
+        if _active is not None:
+            _active.prepare_lookups()
         if _installed:
             return
         warned: set[str] = set()
