@@ -118,7 +118,8 @@ static int read_driver_version() {
   auto get = reinterpret_cast<GetVersionFn>(dlsym(lib, "cuDriverGetVersion"));
   int v = 0;
   if (get == nullptr || get(&v) != CUDA_SUCCESS) v = 0;
-  dlclose(lib);  // the driver() path opens it again (a reference count: nothing is unloaded while used)
+  // Kept open: the first kernel call's driver() opens it again, and closing it here would unload and map the
+  // whole driver library twice in a process that has not touched CUDA yet (tl_aot.load checks the driver).
   return v;
 }
 
