@@ -6,6 +6,7 @@ Names and text from the user's code reach the generated C++ only through these (
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Collection
 from importlib import resources
 
@@ -47,22 +48,35 @@ def cpp_macros() -> frozenset[str]:
     return frozenset(line for line in text.split() if not line.startswith("#") and line.isidentifier())
 
 
+#: Names the C++ standard reserves to the implementation: a double underscore anywhere, or ``_`` then a
+#: capital. Compilers use them for builtins, keywords and predefined macros (``__LINE__``, ``_Pragma``,
+#: ``_Complex``, ``__int128``, ``__restrict``, ``__func__``), none of which a macro list can name in full.
+_IMPLEMENTATION_NAME = re.compile(r"_[A-Z]|.*__")
+
+
 def cpp_reserved(name: str) -> bool:
-    """Whether ``name`` cannot be spelled bare in generated C++: a C++ keyword or a macro of its headers."""
-    return name in CPP_RESERVED or name in cpp_macros()
+    """Whether ``name`` cannot be spelled bare in generated C++: a C++ keyword, a macro of its headers, or an implementation name."""
+    return name in CPP_RESERVED or name in cpp_macros() or _IMPLEMENTATION_NAME.match(name) is not None
 
 
 def cpp_name(name: str, taken: Collection[str] = ()) -> str:
     """``name`` spelled for a readable C++ declaration (keywords, macros and ``taken`` names renamed).
 
     A reserved name gets a ``_`` suffix (``NULL_``), then a number while the result is still
-    reserved or among ``taken`` (``NULL_2``).
+    reserved or among ``taken`` (``NULL_2``; ``x_2`` for a taken ``x_``). An implementation name (``__LINE__``, ``_Bool``) stays one
+    whatever is appended, so its runs of underscores are first cut to one and it gains a ``u_``
+    prefix (``u_LINE_``, ``u_Bool``).
     """
     if not cpp_reserved(name) and name not in taken:
         return name
-    out, n = f"{name}_", 2
+    if _IMPLEMENTATION_NAME.match(name):
+        name = "u_" + re.sub("_+", "_", name).lstrip("_")
+        if not cpp_reserved(name) and name not in taken:
+            return name
+    sep = "" if name.endswith("_") else "_"  # never make a double underscore: that is an implementation name
+    out, n = f"{name}{sep or 2}", 2
     while cpp_reserved(out) or out in taken:
-        out, n = f"{name}_{n}", n + 1
+        out, n = f"{name}{sep}{n}", n + 1
     return out
 
 

@@ -190,7 +190,7 @@ def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict[str
     """
     req = CompileRequest.of(
         resolved.func,
-        None if out_idx is None else list(out_idx),
+        out_idx,  # as TileLang takes it: None, an index (``out_idx=-1``), a name or a list; the key spells each alike
         execution_backend=resolved.execution_backend,
         target=resolved.target,
         pass_configs=resolved.pass_configs,
