@@ -34,7 +34,7 @@ def ctype_of(dtype: str, what: str) -> str:
         return _CTYPES[str(dtype)]
     except KeyError:
         takes = ", ".join(t for t in _CTYPES if t != "handle")
-        msg = f"{what}: scalar dtype {dtype} is not supported by tl_aot launchers (they take {takes}): pass it as float32, cast in the kernel"
+        msg = f"{what}: scalar dtype {dtype} is not supported by tl_aot launchers (they take {takes}); pass it as float32"
         raise LoweringError(msg) from None
 
 
