@@ -1,5 +1,6 @@
 """Kernels with names and launch shapes a careful user might not expect to work (or to be refused)."""
 
+import tilelang
 import tilelang.language as T
 
 
@@ -52,5 +53,32 @@ def launch(gx=1, gy=1, gz=1, threads=128, cluster=None):
             if bx == 0 and by == 0 and bz == 0:
                 for i in T.serial(4):
                     Y[i] = i
+
+    return main
+
+
+def unicode_names(block=128):
+    """Parameters with non-ASCII names: TileLang takes them, tl_aot's C++ cannot spell them (refused, naming the fix)."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(ядро: T.Tensor((n,), "float32"), núcleo: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    núcleo[bx * block + i] = ядро[bx * block + i]
+
+    return main
+
+
+@tilelang.jit(out_idx=-1)
+def jit_last_out(n: int = 256, block: int = 128):
+    """``out_idx=-1``, a bare index, as TileLang's examples spell it: the last parameter is returned."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                Y[bx * block + i] = X[bx * block + i]
 
     return main

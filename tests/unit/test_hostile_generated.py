@@ -365,6 +365,7 @@ def test_impossible_launches_fail_the_build(function, arch, args, fragment):
     assert f"entry 'hostile_{function}'" in str(e) and "kernel main_kernel" in str(e)
     assert (e.entry, e.arch) == (f"hostile_{function}", _lower_arch(arch))
     assert e.location and e.location.endswith(".py:" + str(_def_line(function)))
+    assert str(e).endswith(f"\n  at {e.location}")  # every front end prints the message alone: the file:line is in it
 
 
 def _lower_arch(arch: str) -> str:
@@ -414,3 +415,48 @@ def test_entries_named_after_macros_get_distinct_cpp_names(tmp_path):
     assert "void EOF_2(" in header and "void EOF_(" in header and "void new_(" in header
     files = {"golden.h": header, "launcher.cc": render_launcher(m, header_name="golden.h")}
     compile_cxx(tmp_path, files, "launcher.cc", "#include <cstdio>\n")
+
+
+# --------------------------------------------------------------------------------------------
+# Names the C++ standard reserves to the implementation, and what TileLang accepts beyond C++
+# --------------------------------------------------------------------------------------------
+
+#: Valid Python and TileLang names that g++ treats as builtins, keywords or predefined macros.
+IMPLEMENTATION_NAMES = ["__LINE__", "__cplusplus", "_Pragma", "_Complex", "__int128", "__restrict", "__func__", "__thread",
+                        "__attribute__", "__has_include", "__null", "__real__", "_Bool", "__x", "_Upper"]  # fmt: skip
+
+
+def test_implementation_names_are_renamed_without_a_double_underscore():
+    for name in IMPLEMENTATION_NAMES:
+        spelled = [cpp_name(name)]
+        for _ in range(3):
+            spelled.append(cpp_name(name, set(spelled)))
+        assert len(set(spelled)) == 4 and not any(cpp_reserved(s) or "__" in s for s in spelled), spelled
+    assert [cpp_name("x_", {"x_"}), cpp_name("EOF", {"EOF_"}), cpp_name("__LINE__")] == ["x_2", "EOF_2", "u_LINE_"]
+
+
+def test_header_and_launcher_with_implementation_named_params_and_entries_compile(tmp_path):
+    """Entries and parameters named ``__LINE__``, ``_Pragma``, ``__int128``...: one header that compiles, names kept in the docs."""
+    m = with_param_names(list(zip(IMPLEMENTATION_NAMES, reversed(IMPLEMENTATION_NAMES))))
+    entries = [dataclasses.replace(e, name=n) for e, n in zip(m.entries[1:], IMPLEMENTATION_NAMES)]
+    m = dataclasses.replace(m, entries=(m.entries[0], *entries))
+    header = render_header(m)
+    assert "void u_LINE_(" in header and "::tvm::ffi::TensorView u_Pragma" in header
+    assert "(__LINE__: " in header and "_Pragma: " in header  # the doc comments show the user's names
+    compile_cxx(tmp_path, {"golden.h": header, "launcher.cc": render_launcher(m, header_name="golden.h")}, "launcher.cc")
+
+
+def test_non_ascii_parameter_names_are_refused_naming_entry_arch_file_line_and_the_fix():
+    with pytest.raises(LoweringError) as info:
+        _lower("unicode_names", "80", {})
+    e = info.value
+    assert "entry 'hostile_unicode_names' (sm_80): tensor parameter 'ядро' is not an identifier" in str(e)
+    assert "rename it with ASCII letters" in str(e)
+    assert e.location and str(e).endswith(f"hostile.py:{_def_line('unicode_names')}")
+
+
+def test_a_bare_negative_out_idx_returns_the_last_parameter():
+    """``@tilelang.jit(out_idx=-1)``, TileLang's usual spelling, builds (it raised "'int' object is not iterable")."""
+    v = _lower("jit_last_out", "90a", {})
+    assert [(p.name, p.output) for p in v.params] == [("X", False), ("Y", True)]
+    assert json.loads(v.request)["options"]["out_idx"] == [-1]

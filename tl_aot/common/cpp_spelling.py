@@ -6,6 +6,7 @@ Names and text from the user's code reach the generated C++ only through these (
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Collection
 from importlib import resources
 
@@ -13,6 +14,7 @@ from .arch import Arch
 from .escaping import c_comment, c_string_body
 
 __all__ = [
+    "COMPILER_WORDS",
     "CPP_RESERVED",
     "DLPACK_DTYPES",
     "c_comment",
@@ -21,6 +23,7 @@ __all__ = [
     "cpp_macros",
     "cpp_name",
     "cpp_reserved",
+    "device_reserved",
     "image_symbol",
 ]
 
@@ -47,22 +50,58 @@ def cpp_macros() -> frozenset[str]:
     return frozenset(line for line in text.split() if not line.startswith("#") and line.isidentifier())
 
 
+#: Names that begin as compilers' own do: ``__`` or ``_`` then a capital. Compilers use them for builtins,
+#: keywords and predefined macros (``__LINE__``, ``_Pragma``, ``_Complex``, ``__int128``, ``__restrict``,
+#: ``__func__``), which no macro list names in full, so generated declarations never spell one bare. (The
+#: standard also reserves a double underscore inside a name, but no compiler defines such a name, and
+#: entry names such as ``gemm__s4`` keep their spelling.)
+_IMPLEMENTATION_NAME = re.compile(r"_[A-Z]|__")
+
+#: The compiler words of g++, clang and nvcc that a TileLang parameter or local could be named: keywords,
+#: builtin types and predefined identifiers outside the C++ keywords and the headers' macros. TileLang's
+#: CUDA source is renamed only for these (its own locals are named ``__1``, ``v__3``: kept verbatim).
+COMPILER_WORDS = frozenset(
+    """__LINE__ __FILE__ __DATE__ __TIME__ __COUNTER__ __func__ __FUNCTION__ __PRETTY_FUNCTION__ __cplusplus
+    __STDC__ __STDC_VERSION__ __STDC_HOSTED__ __VA_ARGS__ __VA_OPT__ __has_include __has_include_next
+    __has_cpp_attribute __has_attribute __has_builtin __has_feature __has_extension _Pragma __pragma __int128
+    __int64 __int32 __int16 __int8 __restrict __restrict__ _Complex __complex__ _Imaginary __imag__ __real__
+    __thread _Thread_local __attribute__ __attribute __declspec __asm__ __asm __volatile__ __volatile __inline__
+    __inline __const__ __const __signed__ __signed __typeof__ __typeof __alignof__ __alignof _Alignas _Alignof
+    _Atomic _Bool _Generic _Noreturn _Static_assert __extension__ __label__ __null __builtin_va_list __auto_type
+    __decltype __float128 __float80 __fp16 __bf16 _Float16 _Float32 _Float64 _Float128 __is_same __is_class
+    __global__ __device__ __host__ __shared__ __constant__ __managed__ __launch_bounds__ __forceinline__
+    __noinline__ __grid_constant__ __align__ __CUDA_ARCH__ __CUDACC__ __NVCC__""".split()
+)
+
+
 def cpp_reserved(name: str) -> bool:
-    """Whether ``name`` cannot be spelled bare in generated C++: a C++ keyword or a macro of its headers."""
-    return name in CPP_RESERVED or name in cpp_macros()
+    """Whether ``name`` cannot be spelled bare in generated C++: a C++ keyword, a macro of its headers, or an implementation name."""
+    return name in CPP_RESERVED or name in cpp_macros() or _IMPLEMENTATION_NAME.match(name) is not None
+
+
+def device_reserved(name: str) -> bool:
+    """Whether a name in TileLang's CUDA source must be renamed: a C++ keyword, a macro of its headers or a :data:`COMPILER_WORDS` word."""
+    return name in CPP_RESERVED or name in cpp_macros() or name in COMPILER_WORDS
 
 
 def cpp_name(name: str, taken: Collection[str] = ()) -> str:
     """``name`` spelled for a readable C++ declaration (keywords, macros and ``taken`` names renamed).
 
     A reserved name gets a ``_`` suffix (``NULL_``), then a number while the result is still
-    reserved or among ``taken`` (``NULL_2``).
+    reserved or among ``taken`` (``NULL_2``; ``x_2`` for a taken ``x_``). An implementation name (``__LINE__``, ``_Bool``) stays one
+    whatever is appended, so its runs of underscores are first cut to one and it gains a ``u_``
+    prefix (``u_LINE_``, ``u_Bool``).
     """
     if not cpp_reserved(name) and name not in taken:
         return name
-    out, n = f"{name}_", 2
+    if _IMPLEMENTATION_NAME.match(name):
+        name = "u_" + re.sub("_+", "_", name).lstrip("_")
+        if not cpp_reserved(name) and name not in taken:
+            return name
+    sep = "" if name.endswith("_") else "_"  # never make a double underscore (the standard reserves it)
+    out, n = f"{name}{sep or 2}", 2
     while cpp_reserved(out) or out in taken:
-        out, n = f"{name}_{n}", n + 1
+        out, n = f"{name}{sep}{n}", n + 1
     return out
 
 

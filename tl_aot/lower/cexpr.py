@@ -33,7 +33,8 @@ def ctype_of(dtype: str, what: str) -> str:
     try:
         return _CTYPES[str(dtype)]
     except KeyError:
-        msg = f"{what}: scalar dtype {dtype} is not supported by tl_aot launchers (use int32/int64/float32/float64/bool)"
+        takes = ", ".join(t for t in _CTYPES if t != "handle")
+        msg = f"{what}: scalar dtype {dtype} is not supported by tl_aot launchers (they take {takes}); pass it as float32"
         raise LoweringError(msg) from None
 
 

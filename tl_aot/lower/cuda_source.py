@@ -46,13 +46,13 @@ _NOT_TYPES = frozenset({"return", "goto", "case", "else", "throw", "delete", "co
 
 
 def rename_reserved_names(source: str) -> str:
-    """Rename parameters and locals named after C++ keywords or macros (``new``, ``NULL``, ``EOF``) in TileLang's CUDA source.
+    """Rename parameters and locals named after C++ keywords, macros or compiler words (``new``, ``__LINE__``) in TileLang's source.
 
     TileLang accepts such names (parameters, dynamic dims, buffers) and spells them verbatim, which
     nvcc refuses or the preprocessor replaces. The rename is confined to each kernel's own
     declaration and body; the launcher passes arguments by position, so nothing else changes.
     """
-    from ..common.cpp_spelling import cpp_reserved
+    from ..common.cpp_spelling import device_reserved
 
     out, pos = [], 0
     for m in _KERNEL_DECL.finditer(source):
@@ -62,7 +62,7 @@ def rename_reserved_names(source: str) -> str:
         span = source[m.start() : end]
         names = {re.findall(r"\w+", p)[-1] for p in m.group(1).split(",") if re.findall(r"\w+", p)}
         names |= {d.group(2) for d in _LOCAL_DECL.finditer(span) if d.group(1) not in _NOT_TYPES}
-        bad = sorted(n for n in names if cpp_reserved(n))
+        bad = sorted(n for n in names if device_reserved(n))
         if not bad:
             continue
         for n in bad:

@@ -220,7 +220,7 @@ def _names_in(expr: str) -> list[str]:
 def _check_name(name: str, what: str) -> str:
     """A parameter or dimension name: any identifier (generated C++ only ever spells it prefixed)."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name or ""):
-        msg = f"{what} {name!r} is not an identifier tl_aot can name in C++"
+        msg = f"{what} {name!r} is not an identifier tl_aot can name in C++: rename it with ASCII letters, digits and '_'"
         raise LoweringError(msg)
     return name
 

@@ -95,6 +95,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
         check_launch_limits(kernels, static_shared, arch, where, location=f"{spec.source}:{line}" if line else None)
     except TlAotError as e:  # raised knowing less (a helper given only `where`): the variant is this one
         e.entry, e.arch = e.entry or spec.name, e.arch or arch.sm
+        _locate(e, spec)
         raise
     except Exception as e:  # TileLang's own errors: keep its message, add where in the user's code
         at = format_user_error(e, files)
@@ -180,6 +181,19 @@ def _cutedsl_target(spec: KernelSpec, arch: Arch, target):
     return tvm.target.Target(exported)
 
 
+def _locate(e: TlAotError, spec: KernelSpec) -> None:
+    """Give ``e`` the user's ``def`` of the entry as its location, in its fields and its text, when it names none.
+
+    Checks of the lowered kernel (its names, launch limits, outputs) know only ``entry (arch)``; every
+    front end prints the message alone, so the file:line a user fixes goes into the text too.
+    """
+    if e.location is None and not spec.capture:
+        line = function_line(spec.source, spec.function)
+        e.location = f"{display_path(spec.source)}:{line}" if line else None
+    if e.location and e.args and isinstance(e.args[0], str) and e.location not in e.args[0]:
+        e.args = (f"{e.args[0]}\n  at {e.location}", *e.args[1:])
+
+
 def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict[str, str]:
     """The JIT compile request this variant answers, with the options it was built with (spec overrides included).
 
@@ -190,7 +204,7 @@ def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict[str
     """
     req = CompileRequest.of(
         resolved.func,
-        None if out_idx is None else list(out_idx),
+        out_idx,  # as TileLang takes it: None, an index (``out_idx=-1``), a name or a list; the key spells each alike
         execution_backend=resolved.execution_backend,
         target=resolved.target,
         pass_configs=resolved.pass_configs,
