@@ -22,7 +22,7 @@ from ..common.fs_errors import filesystem_errors
 from ..common.metadata import Manifest, to_json
 from ..cuda.toolchain import RUNTIME_INCLUDE, find_cxx, run, tvm_ffi_paths
 from ..runtime import torch_ops
-from .launcher_context import library_code
+from .launcher_context import LibraryCode, library_code
 from .render import _env
 
 __all__ = [
@@ -67,9 +67,13 @@ def _read(i: int, declared: str) -> str:
     return f'c.integer<{ctype}>({i}, "{name}")'
 
 
-def companion_ops(manifest: Manifest) -> tuple[CompanionOp, ...]:
-    """The ops of ``manifest``'s companion, one per exported entry, in library order."""
-    code = library_code(manifest, f"{manifest.library}.h")
+def companion_ops(manifest: Manifest, code: LibraryCode | None = None) -> tuple[CompanionOp, ...]:
+    """The ops of ``manifest``'s companion, one per exported entry, in library order.
+
+    ``code``: the launcher's pieces (:func:`~tl_aot.codegen.launcher_context.library_code`) as the
+    launcher stage made them, whose exports each op calls; made from ``manifest`` when not given.
+    """
+    code = code or library_code(manifest, f"{manifest.library}.h")
     ops = []
     for x, members in zip(code.exports, manifest.exports().values()):
         entry = json.loads(to_json(members[0]))
@@ -87,12 +91,13 @@ def companion_ops(manifest: Manifest) -> tuple[CompanionOp, ...]:
     return tuple(ops)
 
 
-def render_companion(manifest: Manifest, *, header_name: str) -> str:
+def render_companion(manifest: Manifest, *, header_name: str, code: LibraryCode | None = None) -> str:
     """The companion's translation unit (only what varies per library; the rest is ``tl_aot/torch_native.h``)."""
+    ops = companion_ops(manifest, code)
     return (
         _env()
         .get_template("torch_companion.cc.j2")
-        .render(lib=manifest.library, tl_aot_version=manifest.tl_aot_version, header_name=header_name, ops=companion_ops(manifest))
+        .render(lib=manifest.library, tl_aot_version=manifest.tl_aot_version, header_name=header_name, ops=ops)
     )
 
 
@@ -132,14 +137,16 @@ def _command(source: Path, output: Path, library: Path, header_dir: Path) -> lis
     ]
 
 
-def build_companion(manifest: Manifest, library: str | os.PathLike, header: str | os.PathLike, *, log=print) -> Path:
+def build_companion(
+    manifest: Manifest, library: str | os.PathLike, header: str | os.PathLike, *, code: LibraryCode | None = None, log=print
+) -> Path:
     """Compile ``library``'s companion beside it (kept when its source and command are unchanged); returns its path."""
     library, header = Path(library).resolve(), Path(header).resolve()
     output = companion_path(library)
     work = library.parent / ".tl_aot" / manifest.library
     work.mkdir(parents=True, exist_ok=True)
     source = work / f"{manifest.library}_torch.cc"
-    text = render_companion(manifest, header_name=header.name)
+    text = render_companion(manifest, header_name=header.name, code=code)
     cmd = _command(source, output, library, header.parent)
     runtime = (RUNTIME_INCLUDE / "tl_aot" / "torch_native.h").read_bytes()
     key = hashlib.sha256("\0".join([text, *cmd]).encode() + runtime + library.read_bytes()).hexdigest()
@@ -154,11 +161,17 @@ def build_companion(manifest: Manifest, library: str | os.PathLike, header: str 
     return output
 
 
-def update_companion(manifest: Manifest, library: Path, header: Path, *, wanted: bool, log=print) -> Path | None:
-    """The companion of ``library`` as a build leaves it: built (or kept) when ``wanted``, else a stale one removed; its path or None."""
+def update_companion(
+    manifest: Manifest, library: Path, header: Path, *, wanted: bool, code: LibraryCode | None = None, log=print
+) -> Path | None:
+    """The companion of ``library`` as a build leaves it: built (or kept) when ``wanted``, else a stale one removed; its path or None.
+
+    ``code``: the launcher stage's :class:`~tl_aot.codegen.launcher_context.LibraryCode` of a library
+    built now (an up-to-date one has none: it is made again from ``manifest``).
+    """
     output = companion_path(library)
     if wanted:
-        return build_companion(manifest, library, header, log=log)
+        return build_companion(manifest, library, header, code=code, log=log)
     if os.path.lexists(output):  # a stale one; never touch a read-only folder (an up-to-date build there) for nothing
         with filesystem_errors("remove the stale torch companion", output):
             output.unlink()

@@ -159,12 +159,14 @@ def build_library(
             if log:
                 log(f"lib{plan.lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
             result = BuildResult(ws.out.library, ws.out.header, current.manifest, True, (), (), ws.out.depfile, plan.deps)
+            code = None  # the companion's launcher pieces are made again from the stamp's manifest
         else:
             if ws.unwritable is not None:
                 raise ws.unwritable
             run = build_variants(plan, ws.work, ws.cache, opts)
             result = _publish(plan, run, ws, opts, t_start, image_packs)
-        companion = update_companion(result.manifest, result.library, result.header, wanted=torch_ops, log=log)
+            code = run.launcher.code if run.launcher else None
+        companion = update_companion(result.manifest, result.library, result.header, wanted=torch_ops, code=code, log=log)
         return replace(result, torch_companion=companion)
 
 
@@ -176,8 +178,8 @@ def _publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, t_s
     manifest = manifest_of(lib, run.tasks, run.lowered, plan.nvcc_version, {t.key: len(run.images[t.key]) for t in run.tasks})
     manifest = replace(manifest, left_out=tuple(run.left_out))
     t0 = time.perf_counter()
-    assert run.launcher_obj is not None and run.runtime_obj is not None  # a whole build compiled both
-    objects = (run.launcher_obj, run.runtime_obj)
+    assert run.launcher is not None and run.runtime_obj is not None  # a whole build compiled both
+    objects = (run.launcher.obj, run.runtime_obj)
     key = objects_key(plan.nvcc_version, plan.tvm_ffi_version)
     packed = None
     if packs is not None:
@@ -192,7 +194,7 @@ def _publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, t_s
         built,
         ws.out,
         manifest,
-        run.header_text,
+        run.launcher.header_text,
         lib_key=plan.lib_key,
         inputs=inputs,
         deps=plan.deps,

@@ -18,11 +18,10 @@ import concurrent.futures as cf
 import contextlib
 import os
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..capture.record_specs import origin_of_spec
 from ..common.errors import CompileError, SpecError, TlAotError
@@ -32,13 +31,16 @@ from .batching import MAX_BATCH, Batcher, batch_size
 from .job_slots import COMPILE, LOWER, JobSlots
 from .launcher_faults import ISSUES, LauncherCodeError
 from .plan import Task
+from .progress import Progress
+
+if TYPE_CHECKING:
+    from .stages import Launcher
 
 __all__ = [
     "default_jobs",
     "lowering_workers",
     "batch_size",
     "MAX_BATCH",
-    "Progress",
     "Timings",
     "Failure",
     "first_error_line",
@@ -104,27 +106,6 @@ def lowering_workers(jobs: int, variants: int) -> int:
     return max(1, min(variants, _jobs_in_memory(jobs), jobs))
 
 
-class Progress:
-    """``[3/22 4.1 s, ~20 s left] lower gemm_bf16 sm_90a``: one numbered line per step, from any thread."""
-
-    def __init__(self, total: int, log) -> None:
-        self.total = total
-        self.n = 0
-        self.log = log
-        self._lock = threading.Lock()
-        self._t0 = time.perf_counter()
-
-    def step(self, text: str) -> None:
-        """One line: step count, time since the build started and, past a few steps, an estimate of what is left."""
-        with self._lock:
-            self.n += 1
-            if self.log:
-                elapsed = time.perf_counter() - self._t0
-                left = elapsed / self.n * (self.total - self.n)
-                eta = f", ~{left:.0f} s left" if self.n >= 3 and self.total - self.n > 1 else ""
-                self.log(f"[{self.n}/{self.total} {elapsed:.1f} s{eta}] {text}")
-
-
 @dataclass
 class Timings:
     """Job seconds a build spent per kind of work (summed over its jobs, so more than the wall time with ``-j``)."""
@@ -161,7 +142,6 @@ class VariantRun:
     images: dict[str, bytes]  # key -> image, cached ones included
     tasks: list[Task]  # the tasks left once failed variants are dropped
     progress: Progress
-    header_text: str = ""
     seconds: dict[str, float] = field(default_factory=dict)  # key -> seconds, for variants built in this run
     rebuilt: list[tuple[str, str]] = field(default_factory=list)  # (entry, arch)
     failures: list[Failure] = field(default_factory=list)  # left out by a tolerant build
@@ -170,7 +150,7 @@ class VariantRun:
     workers: int = 1
     cluster: str = ""  # the Dask scheduler whose workers built the variants ("": this machine)
     runtime_obj: Path | None = None
-    launcher_obj: Path | None = None
+    launcher: Launcher | None = None  # the launcher stage's (none in a shard)
     #: (entry, arch) -> position in the plan: what is left out is listed in plan order, not in the order it failed
     _rank: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
 
@@ -201,7 +181,7 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
     """Lower and compile ``todo`` (plan tasks) and compile the launcher, in parallel within ``jobs`` slots.
 
     ``stages`` gives ``lower(task, lower_fn)``, ``compile_many(pairs)``, ``launcher(run)`` (renders
-    and compiles the launcher of ``run.tasks``; returns the header text and the object) and ``runtime()``. A
+    and compiles the launcher of ``run.tasks``: a :class:`~tl_aot.pipeline.stages.Launcher`) and ``runtime()``. A
     failing variant stops the build, or with ``keep_going`` is recorded in ``run.failures``.
     """
     slots = JobSlots(jobs)
@@ -318,7 +298,7 @@ def _launcher(run: VariantRun, stages, held, keep_going: bool) -> None:
 
 
 def launcher_stage(run: VariantRun, stages, each, *, keep_going: bool) -> None:
-    """Render and compile the launcher of ``run``'s tasks into ``run`` (its header text and object).
+    """Render and compile the launcher of ``run``'s tasks into ``run.launcher``.
 
     Entries whose generated code fails to compile (a :class:`LauncherCodeError`: a tl_aot bug) stop
     the build, or with ``keep_going`` are left out, every arch of them, as variants that failed to
@@ -328,7 +308,7 @@ def launcher_stage(run: VariantRun, stages, each, *, keep_going: bool) -> None:
     while True:
         run.tasks = stages.without_failures(run)
         try:
-            run.header_text, run.launcher_obj = stages.launcher(run, each)
+            run.launcher = stages.launcher(run, each)
             return
         except LauncherCodeError as e:
             if not keep_going or not _leave_out_bad_code(run, e):

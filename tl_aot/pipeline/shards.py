@@ -41,8 +41,9 @@ from .manifest import compiler_or_none, entry_head, image_files_by_symbol, manif
 from .options import BuildOptions, Log
 from .part import PART_FORMAT, Part, PartError, PartTask
 from .plan import Plan, plan_build, shard_of
+from .progress import Progress
 from .run import build_variants
-from .scheduler import Progress, VariantRun, default_jobs
+from .scheduler import VariantRun, default_jobs
 from .stages import Stages
 from .toolset import differences, local_toolset
 from .workspace import Outputs, workspace
@@ -179,9 +180,9 @@ def _left_out(first: Part, by_k: dict[int, Part], bad_code: tuple[LeftOut, ...] 
 
 
 def _launcher_of(first: Part, heads: list, lowered: dict, stages: Stages, *, keep_going: bool, log: Log):
-    """The launcher of ``heads`` (header text, object); with ``keep_going``, without the entries whose generated code fails.
+    """The launcher of ``heads``; with ``keep_going``, without the entries whose generated code fails.
 
-    Returns the heads kept, the header text, the launcher object and a :class:`LeftOut` per variant left
+    Returns the heads kept, the launcher and a :class:`LeftOut` per variant left
     out (the compiler's first error line, named a tl_aot bug, as ``build --keep-going`` records it).
     """
     name, nvcc, tilelang = first.library, first.nvcc_version, first.tilelang_version
@@ -189,8 +190,8 @@ def _launcher_of(first: Part, heads: list, lowered: dict, stages: Stages, *, kee
     while True:
         signatures = manifest_from(name, heads, lowered, nvcc, tilelang, compiler=first.compiler)
         try:
-            header_text, launcher = stages.launcher_of(signatures, in_threads(default_jobs()))  # its units on every core
-            return heads, header_text, launcher, tuple(left)
+            launcher = stages.launcher_of(signatures, in_threads(default_jobs()))  # its units on every core
+            return heads, launcher, tuple(left)
         except LauncherCodeError as e:
             bad = set(e.entries)
             if not keep_going or not bad & {head.name for head, _ in heads}:
@@ -276,7 +277,7 @@ def link_parts(
     cache = VariantCache(Path(cache_dir).resolve() if cache_dir else default_cache_dir(out_dir))
     nvcc, tilelang = first.nvcc_version, first.tilelang_version
     stages = Stages(work, cache, nvcc, first.tvm_ffi_version, Progress(2, None))
-    heads, header_text, launcher, bad_code = _launcher_of(first, heads, lowered, stages, keep_going=keep_going, log=log)
+    heads, launcher, bad_code = _launcher_of(first, heads, lowered, stages, keep_going=keep_going, log=log)
     held = {head.capture_key for head, _ in heads}
     manifest = manifest_from(name, heads, lowered, nvcc, tilelang, {k: len(img) for k, img in images.items()}, compiler=first.compiler)
     manifest = replace(
@@ -285,7 +286,7 @@ def link_parts(
         tunings=tuple(t for t in first.tunings if t.request_key in held),
         calls=tuple(c for c in first.calls if c.request_key in held),
     )
-    objects = (launcher, stages.runtime())
+    objects = (launcher.obj, stages.runtime())
     embedded = image_files_by_symbol(heads, images)
     packed = None
     if image_packs is not None:
@@ -294,7 +295,15 @@ def link_parts(
         embedded = packed.refs
     built = link(name, work, manifest, embedded, objects, cache=cache.root, key=stages.objects_key)
     publish(
-        built, out, manifest, header_text, lib_key=first.lib_key, inputs=[], deps=(), stamp=False, packs=packed.packs if packed else None
+        built,
+        out,
+        manifest,
+        launcher.header_text,
+        lib_key=first.lib_key,
+        inputs=[],
+        deps=(),
+        stamp=False,
+        packs=packed.packs if packed else None,
     )
     if log:
         if packed:

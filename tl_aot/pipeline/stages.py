@@ -9,7 +9,8 @@ it may raise, and knows nothing of threads (:mod:`tl_aot.pipeline.scheduler` run
 * :meth:`Stages.compile_many`: lowered variants → their images
   (:mod:`tl_aot.pipeline.images`; several at once share one nvcc front end), stored in the cache;
   raises :class:`CompileError`, also when a header its flags name changed during nvcc.
-* :meth:`Stages.launcher`: the lowered variants → the launcher object and the header's text (a big
+* :meth:`Stages.launcher`: the lowered variants → a :class:`Launcher`: the launcher's pieces, its
+  object and the header's text (a big
   library's launcher is several units, compiled as independent jobs the caller runs: ``each``);
   raises :class:`~tl_aot.pipeline.launcher_faults.LauncherCodeError` naming the entries whose
   generated code fails to compile (a tl_aot bug: found by compiling the failing units' entries apart).
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..capture.record_specs import origin_of_spec
 from ..codegen import launcher_units
+from ..codegen.launcher_context import LibraryCode, library_code
 from ..codegen.render import render_header, render_launcher_units
 from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, LoweringError, TlAotError
@@ -44,14 +46,28 @@ from .manifest import manifest_of
 
 if TYPE_CHECKING:
     from .plan import Task
-    from .scheduler import Progress, VariantRun
+    from .progress import Progress
+    from .scheduler import VariantRun
     from .shared_cache import SharedCache
 
-__all__ = ["Each", "Stages", "objects_key", "one_by_one", "project_of", "image_of"]
+__all__ = ["Each", "Launcher", "Stages", "objects_key", "one_by_one", "project_of", "image_of"]
 
 #: Runs independent jobs and returns their results in order (the first error raised): the
 #: launcher's units. :func:`one_by_one` here; the scheduler runs them in its job slots.
 Each = Callable[[Sequence[Callable[[], Any]]], list[Any]]
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """What the launcher stage gives: the launcher's pieces, the header's text and the compiled launcher object.
+
+    ``code`` is what the launcher and header were rendered from; the torch companion calls the
+    same exports (:func:`~tl_aot.codegen.torch_native.update_companion`), so it is made once.
+    """
+
+    code: LibraryCode
+    header_text: str
+    obj: Path
 
 
 def one_by_one(jobs: Sequence[Callable[[], Any]]) -> list[Any]:
@@ -150,13 +166,13 @@ class Stages:
         tool = "cutedsl" if variant.backend == "cutedsl" else "nvcc"
         self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {took})")
 
-    def launcher(self, run: VariantRun, each: Each = one_by_one) -> tuple[str, Path | None]:
-        """Render the header and launcher of what was lowered and compile the launcher; returns the header text and the object."""
+    def launcher(self, run: VariantRun, each: Each = one_by_one) -> Launcher | None:
+        """Render the header and launcher of what was lowered and compile the launcher (None: a stage set without one)."""
         lib = LibrarySpec(name=run.lib_name, entries=_entries_of(run.tasks))
         return self.launcher_of(manifest_of(lib, run.tasks, run.lowered, self.nvcc_version), each)
 
-    def launcher_of(self, signatures: Manifest, each: Each = one_by_one) -> tuple[str, Path]:
-        """The header text and compiled launcher of a library whose entries and variants ``signatures`` holds.
+    def launcher_of(self, signatures: Manifest, each: Each = one_by_one) -> Launcher:
+        """The launcher of a library whose entries and variants ``signatures`` holds: its pieces, header text, object.
 
         What a one-machine build and ``link`` (from the parts' entry heads) both run. A big
         library's launcher is several units (:mod:`tl_aot.codegen.launcher_units`: the same cut
@@ -168,8 +184,9 @@ class Stages:
         compile at all.
         """
         name = signatures.library
-        header_text = render_header(signatures)
-        texts = render_launcher_units(signatures, header_name=f"{name}.h")
+        code = library_code(signatures, f"{name}.h")  # rendered into both the header and the units
+        header_text = render_header(signatures, code=code)
+        texts = render_launcher_units(signatures, header_name=f"{name}.h", code=code)
         files = [f"{name}.cc", *(f"{name}.unit{k}.cc" for k in range(1, len(texts)))]
         write_if_different(self.work / f"{name}.h", header_text)  # kept to read, and named in compile errors
         for file, text in zip(files, texts):
@@ -205,7 +222,7 @@ class Stages:
         done = (f"{took}" if compiled else "unchanged, reused") if len(made) == 1 else f"{len(made)} units, {compiled} compiled, {took}"
         exports = len(dict.fromkeys(e.export or e.name for e in signatures.entries))
         self.progress.step(f"launcher {name}.cc ({exports} entries, {done})")
-        return header_text, obj
+        return Launcher(code, header_text, obj)
 
     def _launcher_fault(
         self, signatures: Manifest, refused: list[tuple[int, BaseException]], files: list[str], each: Each
