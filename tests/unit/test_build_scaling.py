@@ -10,6 +10,7 @@ import pytest
 from tl_aot.common.errors import LoweringError, ToolchainNotFound
 from tl_aot.pipeline import scheduler
 from tl_aot.pipeline.progress import Progress
+from tl_aot.pipeline.variant_run import VariantRun
 from tl_aot.spec import KernelSpec
 
 KERNELS = Path(__file__).parents[1] / "kernels"
@@ -108,7 +109,7 @@ def test_left_out_variants_are_listed_in_plan_order_whatever_order_they_fail_in(
     tasks = [Task(spec(n), parse_arch(a), f"{n}-{a}", None) for n in ("a", "b", "c") for a in ("sm_80", "sm_90a")]
 
     def left_out(order):
-        run = scheduler.VariantRun("lib", {}, {}, list(tasks), Progress(0, None))
+        run = VariantRun("lib", {}, {}, list(tasks), Progress(0, None))
         for i in order:
             run.fail(tasks[i], LoweringError(f"boom {i}"))
         return [(x.entry, x.arch) for x in run.left_out]
@@ -296,7 +297,7 @@ def test_the_tail_of_lowering_cuts_what_waits_for_every_slot_not_only_those_free
     )
     monkeypatch.setattr(scheduler, "lowering_workers", lambda jobs, n: 4)
     monkeypatch.setattr(scheduler, "LoweringPool", lambda n: contextlib.nullcontext(types.SimpleNamespace(lower=None)))
-    run = scheduler.VariantRun("lib", {}, {}, list(tasks), Progress(0, None))
+    run = VariantRun("lib", {}, {}, list(tasks), Progress(0, None))
     scheduler.run_variants(tasks, run, stages, jobs=4, keep_going=False, progress=run.progress)
     assert len(run.images) == 40 and sum(batches) == 40
     assert batches[:3] == [10, 10, 10]  # full batches of the build's share per slot while lowering runs

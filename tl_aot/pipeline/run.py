@@ -16,8 +16,9 @@ from .cluster import run_on_cluster
 from .options import BuildOptions
 from .plan import Plan, Task
 from .progress import Progress
-from .scheduler import VariantRun, run_variants
+from .scheduler import run_variants
 from .stages import Each, Stages, one_by_one
+from .variant_run import VariantRun
 
 if TYPE_CHECKING:
     from .shared_cache import SharedCache

@@ -27,25 +27,25 @@ from pathlib import Path
 
 from ..capture.record_specs import choices_of, recorded_calls, recorded_tunings
 from ..common.arch import parse_arch
-from ..common.cpp_spelling import image_symbol
 from ..common.destinations import ensure_folder
 from ..common.errors import SpecError
 from ..common.metadata import LeftOut, LoweredEntry, LoweredVariant
 from ..config.kernel_spec import LibrarySpec
 from .cache import VariantCache, default_cache_dir
-from .image_packs import ImagePacks, pack_built, packs_line
+from .image_packs import ImagePacks
 from .job_slots import in_threads
 from .launcher_faults import ISSUES, LauncherCodeError
-from .link import link, publish
-from .manifest import compiler_or_none, entry_head, image_files_by_symbol, manifest_from
+from .link import Provenance, link_and_publish
+from .manifest import compiler_or_none, entry_head, image_files_of_heads, manifest_from
 from .options import BuildOptions, Log
 from .part import PART_FORMAT, Part, PartError, PartTask
 from .plan import Plan, plan_build, shard_of
 from .progress import Progress
 from .run import build_variants
-from .scheduler import VariantRun, default_jobs
+from .scheduler import default_jobs
 from .stages import Stages
 from .toolset import differences, local_toolset
+from .variant_run import VariantRun
 from .workspace import Outputs, workspace
 
 __all__ = ["parse_shard", "shard_of", "build_part", "check_parts", "link_parts", "Part", "PartError", "PART_FORMAT"]
@@ -286,28 +286,22 @@ def link_parts(
         tunings=tuple(t for t in first.tunings if t.request_key in held),
         calls=tuple(c for c in first.calls if c.request_key in held),
     )
-    objects = (launcher.obj, stages.runtime())
-    embedded = image_files_by_symbol(heads, images)
-    packed = None
-    if image_packs is not None:
-        by_symbol = {image_symbol(head.name, arch): (arch, images[key]) for head, arch_keys in heads for arch, key in arch_keys}
-        packed = pack_built(manifest, by_symbol, image_packs, nvcc_version=nvcc, cache=cache.root, jobs=default_jobs())
-        embedded = packed.refs
-    built = link(name, work, manifest, embedded, objects, cache=cache.root, key=stages.objects_key)
-    publish(
-        built,
-        out,
+    link_and_publish(
         manifest,
-        launcher.header_text,
-        lib_key=first.lib_key,
-        inputs=[],
-        deps=(),
+        image_files_of_heads(heads, images),
+        launcher,
+        stages.runtime(),
+        work=work,
+        out=out,
+        cache=cache.root,
+        key=stages.objects_key,
+        provenance=Provenance(first.lib_key),
         stamp=False,
-        packs=packed.packs if packed else None,
+        packs=image_packs,
+        jobs=default_jobs(),
+        log=log,
     )
     if log:
-        if packed:
-            log(packs_line(packed))
         if failed:
             log(f"left out {len(failed)} variant(s) the shards could not build: " + ", ".join(f"{t.entry} {t.arch}" for t in failed))
         log(f"linked {out.library} from {len(parts)} part(s) ({len(images)} variants) in {time.perf_counter() - t0:.1f} s")

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..capture.record_specs import origin_of_spec
 from ..codegen import launcher_units
-from ..codegen.launcher_context import LibraryCode, library_code
+from ..codegen.launcher_context import library_code
 from ..codegen.render import render_header, render_launcher_units
 from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, LoweringError, TlAotError
@@ -43,31 +43,19 @@ from .images import image_of, images_of
 from .inputs import project_of
 from .launcher_faults import LauncherCodeError, code_fault, find_bad_code
 from .manifest import manifest_of
+from .variant_run import Launcher
 
 if TYPE_CHECKING:
     from .plan import Task
     from .progress import Progress
-    from .scheduler import VariantRun
     from .shared_cache import SharedCache
+    from .variant_run import VariantRun
 
 __all__ = ["Each", "Launcher", "Stages", "objects_key", "one_by_one", "project_of", "image_of"]
 
 #: Runs independent jobs and returns their results in order (the first error raised): the
 #: launcher's units. :func:`one_by_one` here; the scheduler runs them in its job slots.
 Each = Callable[[Sequence[Callable[[], Any]]], list[Any]]
-
-
-@dataclass(frozen=True)
-class Launcher:
-    """What the launcher stage gives: the launcher's pieces, the header's text and the compiled launcher object.
-
-    ``code`` is what the launcher and header were rendered from; the torch companion calls the
-    same exports (:func:`~tl_aot.codegen.torch_native.update_companion`), so it is made once.
-    """
-
-    code: LibraryCode
-    header_text: str
-    obj: Path
 
 
 def one_by_one(jobs: Sequence[Callable[[], Any]]) -> list[Any]:
