@@ -28,6 +28,8 @@ from .render import _env
 __all__ = [
     "CompanionOp",
     "companion_path",
+    "companion_source",
+    "companion_source_name",
     "companion_ops",
     "render_companion",
     "build_companion",
@@ -56,6 +58,23 @@ def companion_path(library: str | os.PathLike) -> Path:
     """Where the companion of ``lib<name>.so`` lives: ``lib<name>_torch.so`` beside it."""
     p = Path(library)
     return p.with_name(p.name.removesuffix(".so") + "_torch.so")
+
+
+def companion_source(library: str | os.PathLike) -> Path:
+    """Where the companion's translation unit of ``lib<name>.so`` is: ``.tl_aot/<name>/<name>_torch.cc`` beside it.
+
+    The launcher stage writes it with the launcher (:meth:`tl_aot.pipeline.stages.Stages.launcher_of`),
+    from the same pieces, whether torch ops are wanted or not: a build that finds the library up to
+    date compiles it as it is, with no launcher code made again.
+    """
+    p = Path(library)
+    name = p.name.removeprefix("lib").removesuffix(".so")
+    return p.parent / ".tl_aot" / name / companion_source_name(name)
+
+
+def companion_source_name(name: str) -> str:
+    """The file name of library ``name``'s companion source in its work folder: ``<name>_torch.cc``."""
+    return f"{name}_torch.cc"
 
 
 def _read(i: int, declared: str) -> str:
@@ -137,41 +156,34 @@ def _command(source: Path, output: Path, library: Path, header_dir: Path) -> lis
     ]
 
 
-def build_companion(
-    manifest: Manifest, library: str | os.PathLike, header: str | os.PathLike, *, code: LibraryCode | None = None, log=print
-) -> Path:
-    """Compile ``library``'s companion beside it (kept when its source and command are unchanged); returns its path."""
+def build_companion(manifest: Manifest, library: str | os.PathLike, header: str | os.PathLike, *, log=print) -> Path:
+    """Compile ``library``'s companion beside it (kept when its source and command are unchanged); returns its path.
+
+    Its source is the one the launcher stage wrote (:func:`companion_source`).
+    """
     library, header = Path(library).resolve(), Path(header).resolve()
     output = companion_path(library)
-    work = library.parent / ".tl_aot" / manifest.library
-    work.mkdir(parents=True, exist_ok=True)
-    source = work / f"{manifest.library}_torch.cc"
-    text = render_companion(manifest, header_name=header.name, code=code)
+    source = companion_source(library)
+    with filesystem_errors("read the torch companion's source", source, "build again: the launcher stage writes it"):
+        text = source.read_text()
     cmd = _command(source, output, library, header.parent)
     runtime = (RUNTIME_INCLUDE / "tl_aot" / "torch_native.h").read_bytes()
     key = hashlib.sha256("\0".join([text, *cmd]).encode() + runtime + library.read_bytes()).hexdigest()
-    stamp = work / "torch_companion.stamp"
+    stamp = source.with_name("torch_companion.stamp")
     if output.is_file() and stamp.is_file() and stamp.read_text() == key:
         return output
-    atomic_write(source, text)
-    run(cmd, what=f"compiling the torch companion of {library.name}", cwd=work)
+    run(cmd, what=f"compiling the torch companion of {library.name}", cwd=source.parent)
     atomic_write(stamp, key)
     if log:
         log(f"{output.name}: native torch ops ({len(manifest.exports())})")
     return output
 
 
-def update_companion(
-    manifest: Manifest, library: Path, header: Path, *, wanted: bool, code: LibraryCode | None = None, log=print
-) -> Path | None:
-    """The companion of ``library`` as a build leaves it: built (or kept) when ``wanted``, else a stale one removed; its path or None.
-
-    ``code``: the launcher stage's :class:`~tl_aot.codegen.launcher_context.LibraryCode` of a library
-    built now (an up-to-date one has none: it is made again from ``manifest``).
-    """
+def update_companion(manifest: Manifest, library: Path, header: Path, *, wanted: bool, log=print) -> Path | None:
+    """The companion of ``library`` as a build leaves it: built (or kept) when ``wanted``, else a stale one removed; its path or None."""
     output = companion_path(library)
     if wanted:
-        return build_companion(manifest, library, header, code=code, log=log)
+        return build_companion(manifest, library, header, log=log)
     if os.path.lexists(output):  # a stale one; never touch a read-only folder (an up-to-date build there) for nothing
         with filesystem_errors("remove the stale torch companion", output):
             output.unlink()

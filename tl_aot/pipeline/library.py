@@ -153,19 +153,18 @@ def build_library(
     warn_if_untested(log)
     with ws.held(f"building {ws.out.library}", log), filesystem_errors("write", None):
         plan = plan_build(lib, ws.cache, force=force, packs=image_packs)
-        current = up_to_date(plan, ws.out, force=force, packs=image_packs)
+        current = up_to_date(plan, ws.out, force=force, packs=image_packs, companion=torch_ops)
         if current is not None:
             if log:
                 log(f"lib{plan.lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
-            result, code = BuildResult(ws.out.library, ws.out.header, current.manifest, True, (), (), ws.out.depfile, plan.deps), None
+            result = BuildResult(ws.out.library, ws.out.header, current.manifest, True, (), (), ws.out.depfile, plan.deps)
         else:
             if ws.unwritable is not None:
                 raise ws.unwritable
             run = build_variants(plan, ws.work, ws.cache, opts)
             result = _link_and_publish(plan, run, ws, opts, image_packs)
             _log_summary(opts.log, result, run, plan, opts.jobs, t_start)
-            code = run.launcher.code if run.launcher else None
-        companion = update_companion(result.manifest, result.library, result.header, wanted=torch_ops, code=code, log=log)
+        companion = update_companion(result.manifest, result.library, result.header, wanted=torch_ops, log=log)
         return replace(result, torch_companion=companion)
 
 

@@ -9,8 +9,8 @@ it may raise, and knows nothing of threads (:mod:`tl_aot.pipeline.scheduler` run
 * :meth:`Stages.compile_many`: lowered variants → their images
   (:mod:`tl_aot.pipeline.images`; several at once share one nvcc front end), stored in the cache;
   raises :class:`CompileError`, also when a header its flags name changed during nvcc.
-* :meth:`Stages.launcher`: the lowered variants → a :class:`Launcher`: the launcher's pieces, its
-  object and the header's text (a big
+* :meth:`Stages.launcher`: the lowered variants → a :class:`Launcher`: the launcher object and the
+  header's text, the torch companion's source written beside them (a big
   library's launcher is several units, compiled as independent jobs the caller runs: ``each``);
   raises :class:`~tl_aot.pipeline.launcher_faults.LauncherCodeError` naming the entries whose
   generated code fails to compile (a tl_aot bug: found by compiling the failing units' entries apart).
@@ -29,6 +29,7 @@ from ..capture.record_specs import origin_of_spec
 from ..codegen import launcher_units
 from ..codegen.launcher_context import library_code
 from ..codegen.render import render_header, render_launcher_units
+from ..codegen.torch_native import companion_source_name, render_companion
 from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, LoweringError, TlAotError
 from ..common.fileutil import write_if_different
@@ -172,11 +173,13 @@ class Stages:
         compile at all.
         """
         name = signatures.library
-        code = library_code(signatures, f"{name}.h")  # rendered into both the header and the units
+        code = library_code(signatures, f"{name}.h")  # rendered into the header, the units and the torch companion
         header_text = render_header(signatures, code=code)
         texts = render_launcher_units(signatures, header_name=f"{name}.h", code=code)
         files = [f"{name}.cc", *(f"{name}.unit{k}.cc" for k in range(1, len(texts)))]
         write_if_different(self.work / f"{name}.h", header_text)  # kept to read, and named in compile errors
+        companion = render_companion(signatures, header_name=f"{name}.h", code=code)
+        write_if_different(self.work / companion_source_name(name), companion)  # compiled when torch ops are wanted
         for file, text in zip(files, texts):
             write_if_different(self.work / file, text)
         for stale in set(self.work.glob(f"{name}.unit*.cc")) - {self.work / f for f in files}:
@@ -210,7 +213,7 @@ class Stages:
         done = (f"{took}" if compiled else "unchanged, reused") if len(made) == 1 else f"{len(made)} units, {compiled} compiled, {took}"
         exports = len(dict.fromkeys(e.export or e.name for e in signatures.entries))
         self.progress.step(f"launcher {name}.cc ({exports} entries, {done})")
-        return Launcher(code, header_text, obj)
+        return Launcher(header_text, obj)
 
     def _launcher_fault(
         self, signatures: Manifest, refused: list[tuple[int, BaseException]], files: list[str], each: Each

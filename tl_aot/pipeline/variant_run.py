@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..capture.record_specs import origin_of_spec
-from ..codegen.launcher_context import LibraryCode
 from ..common.metadata import LeftOut, LoweredVariant
 from .plan import Task
 from .progress import Progress
@@ -23,13 +22,8 @@ __all__ = ["Failure", "Launcher", "Timings", "VariantRun", "first_error_line"]
 
 @dataclass(frozen=True)
 class Launcher:
-    """What the launcher stage gives: the launcher's pieces, the header's text and the compiled launcher object.
+    """What the launcher stage gives: the header's text and the compiled launcher object."""
 
-    ``code`` is what the launcher and header were rendered from; the torch companion calls the
-    same exports (:func:`~tl_aot.codegen.torch_native.update_companion`), so it is made once.
-    """
-
-    code: LibraryCode
     header_text: str
     obj: Path
 
