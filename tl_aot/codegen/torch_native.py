@@ -164,9 +164,9 @@ def build_companion(manifest: Manifest, library: str | os.PathLike, header: str 
     library, header = Path(library).resolve(), Path(header).resolve()
     output = companion_path(library)
     source = companion_source(library)
+    cmd = _command(source, output, library, header.parent)
     with filesystem_errors("read the torch companion's source", source, "build again: the launcher stage writes it"):
         text = source.read_text()
-    cmd = _command(source, output, library, header.parent)
     runtime = (RUNTIME_INCLUDE / "tl_aot" / "torch_native.h").read_bytes()
     key = hashlib.sha256("\0".join([text, *cmd]).encode() + runtime + library.read_bytes()).hexdigest()
     stamp = source.with_name("torch_companion.stamp")
