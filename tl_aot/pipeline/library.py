@@ -32,7 +32,7 @@ from ..common.tilelang_compat import warn_if_untested
 from ..config.kernel_spec import LibrarySpec
 from .image_packs import ImagePacks
 from .link import Provenance, link_and_publish
-from .manifest import image_files, manifest_of
+from .manifest import image_files, with_image_sizes
 from .options import BuildOptions, Log
 from .plan import Plan, plan_build
 from .run import build_variants
@@ -173,10 +173,7 @@ def _link_and_publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOpt
     """Stages link and publish over what the run made (:func:`~tl_aot.pipeline.link.link_and_publish`); what was built."""
     assert run.launcher is not None and run.runtime_obj is not None  # a whole build compiled both
     images = image_files(run.tasks, run.images)
-    kept = {id(t.spec) for t in run.tasks}
-    lib = LibrarySpec(name=plan.lib.name, entries=tuple(e for e in plan.lib.entries if id(e) in kept))
-    manifest = manifest_of(lib, run.tasks, run.lowered, plan.nvcc_version, {t.key: len(run.images[t.key]) for t in run.tasks})
-    manifest = replace(manifest, left_out=tuple(run.left_out))
+    manifest = replace(with_image_sizes(run.launcher.manifest, images), left_out=tuple(run.left_out))
     inputs = tuple(sorted({(p, d) for t in run.tasks for p, d in run.lowered[t.key].inputs}))
     run.spent.link = link_and_publish(
         manifest,

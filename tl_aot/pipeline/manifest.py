@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..common.arch import Arch
     from .plan import Task
 
-__all__ = ["manifest_of", "entry_head", "manifest_from", "compiler_or_none", "image_files", "image_files_of_heads"]
+__all__ = ["manifest_of", "entry_head", "manifest_from", "compiler_or_none", "image_files", "image_files_of_heads", "with_image_sizes"]
 
 
 def manifest_of(
@@ -150,6 +150,19 @@ def _spelled_args(spec: KernelSpec) -> tuple[NamedRepr, ...]:
 
 def _sig(v: LoweredVariant) -> str:
     return ", ".join(f"{p.name}:{p.dtype}{list(p.shape) if p.is_tensor else ''}" for p in v.params)
+
+
+def with_image_sizes(manifest: Manifest, images: Mapping[str, tuple[Arch, bytes]]) -> Manifest:
+    """``manifest`` (made before nvcc was done: the launcher's) with each variant's image size, from ``images`` (symbol -> (arch, image)).
+
+    The size is the one field of a manifest that waits for the images: the launcher stage's manifest
+    and this one are otherwise the same, so the link stage does not make it again.
+    """
+    entries = tuple(
+        replace(e, variants=tuple(replace(v, image_bytes=len(images[image_symbol(e.name, v.arch)][1])) for v in e.variants))
+        for e in manifest.entries
+    )
+    return replace(manifest, entries=entries)
 
 
 def image_files(tasks: Iterable[Task], images: Mapping[str, bytes]) -> dict[str, tuple[Arch, bytes]]:

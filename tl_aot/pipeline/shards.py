@@ -36,7 +36,7 @@ from .image_packs import ImagePacks
 from .job_slots import in_threads
 from .launcher_faults import ISSUES, LauncherCodeError
 from .link import Provenance, link_and_publish
-from .manifest import compiler_or_none, entry_head, image_files_of_heads, manifest_from
+from .manifest import compiler_or_none, entry_head, image_files_of_heads, manifest_from, with_image_sizes
 from .options import BuildOptions, Log
 from .part import PART_FORMAT, Part, PartError, PartTask
 from .plan import Plan, plan_build, shard_of
@@ -275,20 +275,20 @@ def link_parts(
     header_dir = ensure_folder(Path(header_dir).resolve(), "header folder") if header_dir else out_dir
     out = Outputs(out_dir / f"lib{name}.so", header_dir / f"{name}.h", work / "stamp.json", None)
     cache = VariantCache(Path(cache_dir).resolve() if cache_dir else default_cache_dir(out_dir))
-    nvcc, tilelang = first.nvcc_version, first.tilelang_version
+    nvcc = first.nvcc_version
     stages = Stages(work, cache, nvcc, first.tvm_ffi_version, Progress(2, None))
     heads, launcher, bad_code = _launcher_of(first, heads, lowered, stages, keep_going=keep_going, log=log)
     held = {head.capture_key for head, _ in heads}
-    manifest = manifest_from(name, heads, lowered, nvcc, tilelang, {k: len(img) for k, img in images.items()}, compiler=first.compiler)
+    embedded = image_files_of_heads(heads, images)
     manifest = replace(
-        manifest,
+        with_image_sizes(launcher.manifest, embedded),
         left_out=_left_out(first, by_k, bad_code),
         tunings=tuple(t for t in first.tunings if t.request_key in held),
         calls=tuple(c for c in first.calls if c.request_key in held),
     )
     link_and_publish(
         manifest,
-        image_files_of_heads(heads, images),
+        embedded,
         launcher,
         stages.runtime(),
         work=work,

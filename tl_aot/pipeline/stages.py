@@ -213,7 +213,7 @@ class Stages:
         done = (f"{took}" if compiled else "unchanged, reused") if len(made) == 1 else f"{len(made)} units, {compiled} compiled, {took}"
         exports = len(dict.fromkeys(e.export or e.name for e in signatures.entries))
         self.progress.step(f"launcher {name}.cc ({exports} entries, {done})")
-        return Launcher(header_text, obj)
+        return Launcher(signatures, header_text, obj)
 
     def _launcher_fault(
         self, signatures: Manifest, refused: list[tuple[int, BaseException]], files: list[str], each: Each

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..capture.record_specs import origin_of_spec
-from ..common.metadata import LeftOut, LoweredVariant
+from ..common.metadata import LeftOut, LoweredVariant, Manifest
 from .plan import Task
 from .progress import Progress
 
@@ -22,8 +22,9 @@ __all__ = ["Failure", "Launcher", "Timings", "VariantRun", "first_error_line"]
 
 @dataclass(frozen=True)
 class Launcher:
-    """What the launcher stage gives: the header's text and the compiled launcher object."""
+    """What the launcher stage gives: the manifest it was rendered from (image sizes still 0), the header's text, the object."""
 
+    manifest: Manifest
     header_text: str
     obj: Path
 
