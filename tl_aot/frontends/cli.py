@@ -339,7 +339,7 @@ def _cmd_check_wheel(args) -> int:
             msg = f"{wheel.name}: {e}"
             raise TlAotError(msg) from None
         print(f"{wheel.name}: {report.summary()}")
-        if retag and report.platform:  # a plain linux_* tag PyPI refuses, or 'any' on a wheel that is not pure
+        if retag:  # a plain linux_* tag PyPI refuses, or 'any' on a wheel that is not pure
             print(f"  -> {retag_wheel(wheel, report.platform, args.wheel_dir)}")
     return 0
 
