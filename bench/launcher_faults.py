@@ -43,7 +43,7 @@ def measure(entries: int, archs: list[str], bad: int, jobs: int) -> dict:
     from tl_aot.pipeline import stages as stages_module
     from tl_aot.pipeline.job_slots import in_threads
     from tl_aot.pipeline.launcher_faults import LauncherCodeError
-    from tl_aot.pipeline.scheduler import Progress
+    from tl_aot.pipeline.progress import Progress
     from tl_aot.pipeline.stages import Stages
 
     manifest = synthesised(entries, archs, 1, 0, 0)

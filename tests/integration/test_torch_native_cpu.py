@@ -94,6 +94,12 @@ def test_cli_torch_ops_builds_the_companion(tmp_path, cache_dir):
     assert (out / "libtl_outputs_torch.so").is_file()
     ok(tl_aot_here(*cmd, "-q"))  # built without: no stale companion stays
     assert not (out / "libtl_outputs_torch.so").exists()
+    # asked for on a library that is up to date: compiled from the source the launcher stage left in the work folder
+    assert "is up to date" in ok(tl_aot_here(*cmd, "--torch-ops")).stdout
+    assert (out / "libtl_outputs_torch.so").is_file()
+    (out / ".tl_aot" / "tl_outputs" / "tl_outputs_torch.cc").unlink()  # that source gone: built again, never an error
+    proc = ok(tl_aot_here(*cmd, "--torch-ops"))
+    assert "is up to date" not in proc.stdout and (out / ".tl_aot" / "tl_outputs" / "tl_outputs_torch.cc").is_file()
 
 
 def test_a_generated_loader_registers_the_companion_shipped_beside_it(built, tmp_path, monkeypatch):

@@ -9,6 +9,8 @@ import pytest
 
 from tl_aot.common.errors import LoweringError, ToolchainNotFound
 from tl_aot.pipeline import scheduler
+from tl_aot.pipeline.progress import Progress
+from tl_aot.pipeline.variant_run import VariantRun
 from tl_aot.spec import KernelSpec
 
 KERNELS = Path(__file__).parents[1] / "kernels"
@@ -107,7 +109,7 @@ def test_left_out_variants_are_listed_in_plan_order_whatever_order_they_fail_in(
     tasks = [Task(spec(n), parse_arch(a), f"{n}-{a}", None) for n in ("a", "b", "c") for a in ("sm_80", "sm_90a")]
 
     def left_out(order):
-        run = scheduler.VariantRun("lib", {}, {}, list(tasks), scheduler.Progress(0, None))
+        run = VariantRun("lib", {}, {}, list(tasks), Progress(0, None))
         for i in order:
             run.fail(tasks[i], LoweringError(f"boom {i}"))
         return [(x.entry, x.arch) for x in run.left_out]
@@ -140,7 +142,7 @@ def test_lowering_starts_with_the_longest_recorded_compile_and_keeps_plan_order_
 
 def test_progress_lines_tell_elapsed_time_and_what_is_left():
     lines = []
-    p = scheduler.Progress(10, lines.append)
+    p = Progress(10, lines.append)
     for i in range(4):
         p.step(f"step {i}")
     assert lines[0].startswith("[1/10 ") and lines[0].endswith(" s] step 0")
@@ -252,7 +254,7 @@ def test_nvcc_errors_point_at_a_captured_kernels_origin_and_a_kernel_file_is_rea
     parsed: list[str] = []
     real = stages_module.function_line
     monkeypatch.setattr(stages_module, "function_line", lambda path, name: parsed.append(str(path)) or real(path, name))
-    stages = Stages(tmp_path, None, "13.0", "0.1", scheduler.Progress(0, None))  # type: ignore[arg-type]
+    stages = Stages(tmp_path, None, "13.0", "0.1", Progress(0, None))  # type: ignore[arg-type]
     spec = KernelSpec.create(name="n", source=KERNELS / "specialised.py", function="rms_norm", args={"N": 1024}, archs=["90a"])
     assert [stages.user_location(spec) for _ in range(3)] == ["tests/kernels/specialised.py:35 (rms_norm)"] * 3
     assert len(parsed) == 1
@@ -291,11 +293,11 @@ def test_the_tail_of_lowering_cuts_what_waits_for_every_slot_not_only_those_free
         lower=lower,
         compile_many=lambda pairs: batches.append(len(pairs)) or [b"image"] * len(pairs),
         without_failures=lambda run: run.tasks,
-        launcher=lambda run, each: ("", None),
+        launcher=lambda run, each: None,
     )
     monkeypatch.setattr(scheduler, "lowering_workers", lambda jobs, n: 4)
     monkeypatch.setattr(scheduler, "LoweringPool", lambda n: contextlib.nullcontext(types.SimpleNamespace(lower=None)))
-    run = scheduler.VariantRun("lib", {}, {}, list(tasks), scheduler.Progress(0, None))
+    run = VariantRun("lib", {}, {}, list(tasks), Progress(0, None))
     scheduler.run_variants(tasks, run, stages, jobs=4, keep_going=False, progress=run.progress)
     assert len(run.images) == 40 and sum(batches) == 40
     assert batches[:3] == [10, 10, 10]  # full batches of the build's share per slot while lowering runs

@@ -6,11 +6,13 @@ import json
 import shutil
 import subprocess
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from support.golden import GOLDEN, REGEN, golden_manifest
 
+from tl_aot.codegen.launcher_context import library_code
 from tl_aot.codegen.torch_native import companion_ops, companion_path, render_companion, torch_include_dir
 from tl_aot.common.errors import SpecError
 from tl_aot.runtime import torch_ops
@@ -19,6 +21,21 @@ from tl_aot.spec import load_spec_file
 
 def test_companion_matches_golden():
     assert render_companion(golden_manifest(), header_name="golden.h") == (GOLDEN / "torch_companion.cc.ref").read_text(), f"run {REGEN}"
+
+
+def _unsized(m):
+    """``m`` as the launcher stage has it: every image size still 0 (nvcc is not done)."""
+    return replace(m, entries=tuple(replace(e, variants=tuple(replace(v, image_bytes=0) for v in e.variants)) for e in m.entries))
+
+
+def test_a_fresh_build_renders_its_companion_from_the_launcher_stages_pieces():
+    """The launcher stage renders the companion's source from its own pieces, before image sizes are known: the same
+    source as the finished library's manifest gives."""
+    m = golden_manifest()
+    signatures = _unsized(m)
+    assert signatures != m
+    code = library_code(signatures, f"{m.library}.h")
+    assert render_companion(signatures, header_name="golden.h", code=code) == render_companion(m, header_name="golden.h")
 
 
 def test_one_op_per_export_with_the_python_registrations_schema():

@@ -17,7 +17,7 @@ from ..common.escaping import py_comment, py_doc_line, py_str
 from ..common.manifest_index import index_text
 from ..common.metadata import ABI_VERSION, Manifest, to_json
 from . import launcher_units
-from .launcher_context import library_code, units_of
+from .launcher_context import LibraryCode, library_code, units_of
 
 __all__ = [
     "render_launcher",
@@ -64,16 +64,19 @@ def render_launcher(manifest: Manifest, *, header_name: str) -> str:
     return render_launcher_units(manifest, header_name=header_name, target=0)[0]
 
 
-def render_launcher_units(manifest: Manifest, *, header_name: str, target: int | None = None) -> tuple[str, ...]:
+def render_launcher_units(
+    manifest: Manifest, *, header_name: str, target: int | None = None, code: LibraryCode | None = None
+) -> tuple[str, ...]:
     """The launcher's translation units: the one that defines the library first, then those of the entries.
 
     One unit (the text of :func:`render_launcher`) for a library under one and a half units' worth
     (:mod:`tl_aot.codegen.launcher_units`), else the library-wide unit (entry table, library
     exports) and one unit per cut of whole exports, compiled apart and linked together.
     ``target``: the weight a unit holds (0: never cut; default
-    :data:`~tl_aot.codegen.launcher_units.UNIT_WEIGHT`).
+    :data:`~tl_aot.codegen.launcher_units.UNIT_WEIGHT`). ``code``: ``manifest``'s
+    :func:`~tl_aot.codegen.launcher_context.library_code` when the caller has it already.
     """
-    code = library_code(manifest, header_name)
+    code = code or library_code(manifest, header_name)
     target = launcher_units.UNIT_WEIGHT if target is None else target
     plans = launcher_units.unit_plans(manifest, target) if target else ()
     template = _env().get_template("launcher.cc.j2")
@@ -107,9 +110,9 @@ def render_manifest(manifest: Manifest) -> str:
     )
 
 
-def render_header(manifest: Manifest) -> str:
-    """The C++ API header (``<lib>.h``) matching :func:`render_launcher`."""
-    return _env().get_template("launcher.h.j2").render(**_fields(library_code(manifest, f"{manifest.library}.h")))
+def render_header(manifest: Manifest, *, code: LibraryCode | None = None) -> str:
+    """The C++ API header (``<lib>.h``) matching :func:`render_launcher` (``code``: as :func:`render_launcher_units` takes it)."""
+    return _env().get_template("launcher.h.j2").render(**_fields(code or library_code(manifest, f"{manifest.library}.h")))
 
 
 #: File name of the copy of :mod:`tl_aot.runtime.torch_ops` shipped next to a generated loader.

@@ -22,12 +22,14 @@ from ..common.fs_errors import filesystem_errors
 from ..common.metadata import Manifest, to_json
 from ..cuda.toolchain import RUNTIME_INCLUDE, find_cxx, run, tvm_ffi_paths
 from ..runtime import torch_ops
-from .launcher_context import library_code
+from .launcher_context import LibraryCode, library_code
 from .render import _env
 
 __all__ = [
     "CompanionOp",
     "companion_path",
+    "companion_source",
+    "companion_source_name",
     "companion_ops",
     "render_companion",
     "build_companion",
@@ -58,6 +60,23 @@ def companion_path(library: str | os.PathLike) -> Path:
     return p.with_name(p.name.removesuffix(".so") + "_torch.so")
 
 
+def companion_source(library: str | os.PathLike) -> Path:
+    """Where the companion's translation unit of ``lib<name>.so`` is: ``.tl_aot/<name>/<name>_torch.cc`` beside it.
+
+    The launcher stage writes it with the launcher (:meth:`tl_aot.pipeline.stages.Stages.launcher_of`),
+    from the same pieces, whether torch ops are wanted or not: a build that finds the library up to
+    date compiles it as it is, with no launcher code made again.
+    """
+    p = Path(library)
+    name = p.name.removeprefix("lib").removesuffix(".so")
+    return p.parent / ".tl_aot" / name / companion_source_name(name)
+
+
+def companion_source_name(name: str) -> str:
+    """The file name of library ``name``'s companion source in its work folder: ``<name>_torch.cc``."""
+    return f"{name}_torch.cc"
+
+
 def _read(i: int, declared: str) -> str:
     ctype, name = declared.rsplit(" ", 1)
     if ctype == _TENSOR:
@@ -67,9 +86,13 @@ def _read(i: int, declared: str) -> str:
     return f'c.integer<{ctype}>({i}, "{name}")'
 
 
-def companion_ops(manifest: Manifest) -> tuple[CompanionOp, ...]:
-    """The ops of ``manifest``'s companion, one per exported entry, in library order."""
-    code = library_code(manifest, f"{manifest.library}.h")
+def companion_ops(manifest: Manifest, code: LibraryCode | None = None) -> tuple[CompanionOp, ...]:
+    """The ops of ``manifest``'s companion, one per exported entry, in library order.
+
+    ``code``: the launcher's pieces (:func:`~tl_aot.codegen.launcher_context.library_code`) as the
+    launcher stage made them, whose exports each op calls; made from ``manifest`` when not given.
+    """
+    code = code or library_code(manifest, f"{manifest.library}.h")
     ops = []
     for x, members in zip(code.exports, manifest.exports().values()):
         entry = json.loads(to_json(members[0]))
@@ -87,12 +110,13 @@ def companion_ops(manifest: Manifest) -> tuple[CompanionOp, ...]:
     return tuple(ops)
 
 
-def render_companion(manifest: Manifest, *, header_name: str) -> str:
+def render_companion(manifest: Manifest, *, header_name: str, code: LibraryCode | None = None) -> str:
     """The companion's translation unit (only what varies per library; the rest is ``tl_aot/torch_native.h``)."""
+    ops = companion_ops(manifest, code)
     return (
         _env()
         .get_template("torch_companion.cc.j2")
-        .render(lib=manifest.library, tl_aot_version=manifest.tl_aot_version, header_name=header_name, ops=companion_ops(manifest))
+        .render(lib=manifest.library, tl_aot_version=manifest.tl_aot_version, header_name=header_name, ops=ops)
     )
 
 
@@ -133,21 +157,22 @@ def _command(source: Path, output: Path, library: Path, header_dir: Path) -> lis
 
 
 def build_companion(manifest: Manifest, library: str | os.PathLike, header: str | os.PathLike, *, log=print) -> Path:
-    """Compile ``library``'s companion beside it (kept when its source and command are unchanged); returns its path."""
+    """Compile ``library``'s companion beside it (kept when its source and command are unchanged); returns its path.
+
+    Its source is the one the launcher stage wrote (:func:`companion_source`).
+    """
     library, header = Path(library).resolve(), Path(header).resolve()
     output = companion_path(library)
-    work = library.parent / ".tl_aot" / manifest.library
-    work.mkdir(parents=True, exist_ok=True)
-    source = work / f"{manifest.library}_torch.cc"
-    text = render_companion(manifest, header_name=header.name)
+    source = companion_source(library)
     cmd = _command(source, output, library, header.parent)
+    with filesystem_errors("read the torch companion's source", source, "build again: the launcher stage writes it"):
+        text = source.read_text()
     runtime = (RUNTIME_INCLUDE / "tl_aot" / "torch_native.h").read_bytes()
     key = hashlib.sha256("\0".join([text, *cmd]).encode() + runtime + library.read_bytes()).hexdigest()
-    stamp = work / "torch_companion.stamp"
+    stamp = source.with_name("torch_companion.stamp")
     if output.is_file() and stamp.is_file() and stamp.read_text() == key:
         return output
-    atomic_write(source, text)
-    run(cmd, what=f"compiling the torch companion of {library.name}", cwd=work)
+    run(cmd, what=f"compiling the torch companion of {library.name}", cwd=source.parent)
     atomic_write(stamp, key)
     if log:
         log(f"{output.name}: native torch ops ({len(manifest.exports())})")

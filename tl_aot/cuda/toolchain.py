@@ -162,19 +162,23 @@ def _toolkit_for(tool: str) -> Toolkit:
 
 
 def supported_archs(nvcc: str | None = None) -> frozenset:
-    """Compute capabilities this nvcc can target, as numbers: ``{75, 80, ..., 120}`` (asked once per nvcc)."""
-    return _list_gpu_archs(nvcc or find_nvcc())
+    """Compute capabilities this nvcc can target, as numbers: ``{75, 80, ..., 120}`` (asked once per nvcc).
 
-
-def supported_archs_of(tk: Toolkit) -> frozenset:
-    """Compute capabilities the toolkit ``tk`` can target."""
-    return _list_gpu_archs(tk.nvcc or tk.ptxas)
+    The CUDA 12 wheels' ``ptxas`` stands for its toolkit: what its NVRTC can target.
+    """
+    tool = nvcc or find_nvcc()
+    return supported_archs_of(_toolkit_for(tool)) if Path(tool).name == "ptxas" else _nvcc_archs(tool)
 
 
 @functools.cache
-def _list_gpu_archs(nvcc: str) -> frozenset:
-    if Path(nvcc).name == "ptxas":  # NVRTC + ptxas: what NVRTC can do
-        return frozenset(nvrtc_archs(_toolkit_for(nvcc).nvrtc))
+def supported_archs_of(tk: Toolkit) -> frozenset:
+    """Compute capabilities the toolkit ``tk`` can target (asked once per toolkit): its nvcc's list, or its NVRTC's."""
+    return _nvcc_archs(tk.nvcc) if tk.kind == "nvcc" else frozenset(nvrtc_archs(tk.nvrtc))
+
+
+@functools.cache
+def _nvcc_archs(nvcc: str) -> frozenset:
+    """``nvcc --list-gpu-arch`` as numbers."""
     out = run([nvcc, "--list-gpu-arch"], what="nvcc --list-gpu-arch")
     nums = set()
     for line in out.split():

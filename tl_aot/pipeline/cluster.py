@@ -54,8 +54,8 @@ from .variant_task import ToolsetMismatch, accept_result, pack_task
 
 if TYPE_CHECKING:
     from .plan import Task
-    from .scheduler import VariantRun
     from .stages import Stages
+    from .variant_run import VariantRun
 
 __all__ = ["ClusterError", "connect", "vet_workers", "toolset_tag", "run_on_cluster", "CLUSTER_ENV"]
 
@@ -179,7 +179,7 @@ def run_on_cluster(
 ) -> VariantRun:
     """Build ``todo`` (plan tasks) on the cluster at ``address``; verify, cache and record each; then the launcher here.
 
-    Fills ``run`` (a :class:`~tl_aot.pipeline.scheduler.VariantRun`) as :func:`~tl_aot.pipeline.scheduler.run_variants`
+    Fills ``run`` (a :class:`~tl_aot.pipeline.variant_run.VariantRun`) as :func:`~tl_aot.pipeline.scheduler.run_variants`
     does; ``launcher=False`` (a shard) builds the variants only.
     """
     client = connect(address)

@@ -22,25 +22,24 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..codegen.torch_native import update_companion
-from ..common.cpp_spelling import image_symbol
+from ..codegen.torch_native import companion_source, update_companion
 from ..common.fs_errors import filesystem_errors
 from ..common.metadata import LeftOut, Manifest
 from ..common.tilelang_compat import warn_if_untested
 from ..config.kernel_spec import LibrarySpec
-from .image_packs import ImagePacks, pack_built, packs_line
-from .link import link, publish
-from .manifest import image_files, manifest_of
+from .image_packs import ImagePacks
+from .link import Provenance, link_and_publish
+from .manifest import image_files, with_image_sizes
 from .options import BuildOptions, Log
 from .plan import Plan, plan_build
 from .run import build_variants
-from .scheduler import Failure, VariantRun, default_jobs, first_error_line
+from .scheduler import default_jobs
 from .stages import objects_key
 from .stamp import up_to_date
+from .variant_run import Failure, VariantRun, first_error_line
 from .workspace import Workspace, workspace
 
 __all__ = ["build_library", "BuildResult", "default_jobs", "first_error_line"]
@@ -154,7 +153,8 @@ def build_library(
     warn_if_untested(log)
     with ws.held(f"building {ws.out.library}", log), filesystem_errors("write", None):
         plan = plan_build(lib, ws.cache, force=force, packs=image_packs)
-        current = up_to_date(plan, ws.out, force=force, packs=image_packs)
+        source = companion_source(ws.out.library) if torch_ops else None  # the companion's, written with the launcher
+        current = up_to_date(plan, ws.out, force=force, packs=image_packs, companion=source)
         if current is not None:
             if log:
                 log(f"lib{plan.lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")
@@ -163,56 +163,47 @@ def build_library(
             if ws.unwritable is not None:
                 raise ws.unwritable
             run = build_variants(plan, ws.work, ws.cache, opts)
-            result = _publish(plan, run, ws, opts, t_start, image_packs)
+            result = _link_and_publish(plan, run, ws, opts, image_packs)
+            _log_summary(opts.log, result, run, plan, opts.jobs, t_start)
         companion = update_companion(result.manifest, result.library, result.header, wanted=torch_ops, log=log)
         return replace(result, torch_companion=companion)
 
 
-def _publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, t_start: float, packs: ImagePacks | None) -> BuildResult:
-    """Stages link and publish, then the summary."""
+def _link_and_publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOptions, packs: ImagePacks | None) -> BuildResult:
+    """Stages link and publish over what the run made (:func:`~tl_aot.pipeline.link.link_and_publish`); what was built."""
+    assert run.launcher is not None and run.runtime_obj is not None  # a whole build compiled both
     images = image_files(run.tasks, run.images)
-    kept = {id(t.spec) for t in run.tasks}
-    lib = LibrarySpec(name=plan.lib.name, entries=tuple(e for e in plan.lib.entries if id(e) in kept))
-    manifest = manifest_of(lib, run.tasks, run.lowered, plan.nvcc_version, {t.key: len(run.images[t.key]) for t in run.tasks})
-    manifest = replace(manifest, left_out=tuple(run.left_out))
-    t0 = time.perf_counter()
-    assert run.launcher_obj is not None and run.runtime_obj is not None  # a whole build compiled both
-    objects = (run.launcher_obj, run.runtime_obj)
-    key = objects_key(plan.nvcc_version, plan.tvm_ffi_version)
-    packed = None
-    if packs is not None:
-        by_symbol = {image_symbol(t.spec.name, t.arch): (t.arch, run.images[t.key]) for t in run.tasks}
-        packed = pack_built(manifest, by_symbol, packs, nvcc_version=plan.nvcc_version, cache=ws.cache.root, jobs=opts.jobs)
-        images = packed.refs
-    built = link(lib.name, ws.work, manifest, images, objects, cache=ws.cache.root, key=key, force=opts.force)
-    run.spent.link = time.perf_counter() - t0
-    run.progress.step(f"link lib{lib.name}.so")
-    inputs = sorted({(p, d) for t in run.tasks for p, d in run.lowered[t.key].inputs})
-    publish(
-        built,
-        ws.out,
+    manifest = replace(with_image_sizes(run.launcher.manifest, images), left_out=tuple(run.left_out))
+    inputs = tuple(sorted({(p, d) for t in run.tasks for p, d in run.lowered[t.key].inputs}))
+    run.spent.link = link_and_publish(
         manifest,
-        run.header_text,
-        lib_key=plan.lib_key,
-        inputs=inputs,
-        deps=plan.deps,
+        images,
+        run.launcher,
+        run.runtime_obj,
+        work=ws.work,
+        out=ws.out,
+        cache=ws.cache.root,
+        key=objects_key(plan.nvcc_version, plan.tvm_ffi_version),
+        provenance=Provenance(plan.lib_key, inputs, plan.deps),
         stamp=not run.failures,
-        packs=packed.packs if packed else None,
+        packs=packs,
+        jobs=opts.jobs,
+        force=opts.force,
+        progress=run.progress,
+        log=opts.log,
     )
-    if packed and opts.log:
-        opts.log(packs_line(packed))
     reports = tuple(
         VariantReport(t.spec.name, str(t.arch), len(run.images[t.key]), run.seconds.get(t.key, 0.0), t.key not in run.seconds)
         for t in run.tasks
     )
     out = ws.out
-    result = BuildResult(out.library, out.header, manifest, False, tuple(run.rebuilt), reports, out.depfile, plan.deps, tuple(run.failures))
-    if opts.log:
-        _log_summary(opts.log, result, run, plan, opts.jobs, t_start)
-    return result
+    return BuildResult(out.library, out.header, manifest, False, tuple(run.rebuilt), reports, out.depfile, plan.deps, tuple(run.failures))
 
 
-def _log_summary(log: Callable[[str], object], result: BuildResult, run: VariantRun, plan: Plan, jobs: int, t_start: float) -> None:
+def _log_summary(log: Log, result: BuildResult, run: VariantRun, plan: Plan, jobs: int, t_start: float) -> None:
+    """The build's last lines: what was left out, the table of variants, where the job time went, the library and its compiler."""
+    if not log:
+        return
     if result.manifest.left_out:
         log(f"left out {len(result.manifest.left_out)} variant(s) that failed (--keep-going):")
         for x in result.manifest.left_out:

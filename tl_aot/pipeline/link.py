@@ -1,5 +1,7 @@
 """Stages 5 and 6, link and publish: the manifest, images and objects → ``lib<name>.so``, swapped into place with its header.
 
+* :func:`link_and_publish`: both, as every kind of build ends (a one-machine build, ``link`` of a
+  sharded one): the images embedded, or packed beside the library (:mod:`tl_aot.pipeline.image_packs`).
 * :func:`link`: the manifest, images, launcher and runtime objects → ``lib<name>.so`` in the work folder.
 * :func:`publish`: that library, its image packs, header, stamp and depfile (:mod:`tl_aot.pipeline.stamp`) swapped into place together.
 """
@@ -7,8 +9,11 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..codegen.render import render_manifest
 from ..common.destinations import StagedFiles
@@ -16,11 +21,82 @@ from ..common.fileutil import write_if_different
 from ..common.metadata import Manifest
 from ..cuda.host_compile import embed_images, link_library
 from ..cuda.host_objects import generated_object
-from .image_packs import PACK_SUFFIX
+from .image_packs import PACK_SUFFIX, ImagePacks, pack_built, packs_line
+from .options import Log
+from .progress import Progress
 from .stamp import Input, depfile_text, stamp_text
 from .workspace import Outputs
 
-__all__ = ["link", "publish"]
+if TYPE_CHECKING:
+    from ..common.arch import Arch
+    from .variant_run import Launcher
+
+__all__ = ["Provenance", "link", "link_and_publish", "publish"]
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a library came from, as its stamp and depfile record it (:mod:`tl_aot.pipeline.stamp`).
+
+    ``lib_key``: the library's key; ``inputs``: (path, digest) of every file lowering read;
+    ``deps``: what the depfile names (every kernel file and local module).
+    """
+
+    lib_key: str
+    inputs: tuple[Input, ...] = ()
+    deps: tuple[Path, ...] = ()
+
+
+def link_and_publish(
+    manifest: Manifest,
+    images: Mapping[str, tuple[Arch, bytes]],
+    launcher: Launcher,
+    runtime_obj: Path,
+    *,
+    work: Path,
+    out: Outputs,
+    cache: Path,
+    key: str,
+    provenance: Provenance,
+    stamp: bool,
+    packs: ImagePacks | None = None,
+    jobs: int = 1,
+    force: bool = False,
+    progress: Progress | None = None,
+    log: Log = None,
+) -> float:
+    """Link ``manifest``'s library from its images (symbol -> (arch, image)) and objects, and publish it with the launcher's header.
+
+    With ``packs`` the images go beside the library, one pack per arch (:func:`pack_built`; the
+    library embeds references), else they are embedded. ``stamp``: write the stamp (without, a
+    build that left variants out or a sharded build's link, a stale one is removed); the depfile
+    is written whenever ``out`` names one. ``key``, ``cache``, ``force``: as :func:`link` takes
+    them. Returns the seconds spent packing and linking (the summary's "link").
+    """
+    t0 = time.perf_counter()
+    embedded = {symbol: image for symbol, (_, image) in images.items()}
+    packed = None
+    if packs is not None:
+        packed = pack_built(manifest, dict(images), packs, nvcc_version=manifest.nvcc_version, cache=cache, jobs=jobs)
+        embedded = packed.refs
+    built = link(manifest.library, work, manifest, embedded, (launcher.obj, runtime_obj), cache=cache, key=key, force=force)
+    seconds = time.perf_counter() - t0
+    if progress is not None:
+        progress.step(f"link {built.name}")
+    publish(
+        built,
+        out,
+        manifest,
+        launcher.header_text,
+        lib_key=provenance.lib_key,
+        inputs=provenance.inputs,
+        deps=provenance.deps,
+        stamp=stamp,
+        packs=packed.packs if packed else None,
+    )
+    if packed and log:
+        log(packs_line(packed))
+    return seconds
 
 
 def link(

@@ -22,9 +22,10 @@ from ..cuda.toolchain import compiler_description
 from ..gpu.cuda_compat import image_floor, library_floor
 
 if TYPE_CHECKING:
+    from ..common.arch import Arch
     from .plan import Task
 
-__all__ = ["manifest_of", "entry_head", "manifest_from", "compiler_or_none", "image_files", "image_files_by_symbol"]
+__all__ = ["manifest_of", "entry_head", "manifest_from", "compiler_or_none", "image_files", "image_files_of_heads", "with_image_sizes"]
 
 
 def manifest_of(
@@ -151,11 +152,24 @@ def _sig(v: LoweredVariant) -> str:
     return ", ".join(f"{p.name}:{p.dtype}{list(p.shape) if p.is_tensor else ''}" for p in v.params)
 
 
-def image_files(tasks: Iterable[Task], images: Mapping[str, bytes]) -> dict[str, bytes]:
-    """Image symbol -> bytes for the tasks' variants."""
-    return {image_symbol(t.spec.name, t.arch): images[t.key] for t in tasks}
+def with_image_sizes(manifest: Manifest, images: Mapping[str, tuple[Arch, bytes]]) -> Manifest:
+    """``manifest`` (made before nvcc was done: the launcher's) with each variant's image size, from ``images`` (symbol -> (arch, image)).
+
+    The size is the one field of a manifest that waits for the images: the launcher stage's manifest
+    and this one are otherwise the same, so the link stage does not make it again.
+    """
+    entries = tuple(
+        replace(e, variants=tuple(replace(v, image_bytes=len(images[image_symbol(e.name, v.arch)][1])) for v in e.variants))
+        for e in manifest.entries
+    )
+    return replace(manifest, entries=entries)
 
 
-def image_files_by_symbol(heads, images: Mapping[str, bytes]) -> dict[str, bytes]:
-    """Image symbol -> bytes for :func:`manifest_from`'s heads ((entry head, [(arch, key), ...]))."""
-    return {image_symbol(head.name, arch): images[key] for head, arch_keys in heads for arch, key in arch_keys}
+def image_files(tasks: Iterable[Task], images: Mapping[str, bytes]) -> dict[str, tuple[Arch, bytes]]:
+    """Image symbol -> (arch, image) for the tasks' variants: what the link stage embeds or packs."""
+    return {image_symbol(t.spec.name, t.arch): (t.arch, images[t.key]) for t in tasks}
+
+
+def image_files_of_heads(heads, images: Mapping[str, bytes]) -> dict[str, tuple[Arch, bytes]]:
+    """Image symbol -> (arch, image) for :func:`manifest_from`'s heads ((entry head, [(arch, key), ...]))."""
+    return {image_symbol(head.name, arch): (arch, images[key]) for head, arch_keys in heads for arch, key in arch_keys}

@@ -15,8 +15,10 @@ from .cache import VariantCache
 from .cluster import run_on_cluster
 from .options import BuildOptions
 from .plan import Plan, Task
-from .scheduler import Progress, VariantRun, run_variants
+from .progress import Progress
+from .scheduler import run_variants
 from .stages import Each, Stages, one_by_one
+from .variant_run import VariantRun
 
 if TYPE_CHECKING:
     from .shared_cache import SharedCache
@@ -27,9 +29,9 @@ __all__ = ["build_variants", "VariantsOnly", "all_failed"]
 class VariantsOnly(Stages):
     """The stages of a shard: variants lowered, compiled and cached; no launcher, no runtime object."""
 
-    def launcher(self, run: VariantRun, each: Each = one_by_one) -> tuple[str, None]:
+    def launcher(self, run: VariantRun, each: Each = one_by_one) -> None:
         """No launcher: a shard holds variants only."""
-        return "", None
+        return None
 
     def runtime(self):
         """No runtime object: a shard holds variants only."""

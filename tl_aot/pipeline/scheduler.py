@@ -17,32 +17,23 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import os
-import re
-import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import NamedTuple
 
-from ..capture.record_specs import origin_of_spec
 from ..common.errors import CompileError, SpecError, TlAotError
-from ..common.metadata import LeftOut, LoweredVariant
+from ..common.metadata import LoweredVariant
 from ..lower.lower_worker import LoweringPool
 from .batching import MAX_BATCH, Batcher, batch_size
 from .job_slots import COMPILE, LOWER, JobSlots
 from .launcher_faults import ISSUES, LauncherCodeError
 from .plan import Task
+from .progress import Progress
+from .variant_run import VariantRun
 
 __all__ = [
     "default_jobs",
     "lowering_workers",
     "batch_size",
     "MAX_BATCH",
-    "Progress",
-    "Timings",
-    "Failure",
-    "first_error_line",
-    "VariantRun",
     "run_variants",
     "launcher_stage",
     "longest_first",
@@ -104,104 +95,11 @@ def lowering_workers(jobs: int, variants: int) -> int:
     return max(1, min(variants, _jobs_in_memory(jobs), jobs))
 
 
-class Progress:
-    """``[3/22 4.1 s, ~20 s left] lower gemm_bf16 sm_90a``: one numbered line per step, from any thread."""
-
-    def __init__(self, total: int, log) -> None:
-        self.total = total
-        self.n = 0
-        self.log = log
-        self._lock = threading.Lock()
-        self._t0 = time.perf_counter()
-
-    def step(self, text: str) -> None:
-        """One line: step count, time since the build started and, past a few steps, an estimate of what is left."""
-        with self._lock:
-            self.n += 1
-            if self.log:
-                elapsed = time.perf_counter() - self._t0
-                left = elapsed / self.n * (self.total - self.n)
-                eta = f", ~{left:.0f} s left" if self.n >= 3 and self.total - self.n > 1 else ""
-                self.log(f"[{self.n}/{self.total} {elapsed:.1f} s{eta}] {text}")
-
-
-@dataclass
-class Timings:
-    """Job seconds a build spent per kind of work (summed over its jobs, so more than the wall time with ``-j``)."""
-
-    lowering: float = 0.0
-    nvcc: float = 0.0
-    host: float = 0.0  # the launcher's compile
-    link: float = 0.0
-
-
-class Failure(NamedTuple):
-    """A variant a tolerant build left out, and why."""
-
-    entry: str
-    arch: str
-    message: str
-
-
-def first_error_line(message: str) -> str:
-    """The line of an error that says what went wrong: the underlying exception's (``ValueError: ...``), else the first."""
-    lines = [ln.strip() for ln in str(message).strip().splitlines() if ln.strip()]
-    if not lines:
-        return "unknown error"
-    cause = next((ln for ln in lines[1:] if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Failure)\b.*:", ln)), None)
-    return (cause or lines[0])[:300]
-
-
-@dataclass
-class VariantRun:
-    """What the lower, compile and launcher stages produced for a build's variants (filled as they finish)."""
-
-    lib_name: str
-    lowered: dict[str, LoweredVariant]  # key -> variant, cached ones included
-    images: dict[str, bytes]  # key -> image, cached ones included
-    tasks: list[Task]  # the tasks left once failed variants are dropped
-    progress: Progress
-    header_text: str = ""
-    seconds: dict[str, float] = field(default_factory=dict)  # key -> seconds, for variants built in this run
-    rebuilt: list[tuple[str, str]] = field(default_factory=list)  # (entry, arch)
-    failures: list[Failure] = field(default_factory=list)  # left out by a tolerant build
-    left_out: list[LeftOut] = field(default_factory=list)  # the same, as the manifest records them
-    spent: Timings = field(default_factory=Timings)
-    workers: int = 1
-    cluster: str = ""  # the Dask scheduler whose workers built the variants ("": this machine)
-    runtime_obj: Path | None = None
-    launcher_obj: Path | None = None
-    #: (entry, arch) -> position in the plan: what is left out is listed in plan order, not in the order it failed
-    _rank: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
-
-    def __post_init__(self) -> None:
-        self._rank = {(t.spec.name, str(t.arch)): i for i, t in enumerate(self.tasks)}
-
-    def fail(self, task: Task, error: BaseException) -> None:
-        """Record ``task`` as left out with ``error`` (a tolerant build goes on without it).
-
-        ``left_out`` stays in plan order whatever order variants fail in (it is in the manifest,
-        whose bytes must not depend on ``-j`` or on which worker finished first).
-        """
-        entry, arch = task.spec.name, str(task.arch)
-        self.failures.append(Failure(entry, arch, str(error)))
-        text = first_error_line(str(error)).removeprefix(f"entry {entry!r} ({arch}): ")
-        self.left_out.append(LeftOut(entry, arch, text, origin_of_spec(task.spec)))
-        self.left_out.sort(key=lambda x: self._rank.get((x.entry, x.arch), len(self._rank)))
-        self.lowered.pop(task.key, None)
-
-    def built(self, task: Task, image: bytes, seconds: float) -> None:
-        """Record ``task``'s image, made in this run in ``seconds``."""
-        self.images[task.key] = image
-        self.seconds[task.key] = seconds
-        self.rebuilt.append((task.spec.name, str(task.arch)))
-
-
 def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: bool, progress: Progress) -> VariantRun:
     """Lower and compile ``todo`` (plan tasks) and compile the launcher, in parallel within ``jobs`` slots.
 
     ``stages`` gives ``lower(task, lower_fn)``, ``compile_many(pairs)``, ``launcher(run)`` (renders
-    and compiles the launcher of ``run.tasks``; returns the header text and the object) and ``runtime()``. A
+    and compiles the launcher of ``run.tasks``: a :class:`~tl_aot.pipeline.stages.Launcher`) and ``runtime()``. A
     failing variant stops the build, or with ``keep_going`` is recorded in ``run.failures``.
     """
     slots = JobSlots(jobs)
@@ -318,7 +216,7 @@ def _launcher(run: VariantRun, stages, held, keep_going: bool) -> None:
 
 
 def launcher_stage(run: VariantRun, stages, each, *, keep_going: bool) -> None:
-    """Render and compile the launcher of ``run``'s tasks into ``run`` (its header text and object).
+    """Render and compile the launcher of ``run``'s tasks into ``run.launcher``.
 
     Entries whose generated code fails to compile (a :class:`LauncherCodeError`: a tl_aot bug) stop
     the build, or with ``keep_going`` are left out, every arch of them, as variants that failed to
@@ -328,7 +226,7 @@ def launcher_stage(run: VariantRun, stages, each, *, keep_going: bool) -> None:
     while True:
         run.tasks = stages.without_failures(run)
         try:
-            run.header_text, run.launcher_obj = stages.launcher(run, each)
+            run.launcher = stages.launcher(run, each)
             return
         except LauncherCodeError as e:
             if not keep_going or not _leave_out_bad_code(run, e):

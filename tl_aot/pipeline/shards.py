@@ -27,24 +27,25 @@ from pathlib import Path
 
 from ..capture.record_specs import choices_of, recorded_calls, recorded_tunings
 from ..common.arch import parse_arch
-from ..common.cpp_spelling import image_symbol
 from ..common.destinations import ensure_folder
 from ..common.errors import SpecError
 from ..common.metadata import LeftOut, LoweredEntry, LoweredVariant
 from ..config.kernel_spec import LibrarySpec
 from .cache import VariantCache, default_cache_dir
-from .image_packs import ImagePacks, pack_built, packs_line
+from .image_packs import ImagePacks
 from .job_slots import in_threads
 from .launcher_faults import ISSUES, LauncherCodeError
-from .link import link, publish
-from .manifest import compiler_or_none, entry_head, image_files_by_symbol, manifest_from
+from .link import Provenance, link_and_publish
+from .manifest import compiler_or_none, entry_head, image_files_of_heads, manifest_from, with_image_sizes
 from .options import BuildOptions, Log
 from .part import PART_FORMAT, Part, PartError, PartTask
 from .plan import Plan, plan_build, shard_of
+from .progress import Progress
 from .run import build_variants
-from .scheduler import Progress, VariantRun, default_jobs
+from .scheduler import default_jobs
 from .stages import Stages
 from .toolset import differences, local_toolset
+from .variant_run import VariantRun
 from .workspace import Outputs, workspace
 
 __all__ = ["parse_shard", "shard_of", "build_part", "check_parts", "link_parts", "Part", "PartError", "PART_FORMAT"]
@@ -179,9 +180,9 @@ def _left_out(first: Part, by_k: dict[int, Part], bad_code: tuple[LeftOut, ...] 
 
 
 def _launcher_of(first: Part, heads: list, lowered: dict, stages: Stages, *, keep_going: bool, log: Log):
-    """The launcher of ``heads`` (header text, object); with ``keep_going``, without the entries whose generated code fails.
+    """The launcher of ``heads``; with ``keep_going``, without the entries whose generated code fails.
 
-    Returns the heads kept, the header text, the launcher object and a :class:`LeftOut` per variant left
+    Returns the heads kept, the launcher and a :class:`LeftOut` per variant left
     out (the compiler's first error line, named a tl_aot bug, as ``build --keep-going`` records it).
     """
     name, nvcc, tilelang = first.library, first.nvcc_version, first.tilelang_version
@@ -189,8 +190,8 @@ def _launcher_of(first: Part, heads: list, lowered: dict, stages: Stages, *, kee
     while True:
         signatures = manifest_from(name, heads, lowered, nvcc, tilelang, compiler=first.compiler)
         try:
-            header_text, launcher = stages.launcher_of(signatures, in_threads(default_jobs()))  # its units on every core
-            return heads, header_text, launcher, tuple(left)
+            launcher = stages.launcher_of(signatures, in_threads(default_jobs()))  # its units on every core
+            return heads, launcher, tuple(left)
         except LauncherCodeError as e:
             bad = set(e.entries)
             if not keep_going or not bad & {head.name for head, _ in heads}:
@@ -274,31 +275,33 @@ def link_parts(
     header_dir = ensure_folder(Path(header_dir).resolve(), "header folder") if header_dir else out_dir
     out = Outputs(out_dir / f"lib{name}.so", header_dir / f"{name}.h", work / "stamp.json", None)
     cache = VariantCache(Path(cache_dir).resolve() if cache_dir else default_cache_dir(out_dir))
-    nvcc, tilelang = first.nvcc_version, first.tilelang_version
+    nvcc = first.nvcc_version
     stages = Stages(work, cache, nvcc, first.tvm_ffi_version, Progress(2, None))
-    heads, header_text, launcher, bad_code = _launcher_of(first, heads, lowered, stages, keep_going=keep_going, log=log)
+    heads, launcher, bad_code = _launcher_of(first, heads, lowered, stages, keep_going=keep_going, log=log)
     held = {head.capture_key for head, _ in heads}
-    manifest = manifest_from(name, heads, lowered, nvcc, tilelang, {k: len(img) for k, img in images.items()}, compiler=first.compiler)
+    embedded = image_files_of_heads(heads, images)
     manifest = replace(
-        manifest,
+        with_image_sizes(launcher.manifest, embedded),
         left_out=_left_out(first, by_k, bad_code),
         tunings=tuple(t for t in first.tunings if t.request_key in held),
         calls=tuple(c for c in first.calls if c.request_key in held),
     )
-    objects = (launcher, stages.runtime())
-    embedded = image_files_by_symbol(heads, images)
-    packed = None
-    if image_packs is not None:
-        by_symbol = {image_symbol(head.name, arch): (arch, images[key]) for head, arch_keys in heads for arch, key in arch_keys}
-        packed = pack_built(manifest, by_symbol, image_packs, nvcc_version=nvcc, cache=cache.root, jobs=default_jobs())
-        embedded = packed.refs
-    built = link(name, work, manifest, embedded, objects, cache=cache.root, key=stages.objects_key)
-    publish(
-        built, out, manifest, header_text, lib_key=first.lib_key, inputs=[], deps=(), stamp=False, packs=packed.packs if packed else None
+    link_and_publish(
+        manifest,
+        embedded,
+        launcher,
+        stages.runtime(),
+        work=work,
+        out=out,
+        cache=cache.root,
+        key=stages.objects_key,
+        provenance=Provenance(first.lib_key),
+        stamp=False,
+        packs=image_packs,
+        jobs=default_jobs(),
+        log=log,
     )
     if log:
-        if packed:
-            log(packs_line(packed))
         if failed:
             log(f"left out {len(failed)} variant(s) the shards could not build: " + ", ".join(f"{t.entry} {t.arch}" for t in failed))
         log(f"linked {out.library} from {len(parts)} part(s) ({len(images)} variants) in {time.perf_counter() - t0:.1f} s")

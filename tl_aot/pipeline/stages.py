@@ -9,7 +9,8 @@ it may raise, and knows nothing of threads (:mod:`tl_aot.pipeline.scheduler` run
 * :meth:`Stages.compile_many`: lowered variants → their images
   (:mod:`tl_aot.pipeline.images`; several at once share one nvcc front end), stored in the cache;
   raises :class:`CompileError`, also when a header its flags name changed during nvcc.
-* :meth:`Stages.launcher`: the lowered variants → the launcher object and the header's text (a big
+* :meth:`Stages.launcher`: the lowered variants → a :class:`Launcher`: the launcher object and the
+  header's text, the torch companion's source written beside them (a big
   library's launcher is several units, compiled as independent jobs the caller runs: ``each``);
   raises :class:`~tl_aot.pipeline.launcher_faults.LauncherCodeError` naming the entries whose
   generated code fails to compile (a tl_aot bug: found by compiling the failing units' entries apart).
@@ -26,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..capture.record_specs import origin_of_spec
 from ..codegen import launcher_units
+from ..codegen.launcher_context import library_code
 from ..codegen.render import render_header, render_launcher_units
+from ..codegen.torch_native import companion_source_name, render_companion
 from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, LoweringError, TlAotError
 from ..common.fileutil import write_if_different
@@ -41,13 +44,15 @@ from .images import image_of, images_of
 from .inputs import project_of
 from .launcher_faults import LauncherCodeError, code_fault, find_bad_code
 from .manifest import manifest_of
+from .variant_run import Launcher
 
 if TYPE_CHECKING:
     from .plan import Task
-    from .scheduler import Progress, VariantRun
+    from .progress import Progress
     from .shared_cache import SharedCache
+    from .variant_run import VariantRun
 
-__all__ = ["Each", "Stages", "objects_key", "one_by_one", "project_of", "image_of"]
+__all__ = ["Each", "Launcher", "Stages", "objects_key", "one_by_one", "project_of", "image_of"]
 
 #: Runs independent jobs and returns their results in order (the first error raised): the
 #: launcher's units. :func:`one_by_one` here; the scheduler runs them in its job slots.
@@ -150,13 +155,13 @@ class Stages:
         tool = "cutedsl" if variant.backend == "cutedsl" else "nvcc"
         self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {took})")
 
-    def launcher(self, run: VariantRun, each: Each = one_by_one) -> tuple[str, Path | None]:
-        """Render the header and launcher of what was lowered and compile the launcher; returns the header text and the object."""
+    def launcher(self, run: VariantRun, each: Each = one_by_one) -> Launcher | None:
+        """Render the header and launcher of what was lowered and compile the launcher (None: a stage set without one)."""
         lib = LibrarySpec(name=run.lib_name, entries=_entries_of(run.tasks))
         return self.launcher_of(manifest_of(lib, run.tasks, run.lowered, self.nvcc_version), each)
 
-    def launcher_of(self, signatures: Manifest, each: Each = one_by_one) -> tuple[str, Path]:
-        """The header text and compiled launcher of a library whose entries and variants ``signatures`` holds.
+    def launcher_of(self, signatures: Manifest, each: Each = one_by_one) -> Launcher:
+        """The launcher of a library whose entries and variants ``signatures`` holds: its pieces, header text, object.
 
         What a one-machine build and ``link`` (from the parts' entry heads) both run. A big
         library's launcher is several units (:mod:`tl_aot.codegen.launcher_units`: the same cut
@@ -168,10 +173,13 @@ class Stages:
         compile at all.
         """
         name = signatures.library
-        header_text = render_header(signatures)
-        texts = render_launcher_units(signatures, header_name=f"{name}.h")
+        code = library_code(signatures, f"{name}.h")  # rendered into the header, the units and the torch companion
+        header_text = render_header(signatures, code=code)
+        texts = render_launcher_units(signatures, header_name=f"{name}.h", code=code)
         files = [f"{name}.cc", *(f"{name}.unit{k}.cc" for k in range(1, len(texts)))]
         write_if_different(self.work / f"{name}.h", header_text)  # kept to read, and named in compile errors
+        companion = render_companion(signatures, header_name=f"{name}.h", code=code)
+        write_if_different(self.work / companion_source_name(name), companion)  # compiled when torch ops are wanted
         for file, text in zip(files, texts):
             write_if_different(self.work / file, text)
         for stale in set(self.work.glob(f"{name}.unit*.cc")) - {self.work / f for f in files}:
@@ -205,7 +213,7 @@ class Stages:
         done = (f"{took}" if compiled else "unchanged, reused") if len(made) == 1 else f"{len(made)} units, {compiled} compiled, {took}"
         exports = len(dict.fromkeys(e.export or e.name for e in signatures.entries))
         self.progress.step(f"launcher {name}.cc ({exports} entries, {done})")
-        return header_text, obj
+        return Launcher(signatures, header_text, obj)
 
     def _launcher_fault(
         self, signatures: Manifest, refused: list[tuple[int, BaseException]], files: list[str], each: Each

@@ -38,18 +38,21 @@ class Current:
     inputs: tuple[Input, ...]
 
 
-def up_to_date(plan: Plan, out: Outputs, *, force: bool, packs: ImagePacks | None) -> Current | None:
+def up_to_date(plan: Plan, out: Outputs, *, force: bool, packs: ImagePacks | None, companion: Path | None = None) -> Current | None:
     """The library on disk when it is what ``plan`` builds (its stamp says so; its depfile is written again), else None.
 
     A stamp of another shape or key, a library or header changed since, an input header changed
-    since, or (with image packs) a pack missing beside the library: not current (built again), never
-    an error. A path the depfile cannot spell is refused either way, before anything is replaced.
+    since, (with image packs) a pack missing beside the library, or ``companion`` (the torch
+    companion's source, when it is wanted: written with the launcher) missing: not current (built
+    again), never an error. A path the depfile cannot spell is refused either way, before anything is replaced.
     """
     current = None if force or not out.header.is_file() else _read_stamp(out, plan.lib_key)
     if current is not None and packs is not None:
         labels = {pack_label(t.arch) for t in plan.tasks}
         if not all(out.library.with_name(pack_name(plan.lib.name, label)).is_file() for label in labels):
             current = None
+    if current is not None and companion is not None and not companion.is_file():
+        current = None
     if out.depfile:
         depfile = depfile_text(out.library, plan.deps, current.inputs if current else ())  # refuses what it cannot spell
         if current is not None:
