@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..common.file_names import case_safe_stem
 from ..common.fileutil import write_if_different
 from ..common.versions import __version__
 from .image_assembly import image_assembly
@@ -60,12 +61,13 @@ def embed_images(workdir: Path, images: Mapping[str, bytes], out: str, *, what: 
     Each image is written to ``<symbol>.bin`` in ``workdir`` (left alone when it already holds
     those bytes), named by one generated assembly file ``<out>.s`` (:mod:`tl_aot.cuda.image_assembly`)
     and assembled in one run of the host compiler: linear in the images, where merging them into
-    the object one at a time cost their square. The object holds no path of ``workdir``.
+    the object one at a time cost their square. ``Copy__sm_90a``'s file is ``Copy__sm_90a-<digest>.bin``
+    (:func:`~tl_aot.common.file_names.case_safe_stem`). The object holds no path of ``workdir``.
     """
     workdir = Path(workdir)
     files: dict[str, tuple[str, bytes]] = {}
     for name, data in images.items():
-        file = f"{name}.bin"
+        file = f"{case_safe_stem(name)}.bin"  # Copy and copy: two files on a case-insensitive file system too
         write_if_different(workdir / file, data)
         files[name] = (file, data)
     source = f"{out}.s"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, FailedProcessError, TlAotError, tool_signal
+from ..common.file_names import case_safe_stem
 from ..common.metadata import LoweredVariant
 from ..cuda.device_image import Unit, compile_image, compile_images
 from ..lower.cutedsl import compile_cubin, match_kernels
@@ -79,7 +80,7 @@ def images_of(variants: list[tuple[LoweredVariant, str]], arch, work: Path, on_d
 
 
 def _unit(variant: LoweredVariant, arch) -> Unit:
-    stem = f"{variant.entry}__{arch.sm}{'_ptx' if arch.ptx else ''}"
+    stem = case_safe_stem(f"{variant.entry}__{arch.sm}{'_ptx' if arch.ptx else ''}")
     return Unit(stem, variant.cuda_source, f"nvcc ({variant.entry}, {arch})")
 
 
