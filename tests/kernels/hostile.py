@@ -82,3 +82,35 @@ def jit_last_out(n: int = 256, block: int = 128):
                 Y[bx * block + i] = X[bx * block + i]
 
     return main
+
+
+class Ops:
+    """Kernels grouped in a class, as operator libraries write them: reached as ``hostile.py:Ops.<method>``."""
+
+    scale = 3.0
+
+    @staticmethod
+    @tilelang.jit(out_idx=-1)
+    def doubled(n: int = 256, block: int = 128):
+        """``@staticmethod`` over ``@tilelang.jit``."""
+
+        @T.prim_func
+        def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+            with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+                for i in T.Parallel(block):
+                    Y[bx * block + i] = X[bx * block + i] * 2.0
+
+        return main
+
+    @classmethod
+    @tilelang.jit(out_idx=-1)
+    def scaled(cls, n: int = 256, block: int = 128):
+        """``@classmethod`` over ``@tilelang.jit``: the class is its first argument (``cls.scale``)."""
+
+        @T.prim_func
+        def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+            with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+                for i in T.Parallel(block):
+                    Y[bx * block + i] = X[bx * block + i] * cls.scale
+
+        return main

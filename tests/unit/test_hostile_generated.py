@@ -352,7 +352,9 @@ def _lower(function, arch, args):
     from tl_aot.common.arch import parse_arch
     from tl_aot.lower.lower import lower_variant
 
-    spec = KernelSpec.create(name=f"hostile_{function}", source=KERNELS / "hostile.py", function=function, args=args, archs=[arch])
+    spec = KernelSpec.create(
+        name=f"hostile_{function.replace('.', '_')}", source=KERNELS / "hostile.py", function=function, args=args, archs=[arch]
+    )
     return lower_variant(spec, parse_arch(arch))
 
 
@@ -460,3 +462,44 @@ def test_a_bare_negative_out_idx_returns_the_last_parameter():
     v = _lower("jit_last_out", "90a", {})
     assert [(p.name, p.output) for p in v.params] == [("X", False), ("Y", True)]
     assert json.loads(v.request)["options"]["out_idx"] == [-1]
+
+
+# --------------------------------------------------------------------------------------------
+# Kernels that are methods of a class: FILE.py:Class.method
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "factor"), [("doubled", "0x1p+1f"), ("scaled", "0x1.8p+1f")], ids=["staticmethod", "classmethod"])
+def test_jit_methods_of_a_class_build_as_class_dot_method(method, factor):
+    """``hostile.py:Ops.doubled`` (a ``@staticmethod``) and ``Ops.scaled`` (a ``@classmethod``, ``cls`` bound) lower."""
+    v = _lower(f"Ops.{method}", "90a", {"n": 512})
+    assert [(p.name, p.shape, p.output) for p in v.params] == [("X", (512,), False), ("Y", (512,), True)]
+    assert f"* {factor}" in v.cuda_source  # 2.0, and the class's own scale = 3.0
+
+
+def test_class_dot_method_targets_name_the_entry_after_the_method_and_point_at_its_line():
+    from tl_aot.config.user_code import function_line
+    from tl_aot.frontends.cli_library import library_of
+    from tl_aot.frontends.cli_parser import build_parser
+
+    args = build_parser().parse_args(["build", "k/hostile.py:Ops.scaled", "--arch", "sm_90a"])
+    lib = library_of(args, "build")
+    assert (lib.name, lib.entries[0].name, lib.entries[0].function) == ("scaled", "scaled", "Ops.scaled")
+    source = (KERNELS / "hostile.py").read_text().splitlines()
+    assert source[function_line(KERNELS / "hostile.py", "Ops.scaled") - 1].strip() == "def scaled(cls, n: int = 256, block: int = 128):"
+    assert function_line(KERNELS / "hostile.py", "Ops.missing") is None and function_line(KERNELS / "hostile.py", "Nope.x") is None
+
+
+@pytest.mark.parametrize("bad", ["Ops.", ".scaled", "Ops..scaled", "Ops.class", "Ops-x.y", "Ops.scaled()"])
+def test_function_paths_that_are_not_dotted_names_are_refused(bad, tmp_path):
+    from tl_aot.config.arg_text import parse_target
+
+    with pytest.raises(SpecError, match="is not a Python function name"):
+        parse_target(f"k.py:{bad}")
+    with pytest.raises(SpecError, match="is not a Python function name"):
+        KernelSpec.create(name="k", source=tmp_path / "k.py", function=bad, archs=["80"])
+
+
+def test_a_missing_method_is_named_in_full():
+    with pytest.raises(LoweringError, match="hostile.py has no function 'Ops.missing'"):
+        _lower("Ops.missing", "90a", {})

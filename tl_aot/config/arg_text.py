@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..common.errors import SpecError
+from .function_path import is_function_path
 from .values import parse_value_text
 
 __all__ = ["parse_arg", "parse_pass_config", "parse_target"]
@@ -47,12 +48,12 @@ def parse_pass_config(text: str, flag: str = "--pass-config") -> tuple[str, obje
 
 
 def parse_target(text: str) -> tuple[Path, str]:
-    """Split ``path/kernels.py:function`` into the file and the function name."""
+    """Split ``path/kernels.py:function`` (or ``kernels.py:Class.method``) into the file and the function path."""
     path, sep, func = str(text).rpartition(":")
     if not sep or not path or not func:
         msg = f"kernel {text!r}: expected FILE.py:FUNCTION, e.g. kernels.py:matmul"
         raise SpecError(msg)
-    if not func.isidentifier():
-        msg = f"kernel {text!r}: {func!r} is not a Python function name"
+    if not is_function_path(func):
+        msg = f"kernel {text!r}: {func!r} is not a Python function name (or Class.method)"
         raise SpecError(msg)
     return Path(path), func

@@ -42,7 +42,10 @@ ENTRY_TABLE = (
         "function",
         "FILE.py:FUNCTION",
         "FUNCTION",
-        doc="The function in it: a factory returning a `T.prim_func`, a `@tilelang.jit` function, or a `T.prim_func`.",
+        doc=(
+            "The function in it: a factory returning a `T.prim_func`, a `@tilelang.jit` function, or a `T.prim_func`; "
+            "`Class.method` for a `@staticmethod` or `@classmethod` of a class in the file (the entry named `method` by default)."
+        ),
     ),
     EntryKey(
         "args",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import keyword
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from .entry_checks import (
     check_when,
 )
 from .entry_keys import ENTRY_KEYS, create_keywords
+from .function_path import is_function_path
 from .spec_names import check_entry_name, check_identifier, check_library_name
 from .values import NamedValues
 
@@ -86,8 +86,8 @@ class KernelSpec:
             check_identifier(self.export, "entry name")
         else:
             check_identifier(self.name, "entry name")
-        if not isinstance(self.function, str) or not self.function.isidentifier() or keyword.iskeyword(self.function):
-            msg = f"entry {self.name!r}: function {self.function!r} is not a Python function name"
+        if not is_function_path(self.function):
+            msg = f"entry {self.name!r}: function {self.function!r} is not a Python function name (or Class.method)"
             raise SpecError(msg)
 
     def for_archs(self, archs: Iterable[Arch]) -> KernelSpec:

@@ -158,15 +158,25 @@ def display_path(path: str | Path) -> str:
 
 
 def function_line(path: str | Path, name: str) -> int | None:
-    """Line of the top-level ``def name`` (or assignment to ``name``) in ``path``, found without importing it."""
+    """Line of the top-level ``def name`` (or assignment to ``name``) in ``path``, found without importing it.
+
+    A dotted ``name`` (``Ops.gemm``) is looked for in the bodies of the classes it names.
+    """
     try:
         tree = ast.parse(Path(path).read_bytes())
     except (SyntaxError, OSError, ValueError):
         return None
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+    body: list[ast.stmt] = tree.body
+    *outer, last = name.split(".")
+    for part in outer:
+        cls = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == part), None)
+        if cls is None:
+            return None
+        body = cls.body
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == last:
             return node.lineno
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == last for t in node.targets):
             return node.lineno
     return None
 

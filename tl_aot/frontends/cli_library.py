@@ -13,6 +13,7 @@ from ..common.errors import SpecError, TlAotError
 from ..config.arch_choice import Given, env_archs, resolve_archs
 from ..config.arg_text import parse_arg, parse_pass_config, parse_target
 from ..config.entry_keys import entry_options
+from ..config.function_path import function_leaf
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.spec_file import load_spec_file
 from ..cuda.toolchain import default_archs
@@ -42,7 +43,7 @@ def library_of(args, what: str) -> LibrarySpec:
             raise TlAotError(msg)
         return with_captures(load_spec_file(args.spec, archs=args.arch, name=args.name, device=args.device, log=log_of(args)))
     spec = entry_of(args, None)
-    return LibrarySpec(name=args.name or parse_target(args.target)[1], entries=(spec.for_archs(_archs(args, spec)),))
+    return LibrarySpec(name=args.name or function_leaf(parse_target(args.target)[1]), entries=(spec.for_archs(_archs(args, spec)),))
 
 
 def entry_of(args, archs, spell=str) -> KernelSpec:
@@ -52,7 +53,7 @@ def entry_of(args, archs, spell=str) -> KernelSpec:
     """
     source, func = parse_target(args.target)
     spec = KernelSpec.create(
-        name=args.entry or args.name or func,
+        name=args.entry or args.name or function_leaf(func),
         source=source,
         function=func,
         args=dict(parse_arg(a, spell("--arg")) for a in args.arg),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -109,6 +110,16 @@ class Walker:
                 self.fail(f"{_label(obj)} binds positional arguments; tl_aot passes arguments by name (bind them by keyword)")
             args.bound = {**obj.keywords, **args.bound}
             return self.walk(obj.func, args, level)
+        if isinstance(obj, types.MethodType) and (is_autotuned(obj.__func__) or _is_jit(obj.__func__)):
+            # A @classmethod over @tilelang.jit, reached as Class.method: the class is its first argument,
+            # bound by name as a functools.partial would bind it (the @tilelang.jit object takes keywords only).
+            sig = _signature(obj.__func__)
+            first = next(iter(sig.parameters), None) if sig is not None else None
+            if first is None:
+                self.fail(f"{_label(obj)} is a method that takes no parameter for its {type(obj.__self__).__name__}")
+            else:
+                args.bound = {first: obj.__self__, **args.bound}
+            return self.walk(obj.__func__, args, level)
         if isinstance(obj, CompiledStandIn):
             self._no_leftovers(args, f"{obj.tl_aot_request.name} (compiled by the level above)")
             return obj.tl_aot_request, obj.tl_aot_request.name

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..common.errors import LoweringError
 from ..common.json_types import JsonMapping
+from ..config.function_path import NOT_FOUND, lookup_function
 from ..config.kernel_spec import KernelSpec
 from ..config.values import evaluate
 from .factory_walk import WalkArgs, Walker, is_autotuned, unwrap_caches
@@ -104,8 +105,8 @@ def resolve_kernel(spec: KernelSpec, module, where: str, arch: str, *, tuned=Non
 
     ``tuned`` is a tuning record's config for this arch, as ``(config, note)``.
     """
-    obj = getattr(module, spec.function, None)
-    if obj is None:
+    obj = lookup_function(module, spec.function)
+    if obj is NOT_FOUND:
         names = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
         msg = f"{where}: {spec.source.name} has no function {spec.function!r} (callables there: {', '.join(names) or 'none'})"
         raise LoweringError(msg, entry=spec.name, arch=arch)

@@ -43,12 +43,13 @@ def candidates_of(spec: KernelSpec) -> tuple[list[dict[str, Any]], dict[str, Any
     """The candidate configs of ``spec`` and the decorator's timing settings (warmup, rep), if any."""
     if spec.tune:
         return [dict(c) for c in spec.tune], {}
+    from ..config.function_path import lookup_function
     from ..config.user_code import import_kernel_file
     from .config_choice import candidate_configs, is_autotuned
 
     module = import_kernel_file(spec.source, entry=spec.name, arch="tune")
-    obj = getattr(module, spec.function, None)
-    if obj is None or not is_autotuned(obj):
+    obj = lookup_function(module, spec.function)
+    if not is_autotuned(obj):
         return [], {}
     settings = {k: getattr(obj, k) for k in ("warmup", "rep") if isinstance(getattr(obj, k, None), int)}
     return [{k: v for k, v in c.items() if k != "pass_configs"} for c in candidate_configs(obj, spec.kwargs)], settings
