@@ -503,3 +503,26 @@ def test_function_paths_that_are_not_dotted_names_are_refused(bad, tmp_path):
 def test_a_missing_method_is_named_in_full():
     with pytest.raises(LoweringError, match="hostile.py has no function 'Ops.missing'"):
         _lower("Ops.missing", "90a", {})
+
+
+# --------------------------------------------------------------------------------------------
+# Entry names a spec file can spell but C, Python and file names cannot
+# --------------------------------------------------------------------------------------------
+
+SPEC_NAMES = [
+    ("my.copy", "entry name 'my.copy' is not a valid identifier: .*, e.g. 'my_copy'"),
+    ("my-copy", "entry name 'my-copy' is not a valid identifier: .*, e.g. 'my_copy'"),
+    ("2d-copy", "entry name '2d-copy' is not a valid identifier: .*, e.g. 'k2d_copy'"),
+    ("k" * 220, "is 220 characters long, more than the 120 a name may have"),
+]
+
+
+@pytest.mark.parametrize(("name", "message"), SPEC_NAMES, ids=["dot", "dash", "digit", "220-chars"])
+def test_spec_entry_names_that_cannot_name_a_function_are_refused_with_a_spelling_that_can(name, message, tmp_path):
+    from tl_aot.spec import load_spec_file
+
+    spec = tmp_path / "lib.toml"
+    spec.write_text(f'[library]\nname = "lib"\narchs = ["90a"]\n[[entry]]\nname = "{name}"\nsource = "k.py"\nfunction = "f"\n')
+    with pytest.raises(SpecError, match=f"lib.toml: entry #1 .*{message}"):
+        load_spec_file(spec)
+    KernelSpec.create(name="k" * 120, source=tmp_path / "k.py", function="f", archs=["80"])  # the longest name builds

@@ -53,14 +53,27 @@ def check_identifier(name: str, what: str) -> str:
     """
     if not isinstance(name, str) or not _IDENT.match(name):
         msg = f"{what} {name!r} is not a valid identifier: use letters, digits and '_' (not starting with a digit)"
+        suggestion = _identifier_like(name)
+        if suggestion:  # my.copy, my-copy, 2d: names a TOML key or a file name takes, respelled
+            msg += f", e.g. {suggestion!r}"
         raise SpecError(msg)
     if name.startswith("__") or keyword.iskeyword(name):
         msg = f"{what} {name!r} is reserved in Python; choose another name"
         raise SpecError(msg)
     if len(name) > 120:
-        msg = f"{what} {name!r} is longer than 120 characters"
+        msg = f"{what} {name!r} is {len(name)} characters long, more than the 120 a name may have (it names files and symbols)"
         raise SpecError(msg)
     return name
+
+
+def _identifier_like(name: object) -> str:
+    """``name`` with each character an identifier cannot hold replaced by ``_`` (``my-copy`` -> ``my_copy``), or ``""``."""
+    if not isinstance(name, str) or not name.isascii() or not name.strip():
+        return ""
+    spelled = re.sub(r"[^A-Za-z0-9_]", "_", name.strip())
+    if spelled[0].isdigit():
+        spelled = "k" + spelled
+    return spelled if _IDENT.match(spelled) and not spelled.startswith("__") and not keyword.iskeyword(spelled) else ""
 
 
 def check_library_name(name: str, what: str = "library name") -> str:
