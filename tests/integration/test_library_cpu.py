@@ -94,6 +94,15 @@ def test_transposed_view_and_zero_size_are_refused(testlib):
         testlib.add_one(FakeCudaTensor([0]), FakeCudaTensor([0]))
 
 
+def test_a_dynamic_dim_takes_int32_max_and_refuses_one_more(testlib):
+    """A dynamic dim is an int32 in the kernel: 2**31 - 1 passes every check (then: no driver here), 2**31 is refused."""
+    with pytest.raises(RuntimeError, match="add_one: cannot load the NVIDIA driver library"):
+        testlib.add_one(FakeCudaTensor([2**31 - 1]), FakeCudaTensor([2**31 - 1]))
+    for n in (2**31, 2**40):
+        with pytest.raises(ValueError, match=rf"add_one: argument 'X' expected dim 0 \('n'\) in \[1, 2147483647\], got \[{n}\]"):
+            testlib.add_one(FakeCudaTensor([n]), FakeCudaTensor([n]))
+
+
 def test_good_arguments_reach_the_driver_and_fail_clearly_without_one(testlib):
     x = FakeCudaTensor([1000])
     with pytest.raises(RuntimeError, match="add_one: cannot load the NVIDIA driver library libcuda.so.1"):
