@@ -526,3 +526,13 @@ def test_spec_entry_names_that_cannot_name_a_function_are_refused_with_a_spellin
     with pytest.raises(SpecError, match=f"lib.toml: entry #1 .*{message}"):
         load_spec_file(spec)
     KernelSpec.create(name="k" * 120, source=tmp_path / "k.py", function="f", archs=["80"])  # the longest name builds
+
+
+@pytest.mark.parametrize(("arch", "nbytes"), [("80", 48 * 1024), ("90a", 48 * 1024 + 4)], ids=["48KiB-sm80", "48KiB+4-sm90a"])
+def test_shared_memory_at_and_past_48_kib_is_dynamic_and_asks_for_the_opt_in(arch, nbytes):
+    """Past the default 48 KiB a launch needs CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: the launcher sets it
+    from the variant's dynamic size (tests/unit/cpp/test_launcher_runtime.cc), so the size must be recorded exactly."""
+    v = _lower("shared", arch, {"nbytes": nbytes})
+    (k,) = v.kernels
+    assert k.dynamic_smem == str(nbytes)
+    assert not static_shared_bytes(v.cuda_source).get(k.name)  # none static, which no attribute could raise past 48 KiB
