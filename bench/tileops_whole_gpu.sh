@@ -16,9 +16,9 @@
 #                        library; stopped after SECONDS (default 560): built variants stay in the cache, so the step
 #                        again goes on where it stopped
 #   wheel                the library as a wheel (tileops_aot), split by arch (tl_aot split-wheel): sizes
-#   serve                a fresh install prefix, no nvcc on PATH: the base wheel and this GPU's arch wheel installed, the
+#   serve [SECONDS]      a fresh install prefix, no nvcc on PATH: the base wheel and this GPU's arch wheel installed, the
 #                        complete files run strictly served (a kernel the library lacks fails its test), timed
-#   jit-warm             the same files with TileLang's JIT and the capture's (now warm) cache, timed: the anchor
+#   jit-warm [SECONDS]   the same files with TileLang's JIT and the capture's (now warm) cache, timed: the anchor
 #   recapture            one kernel's source changed, `capture --serve LIB` again: only that kernel compiled
 #   report               the figures; the record and logs to $OUT
 set -u
@@ -132,7 +132,9 @@ TOML
     export TORCHINDUCTOR_CACHE_DIR=$W/inductor-$1; rm -rf "$TORCHINDUCTOR_CACHE_DIR"
     cd "$ROOT/.tileops"
     t0=$(now)
-    "${cmd[@]}" python3 -m pytest -q -p no:cacheprovider -o addopts= -m smoke "${XDIST[@]}" --junitxml="$W/$1.xml" "${FILES[@]}" > "$W/$1.log" 2>&1
+    # Stopped after SECONDS (default: none) like capture: pytest, interrupted, still prints what ran.
+    limit=(); [ -n "${2:-}" ] && limit=(timeout -s INT "$2")
+    "${cmd[@]}" "${limit[@]}" python3 -m pytest -q -p no:cacheprovider -o addopts= -m smoke "${XDIST[@]}" --junitxml="$W/$1.xml" "${FILES[@]}" > "$W/$1.log" 2>&1
     echo "$1 exit $? after $(since "$t0") s" | tee "$W/times/$1"
     grep -E "passed|failed" "$W/$1.log" | tail -1; grep "^tl_aot serve" "$W/$1.log" | head -3
     [ "$1" = serve ] && echo "files in the served run's TileLang cache: $(find "$W/served-cache" -type f 2>/dev/null | wc -l)"
@@ -147,7 +149,7 @@ w, c = time.perf_counter(), time.process_time(); tl_aot.$verb(so); lw, lc = (tim
 print(f'$verb: {lw:.1f} ms wall / {lc:.1f} ms CPU (importing tvm_ffi, torch and tl_aot before it: {imp:.0f} ms)')
 ") 2>&1 | tail -1; done
     fi
-    gzip -kf "$W/$1.log"; save "$W/$1.log.gz" "$W/$1.xml" ;;
+    gzip -kf "$W/$1.log"; gzip -kf "$W/$1.xml"; save "$W/$1.log.gz" "$W/$1.xml.gz" ;;
   recapture)
     files; cd "$ROOT/.tileops"
     # One kernel function edited so its IR changes (every shape of it is a new kernel), results the same.
