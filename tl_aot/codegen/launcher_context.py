@@ -372,7 +372,7 @@ class UnitCode:
     pickers: tuple[Picker, ...]
     declared: tuple[EntryCode, ...]  # named here: its own entries, or every entry in the unit defining the library
     defines_library: bool  # the entry table, rt::Library and the library-wide exports
-    part: str  # "" for a launcher in one unit, else which unit this is: " (unit 2)" (not "of 31": a library that grows keeps its units' text)
+    part: str  # "" for a launcher in one unit, else which unit this is: " (unit 2)" (no "of 31": a grown library keeps its units' text)
     sources: tuple[str, ...]  # of its entries (its first line): a unit's text changes only with its entries
     archs: tuple[str, ...]
 
