@@ -10,7 +10,7 @@ import pytest
 from support.golden import golden_manifest
 
 from tl_aot.codegen.launcher_units import UNIT_WEIGHT, cut, entry_weight, unit_plans
-from tl_aot.codegen.render import render_launcher, render_launcher_units
+from tl_aot.codegen.render import render_header, render_launcher, render_launcher_sources, render_launcher_units
 from tl_aot.common.metadata import Manifest
 
 
@@ -105,18 +105,65 @@ def test_editing_one_kernels_launch_changes_only_its_unit():
     assert len(changed) == 1 and "Entry add_one:" in after[changed[0]]
 
 
+def _with_entry(m: Manifest, name: str, **changes) -> Manifest:
+    return dataclasses.replace(m, entries=tuple(dataclasses.replace(e, **changes) if e.name == name else e for e in m.entries))
+
+
+def test_a_units_own_header_declares_its_exports_as_the_librarys_header_does():
+    """What a user includes is what was compiled: each export's declaration block in a unit's header is the library header's."""
+    m = golden_manifest()
+    units = render_launcher_sources(m, header_name="golden.h", target=1)
+    assert units[0].header_name == "golden.h" and units[0].header_text == render_header(m)
+    whole = render_header(m)
+    for k, unit in enumerate(units[1:], 1):
+        assert unit.header_name == f"golden.unit{k}.h" and f'#include "golden.unit{k}.h"' in unit.text
+        declared = re.findall(r"^TL_AOT_GOLDEN_API .*\((?:.|\n)*?\);$", unit.header_text, re.M)
+        exported = re.findall(r"^TL_AOT_EXPORT\((\w+),", unit.text, re.M)
+        assert declared and exported
+        assert all(d in whole for d in declared)
+        assert all(f" {name}(" in unit.header_text for name in exported)
+
+
+def test_a_changed_signature_recompiles_its_unit_and_the_librarys_only():
+    """A unit's object is keyed by its text and its header's: another entry's new signature leaves it, and its key, alone."""
+    m = golden_manifest()
+    e = m.entry("add_one")
+    widened = tuple(dataclasses.replace(p, dtype="float64") if p.kind == "tensor" else p for p in e.params)
+    after_m = _with_entry(m, "add_one", params=widened)
+    assert render_header(after_m) != render_header(m)  # the library's header changed: once, every unit recompiled
+    before = render_launcher_sources(m, header_name="golden.h", target=1)
+    after = render_launcher_sources(after_m, header_name="golden.h", target=1)
+    changed = [k for k, (a, b) in enumerate(zip(before, after)) if a != b]
+    assert changed[0] == 0 and len(changed) == 2  # the library-wide unit (its header) and add_one's
+    assert "Entry add_one:" in after[changed[1]].text and after[changed[1]].header_text != before[changed[1]].header_text
+    assert "float64" in after[changed[1]].header_text  # never a stale declaration: the unit holding it is recompiled
+
+
+def test_an_entry_added_at_the_end_leaves_the_earlier_units_alone():
+    """Units are not numbered "of N" and bounds depend on what comes before: a grown library recompiles its tail and unit 1."""
+    m = _grown(golden_manifest(), 6)
+    grown = dataclasses.replace(m, entries=(*m.entries, dataclasses.replace(m.entries[0], name="added", export="")))
+    before = render_launcher_sources(m, header_name="golden.h", target=100)
+    after = render_launcher_sources(grown, header_name="golden.h", target=100)
+    assert len(before) > 3
+    same = [k for k, (a, b) in enumerate(zip(before, after)) if a == b]
+    assert same == list(range(1, len(before) - 1))  # all but the library-wide unit and the last
+
+
 def test_units_compile_and_join_into_one_object_with_every_entry(tmp_path):
     """A cut launcher's units compile as a build compiles them (warnings as errors) and join into one object, nothing unresolved."""
     pytest.importorskip("tvm_ffi")
-    from tl_aot.codegen.render import render_header
+    from tl_aot.codegen.render import render_header, render_launcher_sources
     from tl_aot.cuda.host_compile import host_command
     from tl_aot.cuda.host_objects import combined_object
 
     m = dataclasses.replace(golden_manifest(), entries=tuple(e for e in golden_manifest().entries if e.name in ("add_one", "two")))
-    (tmp_path / "golden.h").write_text(render_header(m))
+    units = render_launcher_sources(m, header_name="golden.h", target=1)
+    assert units[0].header_name == "golden.h" and units[0].header_text == render_header(m)
     objs = []
-    for k, text in enumerate(render_launcher_units(m, header_name="golden.h", target=1)):
-        (tmp_path / f"u{k}.cc").write_text(text)
+    for k, unit in enumerate(units):  # each with the header it includes: the library's, or its own exports'
+        (tmp_path / unit.header_name).write_text(unit.header_text)
+        (tmp_path / f"u{k}.cc").write_text(unit.text)
         cmd = host_command(tmp_path, f"u{k}.cc", f"u{k}.o")
         proc = subprocess.run([cmd[0], "-Wall", "-Wextra", "-Werror", *cmd[1:]], cwd=tmp_path, capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stderr[-3000:]

@@ -372,7 +372,7 @@ class UnitCode:
     pickers: tuple[Picker, ...]
     declared: tuple[EntryCode, ...]  # named here: its own entries, or every entry in the unit defining the library
     defines_library: bool  # the entry table, rt::Library and the library-wide exports
-    part: str  # "" for a launcher in one unit, else which unit this is: " (unit 2 of 31)"
+    part: str  # "" for a launcher in one unit, else which unit this is: " (unit 2)" (no "of 31": a grown library keeps its units' text)
     sources: tuple[str, ...]  # of its entries (its first line): a unit's text changes only with its entries
     archs: tuple[str, ...]
 
@@ -381,13 +381,12 @@ def units_of(code: LibraryCode, plans: tuple[UnitPlan, ...]) -> tuple[UnitCode, 
     """The units of ``code``'s launcher cut as ``plans`` say: one whole unit, or the library-wide unit first, then one per plan."""
     if len(plans) <= 1:
         return (UnitCode(code.entries, code.exports, code.pickers, code.entries, True, "", code.sources, code.archs),)
-    n = len(plans) + 1
-    units = [UnitCode((), (), (), code.entries, True, f" (unit 1 of {n})", code.sources, code.archs)]
+    units = [UnitCode((), (), (), code.entries, True, " (unit 1)", code.sources, code.archs)]
     for k, plan in enumerate(plans, 2):
         entries = tuple(code.entries[i] for i in plan.entries)
         exports = tuple(code.exports[j] for j in plan.exports)
         pickers = tuple(x.picker for x in exports if x.picker)
         sources = tuple(sorted({e.source for e in entries}))
         archs = tuple(sorted({a for e in entries for a in e.archs}))
-        units.append(UnitCode(entries, exports, pickers, entries, False, f" (unit {k} of {n})", sources, archs))
+        units.append(UnitCode(entries, exports, pickers, entries, False, f" (unit {k})", sources, archs))
     return tuple(units)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 from ..common.cpp_spelling import DLPACK_DTYPES, c_comment, c_string_body, image_symbol
@@ -22,6 +23,8 @@ from .launcher_context import LibraryCode, library_code, units_of
 __all__ = [
     "render_launcher",
     "render_launcher_units",
+    "render_launcher_sources",
+    "LauncherUnit",
     "render_manifest",
     "render_header",
     "render_loader",
@@ -64,14 +67,38 @@ def render_launcher(manifest: Manifest, *, header_name: str) -> str:
     return render_launcher_units(manifest, header_name=header_name, target=0)[0]
 
 
+@dataclass(frozen=True)
+class LauncherUnit:
+    """One translation unit of a launcher: its C++ and the header it includes, by name and text.
+
+    The library-wide unit (and a launcher of one unit) includes the library's header; every other
+    unit a header of its own exports' declarations (``<lib>.unit<k>.h``), the very blocks the
+    library's header holds for them. A unit's object is keyed by these two texts
+    (:mod:`tl_aot.cuda.host_objects`), so a change to one entry's signature, or an entry added,
+    recompiles its unit and the library-wide one, never every unit of the library.
+    """
+
+    text: str
+    header_name: str
+    header_text: str
+
+
 def render_launcher_units(
     manifest: Manifest, *, header_name: str, target: int | None = None, code: LibraryCode | None = None
 ) -> tuple[str, ...]:
+    """The launcher's translation units' C++ (:func:`render_launcher_sources` without their headers)."""
+    return tuple(u.text for u in render_launcher_sources(manifest, header_name=header_name, target=target, code=code))
+
+
+def render_launcher_sources(
+    manifest: Manifest, *, header_name: str, target: int | None = None, code: LibraryCode | None = None
+) -> tuple[LauncherUnit, ...]:
     """The launcher's translation units: the one that defines the library first, then those of the entries.
 
     One unit (the text of :func:`render_launcher`) for a library under one and a half units' worth
     (:mod:`tl_aot.codegen.launcher_units`), else the library-wide unit (entry table, library
-    exports) and one unit per cut of whole exports, compiled apart and linked together.
+    exports) and one unit per cut of whole exports, compiled apart and linked together, each
+    including a header of its own exports (:class:`LauncherUnit`).
     ``target``: the weight a unit holds (0: never cut; default
     :data:`~tl_aot.codegen.launcher_units.UNIT_WEIGHT`). ``code``: ``manifest``'s
     :func:`~tl_aot.codegen.launcher_context.library_code` when the caller has it already.
@@ -80,7 +107,18 @@ def render_launcher_units(
     target = launcher_units.UNIT_WEIGHT if target is None else target
     plans = launcher_units.unit_plans(manifest, target) if target else ()
     template = _env().get_template("launcher.cc.j2")
-    return tuple(template.render({**_fields(code), **_fields(unit)}) for unit in units_of(code, plans))
+    header = _env().get_template("launcher.h.j2")
+    whole = header.render(**_fields(code))
+    stem = header_name.removesuffix(".h")
+    made = []
+    for k, unit in enumerate(units_of(code, plans)):
+        if unit.defines_library:
+            name, text = header_name, whole
+        else:  # its own exports' declarations: the same blocks as the library's header, rendered by the same template
+            name = f"{stem}.unit{k}.h"
+            text = header.render(**{**_fields(code), "exports": unit.exports, "sources": unit.sources, "archs": unit.archs})
+        made.append(LauncherUnit(template.render({**_fields(code), **_fields(unit), "header_name": name}), name, text))
+    return tuple(made)
 
 
 def render_manifest(manifest: Manifest) -> str:

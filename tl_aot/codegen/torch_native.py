@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 from ..common.errors import CompileError
 from ..common.fileutil import atomic_write
 from ..common.fs_errors import filesystem_errors
-from ..common.metadata import Manifest, to_json
+from ..common.metadata import Manifest, to_plain
 from ..cuda.toolchain import RUNTIME_INCLUDE, find_cxx, run, tvm_ffi_paths
 from ..runtime import torch_ops
 from .launcher_context import LibraryCode, library_code
@@ -95,7 +94,7 @@ def companion_ops(manifest: Manifest, code: LibraryCode | None = None) -> tuple[
     code = code or library_code(manifest, f"{manifest.library}.h")
     ops = []
     for x, members in zip(code.exports, manifest.exports().values()):
-        entry = json.loads(to_json(members[0]))
+        entry = to_plain(members[0])  # the JSON values of its record, as the runtime reads them
         form = x.first.inputs_only if x.alloc else x.first.every
         ops.append(
             CompanionOp(

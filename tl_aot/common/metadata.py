@@ -33,6 +33,7 @@ __all__ = [
     "LeftOut",
     "Manifest",
     "to_json",
+    "to_plain",
     "from_json",
 ]
 
@@ -322,16 +323,43 @@ _NESTED: dict[str, dict[str, type]] = {
 _TYPED_ARCH = frozenset({"ArchVariant", "LoweredVariant"})
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_FIELD_NAMES: dict[type, tuple[tuple[str, ...], bool] | None] = {}  # class -> (field names, typed arch), None: not a dataclass
+
+
+def _field_names(cls: type) -> tuple[tuple[str, ...], bool] | None:
+    """``cls``'s field names and whether its ``arch`` is typed, worked out once per class (None: not a dataclass)."""
+    try:
+        return _FIELD_NAMES[cls]
+    except KeyError:
+        known = (tuple(f.name for f in dataclasses.fields(cls)), cls.__name__ in _TYPED_ARCH) if dataclasses.is_dataclass(cls) else None
+        _FIELD_NAMES[cls] = known
+        return known
+
+
 def _to_plain(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        plain = {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-        if type(obj).__name__ in _TYPED_ARCH:  # as variants have always been spelled: "arch": "sm_80", "ptx": true
-            arch: Arch = obj.arch  # type: ignore[attr-defined]  # ArchVariant's or LoweredVariant's
+    """``obj`` as JSON values: dataclasses as dicts, tuples as lists (a build's stamp and manifest: thousands of entries)."""
+    cls = obj.__class__
+    if cls in _SCALARS:
+        return obj
+    if cls is tuple or cls is list:
+        return [_to_plain(v) for v in obj]
+    known = _field_names(cls)
+    if known is not None:
+        names, typed_arch = known
+        plain = {name: _to_plain(getattr(obj, name)) for name in names}
+        if typed_arch:  # as variants have always been spelled: "arch": "sm_80", "ptx": true
+            arch: Arch = obj.arch
             plain.update(arch=arch.sm, ptx=arch.ptx)
         return plain
     if isinstance(obj, (list, tuple)):
         return [_to_plain(v) for v in obj]
     return obj
+
+
+def to_plain(obj: Any) -> Any:
+    """A metadata dataclass as the JSON values :func:`to_json` writes (for a record that holds it among other values)."""
+    return _to_plain(obj)
 
 
 def _tuplify(value: list[Any]) -> tuple[Any, ...]:

@@ -94,6 +94,7 @@ def plan_build(lib: LibrarySpec, cache: VariantCache | SharedCache, *, force: bo
         ]
     tvm_ffi = package_version("apache-tvm-ffi")
     # every key at once: a shared cache lists its folder and reads what it holds in one batch
-    hits = {} if force else cache.load_many([(t.key, project_of(t.spec)) for t in tasks])
+    projects = {spec.name: project_of(spec) for spec in lib.entries}  # once per entry: it looks for marker files up the tree
+    hits = {} if force else cache.load_many([(t.key, projects[t.spec.name]) for t in tasks])
     lib_key = library_key(lib.name, [t.key for t in tasks], tvm_ffi_version=tvm_ffi, packs=packs)
     return Plan(lib, tuple(tasks), lib_key, nvcc_version, tvm_ffi, hits, tuple(sorted(deps)))

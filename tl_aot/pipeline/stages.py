@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..capture.record_specs import origin_of_spec
 from ..codegen import launcher_units
 from ..codegen.launcher_context import library_code
-from ..codegen.render import render_header, render_launcher_units
+from ..codegen.render import LauncherUnit, render_header, render_launcher_sources, render_launcher_units
 from ..codegen.torch_native import companion_source_name, render_companion
 from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, LoweringError, TlAotError
@@ -169,28 +169,31 @@ class Stages:
         stage takes. Each object comes from the cache when a build (of this library or another,
         into any folder) compiled the same text with the same toolchain: editing one kernel
         usually leaves the launcher's text unchanged (same signatures and launch shapes), and
-        otherwise recompiles its unit alone; a fresh output folder with a warm cache needs no
-        compile at all.
+        otherwise recompiles its unit alone (each unit includes a header of its own exports, so
+        another entry's signature, or an entry added, recompiles only its own unit and the
+        library-wide one); a fresh output folder with a warm cache needs no compile at all.
         """
         name = signatures.library
         code = library_code(signatures, f"{name}.h")  # rendered into the header, the units and the torch companion
-        header_text = render_header(signatures, code=code)
-        texts = render_launcher_units(signatures, header_name=f"{name}.h", code=code)
-        files = [f"{name}.cc", *(f"{name}.unit{k}.cc" for k in range(1, len(texts)))]
-        write_if_different(self.work / f"{name}.h", header_text)  # kept to read, and named in compile errors
+        units = render_launcher_sources(signatures, header_name=f"{name}.h", code=code)
+        header_text = units[0].header_text  # the library-wide unit (or the only one) includes the library's header
+        files = [f"{name}.cc", *(f"{name}.unit{k}.cc" for k in range(1, len(units)))]
         companion = render_companion(signatures, header_name=f"{name}.h", code=code)
         write_if_different(self.work / companion_source_name(name), companion)  # compiled when torch ops are wanted
-        for file, text in zip(files, texts):
-            write_if_different(self.work / file, text)
-        for stale in set(self.work.glob(f"{name}.unit*.cc")) - {self.work / f for f in files}:
+        for file, unit in zip(files, units):  # kept to read, and named in compile errors
+            write_if_different(self.work / file, unit.text)
+            write_if_different(self.work / unit.header_name, unit.header_text)
+        kept = {self.work / f for f in files} | {self.work / u.header_name for u in units}
+        for stale in {*self.work.glob(f"{name}.unit*.cc"), *self.work.glob(f"{name}.unit*.h")} - kept:
             stale.unlink(missing_ok=True)  # a unit of a bigger build of this library, read by nobody
         t0 = time.perf_counter()
-        objs = [f"{name}.launcher.o"] if len(texts) == 1 else [f"{name}.unit{k}.o" for k in range(len(texts))]
+        objs = [f"{name}.launcher.o"] if len(units) == 1 else [f"{name}.unit{k}.o" for k in range(len(units))]
 
-        def job(file: str, text: str, obj: str) -> Callable[[], tuple[Path, bool]]:
+        def job(file: str, unit: LauncherUnit, obj: str) -> Callable[[], tuple[Path, bool]]:
+            # keyed by the unit's text and its own header's: another unit's entries never recompile it
             return lambda: generated_object(
                 self.cache.root,
-                {file: text, f"{name}.h": header_text},
+                {file: unit.text, unit.header_name: unit.header_text},
                 file,
                 obj,
                 extra_key=self.objects_key,
@@ -198,7 +201,7 @@ class Stages:
                 force=self.force,
             )
 
-        made = each([_attempt(job(f, text, o)) for f, text, o in zip(files, texts, objs)])
+        made = each([_attempt(job(f, unit, o)) for f, unit, o in zip(files, units, objs)])
         refused = [(k, m) for k, m in enumerate(made) if isinstance(m, BaseException)]
         if refused:
             raise self._launcher_fault(signatures, refused, files, each)

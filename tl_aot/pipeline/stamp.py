@@ -17,7 +17,7 @@ from pathlib import Path
 from ..common.escaping import depfile_path, encode_text
 from ..common.fileutil import file_digest, write_if_different
 from ..common.fs_errors import filesystem_errors
-from ..common.metadata import Manifest, from_json, to_json
+from ..common.metadata import Manifest, from_json, to_plain
 from ..config.options import inputs_unchanged
 from .image_packs import ImagePacks, pack_label, pack_name
 from .inputs import generator_files
@@ -87,7 +87,7 @@ def stamp_text(lib_key: str, built: Path, header: bytes, manifest: Manifest, inp
         "key": lib_key,
         "library_sha256": library_sha256,
         "header_sha256": hashlib.sha256(header).hexdigest(),
-        "manifest": json.loads(to_json(manifest)),
+        "manifest": to_plain(manifest),  # as to_json spells it, without writing and parsing the text again
         "inputs": [list(i) for i in inputs],
     }
     return json.dumps(record).encode()
