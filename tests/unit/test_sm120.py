@@ -105,3 +105,40 @@ def test_a_warp_specialized_kernel_on_a_plain_arch_names_the_arch_specific_targe
         "g",
     )
     assert "setmaxnreg" not in str(other)  # only TileLang's own refusal is explained this way
+
+
+def _keep_going_line(error, arch: str) -> str:
+    """What a ``--keep-going`` build lists (and ``inspect`` shows) for a variant it left out with ``error``."""
+    from tl_aot.pipeline.variant_run import first_error_line
+
+    return first_error_line(str(error)).removeprefix(f"entry 'gemm' ({arch}): ")
+
+
+def test_a_left_out_variant_says_what_nvcc_refused_not_only_that_it_did(tmp_path):
+    """The listed reason carries the compiler's first error: TileLang's refusal of plain sm_120, a header the toolkit lacks."""
+    from tl_aot.common.errors import FailedProcessError
+    from tl_aot.common.metadata import LoweredVariant
+    from tl_aot.pipeline.images import _nvcc_error
+
+    target = parse_arch("120")
+    source = "tileops.kernels.x._build(" + ", ".join(f"arg{i}=torch.float16" for i in range(20)) + ") at cp_fwd.py:276 (fwd)"
+    failed = FailedProcessError("nvcc (gemm, sm_120)", ["nvcc"], 1, "", _SETMAXNREG + "\n2 errors detected")
+    line = _keep_going_line(_nvcc_error(failed, LoweredVariant(entry="gemm", arch=target), target, tmp_path, source, "g"), "sm_120")
+    assert line.startswith("nvcc failed on the CUDA code TileLang generated from tileops.kernels.x._build(")
+    assert line.endswith(
+        'error: static assertion failed with "tl::warpgroup_reg_dealloc requires a target with CTA register reconfiguration, '
+        'such as sm_90a"'
+    )
+    assert len(line) <= 400  # the source's long argument list is shortened in the middle, never the diagnostic
+
+    missing_header = "/w/k.cu:8:10: fatal error: curand_kernel.h: No such file or directory\ncompilation terminated."
+    missing = FailedProcessError("nvcc", ["nvcc"], 1, "", missing_header)
+    error = _nvcc_error(missing, LoweredVariant(entry="gemm", arch=target), target, tmp_path, "dropout.py:126 (forward)", "g")
+    assert _keep_going_line(error, "sm_120") == (
+        "nvcc failed on the CUDA code TileLang generated from dropout.py:126 (forward): "
+        "fatal error: curand_kernel.h: No such file or directory"
+    )
+    assert "curand_kernel.h is cuRAND's header" in str(error) and "`pip install nvidia-curand`" in str(error)
+    plain = FailedProcessError("nvcc", ["nvcc"], 1, "", "/w/k.cu:3:10: fatal error: mine.h: No such file or directory")
+    error = _nvcc_error(plain, LoweredVariant(entry="gemm", arch=target), target, tmp_path, "k.py:1 (k)", "g")
+    assert "mine.h was not found on nvcc's include path" in str(error)

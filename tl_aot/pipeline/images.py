@@ -19,7 +19,7 @@ from ..common.metadata import LoweredVariant
 from ..cuda.device_image import Unit, compile_image, compile_images
 from ..lower.cutedsl import compile_cubin, match_kernels
 
-__all__ = ["image_of", "images_of"]
+__all__ = ["first_diagnostic", "image_of", "images_of"]
 
 
 def image_of(variant: LoweredVariant, arch, work: Path, source: str, *, path_map=()) -> bytes:
@@ -95,12 +95,63 @@ def _nvcc_error(e: FailedProcessError, variant: LoweredVariant, arch, work: Path
             f"\n  the extra nvcc flags ({' '.join(variant.nvcc_options)}) come from the entry's compile_flags / "
             "--nvcc-flag, or the kernel's TL_DEVICE_COMPILE_FLAGS pass config"
         )
-    hint += _arch_feature_hint(e, arch)
+    hint += _arch_feature_hint(e, arch) + _missing_header_hint(e)
+    diagnostic = first_diagnostic(e.stderr + "\n" + e.stdout)
     msg = (
-        f"entry {variant.entry!r} ({arch}): nvcc failed on the CUDA code TileLang generated from {source}\n"
+        f"entry {variant.entry!r} ({arch}): nvcc failed on the CUDA code TileLang generated from {source}"
+        f"{': ' + diagnostic if diagnostic else ''}\n"
         f"  generated source: {work / 'kernels' / (stem + '.cu')}{hint}\n{e}"
     )
     return CompileError(msg, entry=variant.entry, arch=arch.sm, location=source)
+
+
+#: A compiler's diagnostic: ``intrin.h(184): error: static assertion failed ...``, ``k.cu:8:10: fatal error: x.h: No such
+#: file or directory``, ``ptxas error   : Entry function ... uses too much shared data``.
+_DIAGNOSTIC = re.compile(r"(?:^|[\s:)])((?:fatal )?error\s*:\s.*|ptxas (?:error|fatal)\s*:.*)$")
+
+
+def first_diagnostic(output: str, limit: int = 200) -> str:
+    """The first error a compiler printed, without the file it names.
+
+    The message's first line carries it: a ``--keep-going`` build lists that line for each variant
+    it left out, so the list says why nvcc refused, not only that it did.
+    """
+    for line in output.splitlines():
+        m = _DIAGNOSTIC.search(line.strip())
+        if m:
+            return re.sub(r"\s+", " ", m.group(1))[:limit]
+    return ""
+
+
+#: CUDA libraries whose headers TileLang's generated code may include: header prefix -> (library, pip package).
+_CUDA_LIBRARY_HEADERS = {
+    "curand": ("cuRAND", "nvidia-curand"),
+    "cublas": ("cuBLAS", "nvidia-cublas"),
+    "cufft": ("cuFFT", "nvidia-cufft"),
+    "cusparse": ("cuSPARSE", "nvidia-cusparse"),
+    "cusolver": ("cuSOLVER", "nvidia-cusolver"),
+}
+
+
+def _missing_header_hint(e: FailedProcessError) -> str:
+    """For a CUDA library's header the toolkit lacks (``T.rng`` includes ``curand_kernel.h``): where it comes from.
+
+    A minimal toolkit (or the compiler from PyPI alone) has no cuRAND headers; TileLang's JIT on a machine with
+    the full toolkit compiles the same code, so the fix is the toolkit's, not the kernel's.
+    """
+    m = re.search(r"fatal error: ([\w./-]+\.h): No such file or directory", e.stderr + e.stdout)
+    if not m:
+        return ""
+    header = m.group(1)
+    known = next((v for k, v in _CUDA_LIBRARY_HEADERS.items() if Path(header).name.startswith(k)), None)
+    if known is None:
+        return f"\n  {header} was not found on nvcc's include path (the CUDA toolkit's, TileLang's, and the entry's -I flags)"
+    library, package = known
+    return (
+        f"\n  {header} is {library}'s header, which the CUDA toolkit nvcc uses does not have: install {library}'s "
+        f"development headers with the toolkit (the full CUDA toolkit has them), or, with the compiler from PyPI "
+        f"(tl_aot[build]), `pip install {package}` (its headers join the compiler's include folder)"
+    )
 
 
 def _arch_feature_hint(e: FailedProcessError, arch) -> str:

@@ -53,7 +53,9 @@ def first_error_line(message: str) -> str:
     if not lines:
         return "unknown error"
     cause = next((ln for ln in lines[1:] if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Failure)\b.*:", ln)), None)
-    return (cause or lines[0])[:300]
+    line = cause or lines[0]
+    # a long line keeps its head (what failed, where) and its tail (a compiler's diagnostic, appended there)
+    return line if len(line) <= 400 else f"{line[:180]} … {line[-217:]}"
 
 
 @dataclass
