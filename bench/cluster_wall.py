@@ -1,6 +1,7 @@
 """Build wall time past one machine (issue 34): a 100+ variant library on one machine vs a cluster of two machines' worth of workers.
 
     python bench/cluster_wall.py [--spec bench/scaling.toml] [--workers 2] [--threads 8] [--local-jobs 8,16] [--out wall.jsonl]
+    python bench/cluster_wall.py --capture RECORD --arch 90a [--arch 80 ...] [--keep-going] ...   # a capture record's kernels
 
 Where no second machine exists the cluster is simulated on this one: a ``dask scheduler`` and
 ``--workers`` ``dask worker`` processes of ``--threads`` threads each on 127.0.0.1 (Dask's own
@@ -10,7 +11,9 @@ commands; two workers of 8 threads = two 8-core machines on the GPU machine's 16
 Every build starts from an empty variant cache (the launcher runtime's object is shared), and the
 libraries are compared byte for byte. The cluster builds twice from an empty cache: with workers
 just started (each lowering process imports TileLang), then again (long-lived workers, as a CI
-cluster's are).
+cluster's are). ``--capture`` builds a capture record (``python -m tl_aot capture``) for ``--arch``
+instead of a spec file: the same record on the cluster and locally must give the same library.
+Each row also gives the variants built and the CPU-s per variant (lowering + nvcc + host job-s).
 """
 
 from __future__ import annotations
@@ -41,21 +44,25 @@ runtime_object(Path(sys.argv[1]), extra_key=objects_key(nvcc_version(), package_
 _JOB_TIME = re.compile(r"job time: lowering ([\d.]+) s \((.*?)\), nvcc ([\d.]+) s, host compile ([\d.]+) s, link ([\d.]+) s")
 
 
-def _build(spec: Path, out: Path, cache: Path, runtime: Path, extra: list) -> tuple[dict, Path]:
+def _build(source: list, out: Path, cache: Path, runtime: Path, extra: list) -> tuple[dict, Path]:
+    """One build of ``source`` (``--spec FILE`` or ``--capture RECORD --arch ...``) from an empty variant cache."""
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(cache, ignore_errors=True)
     shutil.copytree(runtime, cache)
-    cmd = [sys.executable, "-m", "tl_aot", "build", "--spec", str(spec), "-o", str(out), "--cache-dir", str(cache), *extra]
+    cmd = [sys.executable, "-m", "tl_aot", "build", *source, "-o", str(out), "--cache-dir", str(cache), *extra]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    rec = {"wall_s": round(wall, 2), "variants": len(re.findall(r"\] (?:nvcc |\S+ sm_\S+ on )", proc.stdout))}
+    lib = next(out.glob("lib*.so"))
+    manifest = _inspect(lib)
+    rec: dict = {"wall_s": round(wall, 2), "variants": sum(len(e.get("variants", [])) for e in manifest.get("entries", []))}
+    rec["left_out"] = len(manifest.get("left_out", []))
     m = _JOB_TIME.search(proc.stdout)
     if m:
         rec.update(lowering_s=float(m[1]), nvcc_s=float(m[3]), host_s=float(m[4]), link_s=float(m[5]))
-    lib = next(out.glob("lib*.so"))
+        rec["cpu_s_per_variant"] = round((rec["lowering_s"] + rec["nvcc_s"] + rec["host_s"]) / max(1, rec["variants"]), 2)
     return rec, lib
 
 
@@ -119,17 +126,24 @@ def _cluster(root: Path, workers: int, threads: int) -> tuple[list, str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spec", default=str(HERE / "scaling.toml"))
+    ap.add_argument("--capture", help="a capture record to build instead of --spec")
+    ap.add_argument("--arch", action="append", default=[], help="with --capture: an arch to build (repeatable)")
+    ap.add_argument("--keep-going", action="store_true", help="leave out variants that fail (each build the same way)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--local-jobs", default="8,16")
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="tl_aot_wall_"))
-    spec = Path(args.spec).resolve()
+    if args.capture and not args.arch:
+        ap.error("--capture needs at least one --arch")
+    spec = Path(args.capture or args.spec).resolve()
+    source = ["--capture", str(spec), *(f"--arch={a}" for a in args.arch)] if args.capture else ["--spec", str(spec)]
+    source += ["--keep-going"] if args.keep_going else []
     out = open(args.out, "a") if args.out else None  # noqa: SIM115
 
     def emit(rec: dict) -> None:
-        line = json.dumps({"bench": "cluster_wall", "spec": spec.name, "load": round(os.getloadavg()[0], 2), **rec})
+        line = json.dumps({"bench": "cluster_wall", "spec": spec.name, "archs": args.arch, "load": round(os.getloadavg()[0], 2), **rec})
         print(line, flush=True)
         if out:
             out.write(line + "\n")
@@ -140,7 +154,7 @@ def main(argv=None) -> int:
     procs, address = _cluster(work / "cluster", args.workers, args.threads)
     try:
         for run in ("cold", "warm"):  # cold: workers just started (each lowering process imports TileLang); warm: again
-            rec, cluster_lib = _build(spec, work / "out-cluster", work / "cache-cluster", runtime, ["--cluster", address])
+            rec, cluster_lib = _build(source, work / "out-cluster", work / "cache-cluster", runtime, ["--cluster", address])
             emit({"what": f"cluster ({run} workers)", "workers": args.workers, "threads": args.threads, **rec})
     finally:
         for p in reversed(procs):
@@ -151,7 +165,7 @@ def main(argv=None) -> int:
             except subprocess.TimeoutExpired:
                 p.kill()
     for jobs in (int(j) for j in args.local_jobs.split(",") if j):
-        rec, lib = _build(spec, work / f"out-j{jobs}", work / f"cache-j{jobs}", runtime, ["-j", str(jobs)])
+        rec, lib = _build(source, work / f"out-j{jobs}", work / f"cache-j{jobs}", runtime, ["-j", str(jobs)])
         same = lib.read_bytes() == cluster_lib.read_bytes()
         diff = {} if same else {"differences": _differences(lib, cluster_lib)}
         emit({"what": "local", "jobs": jobs, **rec, "identical_to_cluster": same, **diff})
