@@ -37,6 +37,7 @@ import pytest
 from support.faultfs import FAULTS, FaultFS, ToolMemo
 from support.helpers import ADD_KERNEL as KERNEL
 from support.helpers import in_folder, tl_aot_cli
+from support.snapshot import restore
 
 pytest.importorskip("tilelang")
 
@@ -204,9 +205,12 @@ def states(memo, tmp_path_factory):
 
 
 def _fresh(prev: Path, work: Path, n: int = 512) -> Path:
-    """The build folder as the previous build left it, its spec file asking for ``N=n`` (written before any fault)."""
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(prev, work)
+    """The build folder as the previous build left it, its spec file asking for ``N=n`` (written before any fault).
+
+    Restored as a fresh copy would be, rewriting only what the last run changed (a fresh copy of the
+    whole folder each run was half the matrix's time: :mod:`support.snapshot`).
+    """
+    restore(prev, work)
     (work / "kernels.toml").write_text(SPEC.format(n=n))
     return work
 
