@@ -408,7 +408,7 @@ double(1024)
 """
 
 
-def test_build_capture_on_the_cluster_is_the_local_build(cluster, tmp_path):
+def test_build_capture_on_the_cluster_is_the_local_build(cluster, tmp_path, session_runtime):
     """``build --capture RECORD --cluster``: the recorded kernel travels in its spec (no record shipped); same bytes as here."""
     (tmp_path / "workload.py").write_text(WORKLOAD)
     record = tmp_path / "rec.json"
@@ -416,8 +416,8 @@ def test_build_capture_on_the_cluster_is_the_local_build(cluster, tmp_path):
     assert proc.returncode == 0 and record.is_file(), proc.stdout + proc.stderr
     libs = []
     for where, extra in (("here", []), ("cluster", ["--cluster", cluster.address])):
-        out = tmp_path / where
-        proc = tl_aot_cli("build", "--capture", record, "--arch", "80", "-o", out, *extra)
+        out, cache = tmp_path / where, with_runtime(tmp_path / f"{where}-cache", session_runtime)
+        proc = tl_aot_cli("build", "--capture", record, "--arch", "80", "-o", out, "--cache-dir", cache, *extra)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         libs.append(next(out.glob("lib*.so")).read_bytes())
     assert " on w" in proc.stdout, proc.stdout
