@@ -7,12 +7,11 @@ Helpers live in the ``support`` package (``tests/support/``), never here: a test
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 from support import tree
-from support.builds import KERNELS, TESTLIB_SPEC, cuda_available, prebuilt_or_build
+from support.builds import KERNELS, TESTLIB_SPEC, cuda_available, prebuilt_or_build, with_runtime
 
 
 def pytest_collection_modifyitems(config, items):
@@ -112,11 +111,7 @@ def fresh_cache(tmp_path, session_runtime) -> Path:
     each test ~8 s. Tests of a clean build from nothing (reproducibility, concurrent writers) use
     an empty folder instead.
     """
-    from tl_aot.cuda.host_objects import OBJECTS_FOLDER
-
-    cache = tmp_path / "cache"
-    shutil.copytree(session_runtime.parent, cache / OBJECTS_FOLDER / session_runtime.parent.name)
-    return cache
+    return with_runtime(tmp_path / "cache", session_runtime)
 
 
 @pytest.fixture(scope="session")

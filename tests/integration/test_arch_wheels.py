@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.helpers import child_env, ok, run_ok, tl_aot_cli
+from support.venvs import fresh_venv, pip_into
 
 pytest.importorskip("tilelang")
 
@@ -64,14 +65,12 @@ def test_split_puts_each_arch_in_its_own_wheel_and_offers_it_as_an_extra(wheels)
 
 
 def test_a_missing_arch_names_its_wheel_and_a_pack_of_another_build_is_refused(wheels, tmp_path):
-    venv = tmp_path / "venv"
-    run_ok([sys.executable, "-m", "venv", venv], tmp_path, os.environ.copy())
-    python = venv / "bin" / "python"
+    python = fresh_venv(tmp_path / "venv", os.environ.copy())
     pin = tmp_path / "constraints.txt"  # the tvm-ffi the library was built with
     pin.write_text(f"apache-tvm-ffi=={importlib.metadata.version('apache-tvm-ffi')}\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT", "PYTHONPATH")}
-    run_ok([python, "-m", "pip", "install", "-q", "-c", pin, wheels["base"], wheels["sm80"]], tmp_path, env)
-    names = {d["name"] for d in json.loads(run_ok([python, "-m", "pip", "list", "--format=json"], tmp_path, env).stdout)}
+    run_ok(pip_into(python, "install", "-q", "-c", pin, wheels["base"], wheels["sm80"]), tmp_path, env)
+    names = {d["name"] for d in json.loads(run_ok(pip_into(python, "list", "--format=json"), tmp_path, env).stdout)}
     assert "tl_aot" not in names and "tilelang" not in names
 
     def check() -> dict:
@@ -82,7 +81,7 @@ def test_a_missing_arch_names_its_wheel_and_a_pack_of_another_build_is_refused(w
     assert "lib_kernels.sm_90a.tlpack, which is not installed" in got["sm_90a"]
     assert "pip install 'tl-packs-sm90a==0.1.0'" in got["sm_90a"]
 
-    run_ok([python, "-m", "pip", "install", "-q", "--no-deps", wheels["sm90a"]], tmp_path, env)
+    run_ok(pip_into(python, "install", "-q", "--no-deps", wheels["sm90a"]), tmp_path, env)
     assert check() == {"sm_80": "", "sm_90a": ""}
 
     # the sm_90a pack replaced by one of another build (another record or toolchain: another build id)

@@ -7,7 +7,9 @@ library is still identical; workers that join mid-build are vetted and the one t
 tasks; a worker whose tools change after vetting refuses its task, which runs elsewhere; variants
 of one arch build as one task in one nvcc run; a sharded build links into the same library, and link refuses a
 missing shard; a second "machine" (its own cache) reuses the first's variants through a shared
-``file://`` cache. One tiny kernel for two archs, one thread per worker (2 cores).
+``file://`` cache. One tiny kernel for two archs, one thread per worker (2 cores). Each build's own
+cache starts with the session's launcher runtime object (``support.builds.with_runtime``): what
+travels to workers is variants, and the runtime compiled in each cache cost this file ~10 compiles.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import time
 from pathlib import Path
 
 import pytest
-from support.helpers import tl_aot_cli
+from support.builds import with_runtime
+from support.helpers import tl_aot_cli, tl_aot_here
 
 pytest.importorskip("tilelang")
 distributed = pytest.importorskip("distributed")
@@ -98,12 +101,12 @@ class LocalCluster:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
+def reference(tmp_path_factory, session_runtime):
     """The library built here, on this machine alone (and its cache, which the shards reuse)."""
     from tl_aot.pipeline.library import build_library
 
     out = tmp_path_factory.mktemp("local")
-    return build_library(_lib(), out_dir=out, cache_dir=out / "cache", jobs=2, log=None, cluster="")
+    return build_library(_lib(), out_dir=out, cache_dir=with_runtime(out / "cache", session_runtime), jobs=2, log=None, cluster="")
 
 
 @pytest.fixture(scope="module")
@@ -119,14 +122,15 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cluster_build(cluster, tmp_path_factory):
-    """A build through the cluster, with an empty local cache and a shared cache at a file:// URL."""
+def cluster_build(cluster, tmp_path_factory, session_runtime):
+    """A build through the cluster, with an empty local cache (but the runtime) and a shared cache at a file:// URL."""
     from tl_aot.pipeline.library import build_library
 
     out = tmp_path_factory.mktemp("on-cluster")
     shared = (out / "shared").as_uri()
     lines: list = []
-    result = build_library(_lib(), out_dir=out, cache_dir=out / "cache", log=lines.append, cluster=cluster.address, cache_url=shared)
+    cache = with_runtime(out / "cache", session_runtime)
+    result = build_library(_lib(), out_dir=out, cache_dir=cache, log=lines.append, cluster=cluster.address, cache_url=shared)
     return result, lines, shared
 
 
@@ -161,7 +165,7 @@ def test_a_cluster_where_no_worker_agrees_builds_nothing(tmp_path):
         c.close()
 
 
-def _build_while(c, workers: list, watch, tmp_path):
+def _build_while(c, workers: list, watch, tmp_path, runtime: Path):
     """A cluster build on ``workers`` while ``watch`` runs beside it (killing or adding workers); the cluster closes after."""
     from tl_aot.pipeline.library import build_library
 
@@ -171,14 +175,15 @@ def _build_while(c, workers: list, watch, tmp_path):
         watcher = threading.Thread(target=watch)
         watcher.start()
         lines: list = []
-        result = build_library(_lib(), out_dir=tmp_path / "out", cache_dir=tmp_path / "cache", log=lines.append, cluster=c.address)
+        cache = with_runtime(tmp_path / "cache", runtime)
+        result = build_library(_lib(), out_dir=tmp_path / "out", cache_dir=cache, log=lines.append, cluster=c.address)
         watcher.join()
     finally:
         c.close()
     return result, lines
 
 
-def test_a_worker_killed_mid_task_loses_nothing(reference, tmp_path):
+def test_a_worker_killed_mid_task_loses_nothing(reference, tmp_path, session_runtime):
     """SIGKILL the worker running a variant: Dask runs it on the other; the library is still the local one."""
 
     c = LocalCluster(tmp_path / "cluster")
@@ -197,7 +202,7 @@ def test_a_worker_killed_mid_task_loses_nothing(reference, tmp_path):
                     return
                 time.sleep(0.05)
 
-    result, lines = _build_while(c, ["k1", "k2"], killer, tmp_path)
+    result, lines = _build_while(c, ["k1", "k2"], killer, tmp_path, session_runtime)
     assert killed, "no task was seen running"
     assert any(f"worker {killed[0]}" in ln and "left" in ln for ln in lines), lines
     survivor = "k2" if killed[0] == "k1" else "k1"
@@ -205,7 +210,7 @@ def test_a_worker_killed_mid_task_loses_nothing(reference, tmp_path):
     assert result.library.read_bytes() == reference.library.read_bytes()
 
 
-def test_a_worker_that_joins_mid_build_takes_tasks(reference, tmp_path):
+def test_a_worker_that_joins_mid_build_takes_tasks(reference, tmp_path, session_runtime):
     """A cluster of one worker; two more join while its first task runs: the one that agrees takes a task, the other
     (another tl_aot) is refused before it gets any; the library is still the local one."""
     from tl_aot import __version__
@@ -226,7 +231,7 @@ def test_a_worker_that_joins_mid_build_takes_tasks(reference, tmp_path):
                     return
                 time.sleep(0.05)
 
-    result, lines = _build_while(c, ["first"], joiner, tmp_path)
+    result, lines = _build_while(c, ["first"], joiner, tmp_path, session_runtime)
     assert joined, "no task was seen running"
     assert any(ln.startswith("cluster: worker late (") and "joined and agrees" in ln for ln in lines), lines
     refused = [ln for ln in lines if ln.startswith("cluster: refused worker late-stale")]
@@ -237,7 +242,7 @@ def test_a_worker_that_joins_mid_build_takes_tasks(reference, tmp_path):
     assert result.library.read_bytes() == reference.library.read_bytes()
 
 
-def test_a_worker_whose_tools_change_after_vetting_refuses_its_task_and_it_runs_elsewhere(reference, tmp_path):
+def test_a_worker_whose_tools_change_after_vetting_refuses_its_task_and_it_runs_elsewhere(reference, tmp_path, session_runtime):
     """The task's own check: a worker that agreed when vetted but no longer does refuses, naming the difference;
     it gets no more tasks and its task runs on the other worker."""
     from tl_aot.pipeline.library import build_library
@@ -255,7 +260,8 @@ def test_a_worker_whose_tools_change_after_vetting_refuses_its_task_and_it_runs_
     try:
         c.add_worker("steady")
         c.add_worker("turncoat")
-        result = build_library(_lib(), out_dir=tmp_path / "out", cache_dir=tmp_path / "cache", log=log, cluster=c.address)
+        cache = with_runtime(tmp_path / "cache", session_runtime)
+        result = build_library(_lib(), out_dir=tmp_path / "out", cache_dir=cache, log=log, cluster=c.address)
     finally:
         c.close()
     refused = [ln for ln in lines if ln.startswith("cluster: refused worker turncoat")]
@@ -277,12 +283,13 @@ def _batch_lib():
     return LibrarySpec(name="batched", entries=entries)
 
 
-def test_variants_of_one_arch_build_as_one_task_in_one_nvcc_run(tmp_path):
+def test_variants_of_one_arch_build_as_one_task_in_one_nvcc_run(tmp_path, session_runtime):
     """A one-thread worker gets the three sm_80 variants as one task: lowered one by one, compiled in one nvcc run
     (the worker says so per variant), and the library is the local build's, byte for byte."""
     from tl_aot.pipeline.library import build_library
 
-    local = build_library(_batch_lib(), out_dir=tmp_path / "local", cache_dir=tmp_path / "local-cache", jobs=2, log=None, cluster="")
+    local_cache = with_runtime(tmp_path / "local-cache", session_runtime)
+    local = build_library(_batch_lib(), out_dir=tmp_path / "local", cache_dir=local_cache, jobs=2, log=None, cluster="")
     c = LocalCluster(tmp_path / "cluster")
     keys: set = set()
     done = threading.Event()
@@ -299,9 +306,8 @@ def test_variants_of_one_arch_build_as_one_task_in_one_nvcc_run(tmp_path):
         watcher = threading.Thread(target=watch)
         watcher.start()
         try:
-            result = build_library(
-                _batch_lib(), out_dir=tmp_path / "out", cache_dir=tmp_path / "cache", log=lines.append, cluster=c.address
-            )
+            cache = with_runtime(tmp_path / "cache", session_runtime)
+            result = build_library(_batch_lib(), out_dir=tmp_path / "out", cache_dir=cache, log=lines.append, cluster=c.address)
         finally:
             done.set()
             watcher.join()
@@ -315,12 +321,13 @@ def test_variants_of_one_arch_build_as_one_task_in_one_nvcc_run(tmp_path):
     assert result.header.read_bytes() == local.header.read_bytes()
 
 
-def test_a_second_machine_reuses_variants_through_the_shared_cache(reference, cluster_build, tmp_path):
+def test_a_second_machine_reuses_variants_through_the_shared_cache(reference, cluster_build, tmp_path, session_runtime):
     from tl_aot.pipeline.library import build_library
 
     _, _, shared = cluster_build
     lines: list = []
-    result = build_library(_lib(), out_dir=tmp_path, cache_dir=tmp_path / "cache", log=lines.append, cluster="", cache_url=shared)
+    cache = with_runtime(tmp_path / "cache", session_runtime)
+    result = build_library(_lib(), out_dir=tmp_path, cache_dir=cache, log=lines.append, cluster="", cache_url=shared)
     assert "2 of 2 variant(s) from the shared cache" in "\n".join(lines)
     assert not any(ln.startswith("[") and "lower " in ln for ln in lines), lines  # nothing lowered here
     assert result.library.read_bytes() == reference.library.read_bytes()
@@ -338,14 +345,17 @@ function = "add_one"
 """
 
 
-def test_a_worker_in_an_empty_folder_builds_what_the_driver_names_by_relative_paths(tmp_path):
+def test_a_worker_in_an_empty_folder_builds_what_the_driver_names_by_relative_paths(tmp_path, session_runtime):
     """The README's promise: workers need no checkout. A spec with a relative source, and a relative CLI target."""
     project, empty = tmp_path / "project", tmp_path / "empty"
     project.mkdir()
     empty.mkdir()
     (project / "elementwise.py").write_bytes(KERNEL.read_bytes())
     (project / "kernels.toml").write_text(RELATIVE_SPEC)
-    local = tl_aot_cli("build", "--spec", "kernels.toml", "-o", "local", "--cache-dir", "local-cache", "-q", cwd=project)
+    for cache in ("local-cache", "spec-cache", "cli-cache"):  # the drivers' caches (relative, named below)
+        with_runtime(project / cache, session_runtime)
+    # the reference bytes, built here in this process (the command as written, without a second TileLang import)
+    local = tl_aot_here("build", "--spec", "kernels.toml", "-o", "local", "--cache-dir", "local-cache", "-q", cwd=project)
     assert local.returncode == 0, local.stderr
     c = LocalCluster(tmp_path / "cluster")
     try:
@@ -398,7 +408,7 @@ double(1024)
 """
 
 
-def test_build_capture_on_the_cluster_is_the_local_build(cluster, tmp_path):
+def test_build_capture_on_the_cluster_is_the_local_build(cluster, tmp_path, session_runtime):
     """``build --capture RECORD --cluster``: the recorded kernel travels in its spec (no record shipped); same bytes as here."""
     (tmp_path / "workload.py").write_text(WORKLOAD)
     record = tmp_path / "rec.json"
@@ -406,8 +416,8 @@ def test_build_capture_on_the_cluster_is_the_local_build(cluster, tmp_path):
     assert proc.returncode == 0 and record.is_file(), proc.stdout + proc.stderr
     libs = []
     for where, extra in (("here", []), ("cluster", ["--cluster", cluster.address])):
-        out = tmp_path / where
-        proc = tl_aot_cli("build", "--capture", record, "--arch", "80", "-o", out, *extra)
+        out, cache = tmp_path / where, with_runtime(tmp_path / f"{where}-cache", session_runtime)
+        proc = tl_aot_cli("build", "--capture", record, "--arch", "80", "-o", out, "--cache-dir", cache, *extra)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         libs.append(next(out.glob("lib*.so")).read_bytes())
     assert " on w" in proc.stdout, proc.stdout

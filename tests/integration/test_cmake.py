@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from support.helpers import child_env, ok, run, run_ok, tl_aot_cli
 from support.tree import files
+from support.venvs import fresh_venv, pip_into
 
 pytest.importorskip("tilelang")
 CMAKE = shutil.which("cmake")
@@ -412,18 +413,17 @@ def test_skbuild_wheel_ships_kernels_built_by_cmake(tmp_path, cache_dir):
         assert f'constrains the platform tag to "manylinux_2_{tag[1]}_x86_64"' in show, show
 
     # Installed into a fresh venv with apache-tvm-ffi alone (no tl_aot, no torch): it imports.
-    venv = tmp_path / "rt"
-    run_ok([sys.executable, "-m", "venv", venv], tmp_path, env)
+    python = fresh_venv(tmp_path / "rt", env)
     clean = {k: v for k, v in env.items() if k not in ("PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT", "PYTHONPATH")}
-    run_ok([venv / "bin" / "python", "-m", "pip", "install", "-q", retagged], tmp_path, clean)
-    names = run_ok([venv / "bin" / "python", "-m", "pip", "list", "--format=freeze"], tmp_path, clean).stdout
+    run_ok(pip_into(python, "install", "-q", retagged), tmp_path, clean)
+    names = run_ok(pip_into(python, "list", "--format=freeze"), tmp_path, clean).stdout
     installed = {re.sub(r"[-_.]+", "-", n).lower() for n in re.findall(r"^([\w.-]+)==", names, re.M)}
     assert installed <= {"apache-tvm-ffi", "pip", "setuptools", "typing-extensions", "tl-skb-sample"}, installed
     code = "import sys, tl_skb_sample as s\n"
     code += (
         "print(callable(s.add_one), callable(s.axpy), sorted(m for m in sys.modules if m.split('.')[0] in ('tl_aot', 'torch', 'tilelang')))"
     )
-    assert run_ok([venv / "bin" / "python", "-c", code], tmp_path, clean).stdout.strip() == "True True []"
+    assert run_ok([python, "-c", code], tmp_path, clean).stdout.strip() == "True True []"
 
 
 def test_skbuild_finds_an_installed_tl_aot_through_its_cmake_root_entry_point(tmp_path, cache_dir):

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.builds import with_runtime
 from support.helpers import ok, run_ok, tl_aot_cli, tl_aot_here
 
 pytest.importorskip("tilelang")
@@ -101,9 +102,9 @@ def test_setuptools_takes_the_objects_the_library_passes(package, jit, cache_dir
     assert ["jit_args.block_m", "128"] in gemm["args"] and ["dtype", "torch.float16"] in gemm["args"]
 
 
-def test_editing_an_included_header_rebuilds_the_image(package, cache_dir, tmp_path):
+def test_editing_an_included_header_rebuilds_the_image(package, tmp_path, session_runtime):
     args = ["build", "tlops/kernels/scale.py:relu6_scale", "--arg", "n=1000", "--arg", "factor=2.0"]
-    args += ["--arch", "90a", "--cache-dir", tmp_path / "cache", "-o", tmp_path / "out"]
+    args += ["--arch", "90a", "--cache-dir", with_runtime(tmp_path / "cache", session_runtime), "-o", tmp_path / "out"]
     ok(tl_aot_here(*args, cwd=package))
     assert "is up to date" in ok(tl_aot_here(*args, cwd=package)).stdout
     header = package / "tlops" / "kernels" / "include" / "tlops_helpers.h"
@@ -118,12 +119,12 @@ def test_editing_an_included_header_rebuilds_the_image(package, cache_dir, tmp_p
         header.write_text(original)
 
 
-def test_checkouts_sharing_a_cache_each_build_with_their_own_headers(package, tmp_path):
+def test_checkouts_sharing_a_cache_each_build_with_their_own_headers(package, tmp_path, session_runtime):
     """A cache shared by two copies of the project: a hit reports the copy's own -include path, and an
     edited header in one copy rebuilds its image instead of reusing the other copy's."""
     other = tmp_path / "other" / "factory_shapes"
     shutil.copytree(package, other, ignore=shutil.ignore_patterns("build*", "*.so", "__pycache__"))
-    cache = tmp_path / "cache"
+    cache = with_runtime(tmp_path / "cache", session_runtime)  # the variants' cache: empty of them
 
     def build(root: Path) -> tuple[str, list]:
         args = ["build", "tlops/kernels/scale.py:relu6_scale", "--arg", "n=1000", "--arg", "factor=2.0", "--arch", "90a"]

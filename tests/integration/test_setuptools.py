@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from support.helpers import child_env, ok, run, run_ok, tl_aot_cli
+from support.venvs import fresh_venv, pip_into
 
 from tl_aot.wheel.manylinux import version_key
 from tl_aot.wheel.wheel_check import check_wheel
@@ -95,12 +96,11 @@ def sample_wheel(tmp_path_factory, cache_dir) -> Path:
 def runtime_venv(tmp_path_factory, demo, sample_wheel) -> Path:
     """A fresh venv into which pip installs both wheels: they bring apache-tvm-ffi and nothing else."""
     venv = tmp_path_factory.mktemp("runtime") / "venv"
-    run_ok([sys.executable, "-m", "venv", venv], venv.parent, os.environ.copy())
-    python = venv / "bin" / "python"
+    python = fresh_venv(venv, os.environ.copy())
     pin = venv.parent / "constraints.txt"  # the tvm-ffi the libraries were built with: no network surprise
     pin.write_text(f"apache-tvm-ffi=={importlib.metadata.version('apache-tvm-ffi')}\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT")}
-    run_ok([python, "-m", "pip", "install", "-q", "-c", pin, demo[1], sample_wheel], venv.parent, env)
+    run_ok(pip_into(python, "install", "-q", "-c", pin, demo[1], sample_wheel), venv.parent, env)
     return python
 
 
@@ -140,7 +140,7 @@ def test_sample_wheel_is_py3_none_manylinux_and_needs_only_tvm_ffi(sample_wheel)
 
 
 def test_installed_wheels_import_in_a_venv_with_only_tvm_ffi(runtime_venv):
-    names = json.loads(run_ok([runtime_venv, "-m", "pip", "list", "--format=json"], runtime_venv.parent, os.environ.copy()).stdout)
+    names = json.loads(run_ok(pip_into(runtime_venv, "list", "--format=json"), runtime_venv.parent, os.environ.copy()).stdout)
     installed = {re.sub(r"[-_.]+", "-", d["name"]).lower() for d in names}
     assert installed <= {"pip", "setuptools", "apache-tvm-ffi", "typing-extensions", "tl-demo", "tl-gemm"}, installed
     script = """

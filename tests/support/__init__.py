@@ -7,7 +7,10 @@ import ...``; no test edits ``sys.path`` to reach a fake. Child processes that n
 ``apache-tvm-ffi`` (the runtime venvs) imports ``support.fake_cuda`` alone.
 
 * ``helpers`` — running tools as processes (``tl_aot_cli``) or in this process (``tl_aot_here``), clean environments.
-* ``builds`` — building the test kernels' libraries once per session (the fixtures of ``conftest.py`` call these).
+* ``builds`` — building the test kernels' libraries once per session (the fixtures of ``conftest.py`` call these);
+  ``with_runtime``, a build's own cache started with the session's launcher runtime object.
+* ``venvs`` — fresh venvs for runtime tests, installed into by this interpreter's pip.
+* ``snapshot`` — a folder put back as its snapshot holds it, rewriting only what differs.
 * ``tree`` — the files a structure test reads, never none.
 * ``golden`` — the codegen goldens: the manifest, and one launcher per feature.
 * ``records`` — factories of the small records unit tests build by hand (``lowered_variant``).

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
-__all__ = ["KERNELS", "TESTLIB_SPEC", "build_spec", "cuda_available", "prebuilt_or_build"]
+__all__ = ["KERNELS", "TESTLIB_SPEC", "build_spec", "cuda_available", "prebuilt_or_build", "with_runtime"]
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 TESTLIB_SPEC = KERNELS / "testlib.toml"
@@ -41,3 +42,16 @@ def build_spec(spec: Path, tmp_path_factory, cache_dir, *, jobs: int = 2):
     out = tmp_path_factory.mktemp(spec.stem)
     result = build_library(load_spec_file(spec), out_dir=out, cache_dir=cache_dir, log=None, jobs=jobs)
     return result, tl_aot.load(result.library)
+
+
+def with_runtime(cache: Path, runtime: Path) -> Path:
+    """``cache``, empty but for a copy of the launcher runtime's object ``runtime`` (the ``session_runtime`` fixture's).
+
+    For a build into a cache of its own whose point is its variants (lowered, compiled, shipped to
+    workers), not the runtime: that object depends only on the toolchain, and compiling it costs
+    each such cache 2-4 s of CPU. A build as a process finds it too (the same toolchain, the same key).
+    """
+    from tl_aot.cuda.host_objects import OBJECTS_FOLDER
+
+    shutil.copytree(runtime.parent, Path(cache) / OBJECTS_FOLDER / runtime.parent.name)
+    return Path(cache)
