@@ -253,8 +253,9 @@ def changed(images: dict, entry: str, seed: int, heads: dict[str, bytes]) -> dic
 
 def run_steps(args) -> list[dict]:
     """The four steps in a fresh output folder; one row each."""
-    from tl_aot.cuda.host_objects import runtime_object
     from load_scale import synthesised
+
+    from tl_aot.cuda.host_objects import runtime_object
 
     manifest = dataclasses.replace(synthesised(args.entries, list(ARCHS), 0, 0, args.entry_kb), library="link_packs")
     lo, _, hi = args.kb.partition("-")
@@ -272,7 +273,12 @@ def run_steps(args) -> list[dict]:
         base = Path(tmp)
         edited = changed(images, entry, args.seed + 1, heads)
         for name, imgs in (("first", images), ("one", edited), ("same", edited), ("back", images)):
-            row = {"bench": "link_packs", "step": name, "code": str(Path(sys.modules["tl_aot"].__file__).parents[1]), "entries": args.entries}
+            row = {
+                "bench": "link_packs",
+                "step": name,
+                "code": str(Path(sys.modules["tl_aot"].__file__).parents[1]),
+                "entries": args.entries,
+            }
             row["images"] = len(imgs)
             row["image_mib"] = round(sum(len(b) for _, b in imgs.values()) / 2**20, 1)
             row.update(step(manifest, imgs, launcher, runtime, base, args.cache, args.jobs, args.profile if name == "one" else None))
@@ -309,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])]
         at = cmd.index("--baseline")
         del cmd[at : at + 2]
-        cmd += ["--code", str(args.baseline.resolve()), "--cache", str(args.cache) + "-baseline"]
+        cmd += ["--code", str(args.baseline.resolve()), "--cache", str(args.cache)]  # objects and images keyed by content: shared
         done = subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(args.baseline)})
         sys.stderr.write(done.stderr)
         if done.returncode:

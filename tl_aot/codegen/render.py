@@ -121,15 +121,16 @@ def render_launcher_sources(
     return tuple(made)
 
 
-def render_manifest(manifest: Manifest) -> str:
+def render_manifest(manifest: Manifest, *, manifest_text: str | None = None) -> str:
     """The manifest translation unit: the JSON of ``manifest`` as the launcher's ``tl_aot_manifest_json``, and its index.
 
     Kept apart from the launcher, whose text never depends on image sizes: the launcher can be
     rendered and compiled as soon as lowering is done, the manifest only once nvcc is. The index
     (:mod:`tl_aot.common.manifest_index`) is what loading reads; its digest is the one the ELF
-    section carries.
+    section carries. ``manifest_text``: ``to_json(manifest)`` when the caller has it (the link
+    stage serialises a whole library's manifest once).
     """
-    json_text = to_json(manifest)
+    json_text = manifest_text if manifest_text is not None else to_json(manifest)
     index = index_text(manifest, json_text)
     _, delim = _raw_string(json_text + index)
     return (
