@@ -36,6 +36,7 @@ import argparse
 import cProfile
 import dataclasses
 import hashlib
+import importlib
 import json
 import os
 import random
@@ -242,8 +243,8 @@ def check(lib: Path, manifest, images: dict, cache: Path) -> None:
 
 
 def changed(images: dict, entry: str, seed: int, heads: dict[str, bytes]) -> dict:
-    """``images`` with every arch's image of ``entry`` made again (other bytes, other sizes)."""
-    rng = random.Random(seed)
+    """``images`` with every arch's image of ``entry`` made again (other bytes, other sizes: never compressed before)."""
+    rng = random.Random(f"{seed} {os.getpid()} {time.time_ns()}")
     out = dict(images)
     for symbol, (arch, data) in images.items():
         if symbol.startswith(entry + "__"):
@@ -258,6 +259,9 @@ def run_steps(args) -> list[dict]:
     from tl_aot.cuda.host_objects import runtime_object
 
     manifest = dataclasses.replace(synthesised(args.entries, list(ARCHS), 0, 0, args.entry_kb), library="link_packs")
+    # This run's own manifest, as a build's is: its unit is compiled afresh, never a hit left by an earlier run of the bench.
+    nonce = hashlib.sha256(f"{os.getpid()} {time.time_ns()}".encode()).hexdigest()[:16]
+    manifest = dataclasses.replace(manifest, build_flags=(*manifest.build_flags, f"-DLINK_PACKS_RUN={nonce}"))
     lo, _, hi = args.kb.partition("-")
     args.cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -310,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="append the rows here (JSONL)")
     args = ap.parse_args(argv)
     sys.path[:0] = [str(args.code or ROOT), str(ROOT / "bench")]
+    importlib.import_module("tl_aot")  # the checkout measured, before load_scale puts this one on the path
     base_rows = []
     if args.baseline:
         cmd = [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])]

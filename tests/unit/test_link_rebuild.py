@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from support.golden import golden_manifest
 
+from tl_aot.codegen.render import render_manifest
 from tl_aot.common.arch import parse_arch
-from tl_aot.common.metadata import to_json
+from tl_aot.common.metadata import manifest_json, to_json
 from tl_aot.cuda.host_compile import SMALL_IMAGE, embed_images
 from tl_aot.pipeline.image_packs import ImagePacks, pack_library, read_pack, read_ref
 from tl_aot.pipeline.link import publish
@@ -49,6 +50,13 @@ def test_the_build_id_is_the_same_with_the_manifest_text_given_or_made():
     m = golden_manifest()
     given = pack_library(m, IMAGES, ImagePacks(compress=False), cuda_version=(13, 0), cache=Path("/x"), manifest_text=to_json(m))
     assert given == _packed(IMAGES, m)
+
+
+def test_the_manifest_spelled_once_is_the_manifest_and_entries_to_json_spells():
+    m = golden_manifest()
+    spelled = manifest_json(m)
+    assert spelled.text == to_json(m) and spelled.entries == tuple(to_json(e) for e in m.entries)
+    assert render_manifest(m, spelled=spelled) == render_manifest(m)
 
 
 def test_a_stamp_spliced_from_the_manifest_text_reads_as_the_one_made_from_the_manifest(tmp_path):

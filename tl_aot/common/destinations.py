@@ -169,9 +169,9 @@ class StagedFiles:
 
 
 def _holds(path: Path, data: bytes) -> bool:
-    """Whether the file ``path`` holds exactly ``data`` (unreadable or missing: no)."""
+    """Whether the file ``path`` holds exactly ``data`` (sizes first: a pack of another size is not read; unreadable or missing: no)."""
     try:
-        return path.read_bytes() == data
+        return path.stat().st_size == len(data) and path.read_bytes() == data
     except OSError:
         return False
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ..codegen.render import render_manifest
 from ..common.destinations import StagedFiles
 from ..common.fileutil import write_if_different
-from ..common.metadata import Manifest, to_json
+from ..common.metadata import Manifest, ManifestJson, manifest_json
 from ..cuda.host_compile import embed_images, link_library
 from ..cuda.host_objects import generated_object
 from .image_packs import PACK_SUFFIX, ImagePacks, pack_built, packs_line
@@ -74,14 +74,15 @@ def link_and_publish(
     them. Returns the seconds spent packing and linking (the summary's "link").
     """
     t0 = time.perf_counter()
-    text = to_json(manifest)  # once: a whole library's manifest is tens of MB (the build id, the manifest unit, the stamp)
+    spelled = manifest_json(manifest)  # once: a whole library's manifest is tens of MB (the build id, the manifest unit, the stamp)
+    text = spelled.text
     embedded = {symbol: image for symbol, (_, image) in images.items()}
     packed = None
     if packs is not None:
         packed = pack_built(manifest, dict(images), packs, nvcc_version=manifest.nvcc_version, cache=cache, jobs=jobs, manifest_text=text)
         embedded = packed.refs
     objects = (launcher.obj, runtime_obj)
-    built = link(manifest.library, work, manifest, embedded, objects, cache=cache, key=key, force=force, manifest_text=text)
+    built = link(manifest.library, work, manifest, embedded, objects, cache=cache, key=key, force=force, spelled=spelled)
     seconds = time.perf_counter() - t0
     if progress is not None:
         progress.step(f"link {built.name}")
@@ -112,7 +113,7 @@ def link(
     cache: Path,
     key: str,
     force: bool = False,
-    manifest_text: str | None = None,
+    spelled: ManifestJson | None = None,
 ) -> Path:
     """Link ``lib<name>.so`` in the work folder from the images (symbol -> bytes; with image packs, their references) and the objects.
 
@@ -120,10 +121,10 @@ def link(
     :func:`objects_key`), embeds the images in one object of their own (:func:`embed_images`: one
     assembler run, whatever their number) and links it with the launcher and runtime objects.
     ``objects``: the launcher's and the runtime's, both in the cache (read, never modified).
-    ``manifest_text``: ``to_json(manifest)``, when the caller has it.
+    ``spelled``: the manifest's JSON, when the caller has it (:func:`~tl_aot.common.metadata.manifest_json`).
     """
     launcher_obj, runtime_obj = objects
-    text = render_manifest(manifest, manifest_text=manifest_text)
+    text = render_manifest(manifest, spelled=spelled)
     write_if_different(work / f"{name}.manifest.cc", text)
     manifest_obj, _ = generated_object(
         cache,
