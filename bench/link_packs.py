@@ -10,7 +10,8 @@ the stages 5 and 6 every build ends with, ``--image-packs`` on (compressed), as 
 
 1. ``first``: every image new to the link (the compressed images in ``--cache`` from an earlier run
    of the bench are hits, as the variant cache's are in a rebuild: ``--cold`` empties it);
-2. ``one``: one kernel changed: ``--changed``'s image for every arch (new bytes, new sizes);
+2. ``one``: one kernel changed: ``--changed``'s image for every arch (new bytes, new sizes, new to
+   every run: compressed in this step, as a changed kernel's are);
 3. ``same``: the same inputs again (what publishing an unchanged library costs; a build's stamp
    usually answers first);
 4. ``back``: the change undone (every image seen before).
@@ -23,8 +24,10 @@ files changed. Every step is checked as the runtime reads a library: every refer
 names an image of its pack with that size and SHA-256, the pack's build id is the library's, the
 manifest's image sizes are the images'; unchanged steps publish byte-identical files.
 
-``--baseline DIR`` runs the same steps with the tl_aot checkout in DIR (another commit: ``git
-worktree add /tmp/base main``) in a subprocess first, over the same images, and prints the ratios.
+Each run's manifest is its own (a nonce among its build flags), so its unit is compiled as a
+build's would be, never a hit left by an earlier run. ``--baseline DIR`` runs the same steps with
+the tl_aot checkout in DIR (another commit: ``git archive main | tar -x -C DIR``) in a subprocess
+first, over the same images and cache, and prints the ratios.
 
 ``python bench/link_packs.py [--entries 1714] [--kb 8-72] [--baseline DIR] [--json OUT]``
 (first run: the launcher's compile, ~1 CPU-min per 1,000 entries, and the images' compression, ~7 ms each).
