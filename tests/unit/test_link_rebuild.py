@@ -146,3 +146,26 @@ def test_publishing_one_changed_image_replaces_its_pack_and_the_library_and_noth
     sm80 = read_pack(now[f"lib{lib}.sm_80.tlpack"][0])
     assert sm80.images[read_ref(packed.refs["b__sm_80"]).digest] == b"b80, changed"
     assert now[f"lib{lib}.so"][0] == b"library two" and not (tmp_path / "work" / f"lib{lib}.so").exists()  # moved, not copied
+
+
+def test_a_library_built_on_another_file_system_is_copied_in_and_left_there(tmp_path, monkeypatch):
+    import errno
+
+    from tl_aot.common.destinations import StagedFiles
+
+    real = os.replace
+    built, dest = tmp_path / "work" / "libx.so", tmp_path / "out" / "libx.so"
+    built.parent.mkdir()
+    built.write_bytes(b"library")
+
+    def across(src, dst):  # the work folder on another file system: a rename cannot move it
+        if Path(src) == built:
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr("tl_aot.common.destinations.os.replace", across)
+    staged = StagedFiles()
+    assert staged.stage(dest, source=built, role="library", if_changed=True, move=True)
+    staged.publish()
+    assert dest.read_bytes() == built.read_bytes() == b"library"
+    assert not StagedFiles().stage(dest, source=built, role="library", if_changed=True, move=True)  # the same bytes: left alone
