@@ -17,6 +17,9 @@ N's time over the smallest N's, against ``N / N_min``: linear embedding keeps th
 Both libraries are checked to hold every image at its symbol.
 
 ``python bench/link_scale.py [--counts 10,100,500,1000,2000] [--old-max 500] [--kb 8-64] [--json OUT]``
+
+``--packs``: the whole library with image packs instead, a first build and rebuilds where one
+kernel changed, link and publish (``bench/link_packs.py``, whose options follow).
 """
 
 from __future__ import annotations
@@ -160,6 +163,12 @@ def images_missing(lib: Path, images: dict[str, bytes]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--packs" in argv:  # the whole library with image packs, first build and one-kernel rebuilds: bench/link_packs.py
+        sys.path.insert(0, str(ROOT / "bench"))
+        from link_packs import main as packs_main
+
+        return packs_main([a for a in argv if a != "--packs"])
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--counts", default="10,100,500,1000,2000", help="image counts, comma-separated (the smallest is the growth baseline)")
     ap.add_argument("--old-max", type=int, default=500, help="largest count the previous one-by-one embedding is timed at (0: never)")

@@ -20,7 +20,12 @@ wall), ``launcher`` (render + units), ``link`` (images, manifest, final link, pu
 stage times from the build's own progress lines and a profile of the driver. ``--profile``
 writes a cProfile of the ``one`` rebuild.
 
-``python bench/rebuild_one.py --entries 2000 --archs sm_80,sm_89,sm_90a,sm_100a -j 2 [--json OUT]``
+With ``--packs`` the library keeps its images in per-arch packs (``--image-packs``, compressed), as
+TileOPs' whole library is built, and every seeded image is distinct and of a realistic size
+(``--kb``, 8-72 KiB: entry 0's cubin with a section of bytes compressible about 5x added), so the
+packs hold what a whole library's do (the first build compresses each image once, ~7 ms each).
+
+``python bench/rebuild_one.py --entries 2000 --archs sm_80,sm_89,sm_90a,sm_100a -j 2 [--packs] [--json OUT]``
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ import cProfile
 import dataclasses
 import json
 import os
+import random
 import re
 import resource
 import shutil
+import struct
 import sys
 import tempfile
 import time
@@ -75,8 +82,35 @@ def library(folder: Path, n: int, archs: list[str]):
     return LibrarySpec(name="rebuild_one", entries=tuple(entries))  # type: ignore[arg-type]
 
 
-def seed(lib, cache: Path, out: Path) -> float:
-    """Build entry 0 for real, store its variant under every other task's key (renamed): seconds taken."""
+def padded_cubin(cubin: bytes, payload: bytes) -> bytes:
+    """``cubin`` with one more section holding ``payload`` (an image of another size and content, still a cubin of its kernels)."""
+    shoff = struct.unpack_from("<Q", cubin, 40)[0]
+    shentsize, shnum = struct.unpack_from("<HH", cubin, 58)
+    table = cubin[shoff : shoff + shentsize * shnum]
+    at = (len(cubin) + 7) & ~7
+    body = cubin + bytes(at - len(cubin)) + payload
+    new_shoff = (len(body) + 7) & ~7
+    body += bytes(new_shoff - len(body)) + table + struct.pack("<IIQQQQIIQQ", 0, 1, 0, 0, at, len(payload), 0, 0, 1, 0)
+    head = bytearray(body[:64])
+    struct.pack_into("<Q", head, 40, new_shoff)
+    struct.pack_into("<H", head, 60, shnum + 1)
+    return bytes(head) + body[64:]
+
+
+def realistic_image(image: bytes, rng: random.Random, kb: tuple[float, float]) -> bytes:
+    """``image`` (entry 0's cubin) padded to ``kb`` KiB (drawn uniformly) of bytes compressible about 5x, as TileOPs' cubins are."""
+    words = [rng.randbytes(8) for _ in range(48)]
+    size = int(rng.uniform(*kb) * 1024)
+    payload = b"".join(rng.choice(words) if rng.random() < 0.93 else rng.randbytes(8) for _ in range(size // 8))
+    return padded_cubin(image, payload)
+
+
+def seed(lib, cache: Path, out: Path, kb: tuple[float, float] | None = None) -> float:
+    """Build entry 0 for real, store its variant under every other task's key (renamed): seconds taken.
+
+    ``kb``: every other task's image made distinct and of that size (:func:`realistic_image`), as
+    a library's images are when packs store each distinct one once; else entry 0's image itself.
+    """
     from tl_aot.config.kernel_spec import LibrarySpec
     from tl_aot.pipeline.cache import VariantCache
     from tl_aot.pipeline.inputs import project_of
@@ -89,9 +123,12 @@ def seed(lib, cache: Path, out: Path) -> float:
     store = VariantCache(cache)
     plan = plan_build(lib, store)
     first = {str(t.arch): plan.hits[t.key] for t in plan.tasks if t.spec.name == lib.entries[0].name}
+    rng = random.Random(0)
     for t in plan.tasks:
         if t.key not in plan.hits:
             variant, image = first[str(t.arch)]
+            if kb:
+                image = realistic_image(image, rng, kb)
             store.store(t.key, dataclasses.replace(variant, entry=t.spec.name), image, project_of(t.spec))
     return time.perf_counter() - t0
 
@@ -118,11 +155,12 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def timed_build(lib, out: Path, cache: Path, jobs: int, profile: Path | None = None) -> dict:
+def timed_build(lib, out: Path, cache: Path, jobs: int, profile: Path | None = None, packs: bool = False) -> dict:
     """One build of ``lib``: wall, CPU, what re-ran and the seconds of each stage."""
     from tl_aot.build import build_library
     from tl_aot.pipeline import plan as plan_module
     from tl_aot.pipeline import run as run_module
+    from tl_aot.pipeline.image_packs import ImagePacks
 
     marks: dict[str, float] = {}
     lines = Lines()
@@ -149,7 +187,8 @@ def timed_build(lib, out: Path, cache: Path, jobs: int, profile: Path | None = N
     try:
         if prof:
             prof.enable()
-        result = build_library(lib, out_dir=out, cache_dir=cache, jobs=jobs, log=lines)
+        image_packs = ImagePacks() if packs else None
+        result = build_library(lib, out_dir=out, cache_dir=cache, jobs=jobs, log=lines, image_packs=image_packs)
     finally:
         if prof:
             prof.disable()
@@ -173,6 +212,9 @@ def timed_build(lib, out: Path, cache: Path, jobs: int, profile: Path | None = N
     if job:
         row["job_s"] = {k: float(v) for k, v in re.findall(r"(lowering|nvcc|host compile|link) ([\d.]+) s", job)}
     row["rest_s"] = round(wall - row["plan_s"] - row["variants_and_launcher_s"], 2)  # the link, publish, stamp
+    if packs:
+        row["library_mib"] = round((out / "librebuild_one.so").stat().st_size / 2**20, 1)
+        row["packs_mib"] = round(sum(p.stat().st_size for p in out.glob("*.tlpack")) / 2**20, 1)
     return row
 
 
@@ -184,8 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--changed", type=int, default=7, help="the entry whose kernel file is edited")
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temporary one)")
     ap.add_argument("--profile", type=Path, help="write a cProfile of the one-changed rebuild here")
+    ap.add_argument("--packs", action="store_true", help="build with image packs (--image-packs), images of --kb KiB")
+    ap.add_argument("--kb", default="8-72", help="with --packs: each image's size in KiB, LO-HI (uniform; TileOPs': 40 on average)")
     ap.add_argument("--json", type=Path, help="append the rows here (JSONL)")
     args = ap.parse_args(argv)
+    lo, _, hi = args.kb.partition("-")
+    kb = (float(lo), float(hi or lo)) if args.packs else None
     archs = args.archs.split(",")
     base = args.keep or Path(tempfile.mkdtemp(prefix="rebuild one "))  # a space in every path, as users' folders have
     if args.keep:
@@ -198,22 +244,30 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
 
     def report(step: str, row: dict) -> None:
-        row = {"bench": "rebuild_one", "step": step, "entries": args.entries, "archs": len(archs), "jobs": args.jobs, **row}
+        row = {
+            "bench": "rebuild_one",
+            "step": step,
+            "entries": args.entries,
+            "archs": len(archs),
+            "jobs": args.jobs,
+            "packs": args.packs,
+            **row,
+        }
         if rows:
             row["vs_first"] = round(row["wall_s"] / rows[0]["wall_s"], 3)
         row["load_avg"] = round(os.getloadavg()[0], 2)
         rows.append(row)
         print(json.dumps(row), flush=True)
 
-    seconds = seed(lib, cache, base)
+    seconds = seed(lib, cache, base, kb)
     print(json.dumps({"bench": "rebuild_one", "step": "seed", "seconds": round(seconds, 1)}), flush=True)
     try:
-        report("first", timed_build(lib, out, cache, args.jobs))
-        report("noop", timed_build(lib, out, cache, args.jobs))
+        report("first", timed_build(lib, out, cache, args.jobs, packs=args.packs))
+        report("noop", timed_build(lib, out, cache, args.jobs, packs=args.packs))
         write_kernel(kernels, args.changed, block=128)
-        report("one", timed_build(lib, out, cache, args.jobs, args.profile))
+        report("one", timed_build(lib, out, cache, args.jobs, args.profile, packs=args.packs))
         write_kernel(kernels, args.changed, block=256)
-        report("again", timed_build(lib, out, cache, args.jobs))
+        report("again", timed_build(lib, out, cache, args.jobs, packs=args.packs))
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

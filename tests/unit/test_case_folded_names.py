@@ -33,8 +33,9 @@ def test_embedded_images_of_case_twins_are_two_files(tmp_path):
         find_cxx()
     except Exception as e:  # noqa: BLE001 - no host compiler on this machine
         pytest.skip(str(e))
-    embed_images(tmp_path, {"Copy__sm_90a": b"upper", "copy__sm_90a": b"lower"}, "images.o", what="test")
+    upper, lower = b"upper" * 1000, b"lower" * 1000  # images of their own files (small ones share one)
+    embed_images(tmp_path, {"Copy__sm_90a": upper, "copy__sm_90a": lower}, "images.o", what="test")
     bins = {p.name: p.read_bytes() for p in tmp_path.glob("*.bin")}
     assert len({n.casefold() for n in bins}) == 2
-    assert bins["copy__sm_90a.bin"] == b"lower" and bins[f"{case_safe_stem('Copy__sm_90a')}.bin"] == b"upper"
+    assert bins["copy__sm_90a.bin"] == lower and bins[f"{case_safe_stem('Copy__sm_90a')}.bin"] == upper
     assert (tmp_path / "images.o").stat().st_size > 0

@@ -16,7 +16,7 @@ from typing import Any
 from ..common.cpp_spelling import DLPACK_DTYPES, c_comment, c_string_body, image_symbol
 from ..common.escaping import py_comment, py_doc_line, py_str
 from ..common.manifest_index import index_text
-from ..common.metadata import ABI_VERSION, Manifest, to_json
+from ..common.metadata import ABI_VERSION, Manifest, ManifestJson, manifest_json
 from . import launcher_units
 from .launcher_context import LibraryCode, library_code, units_of
 
@@ -121,16 +121,18 @@ def render_launcher_sources(
     return tuple(made)
 
 
-def render_manifest(manifest: Manifest) -> str:
+def render_manifest(manifest: Manifest, *, spelled: ManifestJson | None = None) -> str:
     """The manifest translation unit: the JSON of ``manifest`` as the launcher's ``tl_aot_manifest_json``, and its index.
 
     Kept apart from the launcher, whose text never depends on image sizes: the launcher can be
     rendered and compiled as soon as lowering is done, the manifest only once nvcc is. The index
     (:mod:`tl_aot.common.manifest_index`) is what loading reads; its digest is the one the ELF
-    section carries.
+    section carries. ``spelled``: the manifest's JSON when the caller has it
+    (:func:`~tl_aot.common.metadata.manifest_json`: the link stage spells a whole library's once).
     """
-    json_text = to_json(manifest)
-    index = index_text(manifest, json_text)
+    spelled = spelled or manifest_json(manifest)
+    json_text = spelled.text
+    index = index_text(manifest, json_text, spelled.entries)
     _, delim = _raw_string(json_text + index)
     return (
         _env()

@@ -96,21 +96,25 @@ class StagedFiles:
         role: str = "file",
         mode: int | None = None,
         if_changed: bool = False,
+        move: bool = False,
     ) -> bool:
         """Write ``data`` (or a copy of ``source``) to a part file beside ``dest`` (with permissions ``mode``, if given).
 
         A fault removes every part staged so far. The folder of ``dest`` is created if it is missing. With ``if_changed``, a ``dest`` that
-        already holds ``data`` is left alone, its timestamp kept for make and ninja. Returns
-        whether a part was staged.
+        already holds ``data`` (or ``source``'s bytes) is left alone, its timestamp kept for make and ninja. With ``move``,
+        ``source`` itself becomes the part (renamed, not copied: a whole library's tens of MB; copied
+        where it lies on another file system). Returns whether a part was staged.
         """
-        if if_changed and _holds(dest, data or b""):
+        if if_changed and (_holds_file(dest, source) if source is not None else _holds(dest, data or b"")):
             return False
         part = dest.with_name(f".{dest.name}.{os.getpid()}.part")
         self._parts.append((part, dest))
         try:
             _check_destination(dest, role)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            if source is not None:
+            if source is not None and move and _renamed(source, part):
+                pass
+            elif source is not None:
                 shutil.copyfile(source, part)
                 if part.stat().st_size != Path(source).stat().st_size:  # a copy cut short that did not say so
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(part))
@@ -165,11 +169,38 @@ class StagedFiles:
 
 
 def _holds(path: Path, data: bytes) -> bool:
-    """Whether the file ``path`` holds exactly ``data`` (unreadable or missing: no)."""
+    """Whether the file ``path`` holds exactly ``data`` (sizes first: a pack of another size is not read; unreadable or missing: no)."""
     try:
-        return path.read_bytes() == data
+        return path.stat().st_size == len(data) and path.read_bytes() == data
     except OSError:
         return False
+
+
+def _holds_file(path: Path, source: Path) -> bool:
+    """Whether the file ``path`` holds exactly the bytes of file ``source`` (sizes first; unreadable or missing: no)."""
+    try:
+        if path.stat().st_size != Path(source).stat().st_size:
+            return False
+        with open(path, "rb") as a, open(source, "rb") as b:
+            while True:
+                x, y = a.read(1 << 20), b.read(1 << 20)
+                if x != y:
+                    return False
+                if not x:
+                    return True
+    except OSError:
+        return False
+
+
+def _renamed(source: Path, part: Path) -> bool:
+    """Rename ``source`` to ``part``; False where they lie on two file systems (then it is copied)."""
+    try:
+        os.replace(source, part)
+    except OSError as e:
+        if e.errno == errno.EXDEV:
+            return False
+        raise
+    return True
 
 
 def _keep_aside(dest: Path) -> Path | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -117,19 +118,25 @@ def _span_of(text: str, part: str, start: int) -> Span:
     return Span(at, len(part), _sha(part))
 
 
-def index_text(manifest: Manifest, text: str) -> str:
+def index_text(manifest: Manifest, text: str, entry_texts: Sequence[str] | None = None) -> str:
     """The index of ``manifest`` whose text (:func:`tl_aot.common.metadata.to_json`) is ``text``.
 
     Each entry's span is found by its own serialisation, which the whole's contains verbatim
     (keys sorted, no indent), so a slice parses to exactly the entry the eager parse gives.
+    ``entry_texts``: those serialisations, when the caller has them
+    (:func:`~tl_aot.common.metadata.manifest_json`); each is still found in ``text``.
     """
     from .escaping import json_text
     from .metadata import to_json
 
     entries = []
     at = text.find('"entries": [')
-    for e in manifest.entries:
-        span = _span_of(text, to_json(e), at)
+    spelled = entry_texts if entry_texts is not None else [to_json(e) for e in manifest.entries]
+    if len(spelled) != len(manifest.entries):
+        msg = "the entries' texts are not the manifest's entries"
+        raise AssertionError(msg)
+    for e, part in zip(manifest.entries, spelled):
+        span = _span_of(text, part, at)
         at = span.offset + span.length
         variants = [[v.request_key or e.capture_key, v.arch.sm, v.arch.ptx] for v in e.variants]
         row = [e.name, e.export, e.capture_name or e.function, e.capture_key, *span, variants]

@@ -32,6 +32,8 @@ __all__ = [
     "LoweredEntry",
     "LeftOut",
     "Manifest",
+    "ManifestJson",
+    "manifest_json",
     "to_json",
     "to_plain",
     "from_json",
@@ -437,6 +439,25 @@ def _from_plain(cls: type[_T], data: Mapping[str, Any]) -> _T:
 def to_json(obj: Any, *, indent: int | None = None) -> str:
     """Serialise a metadata dataclass to JSON with stable key order (reproducible builds)."""
     return json_text(_to_plain(obj), indent=indent)
+
+
+@dataclass(frozen=True)
+class ManifestJson:
+    """A manifest's :func:`to_json` text and each entry's, as the text holds it (what the index's spans are found by)."""
+
+    text: str
+    entries: tuple[str, ...]
+
+
+def manifest_json(manifest: Manifest) -> ManifestJson:
+    """``to_json(manifest)`` and ``to_json(entry)`` of every entry, from one conversion of the dataclasses.
+
+    The link stage spells a whole library's manifest (tens of MB) once for the build id, the
+    manifest unit, its index and the stamp: converting the dataclasses is most of the cost, so it
+    is done once and only the JSON encoder runs per entry.
+    """
+    plain = _to_plain(manifest)
+    return ManifestJson(json_text(plain), tuple(json_text(e) for e in plain["entries"]))
 
 
 def from_json(cls: type[_T], text: str | Mapping[str, Any]) -> _T:

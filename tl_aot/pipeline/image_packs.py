@@ -12,14 +12,13 @@ Why this design: ``docs/wheels.md``.
 from __future__ import annotations
 
 import hashlib
-import json
 import struct
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.arch import Arch
-from ..common.metadata import Manifest
+from ..common.metadata import Manifest, to_json
 from ..cuda.fatbin import compressed_fatbin, fatbinary_path
 
 __all__ = [
@@ -94,28 +93,43 @@ def pack_library(
     cuda_version: tuple[int, int],
     cache: Path,
     jobs: int = 1,
+    manifest_text: str | None = None,
 ) -> PackedLibrary:
     """The packs and references of a library: ``images`` maps image symbol -> (arch, bytes as built).
 
-    Cubins are compressed (each alone, so one can be read without the others), then every arch's
-    distinct images are written once each into its pack, sorted by digest. The build id binds the
-    packs to this library: it covers the manifest (entries, capture keys, tl_aot, TileLang and
-    compiler versions) and the digest of every image, so a pack from another record or toolchain
-    never matches.
+    Cubins are compressed (each alone, so one can be read without the others; each compressed
+    image kept in ``cache`` by the SHA-256 of the cubin, so an unchanged one is never compressed
+    again), then every arch's distinct images are written once each into its pack, sorted by
+    digest. The build id binds the packs to this library: it covers the manifest (entries, capture
+    keys, tl_aot, TileLang and compiler versions) and the digest of every image, so a pack from
+    another record or toolchain never matches. ``manifest_text``: the manifest's
+    :func:`~tl_aot.common.metadata.to_json`, when the caller has it (a whole library's is tens of
+    MB: serialised once per link).
     """
     tool = fatbinary_path() if settings.compress else ""
 
-    def stored(item):
+    def stored(item: tuple[Arch, bytes]) -> bytes:
         arch, data = item
         if not tool or arch.ptx:  # +PTX images are fatbins already, their PTX compressed by nvcc
             return data
         return compressed_fatbin(data, arch, cuda_version, tool=tool, cache=cache / "compressed")
 
+    def stored_digests(chunk: list[str]) -> list[tuple[bytes, bytes]]:
+        out = []
+        for s in chunk:
+            blob = stored(images[s])
+            out.append((blob, hashlib.sha256(blob).digest()))
+        return out
+
     symbols = sorted(images)
+    chunks = [symbols[i :: max(1, jobs)] for i in range(max(1, jobs))]  # one task per thread: thousands of cache hits
+    blobs: dict[str, bytes] = {}
+    digests: dict[str, bytes] = {}
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        blobs = dict(zip(symbols, pool.map(stored, [images[s] for s in symbols])))
-    digests = {s: hashlib.sha256(b).digest() for s, b in blobs.items()}
-    build = hashlib.sha256(_manifest_text(manifest).encode())
+        for chunk, done in zip(chunks, pool.map(stored_digests, chunks)):
+            for s, (blob, digest) in zip(chunk, done):
+                blobs[s], digests[s] = blob, digest
+    build = hashlib.sha256((manifest_text if manifest_text is not None else to_json(manifest)).encode())
     for s in symbols:
         build.update(s.encode() + b"\0" + digests[s])
     build_id = build.digest()
@@ -146,6 +160,7 @@ def pack_built(
     nvcc_version: str,
     cache: Path,
     jobs: int = 1,
+    manifest_text: str | None = None,
 ) -> PackedLibrary:
     """:func:`pack_library` where a library is linked (a one-machine build, or ``link`` of a sharded one).
 
@@ -153,7 +168,7 @@ def pack_built(
     drivers of that CUDA load. Both callers go through here, so both make the same packs.
     """
     major, minor = (int(x) for x in ([*nvcc_version.split()[0].split("."), "0"])[:2])
-    return pack_library(manifest, images, settings, cuda_version=(major, minor), cache=cache, jobs=jobs)
+    return pack_library(manifest, images, settings, cuda_version=(major, minor), cache=cache, jobs=jobs, manifest_text=manifest_text)
 
 
 def packs_line(packed: PackedLibrary) -> str:
@@ -163,12 +178,6 @@ def packs_line(packed: PackedLibrary) -> str:
         f"image packs: {len(packed.packs)} ({', '.join(sorted(packed.packs))}); {packed.images} images, "
         f"{packed.stored} stored once each, {how}: {packed.raw_bytes / 1024:.0f} KiB -> {packed.stored_bytes / 1024:.0f} KiB"
     )
-
-
-def _manifest_text(manifest: Manifest) -> str:
-    from ..common.metadata import to_json
-
-    return json.dumps(json.loads(to_json(manifest)), sort_keys=True)
 
 
 def _ref(digest: bytes, size: int, build_id: bytes, label: str, file: str, hint: str) -> bytes:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ..codegen.render import render_manifest
 from ..common.destinations import StagedFiles
 from ..common.fileutil import write_if_different
-from ..common.metadata import Manifest
+from ..common.metadata import Manifest, ManifestJson, manifest_json
 from ..cuda.host_compile import embed_images, link_library
 from ..cuda.host_objects import generated_object
 from .image_packs import PACK_SUFFIX, ImagePacks, pack_built, packs_line
@@ -74,12 +74,15 @@ def link_and_publish(
     them. Returns the seconds spent packing and linking (the summary's "link").
     """
     t0 = time.perf_counter()
+    spelled = manifest_json(manifest)  # once: a whole library's manifest is tens of MB (the build id, the manifest unit, the stamp)
+    text = spelled.text
     embedded = {symbol: image for symbol, (_, image) in images.items()}
     packed = None
     if packs is not None:
-        packed = pack_built(manifest, dict(images), packs, nvcc_version=manifest.nvcc_version, cache=cache, jobs=jobs)
+        packed = pack_built(manifest, dict(images), packs, nvcc_version=manifest.nvcc_version, cache=cache, jobs=jobs, manifest_text=text)
         embedded = packed.refs
-    built = link(manifest.library, work, manifest, embedded, (launcher.obj, runtime_obj), cache=cache, key=key, force=force)
+    objects = (launcher.obj, runtime_obj)
+    built = link(manifest.library, work, manifest, embedded, objects, cache=cache, key=key, force=force, spelled=spelled)
     seconds = time.perf_counter() - t0
     if progress is not None:
         progress.step(f"link {built.name}")
@@ -93,6 +96,7 @@ def link_and_publish(
         deps=provenance.deps,
         stamp=stamp,
         packs=packed.packs if packed else None,
+        manifest_text=text,
     )
     if packed and log:
         log(packs_line(packed))
@@ -109,6 +113,7 @@ def link(
     cache: Path,
     key: str,
     force: bool = False,
+    spelled: ManifestJson | None = None,
 ) -> Path:
     """Link ``lib<name>.so`` in the work folder from the images (symbol -> bytes; with image packs, their references) and the objects.
 
@@ -116,9 +121,10 @@ def link(
     :func:`objects_key`), embeds the images in one object of their own (:func:`embed_images`: one
     assembler run, whatever their number) and links it with the launcher and runtime objects.
     ``objects``: the launcher's and the runtime's, both in the cache (read, never modified).
+    ``spelled``: the manifest's JSON, when the caller has it (:func:`~tl_aot.common.metadata.manifest_json`).
     """
     launcher_obj, runtime_obj = objects
-    text = render_manifest(manifest)
+    text = render_manifest(manifest, spelled=spelled)
     write_if_different(work / f"{name}.manifest.cc", text)
     manifest_obj, _ = generated_object(
         cache,
@@ -146,6 +152,7 @@ def publish(
     deps: tuple[Path, ...],
     stamp: bool,
     packs: Mapping[str, bytes] | None = None,
+    manifest_text: str | None = None,
 ) -> None:
     """Swap the linked library, its image packs, header, stamp and depfile into place together (one :class:`StagedFiles`).
 
@@ -154,16 +161,19 @@ def publish(
     An unchanged header or depfile keeps its timestamp. A fault leaves every one of them as it was.
     ``packs`` (file name -> bytes, :mod:`tl_aot.pipeline.image_packs`) go beside the library; packs
     of this library no longer built (another arch set, or images embedded again) are removed.
+    The library (moved from the work folder, not copied) and each pack replace their files only
+    where their bytes changed: a rebuild that changed one kernel rewrites what holds it, one that
+    changed nothing rewrites nothing. ``manifest_text``: ``to_json(manifest)``, when the caller has it.
     """
     header = header_text.encode()
     packs = packs or {}
-    record = stamp_text(lib_key, built, header, manifest, inputs) if stamp else None
+    record = stamp_text(lib_key, built, header, manifest, inputs, manifest_text=manifest_text) if stamp else None
     depfile = depfile_text(out.library, deps, inputs) if out.depfile else None
     staged = StagedFiles()
     try:
-        staged.stage(out.library, source=built, role="library")
+        staged.stage(out.library, source=built, role="library", if_changed=True, move=True)
         for name, data in sorted(packs.items()):
-            staged.stage(out.library.with_name(name), data=data, role="image pack")
+            staged.stage(out.library.with_name(name), data=data, role="image pack", if_changed=True)
         staged.stage(out.header, data=header, role="header", if_changed=True)
         if record is not None:
             staged.stage(out.stamp, data=record, role="build stamp", mode=0o644)

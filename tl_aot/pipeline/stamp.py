@@ -75,22 +75,21 @@ def _read_stamp(out: Outputs, lib_key: str) -> Current | None:
         return None
 
 
-def stamp_text(lib_key: str, built: Path, header: bytes, manifest: Manifest, inputs: Iterable[Input]) -> bytes:
+def stamp_text(
+    lib_key: str, built: Path, header: bytes, manifest: Manifest, inputs: Iterable[Input], *, manifest_text: str | None = None
+) -> bytes:
     """The stamp of the library ``built`` (about to replace the one in place), its ``header`` and the input headers it read.
 
     The stamp names the new library's digest: published with it (:func:`tl_aot.pipeline.link.publish`),
-    it can never make another library look up to date.
+    it can never make another library look up to date. ``manifest_text``: ``to_json(manifest)``
+    when the caller has it, spliced in as it is (a whole library's manifest is tens of MB).
     """
     with filesystem_errors("read the linked library", built):
         library_sha256 = file_digest(built)
-    record = {
-        "key": lib_key,
-        "library_sha256": library_sha256,
-        "header_sha256": hashlib.sha256(header).hexdigest(),
-        "manifest": to_plain(manifest),  # as to_json spells it, without writing and parsing the text again
-        "inputs": [list(i) for i in inputs],
-    }
-    return json.dumps(record).encode()
+    head = {"key": lib_key, "library_sha256": library_sha256, "header_sha256": hashlib.sha256(header).hexdigest()}
+    spelled = manifest_text if manifest_text is not None else json.dumps(to_plain(manifest))
+    text = json.dumps(head)[:-1] + ', "manifest": ' + spelled + ', "inputs": ' + json.dumps([list(i) for i in inputs]) + "}"
+    return text.encode()
 
 
 def depfile_text(library: Path, deps: Iterable[Path], inputs: Iterable[Input] = ()) -> bytes:
