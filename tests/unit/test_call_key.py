@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import importlib
 import sys
 import types
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("tilelang")
+
+from support.call_key_reference import reference_key, reference_text  # noqa: E402
 
 from tl_aot.capture.record import CaptureRecord  # noqa: E402
 from tl_aot.capture.record_specs import recorded_calls  # noqa: E402
@@ -24,8 +27,6 @@ from tl_aot.jit.call_key import call_key  # noqa: E402
 from tl_aot.jit.seam import Interception, intercepting, jit_module, uninstall  # noqa: E402
 from tl_aot.serving import server as serving  # noqa: E402
 from tl_aot.serving.served_kernel import ServedKernel  # noqa: E402
-
-from support.call_key_reference import reference_key, reference_text  # noqa: E402
 
 KERNEL = """
 import tilelang
@@ -293,3 +294,60 @@ def test_a_call_key_is_the_same_in_a_fresh_process(kmod, tmp_path):
     env = {"PYTHONPATH": ":".join([str(tmp_path), *sys.path]), "PATH": "", "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert here and out.stdout.split()[-1] == here
+
+
+class _Color(enum.Enum):
+    RED = 1
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+class _Name(str):
+    pass
+
+
+class _Pair(tuple):
+    pass
+
+
+def test_a_value_is_written_as_json_writes_its_spelling():
+    """The key's JSON is written directly; for every kind of value it is ``json.dumps`` of the spelling, byte for byte."""
+    import math
+
+    import torch
+
+    from tl_aot.jit import call_key as ck
+
+    values = [
+        None, True, False, 0, -7, 2**70, 1.5, -0.0, 1e300, math.inf, -math.inf, math.nan, "", "x", 'q"uote\\', "ünï\n\u2028",
+        [], (), [1, "a", None, 2.5], (1, (2, [3.0, "b"])), {"k": 1, 2: [True]}, {}, _Color.RED, _Level.HIGH, _Name("n"),
+        _Pair((1, 2)), [[1, 2], {"a": (3,)}], torch.float16, math, math.sqrt, ["mixed", _Level.HIGH, _Name("m"), torch.int8],
+    ]  # fmt: skip
+    for value in values:
+        assert ck._text(value, ck._DEPTH, ck._Reads()) == reference_text(value), value
+    for unkeyable in (object(), [1, object()], {"a": {1, 2}}):
+        with pytest.raises(ck.Unkeyable):
+            ck._text(unkeyable, ck._DEPTH, ck._Reads())
+
+
+NESTED = KERNEL.replace("def make(shift):\n", "def make(shift):\n    def offset(x):\n        return x + shift\n\n").replace(
+    "X[i] * SCALE + shift", "offset(X[i] * SCALE)"
+)
+
+
+def test_a_kept_spelling_sees_a_change_inside_a_helper_it_holds_in_its_closure(kmod):
+    """A helper closure held by the kernel's closure (a macro, say) is checked too: its cell, its code, its defaults."""
+    from tl_aot.jit import call_key as ck
+
+    k = kmod("kern_nested", NESTED)
+    jit = k.make(1.0)
+    before = call_key(jit, (256,), {}, "90")
+    assert before and call_key(jit, (256,), {}, "90") == before and id(jit) in ck._SPELLED
+    offset = user_function(jit.func).__closure__[user_function(jit.func).__code__.co_freevars.index("offset")].cell_contents
+    offset.__closure__[0].cell_contents = 2.0  # the helper's own closure variable
+    after = call_key(jit, (256,), {}, "90")
+    assert after not in (None, before) and after == reference_key(jit, (256,), {}, "90")
+    offset.__defaults__ = (1,)
+    assert call_key(jit, (256,), {}, "90") not in (None, before, after)

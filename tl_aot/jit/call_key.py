@@ -30,6 +30,7 @@ import sys
 import types
 from collections.abc import Callable, Iterable
 from itertools import repeat
+from json.encoder import c_make_encoder  # type: ignore[attr-defined]
 from json.encoder import encode_basestring_ascii as _json_str
 from operator import attrgetter, is_
 from types import CodeType
@@ -213,8 +214,27 @@ _PLAIN: dict[type, Callable[[Any], str]] = {
 
 
 _PLAIN_TYPES = frozenset(_PLAIN)
-#: The key's JSON encoder (keys sorted, no spaces): values made only of plain items are written by it in one C call.
-_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+
+def _unencodable(o: Any) -> Any:
+    raise TypeError(f"{type(o).__qualname__} is not plain")  # never reached: only plain values are encoded
+
+
+def _json_encoder() -> Callable[[Any], str]:
+    """The key's JSON encoder (keys sorted, no spaces): json's C encoder made once, called without ``JSONEncoder.encode``'s setup.
+
+    ``JSONEncoder.encode`` makes a new C encoder (and a dozen Python steps) per call; the values
+    encoded here are plain, so no circular-reference markers are needed. Without json's C
+    accelerator, ``JSONEncoder.encode`` itself (same text).
+    """
+    if c_make_encoder is None:
+        return json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+    chunks = c_make_encoder(None, _unencodable, _json_str, None, ":", ",", True, False, True)
+    return lambda v: "".join(chunks(v, 0))
+
+
+#: Values made only of plain items are written by it in one C call.
+_ENCODE = _json_encoder()
 
 
 def _all_plain(values: Iterable[Any]) -> bool:
