@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import importlib
 import sys
 import types
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("tilelang")
+
+from support.call_key_reference import reference_key, reference_text  # noqa: E402
 
 from tl_aot.capture.record import CaptureRecord  # noqa: E402
 from tl_aot.capture.record_specs import recorded_calls  # noqa: E402
@@ -182,48 +185,20 @@ def test_the_kernels_of_a_library_are_keyed():
     assert all(keys) and len(set(keys)) == len(keys)
 
 
-def _reference_key(jit, args, kwargs, gpu):
-    """The key as the whole material's ``json.dumps`` gives it, spelled afresh (nothing kept between calls)."""
-    import hashlib
-    import json
-
-    import tilelang
-
-    from tl_aot.config.options import plain_pass_configs
-    from tl_aot.jit import call_key as ck
-
-    reads = ck._Reads()
-    material = {
-        "schema": ck.CALL_SCHEMA,
-        "tilelang": str(tilelang.__version__),
-        "function": ck._spell_function(jit, ck._DEPTH, reads),
-        "args": ck._spell(list(args), 0, reads),
-        "kwargs": ck._spell(dict(sorted(kwargs.items())), 0, reads),
-        "out_idx": ck._spell(jit.out_idx, 0, reads),
-        "backend": str(jit.execution_backend),
-        "target": str(jit.target),
-        "target_host": str(jit.target_host),
-        "pass_configs": ck._spell(plain_pass_configs(dict(jit.pass_configs or {})), 0, reads),
-        "compile_flags": ck._spell(jit.compile_flags, 0, reads),
-        "gpu": gpu,
-    }
-    return hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
-
-
 def test_a_kept_spelling_gives_the_key_spelled_afresh_and_spells_nothing_again(kmod, monkeypatch):
     from tl_aot.jit import call_key as ck
 
     jit = kmod("kern_memo").make(1.0)
     spelled = []
-    real = ck._spell_function
-    monkeypatch.setattr(ck, "_spell_function", lambda *a: spelled.append(a[0]) or real(*a))
+    real = ck._function_text_of
+    monkeypatch.setattr(ck, "_function_text_of", lambda *a: spelled.append(a[0]) or real(*a))
     keys = [call_key(jit, (n,), {"k": n} if n % 2 else {}, "90:sms=132") for n in (256, 512, 1024, 2048)]
     assert spelled == [jit]  # spelled for the first call; the later ones (other arguments) re-checked what it read
     assert len(set(keys)) == 4
     for n, key in zip((256, 512, 1024, 2048), keys):
-        assert key == _reference_key(jit, (n,), {"k": n} if n % 2 else {}, "90:sms=132")
+        assert key == reference_key(jit, (n,), {"k": n} if n % 2 else {}, "90:sms=132")
     tricky = ('x,"gpu":1', {"gpu": ',"gpu":'})  # the text the function's spelling is spliced before, inside values
-    assert call_key(jit, tricky, {"a": tricky[0]}, "90") == _reference_key(jit, tricky, {"a": tricky[0]}, "90")
+    assert call_key(jit, tricky, {"a": tricky[0]}, "90") == reference_key(jit, tricky, {"a": tricky[0]}, "90")
 
 
 @pytest.mark.parametrize(
@@ -266,7 +241,7 @@ def test_a_kept_spelling_is_never_used_once_what_it_read_changed(kmod, change):
     elif change == "kwdefaults":
         fn.__kwdefaults__["scale"] = 2.0
     after = call_key(jit, (256,), {}, "90")
-    assert after != before and after == _reference_key(jit, (256,), {}, "90")
+    assert after != before and after == reference_key(jit, (256,), {}, "90")
 
 
 def test_global_names_read_off_the_bytes_are_what_dis_reads():
@@ -300,7 +275,7 @@ def test_a_new_closure_of_a_kept_function_is_keyed_afresh_and_an_edited_helper_o
     k = kmod("kern_helped", HELPED)
     keys = [call_key(k.make(s), (256,), {}, "90") for s in (1.0, 1.0, 2.0)]  # new closures over one code object
     assert keys[0] == keys[1] != keys[2]
-    assert keys == [_reference_key(k.make(s), (256,), {}, "90") for s in (1.0, 1.0, 2.0)]
+    assert keys == [reference_key(k.make(s), (256,), {}, "90") for s in (1.0, 1.0, 2.0)]
     k.SCALE = 3.0  # a global the helper reads
     assert call_key(k.make(1.0), (256,), {}, "90") not in (None, keys[0])
     edited = kmod("kern_helped", HELPED.replace("return x * SCALE", "return x * SCALE * 2"))  # the helper's source, reloaded
@@ -319,3 +294,60 @@ def test_a_call_key_is_the_same_in_a_fresh_process(kmod, tmp_path):
     env = {"PYTHONPATH": ":".join([str(tmp_path), *sys.path]), "PATH": "", "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert here and out.stdout.split()[-1] == here
+
+
+class _Color(enum.Enum):
+    RED = 1
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+class _Name(str):
+    pass
+
+
+class _Pair(tuple):
+    pass
+
+
+def test_a_value_is_written_as_json_writes_its_spelling():
+    """The key's JSON is written directly; for every kind of value it is ``json.dumps`` of the spelling, byte for byte."""
+    import math
+
+    import torch
+
+    from tl_aot.jit import call_key as ck
+
+    values = [
+        None, True, False, 0, -7, 2**70, 1.5, -0.0, 1e300, math.inf, -math.inf, math.nan, "", "x", 'q"uote\\', "ünï\n\u2028",
+        [], (), [1, "a", None, 2.5], (1, (2, [3.0, "b"])), {"k": 1, 2: [True]}, {}, _Color.RED, _Level.HIGH, _Name("n"),
+        _Pair((1, 2)), [[1, 2], {"a": (3,)}], torch.float16, math, math.sqrt, ["mixed", _Level.HIGH, _Name("m"), torch.int8],
+    ]  # fmt: skip
+    for value in values:
+        assert ck._text(value, ck._DEPTH, ck._Reads()) == reference_text(value), value
+    for unkeyable in (object(), [1, object()], {"a": {1, 2}}):
+        with pytest.raises(ck.Unkeyable):
+            ck._text(unkeyable, ck._DEPTH, ck._Reads())
+
+
+NESTED = KERNEL.replace("def make(shift):\n", "def make(shift):\n    def offset(x):\n        return x + shift\n\n").replace(
+    "X[i] * SCALE + shift", "offset(X[i] * SCALE)"
+)
+
+
+def test_a_kept_spelling_sees_a_change_inside_a_helper_it_holds_in_its_closure(kmod):
+    """A helper closure held by the kernel's closure (a macro, say) is checked too: its cell, its code, its defaults."""
+    from tl_aot.jit import call_key as ck
+
+    k = kmod("kern_nested", NESTED)
+    jit = k.make(1.0)
+    before = call_key(jit, (256,), {}, "90")
+    assert before and call_key(jit, (256,), {}, "90") == before and id(jit) in ck._SPELLED
+    offset = user_function(jit.func).__closure__[user_function(jit.func).__code__.co_freevars.index("offset")].cell_contents
+    offset.__closure__[0].cell_contents = 2.0  # the helper's own closure variable
+    after = call_key(jit, (256,), {}, "90")
+    assert after not in (None, before) and after == reference_key(jit, (256,), {}, "90")
+    offset.__defaults__ = (1,)
+    assert call_key(jit, (256,), {}, "90") not in (None, before, after)

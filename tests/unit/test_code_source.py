@@ -123,3 +123,46 @@ def test_before_python_3_11_the_span_is_inspects_block(helper):
     assert [_block_span(getattr(m, f).__code__) for f in ("pad", "banner", "ptx")] == [
         code_span(getattr(m, f).__code__) for f in ("pad", "banner", "ptx")
     ]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="end positions from Python 3.11")
+def test_a_span_read_off_the_function_alone_is_the_walk_over_every_code_object_defined_in_it():
+    """The definitions inside a function (closures, prim_funcs, lambdas, classes, comprehensions) end within its span."""
+    import types
+    from operator import itemgetter
+    from pathlib import Path
+
+    def walk_span(code):
+        ends = [end for c in nested(code) for end in map(itemgetter(1), c.co_positions()) if end is not None]
+        return (code.co_firstlineno, max(ends))
+
+    def nested(code):
+        yield code
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                yield from nested(const)
+
+    here = Path(__file__).parents[1]
+    files = [*sorted((here.parent / "tl_aot").rglob("*.py")), *sorted((here / "kernels").glob("*.py"))]
+    seen = with_nested = 0
+    for path in files:
+        module = compile(path.read_text(), str(path), "exec")
+        for code in nested(module):
+            if code is not module:
+                assert code_span(code) == walk_span(code), (path, code.co_qualname)
+                seen += 1
+                with_nested += any(isinstance(c, types.CodeType) for c in code.co_consts)
+    assert seen > 2000 and with_nested > 200  # every function of the package, hundreds holding definitions of their own
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="debug ranges from Python 3.11")
+def test_without_debug_ranges_a_function_has_no_span_and_no_digest(tmp_path):
+    """``-X no_debug_ranges`` leaves end lines equal to first lines: a multi-line string's tail would be unseen, so no key."""
+    (tmp_path / "cs_nodebug.py").write_text(HELPER)
+    code = (
+        "import cs_nodebug\nfrom tl_aot.jit.code_source import code_source_digest, code_span\n"
+        "f = cs_nodebug.ptx\nprint(code_span(f.__code__), repr(code_source_digest(f.__code__, f.__globals__)))"
+    )
+    env = {"PYTHONPATH": ":".join([str(tmp_path), *sys.path]), "PATH": ""}
+    out = subprocess.run([sys.executable, "-X", "no_debug_ranges", "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.split() == ["None", "''"]

@@ -38,6 +38,7 @@ def driver(fake_driver, monkeypatch):
         cuda_driver.reset()
         return current_gpu(names=(fake_driver,))
 
+    ask.names = (fake_driver,)  # type: ignore[attr-defined]
     yield ask
     cuda_driver.reset()
 
@@ -65,12 +66,32 @@ def test_the_current_contexts_device_else_device_0(driver):
     assert (gpu.cc, gpu.device, gpu.sm) == ("86", 1, "sm_86")
 
 
+def test_a_lookup_asks_only_which_device_is_current_and_follows_a_switch(driver, monkeypatch):
+    """``current_gpu_identity`` keeps each device's answer, and still sees ``torch.cuda.set_device`` between lookups."""
+    from tl_aot.gpu.cuda_driver import current_gpu_identity, gpu_identity
+
+    assert driver(ccs="90,86", current="1").cc == "86"
+    first = current_gpu_identity()
+    assert first == (cuda_driver.Gpu("86", 1), gpu_identity(cuda_driver.Gpu("86", 1))) and first[1].startswith("86:")
+    assert current_gpu_identity() is first  # kept: no new Gpu, no attributes asked again
+    monkeypatch.setenv("FAKE_CUDA_CURRENT", "0")  # another device made current in this thread
+    assert current_gpu_identity()[0] == cuda_driver.Gpu("90", 0) and current_gpu_identity()[1].startswith("90:")
+    cuda_driver.reset()
+    monkeypatch.setenv("FAKE_CUDA_INIT", "100")
+    current_gpu(names=driver.names)  # the driver loaded again: cuInit fails
+    gpu, identity = current_gpu_identity()
+    assert not gpu and identity == "" and "cuInit failed" in gpu.why_none
+
+
 def test_an_emulated_profile_answers_over_the_driver(driver):
     from tl_aot.gpu.device import emulate, find_profile
 
     driver(ccs="")  # loaded, no device
     with emulate(find_profile("A100-SXM")):
         assert current_gpu().cc == "80"
+        from tl_aot.gpu.cuda_driver import current_gpu_identity, gpu_identity
+
+        assert current_gpu_identity() == (current_gpu(), gpu_identity()) and gpu_identity().startswith("80:sms=108,")
     assert not current_gpu()
 
 

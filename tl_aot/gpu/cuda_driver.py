@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Gpu", "current_gpu", "gpu_identity", "traits_text", "emulating", "reset"]
+__all__ = ["Gpu", "current_gpu", "gpu_identity", "current_gpu_identity", "traits_text", "emulating", "reset"]
 
 #: The names the launcher runtime dlopens, in order (tl_aot/src/driver.cc).
 DRIVER_NAMES = ("libcuda.so.1", "libcuda.so")
@@ -56,6 +56,7 @@ class _Driver:
         self.count = 0
         self.ccs: dict[int, str] = {}
         self.trait_text: dict[int, str] = {}
+        self.identities: dict[int, tuple[Gpu, str]] = {}  # device -> (its Gpu, its gpu_identity): neither changes
         self._load(names)
 
     def _load(self, names) -> None:
@@ -130,6 +131,7 @@ class _Driver:
 _driver: _Driver | None = None
 _lock = threading.Lock()
 _emulated: list[tuple[str, str]] = []  # (compute capability, traits) of the profiles being emulated, innermost last
+_emulated_gpus: dict[tuple[str, str], tuple[Gpu, str]] = {}  # (cc, traits) -> current_gpu_identity()'s answer
 
 
 def _the_driver(names=DRIVER_NAMES) -> _Driver:
@@ -169,6 +171,29 @@ def gpu_identity(gpu: Gpu | None = None) -> str:
     if not gpu:
         return ""
     return f"{gpu.cc}:{_the_driver().traits(gpu.device)}"
+
+
+def current_gpu_identity() -> tuple[Gpu, str]:
+    """:func:`current_gpu` and :func:`gpu_identity` of it, from one question to the driver: what each served lookup asks.
+
+    Which device is current may change from call to call (``torch.cuda.set_device``); what a
+    device is does not: its ``Gpu`` and identity are kept per device, so a lookup asks the driver
+    only which device is current (two ctypes calls), not its attributes or a new ``Gpu``.
+    """
+    if _emulated:
+        cc, traits = _emulated[-1]
+        return _emulated_gpus.get((cc, traits)) or _emulated_gpus.setdefault((cc, traits), (Gpu(cc, 0), f"{cc}:{traits}"))
+    d = _the_driver()
+    if d.error:
+        return Gpu("", 0, d.error), ""
+    dev = d.current_device()
+    have = d.identities.get(dev)
+    if have is None:
+        gpu = current_gpu()
+        have = (gpu, gpu_identity(gpu) if gpu else "")
+        if gpu and gpu.device == dev:  # the same device asked again (not another thread's switch between the two questions)
+            d.identities[dev] = have
+    return have
 
 
 def traits_text(sms: int, smem_optin: int, smem_sm: int, l2: int) -> str:

@@ -25,8 +25,14 @@ import dis
 import enum
 import hashlib
 import json
+import math
 import sys
 import types
+from collections.abc import Callable, Iterable
+from itertools import repeat
+from json.encoder import c_make_encoder  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii as _json_str
+from operator import attrgetter, is_
 from types import CodeType
 from typing import Any
 
@@ -43,8 +49,12 @@ CALL_SCHEMA = 2
 _DEPTH = 4  # helper functions followed this deep
 _GLOBALS: dict[int, tuple[CodeType, frozenset[str]]] = {}  # id(code object) -> (it, the global names it reads)
 _MEMO_LIMIT = 4096
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))  # the key's JSON: keys sorted, no spaces
+_INF = math.inf
 _ABSENT = object()  # a global the code names that the module does not define (yet)
+_contents = attrgetter("cell_contents")
+_EMPTY_CELL = object()  # what a function's closure values are when one of its cells is empty
+#: What a function is made of, read at once: its code, globals, closure cells, defaults, keyword defaults, module, qualname.
+_FUNCTION_PARTS = attrgetter("__code__", "__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__module__", "__qualname__")
 
 
 class Unkeyable(Exception):
@@ -60,15 +70,16 @@ class _Reads:
     so a function's spelling is kept and checked slot by slot instead of being spelled again.
     """
 
-    __slots__ = ("slots", "frozen")
+    __slots__ = ("slots", "frozen", "_check")
 
     def __init__(self) -> None:
-        self.slots: list[tuple[int, Any, Any, Any]] = []  # (kind, holder, name, object read)
+        self.slots: list[tuple[int, Any, Any, Any]] = []  # (kind, holder, name or default, object read)
         self.frozen = True
+        self._check: _Check | None = None
 
     def attr(self, obj: Any, name: str, default: Any = None) -> Any:
         value = getattr(obj, name, default)
-        self.slots.append((0, obj, name, value))
+        self.slots.append((0, obj, (name, default), value))
         return value
 
     def cell(self, cell: Any) -> Any:
@@ -76,26 +87,99 @@ class _Reads:
         self.slots.append((1, cell, None, value))
         return value
 
+    def function(self, fn: types.FunctionType) -> tuple[tuple[Any, ...], Any]:
+        """A function's parts (:data:`_FUNCTION_PARTS`) and its closure cells' contents (``_EMPTY_CELL`` if one is empty).
+
+        One slot for what a function is made of: read with one C call, and checked so
+        (:class:`_Check`), where reading each attribute as its own slot took ten.
+        """
+        parts = _FUNCTION_PARTS(fn)
+        try:
+            values: Any = tuple(map(_contents, parts[2] or ()))
+        except ValueError:
+            values = _EMPTY_CELL
+        self.slots.append((3, fn, parts, values))
+        return parts, values
+
     def glob(self, glb: dict[str, Any], name: str) -> Any:
         value = glb.get(name, _ABSENT)
         self.slots.append((2, glb, name, value))
         return value
 
     def unchanged(self) -> bool:
-        """Whether every slot still holds the object it held when read."""
-        for kind, holder, name, value in self.slots:
+        """Whether every slot still holds the object it held when read (checked as a :class:`_Check`, made once)."""
+        if self._check is None:
+            self._check = _Check(self.slots)
+        return self._check.unchanged()
+
+
+class _Check:
+    """A kept spelling's slots, each once, in columns: checked by C loops (``map``), not one Python step per slot.
+
+    A lookup's time is mostly this check; in a real process, between two lookups the program has
+    moved on (a test built tensors, TileLang traced), so what a lookup touches is out of the CPU's
+    caches: the fewer objects and interpreter steps it takes, the faster it is.
+    """
+
+    __slots__ = (
+        "attr_of", "attr_names", "attr_defaults", "attr_values", "cells", "cell_values", "dicts", "glob_names", "glob_values",
+        "functions", "function_parts", "function_values", "torn",
+    )  # fmt: skip
+
+    def __init__(self, slots: list[tuple[int, Any, Any, Any]]) -> None:
+        attrs: dict[tuple[int, str], tuple[Any, str, Any, Any]] = {}
+        cells: dict[int, tuple[Any, Any]] = {}
+        globs: dict[tuple[int, str], tuple[Any, str, Any]] = {}
+        functions: dict[int, tuple[Any, Any, Any]] = {}
+        row: tuple[Any, ...]
+        self.torn = False  # a slot read twice that held two objects (changed while spelled): never unchanged
+        for kind, holder, name, value in slots:  # a slot read twice (a helper two functions call) is checked once
+            if kind == 3:  # a function: its parts and closure values, read as tuples
+                row = functions.setdefault(id(holder), (holder, name, value))
+                self.torn = self.torn or not (_same(row[1], name) and (row[2] is value or _same(row[2], value)))
+                continue
             if kind == 0:
-                now = getattr(holder, name, None)
+                row = attrs.setdefault((id(holder), name[0]), (holder, name[0], name[1], value))
             elif kind == 1:
-                try:
-                    now = holder.cell_contents
-                except ValueError:
-                    return False
+                row = cells.setdefault(id(holder), (holder, value))
             else:
-                now = holder.get(name, _ABSENT)
-            if now is not value:
-                return False
-        return True
+                row = globs.setdefault((id(holder), name), (holder, name, value))
+            self.torn = self.torn or row[-1] is not value
+        self.attr_of, self.attr_names, self.attr_defaults, self.attr_values = _columns(attrs.values(), 4)
+        self.cells, self.cell_values = _columns(cells.values(), 2)
+        self.dicts, self.glob_names, self.glob_values = _columns(globs.values(), 3)
+        self.functions, self.function_parts, self.function_values = _columns(functions.values(), 3)
+
+    def unchanged(self) -> bool:
+        """Whether every slot still holds the very object it held."""
+        if self.torn or not all(map(is_, map(getattr, self.attr_of, self.attr_names, self.attr_defaults), self.attr_values)):
+            return False
+        if not all(map(is_, map(dict.get, self.dicts, self.glob_names, repeat(_ABSENT)), self.glob_values)):
+            return False
+        if not all(map(_same, map(_FUNCTION_PARTS, self.functions), self.function_parts)):
+            return False
+        try:
+            return all(map(is_, map(_contents, self.cells), self.cell_values)) and all(
+                map(_same, map(_closure_values, self.function_parts), self.function_values)
+            )
+        except ValueError:  # a cell emptied (del of the enclosing scope's variable)
+            return False
+
+
+def _same(now: tuple[Any, ...], then: Any) -> bool:
+    """Whether two tuples hold the very same objects, item by item (``then`` may be ``_EMPTY_CELL``: never the same)."""
+    return type(then) is tuple and len(now) == len(then) and all(map(is_, now, then))
+
+
+def _closure_values(parts: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The contents of the closure cells among a function's parts (ValueError when one is empty)."""
+    return tuple(map(_contents, parts[2] or ()))
+
+
+def _columns(rows: Iterable[tuple[Any, ...]], width: int) -> tuple[tuple[Any, ...], ...]:
+    """Rows as ``width`` column tuples (empty columns when there are no rows)."""
+    columns = tuple(zip(*rows))
+    return columns if columns else ((),) * width
 
 
 #: id(function) -> (the function, what its spelling read, the spelling as key JSON): kept while unchanged (:class:`_Reads`).
@@ -108,87 +192,161 @@ def _library(module: str) -> bool:
     return root in {"tilelang", "tvm", "tvm_ffi", "torch", "math", "functools", "itertools", "typing", "builtins", "operator"}
 
 
-def _spell(v, depth: int, reads: _Reads):
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
+def _float_text(v: float) -> str:
+    """A float as JSON spells it (``allow_nan``: ``NaN``, ``Infinity``, ``-Infinity``)."""
+    if v != v:
+        return "NaN"
+    if v == _INF:
+        return "Infinity"
+    if v == -_INF:
+        return "-Infinity"
+    return float.__repr__(v)
+
+
+#: Exact types spelled as themselves: their JSON, as the key's encoder writes it (json's own C functions where it has them).
+_PLAIN: dict[type, Callable[[Any], str]] = {
+    str: _json_str,
+    int: int.__repr__,
+    float: _float_text,
+    bool: {True: "true", False: "false"}.__getitem__,
+    type(None): lambda _: "null",
+}
+
+
+_PLAIN_TYPES = frozenset(_PLAIN)
+
+
+def _unencodable(o: Any) -> Any:
+    raise TypeError(f"{type(o).__qualname__} is not plain")  # never reached: only plain values are encoded
+
+
+def _json_encoder() -> Callable[[Any], str]:
+    """The key's JSON encoder (keys sorted, no spaces): json's C encoder made once, called without ``JSONEncoder.encode``'s setup.
+
+    ``JSONEncoder.encode`` makes a new C encoder (and a dozen Python steps) per call; the values
+    encoded here are plain, so no circular-reference markers are needed. Without json's C
+    accelerator, ``JSONEncoder.encode`` itself (same text).
+    """
+    if c_make_encoder is None:
+        return json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+    chunks = c_make_encoder(None, _unencodable, _json_str, None, ":", ",", True, False, True)
+    return lambda v: "".join(chunks(v, 0))
+
+
+#: Values made only of plain items are written by it in one C call.
+_ENCODE = _json_encoder()
+
+
+def _all_plain(values: Iterable[Any]) -> bool:
+    """Whether every value is of an exact plain type: spelled as itself, so JSON-encoded as is."""
+    return _PLAIN_TYPES.issuperset(map(type, values))
+
+
+def _text(v: Any, depth: int, reads: _Reads) -> str:
+    """The spelling of value ``v`` as the key's JSON, written directly (no list built, then encoded).
+
+    What a value is spelled as: itself (None, bools, numbers, strings: subclasses as JSON writes
+    them, an IntEnum as its number); ``["list"|"tuple"|<its class name>, [items]]``;
+    ``["dict", [[key, value], ...]]``; ``["enum", class, name]``; ``["module", name]`` and
+    ``["class", name]`` for TileLang's, tvm's, torch's and the standard library's;
+    ``["torch.dtype", name]``; a function's spelling (:func:`_function_text_of`). Anything else
+    is :class:`Unkeyable`. The text is exactly ``json.dumps(spelling, sort_keys=True,
+    separators=(",", ":"))`` (``tests/unit/test_call_key.py`` checks it against that, spelled the
+    slow way).
+    """
+    plain = _PLAIN.get(type(v))
+    if plain is not None:
+        return plain(v)
+    if isinstance(v, (int, float, str)):  # a subclass (bool has none): as json spells it
+        return _json_str(v) if isinstance(v, str) else _float_text(v) if isinstance(v, float) else int.__repr__(v)
     if isinstance(v, (list, tuple)):
         if not isinstance(v, tuple):
             reads.frozen = False  # may change in place
-        return [type(v).__name__, [_spell(x, depth, reads) for x in v]]
+        items = _ENCODE(v) if _all_plain(v) else f"[{','.join([_text(x, depth, reads) for x in v])}]"
+        return f"[{_json_str(type(v).__name__)},{items}]"
     if isinstance(v, dict):
         reads.frozen = False
-        return ["dict", [[_spell(k, depth, reads), _spell(x, depth, reads)] for k, x in v.items()]]
+        return f'["dict",[{",".join([f"[{_text(k, depth, reads)},{_text(x, depth, reads)}]" for k, x in v.items()])}]]'
     if isinstance(v, enum.Enum):
-        return ["enum", f"{type(v).__module__}.{type(v).__qualname__}", v.name]
+        return f'["enum",{_json_str(f"{type(v).__module__}.{type(v).__qualname__}")},{_text(v.name, depth, reads)}]'
     if isinstance(v, types.ModuleType):  # a user's module: the values read from it are not covered
         name = reads.attr(v, "__name__", "")
         if _library(name):
-            return ["module", name]
+            return f'["module",{_text(name, depth, reads)}]'
         raise Unkeyable(f"module {name}")
     if isinstance(v, type):
         module = reads.attr(v, "__module__", "")
         if _library(module):  # TileLang's classes (Fragment, ...): covered by its version
-            return ["class", f"{module}.{reads.attr(v, '__qualname__', '')}"]
+            qualname = reads.attr(v, "__qualname__", "")
+            return f'["class",{_json_str(f"{module}.{qualname}")}]'
     t = type(v)
     if t.__name__ == "dtype" and t.__module__ == "torch":
-        return ["torch.dtype", str(v)]
+        return f'["torch.dtype",{_json_str(str(v))}]'
     if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or hasattr(v, "orig_func") or type(v).__name__ == "JITImpl":
-        return _spell_function(v, depth, reads)
+        return _function_text_of(v, depth, reads)
     raise Unkeyable(f"{type(v).__qualname__} value")
 
 
-def _spell_function(fn, depth: int, reads: _Reads, text: bool = False):
-    """The spelling of function ``fn`` (a list), or with ``text`` the same as the key's JSON (what encoding the list gives)."""
+def _function_text_of(fn: Any, depth: int, reads: _Reads) -> str:
+    """The spelling of function ``fn`` as the key's JSON.
+
+    ``["function", module.qualname]`` for a builtin or a library's function (covered by the
+    versions in the key); else ``["function", module.qualname, source digest, {closure variable:
+    value}, {global it reads: value}, [["list", [defaults]], ["dict", [[name, keyword default],
+    ...]]]]``, its values spelled one level deeper (helpers followed ``_DEPTH`` deep).
+    """
     fn = reads.attr(fn, "func") if type(fn).__name__ == "JITImpl" else fn
     fn = reads.attr(fn, "orig_func") or fn  # config.user_code.user_function, read through the record
-    module = reads.attr(fn, "__module__", "") or ""
-    name = f"{module}.{reads.attr(fn, '__qualname__', '?')}"
-    if isinstance(fn, types.BuiltinFunctionType) or _library(module):
-        return _ENCODER.encode(["function", name]) if text else ["function", name]
+    if type(fn) is types.FunctionType:  # its parts read at once, as one slot
+        (code, glb, cells, positional, kwdefaults, module, qualname), values = reads.function(fn)
+        name = f"{module or ''}.{qualname}"
+        if _library(module or ""):
+            return f'["function",{_json_str(name)}]'
+    else:
+        module = reads.attr(fn, "__module__", "") or ""
+        name = f"{module}.{reads.attr(fn, '__qualname__', '?')}"
+        if isinstance(fn, types.BuiltinFunctionType) or _library(module):
+            return f'["function",{_json_str(name)}]'
+        code = reads.attr(fn, "__code__")
+        glb = reads.attr(fn, "__globals__", {})
+        cells = reads.attr(fn, "__closure__") or ()
+        values = None
+        positional = reads.attr(fn, "__defaults__")
+        kwdefaults = reads.attr(fn, "__kwdefaults__")
     if depth <= 0:
         raise Unkeyable(f"{name}: helpers nested too deep")
-    code = reads.attr(fn, "__code__")
-    glb = reads.attr(fn, "__globals__", {})
+    if values is _EMPTY_CELL:
+        raise Unkeyable(f"{name}: a closure variable is unbound")  # bound later in the enclosing scope
     if code is None:
         raise Unkeyable(f"{name}: no source")
     source = code_source_digest(code, glb)
     if not source:
         raise Unkeyable(f"{name}: no source")
-    closure = {}
-    for var, cell in zip(code.co_freevars, reads.attr(fn, "__closure__") or ()):
+    if values is None:
         try:
-            value = reads.cell(cell)
-        except ValueError:  # an empty cell (a name bound later in the enclosing scope)
-            raise Unkeyable(f"{name}: closure variable {var} unbound") from None
-        closure[var] = _spell(value, depth - 1, reads)
+            values = [reads.cell(cell) for cell in cells or ()]
+        except ValueError:
+            raise Unkeyable(f"{name}: a closure variable is unbound") from None
+    if _all_plain(values):
+        cells_text = _ENCODE(dict(zip(code.co_freevars, values)))
+    else:  # a JSON object's keys, sorted as the encoder sorts them (names are unique)
+        closure = sorted(zip(code.co_freevars, values))
+        cells_text = "{" + ",".join([f"{_json_str(var)}:{_text(value, depth - 1, reads)}" for var, value in closure]) + "}"
     used = _spell_globals(code, glb, depth - 1, reads)
-    positional = reads.attr(fn, "__defaults__") or ()  # a tuple: its items are spelled as a list's
-    kwdefaults = reads.attr(fn, "__kwdefaults__")
     if kwdefaults is not None:
         reads.frozen = False  # a dict: may change in place
-    defaults = [
-        ["list", [_spell(x, depth - 1, reads) for x in positional]],
-        ["dict", [[_spell(k, depth - 1, reads), _spell(x, depth - 1, reads)] for k, x in (kwdefaults or {}).items()]],
-    ]
-    if not text:
-        return ["function", name, source, closure, used.value, defaults]
-    # the list's JSON, its globals' part encoded once while kept: items joined by "," as the encoder joins them
-    return f'["function",{_ENCODER.encode(name)},"{source}",{_ENCODER.encode(closure)},{used.json()},{_ENCODER.encode(defaults)}]'
+    listed = ",".join([_text(x, depth - 1, reads) for x in positional or ()])  # a tuple: its items spelled as a list's
+    keyword = ",".join([f"[{_text(k, depth - 1, reads)},{_text(x, depth - 1, reads)}]" for k, x in (kwdefaults or {}).items()])
+    return f'["function",{_json_str(name)},"{source}",{cells_text},{used.text},[["list",[{listed}]],["dict",[{keyword}]]]]'
 
 
 class _Kept:
-    """The module globals a code object reads, spelled, with what the spelling read and (once asked for) its JSON."""
+    """The module globals a code object reads, spelled as a JSON object, with what the spelling read."""
 
-    __slots__ = ("code", "glb", "reads", "value", "text")
+    __slots__ = ("code", "glb", "reads", "text")
 
-    def __init__(self, code: CodeType, glb: dict[str, Any], reads: _Reads, value: dict[str, Any]) -> None:
-        self.code, self.glb, self.reads, self.value = code, glb, reads, value
-        self.text = ""
-
-    def json(self) -> str:
-        if not self.text:
-            self.text = _ENCODER.encode(self.value)
-        return self.text
+    def __init__(self, code: CodeType, glb: dict[str, Any], reads: _Reads, text: str) -> None:
+        self.code, self.glb, self.reads, self.text = code, glb, reads, text
 
 
 #: (id(code), id(globals), depth) -> the spelling of the globals that code reads there: kept while unchanged.
@@ -201,9 +359,9 @@ def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: _Read
     A kernel factory makes a new ``@tilelang.jit`` function (a new closure over the same code) each
     time it is called; its globals -- the module's constants and helper functions, spelled
     recursively -- are the same objects each time, so they are re-checked (:meth:`_Reads.unchanged`)
-    rather than spelled and encoded again. The slots are added to ``reads``, so whoever keeps
-    ``reads``' spelling re-checks them too. Keyed by identity (equal code objects of two files are
-    two entries), each entry holding its code and globals alive so their ids are not reused.
+    rather than spelled again. The slots are added to ``reads``, so whoever keeps ``reads``'
+    spelling re-checks them too. Keyed by identity (equal code objects of two files are two
+    entries), each entry holding its code and globals alive so their ids are not reused.
     """
     memo = (id(code), id(glb), depth)
     have = _USED.get(memo)
@@ -211,13 +369,13 @@ def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: _Read
         reads.slots.extend(have.reads.slots)
         return have
     mine = _Reads()
-    used = {}
-    for n in sorted(_global_names(code)):
+    used = []
+    for n in sorted(_global_names(code)):  # a JSON object's keys, sorted
         value = mine.glob(glb, n)
         if value is not _ABSENT:
-            used[n] = _spell(value, depth, mine)
+            used.append(f"{_json_str(n)}:{_text(value, depth, mine)}")
     reads.slots.extend(mine.slots)
-    kept = _Kept(code, glb, mine, used)
+    kept = _Kept(code, glb, mine, "{" + ",".join(used) + "}")
     if mine.frozen:
         if len(_USED) >= _MEMO_LIMIT:
             _USED.pop(next(iter(_USED)))  # the oldest
@@ -233,13 +391,13 @@ def _function_text(jit) -> str:
 
     A ``@tilelang.jit`` kernel is asked for with many arguments; its function, closure, globals and
     defaults are the same objects each time, so the first call of each arguments re-checks them
-    (:meth:`_Reads.unchanged`) instead of spelling and encoding them again.
+    (:meth:`_Reads.unchanged`) instead of spelling them again.
     """
     have = _SPELLED.get(id(jit))
     if have is not None and have[0] is jit and have[1].unchanged():
         return have[2]
     reads = _Reads()
-    text = _spell_function(jit, _DEPTH, reads, True)
+    text = _function_text_of(jit, _DEPTH, reads)
     if reads.frozen:
         if len(_SPELLED) >= _MEMO_LIMIT:
             _SPELLED.pop(next(iter(_SPELLED)))  # the oldest
@@ -298,32 +456,42 @@ def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> st
     """The key of ``jit(*args, **kwargs)`` (a ``JITImpl`` compile) on ``gpu`` (:func:`tl_aot.gpu.cuda_driver.gpu_identity`).
 
     None when it cannot be keyed. The key is the SHA-256 of the call's material as JSON (keys
-    sorted, no spaces); the function's part comes from :func:`_function_text`, spliced in where
-    its key sorts, so the text is the whole material's ``json.dumps`` exactly.
+    sorted, no spaces): ``args``, ``backend``, ``compile_flags``, ``function``
+    (:func:`_function_text`, kept between calls), ``gpu``, ``kwargs`` (sorted by name),
+    ``out_idx``, ``pass_configs``, ``schema``, ``target``, ``target_host``, ``tilelang``. The
+    text is written in that order directly, the call's own values spelled each time.
     """
     try:
-        import tilelang
-
         reads = _Reads()  # the call's own values: spelled every time
-        material = {
-            "args": _spell(list(args), 0, reads),
-            "backend": str(getattr(jit, "execution_backend", None)),
-            "compile_flags": _spell(getattr(jit, "compile_flags", None), 0, reads),
-            "gpu": gpu,
-            "kwargs": _spell(dict(sorted(kwargs.items())), 0, reads),
-            "out_idx": _spell(getattr(jit, "out_idx", None), 0, reads),
-            "pass_configs": _spell(plain_pass_configs(dict(getattr(jit, "pass_configs", None) or {})), 0, reads),
-            "schema": CALL_SCHEMA,
-            "target": str(getattr(jit, "target", None)),
-            "target_host": str(getattr(jit, "target_host", None)),
-            "tilelang": str(getattr(tilelang, "__version__", "")),
-        }
-        function = _function_text(jit)
+        args_text = _text(list(args), 0, reads)
+        if _all_plain(kwargs.values()):
+            kwargs_text = _ENCODE(sorted(kwargs.items()))  # (name, value) pairs: JSON arrays
+        else:
+            kwargs_text = "[" + ",".join([f"[{_json_str(k)},{_text(v, 0, reads)}]" for k, v in sorted(kwargs.items())]) + "]"
+        configs = getattr(jit, "pass_configs", None)
+        text = (
+            f'{{"args":{args_text},"backend":{_json_str(str(getattr(jit, "execution_backend", None)))}'
+            f',"compile_flags":{_text(getattr(jit, "compile_flags", None), 0, reads)}'
+            f',"function":{_function_text(jit)},"gpu":{_json_str(gpu)},"kwargs":["dict",{kwargs_text}]'
+            f',"out_idx":{_text(getattr(jit, "out_idx", None), 0, reads)}'
+            f',"pass_configs":{_text(plain_pass_configs(dict(configs)), 0, reads) if configs else _NO_CONFIGS}'
+            f',"schema":{CALL_SCHEMA},"target":{_json_str(str(getattr(jit, "target", None)))}'
+            f',"target_host":{_json_str(str(getattr(jit, "target_host", None)))},"tilelang":{_json_str(_tilelang_version())}}}'
+        )
     except (Unkeyable, RecursionError):
         return None
-    # "function" sorts between "compile_flags" and "gpu"; the call's values hold no JSON object (dicts are spelled as
-    # lists) and their strings are escaped, so the first ',"gpu":' is the top-level key
-    text = _ENCODER.encode(material)
-    cut = text.index(',"gpu":')
-    text = f'{text[:cut]},"function":{function}{text[cut:]}'
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+_NO_CONFIGS = '["dict",[]]'  # no pass configs: an empty dict's spelling
+
+
+_VERSION: list[str] = []  # TileLang's version, once read (a process runs one TileLang)
+
+
+def _tilelang_version() -> str:
+    if not _VERSION:
+        import tilelang
+
+        _VERSION.append(str(getattr(tilelang, "__version__", "")))
+    return _VERSION[0]

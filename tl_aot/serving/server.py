@@ -26,7 +26,7 @@ from ..common.arch import Arch
 from ..common.errors import KernelNotServed
 from ..common.fileutil import StrPath
 from ..common.json_types import JsonObject
-from ..gpu.cuda_driver import Gpu, current_gpu, gpu_identity
+from ..gpu.cuda_driver import Gpu, current_gpu, current_gpu_identity
 from ..gpu.image_select import Image, image_of, runs_on
 
 if TYPE_CHECKING:
@@ -161,30 +161,37 @@ class Server:
         """
         if not self.calls or self.capturing:
             return None
-        call_key = self._call_keys()
+        call_key = self._call_key or self._call_keys()
         t0 = time.perf_counter()
-        gpu = current_gpu()
-        served = None
-        identity = gpu_identity(gpu) if gpu else ""  # the driver asked once per lookup
-        key = call_key(jit_call.jit, jit_call.args, jit_call.kwargs, identity) if identity else None
+        gpu, identity = current_gpu_identity()
+        jit, args, kwargs = jit_call.jit, jit_call.args, jit_call.kwargs
+        key = call_key(jit, args, kwargs, identity) if identity else None
         request_key = self.calls.get(key) if key else None
         hit = self.index.get(request_key) if request_key else None
+        served = None
         if request_key is not None and hit is not None and runs_on(hit[2], gpu.cc):
-            jit, args, kwargs = jit_call.jit, jit_call.args, jit_call.kwargs
-            with self._lock:
-                served = self._served.get(request_key)
-                if served is None:
-                    from ..jit.seam import CompileRequest
-                    from .served_kernel import ServedKernel
-
-                    lib, name, _ = hit
-                    req = CompileRequest.of(
-                        None, jit.out_idx, pass_configs=jit.pass_configs, compile_flags=jit.compile_flags, target=jit.target
-                    )
-                    t1 = time.perf_counter()
-                    served = self._served[request_key] = ServedKernel(lib[name], name, lib, req, lambda: jit.get_tir(*args, **kwargs))
-                    t0 += self._first_use(t1)
+            served = self._served.get(request_key)
+            if served is None:
+                t1 = time.perf_counter()
+                served = self._first_served(request_key, hit, jit_call)
+                t0 += self._first_use(t1)
         self._looked_up(t0, by_call=True)
+        return served
+
+    def _first_served(self, request_key: str, hit: tuple[Library, str, tuple[Image, ...]], jit_call: JitCall) -> ServedKernel:
+        """The kernel a call key's first hit serves (kept for the calls after): the request it stands for, its entry."""
+        from ..jit.seam import CompileRequest
+        from .served_kernel import ServedKernel
+
+        jit, args, kwargs = jit_call.jit, jit_call.args, jit_call.kwargs
+        with self._lock:
+            served = self._served.get(request_key)
+            if served is None:
+                lib, name, _ = hit
+                req = CompileRequest.of(
+                    None, jit.out_idx, pass_configs=jit.pass_configs, compile_flags=jit.compile_flags, target=jit.target
+                )
+                served = self._served[request_key] = ServedKernel(lib[name], name, lib, req, lambda: jit.get_tir(*args, **kwargs))
         return served
 
     def lookup(self, req: CompileRequest, jit_call: JitCall | None = None) -> tuple[ServedKernel | None, str]:
@@ -193,7 +200,7 @@ class Server:
         key = self.keys.key(req, jit_call)
         hit = self.index.get(key)
         served = None
-        if hit is not None and runs_on(hit[2], current_gpu().cc):
+        if hit is not None and runs_on(hit[2], current_gpu_identity()[0].cc):
             with self._lock:
                 served = self._served.get(key)
                 if served is None:

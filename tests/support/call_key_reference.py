@@ -1,0 +1,100 @@
+"""A call key spelled the slow, obvious way: the oracle ``tl_aot.jit.call_key`` is checked against.
+
+The package writes the key's JSON text directly and keeps a function's spelling between calls;
+this spells the same material as Python lists and dicts, afresh every time (global names by
+``dis``, no memo), and encodes it with ``json.dumps``. Equal keys mean the fast path spells the
+material the module docstring describes, byte for byte.
+"""
+
+from __future__ import annotations
+
+import dis
+import enum
+import hashlib
+import json
+import types
+from typing import Any
+
+from tl_aot.config.options import plain_pass_configs
+from tl_aot.jit import call_key as ck
+from tl_aot.jit.code_source import code_source_digest
+
+__all__ = ["reference_key", "reference_text"]
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
+
+
+def _spell(v: Any, depth: int) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [type(v).__name__, [_spell(x, depth) for x in v]]
+    if isinstance(v, dict):
+        return ["dict", [[_spell(k, depth), _spell(x, depth)] for k, x in v.items()]]
+    if isinstance(v, enum.Enum):
+        return ["enum", f"{type(v).__module__}.{type(v).__qualname__}", v.name]
+    if isinstance(v, types.ModuleType):
+        if ck._library(v.__name__):
+            return ["module", v.__name__]
+        raise ck.Unkeyable(v.__name__)
+    if isinstance(v, type) and ck._library(getattr(v, "__module__", "")):
+        return ["class", f"{v.__module__}.{v.__qualname__}"]
+    if type(v).__name__ == "dtype" and type(v).__module__ == "torch":
+        return ["torch.dtype", str(v)]
+    if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or hasattr(v, "orig_func") or type(v).__name__ == "JITImpl":
+        return _spell_function(v, depth)
+    raise ck.Unkeyable(type(v).__qualname__)
+
+
+def _spell_function(fn: Any, depth: int) -> list[Any]:
+    fn = fn.func if type(fn).__name__ == "JITImpl" else fn
+    fn = getattr(fn, "orig_func", None) or fn
+    module = getattr(fn, "__module__", "") or ""
+    name = f"{module}.{getattr(fn, '__qualname__', '?')}"
+    if isinstance(fn, types.BuiltinFunctionType) or ck._library(module):
+        return ["function", name]
+    if depth <= 0:
+        raise ck.Unkeyable(name)
+    code, glb = fn.__code__, fn.__globals__
+    source = code_source_digest(code, glb)
+    if not source:
+        raise ck.Unkeyable(name)
+    closure = {var: _spell(cell.cell_contents, depth - 1) for var, cell in zip(code.co_freevars, fn.__closure__ or ())}
+    used = {n: _spell(glb[n], depth - 1) for n in sorted(_global_names(code)) if n in glb}
+    defaults = [
+        ["list", [_spell(x, depth - 1) for x in fn.__defaults__ or ()]],
+        ["dict", [[_spell(k, depth - 1), _spell(x, depth - 1)] for k, x in (fn.__kwdefaults__ or {}).items()]],
+    ]
+    return ["function", name, source, closure, used, defaults]
+
+
+def reference_text(v: Any, depth: int = ck._DEPTH) -> str:
+    """``json.dumps`` of value ``v``'s spelling (what ``call_key._text`` must write)."""
+    return json.dumps(_spell(v, depth), sort_keys=True, separators=(",", ":"))
+
+
+def reference_key(jit: Any, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> str:
+    """The key of ``jit(*args, **kwargs)`` on ``gpu`` as the whole material's ``json.dumps`` gives it, spelled afresh."""
+    import tilelang
+
+    material = {
+        "schema": ck.CALL_SCHEMA,
+        "tilelang": str(tilelang.__version__),
+        "function": _spell_function(jit, ck._DEPTH),
+        "args": _spell(list(args), 0),
+        "kwargs": _spell(dict(sorted(kwargs.items())), 0),
+        "out_idx": _spell(jit.out_idx, 0),
+        "backend": str(jit.execution_backend),
+        "target": str(jit.target),
+        "target_host": str(jit.target_host),
+        "pass_configs": _spell(plain_pass_configs(dict(jit.pass_configs or {})), 0),
+        "compile_flags": _spell(jit.compile_flags, 0),
+        "gpu": gpu,
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
