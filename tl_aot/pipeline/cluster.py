@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..common.errors import ClusterError, TlAotError, ToolchainNotFound
 from .cluster_batch import BatchTask, batches_of, group_key, label_of
-from .inputs import project_of
 from .job_slots import in_threads
 from .scheduler import default_jobs, launcher_stage
 from .toolset import Toolset, differences, local_toolset
@@ -329,7 +328,7 @@ class _Driver:
         except TlAotError as e:
             self._failed(task, e)
             return
-        self.stages.cache.store(task.key, variant, image, project_of(task.spec), replace=self.stages.force)
+        self.stages.cache.store(task.key, variant, image, task.project, replace=self.stages.force)
         run.lowered[task.key] = variant
         run.built(task, image, result.lower_s + result.compile_s)
         run.spent.lowering += result.lower_s
