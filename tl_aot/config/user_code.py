@@ -212,6 +212,7 @@ class SourceSnapshot:
     """
 
     files: tuple[FileStat, ...]  # the kernel file first
+    project: Path | None = None  # the kernel file's project (:func:`project_root`), when it was there: what its paths are relative to
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -252,10 +253,11 @@ def snapshot_files(paths: Iterable[StrPath]) -> SourceSnapshot:
 
 
 def snapshot_sources(path: str | Path, imports: Iterable[str] = ()) -> SourceSnapshot:
-    """The snapshot of kernel file ``path`` and the local modules it (and ``imports``) import."""
+    """The snapshot of kernel file ``path`` and the local modules it (and ``imports``) import, with its project root."""
     path = Path(path).resolve()
+    project = project_root(path) if path.is_file() else None
     local = local_dependencies(path, imports)
-    return snapshot_files([path, *local])
+    return SourceSnapshot(snapshot_files([path, *local]).files, project)
 
 
 def _fingerprint(files: set[str]) -> str:

@@ -34,8 +34,8 @@ from .cli_parser import build_parser
 from .inspect_text import describe, manifest_json
 
 if TYPE_CHECKING:
+    from ..pipeline.build_result import BuildResult
     from ..pipeline.image_packs import ImagePacks
-    from ..pipeline.library import BuildResult
     from ..pipeline.part import Part
 
 __all__ = ["main", "describe", "cmake_dir", "include_dir"]

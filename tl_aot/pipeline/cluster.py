@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..common.errors import ClusterError, TlAotError, ToolchainNotFound
 from .cluster_batch import BatchTask, batches_of, group_key, label_of
-from .inputs import project_of
 from .job_slots import in_threads
 from .scheduler import default_jobs, launcher_stage
 from .toolset import Toolset, differences, local_toolset
@@ -229,7 +228,7 @@ class _Driver:
         from .cluster_worker import run_batch
 
         distributed = _dask()
-        self.pending = pending = batches_of(list(todo), sum(self.agree.values()))
+        pending = batches_of(list(todo), sum(self.agree.values()))  # sent in order; one a worker refused goes first again
         if self.log and len(pending) < len(todo):
             most = max(len(g) for g in pending)
             self.log(f"cluster: {len(todo)} variant(s) in {len(pending)} task(s), each of one arch and flags (up to {most} per nvcc run)")
@@ -254,7 +253,11 @@ class _Driver:
                 if waiting.has_ready():
                     for fut in waiting.next_batch(block=False):
                         self.outstanding.discard(fut)
-                        self._take(fut, self.futures[fut])
+                        group = self.futures[fut]
+                        if not self._take(fut, group):  # built again (the whole task) on a worker that still agrees, under a new key
+                            pending.insert(0, group)
+                            self.attempts[group_key(group)] = self.attempts.get(group_key(group), 0) + 1
+                            del self.futures[fut]
                     continue
                 time.sleep(0.05)
                 if time.monotonic() - last_check < _POLL_S:
@@ -293,8 +296,11 @@ class _Driver:
             msg = "cluster: every worker that agrees with this machine has left; nothing can build the variants left"
             raise ClusterError(msg)
 
-    def _take(self, fut, group) -> None:
-        """One finished task: each variant's result verified and cached, or its error raised (recorded with ``keep_going``)."""
+    def _take(self, fut, group) -> bool:
+        """One finished task: each variant's result verified and cached, or its error raised (recorded with ``keep_going``).
+
+        False: its worker refused it (its toolset no longer agrees), so it is to be sent again.
+        """
         distributed = _dask()
         try:
             results = fut.result()
@@ -302,15 +308,13 @@ class _Driver:
             for task in group:
                 msg = f"entry {task.spec.name!r} ({task.arch}): the workers running it died repeatedly ({e}); nothing was stored"
                 self._failed(task, ClusterError(msg, entry=task.spec.name, arch=task.arch.sm))
-            return
+            return True
         if results and results[0].error_class == "ToolsetMismatch" and self._refuse(results[0]):
-            self.pending.insert(0, group)  # built again (the whole task) on a worker that still agrees, under a new key
-            self.attempts[group_key(group)] = self.attempts.get(group_key(group), 0) + 1
-            del self.futures[fut]
-            return
+            return False
         by_key = {r.key: r for r in results}
         for task in group:
             self._accept(task, by_key.get(task.key))
+        return True
 
     def _failed(self, task, e: TlAotError) -> None:
         """A variant that cannot be built: its error raised, or recorded with ``keep_going``."""
@@ -329,7 +333,7 @@ class _Driver:
         except TlAotError as e:
             self._failed(task, e)
             return
-        self.stages.cache.store(task.key, variant, image, project_of(task.spec), replace=self.stages.force)
+        self.stages.cache.store(task.key, variant, image, task.project, replace=self.stages.force)
         run.lowered[task.key] = variant
         run.built(task, image, result.lower_s + result.compile_s)
         run.spent.lowering += result.lower_s

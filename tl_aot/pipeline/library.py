@@ -8,7 +8,7 @@
 2. **lower**, 3. **compile images**, 4. **launcher** (:mod:`tl_aot.pipeline.stages`), run in parallel
    by :mod:`tl_aot.pipeline.scheduler` within the ``-j`` job slots.
 5. **link** and 6. **publish** (:mod:`tl_aot.pipeline.link`): the library, header, stamp and
-   depfile moved into place.
+   depfile moved into place. What was built, and its summary: :mod:`tl_aot.pipeline.build_result`.
 
 A shard (:func:`tl_aot.pipeline.shards.build_part`) runs the same stages 1-3 over its share of the
 plan and writes a part; ``link`` runs stages 4-6 over the parts.
@@ -22,14 +22,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 
 from ..codegen.torch_native import companion_source, update_companion
 from ..common.fs_errors import filesystem_errors
-from ..common.metadata import LeftOut, Manifest
 from ..common.tilelang_compat import warn_if_untested
 from ..config.kernel_spec import LibrarySpec
+from .build_result import BuildResult, VariantReport, log_summary
 from .image_packs import ImagePacks
 from .link import Provenance, link_and_publish
 from .manifest import image_files, with_image_sizes
@@ -39,52 +38,10 @@ from .run import build_variants
 from .scheduler import default_jobs
 from .stages import objects_key
 from .stamp import up_to_date
-from .variant_run import Failure, VariantRun, first_error_line
+from .variant_run import VariantRun, first_error_line
 from .workspace import Workspace, workspace
 
 __all__ = ["build_library", "BuildResult", "default_jobs", "first_error_line"]
-
-
-@dataclass(frozen=True)
-class VariantReport:
-    """One line of the build summary."""
-
-    entry: str
-    arch: str
-    image_bytes: int
-    seconds: float
-    cached: bool
-
-
-@dataclass(frozen=True)
-class BuildResult:
-    """What a build produced."""
-
-    library: Path
-    header: Path
-    manifest: Manifest
-    up_to_date: bool = False
-    rebuilt: tuple[tuple[str, str], ...] = ()  # (entry, arch) pairs lowered and compiled in this run
-    reports: tuple[VariantReport, ...] = field(default=())
-    depfile: Path | None = None
-    deps: tuple[Path, ...] = ()
-    failures: tuple[Failure, ...] = ()  # (entry, arch, error) left out by a keep-going build
-    torch_companion: Path | None = None  # lib<name>_torch.so, when built with torch ops
-
-    @property
-    def left_out(self) -> tuple[LeftOut, ...]:
-        """The variants a keep-going build left out, as its manifest records them."""
-        return self.manifest.left_out
-
-    def summary(self) -> str:
-        """A table: entry, arch, image size, seconds (cached variants marked)."""
-        rows = [("entry", "arch", "image", "seconds")]
-        for r in self.reports:
-            rows.append((r.entry, r.arch, f"{r.image_bytes / 1024:.1f} KiB", "cached" if r.cached else f"{r.seconds:.1f}"))
-        widths = [max(len(row[i]) for row in rows) for i in range(4)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join(lines)
 
 
 def build_library(
@@ -164,7 +121,7 @@ def build_library(
                 raise ws.unwritable
             run = build_variants(plan, ws.work, ws.cache, opts)
             result = _link_and_publish(plan, run, ws, opts, image_packs)
-            _log_summary(opts.log, result, run, plan, opts.jobs, t_start)
+            log_summary(opts.log, result, run, plan, opts.jobs, t_start)
         companion = update_companion(result.manifest, result.library, result.header, wanted=torch_ops, log=log)
         return replace(result, torch_companion=companion)
 
@@ -198,31 +155,6 @@ def _link_and_publish(plan: Plan, run: VariantRun, ws: Workspace, opts: BuildOpt
     )
     out = ws.out
     return BuildResult(out.library, out.header, manifest, False, tuple(run.rebuilt), reports, out.depfile, plan.deps, tuple(run.failures))
-
-
-def _log_summary(log: Log, result: BuildResult, run: VariantRun, plan: Plan, jobs: int, t_start: float) -> None:
-    """The build's last lines: what was left out, the table of variants, where the job time went, the library and its compiler."""
-    if not log:
-        return
-    if result.manifest.left_out:
-        log(f"left out {len(result.manifest.left_out)} variant(s) that failed (--keep-going):")
-        for x in result.manifest.left_out:
-            log(f"  {x.spelled()}")
-    log(result.summary())
-    if plan.todo:
-        where = f"{run.workers} worker processes" if run.workers > 1 else "this process"
-        if run.cluster:
-            where = f"on {run.workers} cluster worker(s)"
-        spent = run.spent
-        log(
-            f"job time: lowering {spent.lowering:.1f} s ({where}), nvcc {spent.nvcc:.1f} s, "
-            f"host compile {spent.host:.1f} s, link {spent.link:.1f} s; -j {jobs}"
-        )
-    log(f"built {result.library} in {time.perf_counter() - t_start:.1f} s with TileLang {result.manifest.tilelang_version}")
-    m = result.manifest
-    if m.compiler:
-        driver = f" ({m.driver_min_version}+)" if m.driver_min_version else ""
-        log(f"compiler: {m.compiler}; loads on NVIDIA drivers supporting CUDA {m.driver_min_cuda} or newer{driver}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -25,7 +25,6 @@ from ..config.user_code import SourceSnapshot, snapshot_files, snapshot_sources
 from ..cuda.compiler_choice import check_toolchain
 from .cache import KeyTools, VariantCache, library_key, variant_key
 from .image_packs import ImagePacks
-from .inputs import project_of
 
 if TYPE_CHECKING:
     from .shared_cache import SharedCache
@@ -41,6 +40,14 @@ class Task:
     arch: Arch
     key: str
     sources: SourceSnapshot  # the entry's kernel file and local modules, as read for the key
+
+    @property
+    def project(self) -> Path | None:
+        """The kernel file's project root, found once per entry with its sources (none for a captured kernel).
+
+        Cache entries store the paths under it relative to it (:func:`~tl_aot.pipeline.cache.relocate`).
+        """
+        return self.sources.project
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,6 @@ def plan_build(lib: LibrarySpec, cache: VariantCache | SharedCache, *, force: bo
         ]
     tvm_ffi = package_version("apache-tvm-ffi")
     # every key at once: a shared cache lists its folder and reads what it holds in one batch
-    projects = {spec.name: project_of(spec) for spec in lib.entries}  # once per entry: it looks for marker files up the tree
-    hits = {} if force else cache.load_many([(t.key, projects[t.spec.name]) for t in tasks])
+    hits = {} if force else cache.load_many([(t.key, t.project) for t in tasks])
     lib_key = library_key(lib.name, [t.key for t in tasks], tvm_ffi_version=tvm_ffi, packs=packs)
     return Plan(lib, tuple(tasks), lib_key, nvcc_version, tvm_ffi, hits, tuple(sorted(deps)))

@@ -1,4 +1,4 @@
-"""Run the variant stages of a plan (lower, compile images, launcher) here or on a cluster; name what failed.
+"""Run the variant stages of a plan (lower, compile images, launcher) here or on a cluster.
 
 Shared by a one-machine build (:mod:`tl_aot.pipeline.library`) and a shard (:mod:`tl_aot.pipeline.shards`).
 """
@@ -9,7 +9,6 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..common.errors import LoweringError
 from ..lower.cutedsl import close_workers
 from .cache import VariantCache
 from .cluster import run_on_cluster
@@ -23,7 +22,7 @@ from .variant_run import VariantRun
 if TYPE_CHECKING:
     from .shared_cache import SharedCache
 
-__all__ = ["build_variants", "VariantsOnly", "all_failed"]
+__all__ = ["build_variants", "VariantsOnly"]
 
 
 class VariantsOnly(Stages):
@@ -77,16 +76,5 @@ def build_variants(plan: Plan, work: Path, cache: VariantCache | SharedCache, op
     finally:
         close_workers()  # a build's CuTeDSL workers do not outlive it (each holds TileLang and CuTeDSL)
     if run.failures and not opts.keep_going:
-        raise all_failed(plan, run)
+        raise run.error()
     return run
-
-
-def all_failed(plan: Plan, run: VariantRun) -> LoweringError:
-    """The error of a build whose variants failed: each named, nothing written."""
-    left = run.left_out
-    listing = "\n".join(f"  {x.spelled()}" for x in left)
-    msg = (
-        f"{len(left)} of {len(run.tasks) + len(left)} variant(s) of lib{plan.lib.name}.so failed to build; nothing was written "
-        f"(--keep-going builds the rest and records what it left out):\n{listing}"
-    )
-    return LoweringError(msg, entry=left[0].entry if len(left) == 1 else None, arch=left[0].arch if len(left) == 1 else None)

@@ -41,7 +41,6 @@ from ..cuda.host_objects import combined_object, compile_apart, generated_object
 from ..cuda.image_check import variant_image_problem
 from .cache import VariantCache
 from .images import image_of, images_of
-from .inputs import project_of
 from .launcher_faults import LauncherCodeError, code_fault, find_bad_code
 from .manifest import manifest_of
 from .variant_run import Launcher
@@ -52,7 +51,7 @@ if TYPE_CHECKING:
     from .shared_cache import SharedCache
     from .variant_run import VariantRun
 
-__all__ = ["Each", "Launcher", "Stages", "objects_key", "one_by_one", "project_of", "image_of"]
+__all__ = ["Each", "Launcher", "Stages", "objects_key", "one_by_one", "image_of"]
 
 #: Runs independent jobs and returns their results in order (the first error raised): the
 #: launcher's units. :func:`one_by_one` here; the scheduler runs them in its job slots.
@@ -151,7 +150,7 @@ class Stages:
             cause = f"; {disk}: free some space and build again" if disk else " (a tool that ran out of space, or was killed?)"
             msg = f"entry {task.spec.name!r} ({task.arch}): {tool} made a damaged image, {problem}; nothing was stored{cause}"
             raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
-        self.cache.store(task.key, variant, image, project_of(task.spec), replace=self.force)
+        self.cache.store(task.key, variant, image, task.project, replace=self.force)
         tool = "cutedsl" if variant.backend == "cutedsl" else "nvcc"
         self.progress.step(f"{tool} {task.spec.name} {task.arch} ({len(image) / 1024:.0f} KiB, {took})")
 

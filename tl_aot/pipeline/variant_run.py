@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..capture.record_specs import origin_of_spec
+from ..common.errors import LoweringError
 from ..common.metadata import LeftOut, LoweredVariant, Manifest
 from .plan import Task
 from .progress import Progress
@@ -100,3 +101,13 @@ class VariantRun:
         self.images[task.key] = image
         self.seconds[task.key] = seconds
         self.rebuilt.append((task.spec.name, str(task.arch)))
+
+    def error(self) -> LoweringError:
+        """The error of a build whose variants failed and that is not to keep going: each failure named, nothing written."""
+        left = self.left_out
+        listing = "\n".join(f"  {x.spelled()}" for x in left)
+        msg = (
+            f"{len(left)} of {len(self.tasks) + len(left)} variant(s) of lib{self.lib_name}.so failed to build; nothing was written "
+            f"(--keep-going builds the rest and records what it left out):\n{listing}"
+        )
+        return LoweringError(msg, entry=left[0].entry if len(left) == 1 else None, arch=left[0].arch if len(left) == 1 else None)
