@@ -119,7 +119,8 @@ _RELOAD_SCRIPT = textwrap.dedent(
     torch.cuda.synchronize()
     assert keep.cleanup() == 0
     growth = [free[0] - f for f in free[1:]]
-    print(json.dumps({"cycles": cycles, "launches_beside": launches[0], "errors": errors, "growth": growth[-1], "growth_by_third": growth}), flush=True)
+    got = {"cycles": cycles, "launches_beside": launches[0], "errors": errors, "growth": growth[-1], "growth_by_third": growth}
+    print(json.dumps(got), flush=True)
     """
 )
 
