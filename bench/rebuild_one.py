@@ -113,7 +113,6 @@ def seed(lib, cache: Path, out: Path, kb: tuple[float, float] | None = None) -> 
     """
     from tl_aot.config.kernel_spec import LibrarySpec
     from tl_aot.pipeline.cache import VariantCache
-    from tl_aot.pipeline.inputs import project_of
     from tl_aot.pipeline.plan import plan_build
 
     t0 = time.perf_counter()
@@ -129,7 +128,7 @@ def seed(lib, cache: Path, out: Path, kb: tuple[float, float] | None = None) -> 
             variant, image = first[str(t.arch)]
             if kb:
                 image = realistic_image(image, rng, kb)
-            store.store(t.key, dataclasses.replace(variant, entry=t.spec.name), image, project_of(t.spec))
+            store.store(t.key, dataclasses.replace(variant, entry=t.spec.name), image, t.project)
     return time.perf_counter() - t0
 
 
@@ -230,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kb", default="8-72", help="with --packs: each image's size in KiB, LO-HI (uniform; TileOPs': 40 on average)")
     ap.add_argument("--json", type=Path, help="append the rows here (JSONL)")
     args = ap.parse_args(argv)
+    if not 0 <= args.changed < args.entries:
+        ap.error(f"--changed {args.changed} names no entry of {args.entries} (0 to {args.entries - 1})")
     lo, _, hi = args.kb.partition("-")
     kb = (float(lo), float(hi or lo)) if args.packs else None
     archs = args.archs.split(",")
