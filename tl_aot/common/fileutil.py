@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -39,6 +40,8 @@ __all__ = [
     "process_state",
     "record_digest",
     "verified_file",
+    "install_verified",
+    "sweep_dead_temporaries",
 ]
 
 
@@ -115,6 +118,27 @@ def verified_file(path: StrPath) -> bool:
         return Path(f"{path}.sha256").read_text().strip() == file_digest(path)
     except OSError:
         return False
+
+
+def install_verified(made: StrPath, dest: StrPath) -> None:
+    """Move ``made`` to ``dest`` with its digest stored beside it: what :func:`verified_file` accepts.
+
+    The digest first, then the file: a process killed between the two leaves a digest with no
+    file (a miss), never a file in place without its digest. The rename is atomic, so processes
+    (or machines) sharing the folder that install one reproducible file at once agree.
+    """
+    atomic_write(f"{dest}.sha256", file_digest(made) + "\n")
+    os.replace(made, dest)
+
+
+def sweep_dead_temporaries(folder: Path, prefix: str) -> None:
+    """Remove ``<prefix><pid>.*`` files and folders whose writer (process ``pid``) is gone: a killed build's debris."""
+    with contextlib.suppress(OSError):
+        for p in folder.iterdir():
+            pid = p.name[len(prefix) :].split(".", 1)[0]
+            if p.name.startswith(prefix) and pid.isdigit() and not pid_alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 
 @contextlib.contextmanager

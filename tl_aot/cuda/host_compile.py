@@ -16,15 +16,14 @@ from ..common.fileutil import atomic_write, file_digest, write_if_different
 from ..common.versions import __version__
 from .image_assembly import ImageSource, image_assembly
 from .nvcc_command import source_prefix_map
-from .toolchain import RUNTIME_INCLUDE, check_output_file, compiler_launcher, cuda_include_dir, find_cxx, run, tvm_ffi_paths
+from .toolchain import RUNTIME_INCLUDE, compiler_launcher, cuda_include_dir, find_cxx, run_making, tvm_ffi_paths
 
 __all__ = ["SMALL_IMAGE", "compile_host", "host_command", "embed_images", "link_library"]
 
 
 def compile_host(workdir: Path, source: str, obj: str, *, what: str) -> None:
     """Compile a generated host C++ unit (the launcher, the manifest) into an object."""
-    run([*compiler_launcher(), *host_command(workdir, source, obj)], what=what, cwd=workdir)
-    check_output_file(Path(workdir) / obj, what=what)
+    run_making([*compiler_launcher(), *host_command(workdir, source, obj)], Path(obj), what=what, cwd=workdir)
 
 
 def host_command(workdir: Path, source: str, obj: str) -> list[str]:
@@ -105,8 +104,7 @@ def embed_images(workdir: Path, images: Mapping[str, bytes], out: str, *, what: 
         pass
     with contextlib.suppress(FileNotFoundError):
         record.unlink()  # gone until the new object is whole: a build killed while assembling leaves no record
-    run([find_cxx(), "-c", "-x", "assembler", source, "-o", out], what=what, cwd=workdir)
-    check_output_file(workdir / out, what=what)
+    run_making([find_cxx(), "-c", "-x", "assembler", source, "-o", out], Path(out), what=what, cwd=workdir)
     atomic_write(record, f"{made_from} {file_digest(workdir / out)}\n")
     return True
 
@@ -138,5 +136,4 @@ def link_library(workdir: Path, objs: list[str], output: str, *, what: str) -> N
         # Find libtvm_ffi next to the library or in an installed tvm_ffi package beside it.
         "-Wl,-rpath,$ORIGIN:$ORIGIN/../tvm_ffi/lib:$ORIGIN/../../tvm_ffi/lib",
     ]
-    run(cmd, what=what, cwd=workdir)
-    check_output_file(Path(workdir) / output, what=what, library=True)
+    run_making(cmd, Path(output), what=what, cwd=workdir, library=True)

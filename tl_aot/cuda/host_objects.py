@@ -25,19 +25,10 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..common.fileutil import atomic_write, file_digest, verified_file, write_file
+from ..common.fileutil import file_digest, install_verified, sweep_dead_temporaries, verified_file, write_file
 from ..common.fs_errors import filesystem_errors
-from .host_compile import host_command
-from .toolchain import (
-    RUNTIME_SOURCES,
-    RUNTIME_UNITS,
-    check_output_file,
-    compiler_id,
-    compiler_launcher,
-    find_cxx,
-    run,
-    sweep_dead_temporaries,
-)
+from .host_compile import compile_host, host_command
+from .toolchain import RUNTIME_SOURCES, RUNTIME_UNITS, compiler_id, compiler_launcher, find_cxx, run, run_making
 
 __all__ = ["OBJECTS_FOLDER", "combined_object", "compile_apart", "generated_object", "runtime_object"]
 
@@ -70,7 +61,7 @@ def generated_object(
     def compile_in(folder: Path, out: str) -> None:
         for name in names:
             write_file(folder / name, files[name])
-        run([*compiler_launcher(), *host_command(folder, source, out)], what=what, cwd=folder)
+        compile_host(folder, source, out, what=what)
 
     return _cached(Path(cache_root), key, obj, compile_in, force, what)
 
@@ -110,7 +101,7 @@ def combined_object(
     def link_in(folder: Path, out: str) -> None:
         for i, part in enumerate(parts):  # copied under fixed names: nothing of the cache's path reaches the object
             shutil.copyfile(part, folder / f"{i}.o")
-        run(command(folder, out), what=what, cwd=folder)
+        run_making(command(folder, out), Path(out), what=what, cwd=folder)
 
     return _cached(Path(cache_root), key, obj, link_in, force, what)
 
@@ -138,7 +129,7 @@ def runtime_object(cache_root: Path, *, extra_key: str = "", force: bool = False
 
     def compile_in(folder: Path, out: str) -> None:
         write_file(folder / _RUNTIME_UNIT, unity)
-        run([*compiler_launcher(), *command(folder, out)], what="compiling the tl_aot launcher runtime", cwd=folder)
+        run_making([*compiler_launcher(), *command(folder, out)], Path(out), what="compiling the tl_aot launcher runtime", cwd=folder)
 
     return _cached(Path(cache_root), key, _RUNTIME, compile_in, force, "compiling the tl_aot launcher runtime")
 
@@ -154,10 +145,11 @@ def _key(command: list[str], texts: list[str], extra_key: str) -> str:
 
 
 def _cached(cache_root: Path, key: str, name: str, compile_in: Callable[[Path, str], None], force: bool, what: str) -> tuple[Path, bool]:
-    """``<cache>/.objects/<key>/<name>`` if intact, else compiled by ``compile_in(folder, name)`` in a private folder and moved in.
+    """``<cache>/.objects/<key>/<name>`` if intact, else made by ``compile_in(folder, name)`` in a private folder and moved in.
 
-    A compiled object is checked to be a complete ELF object (:func:`check_output_file`: a compiler on
-    a full disk may exit 0 with a file cut short) before its digest is recorded and it enters the cache.
+    ``compile_in`` runs its tool through :func:`~tl_aot.cuda.toolchain.run_making`, so what it leaves
+    is a complete ELF object (a compiler on a full disk may exit 0 with a file cut short) before its
+    digest is recorded and it enters the cache (:func:`~tl_aot.common.fileutil.install_verified`).
     """
     folder = cache_root / OBJECTS_FOLDER / key
     obj = folder / name
@@ -172,11 +164,7 @@ def _cached(cache_root: Path, key: str, name: str, compile_in: Callable[[Path, s
         tmp.mkdir()
         try:
             compile_in(tmp, name)
-            check_output_file(tmp / name, what=what)
-            # The digest first, then the object: a build killed between the two leaves a digest with no
-            # object (a miss), never an object in place without its digest.
-            atomic_write(f"{obj}.sha256", file_digest(tmp / name) + "\n")
-            os.replace(tmp / name, obj)  # atomic: concurrent builds (or machines) sharing the cache agree
+            install_verified(tmp / name, obj)  # concurrent builds (or machines) sharing the cache agree
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return obj, True

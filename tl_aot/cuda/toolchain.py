@@ -9,7 +9,6 @@ that only relative paths reach the outputs (reproducible builds).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import re
@@ -24,7 +23,7 @@ from pathlib import Path
 from ..common.arch import Arch, parse_arch_list
 from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, FailedProcessError, ToolchainNotFound
-from ..common.fileutil import StrPath, pid_alive
+from ..common.fileutil import StrPath
 from ..runtime.elf import elf_problem
 from .cuda_toolkit import Toolkit, export_cuda_home, find_toolkit, pip_toolkits
 from .image_check import object_problem
@@ -43,8 +42,8 @@ __all__ = [
     "supported_archs",
     "supported_archs_of",
     "compiler_id",
-    "sweep_dead_temporaries",
     "run",
+    "run_making",
     "check_output_file",
     "compiler_launcher",
     "default_archs",
@@ -87,6 +86,16 @@ def run(cmd: list[str], *, what: str, cwd: StrPath | None = None, env: Mapping[s
         disk = disk_full_note(cwd or ".", tempfile.gettempdir())
         raise FailedProcessError(f"{what} (with the {disk})" if disk else what, cmd, proc.returncode, stdout, stderr)
     return stdout
+
+
+def run_making(cmd: list[str], output: Path, *, what: str, cwd: StrPath, library: bool = False) -> None:
+    """Run ``cmd``, which writes ``output`` (relative: to ``cwd``), and check that it did: a complete object or shared ``library``.
+
+    :func:`run` then :func:`check_output_file`: every compile and link whose output is kept,
+    embedded or published runs this way.
+    """
+    run(cmd, what=what, cwd=cwd)
+    check_output_file(Path(cwd) / output, what=what, library=library)
 
 
 def check_output_file(path: Path, *, what: str, library: bool = False) -> None:
@@ -304,16 +313,6 @@ RUNTIME_SOURCES = (
     RUNTIME_INCLUDE / "tl_aot" / "glibc_compat.h",
     *RUNTIME_UNITS,
 )
-
-
-def sweep_dead_temporaries(folder: Path, prefix: str) -> None:
-    """Remove ``<prefix><pid>.*`` files and folders whose writer (process ``pid``) is gone: a killed build's debris."""
-    with contextlib.suppress(OSError):
-        for p in folder.iterdir():
-            pid = p.name[len(prefix) :].split(".", 1)[0]
-            if p.name.startswith(prefix) and pid.isdigit() and not pid_alive(int(pid)):
-                with contextlib.suppress(OSError):
-                    shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 
 @functools.cache
