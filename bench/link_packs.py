@@ -180,8 +180,9 @@ def _digests(folder: Path) -> dict[str, str]:
 def step(manifest, images: dict, launcher, runtime: Path, base: Path, cache: Path, jobs: int, profile: Path | None = None) -> dict:
     """One link and publish into ``base/out``: wall, CPU, phases, I/O; the outputs checked."""
     from tl_aot.pipeline.image_packs import ImagePacks
-    from tl_aot.pipeline.link import Provenance, link_and_publish
+    from tl_aot.pipeline.link import link_and_publish
     from tl_aot.pipeline.manifest import with_image_sizes
+    from tl_aot.pipeline.stamp import Provenance
     from tl_aot.pipeline.workspace import Outputs
 
     out, work = base / "out", base / "out" / ".tl_aot" / manifest.library

@@ -336,7 +336,6 @@ class ToolMemo(_Patching):
     def __enter__(self) -> ToolMemo:
         import tl_aot.common.errors
         import tl_aot.cuda.device_image
-        import tl_aot.cuda.host_compile
         import tl_aot.cuda.host_objects
         import tl_aot.cuda.toolchain
         import tl_aot.lower.lower
@@ -400,9 +399,10 @@ class ToolMemo(_Patching):
                 (tl_aot.cuda.device_image, "compile_images", images),
                 (tl_aot.pipeline.images, "compile_image", image),
                 (tl_aot.pipeline.images, "compile_images", images),
+                # every kept compile and link too (the launcher, manifest and runtime objects, the images' object,
+                # whose source names each image's digest, and the link): toolchain.run_making calls run here
                 (tl_aot.cuda.toolchain, "run", tool),
-                (tl_aot.cuda.host_objects, "run", tool),  # the launcher, manifest and runtime objects (it imports run by name)
-                (tl_aot.cuda.host_compile, "run", tool),  # the images' object (its source names each image's digest) and the link
+                (tl_aot.cuda.host_objects, "run", tool),  # compile_apart (it imports run by name)
             )
         )
         return self

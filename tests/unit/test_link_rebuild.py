@@ -20,8 +20,7 @@ from tl_aot.common.arch import parse_arch
 from tl_aot.common.metadata import manifest_json, to_json
 from tl_aot.cuda.host_compile import SMALL_IMAGE, embed_images
 from tl_aot.pipeline.image_packs import ImagePacks, pack_library, read_pack, read_ref
-from tl_aot.pipeline.link import publish
-from tl_aot.pipeline.stamp import stamp_text
+from tl_aot.pipeline.stamp import Provenance, publish, stamp_text
 from tl_aot.pipeline.workspace import Outputs
 
 SM80, SM90A = parse_arch("80"), parse_arch("90a")
@@ -117,7 +116,7 @@ def _publish(tmp_path: Path, library: bytes, images) -> tuple[Outputs, object]:
     built.write_bytes(library)
     out = Outputs(tmp_path / "out" / f"lib{m.library}.so", tmp_path / "out" / f"{m.library}.h", work / "stamp.json", None)
     packed = _packed(images, m)
-    publish(built, out, m, "// header\n", lib_key="k", inputs=(), deps=(), stamp=True, packs=packed.packs, manifest_text=to_json(m))
+    publish(built, out, m, "// header\n", Provenance("k"), stamp=True, packs=packed.packs, manifest_text=to_json(m))
     return out, packed
 
 

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..common.fileutil import file_digest, install_verified, sweep_dead_temporaries, verified_file, write_file
+from ..common.fileutil import file_digest, install_verified, sweep_dead_temporaries, verified_file, write_file, write_if_different
 from ..common.fs_errors import filesystem_errors
 from .host_compile import compile_host, host_command
 from .toolchain import RUNTIME_SOURCES, RUNTIME_UNITS, compiler_id, compiler_launcher, find_cxx, run, run_making
@@ -47,15 +47,27 @@ _RUNTIME_UNIT = "launcher_runtime.cc"
 
 
 def generated_object(
-    cache_root: Path, files: dict[str, str], source: str, obj: str, *, extra_key: str, what: str, force: bool = False
+    cache_root: Path,
+    files: dict[str, str],
+    source: str,
+    obj: str,
+    *,
+    extra_key: str,
+    what: str,
+    force: bool = False,
+    shown_in: Path | None = None,
 ) -> tuple[Path, bool]:
     """The object of generated host code ``files[source]`` (with the other ``files`` beside it), from the cache or compiled now.
 
     ``files`` maps file names to their text: the unit to compile and what it includes by name (the
     launcher's ``<lib>.h``). Returns the cached object's path and whether it was compiled now;
-    ``force`` compiles it again whatever the cache holds.
+    ``force`` compiles it again whatever the cache holds. ``shown_in``: a folder where ``files``
+    are also written first, to be read (a build's work folder), each left alone when unchanged.
     """
     names = sorted(files)
+    if shown_in is not None:
+        for name in names:
+            write_if_different(shown_in / name, files[name])
     key = _key(host_command(_PLACEHOLDER, source, obj), [*names, *(files[n] for n in names)], extra_key)
 
     def compile_in(folder: Path, out: str) -> None:

@@ -30,14 +30,14 @@ from ..common.tilelang_compat import warn_if_untested
 from ..config.kernel_spec import LibrarySpec
 from .build_result import BuildResult, VariantReport, log_summary
 from .image_packs import ImagePacks
-from .link import Provenance, link_and_publish
+from .link import link_and_publish
 from .manifest import image_files, with_image_sizes
 from .options import BuildOptions, Log
 from .plan import Plan, plan_build
 from .run import build_variants
 from .scheduler import default_jobs
 from .stages import objects_key
-from .stamp import up_to_date
+from .stamp import Provenance, up_to_date
 from .variant_run import VariantRun, first_error_line
 from .workspace import Workspace, workspace
 

@@ -2,49 +2,33 @@
 
 * :func:`link_and_publish`: both, as every kind of build ends (a one-machine build, ``link`` of a
   sharded one): the images embedded, or packed beside the library (:mod:`tl_aot.pipeline.image_packs`).
-* :func:`link`: the manifest, images, launcher and runtime objects → ``lib<name>.so`` in the work folder.
-* :func:`publish`: that library, its image packs, header, stamp and depfile (:mod:`tl_aot.pipeline.stamp`) swapped into place together.
+* :func:`link`: the manifest, images, launcher and runtime objects → ``lib<name>.so`` in the work folder
+  (the host side: :mod:`tl_aot.cuda.host_objects`, :func:`tl_aot.cuda.host_compile.link_with_images`).
+* publishing that library with its image packs, header, stamp and depfile: :func:`tl_aot.pipeline.stamp.publish`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..codegen.render import render_manifest
-from ..common.destinations import StagedFiles
-from ..common.fileutil import write_if_different
 from ..common.metadata import Manifest, ManifestJson, manifest_json
-from ..cuda.host_compile import embed_images, link_library
+from ..cuda.host_compile import link_with_images
 from ..cuda.host_objects import generated_object
-from .image_packs import PACK_SUFFIX, ImagePacks, pack_built, packs_line
+from .image_packs import ImagePacks, pack_built, packs_line
 from .options import Log
 from .progress import Progress
-from .stamp import Input, depfile_text, stamp_text
+from .stamp import Provenance, publish
 from .workspace import Outputs
 
 if TYPE_CHECKING:
     from ..common.arch import Arch
     from .variant_run import Launcher
 
-__all__ = ["Provenance", "link", "link_and_publish", "publish"]
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """Where a library came from, as its stamp and depfile record it (:mod:`tl_aot.pipeline.stamp`).
-
-    ``lib_key``: the library's key; ``inputs``: (path, digest) of every file lowering read;
-    ``deps``: what the depfile names (every kernel file and local module).
-    """
-
-    lib_key: str
-    inputs: tuple[Input, ...] = ()
-    deps: tuple[Path, ...] = ()
+__all__ = ["link", "link_and_publish"]
 
 
 def link_and_publish(
@@ -86,18 +70,7 @@ def link_and_publish(
     seconds = time.perf_counter() - t0
     if progress is not None:
         progress.step(f"link {built.name}")
-    publish(
-        built,
-        out,
-        manifest,
-        launcher.header_text,
-        lib_key=provenance.lib_key,
-        inputs=provenance.inputs,
-        deps=provenance.deps,
-        stamp=stamp,
-        packs=packed.packs if packed else None,
-        manifest_text=text,
-    )
+    publish(built, out, manifest, launcher.header_text, provenance, stamp=stamp, packs=packed.packs if packed else None, manifest_text=text)
     if packed and log:
         log(packs_line(packed))
     return seconds
@@ -125,7 +98,6 @@ def link(
     """
     launcher_obj, runtime_obj = objects
     text = render_manifest(manifest, spelled=spelled)
-    write_if_different(work / f"{name}.manifest.cc", text)
     manifest_obj, _ = generated_object(
         cache,
         {f"{name}.manifest.cc": text},
@@ -134,58 +106,8 @@ def link(
         extra_key=key,
         what=f"compiling the manifest of {name}",
         force=force,
+        shown_in=work,
     )
-    embed_images(work, images, f"{name}.images.o", what=f"embedding the images of lib{name}.so")
-    objs = [str(launcher_obj), f"{name}.images.o", str(manifest_obj), str(runtime_obj)]
-    link_library(work, objs, f"lib{name}.so", what=f"linking lib{name}.so")
+    objs = [str(launcher_obj), str(manifest_obj), str(runtime_obj)]
+    link_with_images(work, images, f"{name}.images.o", objs, f"lib{name}.so", what=f"linking lib{name}.so")
     return work / f"lib{name}.so"
-
-
-def publish(
-    built: Path,
-    out: Outputs,
-    manifest: Manifest,
-    header_text: str,
-    *,
-    lib_key: str,
-    inputs: Sequence[Input],
-    deps: tuple[Path, ...],
-    stamp: bool,
-    packs: Mapping[str, bytes] | None = None,
-    manifest_text: str | None = None,
-) -> None:
-    """Swap the linked library, its image packs, header, stamp and depfile into place together (one :class:`StagedFiles`).
-
-    The stamp: :func:`~tl_aot.pipeline.stamp.stamp_text` (without ``stamp``, a build that left
-    variants out, the stamp is removed); the depfile: :func:`~tl_aot.pipeline.stamp.depfile_text`.
-    An unchanged header or depfile keeps its timestamp. A fault leaves every one of them as it was.
-    ``packs`` (file name -> bytes, :mod:`tl_aot.pipeline.image_packs`) go beside the library; packs
-    of this library no longer built (another arch set, or images embedded again) are removed.
-    The library (moved from the work folder, not copied) and each pack replace their files only
-    where their bytes changed: a rebuild that changed one kernel rewrites what holds it, one that
-    changed nothing rewrites nothing. ``manifest_text``: ``to_json(manifest)``, when the caller has it.
-    """
-    header = header_text.encode()
-    packs = packs or {}
-    record = stamp_text(lib_key, built, header, manifest, inputs, manifest_text=manifest_text) if stamp else None
-    depfile = depfile_text(out.library, deps, inputs) if out.depfile else None
-    staged = StagedFiles()
-    try:
-        staged.stage(out.library, source=built, role="library", if_changed=True, move=True)
-        for name, data in sorted(packs.items()):
-            staged.stage(out.library.with_name(name), data=data, role="image pack", if_changed=True)
-        staged.stage(out.header, data=header, role="header", if_changed=True)
-        if record is not None:
-            staged.stage(out.stamp, data=record, role="build stamp", mode=0o644)
-        else:
-            staged.remove(out.stamp)
-        if out.depfile:
-            staged.stage(out.depfile, data=depfile, role="depfile", mode=0o644, if_changed=True)
-    except BaseException:
-        staged.discard()
-        raise
-    staged.publish()
-    for stale in sorted(out.library.parent.glob(f"{out.library.stem}.*{PACK_SUFFIX}")):
-        if stale.name not in packs:
-            with contextlib.suppress(OSError):
-                stale.unlink()

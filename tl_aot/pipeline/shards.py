@@ -35,7 +35,7 @@ from .cache import VariantCache, default_cache_dir
 from .image_packs import ImagePacks
 from .job_slots import in_threads
 from .launcher_faults import ISSUES, LauncherCodeError
-from .link import Provenance, link_and_publish
+from .link import link_and_publish
 from .manifest import compiler_or_none, entry_head, image_files_of_heads, manifest_from, with_image_sizes
 from .options import BuildOptions, Log
 from .part import PART_FORMAT, Part, PartError, PartTask
@@ -44,6 +44,7 @@ from .progress import Progress
 from .run import build_variants
 from .scheduler import default_jobs
 from .stages import Stages
+from .stamp import Provenance
 from .toolset import differences, local_toolset
 from .variant_run import VariantRun
 from .workspace import Outputs, workspace
