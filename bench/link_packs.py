@@ -18,7 +18,8 @@ the stages 5 and 6 every build ends with, ``--image-packs`` on (compressed), as 
 
 Each row: wall and CPU seconds (this process and its tools), seconds per phase (``pack``: images
 compressed and the packs made; ``manifest``: its unit rendered and compiled; ``images``: the image
-(reference) object assembled; ``final link``; ``publish``: staged and swapped, the stamp), bytes
+(reference) object assembled; ``final link``; ``images + final link``: both, where one call makes them; ``publish``: staged
+and swapped, the stamp), bytes
 this process read and wrote (``/proc/self/io``), the library and pack sizes, and which published
 files changed. Every step is checked as the runtime reads a library: every reference at its symbol
 names an image of its pack with that size and SHA-256, the pack's build id is the library's, the
@@ -66,6 +67,7 @@ PHASES = (
     ("tl_aot.pipeline.link", "embed_images", "images"),
     ("tl_aot.pipeline.link", "image_object", "images"),
     ("tl_aot.pipeline.link", "link_library", "final link"),
+    ("tl_aot.pipeline.link", "link_with_images", "images + final link"),  # one step since the images' record follows the link
     ("tl_aot.pipeline.link", "publish", "publish"),
 )
 
@@ -180,8 +182,7 @@ def _digests(folder: Path) -> dict[str, str]:
 def step(manifest, images: dict, launcher, runtime: Path, base: Path, cache: Path, jobs: int, profile: Path | None = None) -> dict:
     """One link and publish into ``base/out``: wall, CPU, phases, I/O; the outputs checked."""
     from tl_aot.pipeline.image_packs import ImagePacks
-    from tl_aot.pipeline.link import link_and_publish
-    from tl_aot.pipeline.manifest import with_image_sizes
+    from tl_aot.pipeline.link import link_and_publish, with_image_sizes
     from tl_aot.pipeline.stamp import Provenance
     from tl_aot.pipeline.workspace import Outputs
 

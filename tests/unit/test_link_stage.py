@@ -7,7 +7,7 @@ from dataclasses import replace
 from support.golden import golden_manifest
 
 from tl_aot.codegen.render import image_symbol
-from tl_aot.pipeline.manifest import with_image_sizes
+from tl_aot.pipeline.link import with_image_sizes
 
 
 def test_the_link_stage_completes_the_launchers_manifest_with_the_image_sizes():

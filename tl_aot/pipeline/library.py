@@ -30,8 +30,7 @@ from ..common.tilelang_compat import warn_if_untested
 from ..config.kernel_spec import LibrarySpec
 from .build_result import BuildResult, VariantReport, log_summary
 from .image_packs import ImagePacks
-from .link import link_and_publish
-from .manifest import image_files, with_image_sizes
+from .link import image_files, link_and_publish, with_image_sizes
 from .options import BuildOptions, Log
 from .plan import Plan, plan_build
 from .run import build_variants

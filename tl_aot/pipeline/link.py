@@ -10,11 +10,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..codegen.render import render_manifest
+from ..codegen.render import image_symbol, render_manifest
 from ..common.metadata import Manifest, ManifestJson, manifest_json
 from ..cuda.host_compile import link_with_images
 from ..cuda.host_objects import generated_object
@@ -26,9 +27,33 @@ from .workspace import Outputs
 
 if TYPE_CHECKING:
     from ..common.arch import Arch
+    from .plan import Task
     from .variant_run import Launcher
 
-__all__ = ["link", "link_and_publish"]
+__all__ = ["image_files", "image_files_of_heads", "link", "link_and_publish", "with_image_sizes"]
+
+
+def with_image_sizes(manifest: Manifest, images: Mapping[str, tuple[Arch, bytes]]) -> Manifest:
+    """``manifest`` (made before nvcc was done: the launcher's) with each variant's image size, from ``images`` (symbol -> (arch, image)).
+
+    The size is the one field of a manifest that waits for the images: the launcher stage's manifest
+    and this one are otherwise the same, so the link stage does not make it again.
+    """
+    entries = tuple(
+        replace(e, variants=tuple(replace(v, image_bytes=len(images[image_symbol(e.name, v.arch)][1])) for v in e.variants))
+        for e in manifest.entries
+    )
+    return replace(manifest, entries=entries)
+
+
+def image_files(tasks: Iterable[Task], images: Mapping[str, bytes]) -> dict[str, tuple[Arch, bytes]]:
+    """Image symbol -> (arch, image) for the tasks' variants: what the link stage embeds or packs."""
+    return {image_symbol(t.spec.name, t.arch): (t.arch, images[t.key]) for t in tasks}
+
+
+def image_files_of_heads(heads, images: Mapping[str, bytes]) -> dict[str, tuple[Arch, bytes]]:
+    """Image symbol -> (arch, image) for :func:`~tl_aot.pipeline.manifest.manifest_from`'s heads ((entry head, [(arch, key), ...]))."""
+    return {image_symbol(head.name, arch): (arch, images[key]) for head, arch_keys in heads for arch, key in arch_keys}
 
 
 def link_and_publish(

@@ -6,12 +6,11 @@ from the shards' entry heads) both embed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING
 
 from ..capture.record_specs import choices_of, recorded_calls, recorded_tunings
-from ..codegen.render import image_symbol
 from ..common.errors import LoweringError, ToolchainNotFound
 from ..common.metadata import ABI_VERSION, ArchVariant, LoweredEntry, LoweredVariant, Manifest, NamedRepr
 from ..common.versions import __version__, package_version
@@ -22,10 +21,9 @@ from ..cuda.toolchain import compiler_description
 from ..gpu.cuda_compat import image_floor, library_floor
 
 if TYPE_CHECKING:
-    from ..common.arch import Arch
-    from .plan import Task
+    pass
 
-__all__ = ["manifest_of", "entry_head", "manifest_from", "compiler_or_none", "image_files", "image_files_of_heads", "with_image_sizes"]
+__all__ = ["manifest_of", "entry_head", "manifest_from", "compiler_or_none"]
 
 
 def manifest_of(
@@ -150,26 +148,3 @@ def _spelled_args(spec: KernelSpec) -> tuple[NamedRepr, ...]:
 
 def _sig(v: LoweredVariant) -> str:
     return ", ".join(f"{p.name}:{p.dtype}{list(p.shape) if p.is_tensor else ''}" for p in v.params)
-
-
-def with_image_sizes(manifest: Manifest, images: Mapping[str, tuple[Arch, bytes]]) -> Manifest:
-    """``manifest`` (made before nvcc was done: the launcher's) with each variant's image size, from ``images`` (symbol -> (arch, image)).
-
-    The size is the one field of a manifest that waits for the images: the launcher stage's manifest
-    and this one are otherwise the same, so the link stage does not make it again.
-    """
-    entries = tuple(
-        replace(e, variants=tuple(replace(v, image_bytes=len(images[image_symbol(e.name, v.arch)][1])) for v in e.variants))
-        for e in manifest.entries
-    )
-    return replace(manifest, entries=entries)
-
-
-def image_files(tasks: Iterable[Task], images: Mapping[str, bytes]) -> dict[str, tuple[Arch, bytes]]:
-    """Image symbol -> (arch, image) for the tasks' variants: what the link stage embeds or packs."""
-    return {image_symbol(t.spec.name, t.arch): (t.arch, images[t.key]) for t in tasks}
-
-
-def image_files_of_heads(heads, images: Mapping[str, bytes]) -> dict[str, tuple[Arch, bytes]]:
-    """Image symbol -> (arch, image) for :func:`manifest_from`'s heads ((entry head, [(arch, key), ...]))."""
-    return {image_symbol(head.name, arch): (arch, images[key]) for head, arch_keys in heads for arch, key in arch_keys}

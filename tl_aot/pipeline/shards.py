@@ -35,8 +35,8 @@ from .cache import VariantCache, default_cache_dir
 from .image_packs import ImagePacks
 from .job_slots import in_threads
 from .launcher_faults import ISSUES, LauncherCodeError
-from .link import link_and_publish
-from .manifest import compiler_or_none, entry_head, image_files_of_heads, manifest_from, with_image_sizes
+from .link import image_files_of_heads, link_and_publish, with_image_sizes
+from .manifest import compiler_or_none, entry_head, manifest_from
 from .options import BuildOptions, Log
 from .part import PART_FORMAT, Part, PartError, PartTask
 from .plan import Plan, plan_build, shard_of
