@@ -17,8 +17,9 @@ from support.golden import golden_manifest
 
 from tl_aot.codegen.render import render_manifest
 from tl_aot.common.arch import parse_arch
+from tl_aot.common.errors import FailedProcessError
 from tl_aot.common.metadata import manifest_json, to_json
-from tl_aot.cuda.host_compile import SMALL_IMAGE, embed_images
+from tl_aot.cuda.host_compile import SMALL_IMAGE, embed_images, link_with_images
 from tl_aot.pipeline.image_packs import ImagePacks, pack_library, read_pack, read_ref
 from tl_aot.pipeline.stamp import Provenance, publish, stamp_text
 from tl_aot.pipeline.workspace import Outputs
@@ -106,6 +107,24 @@ def test_a_damaged_image_object_is_assembled_again(tmp_path):
         f.truncate(100)
     assert embed_images(tmp_path, refs, "images.o", what="test")
     assert _symbol_bytes(tmp_path / "images.o", "b__sm_90a") == b"ref b"
+
+
+def test_the_images_are_linked_in_and_recorded_only_once_the_library_links(tmp_path):
+    """link_with_images: the images' object is in the library; a failed link leaves it unrecorded, so it is made again."""
+    _assembler()
+    from tl_aot.cuda.toolchain import find_cxx
+
+    (tmp_path / "mine.cc").write_text('extern "C" int tl_mine() { return 1; }\n')
+    subprocess.run([find_cxx(), "-c", "-fPIC", "mine.cc", "-o", "mine.o"], cwd=tmp_path, check=True)
+    refs = {"a__sm_90a": b"ref a", "b__sm_90a": b"ref b"}
+    with pytest.raises(FailedProcessError, match="linking libx.so"):
+        link_with_images(tmp_path, refs, "x.images.o", ["mine.o", "missing.o"], "libx.so", what="linking libx.so")
+    assert (tmp_path / "x.images.o").is_file() and not (tmp_path / "x.images.o.from").exists()
+    link_with_images(tmp_path, refs, "x.images.o", ["mine.o"], "libx.so", what="linking libx.so")
+    assert _symbol_bytes(tmp_path / "x.images.o", "b__sm_90a") == b"ref b"
+    syms = subprocess.run(["nm", str(tmp_path / "libx.so")], capture_output=True, text=True, check=True).stdout
+    assert "__tvm_ffi__cubin_a__sm_90a" in syms
+    assert not embed_images(tmp_path, refs, "x.images.o", what="embedding the images of libx.so")  # recorded: current
 
 
 def _publish(tmp_path: Path, library: bytes, images) -> tuple[Outputs, object]:
