@@ -2,6 +2,8 @@
 
 * :func:`link_and_publish`: both, as every kind of build ends (a one-machine build, ``link`` of a
   sharded one): the images embedded, or packed beside the library (:mod:`tl_aot.pipeline.image_packs`).
+* :func:`image_files` / :func:`image_files_of_heads`: the images the link takes, by symbol;
+  :func:`with_image_sizes`: the launcher's manifest with their sizes, the one field that waits for them.
 * :func:`link`: the manifest, images, launcher and runtime objects → ``lib<name>.so`` in the work folder
   (the host side: :mod:`tl_aot.cuda.host_objects`, :func:`tl_aot.cuda.host_compile.link_with_images`).
 * publishing that library with its image packs, header, stamp and depfile: :func:`tl_aot.pipeline.stamp.publish`.
@@ -116,8 +118,9 @@ def link(
     """Link ``lib<name>.so`` in the work folder from the images (symbol -> bytes; with image packs, their references) and the objects.
 
     Compiles the manifest unit (or takes its object from ``cache``, keyed with ``key``:
-    :func:`objects_key`), embeds the images in one object of their own (:func:`embed_images`: one
-    assembler run, whatever their number) and links it with the launcher and runtime objects.
+    :func:`~tl_aot.pipeline.stages.objects_key`; its source is also written to ``work``, to read),
+    then embeds the images in one object of their own (one assembler run, whatever their number)
+    and links it with the launcher and runtime objects (:func:`~tl_aot.cuda.host_compile.link_with_images`).
     ``objects``: the launcher's and the runtime's, both in the cache (read, never modified).
     ``spelled``: the manifest's JSON, when the caller has it (:func:`~tl_aot.common.metadata.manifest_json`).
     """
