@@ -404,7 +404,8 @@ def test_the_processs_first_question_to_the_gpu_is_counted_apart_from_lookups(tm
 
         monkeypatch.setattr(serving, "current_gpu_identity", slow_first)
         monkeypatch.setattr(serving, "_installed", [])
-        monkeypatch.setattr(serving, "_active", serving.Server([_library(tmp_path / "r.json", request_key)], strict=True))
+        server = serving.Server([_library(tmp_path / "r.json", request_key)], strict=True, cpu_time=True)
+        monkeypatch.setattr(serving, "_active", server)
         serving._patch(jit_module())
         try:
             assert isinstance(k.make(1.0)(256), ServedKernel) and isinstance(k.make(1.0)(256), ServedKernel)
