@@ -492,6 +492,8 @@ def install_from_env() -> None:
     def report() -> None:
         if not started or capturing:  # under capture --serve, the capture's report counts what was served
             return
+        from ..jit.code_source import source_reads
+
         st = started[0].stats
         print(
             f"tl_aot serve (pid {os.getpid()}): {st.served} served, {st.compiled} compiled by the JIT, {st.refused} refused; "
@@ -499,6 +501,7 @@ def install_from_env() -> None:
             f"{st.lookups} lookups in {st.lookup_s * 1e3:.1f} ms{f', {st.lookup_cpu_s * 1e3:.1f} ms of CPU' if cpu_time else ''} "
             f"({_each(st.call_lookups, st.call_lookup_s)} by call key, "
             f"{_each(st.lookups - st.call_lookups, st.lookup_s - st.call_lookup_s)} by a traced prim_func; "
+            f"kernel sources read from disk: {source_reads.files} files in {source_reads.seconds * 1e3:.1f} ms of them; "
             f"entries' first use {st.first_use_s * 1e3:.1f} ms and the GPU's first question {st.gpu_first_s * 1e3:.1f} ms apart; "
             f"{st.served_untraced} kernels served before TileLang traced them)",
             file=sys.stderr,
