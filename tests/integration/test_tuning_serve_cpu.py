@@ -188,7 +188,11 @@ def test_run_serve_loads_the_library_when_tilelang_is_imported(served_lib):
         "import sys; before = 'tl_aot.runtime.loader' in sys.modules; import tilelang; from tl_aot.serving import server as serving; "
         "print(before, [lib.path.name for lib in serving._active.libraries], len(serving._active.tunings))"
     )
-    proc = tl_aot_cli("run", "--serve", served_lib, "--strict", "--", sys.executable, "-c", probe, env=_env())
+    # $TL_AOT_SERVE_CPU_TIME: the exit line gives the lookups' CPU time beside their wall clock
+    proc = tl_aot_cli(
+        "run", "--serve", served_lib, "--strict", "--", sys.executable, "-c", probe, env={**_env(), "TL_AOT_SERVE_CPU_TIME": "1"}
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[0] == "False ['libtuned_served.so'] 1"
     assert "tl_aot serve (pid" in proc.stderr and "0 compiled by the JIT" in proc.stderr
+    assert "0 lookups in 0.0 ms, 0.0 ms of CPU" in proc.stderr and "the GPU's first question 0.0 ms apart" in proc.stderr

@@ -351,3 +351,67 @@ def test_a_kept_spelling_sees_a_change_inside_a_helper_it_holds_in_its_closure(k
     assert after not in (None, before) and after == reference_key(jit, (256,), {}, "90")
     offset.__defaults__ = (1,)
     assert call_key(jit, (256,), {}, "90") not in (None, before, after)
+
+
+HELPER = (
+    KERNEL.replace(
+        "SCALE = 2.0\n",
+        "SCALE = 2.0\nGAIN = 1.0\n\n\ndef op(x, k=1.0):\n    return x * GAIN + k\n\n\ndef op2(x, k=1.0):\n    return x * GAIN - k\n",
+    )
+    .replace("def make(shift):", "def make(shift, f=op):")
+    .replace("X[i] * SCALE + shift", "f(X[i] * SCALE) + shift")
+)
+
+
+@pytest.mark.parametrize("change", ["global", "defaults", "code", "closure"])
+def test_a_kept_helper_spelling_is_shared_by_new_kernel_functions_until_the_helper_changes(kmod, change):
+    """Each factory call makes a new kernel function over the same helper: its spelling is kept, never once it changed."""
+    from tl_aot.jit import call_key as ck
+
+    k = kmod(f"kern_helper_{change}", HELPER)
+    first = call_key(k.make(1.0), (256,), {}, "90")
+    assert first and any(have[0] is k.op for have in ck._HELPERS.values())  # the helper's spelling kept
+    again = k.make(1.0)  # a new @tilelang.jit function of the same factory: the kept helper spelling answers
+    assert call_key(again, (256,), {}, "90") == first == reference_key(again, (256,), {}, "90")
+    if change == "global":
+        k.GAIN = 2.0
+    elif change == "defaults":
+        k.op.__defaults__ = (2.0,)
+    elif change == "code":
+        k.op.__code__ = k.op2.__code__
+    else:
+        k.SCALE = 3.0  # what the kernel itself reads (the helper unchanged): the kept helper is used, the key still moves
+    changed = k.make(1.0)
+    after = call_key(changed, (256,), {}, "90")
+    assert after not in (None, first) and after == reference_key(changed, (256,), {}, "90")
+
+
+def test_the_processs_first_question_to_the_gpu_is_counted_apart_from_lookups(tmp_path, kmod, monkeypatch):
+    """Loading the driver (cuInit) happens once per process: it is reported apart, not spread over the lookups."""
+    import time
+
+    k = kmod("kern_gpu_first")
+    with emulating("90"):
+        request_key = _capture(tmp_path, k.make(1.0), 256)
+        real = serving.current_gpu_identity
+        asked: list[float] = []
+
+        def slow_first():  # the first answer loads the driver: 50 ms here
+            if not asked:
+                time.sleep(0.05)
+            asked.append(time.perf_counter())
+            return real()
+
+        monkeypatch.setattr(serving, "current_gpu_identity", slow_first)
+        monkeypatch.setattr(serving, "_installed", [])
+        server = serving.Server([_library(tmp_path / "r.json", request_key)], strict=True, cpu_time=True)
+        monkeypatch.setattr(serving, "_active", server)
+        serving._patch(jit_module())
+        try:
+            assert isinstance(k.make(1.0)(256), ServedKernel) and isinstance(k.make(1.0)(256), ServedKernel)
+            st = serving._active.stats
+            assert st.served_untraced == 2 and st.gpu_first_s >= 0.05
+            assert st.lookup_s < 0.05, "the driver's loading is not in the lookups' time"
+            assert 0 < st.lookup_cpu_s and st.lookup_cpu_s < 0.05  # the looking-up thread's CPU time, beside the wall clock
+        finally:
+            uninstall(serving._installed[0])

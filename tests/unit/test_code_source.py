@@ -166,3 +166,18 @@ def test_without_debug_ranges_a_function_has_no_span_and_no_digest(tmp_path):
     env = {"PYTHONPATH": ":".join([str(tmp_path), *sys.path]), "PATH": ""}
     out = subprocess.run([sys.executable, "-X", "no_debug_ranges", "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.split() == ["None", "''"]
+
+
+def test_each_source_file_is_read_from_disk_once_and_read_again_after_an_edit(helper):
+    """What a served process's report counts: a kernel file read in the first lookup of a function of it, not per function."""
+    import linecache
+
+    from tl_aot.jit.code_source import source_reads
+
+    m = helper(name="cs_reads")
+    linecache.cache.pop(m.__file__, None)
+    files = source_reads.files
+    assert _digest(m.pad) and _digest(m.banner) and _digest(m.ptx)
+    assert source_reads.files == files + 1  # three functions, one file read
+    edited = helper(HELPER.replace("* 64", "* 128") + "\n# longer: another size, so the edit shows whatever the clock\n", name="cs_reads")
+    assert _digest(edited.pad) != _digest(m.pad) and source_reads.files == files + 2  # the edited file read again

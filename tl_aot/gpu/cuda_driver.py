@@ -57,6 +57,7 @@ class _Driver:
         self.ccs: dict[int, str] = {}
         self.trait_text: dict[int, str] = {}
         self.identities: dict[int, tuple[Gpu, str]] = {}  # device -> (its Gpu, its gpu_identity): neither changes
+        self._get_device: Any = None  # cuCtxGetDevice, looked up once (None when the driver lacks it)
         self._load(names)
 
     def _load(self, names) -> None:
@@ -88,16 +89,20 @@ class _Driver:
             self.error = "the NVIDIA driver reports no device (check CUDA_VISIBLE_DEVICES)"
             return
         self.count = n.value
+        self._get_device = getattr(self.lib, "cuCtxGetDevice", None)
 
     def current_device(self) -> int:
-        """The device of the calling thread's current context (torch's current device once it used CUDA), else 0."""
-        ctx, dev = ctypes.c_void_p(0), ctypes.c_int(0)
-        try:
-            if self.lib.cuCtxGetCurrent(ctypes.byref(ctx)) == _CUDA_SUCCESS and ctx.value:
-                if self.lib.cuCtxGetDevice(ctypes.byref(dev)) == _CUDA_SUCCESS and 0 <= dev.value < self.count:
-                    return dev.value
-        except AttributeError:
-            pass
+        """The device of the calling thread's current context (torch's current device once it used CUDA), else 0.
+
+        One driver call per lookup: ``cuCtxGetDevice`` fails (``CUDA_ERROR_INVALID_CONTEXT``) when
+        no context is current, so asking ``cuCtxGetCurrent`` first would only say so twice.
+        """
+        get_device = self._get_device
+        if get_device is None:
+            return 0
+        dev = ctypes.c_int(0)
+        if get_device(ctypes.byref(dev)) == _CUDA_SUCCESS and 0 <= dev.value < self.count:
+            return dev.value
         return 0
 
     def cc(self, device: int) -> str:

@@ -283,8 +283,40 @@ def _text(v: Any, depth: int, reads: _Reads) -> str:
     if t.__name__ == "dtype" and t.__module__ == "torch":
         return f'["torch.dtype",{_json_str(str(v))}]'
     if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or hasattr(v, "orig_func") or type(v).__name__ == "JITImpl":
-        return _function_text_of(v, depth, reads)
+        return _helper_text(v, depth, reads)
     raise Unkeyable(f"{type(v).__qualname__} value")
+
+
+#: (id(helper function), depth) -> (it, what its spelling read, the spelling): kept while unchanged (:class:`_Reads`).
+_HELPERS: dict[tuple[int, int], tuple[Any, _Reads, str]] = {}
+
+
+def _helper_text(fn: Any, depth: int, reads: _Reads) -> str:
+    """The spelling of a function a kernel function reads (a closure value, a global, a default): kept per function object.
+
+    A kernel factory makes a new ``@tilelang.jit`` function each time it is called, but the helpers
+    it closes over or reads from its module (an elementwise op, a layout function, another kernel)
+    are the same function objects each time: their spelling is kept and re-checked slot by slot
+    (:meth:`_Reads.unchanged`), as :func:`_function_text` keeps a jit's, instead of being spelled
+    again for every new kernel function. The slots are added to ``reads``, so whoever keeps
+    ``reads``' spelling re-checks them too.
+    """
+    memo = (id(fn), depth)
+    have = _HELPERS.get(memo)
+    if have is not None and have[0] is fn and have[1].unchanged():
+        reads.slots.extend(have[1].slots)
+        return have[2]
+    mine = _Reads()
+    text = _function_text_of(fn, depth, mine)
+    reads.slots.extend(mine.slots)
+    if mine.frozen:
+        if len(_HELPERS) >= _MEMO_LIMIT:
+            _HELPERS.pop(next(iter(_HELPERS)))  # the oldest
+        _HELPERS[memo] = (fn, mine, text)  # holds fn alive: its id is not reused while remembered
+    else:
+        reads.frozen = False
+        _HELPERS.pop(memo, None)
+    return text
 
 
 def _function_text_of(fn: Any, depth: int, reads: _Reads) -> str:

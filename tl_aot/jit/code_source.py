@@ -23,12 +23,14 @@ from __future__ import annotations
 import hashlib
 import inspect
 import linecache
+import time
 import types
+from dataclasses import dataclass
 from functools import partial
 from operator import is_not, itemgetter
 from typing import Any
 
-__all__ = ["code_source_digest", "code_span"]
+__all__ = ["code_source_digest", "code_span", "SourceReads", "source_reads"]
 
 _LIMIT = 4096  # code objects remembered (a process spells a few hundred)
 #: id(code object) -> (it, the digest of its span's text, '' when it has none); by identity: equal code objects of
@@ -36,6 +38,22 @@ _LIMIT = 4096  # code objects remembered (a process spells a few hundred)
 _DIGESTS: dict[int, tuple[types.CodeType, str]] = {}
 _end_line, _column = itemgetter(1), itemgetter(2)  # co_positions(): (line, end line, column, end column)
 _known = partial(is_not, None)
+
+
+@dataclass
+class SourceReads:
+    """Source files :func:`code_source_digest` read from disk (not yet in :mod:`linecache`), and their wall time.
+
+    A served process reads each kernel file once, in the first lookup of a function defined in it:
+    a served process's report shows this part of the lookups' time (per process, not per request).
+    """
+
+    files: int = 0
+    seconds: float = 0.0
+
+
+#: This process's :class:`SourceReads`.
+source_reads = SourceReads()
 
 
 def code_span(code: types.CodeType) -> tuple[int, int] | None:
@@ -82,8 +100,15 @@ def code_source_digest(code: types.CodeType, module_globals: dict[str, Any] | No
     span = code_span(code)
     if span is not None:
         filename = code.co_filename
-        linecache.checkcache(filename)  # a file edited and reloaded since it was last read: read again
-        lines = linecache.getlines(filename, module_globals)
+        if filename in linecache.cache:
+            linecache.checkcache(filename)  # a file edited and reloaded since it was last read: read again
+        if filename in linecache.cache:
+            lines = linecache.getlines(filename, module_globals)
+        else:  # read from disk now: counted
+            t0 = time.perf_counter()
+            lines = linecache.getlines(filename, module_globals)
+            source_reads.files += 1
+            source_reads.seconds += time.perf_counter() - t0
         first, last = span
         if len(lines) >= last:
             digest = hashlib.sha256("".join(lines[first - 1 : last]).encode()).hexdigest()[:16]

@@ -56,18 +56,24 @@ class Stats:
     tunings_run: int = 0  # autotuner runs passed on to TileLang (not strict)
     tunings_refused: int = 0  # strict autotuner runs with no recorded choice
     lookups: int = 0  # requests looked up (by call key or by request key)
-    lookup_s: float = 0.0  # their time, an entry's first use apart
+    lookup_s: float = 0.0  # their time (wall clock), an entry's first use and the GPU's first question apart
+    # the looking-up thread's CPU time meanwhile (wall clock above it: the thread waited), read only when asked for
+    # (Server(cpu_time=True), $TL_AOT_SERVE_CPU_TIME): reading a thread's CPU clock is a system call (no vDSO), each lookup
+    lookup_cpu_s: float = 0.0
     call_lookups: int = 0  # of which by a @tilelang.jit call's key (before TileLang traces)
     call_lookup_s: float = 0.0  # their time (the rest hashed a traced prim_func: what TileLang's own cache key costs too)
     first_use_s: float = 0.0  # entries made ready on first use: the record parsed, the function found
+    gpu_first_s: float = 0.0  # the process's first question to the GPU: the NVIDIA driver loaded, the device's traits read
     missed: dict[str, str] = field(default_factory=dict)  # kernel name -> key
 
 
 class Server:
     """Prebuilt kernels by capture key, from one or more libraries."""
 
-    def __init__(self, libraries: Iterable[Library], *, strict: bool = False, capturing: bool = False) -> None:
+    def __init__(self, libraries: Iterable[Library], *, strict: bool = False, capturing: bool = False, cpu_time: bool = False) -> None:
         self._call_key: Callable[..., str | None] | None = None  # tl_aot.jit.call_key.call_key: see prepare_lookups
+        self._gpu_asked = False  # whether a lookup asked current_gpu_identity() (its first answer loads the driver)
+        self._cpu: Callable[[], float] = time.thread_time if cpu_time else float  # float() is 0.0: no CPU time read
         self._keys: RequestKeys | None = None
         self.strict = strict
         # under capture --serve: every @tilelang.jit call is traced (the capture records its IR), misses are expected
@@ -162,7 +168,9 @@ class Server:
         if not self.calls or self.capturing:
             return None
         call_key = self._call_key or self._call_keys()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), self._cpu()
+        if not self._gpu_asked:
+            t0, c0 = self._ask_gpu(t0, c0)
         gpu, identity = current_gpu_identity()
         jit, args, kwargs = jit_call.jit, jit_call.args, jit_call.kwargs
         key = call_key(jit, args, kwargs, identity) if identity else None
@@ -172,10 +180,10 @@ class Server:
         if request_key is not None and hit is not None and runs_on(hit[2], gpu.cc):
             served = self._served.get(request_key)
             if served is None:
-                t1 = time.perf_counter()
+                t1, c1 = time.perf_counter(), self._cpu()
                 served = self._first_served(request_key, hit, jit_call)
-                t0 += self._first_use(t1)
-        self._looked_up(t0, by_call=True)
+                t0, c0 = self._first_use(t0, c0, t1, c1)
+        self._looked_up(t0, c0, by_call=True)
         return served
 
     def _first_served(self, request_key: str, hit: tuple[Library, str, tuple[Image, ...]], jit_call: JitCall) -> ServedKernel:
@@ -196,10 +204,12 @@ class Server:
 
     def lookup(self, req: CompileRequest, jit_call: JitCall | None = None) -> tuple[ServedKernel | None, str]:
         """The served kernel for ``req``, or None (a miss): its key names a prebuilt image that runs on the current GPU."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), self._cpu()
         key = self.keys.key(req, jit_call)
         hit = self.index.get(key)
         served = None
+        if hit is not None and not self._gpu_asked:
+            t0, c0 = self._ask_gpu(t0, c0)
         if hit is not None and runs_on(hit[2], current_gpu_identity()[0].cc):
             with self._lock:
                 served = self._served.get(key)
@@ -207,25 +217,42 @@ class Server:
                     from .served_kernel import ServedKernel
 
                     lib, name, _ = hit
-                    t1 = time.perf_counter()
+                    t1, c1 = time.perf_counter(), self._cpu()
                     served = self._served[key] = ServedKernel(lib[name], name, lib, req)
-                    t0 += self._first_use(t1)
-        self._looked_up(t0)
+                    t0, c0 = self._first_use(t0, c0, t1, c1)
+        self._looked_up(t0, c0)
         return served, key
 
-    def _first_use(self, t1: float) -> float:
-        """Count an entry's first use (from ``t1``) apart from lookups; its seconds, to take off the lookup's."""
-        spent = time.perf_counter() - t1
-        self.stats.first_use_s += spent
-        return spent
+    def _ask_gpu(self, t0: float, c0: float) -> tuple[float, float]:
+        """The process's first question to the GPU, counted apart from lookups (``t0``, ``c0`` moved past it).
 
-    def _looked_up(self, t0: float, *, by_call: bool = False) -> None:
+        Its first answer loads the NVIDIA driver (``cuInit`` included, if nothing in the process
+        used CUDA yet) and reads the device's traits: once per process, like an entry's first use,
+        not per request. It is not asked when serving starts: ``cuInit`` before a ``fork`` would
+        leave the child unable to use CUDA.
+        """
+        t1, c1 = time.perf_counter(), self._cpu()
+        current_gpu_identity()
+        self._gpu_asked = True
+        t2, c2 = time.perf_counter(), self._cpu()
+        self.stats.gpu_first_s += t2 - t1
+        return t0 + (t2 - t1), c0 + (c2 - c1)
+
+    def _first_use(self, t0: float, c0: float, t1: float, c1: float) -> tuple[float, float]:
+        """Count an entry's first use (from ``t1``, ``c1``) apart from lookups: the lookup's start (``t0``, ``c0``) moved past it."""
+        t2, c2 = time.perf_counter(), self._cpu()
+        self.stats.first_use_s += t2 - t1
+        return t0 + (t2 - t1), c0 + (c2 - c1)
+
+    def _looked_up(self, t0: float, c0: float, *, by_call: bool = False) -> None:
         spent = time.perf_counter() - t0
-        self.stats.lookups += 1
-        self.stats.lookup_s += spent
+        st = self.stats
+        st.lookup_cpu_s += self._cpu() - c0
+        st.lookups += 1
+        st.lookup_s += spent
         if by_call:
-            self.stats.call_lookups += 1
-            self.stats.call_lookup_s += spent
+            st.call_lookups += 1
+            st.call_lookup_s += spent
 
     def tune(self, tuner: Any, proceed: Callable[[], Any]) -> Any:
         """Answer one run of TileLang's autotuner: the recorded choice, served; else refused (strict) or run by TileLang.
@@ -348,7 +375,7 @@ def serve(path: StrPath, *, strict: bool = False) -> Server:
     return server
 
 
-def _load(path: StrPath, strict: bool, *, capturing: bool = False) -> Server:
+def _load(path: StrPath, strict: bool, *, capturing: bool = False, cpu_time: bool = False) -> Server:
     """The libraries at ``path`` loaded and added to the process's server (made on first use)."""
     from ..runtime.loader import load
 
@@ -357,8 +384,10 @@ def _load(path: StrPath, strict: bool, *, capturing: bool = False) -> Server:
     global _active
     libs = [load(f) for f in files]
     if _active is None:
-        _active = Server(libs, strict=strict, capturing=capturing)
+        _active = Server(libs, strict=strict, capturing=capturing, cpu_time=cpu_time)
     else:
+        if cpu_time:
+            _active._cpu = time.thread_time
         _active.add(libs)
         _active.strict = _active.strict or strict
     return _active
@@ -435,7 +464,9 @@ def install_from_env() -> None:
     The libraries are loaded when the process imports TileLang's JIT, not at start-up: a process of
     the command that never uses TileLang (a tool, a worker, a test's subprocess) does not pay for
     loading them (nor for the tvm-ffi and torch imports that come with it). At exit a process that
-    served prints one line to stderr: kernels served, compiled by the JIT, refused; tunings likewise.
+    served prints one line to stderr: kernels served, compiled by the JIT, refused; tunings likewise;
+    the lookups' time (wall clock; with ``$TL_AOT_SERVE_CPU_TIME`` 1, the looking-up thread's CPU
+    time too), entries' first use and the process's first question to the GPU apart.
     """
     import atexit
     import sys
@@ -446,23 +477,33 @@ def install_from_env() -> None:
     if not path:
         return
     strict = os.environ.get("TL_AOT_SERVE_STRICT", "") in ("1", "true", "yes")
-    capturing = bool(os.environ.get("TL_AOT_CAPTURE"))  # capture --serve: the capture records every request it serves
+    capturing = bool(os.environ.get("TL_AOT_CAPTURE"))
+    cpu_time = os.environ.get("TL_AOT_SERVE_CPU_TIME", "") in (
+        "1",
+        "true",
+        "yes",
+    )  # the lookups' CPU time in the report too  # capture --serve: the capture records every request it serves
     started: list[Server] = []
 
     def start(tl_jit: Any) -> None:  # tilelang.jit has just executed (its import is still in progress)
-        started.append(_load(path, strict, capturing=capturing))
+        started.append(_load(path, strict, capturing=capturing, cpu_time=cpu_time))
         _patch(tl_jit)
 
     def report() -> None:
         if not started or capturing:  # under capture --serve, the capture's report counts what was served
             return
+        from ..jit.code_source import source_reads
+
         st = started[0].stats
         print(
             f"tl_aot serve (pid {os.getpid()}): {st.served} served, {st.compiled} compiled by the JIT, {st.refused} refused; "
             f"tunings {st.tunings_served} served, {st.tunings_run} run by TileLang, {st.tunings_refused} refused; "
-            f"{st.lookups} lookups in {st.lookup_s * 1e3:.1f} ms ({_each(st.call_lookups, st.call_lookup_s)} by call key, "
+            f"{st.lookups} lookups in {st.lookup_s * 1e3:.1f} ms{f', {st.lookup_cpu_s * 1e3:.1f} ms of CPU' if cpu_time else ''} "
+            f"({_each(st.call_lookups, st.call_lookup_s)} by call key, "
             f"{_each(st.lookups - st.call_lookups, st.lookup_s - st.call_lookup_s)} by a traced prim_func; "
-            f"entries' first use {st.first_use_s * 1e3:.1f} ms apart; {st.served_untraced} kernels served before TileLang traced them)",
+            f"kernel sources read from disk: {source_reads.files} files in {source_reads.seconds * 1e3:.1f} ms of them; "
+            f"entries' first use {st.first_use_s * 1e3:.1f} ms and the GPU's first question {st.gpu_first_s * 1e3:.1f} ms apart; "
+            f"{st.served_untraced} kernels served before TileLang traced them)",
             file=sys.stderr,
         )
 
