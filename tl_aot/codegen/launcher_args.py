@@ -36,7 +36,10 @@ _INT_RANGES = {
     "uint32": (0, 2**32 - 1),
     "uint64": (0, 2**63 - 1),
 }
-_FLOAT_CTYPES = {"float32": "float", "float64": "double"}
+_FLOAT_CTYPES = {"float16": "rt::f16", "float32": "float", "float64": "double"}
+#: The C++ API's type of a float scalar whose kernel type is no C++ arithmetic type: the call's double,
+#: converted by the launcher as a TVM FFI call's is (``rt::f16``: round to nearest, ties to even).
+_API_CTYPES = {"float16": "double"}
 _TENSOR_CTYPE = "::tvm::ffi::TensorView"
 _TENSOR = "::tvm::ffi::Tensor"
 
@@ -70,7 +73,7 @@ class CallForm:
 
 
 def scalar_ctype(p: Param, entry: str) -> str:
-    """The C++ type of a scalar parameter; tl_aot launchers take integers, float32/64 and bool."""
+    """The C++ type of a scalar parameter as the kernel takes it; tl_aot launchers take integers, float16/32/64 and bool."""
     if p.dtype in _INT_RANGES:
         return f"{p.dtype}_t"
     if p.dtype in _FLOAT_CTYPES:
@@ -115,7 +118,7 @@ def _assign(p: Param, index: int) -> str:
 
 def call_form(e: LoweredEntry, params: Sequence[Param], shown: Mapping[str, str], where: Mapping[str, int]) -> CallForm:
     """The call form taking ``params`` (in order); ``shown`` maps each to its name in the header, ``where`` to its frame index."""
-    ctypes = [_TENSOR_CTYPE if p.is_tensor else scalar_ctype(p, e.name) for p in params]
+    ctypes = [_TENSOR_CTYPE if p.is_tensor else _API_CTYPES.get(p.dtype) or scalar_ctype(p, e.name) for p in params]
     return CallForm(
         count=len(params),
         names=", ".join(p.name for p in params),

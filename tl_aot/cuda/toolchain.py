@@ -304,7 +304,7 @@ RUNTIME_UNITS = tuple(
 #: per-call buffers, L2 windows, integer helpers, the checker's tables, exports.
 RUNTIME_HEADERS = tuple(
     RUNTIME_INCLUDE / "tl_aot" / "runtime" / f"{name}.h"
-    for name in ("base", "errors", "driver", "modules", "packs", "args", "tma", "buffers", "l2_window", "expr", "checks", "exports")
+    for name in ("base", "errors", "driver", "modules", "packs", "args", "tma", "buffers", "l2_window", "expr", "half", "checks", "exports")
 )
 #: Every file whose bytes shape the runtime object (and every host unit, which includes the headers).
 RUNTIME_SOURCES = (

@@ -21,6 +21,7 @@ _CTYPES = {
     "uint16": "uint16_t",
     "uint32": "uint32_t",
     "uint64": "uint64_t",
+    "float16": "rt::f16",  # two bytes, converted from double as TileLang does: tl_aot/runtime/half.h
     "float32": "float",
     "float64": "double",
     "bool": "bool",
@@ -34,7 +35,10 @@ def ctype_of(dtype: str, what: str) -> str:
         return _CTYPES[str(dtype)]
     except KeyError:
         takes = ", ".join(t for t in _CTYPES if t != "handle")
-        msg = f"{what}: scalar dtype {dtype} is not supported by tl_aot launchers (they take {takes}); pass it as float32"
+        msg = (
+            f"{what}: scalar dtype {dtype} cannot be passed to a kernel (TileLang's packed call and tl_aot launchers"
+            f" take scalars of {takes}); pass it as float32 and cast it in the kernel"
+        )
         raise LoweringError(msg) from None
 
 

@@ -28,6 +28,7 @@ from ..gpu.launch_limits import check_launch_limits
 from ..jit.request_key import backend_kind, options_of, request_key
 from ..jit.resolve import Resolved, func_hash, resolve_kernel
 from ..jit.seam import CompileRequest
+from .cexpr import ctype_of
 from .cuda_source import check_source_kernels, rename_reserved_names, static_shared_bytes
 from .distinct_names import distinguish_names
 from .ir_metadata import host_walk, read_kernels, read_tma_descriptors, read_workspaces
@@ -75,6 +76,7 @@ def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
             pass_configs = jit_pass_configs(resolved.pass_configs, resolved.compile_flags)
             backend = spec.backend or backend_kind(resolved.execution_backend, resolved.target)
             lower_target = _cutedsl_target(spec, arch, target) if backend == "cutedsl" else target
+            _check_scalars(func, where)  # before TileLang's own check, which names neither parameter nor dtype
             art = lower(func, lower_target, pass_configs)
         distinguish_names(func)  # after lowering: the device code is the JIT's, byte for byte
         params, symbols, names = read_signature(func, where, outputs)
@@ -179,6 +181,17 @@ def _cutedsl_target(spec: KernelSpec, arch: Arch, target):
     exported = dict(target.export())
     exported["keys"] = [*dict.fromkeys([*exported.get("keys", ()), "cutedsl"])]
     return tvm.target.Target(exported)
+
+
+def _check_scalars(func, where: str) -> None:
+    """Refuse a scalar parameter whose dtype no kernel call can take (bfloat16, float8, ...), naming it.
+
+    TileLang's packed API asserts ``dtype.is_float()`` with no name for these; the error raised here
+    names the entry, arch, parameter and dtype, and ``_locate`` adds the user's file:line.
+    """
+    for var in func.params:
+        if var not in func.buffer_map:
+            ctype_of(str(var.dtype), f"{where}: parameter {var.name!r}")
 
 
 def _locate(e: TlAotError, spec: KernelSpec) -> None:

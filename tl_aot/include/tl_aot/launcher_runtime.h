@@ -34,6 +34,7 @@
 #include "tl_aot/runtime/buffers.h"
 #include "tl_aot/runtime/l2_window.h"
 #include "tl_aot/runtime/expr.h"
+#include "tl_aot/runtime/half.h"
 #include "tl_aot/runtime/checks.h"
 #include "tl_aot/runtime/exports.h"
 // clang-format on
