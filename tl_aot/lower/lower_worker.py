@@ -26,6 +26,7 @@ from typing import Any
 from ..common.errors import LoweringError, TlAotError
 from ..config.capture_ref import RecordChoices
 from ..config.kernel_spec import KernelSpec
+from .native_log import NATIVE_LOG_ENV
 
 __all__ = ["LoweringPool", "main", "lowering_view"]
 
@@ -103,8 +104,9 @@ def _rebuilt(cls: type[TlAotError], message: str, state: dict[str, Any]) -> TlAo
 class LoweringPool:
     """Up to ``size`` worker processes, started on demand and reused; :meth:`lower` is thread safe."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, native_log: str = "warnings") -> None:
         self.size = max(1, size)
+        self.native_log = native_log  # how much of TileLang's C++ log the workers show (tl_aot.lower.native_log)
         self._idle: queue.Queue = queue.Queue()
         self._all: list[subprocess.Popen] = []
         self._lock = threading.Lock()
@@ -115,6 +117,7 @@ class LoweringPool:
         # the parent's import path (tl_aot from a source tree, a build env's site-packages)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env[NATIVE_LOG_ENV] = self.native_log
         return subprocess.Popen([sys.executable, "-m", "tl_aot.lower.lower_worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
     def _take(self) -> subprocess.Popen:
