@@ -25,10 +25,13 @@ import tempfile
 import threading
 from collections.abc import Iterator
 
-__all__ = ["NATIVE_LOG_ENV", "NATIVE_LOG_MODES", "captured_native_log", "shown_text"]
+__all__ = ["NATIVE_LOG_ENV", "NATIVE_LOG_FILE_ENV", "NATIVE_LOG_MODES", "captured_native_log", "shown_text"]
 
 #: The mode a lowering worker process runs with (set by the pool that starts it).
 NATIVE_LOG_ENV = "TL_AOT_NATIVE_LOG"
+#: A lowering worker's capture file, which its pool reads when the worker dies mid-variant (a segfault
+#: in TileLang's C++ leaves its last words there, not on the terminal).
+NATIVE_LOG_FILE_ENV = "TL_AOT_NATIVE_LOG_FILE"
 NATIVE_LOG_MODES = ("off", "warnings", "raw")
 
 #: The head of one record of TVM / TileLang's C++ logger: ``[hh:mm:ss] file:line: Level: text``.
@@ -59,7 +62,8 @@ def captured_native_log(mode: str) -> Iterator[None]:
     if mode not in NATIVE_LOG_MODES:
         msg = f"native log mode must be one of {', '.join(NATIVE_LOG_MODES)}, got {mode!r}"
         raise ValueError(msg)
-    with _FD2, tempfile.TemporaryFile() as sink:
+    kept = os.environ.get(NATIVE_LOG_FILE_ENV)
+    with _FD2, open(kept, "w+b") if kept else tempfile.TemporaryFile() as sink:
         with contextlib.suppress(Exception):
             sys.stderr.flush()
         saved = os.dup(2)
