@@ -63,19 +63,28 @@ def captured_native_log(mode: str) -> Iterator[None]:
         msg = f"native log mode must be one of {', '.join(NATIVE_LOG_MODES)}, got {mode!r}"
         raise ValueError(msg)
     kept = os.environ.get(NATIVE_LOG_FILE_ENV)
-    with _FD2, open(kept, "w+b") if kept else tempfile.TemporaryFile() as sink:
+    with _FD2, tempfile.TemporaryFile() as scratch:
+        sink = os.open(kept, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600) if kept else os.dup(scratch.fileno())
         with contextlib.suppress(Exception):
             sys.stderr.flush()
         saved = os.dup(2)
-        os.dup2(sink.fileno(), 2)
+        os.dup2(sink, 2)
         try:
             yield
         finally:  # shown whether the lowering raised or not: the error's own text is printed by the build
-            with contextlib.suppress(Exception):
-                sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
-            sink.seek(0)
-            shown = shown_text(sink.read().decode("utf-8", "replace"), mode)
-            if shown:
-                os.write(2, shown.encode())
+            shown = shown_text(_read_all(sink).decode("utf-8", "replace"), mode)
+            os.close(sink)
+            if shown:  # through Python's stderr: where the build's own messages go (a test's capture too)
+                sys.stderr.write(shown)
+                sys.stderr.flush()
+
+
+def _read_all(fd: int) -> bytes:
+    """The whole of the file open as ``fd``, from its start."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
