@@ -128,6 +128,14 @@ ENVIRONMENT = (
         ),
     ),
     Variable(
+        "TL_AOT_NATIVE_LOG",
+        "environment (set by the build for its lowering workers)",
+        (
+            "How much of TileLang's own C++ log (`Fatal:` / `Warning:` records on fd 2) a variant's lowering shows: `off` "
+            "(`build -q`), `warnings` (the default: all but `Fatal:`, which the build's error reports), `raw` (`build -v`)."
+        ),
+    ),
+    Variable(
         "TL_AOT_CAPTURE_PARTS",
         "environment (set by `capture`)",
         "The folder each process of a captured command writes its part files into (`RECORD.parts/`); `capture` merges them.",

@@ -348,10 +348,10 @@ class ToolMemo(_Patching):
             tl_aot.cuda.toolchain.run,
         )
 
-        def lower_variant(spec, arch):
+        def lower_variant(spec, arch, *, native_log=None):
             key = ("lower", pickle.dumps((spec, str(arch))))
             if key not in memo._store:
-                memo._store[key] = lower(spec, arch)
+                memo._store[key] = lower(spec, arch, native_log=native_log)
             return memo._store[key]
 
         def image(arch, workdir, stem, source_text, options=(), *, what, path_map=()):

@@ -296,7 +296,7 @@ def test_the_tail_of_lowering_cuts_what_waits_for_every_slot_not_only_those_free
         launcher=lambda run, each: None,
     )
     monkeypatch.setattr(scheduler, "lowering_workers", lambda jobs, n: 4)
-    monkeypatch.setattr(scheduler, "LoweringPool", lambda n: contextlib.nullcontext(types.SimpleNamespace(lower=None)))
+    monkeypatch.setattr(scheduler, "LoweringPool", lambda n, **_: contextlib.nullcontext(types.SimpleNamespace(lower=None)))
     run = VariantRun("lib", {}, {}, list(tasks), Progress(0, None))
     scheduler.run_variants(tasks, run, stages, jobs=4, keep_going=False, progress=run.progress)
     assert len(run.images) == 40 and sum(batches) == 40

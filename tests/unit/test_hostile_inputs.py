@@ -408,11 +408,13 @@ def test_a_lowering_worker_that_dies_names_the_kernel_file(tmp_path):
     from tl_aot.spec import KernelSpec
 
     path = tmp_path / "kdie.py"
-    path.write_text("import ctypes\nctypes.string_at(0)\n")  # a segfault: no Python handler runs
+    # native code's last words on fd 2, then a segfault: no Python handler runs
+    path.write_text("import ctypes, os\nos.write(2, b'Fatal: about to crash')\nctypes.string_at(0)\n")
     spec = KernelSpec.create(name="add", source=path, function="add", archs=["90a"])
     with LoweringPool(1) as pool, pytest.raises(LoweringError) as info:
         pool.lower(spec, parse_arch("90a"))
     assert "lowering worker died" in str(info.value) and str(path) in str(info.value)
+    assert "its last output:\n    Fatal: about to crash" in str(info.value)  # captured, not lost
 
 
 # --------------------------------------------------------------------------------------------

@@ -97,6 +97,7 @@ def _cmd_build(args) -> int:
             report_all=bool(args.capture),
             torch_ops=args.torch_ops,
             image_packs=_image_packs_of(args, "build"),
+            native_log="raw" if args.verbose else None,
             cluster=args.cluster,
             cache_url=args.cache_url,
         )

@@ -102,6 +102,13 @@ def _add_build(sub) -> None:
     b.add_argument("--strict-tune", action="store_true", help="a record older than the kernel's source is an error, not a warning")
     b.add_argument("-q", "--quiet", action="store_true", help="print errors only")
     b.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print TileLang's own C++ log as it wrote it while lowering, 'Fatal:' lines included (by default "
+        "its warnings are shown and its 'Fatal:' lines only through tl_aot's error; with -q nothing)",
+    )
+    b.add_argument(
         "--capture",
         action="append",
         default=[],

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
 
 from ..capture.device_code import check_against_record, digest, lower, spell_target
@@ -33,6 +34,7 @@ from .cuda_source import check_source_kernels, rename_reserved_names, static_sha
 from .distinct_names import distinguish_names
 from .ir_metadata import host_walk, read_kernels, read_tma_descriptors, read_workspaces
 from .ir_signature import output_positions, read_signature
+from .native_log import NATIVE_LOG_ENV, captured_native_log
 
 __all__ = ["lower_variant"]
 
@@ -50,8 +52,17 @@ class _DropBuilderDump(logging.Filter):
 _BUILDER_FILTER = _DropBuilderDump()
 
 
-def lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
-    """Import ``spec``'s kernel file, specialise it, lower it for ``arch`` and extract its metadata."""
+def lower_variant(spec: KernelSpec, arch: Arch, *, native_log: str | None = None) -> LoweredVariant:
+    """Import ``spec``'s kernel file, specialise it, lower it for ``arch`` and extract its metadata.
+
+    TileLang's C++ log is captured meanwhile and shown as ``native_log`` says (``off``, ``warnings``,
+    ``raw``: :mod:`tl_aot.lower.native_log`); default ``$TL_AOT_NATIVE_LOG``, else ``warnings``.
+    """
+    with captured_native_log(native_log or os.environ.get(NATIVE_LOG_ENV, "warnings")):
+        return _lower_variant(spec, arch)
+
+
+def _lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
     where = f"entry {spec.name!r} ({arch.sm})"
     builder_log = logging.getLogger("tilelang.language.eager.builder")
     if _BUILDER_FILTER not in builder_log.filters:

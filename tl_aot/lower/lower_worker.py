@@ -20,12 +20,15 @@ import queue
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any
 
 from ..common.errors import LoweringError, TlAotError
 from ..config.capture_ref import RecordChoices
 from ..config.kernel_spec import KernelSpec
+from .native_log import NATIVE_LOG_ENV, NATIVE_LOG_FILE_ENV
 
 __all__ = ["LoweringPool", "main", "lowering_view"]
 
@@ -103,10 +106,12 @@ def _rebuilt(cls: type[TlAotError], message: str, state: dict[str, Any]) -> TlAo
 class LoweringPool:
     """Up to ``size`` worker processes, started on demand and reused; :meth:`lower` is thread safe."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, native_log: str = "warnings") -> None:
         self.size = max(1, size)
+        self.native_log = native_log  # how much of TileLang's C++ log the workers show (tl_aot.lower.native_log)
         self._idle: queue.Queue = queue.Queue()
         self._all: list[subprocess.Popen] = []
+        self._logs: list[str] = []  # each worker's capture file, by start order (removed at close)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -115,6 +120,11 @@ class LoweringPool:
         # the parent's import path (tl_aot from a source tree, a build env's site-packages)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env[NATIVE_LOG_ENV] = self.native_log
+        fd, log = tempfile.mkstemp(prefix="tl_aot_lowering_", suffix=".log")
+        os.close(fd)
+        env[NATIVE_LOG_FILE_ENV] = log
+        self._logs.append(log)
         return subprocess.Popen([sys.executable, "-m", "tl_aot.lower.lower_worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
     def _take(self) -> subprocess.Popen:
@@ -138,7 +148,9 @@ class LoweringPool:
             reply = None
         if reply is None:
             code = proc.poll()
-            msg = f"entry {spec.name!r} ({arch}): the lowering worker died (exit {code}) while lowering {spec.source}; its output is above"
+            said = self._last_words(proc)
+            msg = f"entry {spec.name!r} ({arch}): the lowering worker died (exit {code}) while lowering {spec.source}"
+            msg += f"; its last output:\n{said}" if said else "; it wrote nothing"
             raise LoweringError(msg, entry=spec.name, arch=arch.sm)
         self._idle.put(proc)
         if reply[0] == "ok":
@@ -146,6 +158,14 @@ class LoweringPool:
 
             return from_json(LoweredVariant, reply[1])
         raise _rebuilt(reply[1], reply[2], reply[3])
+
+    def _last_words(self, proc: subprocess.Popen) -> str:
+        """What a dead worker wrote to fd 2 while lowering its last variant (indented), or ''."""
+        try:
+            text = Path(self._logs[self._all.index(proc)]).read_text(errors="replace").strip()
+        except (OSError, ValueError, IndexError):
+            return ""
+        return "\n".join("    " + line for line in text.splitlines()[-40:])
 
     def close(self, *, kill: bool = False) -> None:
         """Stop the workers: closing stdin ends them; ``kill`` for a build that failed or was interrupted."""
@@ -166,6 +186,8 @@ class LoweringPool:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        for log in self._logs:
+            Path(log).unlink(missing_ok=True)
 
     def __enter__(self) -> LoweringPool:
         return self

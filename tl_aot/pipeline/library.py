@@ -59,6 +59,7 @@ def build_library(
     cluster: str | None = None,
     cache_url: str | None = None,
     image_packs: ImagePacks | None = None,
+    native_log: str | None = None,
 ) -> BuildResult:
     """Build ``lib`` into ``out_dir/lib<name>.so`` (+ ``<name>.h``); return what was built.
 
@@ -99,11 +100,17 @@ def build_library(
         Keep the images beside the library, compressed and stored once by content, in one
         ``lib<name>.<arch>.tlpack`` per arch (:mod:`tl_aot.pipeline.image_packs`; ``docs/wheels.md``),
         so a wheel splits by arch. Default: the images are embedded in the library.
+    native_log : {"off", "warnings", "raw"}, optional
+        How much of TileLang's own C++ log (written to fd 2 while a variant lowers) to show:
+        nothing, all but its ``Fatal:`` records (the build's error or left-out list reports those
+        once, naming entry, arch and file:line), or all of it. Default: ``off`` with ``log=None``,
+        else ``warnings`` (``python -m tl_aot build -v``: ``raw``).
 
     """
     t_start = time.perf_counter()
     opts = BuildOptions.settled(jobs=jobs, cache_dir=cache_dir, cache_url=cache_url, cluster=cluster, header_dir=header_dir,
-                                depfile=depfile, log=log, force=force, keep_going=keep_going, report_all=report_all)  # fmt: skip
+                                depfile=depfile, log=log, force=force, keep_going=keep_going, report_all=report_all,
+                                native_log=native_log)  # fmt: skip
     torch_ops = lib.torch_ops if torch_ops is None else torch_ops
     ws = workspace(lib.name, out_dir, opts)
     warn_if_untested(log)

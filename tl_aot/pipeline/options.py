@@ -16,6 +16,7 @@ from typing import Optional
 
 from ..common.errors import SpecError
 from ..config.kernel_spec import LibrarySpec
+from ..lower.native_log import NATIVE_LOG_MODES
 from .cluster import CLUSTER_ENV
 from .shared_cache import CACHE_URL_ENV
 
@@ -38,6 +39,7 @@ class BuildOptions:
     log: Log = print
     force: bool = False
     keep_going: bool = False
+    native_log: str = "warnings"  # TileLang's C++ log while lowering: off, warnings, raw (tl_aot.lower.native_log)
     report_all: bool = False
 
     @classmethod
@@ -54,6 +56,7 @@ class BuildOptions:
         force: bool = False,
         keep_going: bool = False,
         report_all: bool = False,
+        native_log: str | None = None,
     ) -> BuildOptions:
         """The options of the keywords given, checked; read from the environment where not given.
 
@@ -64,6 +67,10 @@ class BuildOptions:
 
         if jobs is not None and (type(jobs) is not int or jobs < 1):
             msg = f"jobs must be a whole number of at least 1 (or None for MAX_JOBS / the CPU count), got {jobs!r}"
+            raise SpecError(msg)
+        native_log = native_log or ("off" if log is None else "warnings")
+        if native_log not in NATIVE_LOG_MODES:
+            msg = f"native_log must be one of {', '.join(NATIVE_LOG_MODES)}, got {native_log!r}"
             raise SpecError(msg)
         cluster = os.environ.get(CLUSTER_ENV, "") if cluster is None else cluster
         cache_url = os.environ.get(CACHE_URL_ENV, "") if cache_url is None else cache_url
@@ -77,6 +84,7 @@ class BuildOptions:
             log=log,
             force=force,
             keep_going=keep_going,
+            native_log=native_log,
             report_all=report_all,
         )
 

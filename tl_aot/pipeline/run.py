@@ -57,7 +57,7 @@ def build_variants(plan: Plan, work: Path, cache: VariantCache | SharedCache, op
     if log and shared:
         log(f"{len(shared)} of {len(plan.tasks)} variant(s) from the shared cache {getattr(cache, 'url', '')}")
     progress = Progress((1 if opts.cluster else 2) * len(todo) + 2 * launcher, log)
-    stages = Stages(work, cache, plan.nvcc_version, plan.tvm_ffi_version, progress, opts.force)
+    stages = Stages(work, cache, plan.nvcc_version, plan.tvm_ffi_version, progress, opts.force, native_log=opts.native_log)
     run = VariantRun(
         lib_name=plan.lib.name,
         lowered={k: hit[0] for k, hit in plan.hits.items()},

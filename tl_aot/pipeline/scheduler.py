@@ -113,7 +113,9 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
     with (
         cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
         cf.ThreadPoolExecutor(max_workers=run.workers) as lowering,
-        LoweringPool(run.workers) if run.workers > 1 else contextlib.nullcontext() as processes,
+        LoweringPool(run.workers, native_log=getattr(stages, "native_log", "warnings"))
+        if run.workers > 1
+        else contextlib.nullcontext() as processes,
     ):
         lower_fn = processes.lower if processes else None
         runtime = pool.submit(held, stages.runtime)

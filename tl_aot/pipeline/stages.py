@@ -73,6 +73,8 @@ class Stages:
     tvm_ffi_version: str
     progress: Progress
     force: bool = False
+    #: How much of TileLang's C++ log lowering shows: off (quiet), warnings, raw (tl_aot.lower.native_log)
+    native_log: str = "warnings"
     #: (kernel file, function) -> ``kernels.py:12 (matmul)``: each file parsed once per build, not once per variant
     locations: dict[tuple[str, str], str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -80,7 +82,7 @@ class Stages:
         """Lower ``task`` (in a worker process through ``lower_fn``, else here) and check its sources did not move."""
         from ..lower.lower import lower_variant
 
-        variant = (lower_fn or lower_variant)(task.spec, task.arch)
+        variant = lower_fn(task.spec, task.arch) if lower_fn else lower_variant(task.spec, task.arch, native_log=self.native_log)
         changed = task.sources.changed()
         if changed:
             files = ", ".join(display_path(f) for f in changed)
