@@ -136,6 +136,14 @@ ENVIRONMENT = (
         ),
     ),
     Variable(
+        "TL_AOT_NATIVE_LOG_FILE",
+        "environment (set by the build for its lowering workers)",
+        (
+            "The file a lowering worker captures fd 2 into while it lowers a variant; if the worker dies mid-variant, "
+            "the build's error quotes the file's last lines (TileLang's own last words)."
+        ),
+    ),
+    Variable(
         "TL_AOT_CAPTURE_PARTS",
         "environment (set by `capture`)",
         "The folder each process of a captured command writes its part files into (`RECORD.parts/`); `capture` merges them.",
