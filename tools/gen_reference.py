@@ -167,6 +167,15 @@ ENVIRONMENT = (
         "A library, or a folder of them, that the start-up hook serves TileLang's JIT from in every Python process of the command.",
     ),
     Variable(
+        "TL_AOT_SERVE_CPU_TIME",
+        "environment",
+        (
+            "`1`: a served process's exit line also gives the lookups' CPU time (the looking-up thread's), beside their "
+            "wall clock: time a lookup waited (a busy machine) shows as the difference. Off by default: reading a "
+            "thread's CPU clock is a system call per lookup."
+        ),
+    ),
+    Variable(
         "TL_AOT_SERVE_STRICT",
         "environment (set by `run --strict`)",
         "`1`: a JIT request no library holds raises `KernelNotServed` instead of being compiled.",

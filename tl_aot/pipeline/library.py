@@ -80,16 +80,12 @@ def build_library(
     force : bool
         Rebuild every variant, the launcher and the runtime object, ignoring (and overwriting) the cache.
     keep_going : bool
-        Leave out variants that fail to lower or compile (listed in ``failures`` and the log)
-        instead of stopping; entries left with no arch are left out, and so are entries whose
-        generated launcher code fails to compile (a tl_aot bug, found by compiling the failing
-        unit's entries apart: :mod:`tl_aot.pipeline.launcher_faults`). A library with failures
-        writes no up-to-date stamp, so the next build tries them again. What was left out is
-        recorded in the manifest (``left_out``: ``inspect`` lists it).
+        Leave out variants that fail to lower or compile, entries left with no arch, and entries whose generated
+        launcher fails to compile (found apart: :mod:`tl_aot.pipeline.launcher_faults`), instead of stopping:
+        listed in ``failures``, the log and the manifest's ``left_out``; no up-to-date stamp, so the next build retries.
     report_all : bool
-        Without ``keep_going``: try every variant even after one failed, then raise one
-        :class:`~tl_aot.common.errors.LoweringError` naming each failed variant (its first error line and
-        where it came from) and write nothing. Libraries with captured kernels always build this way.
+        Without ``keep_going``: try every variant even after one failed, then raise one :class:`LoweringError`
+        naming each (its first error line and origin) and write nothing. Captured kernels always build this way.
     torch_ops : bool, optional
         Also build ``lib<name>_torch.so``, the entries as native torch operators (needs torch's
         headers, torch >= 2.10); default: the spec's ``torch_ops``. Without, a stale one is removed.
@@ -97,14 +93,11 @@ def build_library(
         A Dask scheduler making the variants (default ``$TL_AOT_CLUSTER``), a shared cache's fsspec URL
         (default ``$TL_AOT_CACHE_URL``). One shard of the library: :func:`tl_aot.pipeline.shards.build_part`.
     image_packs : ImagePacks, optional
-        Keep the images beside the library, compressed and stored once by content, in one
-        ``lib<name>.<arch>.tlpack`` per arch (:mod:`tl_aot.pipeline.image_packs`; ``docs/wheels.md``),
-        so a wheel splits by arch. Default: the images are embedded in the library.
+        Keep the images beside the library, compressed, stored once, in one ``lib<name>.<arch>.tlpack`` per arch
+        (:mod:`tl_aot.pipeline.image_packs`; ``docs/wheels.md``), so a wheel splits by arch. Default: embedded.
     native_log : {"off", "warnings", "raw"}, optional
-        How much of TileLang's own C++ log (written to fd 2 while a variant lowers) to show:
-        nothing, all but its ``Fatal:`` records (the build's error or left-out list reports those
-        once, naming entry, arch and file:line), or all of it. Default: ``off`` with ``log=None``,
-        else ``warnings`` (``python -m tl_aot build -v``: ``raw``).
+        TileLang's own C++ log while a variant lowers: none, all but its ``Fatal:`` records (the build reports
+        those once, with entry, arch and file:line), or all. Default: ``off`` with ``log=None``, else ``warnings``.
 
     """
     t_start = time.perf_counter()
