@@ -7,8 +7,8 @@ DIR is a TileLang checkout or its ``examples/`` folder (``git archive HEAD examp
 Each example script of the sample (``SAMPLE``, or ``--only SUBSTRING``) is run as a user would run
 it, in its own folder, under ``python -m tl_aot capture --device H100-SXM`` (without a GPU the
 script dies at its first CUDA tensor; the kernels TileLang's JIT compiled before that are what
-counts). An example whose kernels are only compiled after CUDA tensors exist is driven instead by
-a few lines of ``DRIVERS`` that call its kernel factory with the example's default sizes. Each
+counts). An example that records nothing so is run again under ``bench/examples_cuda_shim.py``
+(torch's "cuda" mapped to the CPU, so inputs exist and the compiles they lead to happen). Each
 record is then built with ``python -m tl_aot build --capture REC --arch ... --keep-going`` and
 the library's manifest read back (``inspect --json``): kernels captured, variants built per arch,
 and what was left out with its first error line.
@@ -84,9 +84,7 @@ SAMPLE: tuple[str, ...] = (
     "attention_sink/example_mha_sink_fwd_bhsd.py",
 )
 
-# Examples that create CUDA tensors before their first compile: a driver calls the kernel factory
-# with the example's default sizes instead (run in the example's folder, the example importable).
-DRIVERS: dict[str, str] = {}
+SHIM = Path(__file__).resolve().parent / "examples_cuda_shim.py"
 
 
 @dataclass(frozen=True)
@@ -95,6 +93,7 @@ class Outcome:
 
     example: str
     captured: int = 0  # kernels in the record
+    shim: bool = False  # recorded only under examples_cuda_shim.py
     not_recorded: str = ""  # capture's own complaint, if any
     script_error: str = ""  # the last line the script printed to stderr (CUDA on a CPU machine, ...)
     built: dict[str, int] = field(default_factory=dict)  # arch -> variants built
@@ -116,18 +115,15 @@ def _run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProce
         return subprocess.CompletedProcess(cmd, 124, "", f"timed out after {timeout:.0f} s: {exc.cmd[-1]}")
 
 
-def _command(script: Path) -> list[str]:
-    """The example as a user runs it, or its driver."""
-    rel = f"{script.parent.name}/{script.name}"
-    if rel in DRIVERS:
-        return [sys.executable, "-c", f"import sys; sys.path.insert(0, '.')\n{DRIVERS[rel]}"]
-    return [sys.executable, script.name]
+def _command(script: Path, shim: bool = False) -> list[str]:
+    """The example as a user runs it, or under the CPU shim."""
+    return [sys.executable, *([str(SHIM)] if shim else []), script.name]
 
 
-def capture(script: Path, record: Path, device: str, timeout: float) -> tuple[int, str, str]:
+def capture(script: Path, record: Path, device: str, timeout: float, shim: bool = False) -> tuple[int, str, str]:
     """Capture one example: (kernels recorded, capture's complaint, the script's last error line)."""
     record.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "tl_aot", "capture", "--keep-going", "--device", device, "-o", str(record), "--", *_command(script)]
+    cmd = [sys.executable, "-m", "tl_aot", "capture", "--keep-going", "--device", device, "-o", str(record), "--", *_command(script, shim)]
     proc = _run(cmd, script.parent, timeout)
     complaint = next((ln for ln in proc.stderr.splitlines() if "not recorded" in ln and " 0 not recorded" not in ln), "")
     kernels = len(json.loads(record.read_text())["kernels"]) if record.exists() else 0
@@ -165,7 +161,13 @@ def table(outcomes: list[Outcome], archs: list[str]) -> str:
     rows = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for o in outcomes:
         why = "; ".join(o.left_out) or o.build_error or o.not_recorded or ("" if o.captured else o.script_error)
-        cells = [f"`{o.example}`", str(o.captured), *[str(o.built.get(f"sm_{a}", 0)) for a in archs], why.replace("|", "\\|"), o.served]
+        cells = [
+            f"`{o.example}`",
+            f"{o.captured}{' (shim)' if o.shim else ''}",
+            *[str(o.built.get(f"sm_{a}", 0)) for a in archs],
+            why.replace("|", "\\|"),
+            o.served,
+        ]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 
@@ -179,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", default=[], help="examples whose path contains this (repeat)")
     ap.add_argument("--device", default="H100-SXM", help="device profile capture answers queries as")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per capture, build or served run")
+    ap.add_argument("--no-shim", action="store_true", help="never retry an example under examples_cuda_shim.py")
     ap.add_argument("--serve", action="store_true", help="GPU machine: run each example served strictly by its library")
     args = ap.parse_args(argv)
 
@@ -201,8 +204,11 @@ def main(argv: list[str] | None = None) -> int:
             o = Outcome(**{**prior, "served": serve(script, lib_dir, args.timeout)})
         else:
             kernels, complaint, script_error = capture(script, record, args.device, args.timeout)
+            shim = not kernels and not args.no_shim
+            if shim:
+                kernels, complaint, script_error = capture(script, record, args.device, args.timeout, shim=True)
             built, left, fatal = build(record, lib_dir, args.arch, args.timeout) if kernels else ({}, (), "")
-            o = Outcome(rel, kernels, complaint, script_error, built, left, fatal, seconds=round(time.monotonic() - start, 1))
+            o = Outcome(rel, kernels, shim, complaint, script_error, built, left, fatal, seconds=round(time.monotonic() - start, 1))
             (args.out / f"{stem}.outcome.json").write_text(json.dumps(asdict(o)))
         outcomes.append(o)
         print(json.dumps({**asdict(o), **env_note}), flush=True)

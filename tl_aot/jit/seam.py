@@ -141,10 +141,11 @@ class CompiledStandIn:
     def _tl_aot_compiled(self, attribute):
         """TileLang's kernel for the request; while a resolve runs (or nothing compiles), the error that tl_aot never runs kernels."""
         if self.tl_aot_kernel is None and not resolving():
-            import tilelang
-
+            # The request is what reached ``cached``, function attributes already merged (a
+            # ``T.empty`` return's out_idx, function-level flags): replayed through ``cached``, not
+            # ``tilelang.compile``, which would merge them again and refuse the out_idx it made.
             req = self.tl_aot_request
-            kernel = tilelang.compile(
+            kernel = jit_module().cached(
                 req.func,
                 out_idx=req.out_idx,
                 execution_backend=req.execution_backend,
