@@ -1,7 +1,8 @@
 """TileLang's own examples through capture and build: kernels tl_aot has never seen.
 
     python bench/examples_sweep.py --examples DIR --arch 90a [--arch 80] [--out WORK] [--table T.md]
-    python bench/examples_sweep.py --examples DIR --arch 90a --serve        # on the GPU machine
+    python bench/examples_sweep.py --examples DIR --arch 90a --device gpu --out W   # on the GPU machine:
+    python bench/examples_sweep.py --examples DIR --arch 90a --out W --serve        # then served there
 
 DIR is a TileLang checkout or its ``examples/`` folder (``git archive HEAD examples | tar -x``).
 Each example script of the sample (``SAMPLE``, or ``--only SUBSTRING``) is run as a user would run
@@ -13,7 +14,9 @@ record is then built with ``python -m tl_aot build --capture REC --arch ... --ke
 the library's manifest read back (``inspect --json``): kernels captured, variants built per arch,
 and what was left out with its first error line.
 
-``--serve`` (GPU machine, after a sweep on the same WORK folder): each example runs again under
+``--device gpu`` (GPU machine): capture with TileLang's JIT compiling on the GPU, so each example
+runs to its end and every kernel it compiles is recorded (on a CPU machine only those before its
+first launch are). ``--serve`` (GPU machine, after a sweep on the same WORK folder): each example runs again under
 ``python -m tl_aot run --serve LIB --strict``, so every kernel it compiles must come from the
 library, and the example's own checks (``assert_close``, its ``main()``) judge the results.
 
@@ -123,7 +126,8 @@ def _command(script: Path, shim: bool = False) -> list[str]:
 def capture(script: Path, record: Path, device: str, timeout: float, shim: bool = False) -> tuple[int, str, str]:
     """Capture one example: (kernels recorded, capture's complaint, the script's last error line)."""
     record.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "tl_aot", "capture", "--keep-going", "--device", device, "-o", str(record), "--", *_command(script, shim)]
+    on = ["--device", device] if device != "gpu" else []
+    cmd = [sys.executable, "-m", "tl_aot", "capture", "--keep-going", *on, "-o", str(record), "--", *_command(script, shim)]
     proc = _run(cmd, script.parent, timeout)
     complaint = next((ln for ln in proc.stderr.splitlines() if "not recorded" in ln and " 0 not recorded" not in ln), "")
     kernels = len(json.loads(record.read_text())["kernels"]) if record.exists() else 0
@@ -179,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/tl_aot_examples_sweep"), help="work folder (records, libraries)")
     ap.add_argument("--table", type=Path, help="Markdown table to write (default OUT/table.md)")
     ap.add_argument("--only", action="append", default=[], help="examples whose path contains this (repeat)")
-    ap.add_argument("--device", default="H100-SXM", help="device profile capture answers queries as")
+    ap.add_argument("--device", default="H100-SXM", help="device profile capture answers queries as; 'gpu': capture on this machine's GPU")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per capture, build or served run")
     ap.add_argument("--no-shim", action="store_true", help="never retry an example under examples_cuda_shim.py")
     ap.add_argument("--serve", action="store_true", help="GPU machine: run each example served strictly by its library")
@@ -204,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             o = Outcome(**{**prior, "served": serve(script, lib_dir, args.timeout)})
         else:
             kernels, complaint, script_error = capture(script, record, args.device, args.timeout)
-            shim = not kernels and not args.no_shim
+            shim = not kernels and not args.no_shim and args.device != "gpu"
             if shim:
                 kernels, complaint, script_error = capture(script, record, args.device, args.timeout, shim=True)
             built, left, fatal = build(record, lib_dir, args.arch, args.timeout) if kernels else ({}, (), "")
