@@ -43,6 +43,8 @@ def test_the_sweep_captures_a_cuda_first_example_under_the_shim_builds_it_and_ta
     outcome = json.loads(proc.stdout.splitlines()[0])
     assert outcome["example"] == "elementwise/example_elementwise_add.py" and outcome["shim"] is True
     assert outcome["captured"] == 1 and outcome["built"] == {"sm_80": 1} and outcome["left_out"] == []
+    # the script stopped at its launch, told why: capture --device compiled nothing (not build-time advice)
+    assert "kernel 'main' was called, but tl_aot capture --device compiles nothing" in outcome["script_error"]
     rows = table.read_text().splitlines()
     assert rows[2] == "| `elementwise/example_elementwise_add.py` | 1 (shim) | 1 |  |  |"
     assert (work / "elementwise__example_elementwise_add" / "libcaptured.so").is_file()
