@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -106,9 +107,14 @@ class Outcome:
     seconds: float = 0.0
 
 
+_EXCEPTION = re.compile(r"^([\w.]+(Error|Exception|Used|Served)|tl_aot: error)\b.*:")
+
+
 def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("tl_aot capture:")]
-    return lines[-1][:200] if lines else ""
+    """What a failed command died of: its last exception line, else its last line (tl_aot's own reports left out)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not re.match(r"tl_aot (capture|serve)\b", ln)]
+    errors = [ln for ln in lines if _EXCEPTION.match(ln)]
+    return (errors or lines or [""])[-1][:200]
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
