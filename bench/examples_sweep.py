@@ -12,7 +12,8 @@ counts). An example that records nothing so is run again under ``bench/examples_
 (torch's "cuda" mapped to the CPU, so inputs exist and the compiles they lead to happen). Each
 record is then built with ``python -m tl_aot build --capture REC --arch ... --keep-going`` and
 the library's manifest read back (``inspect --json``): kernels captured, variants built per arch,
-and what was left out with its first error line.
+and what was left out with its first error line and TileLang's own verdict on it
+(``bench/examples_refusal.py``: the recorded prim_func lowered by ``tilelang.lower`` for that arch).
 
 ``--device gpu`` (GPU machine): capture with TileLang's JIT compiling on the GPU, so each example
 runs to its end and every kernel it compiles is recorded (on a CPU machine only those before its
@@ -89,6 +90,7 @@ SAMPLE: tuple[str, ...] = (
 )
 
 SHIM = Path(__file__).resolve().parent / "examples_cuda_shim.py"
+REFUSAL = Path(__file__).resolve().parent / "examples_refusal.py"
 
 
 @dataclass(frozen=True)
@@ -154,8 +156,21 @@ def build(record: Path, out: Path, archs: list[str], timeout: float) -> tuple[di
     for entry in manifest["entries"]:
         for variant in entry["variants"]:
             built[variant["arch"]] = built.get(variant["arch"], 0) + 1
-    left = tuple(f"{lo['entry']} ({lo['arch']}): {lo['error'][:160]}" for lo in manifest["left_out"])
+    left = tuple(
+        f"{lo['entry']} ({lo['arch']}): {lo['error'][:160]} [{_tilelang_verdict(record, lo, timeout)}]" for lo in manifest["left_out"]
+    )
     return built, left, ""
+
+
+def _tilelang_verdict(record: Path, left_out: dict, timeout: float) -> str:
+    """Whether TileLang itself refuses a left-out variant: ``examples_refusal.py`` in a fresh process."""
+    cmd = [sys.executable, str(REFUSAL), str(record), left_out["entry"], left_out["arch"]]
+    proc = _run(cmd, record.parent, timeout)
+    try:
+        verdict = json.loads(proc.stdout.splitlines()[-1])
+    except (IndexError, ValueError):
+        return f"TileLang's verdict unknown: {_last_line(proc.stderr)}"
+    return "TileLang refuses too" if verdict["tilelang"] == "refuses" else "TileLang lowers it"
 
 
 def serve(script: Path, lib_dir: Path, timeout: float) -> str:
