@@ -1,8 +1,11 @@
 """CPU checks of ``bench/examples_sweep.py`` (TileLang's examples through capture and build) and its CUDA shim."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -44,3 +47,19 @@ def test_the_shim_runs_a_script_whose_cuda_tensors_land_on_the_cpu(tmp_path):
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "cpu cpu ['--flag']"
+
+
+def test_the_refusal_check_tells_a_kernel_tilelang_refuses_from_one_it_lowers(tmp_path):
+    pytest.importorskip("tilelang")
+    sys.path.insert(0, str(ROOT / "tests" / "kernels"))
+    from tma_only import tma_rows
+
+    from bench.examples_refusal import verdict
+    from tl_aot.jit.ir_record import save_ir
+
+    kernels = {"0a1b2c3d4e" + "0" * 22: tma_rows()}
+    record = tmp_path / "rec.json"
+    record.write_text(json.dumps({"kernels": {k: {"ir": save_ir(f), "options": {"pass_configs": {}}} for k, f in kernels.items()}}))
+    refused = verdict(str(record), "tma_rows_0a1b2c3d4e", "sm_80")
+    assert refused["tilelang"] == "refuses" and "tma_copy" in refused["error"], refused
+    assert verdict(str(record), "tma_rows_0a1b2c3d4e", "sm_90a") == {"tilelang": "lowers"}
