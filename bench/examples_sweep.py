@@ -9,7 +9,9 @@ Each example script of the sample (``SAMPLE``, or ``--only SUBSTRING``) is run a
 it, in its own folder, under ``python -m tl_aot capture --device H100-SXM`` (without a GPU the
 script dies at its first CUDA tensor; the kernels TileLang's JIT compiled before that are what
 counts). An example that records nothing so is run again under ``bench/examples_cuda_shim.py``
-(torch's "cuda" mapped to the CPU, so inputs exist and the compiles they lead to happen). Each
+(torch's "cuda" mapped to the CPU, so inputs exist and the compiles they lead to happen), or,
+where even that cannot reach a compile, by its few lines in ``DRIVERS`` (the example's kernel
+factories called as it calls them, with its default sizes). Each
 record is then built with ``python -m tl_aot build --capture REC --arch ... --keep-going`` and
 the library's manifest read back (``inspect --json``): kernels captured, variants built per arch,
 and what was left out with its first error line and TileLang's own verdict on it
@@ -92,6 +94,22 @@ SAMPLE: tuple[str, ...] = (
 SHIM = Path(__file__).resolve().parent / "examples_cuda_shim.py"
 REFUSAL = Path(__file__).resolve().parent / "examples_refusal.py"
 
+# Examples that need a GPU before their first compile even under the shim (CUDA streams, generators):
+# a few lines of ours that call their kernel factories as the example does, with its default sizes.
+DRIVERS: dict[str, str] = {
+    "fusedmoe/example_fusedmoe_tilelang.py": """
+import tilelang.language as T
+import example_fusedmoe_tilelang as ex
+
+hidden, expert, routed, per_token, tokens = 7168, 2048, 8, 4, 8192
+ex.moe_forward_tilelang_shared.compile(dhidden=hidden, dexpert=expert, num_tokens=tokens, dtype=T.float16)
+ex.moe_forward_tilelang_routed.compile(
+    dhidden=hidden, dexpert=expert, n_routed_experts=routed, dtype=T.float16, group_sum=tokens * per_token,
+    group_count=routed, block_token=128, block_dhidden=128, block_dexpert=128, threads=256, num_stages=1,
+)
+""",
+}
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -99,7 +117,7 @@ class Outcome:
 
     example: str
     captured: int = 0  # kernels in the record
-    shim: bool = False  # recorded only under examples_cuda_shim.py
+    shim: bool = False  # recorded only under examples_cuda_shim.py (or by the example's driver in DRIVERS)
     not_recorded: str = ""  # capture's own complaint, if any
     script_error: str = ""  # the last line the script printed to stderr (CUDA on a CPU machine, ...)
     built: dict[str, int] = field(default_factory=dict)  # arch -> variants built
@@ -127,7 +145,10 @@ def _run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProce
 
 
 def _command(script: Path, shim: bool = False) -> list[str]:
-    """The example as a user runs it, or under the CPU shim."""
+    """The example as a user runs it, or (``shim``) its driver if it has one, else itself under the CPU shim."""
+    rel = f"{script.parent.name}/{script.name}"
+    if shim and rel in DRIVERS:
+        return [sys.executable, "-c", "import sys; sys.path.insert(0, '.')\n" + DRIVERS[rel]]
     return [sys.executable, *([str(SHIM)] if shim else []), script.name]
 
 
@@ -188,7 +209,7 @@ def table(outcomes: list[Outcome], archs: list[str]) -> str:
         why = "; ".join(o.left_out) or o.build_error or o.not_recorded or ("" if o.captured else o.script_error)
         cells = [
             f"`{o.example}`",
-            f"{o.captured}{' (shim)' if o.shim else ''}",
+            f"{o.captured}{(' (driver)' if o.example in DRIVERS else ' (shim)') if o.shim else ''}",
             *[str(o.built.get(f"sm_{a}", 0)) for a in archs],
             why.replace("|", "\\|"),
             o.served,
