@@ -68,3 +68,28 @@ def test_a_jit_call_is_known_while_it_compiles_and_resolve_sees_one_request():
     assert calls == []  # resolve's interception (the newest) answered without proceeding
     assert [dict(c[2]) for c in state.jit_calls] == [{"n": 256}]
     assert jit_seam.last_jit_call() is None
+
+
+def test_a_stand_in_used_later_compiles_a_t_empty_kernel_as_tilelang_would(monkeypatch):
+    """A kernel returning ``T.empty`` outputs (TileLang merges their out_idx before ``cached``), kept past a build.
+
+    Used afterwards, the stand-in compiles its request again: once through ``tilelang.compile``,
+    which merged the out_idx a second time and raised TileLang's "Out index conflict" (TileLang's
+    ``example_gemm_intrinsics.py`` met it under ``capture --device``).
+    """
+    monkeypatch.syspath_prepend(str(__import__("support.helpers", fromlist=["KERNELS"]).KERNELS))
+    import outputs
+
+    with jit_seam.intercepting(jit_seam.Interception(lambda r, c, p: jit_seam.CompiledStandIn(r))):
+        stand_in = outputs.row_stats.compile(M=64, N=128)
+    assert isinstance(stand_in, jit_seam.CompiledStandIn) and stand_in.tl_aot_request.out_idx is not None
+
+    class Compiled:
+        def get_kernel_source(self):
+            return "// the kernel's CUDA"
+
+    requests = []
+    with jit_seam.intercepting(jit_seam.Interception(lambda r, c, p: requests.append(r) or Compiled())):
+        assert stand_in.get_kernel_source() == "// the kernel's CUDA"
+    assert [r.out_idx for r in requests] == [stand_in.tl_aot_request.out_idx]
+    assert requests[0].compile_flags == stand_in.tl_aot_request.compile_flags

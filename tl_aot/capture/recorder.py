@@ -48,6 +48,12 @@ from .record_parts import PARTS_ENV, ProcessReport, claim, write_part, write_rep
 
 __all__ = ["Capturer", "install_from_env", "watch_forks"]
 
+#: What a kernel returned by ``capture --device`` cannot do: it was recorded, never compiled.
+_NOT_RUN = (
+    "tl_aot capture --device compiles nothing (no GPU is used): the kernel was recorded and the command "
+    "cannot run it here; kernels compiled after this point are recorded by a capture on a GPU"
+)
+
 #: A request's device code digests: arch -> ``{sha256, tilelang, from[, target]}``.
 DeviceCode = dict[str, JsonObject]
 
@@ -354,7 +360,7 @@ class Capturer:
                     made = {"sha256": code[1], "tilelang": tilelang_version(), "from": "lowered at capture"}
                     self.record_device_code(key, {code[0]: made})
             self._flush_new(key)
-            return self._remember(CompiledStandIn(req), key)
+            return self._remember(CompiledStandIn(req, _NOT_RUN), key)
         t0 = time.perf_counter()
         kernel = proceed()  # with capture --serve: the library answers what it holds, TileLang compiles the rest
         if held is None:  # TileLang compiled it: how long, per arch, a build will take to lower it

@@ -126,9 +126,12 @@ class CompiledStandIn:
     would have, and stands for that kernel.
     """
 
-    def __init__(self, request: CompileRequest) -> None:
+    def __init__(self, request: CompileRequest, unrunnable: str = "") -> None:
         self.tl_aot_request = request
         self.tl_aot_kernel = None
+        # Why no kernel can stand behind it in this process, when that is not a build
+        # (``capture --device``: nothing is compiled, there is no GPU); errors say it instead.
+        self.tl_aot_unrunnable = unrunnable
 
     def __call__(self, *args, **kwargs):
         return self._tl_aot_compiled(None)(*args, **kwargs)
@@ -140,11 +143,12 @@ class CompiledStandIn:
 
     def _tl_aot_compiled(self, attribute):
         """TileLang's kernel for the request; while a resolve runs (or nothing compiles), the error that tl_aot never runs kernels."""
-        if self.tl_aot_kernel is None and not resolving():
-            import tilelang
-
+        if self.tl_aot_kernel is None and not resolving() and not self.tl_aot_unrunnable:
+            # The request is what reached ``cached``, function attributes already merged (a
+            # ``T.empty`` return's out_idx, function-level flags): replayed through ``cached``, not
+            # ``tilelang.compile``, which would merge them again and refuse the out_idx it made.
             req = self.tl_aot_request
-            kernel = tilelang.compile(
+            kernel = jit_module().cached(
                 req.func,
                 out_idx=req.out_idx,
                 execution_backend=req.execution_backend,
@@ -157,6 +161,9 @@ class CompiledStandIn:
                 self.tl_aot_kernel = kernel
         if self.tl_aot_kernel is None:
             what = "was called" if attribute is None else f": .{attribute} was used"
+            if self.tl_aot_unrunnable:
+                msg = f"kernel {self.tl_aot_request.name!r}{what if attribute else ' ' + what}, but {self.tl_aot_unrunnable}"
+                raise (LoweringError if attribute is None else StandInUsed)(msg)
             if attribute is None:
                 msg = (
                     f"kernel {self.tl_aot_request.name!r} {what} while tl_aot built it; tl_aot builds kernels ahead of time "

@@ -13,6 +13,7 @@ import math
 import re
 from typing import Any
 
+from ..common.cpp_spelling import DLPACK_DTYPES
 from ..common.errors import LoweringError
 from ..common.metadata import Param, Symbol
 from .cexpr import CppExprPrinter, ctype_of
@@ -63,6 +64,7 @@ def read_signature(func, where: str, outputs: frozenset = frozenset()):
         for pos in group:
             buf = func.buffer_map[func.params[pos]]
             pname = _check_name(buf.name, f"{where}: tensor parameter")
+            _check_tensor_dtype(str(buf.dtype), f"{where}: parameter {pname!r}")
             names[buf.data.name] = f"p_{pname}"
             named.append((pos, pname, buf))
         _bind_dims(named, symbols, names, where)
@@ -215,6 +217,20 @@ def _check_outputs(params: list, symbols: dict[str, Symbol], where: str) -> None
 
 def _names_in(expr: str) -> list[str]:
     return re.findall(r"[A-Za-z_][A-Za-z0-9_]*", expr)
+
+
+def _check_tensor_dtype(dtype: str, what: str) -> None:
+    """A tensor parameter's dtype must be one the launcher can check a DLPack tensor against.
+
+    Checked while lowering, as scalar dtypes are, so the variant fails alone (``--keep-going``
+    leaves it out) instead of the launcher stage failing the whole library. Sub-byte tensors
+    (``int4``, ``float4_e2m1fn``) are the case met: TileLang's newer releases take them packed in
+    int8 storage with the last dim halved, a binding tl_aot's launcher does not do.
+    """
+    if dtype not in DLPACK_DTYPES:
+        takes = ", ".join(DLPACK_DTYPES)
+        msg = f"{what}: tensor dtype {dtype} is not supported by tl_aot launchers (they take {takes})"
+        raise LoweringError(msg)
 
 
 def _check_name(name: str, what: str) -> str:
