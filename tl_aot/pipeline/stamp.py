@@ -68,12 +68,11 @@ def up_to_date(plan: Plan, out: Outputs, *, force: bool, packs: ImagePacks | Non
         labels = {pack_label(t.arch) for t in plan.tasks}
         if not all(out.library.with_name(pack_name(plan.lib.name, label)).is_file() for label in labels):
             current = None
-    depfile = (
-        depfile_text(out.library, plan.deps, current.inputs if current else ()) if out.depfile else None
-    )  # refuses what it cannot spell
+    # spelled whether or not the library is current: a path the depfile cannot spell is refused either way
+    depfile = depfile_text(out.library, plan.deps, current.inputs if current else ()) if out.depfile else None
     if current is not None and companion and not companion_source(out.library).is_file():
         current = None
-    if depfile is not None and current is not None:
+    if out.depfile and depfile is not None and current is not None:
         write_if_different(out.depfile, depfile)
     return current
 
