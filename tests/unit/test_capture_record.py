@@ -266,8 +266,9 @@ def test_a_record_is_read_once_per_build_and_travels_with_its_entries(tmp_path, 
     )
     arch = parse_arch("90a")
     sources = snapshot_files([])  # a captured kernel's sources: none, the record is its source
-    key = variant_key(specs[0], arch, sources, nvcc_version="13.0")
-    assert key == variant_key(pickle.loads(pickle.dumps(specs[0])), arch, sources, nvcc_version="13.0")  # a worker's copy keys the same
+    key = variant_key(specs[0], arch, sources, specs[0].spelled_values(), nvcc_version="13.0")
+    copy = pickle.loads(pickle.dumps(specs[0]))
+    assert key == variant_key(copy, arch, sources, copy.spelled_values(), nvcc_version="13.0")  # a worker's copy keys the same
     choices = captured.choices_of(specs)
     assert [t.key for t in captured.recorded_tunings(choices, {"k1"})] == ["t1"]
     assert captured.recorded_calls(choices, {"k1", "k2"}) == (Call("c1", "k1"),)  # c2 led to two kernels: shipped for neither

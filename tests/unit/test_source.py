@@ -53,10 +53,10 @@ def test_cache_key_follows_local_modules(tmp_path):
     (tmp_path / "k.py").write_text("from sizes import BLOCK\n\ndef f():\n    return BLOCK\n")
     spec = KernelSpec.create(name="k", source=tmp_path / "k.py", function="f", archs=["80"])
     sources = sources_of(spec)
-    before = variant_key(spec, spec.archs[0], sources, nvcc_version="13.0")
+    before = variant_key(spec, spec.archs[0], sources, spec.spelled_values(), nvcc_version="13.0")
     assert sources.paths == ((tmp_path / "k.py").resolve(), (tmp_path / "sizes.py").resolve())
     (tmp_path / "sizes.py").write_text("BLOCK = 256\n")
-    assert variant_key(spec, spec.archs[0], sources_of(spec), nvcc_version="13.0") != before
+    assert variant_key(spec, spec.archs[0], sources_of(spec), spec.spelled_values(), nvcc_version="13.0") != before
 
 
 def test_a_same_named_module_of_another_project_never_shadows_ours(tmp_path):
@@ -79,7 +79,7 @@ def test_another_nvcc_host_compiler_is_another_key(tmp_path, monkeypatch):
     spec = KernelSpec.create(name="k", source=tmp_path / "k.py", function="f", archs=["80"])
     monkeypatch.setattr(cache, "nvcc_host_compiler", lambda: "gcc (Debian 12.2.0-14+deb12u1) 12.2.0")
     sources = sources_of(spec)
-    before = variant_key(spec, spec.archs[0], sources, nvcc_version="13.0")
-    assert variant_key(spec, spec.archs[0], sources, nvcc_version="13.0") == before
+    before = variant_key(spec, spec.archs[0], sources, spec.spelled_values(), nvcc_version="13.0")
+    assert variant_key(spec, spec.archs[0], sources, spec.spelled_values(), nvcc_version="13.0") == before
     monkeypatch.setattr(cache, "nvcc_host_compiler", lambda: "gcc (GCC) 14.1.0")
-    assert variant_key(spec, spec.archs[0], sources, nvcc_version="13.0") != before
+    assert variant_key(spec, spec.archs[0], sources, spec.spelled_values(), nvcc_version="13.0") != before

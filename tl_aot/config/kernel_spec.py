@@ -39,7 +39,10 @@ from .entry_checks import (
 from .entry_keys import ENTRY_KEYS, create_keywords
 from .function_path import is_function_path
 from .spec_names import check_entry_name, check_identifier, check_library_name
-from .values import NamedValues
+from .values import NamedValues, spell
+
+#: Field name -> its (name, spelled value) pairs: :meth:`KernelSpec.spelled_values`.
+SpelledValues = dict[str, list[list[str]]]
 
 #: A tuning record's choice for one arch: ``(arch, ((name, repr), ...), note)``.
 TunedConfig = tuple[str, tuple[NamedRepr, ...], str]
@@ -104,6 +107,15 @@ class KernelSpec:
     @property
     def kwargs(self) -> dict[str, Any]:
         return dict(self.args)
+
+    def spelled_values(self) -> SpelledValues:
+        """Its argument values and pass configs in their one spelling (:func:`~tl_aot.config.values.spell`), by field.
+
+        What a cache key names of them (:func:`~tl_aot.pipeline.cache.variant_key`): a plan spells
+        them once per entry, not once per arch.
+        """
+        fields = {"args": self.args, "factory_args": self.factory_args, "jit_args": self.jit_args, "pass_configs": self.pass_configs}
+        return {field: [[k, spell(v)] for k, v in pairs] for field, pairs in fields.items()}
 
     def tuned_config(self, arch: str) -> tuple[dict[str, Any], str] | None:
         """The recorded config for ``arch`` (``sm_90a``) and where it came from, if a tuning record has one."""

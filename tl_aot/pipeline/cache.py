@@ -34,10 +34,9 @@ from ..common.fileutil import write_file
 from ..common.fs_errors import filesystem_errors, fs_error
 from ..common.metadata import ABI_VERSION, LoweredVariant, from_json, to_json
 from ..common.versions import __version__, package_version
-from ..config.kernel_spec import KernelSpec
+from ..config.kernel_spec import KernelSpec, SpelledValues
 from ..config.options import inputs_unchanged
 from ..config.user_code import SourceSnapshot
-from ..config.values import spell
 from ..cuda.cuda_toolkit import find_toolkit
 from ..cuda.host_identity import host_compiler, nvcc_host_compiler
 from ..cuda.image_check import variant_image_problem
@@ -81,10 +80,13 @@ class KeyTools:
         return cls(package_version("tilelang"), package_version("nvidia-cutlass-dsl"), nvcc_host_compiler())
 
 
-def variant_key(spec: KernelSpec, arch: Arch, sources: SourceSnapshot, *, nvcc_version: str, tools: KeyTools | None = None) -> str:
+def variant_key(
+    spec: KernelSpec, arch: Arch, sources: SourceSnapshot, values: SpelledValues, *, nvcc_version: str, tools: KeyTools | None = None
+) -> str:
     """The cache key of ``spec`` built for ``arch`` from ``sources``, its Python sources as read once per entry.
 
     ``sources``: the entry's kernel file and local modules as the plan read them; the build checks them again after lowering.
+    ``values``: ``spec.spelled_values()`` (:meth:`~tl_aot.config.kernel_spec.KernelSpec.spelled_values`), spelled once per entry.
     ``tools``: :meth:`KeyTools.here` when not given (a plan reads it once for all its variants).
     """
     tools = tools or KeyTools.here()
@@ -97,14 +99,14 @@ def variant_key(spec: KernelSpec, arch: Arch, sources: SourceSnapshot, *, nvcc_v
         # nvcc preprocesses with it and tells cicc its version (--gnu_version): machines sharing a cache must agree
         "nvcc_host_compiler": tools.nvcc_host_compiler,
         "function": spec.function,
-        "args": [[k, spell(v)] for k, v in spec.args],
-        "factory_args": [[k, spell(v)] for k, v in spec.factory_args],
-        "jit_args": [[k, spell(v)] for k, v in spec.jit_args],
+        "args": values["args"],
+        "factory_args": values["factory_args"],
+        "jit_args": values["jit_args"],
         "select": spec.select,
         "imports": list(spec.imports),
         "capture": spec.capture.cache_key(arch) if spec.capture else [],
         "arch": str(arch),
-        "pass_configs": [[k, spell(v)] for k, v in spec.pass_configs],
+        "pass_configs": values["pass_configs"],
         "compile_flags": list(spec.compile_flags),
         "entry": spec.name,
         "device": spec.device,

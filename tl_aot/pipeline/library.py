@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import replace
 
-from ..codegen.torch_native import companion_source, update_companion
+from ..codegen.torch_native import update_companion
 from ..common.fs_errors import filesystem_errors
 from ..common.tilelang_compat import warn_if_untested
 from ..config.kernel_spec import LibrarySpec
@@ -109,8 +109,7 @@ def build_library(
     warn_if_untested(log)
     with ws.held(f"building {ws.out.library}", log), filesystem_errors("write", None):
         plan = plan_build(lib, ws.cache, force=force, packs=image_packs)
-        source = companion_source(ws.out.library) if torch_ops else None  # the companion's, written with the launcher
-        current = up_to_date(plan, ws.out, force=force, packs=image_packs, companion=source)
+        current = up_to_date(plan, ws.out, force=force, packs=image_packs, companion=torch_ops)
         if current is not None:
             if log:
                 log(f"lib{plan.lib.name}.so is up to date ({time.perf_counter() - t_start:.2f} s)")

@@ -93,11 +93,13 @@ def plan_build(lib: LibrarySpec, cache: VariantCache | SharedCache, *, force: bo
     deps: set[Path] = set()
     tools = KeyTools.here()  # once: every variant's key names the same tools
     for spec in lib.entries:
+        values = spec.spelled_values()  # once per entry: every arch's key names them
         # the kernel file and the local modules it imports, read now (none for a captured kernel: the record is its source)
         sources = snapshot_files([]) if spec.capture else snapshot_sources(spec.source, spec.imports)
         deps.update(sources.paths)
         tasks += [
-            Task(spec, arch, variant_key(spec, arch, sources, nvcc_version=nvcc_version, tools=tools), sources) for arch in spec.archs
+            Task(spec, arch, variant_key(spec, arch, sources, values, nvcc_version=nvcc_version, tools=tools), sources)
+            for arch in spec.archs
         ]
     tvm_ffi = package_version("apache-tvm-ffi")
     # every key at once: a shared cache lists its folder and reads what it holds in one batch

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..codegen.torch_native import companion_source
 from ..common.destinations import StagedFiles
 from ..common.escaping import depfile_path, encode_text
 from ..common.fileutil import file_digest, write_if_different
@@ -53,25 +54,26 @@ class Provenance:
     deps: tuple[Path, ...] = ()
 
 
-def up_to_date(plan: Plan, out: Outputs, *, force: bool, packs: ImagePacks | None, companion: Path | None = None) -> Current | None:
+def up_to_date(plan: Plan, out: Outputs, *, force: bool, packs: ImagePacks | None, companion: bool = False) -> Current | None:
     """The library on disk when it is what ``plan`` builds (its stamp says so; its depfile is written again), else None.
 
     A stamp of another shape or key, a library or header changed since, an input header changed
-    since, (with image packs) a pack missing beside the library, or ``companion`` (the torch
-    companion's source, when it is wanted: written with the launcher) missing: not current (built
-    again), never an error. A path the depfile cannot spell is refused either way, before anything is replaced.
+    since, (with image packs) a pack missing beside the library, or (with ``companion``: the torch
+    companion is wanted) its source missing, which the launcher stage writes
+    (:func:`~tl_aot.codegen.torch_native.companion_source`): not current (built again), never an
+    error. A path the depfile cannot spell is refused either way, before anything is replaced.
     """
     current = None if force or not out.header.is_file() else _read_stamp(out, plan.lib_key)
     if current is not None and packs is not None:
         labels = {pack_label(t.arch) for t in plan.tasks}
         if not all(out.library.with_name(pack_name(plan.lib.name, label)).is_file() for label in labels):
             current = None
-    if current is not None and companion is not None and not companion.is_file():
+    # spelled whether or not the library is current: a path the depfile cannot spell is refused either way
+    depfile = depfile_text(out.library, plan.deps, current.inputs if current else ()) if out.depfile else None
+    if current is not None and companion and not companion_source(out.library).is_file():
         current = None
-    if out.depfile:
-        depfile = depfile_text(out.library, plan.deps, current.inputs if current else ())  # refuses what it cannot spell
-        if current is not None:
-            write_if_different(out.depfile, depfile)
+    if out.depfile and depfile is not None and current is not None:
+        write_if_different(out.depfile, depfile)
     return current
 
 
