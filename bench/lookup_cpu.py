@@ -191,7 +191,11 @@ def _inner_serve(a) -> dict:
     rows: list[
         tuple[object, float, float, float]
     ] = []  # (code object of the function, CPU s of answer_call: first use apart, in all; wall s)
-    paths: list[str] = []  # per row: "first" of its function, "same_jit" asked again, "new_jit" of a known function
+    # per row: "new_code" (spelled a code object, the function's or a helper's, never seen), "same_jit" (the jit object
+    # asked again), "new_jit" (a new @tilelang.jit object, every code it reads seen before)
+    paths: list[str] = []
+    from tl_aot.jit import code_source
+
     jits: dict[int, object] = {}  # id -> jit object seen (held: its id is not reused)
     calls: list = []
     install(Interception(lambda req, jit_call, proceed: object(), name="compiled-stand-in", on_jit=calls.append))
@@ -201,6 +205,7 @@ def _inner_serve(a) -> dict:
 
     def timed(jit_call):
         first_use = server.stats.first_use_s + server.stats.gpu_first_s
+        codes = len(code_source._DIGESTS)
         t0, w0 = CLOCK(), time.perf_counter()
         try:
             return answer(jit_call)
@@ -209,8 +214,8 @@ def _inner_serve(a) -> dict:
             # an entry made ready (module loading), the process's first GPU question: counted apart
             first_use = server.stats.first_use_s + server.stats.gpu_first_s - first_use
             code = getattr(user_function(jit_call.jit.func), "__code__", None)
-            known = any(r[0] is code for r in rows)
-            paths.append("same_jit" if id(jit_call.jit) in jits else "new_jit" if known else "first")
+            new_code = len(code_source._DIGESTS) > codes
+            paths.append("new_code" if new_code else "same_jit" if id(jit_call.jit) in jits else "new_jit")
             jits[id(jit_call.jit)] = jit_call.jit
             rows.append((code, max(spent - first_use, 0.0), spent, max(wall - first_use, 0.0)))
 
@@ -264,8 +269,8 @@ def _inner_serve(a) -> dict:
         "wall_lookup_ms_each": ms([w for *_, w in rows]),
         "cpu_first_of_function_ms_each": ms(first),
         "cpu_later_ms_each": ms(later),
-        **{f"cpu_{path}_ms_each": ms([r[1] for r, p in zip(rows, paths) if p == path]) for path in ("first", "new_jit", "same_jit")},
-        **{f"{path}_lookups": paths.count(path) for path in ("first", "new_jit", "same_jit")},
+        **{f"cpu_{path}_ms_each": ms([r[1] for r, p in zip(rows, paths) if p == path]) for path in ("new_code", "new_jit", "same_jit")},
+        **{f"{path}_lookups": paths.count(path) for path in ("new_code", "new_jit", "same_jit")},
         "cpu_lookup_ms_median": round(1e3 * statistics.median([s for _, s, _, _ in rows]), 4),
         "cpu_lookup_ms_max": round(1e3 * max(s for _, s, _, _ in rows), 3),
         "cpu_lookup_with_first_use_ms_each": ms([s for _, _, s, _ in rows]),
