@@ -50,6 +50,28 @@ lookups). Under load the wall clock exceeds the CPU time by 25-45% (a 2-core mac
 stand-in lookup of one SHA-256 of the arguments' repr costs 0.013-0.017 ms in the same place:
 that is the floor a cold process sets on any lookup in Python.
 
+Where a lookup's time goes, by path (``cpu_{new_code,new_jit,same_jit}_ms_each`` and the
+``*_lookups`` counts; issue 39's fourth pass, TileOPs, 5 processes, medians, load 2.5-3.8 on 2
+cores: 0.103 ms per lookup in this window, 0.0885 in the quieter one before, same code):
+
+- ``new_code``, 69 lookups at 0.185 ms (53% of the time): the lookup spells a code object never
+  seen, the function's or a helper's (35 functions, 77 code objects: TileOPs' elementwise kernels
+  share one kernel function in ``_base.py`` and close over an ``op_func`` of each class's own);
+  its span read (``code_span``, ~0.02 ms), its file's text and its globals spelled;
+- ``new_jit``, 71 at 0.114 ms (34%): a new ``@tilelang.jit`` object whose code was all seen
+  (a kernel class built again at another size): its closure values spelled again. Counted in the
+  same process, none of these could be answered from an identity memo of an earlier function of
+  the same code: every one differs in its closure's values (sizes, dtypes: 196 ints, 179 strings)
+  or closes over a new helper function (79) that differs in its own; the spelling is the work;
+- ``same_jit``, 93 at 0.031 ms (12%): the same jit object asked with other arguments (its
+  spelling kept, re-checked slot by slot; the arguments spelled, the key hashed).
+
+The first of these was thought the whole cost left; it is half. Also measured there: no garbage
+collection runs inside a lookup (``gc.callbacks``: 0 of 2,020 collections; the 11 full ones,
+1.2-1.7 s in all, fall in the workload), the process's first GPU question is 0.01 ms, and kernel
+files are read 5 times (0.5 ms in all). The CPU time (``process_time``) and the wall clock agree
+when the machine is quiet (0.0885 / 0.0876) and part under load (0.105 / 0.173 at load ~4).
+
 ``python bench/lookup_cpu.py [--workload tileops --tileops DIR] [--scales 2] [--anchor 12] [--json OUT]``
 """
 
@@ -191,6 +213,12 @@ def _inner_serve(a) -> dict:
     rows: list[
         tuple[object, float, float, float]
     ] = []  # (code object of the function, CPU s of answer_call: first use apart, in all; wall s)
+    # per row: "new_code" (spelled a code object, the function's or a helper's, never seen), "same_jit" (the jit object
+    # asked again), "new_jit" (a new @tilelang.jit object, every code it reads seen before)
+    paths: list[str] = []
+    from tl_aot.jit import code_source
+
+    jits: dict[int, object] = {}  # id -> jit object seen (held: its id is not reused)
     calls: list = []
     install(Interception(lambda req, jit_call, proceed: object(), name="compiled-stand-in", on_jit=calls.append))
     server = serving._active = serving.Server([_library(a.record)], strict=False)
@@ -199,6 +227,7 @@ def _inner_serve(a) -> dict:
 
     def timed(jit_call):
         first_use = server.stats.first_use_s + server.stats.gpu_first_s
+        codes = len(code_source._DIGESTS)
         t0, w0 = CLOCK(), time.perf_counter()
         try:
             return answer(jit_call)
@@ -207,6 +236,9 @@ def _inner_serve(a) -> dict:
             # an entry made ready (module loading), the process's first GPU question: counted apart
             first_use = server.stats.first_use_s + server.stats.gpu_first_s - first_use
             code = getattr(user_function(jit_call.jit.func), "__code__", None)
+            new_code = len(code_source._DIGESTS) > codes
+            paths.append("new_code" if new_code else "same_jit" if id(jit_call.jit) in jits else "new_jit")
+            jits[id(jit_call.jit)] = jit_call.jit
             rows.append((code, max(spent - first_use, 0.0), spent, max(wall - first_use, 0.0)))
 
     server.answer_call = timed  # type: ignore[method-assign]
@@ -259,6 +291,8 @@ def _inner_serve(a) -> dict:
         "wall_lookup_ms_each": ms([w for *_, w in rows]),
         "cpu_first_of_function_ms_each": ms(first),
         "cpu_later_ms_each": ms(later),
+        **{f"cpu_{path}_ms_each": ms([r[1] for r, p in zip(rows, paths) if p == path]) for path in ("new_code", "new_jit", "same_jit")},
+        **{f"{path}_lookups": paths.count(path) for path in ("new_code", "new_jit", "same_jit")},
         "cpu_lookup_ms_median": round(1e3 * statistics.median([s for _, s, _, _ in rows]), 4),
         "cpu_lookup_ms_max": round(1e3 * max(s for _, s, _, _ in rows), 3),
         "cpu_lookup_with_first_use_ms_each": ms([s for _, _, s, _ in rows]),
