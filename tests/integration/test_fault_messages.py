@@ -41,28 +41,12 @@ INTERRUPTS = """import tilelang.language as T
 raise KeyboardInterrupt
 """
 
-DYNAMIC_LIKE_A_TENSOR = """import tilelang.language as T
-
-
-def add():
-    M = T.dynamic("X")
-
-    @T.prim_func
-    def main(X: T.Tensor((M,), "float32"), Y: T.Tensor((M,), "float32")):
-        with T.Kernel(T.ceildiv(M, 128), threads=128) as bx:
-            for i in T.Parallel(128):
-                Y[bx * 128 + i] = X[bx * 128 + i] + 1.0
-
-    return main
-"""
-
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("messages")
     (root / "k.py").write_text(ADD)
     (root / "ki.py").write_text(INTERRUPTS)
-    (root / "dyn.py").write_text(DYNAMIC_LIKE_A_TENSOR)
     return root
 
 
@@ -96,12 +80,6 @@ def test_a_kernel_file_raising_keyboard_interrupt_is_named_not_an_interrupt(proj
     code, err = _build(project, "ki.py:add", "-o", "out")
     assert code == 1 and "interrupted" not in err
     assert "ki.py raised KeyboardInterrupt while tl_aot imported it" in err and f"at {project / 'ki.py'}:3" in err
-
-
-def test_a_dynamic_dimension_named_like_a_tensor_names_the_clash(project):
-    code, err = _build(project, "dyn.py:add", "-o", "out")
-    assert code == 1
-    assert "the dynamic dimension 'X' (a dim of X) has the name of tensor parameter X" in err and "rename the dimension" in err
 
 
 def test_an_unknown_arg_lists_the_parameters_the_function_takes(project):

@@ -8,7 +8,8 @@ Every tensor an output: ``alibi_slopes`` and ``sinusoidal`` (static shapes), ``a
 scalar argument, bound by ``T.match_buffer`` as TileLang's JIT binds it).
 Names TileLang's builder gives: ``gated_scale`` (``alpha = alpha_lo`` in the body renames both scalar
 parameters ``alpha``, as TileOPs' mHC kernels do), ``two_lengths`` (two ``T.dynamic("n")``: two symbols
-of one name, which TileLang's JIT binds apart).
+of one name, which TileLang's JIT binds apart), ``sized_by_its_name`` (``X`` sized by ``T.dynamic("X")``:
+a symbol named like its tensor, numbered ``X_1`` as TileLang's CUDA names it).
 """
 
 import tilelang.language as T
@@ -153,5 +154,19 @@ def two_lengths(block=128):
                 if i < X.shape[0]:
                     if i < Y.shape[0]:
                         Y[i] = X[i] * 2.0
+
+    return main
+
+
+def sized_by_its_name(block=128):
+    """``X`` sized by ``T.dynamic("X")``: a symbol and a tensor of one name, which TileLang's JIT binds apart."""
+    length = T.dynamic("X")
+
+    @T.prim_func
+    def main(X: T.Tensor((length,), "float32"), Y: T.Tensor((length,), "float32")):
+        with T.Kernel(T.ceildiv(length, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < length:
+                    Y[bx * block + i] = X[bx * block + i] + 1.0
 
     return main

@@ -167,6 +167,16 @@ def test_two_symbols_of_one_name_are_bound_apart(arch):
     assert [a.value for a in v.kernels[0].args] == ["p_X", "p_Y", "s_n", "s_n_1"]
 
 
+def test_a_symbol_named_like_its_tensor_is_numbered_not_refused():
+    # TileLang's JIT runs it (its CUDA reads `int X_1`); the launcher binds the symbol apart from the tensor
+    v = lower("sized_by_its_name", "90a")
+    assert [(s.name, s.param, s.dim) for s in v.symbols] == [("X_1", "X", 0)]
+    params, _ = by_name(v)
+    assert (params["X"].shape, params["Y"].shape) == (("X_1",), ("X_1",))
+    assert [a.value for a in v.kernels[0].args] == ["p_X", "p_Y", "s_X_1"]
+    assert "float* __restrict__ Y, int X_1)" in v.cuda_source
+
+
 def test_a_variant_lowered_twice_in_one_process_is_named_the_same():
     # the renaming is in place on TileLang's objects: lowering the renamed prim_func again changes nothing
     first, second = lower("gated_scale", "90a", out_idx=[-1]), lower("gated_scale", "90a", out_idx=[-1])

@@ -6,7 +6,9 @@ inside a kernel renames the parameter ``alpha_pre`` to ``alpha``, so three such 
 tells them apart by object and numbers the later ones in the code it writes (``alpha``, ``alpha_1``).
 The launcher's metadata is read by name, so after lowering (the device code already written, so its
 bytes are the JIT's) the later ones are renamed in place the same way: parameters among parameters,
-shape and stride symbols among scalars and symbols.
+shape and stride symbols among every parameter and symbol. A ``T.dynamic("X")`` sizing a tensor
+``X`` is the same case: TileLang binds the two apart (its CUDA reads ``int X_1``), so the dim is
+numbered too rather than the kernel refused.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ __all__ = ["distinguish_names"]
 def distinguish_names(func) -> tuple[tuple[str, str], ...]:
     """Rename, in place, each later parameter or symbol of ``func`` whose name an earlier, different one holds.
 
-    Returns ``(old, new)`` per rename, in parameter order. A symbol named like a tensor is left alone
-    (:mod:`tl_aot.lower.ir_signature` names that clash: a ``T.dynamic`` name is the user's own choice).
+    Returns ``(old, new)`` per rename, in parameter order. A symbol named like a tensor parameter is
+    numbered like any other (``X`` sized by ``T.dynamic("X")`` gives the symbol ``X_1``), as TileLang's
+    JIT, which runs such a kernel, tells the two apart.
     """
     import importlib
 
@@ -52,15 +55,14 @@ def distinguish_names(func) -> tuple[tuple[str, str], ...]:
     for p in func.params:
         buf = func.buffer_map.get(p)
         claim(buf if buf is not None else p, buf.name if buf is not None else p.name, params)
-    symbols: dict[str, Any] = {p.name: p for p in func.params if p not in func.buffer_map}
+    symbols: dict[str, Any] = dict(params)  # every parameter's name is held: a tensor's too
     for p in func.params:
         buf = func.buffer_map.get(p)
         if buf is None:
             continue
         for dim in [*buf.shape, *buf.strides]:
             for var in _vars_in(tvm, dim):
-                if var.name not in params or var.name in symbols:
-                    claim(var, var.name, symbols)
+                claim(var, var.name, symbols)
     return tuple(renamed)
 
 

@@ -102,16 +102,8 @@ def _bind_dims(named: list, symbols: dict[str, Symbol], names: dict[str, str], w
     """A dim that is a variable no scalar or earlier dim binds binds it (``s_<name>``)."""
     from tilelang import tvm
 
-    for _, pname, buf in named:
+    for _, pname, buf in named:  # a dim named like a tensor was numbered by lower/distinct_names.py
         for i, dim in enumerate(buf.shape):
-            if isinstance(dim, tvm.tirx.Var) and names.get(dim.name, "").startswith("p_"):
-                tensor = names[dim.name][2:]
-                msg = (
-                    f"{where}: the dynamic dimension {dim.name!r} (a dim of {pname}) has the name of tensor parameter "
-                    f"{tensor}; the generated code names both {dim.name!r}, so they clash: rename the dimension, "
-                    f"e.g. T.dynamic({(dim.name.lower() + '_len')!r})"
-                )
-                raise LoweringError(msg)
             if isinstance(dim, tvm.tirx.Var) and not _is_bound(dim.name, names):
                 _check_name(dim.name, f"{where}: symbolic dimension of {pname}")
                 symbols[dim.name] = Symbol(dim.name, str(dim.dtype), pname, i)
