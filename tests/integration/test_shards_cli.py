@@ -113,14 +113,19 @@ def test_link_with_image_packs_makes_the_one_machine_library_and_packs(tmp_path,
         ok(tl_aot_cli("build", "--spec", "kernels.toml", "--shard", f"{k}/2", "-o", f"part-{k}", cwd=tmp_path, env=env))
     assert not list(tmp_path.glob("part-*/**/*.tlpack")), "a part holds images as built, never packs"
     parts = [p.name + "/" for p in sorted(tmp_path.glob("part-*/"))]
-    proc = ok(tl_aot_cli(link_cmd[0], *parts, *link_cmd[2:], cwd=tmp_path, env=env))
+    proc = ok(tl_aot_cli(link_cmd[0], *parts, *link_cmd[2:], cwd=tmp_path, env={**env, "MAX_JOBS": "3"}))
     assert "image packs: 2 (libadd_one.sm_80.tlpack, libadd_one.sm_90a.tlpack)" in proc.stdout, proc.stdout
+    assert re.search(r"linked .*libadd_one\.so from 2 part\(s\) \(2 variants\) in [\d.]+ s; -j 3\n", proc.stdout), proc.stdout
+    # -j, as build's: one job makes the same bytes
+    serial = ok(tl_aot_cli(link_cmd[0], *parts, *link_cmd[2:3], "build-j1", *link_cmd[4:], "-j", "1", cwd=tmp_path, env=env))
+    assert "; -j 1\n" in serial.stdout, serial.stdout
     one, linked = tmp_path / "onebox", tmp_path / "build"
     names = sorted(p.name for p in linked.glob("*.tlpack"))
     assert names == ["libadd_one.sm_80.tlpack", "libadd_one.sm_90a.tlpack"]
     assert sorted(p.name for p in one.glob("*.tlpack")) == names
     for name in ("libadd_one.so", "add_one.h", *names):
         assert (linked / name).read_bytes() == (one / name).read_bytes(), f"{name} differs from the one-machine build's"
+        assert (tmp_path / "build-j1" / name).read_bytes() == (one / name).read_bytes(), f"{name} with -j 1 differs"
     # without its sm_90a pack, the linked library names what to install (the check an entry's first call makes)
     (linked / "libadd_one.sm_90a.tlpack").unlink()
     got = run_ok([sys.executable, "-c", _CHECK_IMAGES, "build/libadd_one.so", "sm_80", "sm_90a"], tmp_path, env).stdout.splitlines()
@@ -133,6 +138,12 @@ def test_a_shard_refuses_the_flags_of_a_library(tmp_path):
     proc = tl_aot_cli("build", "--spec", "kernels.toml", "--shard", "1/2", "-o", "part", "--depfile", "d.d", cwd=tmp_path)
     assert proc.returncode == 1 and "build --shard writes a part, not a library: drop --depfile" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "part").exists()
+
+
+def test_link_refuses_a_job_count_below_one_as_build_does(tmp_path):
+    proc = tl_aot_cli("link", "part-1/", "-o", "build/", "-j", "0", cwd=tmp_path)
+    assert proc.returncode == 2 and "argument -j/--jobs: must be at least 1, got 0" in proc.stderr, proc.stderr
+    assert not (tmp_path / "build").exists()
 
 
 def test_a_shard_path_is_a_part_folder(tmp_path):

@@ -307,3 +307,13 @@ def test_a_host_compiler_is_named_by_name_and_version_not_path(tmp_path, monkeyp
     assert name and name == compiler_identity(str(alias))
     assert str(tmp_path) not in name and not name.startswith(("c++ ", "g++ ", "my-cxx "))
     assert local_toolset(nvcc=False).host_compiler == name
+
+
+@pytest.mark.parametrize("jobs", [0, -1, 2.0, "4"])
+def test_link_refuses_a_job_count_that_is_no_whole_number_of_at_least_one(tmp_path, jobs):
+    from tl_aot.common.errors import SpecError
+    from tl_aot.pipeline.shards import link_parts
+
+    with pytest.raises(SpecError, match=rf"link: jobs must be a whole number of at least 1 .*got {re.escape(repr(jobs))}"):
+        link_parts([str(tmp_path / "part")], out_dir=tmp_path / "out", jobs=jobs, log=None)
+    assert not (tmp_path / "out").exists()

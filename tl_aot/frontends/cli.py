@@ -146,6 +146,7 @@ def _cmd_link(args) -> int:
         cache_dir=args.cache_dir,
         image_packs=_image_packs_of(args, "link"),
         keep_going=args.keep_going,
+        jobs=args.jobs,
         log=log_of(args),
     )
     return 0

@@ -167,6 +167,13 @@ def _add_link(sub) -> None:
         help="an entry whose generated launcher code does not compile (a tl_aot bug) is left out, every arch of it, "
         "and the rest linked, as build --keep-going does (variants the shards left out are left out either way)",
     )
+    k.add_argument(
+        "-j",
+        "--jobs",
+        type=_job_count,
+        help="jobs at once, as build's -j: the launcher's units compiled and, with --image-packs, the images compressed "
+        "(default: MAX_JOBS or the CPU count); the library's bytes do not depend on it",
+    )
     k.add_argument("-q", "--quiet", action="store_true", help="print errors only")
 
 

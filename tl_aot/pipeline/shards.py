@@ -180,7 +180,7 @@ def _left_out(first: Part, by_k: dict[int, Part], bad_code: tuple[LeftOut, ...] 
     return tuple(found[(t.entry, t.arch)] for t in first.tasks if (t.entry, t.arch) in found)
 
 
-def _launcher_of(first: Part, heads: list, lowered: dict, stages: Stages, *, keep_going: bool, log: Log):
+def _launcher_of(first: Part, heads: list, lowered: dict, stages: Stages, *, jobs: int, keep_going: bool, log: Log):
     """The launcher of ``heads``; with ``keep_going``, without the entries whose generated code fails.
 
     Returns the heads kept, the launcher and a :class:`LeftOut` per variant left
@@ -191,7 +191,7 @@ def _launcher_of(first: Part, heads: list, lowered: dict, stages: Stages, *, kee
     while True:
         signatures = manifest_from(name, heads, lowered, nvcc, tilelang, compiler=first.compiler)
         try:
-            launcher = stages.launcher_of(signatures, in_threads(default_jobs()))  # its units on every core
+            launcher = stages.launcher_of(signatures, in_threads(jobs))  # its units on the job slots
             return heads, launcher, tuple(left)
         except LauncherCodeError as e:
             bad = set(e.entries)
@@ -244,6 +244,7 @@ def link_parts(
     cache_dir: str | os.PathLike | None = None,
     image_packs: ImagePacks | None = None,
     keep_going: bool = False,
+    jobs: int | None = None,
     log: Log = print,
 ) -> Path:
     """Join the parts into ``out_dir/lib<name>.so`` (+ header): a one-machine build's last stages; returns the library's path.
@@ -251,12 +252,20 @@ def link_parts(
     ``image_packs``: keep the images in one ``lib<name>.<arch>.tlpack`` per arch beside the library,
     as :func:`~tl_aot.pipeline.library.build_library` does with the same settings (the same bytes).
     ``keep_going``: entries whose generated launcher code does not compile are left out, every arch
-    of them, and the rest linked (:func:`_launcher_of`).
+    of them, and the rest linked (:func:`_launcher_of`). ``jobs``: what runs at once, as a build's
+    ``-j``: the launcher's units compiled and the packs' images compressed; the library's bytes do not
+    depend on it. Default: ``MAX_JOBS``, else the CPU count (:func:`~tl_aot.pipeline.scheduler.default_jobs`).
+
+    Environment: ``MAX_JOBS`` (when ``jobs`` is None), ``TL_AOT_CACHE_DIR`` (when ``cache_dir`` is None).
     """
     t0 = time.perf_counter()
+    if jobs is not None and (type(jobs) is not int or jobs < 1):
+        msg = f"link: jobs must be a whole number of at least 1 (or None for MAX_JOBS / the CPU count), got {jobs!r}"
+        raise SpecError(msg)
     if not folders:
         msg = "link: give the part folders (python -m tl_aot link PART... -o OUT)"
         raise PartError(msg)
+    jobs = jobs or default_jobs()
     parts = [Part.read(Path(f).resolve()) for f in folders]
     _, by_k = check_parts(parts)
     first = parts[0]
@@ -278,7 +287,7 @@ def link_parts(
     cache = VariantCache(Path(cache_dir).resolve() if cache_dir else default_cache_dir(out_dir))
     nvcc = first.nvcc_version
     stages = Stages(work, cache, nvcc, first.tvm_ffi_version, Progress(2, None))
-    heads, launcher, bad_code = _launcher_of(first, heads, lowered, stages, keep_going=keep_going, log=log)
+    heads, launcher, bad_code = _launcher_of(first, heads, lowered, stages, jobs=jobs, keep_going=keep_going, log=log)
     held = {head.capture_key for head, _ in heads}
     embedded = image_files_of_heads(heads, images)
     manifest = replace(
@@ -299,11 +308,11 @@ def link_parts(
         provenance=Provenance(first.lib_key),
         stamp=False,
         packs=image_packs,
-        jobs=default_jobs(),
+        jobs=jobs,
         log=log,
     )
     if log:
         if failed:
             log(f"left out {len(failed)} variant(s) the shards could not build: " + ", ".join(f"{t.entry} {t.arch}" for t in failed))
-        log(f"linked {out.library} from {len(parts)} part(s) ({len(images)} variants) in {time.perf_counter() - t0:.1f} s")
+        log(f"linked {out.library} from {len(parts)} part(s) ({len(images)} variants) in {time.perf_counter() - t0:.1f} s; -j {jobs}")
     return out.library
