@@ -65,6 +65,7 @@ Commands
                         [EXCLUDE_FROM_ALL]
                         [TORCH_OPS]
                         [IMAGE_PACKS [PACK_HINT <text>]]
+                        [KEEP_GOING]
                         [QUIET])
 
   ``<name>``
@@ -203,6 +204,15 @@ Commands
     With ``IMAGE_PACKS``: what a user whose GPU needs an arch whose pack is not installed is
     told to run, ``{tag}`` standing for the arch (``"pip install 'mylib-{tag}==1.0'"``).
     Default: copy the pack beside the library.
+
+  ``KEEP_GOING``
+    Leave out the variants that fail to lower or compile (``python -m tl_aot build
+    --keep-going``: e.g. a kernel over one arch's shared memory limit) instead of failing the
+    build; what was left out is printed and recorded in the library (``inspect`` shows it).
+    With ``IMAGE_PACKS``, an arch whose every variant was left out has no pack: it is not made
+    nor installed (``install_tilelang_kernels`` installs the packs that exist), and a call on a
+    GPU of that arch fails naming the arch. The packs are then not outputs Ninja knows, so a
+    deleted one is made again by the next build that runs, not by a no-op ``ninja``.
 
   ``QUIET``
     Print errors only.
@@ -480,7 +490,7 @@ function(add_tilelang_kernel)
   # cmake-format: off
   cmake_parse_arguments(PARSE_ARGV 1 ARG
     # options
-    "EXCLUDE_FROM_ALL;QUIET;TORCH_OPS;IMAGE_PACKS"
+    "EXCLUDE_FROM_ALL;QUIET;TORCH_OPS;IMAGE_PACKS;KEEP_GOING"
     # one-value keywords
     "SOURCE;FUNCTION;SPEC;ENTRY;DEVICE;TUNE_FILE;OUTPUT_DIRECTORY;HEADER_DIRECTORY;CACHE_DIR;CACHE_URL;CLUSTER;JOBS;JOB_POOL;SELECT;BACKEND;PACK_HINT"
     # multi-value keywords
@@ -499,6 +509,7 @@ function(add_tilelang_kernel)
       TORCH_OPS
       IMAGE_PACKS
       PACK_HINT
+      KEEP_GOING
       SOURCE
       FUNCTION
       SPEC
@@ -737,6 +748,9 @@ function(add_tilelang_kernel)
   if(ARG_CLUSTER)
     list(APPEND cmd --cluster "${ARG_CLUSTER}")
   endif()
+  if(ARG_KEEP_GOING)
+    list(APPEND cmd --keep-going)
+  endif()
   if(ARG_QUIET)
     list(APPEND cmd --quiet)
   endif()
@@ -775,9 +789,16 @@ function(add_tilelang_kernel)
   if(ARG_JOB_POOL)
     set(pool_args JOB_POOL "${ARG_JOB_POOL}")
   endif()
+  # Under KEEP_GOING an arch whose every variant is left out gets no pack: declared, it would be an
+  # output never made, so Ninja would run the step (and relink its dependents) on every build.
+  # Those packs are then cleaned and installed (OPTIONAL) by name, but not declared.
+  set(declared_packs "${packs}")
+  if(ARG_KEEP_GOING)
+    set(declared_packs "")
+  endif()
   set(byproducts "")
-  if(companion OR packs)
-    set(byproducts BYPRODUCTS ${companion} ${packs})
+  if(companion OR declared_packs)
+    set(byproducts BYPRODUCTS ${companion} ${declared_packs})
   endif()
   add_custom_command(
     OUTPUT "${library}" "${header}" ${byproducts}
@@ -798,6 +819,9 @@ function(add_tilelang_kernel)
   add_custom_target(${name}_tl_aot ${all} DEPENDS "${library}" "${header}")
   set_property(TARGET ${name}_tl_aot APPEND PROPERTY ADDITIONAL_CLEAN_FILES
                                                      "${out_dir}/.tl_aot/${name}")
+  if(ARG_KEEP_GOING AND packs)
+    set_property(TARGET ${name}_tl_aot APPEND PROPERTY ADDITIONAL_CLEAN_FILES ${packs})
+  endif()
 
   _tl_aot_link_tvm_ffi_beside("${out_dir}" ${name}_tl_aot)
 
@@ -812,7 +836,8 @@ function(add_tilelang_kernel)
                TL_AOT_HEADER "${header}"
                TL_AOT_BUILD_TARGET ${name}_tl_aot
                TL_AOT_TORCH_COMPANION "${companion}"
-               TL_AOT_IMAGE_PACKS "${packs}")
+               TL_AOT_IMAGE_PACKS "${packs}"
+               TL_AOT_KEEP_GOING "${ARG_KEEP_GOING}")
   # Followed transitively: whatever links ${name} waits for its build step.
   add_dependencies(${name} ${name}_tl_aot)
 endfunction()
@@ -859,6 +884,7 @@ function(install_tilelang_kernels)
 
   set(libraries "")
   set(headers "")
+  set(optional_packs "")
   foreach(t IN LISTS ARG_TARGETS)
     if(NOT TARGET "${t}")
       message(FATAL_ERROR "install_tilelang_kernels(): '${t}' is not a target")
@@ -875,13 +901,20 @@ function(install_tilelang_kernels)
     if(companion)
       list(APPEND libraries "${companion}")
     endif()
-    # Image packs go beside the library: the runtime looks for them there.
+    # Image packs go beside the library: the runtime looks for them there. Under KEEP_GOING an
+    # arch whose every variant was left out has none (the library holds no image of it).
     get_target_property(packs "${t}" TL_AOT_IMAGE_PACKS)
-    if(packs)
+    get_target_property(keep_going "${t}" TL_AOT_KEEP_GOING)
+    if(packs AND keep_going)
+      list(APPEND optional_packs ${packs})
+    elseif(packs)
       list(APPEND libraries ${packs})
     endif()
   endforeach()
   install(FILES ${libraries} DESTINATION "${lib_dest}" ${component})
+  if(optional_packs)
+    install(FILES ${optional_packs} DESTINATION "${lib_dest}" ${component} OPTIONAL)
+  endif()
   install(FILES ${headers} DESTINATION "${inc_dest}" ${component})
   if(NOT ARG_EXPORT)
     return()

@@ -277,6 +277,31 @@ def test_image_packs_are_build_outputs_and_are_installed_beside_the_library(tmp_
     assert f"{names[1]}, which is not installed" in missing and "pip install 'tl-cmake-packs-sm90a==0.1'" in missing, missing
 
 
+def test_an_arch_wholly_left_out_has_no_pack_and_installs_without_it(tmp_path, cache_dir):
+    """cmake_packs_left_out: KEEP_GOING leaves sm_80 out (shared memory): no sm_80 pack made, waited for or installed."""
+    env = child_env(cache_dir)
+    build = tmp_path / "build"
+    _configure(PACKAGES / "cmake_packs_left_out", build, env)
+    assert "--keep-going" in (build / "tl_aot" / "big_smem" / "big_smem.options").read_text().splitlines()
+    proc = run_ok([NINJA, "-C", build], tmp_path, env)
+    assert _kernels_built(proc.stdout) == {"big_smem"}
+    assert "big_smem (sm_80): kernel main_kernel cannot launch on sm_80: 204800 bytes of shared memory" in proc.stdout
+    assert sorted(p.name for p in (build / "lib").glob("*.tlpack")) == ["libbig_smem.sm_90a.tlpack"]
+    assert "no work to do" in run_ok([NINJA, "-C", build, "-n"], tmp_path, env).stdout  # no output it waits for in vain
+
+    prefix = tmp_path / "prefix"
+    run_ok([CMAKE, "--install", build, "--prefix", prefix], tmp_path, env)
+    installed = prefix / "lib" / "libbig_smem.so"
+    assert sorted(p.name for p in installed.parent.glob("*.tlpack")) == ["libbig_smem.sm_90a.tlpack"]
+    sm80, sm90a = _check_images(installed, env, "sm_80", "sm_90a")
+    assert sm90a == "sm_90a: "
+    # the check a call on an sm_80 GPU makes: the arch named, and why it is missing (not a pack to install)
+    assert sm80.startswith("sm_80: big_smem has no sm_80 image (built for sm_90a)"), sm80
+    assert "tl-left-out" not in sm80, sm80
+    run_ok([NINJA, "-C", build, "clean"], tmp_path, env)
+    assert not list((build / "lib").glob("*.tlpack")), "clean removes the packs Ninja was not told of"
+
+
 # ---------------------------------------------------------------------------------------------
 # tests/packages/cmake_errors: every wrong call stops the configure, naming the mistake
 # ---------------------------------------------------------------------------------------------
