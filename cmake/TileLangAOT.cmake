@@ -211,7 +211,7 @@ Commands
     build; what was left out is printed and recorded in the library (``inspect`` shows it).
     With ``IMAGE_PACKS``, an arch whose every variant was left out has no pack: it is not made
     nor installed (``install_tilelang_kernels`` installs the packs that exist), and a call on a
-    GPU of that arch fails naming the arch. The packs are then not outputs Ninja knows, so a
+    GPU of that arch fails naming the arch and why its variant was left out. The packs are then not outputs Ninja knows, so a
     deleted one is made again by the next build that runs, not by a no-op ``ninja``.
 
   ``QUIET``

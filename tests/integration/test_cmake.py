@@ -296,7 +296,8 @@ def test_an_arch_wholly_left_out_has_no_pack_and_installs_without_it(tmp_path, c
     sm80, sm90a = _check_images(installed, env, "sm_80", "sm_90a")
     assert sm90a == "sm_90a: "
     # the check a call on an sm_80 GPU makes: the arch named, and why it is missing (not a pack to install)
-    assert sm80.startswith("sm_80: big_smem has no sm_80 image (built for sm_90a)"), sm80
+    assert sm80.startswith("sm_80: big_smem has no sm_80 image (built for sm_90a); the build left it out (--keep-going): "), sm80
+    assert "big_smem (sm_80): kernel main_kernel cannot launch on sm_80: 204800 bytes of shared memory" in sm80, sm80
     assert "tl-left-out" not in sm80, sm80
     run_ok([NINJA, "-C", build, "clean"], tmp_path, env)
     assert not list((build / "lib").glob("*.tlpack")), "clean removes the packs Ninja was not told of"

@@ -30,6 +30,22 @@ def test_manifest_unit_matches_golden():
     assert render_manifest(golden_manifest()) == (GOLDEN / "manifest.cc.ref").read_text(), f"run {REGEN}"
 
 
+def test_left_out_variants_reach_the_runtime_one_line_each():
+    """``tl_aot_left_out``: what a call on a GPU only a left-out variant fits reads (src/modules.cc), a line per variant."""
+    from tl_aot.codegen.render import left_out_lines
+    from tl_aot.common.metadata import LeftOut
+
+    left = (
+        LeftOut("norm__s0", "sm_80", "kernel k cannot launch on sm_80:\t204800 bytes", "k.py:norm"),
+        LeftOut("gemm", "sm_80+PTX", "two\nlines"),
+    )
+    m = dataclasses.replace(golden_manifest(), left_out=left)
+    assert left_out_lines(m) == "norm__s0\tsm_80\tkernel k cannot launch on sm_80: 204800 bytes\ngemm\tsm_80_ptx\ttwo lines\n"
+    text = render_manifest(m)
+    assert 'tl_aot_left_out[] =\n    R"tlaot(norm__s0\tsm_80\tkernel k cannot launch' in text
+    assert 'tl_aot_left_out[] =\n    R"tlaot()tlaot";' in render_manifest(golden_manifest())
+
+
 def test_launcher_text_does_not_depend_on_image_sizes():
     """The launcher is compiled while nvcc runs: only the manifest unit may change with the images."""
     m = golden_manifest()

@@ -13,6 +13,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from ..common.arch import parse_arch
 from ..common.cpp_spelling import DLPACK_DTYPES, c_comment, c_string_body, image_symbol
 from ..common.escaping import py_comment, py_doc_line, py_str
 from ..common.manifest_index import index_text
@@ -133,7 +134,8 @@ def render_manifest(manifest: Manifest, *, spelled: ManifestJson | None = None) 
     spelled = spelled or manifest_json(manifest)
     json_text = spelled.text
     index = index_text(manifest, json_text, spelled.entries)
-    _, delim = _raw_string(json_text + index)
+    left_out = left_out_lines(manifest)
+    _, delim = _raw_string(json_text + index + left_out)
     return (
         _env()
         .get_template("manifest.cc.j2")
@@ -144,10 +146,30 @@ def render_manifest(manifest: Manifest, *, spelled: ManifestJson | None = None) 
             tl_aot_version=manifest.tl_aot_version,
             manifest_json=json_text,
             index_json=index,
+            left_out=left_out,
             manifest_delim=delim,
             index_sha256=hashlib.sha256(index.encode()).hexdigest(),
         )
     )
+
+
+def left_out_lines(manifest: Manifest) -> str:
+    r"""The variants a ``--keep-going`` build left out, as the runtime reads them: ``<entry>\t<arch>\t<error>\n`` each.
+
+    The arch is spelled as a pack's label and ``tl_aot_check_images`` take it (``sm_80``,
+    ``sm_80_ptx``); tabs and line breaks inside a field become spaces, so each variant is one line.
+    A call on a GPU that only a left-out variant would fit says why there is no image
+    (``src/modules.cc``), rather than to rebuild for an arch the build was given.
+    """
+
+    def field(text: str) -> str:
+        return " ".join(text.replace("\t", " ").splitlines())
+
+    lines = []
+    for lo in manifest.left_out:
+        arch = parse_arch(lo.arch)
+        lines.append(f"{field(lo.entry)}\t{arch.sm + ('_ptx' if arch.ptx else '')}\t{field(lo.error)}\n")
+    return "".join(lines)
 
 
 def render_header(manifest: Manifest, *, code: LibraryCode | None = None) -> str:

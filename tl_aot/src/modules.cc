@@ -4,6 +4,7 @@
 #include "tl_aot/launcher_runtime.h"
 
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -87,6 +88,25 @@ static std::string built_archs(const Image* images, int n) {
   return s;
 }
 
+// The variants of `entry` (any entry: nullptr) the build left out, for the arch labelled `label` (any: ""),
+// as "<entry> (<arch>): <error>" joined by "; " ("" when none): Library::left_out, a line each.
+static std::string left_out_of(const Library& lib, const char* entry, const std::string& label) {
+  std::string found;
+  const char* p = lib.left_out ? lib.left_out : "";
+  while (*p) {
+    const char* end = std::strchr(p, '\n');
+    std::string line = end ? std::string(p, end) : std::string(p);
+    p = end ? end + 1 : p + line.size();
+    size_t t1 = line.find('\t');
+    size_t t2 = t1 == std::string::npos ? std::string::npos : line.find('\t', t1 + 1);
+    if (t2 == std::string::npos) continue;
+    std::string who = line.substr(0, t1), arch = line.substr(t1 + 1, t2 - t1 - 1);
+    if ((entry && who != entry) || (!label.empty() && arch != label)) continue;
+    found += (found.empty() ? "" : "; ") + who + " (" + arch + "): " + line.substr(t2 + 1);
+  }
+  return found;
+}
+
 std::string check_images(const Library& lib, const std::string& label) {
   bool any = false;
   for (int i = 0; i < lib.num_entries; ++i) {
@@ -103,7 +123,9 @@ std::string check_images(const Library& lib, const std::string& label) {
   }
   if (!any) {
     std::string built = lib.num_entries ? built_archs(lib.entries[0]->images, lib.entries[0]->num_images) : "";
-    return std::string(lib.name) + " has no " + label + " image (built for " + built + ")";
+    std::string left = left_out_of(lib, nullptr, label);
+    return std::string(lib.name) + " has no " + label + " image (built for " + built + ")" +
+           (left.empty() ? "" : "; the build left it out (--keep-going): " + left);
   }
   return "";
 }
@@ -197,10 +219,13 @@ void init_entry(const Library& lib, const Entry& entry, int device, const char* 
   int v = select_image(entry.images, entry.num_images, ds.major, ds.minor);
   if (v < 0) {
     if (prepare) return;
-    fail("RuntimeError", std::string(name) + ": no kernel image fits cuda:" + std::to_string(device) + " (sm_" +
-                             std::to_string(ds.major) + std::to_string(ds.minor) + "); " + lib.name +
-                             " was built for " + built_archs(entry.images, entry.num_images) + ". Rebuild with --arch " +
-                             std::to_string(ds.major) + std::to_string(ds.minor) + (ds.major >= 9 ? "a" : ""));
+    std::string sm = std::to_string(ds.major) + std::to_string(ds.minor);
+    std::string msg = std::string(name) + ": no kernel image fits cuda:" + std::to_string(device) + " (sm_" + sm + "); " +
+                      lib.name + " was built for " + built_archs(entry.images, entry.num_images);
+    // Variants the build left out: rebuilding for their arch would fail the same way, so say why instead.
+    std::string left = left_out_of(lib, name, "");
+    fail("RuntimeError", msg + (left.empty() ? ". Rebuild with --arch " + sm + (ds.major >= 9 ? "a" : "")
+                                             : ", and left out (--keep-going) " + left));
   }
   ContextGuard guard(name, ds.ctx);
   const Image& img = entry.images[v];

@@ -138,6 +138,19 @@ static const rt::Entry kEntry{"gemm", kImages, 2, g_slots};
 static const rt::Entry* const kEntries[] = {&kEntry};
 static const rt::Library kLib{"lib", kEntries, 1};
 
+// An entry whose sm_80 variant the build left out (--keep-going): only its sm_90a image is in the library.
+static rt::EntrySlot g_left_slots[rt::kMaxDevices];
+static const rt::Entry kLeftEntry{"big", kImages + 1, 1, g_left_slots};
+static const rt::Entry* const kLeftEntries[] = {&kLeftEntry};
+static const rt::Library kLibLeftOut{
+    "libleft",
+    kLeftEntries,
+    1,
+    0,
+    "",
+    "",
+    "big\tsm_80\tkernel main_kernel cannot launch on sm_80: 204800 bytes of shared memory\n"};
+
 // The variant a launch of `entry` on `device` would use (loading it on first use), as rt::run gets it.
 static int loaded_variant(const rt::Library& lib, const rt::Entry& entry, int device) {
   const rt::Launching launching(lib, entry, device, "A", nullptr);
@@ -512,10 +525,24 @@ int main() {
   g_major = 7;
   g_minor = 5;
   msg = error_of([] { loaded_variant(kLib, kEntry, 0); });
-  CHECK(msg.find("no kernel image fits cuda:0 (sm_75); lib was built for sm_80, sm_90a") != std::string::npos);
+  CHECK(msg.find("no kernel image fits cuda:0 (sm_75); lib was built for sm_80, sm_90a. Rebuild with --arch 75") !=
+        std::string::npos);
+  rt::cleanup(kLib);  // the device is read again on the next load
+  // ... and when the build left the arch's variant out, why (rebuilding for it would fail the same way).
+  g_major = 8;
+  g_minor = 0;
+  msg = error_of([] { loaded_variant(kLibLeftOut, kLeftEntry, 0); });
+  CHECK(msg ==
+        "big: no kernel image fits cuda:0 (sm_80); libleft was built for sm_90a, and left out (--keep-going) "
+        "big (sm_80): kernel main_kernel cannot launch on sm_80: 204800 bytes of shared memory");
+  CHECK(rt::check_images(kLibLeftOut, "sm_80") ==
+        "libleft has no sm_80 image (built for sm_90a); the build left it out (--keep-going): big (sm_80): kernel "
+        "main_kernel cannot launch on sm_80: 204800 bytes of shared memory");
+  CHECK(rt::check_images(kLibLeftOut, "sm_90a").empty() &&
+        rt::check_images(kLib, "sm_86") == "lib has no sm_86 image (built for sm_80, sm_90a)");
   g_major = 9;
   g_minor = 0;
-  rt::cleanup(kLib);
+  rt::cleanup(kLibLeftOut);
 
   // Argument checks and sizes.
   CHECK(rt::checked_bytes("e", "w", {1024, 1024}, 4) == 4 * 1024 * 1024);

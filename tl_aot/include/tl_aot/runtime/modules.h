@@ -75,6 +75,7 @@ struct Library {
   int min_driver = 0;              // as cuDriverGetVersion reports it: 13000 for CUDA 13.0 (0: no floor)
   const char* min_driver_version = "";  // the same as a Linux driver version, "580.65.06" ("" if unknown)
   const char* built_with = "";          // the compiler that made the images, "nvcc 13.0.88 from pip (...)"
+  const char* left_out = "";  // the variants the build left out (--keep-going): "<entry>\t<arch>\t<error>\n" each
 };
 
 // "" when this machine's driver loads `lib` (or there is no driver); else the one message saying
