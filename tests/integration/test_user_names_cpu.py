@@ -3,7 +3,7 @@
 tests/kernels/user_names.toml: four entries of tests/kernels/user_names.py, each two float16 tensors,
 a float16 and an int32 scalar, named ``x``/``out``/``half``/``int``, ``NULL``/``self``/``float``/``rt``,
 ``tvm``/``ffi``/``kernel``/``device``, ``tensor``/``main``/``stream``/``n``; dims named ``out`` (like the
-tensor it sizes), ``args`` and ``n`` (like a scalar); reached through ``@tilelang.jit(out_idx=...)``,
+tensor it sizes), ``args`` and ``n`` (like a scalar); reached through ``functools.wraps`` over ``@tilelang.jit(out_idx=...)``,
 ``@autotune`` + ``@tilelang.jit``, ``functools.wraps`` over ``lru_cache`` and a closure's prim_func.
 One build for the file: the launcher compiles, the manifest, ``inspect``, the header, the run-time
 checks and the torch op schemas all keep the names as the user spelled them.
@@ -64,6 +64,9 @@ def test_inspect_names_the_params_as_spelled(built):
         assert [line.split()[1].rstrip(":") for line in block.splitlines() if line.startswith("  param ")] == params
     assert "  dynamic: out_1 = x.shape[0]" in text and "  dynamic: n_1 = tensor.shape[0]" in text
     assert "config (default): block=128" in text
+    # each entry's path through its decorators, by the names the user gave them (a wrapper over a jit object included)
+    assert "built from jit_out() -> main  [" in text and "built from tuned(block=128)  [" in text
+    assert "built from cached() -> prim_func  [" in text and "built from prim_func  [" in text
 
 
 def test_the_header_compiles_in_a_program_calling_every_overload(built, tmp_path):

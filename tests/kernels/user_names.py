@@ -5,9 +5,9 @@ is tempted to use (``x``, ``stream``, ``NULL``, ``args``, ``self``, ``device``, 
 ``tensor``, ``int``, ``float``, ``half``, ``rt``, ``tvm``, ``ffi``, ``main``), and one scalar shares
 its name with a dynamic dimension. Each kernel takes two float16 tensors, a float16 scalar and an
 int32 scalar and computes ``out = x * scale + shift`` elementwise: what changes is the spelling and
-the decorators around it (``@tilelang.jit(out_idx=...)`` over a factory, ``@autotune`` over
-``@tilelang.jit``, ``functools.wraps`` over ``functools.lru_cache``, a ``@T.prim_func`` returned from a
-closure with defaults).
+the decorators around it (a ``functools.wraps`` wrapper over ``@tilelang.jit(out_idx=...)`` over a
+factory, ``@autotune`` over ``@tilelang.jit``, ``functools.wraps`` over ``functools.lru_cache``, a
+``@T.prim_func`` returned from a closure with defaults).
 """
 
 import functools
@@ -17,9 +17,20 @@ import tilelang.language as T
 from tilelang.autotuner import autotune
 
 
+def _logged(fn):
+    """A pass-through wrapper as users write them (timing, logging), named after what it wraps by ``functools.wraps``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@_logged
 @tilelang.jit(out_idx=[-1])
 def jit_out(block=128):
-    """``@tilelang.jit(out_idx=[-1])`` over a factory: ``out`` returned, its length a dim also named ``out``."""
+    """A wrapper over ``@tilelang.jit(out_idx=[-1])`` over a factory: ``out`` returned, its length a dim also named ``out``."""
     length = T.dynamic("out")
 
     @T.prim_func
@@ -44,16 +55,6 @@ def tuned(n=256, block=128):
                 self[bx * block + i] = NULL[bx * block + i] * float + T.cast(rt, "float16")
 
     return main
-
-
-def _logged(fn):
-    """A pass-through wrapper as users write them (timing, logging): ``functools.wraps`` keeps the name."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return fn(*args, **kwargs)
-
-    return wrapper
 
 
 @_logged

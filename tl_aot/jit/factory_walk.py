@@ -41,6 +41,12 @@ def unwrap_caches(obj):
 def _label(obj) -> str:
     if isinstance(obj, functools.partial):
         return f"partial({_label(obj.func)})"
+    if is_autotuned(obj):
+        return _label(obj.jit_impl)
+    wrapped = getattr(obj, "__wrapped__", None)
+    if wrapped is not None and (_is_jit(wrapped) or is_autotuned(wrapped)):
+        # functools.wraps finds no __name__ on a @tilelang.jit object: the wrapper keeps its own def's name
+        return _label(wrapped)
     if _is_jit(obj):
         return str(getattr(obj.func, "__name__", None) or getattr(getattr(obj.func, "orig_func", None), "__name__", "jit"))
     return getattr(obj, "__name__", type(obj).__name__)
