@@ -26,7 +26,7 @@ from tl_aot.common.errors import LoweringError, SpecError
 from tl_aot.common.escaping import c_string_body, depfile_path, json_text, py_comment, py_doc_line, py_str
 from tl_aot.common.metadata import Manifest, from_json, to_json
 from tl_aot.gpu.launch_limits import max_shared_bytes, static_int
-from tl_aot.lower.cuda_source import rename_reserved_names, static_shared_bytes
+from tl_aot.lower.cuda_source import rename_reserved_names, shadowed_names, static_shared_bytes
 from tl_aot.spec import RESERVED_ENTRY_NAMES, KernelSpec, LibrarySpec
 
 KERNELS = Path(__file__).parents[1] / "kernels"
@@ -260,6 +260,50 @@ def test_cuda_source_renames_macro_params_and_locals_only():
     assert "float INFINITY_[4];" in out and "float SIZE_MAX_[256];" in out
     assert "NULL_[0] * x * NAN" in out  # a macro the kernel uses is left alone
     assert rename_reserved_names(out) == out
+
+
+SHADOWING = """extern "C" __global__ void k(const half_t* __restrict__ half_t, half_t* __restrict__ Y, int blockIdx);
+extern "C" __global__ void k(const half_t* __restrict__ half_t, half_t* __restrict__ Y, int blockIdx) {
+  Y[((int)blockIdx.x)] = (half_t[((int)blockIdx.x)] + ((half_t)blockIdx));
+}
+"""
+#: What TileLang writes that only looks like a name hiding a type or built-in (from real kernels' CUDA).
+NOT_SHADOWING = """extern "C" __global__ void __launch_bounds__(128, 1) k(float* __restrict__ X, float alpha, int m, signed char b) {
+  const dim3 blockIdx = tl::rasterization2DRow<10>();
+  float mx[4];
+  uint4 condval;
+  float4 condval_1;
+  for (int i_1 = 0; i_1 < 4; ++i_1) {
+    mx[i_1] = (alpha * X[i_1]);
+    condval_1 = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (b) return;
+    X[((int)blockIdx.x)] = ((float)((signed char)(m)) + mx[i_1]);
+  }
+}
+"""
+
+
+def test_names_hiding_a_type_or_built_in_tilelang_code_needs_are_found():
+    """nvcc's error names neither (``expected a ")"``, ``expression must have class type``): the build's message does."""
+    whats = dict(shadowed_names(SHADOWING))
+    assert sorted(whats) == ["blockIdx", "half_t"]
+    assert whats["half_t"] == "parameter 'half_t' hides the type half_t, which the kernel's code spells"
+    assert whats["blockIdx"] == "parameter 'blockIdx' hides CUDA's built-in blockIdx, which the kernel's code reads (blockIdx.x)"
+    assert shadowed_names(NOT_SHADOWING) == []
+    assert shadowed_names(CUDA) == []
+
+
+def test_an_nvcc_error_on_a_shadowing_name_says_to_rename_it(tmp_path):
+    from tl_aot.common.arch import parse_arch
+    from tl_aot.common.errors import FailedProcessError
+    from tl_aot.common.metadata import LoweredVariant
+    from tl_aot.pipeline.images import _nvcc_error
+
+    arch = parse_arch("90a")
+    failed = FailedProcessError("nvcc (k, sm_90a)", ["nvcc"], 1, "", 'k.cu(2): error: expected a ")"')
+    error = str(_nvcc_error(failed, LoweredVariant(entry="k", arch=arch, cuda_source=SHADOWING), arch, tmp_path, "k.py:3 (k)", "k"))
+    assert "\n  parameter 'half_t' hides the type half_t, which the kernel's code spells: rename it (TileLang's own JIT fails" in error
+    assert "\n  parameter 'blockIdx' hides CUDA's built-in blockIdx" in error
 
 
 def test_static_shared_arrays_are_counted():

@@ -11,7 +11,7 @@ import re
 
 from ..common.errors import LoweringError
 
-__all__ = ["check_source_kernels", "rename_reserved_names", "static_shared_bytes"]
+__all__ = ["check_source_kernels", "rename_reserved_names", "shadowed_names", "static_shared_bytes"]
 
 _GLOBAL_RE = re.compile(r'(?:extern\s+"C"\s+)?__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(([^)]*)\)')
 
@@ -74,6 +74,55 @@ def rename_reserved_names(source: str) -> str:
         pos = end
     out.append(source[pos:])
     return "".join(out)
+
+
+#: A declaration starting a statement, its type set apart from its name by a space or a ``*``/``&`` (``uint4 v;``,
+#: ``half_t* p =``, ``for (int i = 0``): never the two halves of one word, as :data:`_LOCAL_DECL` may split ``mx[i]``
+#: into ``m x``, nor a product inside an expression (``(alpha * X[i])``).
+_TYPED_DECL = re.compile(
+    r"(?:^|[;{]|\bfor\s*\()\s*(?:(?:const|volatile|static|extern|__shared__|__align__\(\d+\))\s+)*"
+    r"([A-Za-z_][\w:]*)(?:<[^;{}]*?>)?(?:\s+|\s*[*&]+\s*)(?:__restrict__\s+)?([A-Za-z_]\w*)\s*(?=[\[=;,)])",
+    re.M,
+)
+#: CUDA's built-in variables TileLang's code reads as ``blockIdx.x``: a parameter or local of that name hides them.
+CUDA_BUILTINS = frozenset({"blockIdx", "threadIdx", "blockDim", "gridDim"})
+#: A C-style cast, ``(half_t)x``: a parenthesised name followed by an operand (not after ``if``/``while``/...).
+_CAST = re.compile(r"\(\s*([A-Za-z_]\w*)\s*\)\s*(?=[\w(])")
+_CONDITION_BEFORE = re.compile(r"\b(?:if|while|switch|for|return|sizeof)\s*\($")
+
+
+def shadowed_names(source: str) -> list[tuple[str, str]]:
+    """Parameters and locals of TileLang's kernels that hide a name the same kernel's code needs: ``(name, what)``.
+
+    TileLang spells a parameter, dim or buffer as its user named it. Named ``blockIdx`` it hides
+    CUDA's built-in (``blockIdx.x`` then reads an ``int``); named ``half_t`` it hides the type the
+    kernel's declarations and casts spell. Keywords and macros are renamed instead
+    (:func:`rename_reserved_names`); these cannot be, the one spelling serving both. What is
+    returned explains nvcc's error, whose text names neither; TileLang's own JIT fails the same way.
+    """
+    found: list[tuple[str, str]] = []
+    for m in _KERNEL_DECL.finditer(source):
+        span = source[m.start() : _function_end(source, m.end())]
+        words = [re.findall(r"\w+", p) for p in m.group(1).split(",")]
+        names = {w[-1]: "parameter" for w in words if w}
+        types = {t for w in words for t in w[:-1]}
+        for d in _TYPED_DECL.finditer(span):
+            if d.group(1) in _NOT_TYPES:
+                continue
+            types.add(d.group(1))
+            if d.group(1) not in ("dim3", "uint3"):  # TileLang's rasterization declares its own `const dim3 blockIdx`
+                names.setdefault(d.group(2), "buffer or local")
+        types |= {c.group(1) for c in _CAST.finditer(span) if not _CONDITION_BEFORE.search(span[: c.start() + 1])}
+        for name, kind in sorted(names.items()):
+            if name in CUDA_BUILTINS and re.search(rf"\b{name}\.[xyz]\b", span):
+                what = f"{kind} {name!r} hides CUDA's built-in {name}, which the kernel's code reads ({name}.x)"
+            elif name in types:
+                what = f"{kind} {name!r} hides the type {name}, which the kernel's code spells"
+            else:
+                continue
+            if (name, what) not in found:
+                found.append((name, what))
+    return found
 
 
 def _function_end(source: str, i: int) -> int:

@@ -17,6 +17,7 @@ from ..common.errors import CompileError, FailedProcessError, TlAotError, tool_s
 from ..common.file_names import case_safe_stem
 from ..common.metadata import LoweredVariant
 from ..cuda.device_image import Unit, compile_image, compile_images
+from ..lower.cuda_source import shadowed_names
 from ..lower.cutedsl import compile_cubin, match_kernels
 
 __all__ = ["first_diagnostic", "image_of", "images_of"]
@@ -95,7 +96,7 @@ def _nvcc_error(e: FailedProcessError, variant: LoweredVariant, arch, work: Path
             f"\n  the extra nvcc flags ({' '.join(variant.nvcc_options)}) come from the entry's compile_flags / "
             "--nvcc-flag, or the kernel's TL_DEVICE_COMPILE_FLAGS pass config"
         )
-    hint += _arch_feature_hint(e, arch) + _missing_header_hint(e)
+    hint += _arch_feature_hint(e, arch) + _missing_header_hint(e) + _shadowed_hint(variant)
     diagnostic = first_diagnostic(e.stderr + "\n" + e.stdout)
     msg = (
         f"entry {variant.entry!r} ({arch}): nvcc failed on the CUDA code TileLang generated from {source}"
@@ -103,6 +104,11 @@ def _nvcc_error(e: FailedProcessError, variant: LoweredVariant, arch, work: Path
         f"  generated source: {work / 'kernels' / (stem + '.cu')}{hint}\n{e}"
     )
     return CompileError(msg, entry=variant.entry, arch=arch.sm, location=source)
+
+
+def _shadowed_hint(variant: LoweredVariant) -> str:
+    """Names of the user's that hide what TileLang's code needs (a parameter ``blockIdx``, ``half_t``): rename them."""
+    return "".join(f"\n  {what}: rename it (TileLang's own JIT fails the same way)" for _, what in shadowed_names(variant.cuda_source))
 
 
 #: A compiler's diagnostic: ``intrin.h(184): error: static assertion failed ...``, ``k.cu:8:10: fatal error: x.h: No such
