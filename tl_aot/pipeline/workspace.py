@@ -81,14 +81,14 @@ def workspace(name: str, out_dir: str | os.PathLike, opts: BuildOptions, *, what
     try:
         ensure_folder(work, "work folder")
         (work / "build.lock").touch()
-        return Workspace(work, out, cache, work / "build.lock", None, cache_problem)
+        return Workspace(work, out, cache, work / "build.lock", cache_unwritable=cache_problem)
     except (FilesystemError, OSError) as e:
         problem = e if isinstance(e, FilesystemError) else fs_error(e, "write in the output folder", out_dir)
         locks = Path(tempfile.gettempdir()) / f"tl_aot-{os.getuid()}" / "locks"
         with filesystem_errors("create the lock folder", locks, "set TMPDIR to a writable folder"):
             locks.mkdir(parents=True, exist_ok=True)
         lock = locks / (hashlib.sha256(str(work).encode()).hexdigest()[:16] + ".lock")
-        return Workspace(work, out, cache, lock, problem, cache_problem)
+        return Workspace(work, out, cache, lock, unwritable=problem, cache_unwritable=cache_problem)
 
 
 def _cache_problem(cache: VariantCache) -> FilesystemError | None:
