@@ -208,7 +208,10 @@ class VariantCache:
         return found
 
     def check_writable(self) -> None:
-        """Raise a :class:`~tl_aot.common.errors.FilesystemError` unless variants can be stored here."""
+        """Raise a :class:`~tl_aot.common.errors.FilesystemError` unless variants can be stored here (the folder made where missing).
+
+        Probed once per build, with the other folders, when its workspace is made (:func:`tl_aot.pipeline.workspace.workspace`).
+        """
         ensure_folder(self.root, "cache folder")
         with filesystem_errors("store variants in the cache folder", self.root, "pass a writable --cache-dir or TL_AOT_CACHE_DIR"):
             tempfile.TemporaryDirectory(prefix=".probe.", dir=self.root).cleanup()
