@@ -42,7 +42,9 @@ def describe(manifest) -> str:
         for p in e.params:
             if p.is_tensor:
                 role = " (output: returned when the call passes the inputs alone)" if p.output else ""
-                lines.append(f"  param {p.name}: tensor {p.dtype}[{', '.join(str(d) for d in p.shape)}]{role}")
+                k = p.packing
+                packed = f" packed in {p.storage} ({k.pack} per element, as TileLang's JIT takes it)" if k and p.storage else ""
+                lines.append(f"  param {p.name}: tensor {p.dtype}[{', '.join(str(d) for d in p.shape)}]{packed}{role}")
             else:
                 lines.append(f"  param {p.name}: scalar {p.dtype}")
         if e.symbols:
