@@ -56,6 +56,7 @@ def test_storage_is_spelled_with_the_last_dim_divided():
     assert storage_spelled(k, ("m", 128)) == "int8[m, 64]"
     assert storage_spelled(k, (64, "n")) == "int8[64, n / 2]"
     assert storage_spelled(k, (64, "n * 4")) == "int8[64, (n * 4) / 2]"
+    assert storage_spelled(k, (64, "n * 2")) == "int8[64, n]"
     fp6 = packing_of("float6_e3m2fn")
     assert fp6 is not None and storage_spelled(fp6, (64, 128)) == "6-bit[64, 128]"
 

@@ -71,12 +71,15 @@ def packing_of(dtype: str) -> Packing | None:
 
 
 def storage_dim(dim: Union[int, str], pack: int) -> Union[int, str]:
-    """The storage's last dim for a logical last dim: ``256`` -> ``128``, ``n`` -> ``n / 2`` (pack 2)."""
+    """The storage's last dim for a logical last dim: ``256`` -> ``128``, ``n`` -> ``n / 2``, ``n * 2`` -> ``n`` (pack 2)."""
     if pack == 1:
         return dim
     if isinstance(dim, int):
         return dim // pack
-    return f"{dim} / {pack}" if str(dim).isidentifier() else f"({dim}) / {pack}"
+    text = str(dim)
+    if text.endswith(f" * {pack}") and text[: -len(f" * {pack}")].isidentifier():  # n * 2 -> n
+        return text[: -len(f" * {pack}")]
+    return f"{text} / {pack}" if text.isidentifier() else f"({text}) / {pack}"
 
 
 def storage_spelled(p: Packing, shape: tuple[Union[int, str], ...]) -> str:
