@@ -31,7 +31,8 @@ def lib(tmp_path_factory, cache_dir):
 
 @pytest.fixture(scope="module")
 def kernels():
-    """The kernel file itself, unchanged, for TileLang's JIT to compile."""
+    """The kernel file itself, unchanged, for TileLang's JIT to compile (the GPU machine may have no TileLang)."""
+    pytest.importorskip("tilelang")
     spec = importlib.util.spec_from_file_location("tl_aot_test_subbyte", KERNELS / "subbyte.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -44,17 +45,11 @@ def _bytes(*shape, dtype=torch.int8):
     return torch.randint(-128, 128, shape, dtype=torch.int8, device="cuda").view(dtype)
 
 
-def test_int4_copy_takes_int8_storage_and_matches_the_jit(lib, kernels):
-    import tilelang
-
-    a = _bytes(128)
+def test_int4_copy_takes_int8_storage(lib):
+    a = _bytes(128)  # int4[256]
     b = torch.zeros_like(a)
     assert lib.int4_copy(a, b) is None
-    jit = tilelang.compile(kernels.int4_copy(), target="cuda")
-    want = torch.zeros_like(a)
-    jit(a, want)
     torch.cuda.synchronize()
-    assert torch.equal(b, want)
     assert torch.equal(b, a)  # a copy: every nibble where it was
 
 
@@ -79,13 +74,12 @@ def test_wrong_calls_get_tl_aots_error_and_nothing_runs(lib):
     assert not b.any()
 
 
-def test_returned_int4_output_is_int8_with_half_the_last_dim_like_the_jit(lib, kernels):
+def test_returned_int4_output_is_int8_with_half_the_last_dim(lib):
     a = _bytes(37, 64)  # int4[37, 128]
     b = lib.int4_rows(a)
-    want = kernels.int4_rows()(a)  # @tilelang.jit(out_idx=[-1]): the JIT allocates and returns B
     torch.cuda.synchronize()
-    assert (b.dtype, tuple(b.shape)) == (want.dtype, tuple(want.shape)) == (torch.int8, (37, 64))
-    assert torch.equal(b, want) and torch.equal(b, a)
+    assert (b.dtype, tuple(b.shape), b.device) == (torch.int8, (37, 64), a.device)
+    assert torch.equal(b, a)
     explicit = torch.zeros_like(a)
     assert lib.int4_rows(a, explicit) is None
     torch.cuda.synchronize()
@@ -95,17 +89,38 @@ def test_returned_int4_output_is_int8_with_half_the_last_dim_like_the_jit(lib, k
         lib.int4_rows(wide)
 
 
-def test_fp4_takes_torchs_float4_e2m1fn_x2(lib, kernels):
+def test_fp4_takes_torchs_float4_e2m1fn_x2(lib):
     fp4x2 = getattr(torch, "float4_e2m1fn_x2", None)
     if fp4x2 is None:
         pytest.skip("this torch has no float4_e2m1fn_x2")
-    import tilelang
-
     a = _bytes(64, 64, dtype=fp4x2)  # float4_e2m1fn[64, 128]
     b = torch.zeros(64, 64, dtype=torch.uint8, device="cuda").view(fp4x2)
     lib.fp4_copy(a, b)
-    want = torch.zeros(64, 64, dtype=torch.uint8, device="cuda").view(fp4x2)
-    tilelang.compile(kernels.fp4_copy(), target="cuda")(a, want)
     torch.cuda.synchronize()
-    assert torch.equal(b.view(torch.uint8), want.view(torch.uint8))
     assert torch.equal(b.view(torch.uint8), a.view(torch.uint8))
+
+
+def test_each_entry_matches_tilelangs_jit_on_the_same_call(lib, kernels):
+    """The kernel file, unchanged, compiled by TileLang's JIT and called with the same tensors: the same results."""
+    import tilelang
+
+    a = _bytes(128)
+    got, want = torch.zeros_like(a), torch.zeros_like(a)
+    lib.int4_copy(a, got)
+    tilelang.compile(kernels.int4_copy(), target="cuda")(a, want)
+    rows = _bytes(37, 64)
+    got_rows = lib.int4_rows(rows)
+    want_rows = kernels.int4_rows()(rows)  # @tilelang.jit(out_idx=[-1]): the JIT allocates and returns B
+    torch.cuda.synchronize()
+    assert torch.equal(got, want)
+    assert (got_rows.dtype, tuple(got_rows.shape)) == (want_rows.dtype, tuple(want_rows.shape))
+    assert torch.equal(got_rows, want_rows)
+    fp4x2 = getattr(torch, "float4_e2m1fn_x2", None)
+    if fp4x2 is not None:
+        x = _bytes(64, 64, dtype=fp4x2)
+        got4 = torch.zeros(64, 64, dtype=torch.uint8, device="cuda").view(fp4x2)
+        want4 = torch.zeros(64, 64, dtype=torch.uint8, device="cuda").view(fp4x2)
+        lib.fp4_copy(x, got4)
+        tilelang.compile(kernels.fp4_copy(), target="cuda")(x, want4)
+        torch.cuda.synchronize()
+        assert torch.equal(got4.view(torch.uint8), want4.view(torch.uint8))
