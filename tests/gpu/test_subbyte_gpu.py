@@ -23,7 +23,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory, cache_dir):
-    """``libtl_subbyte.so``: int4_copy (int4[256]), int4_rows (int4[m, 128] -> returned), fp4_copy (float4_e2m1fn[64, 128])."""
+    """``libtl_subbyte.so``: int4_copy (int4[256]), int4_rows (int4[m, 128] -> returned), int4_cols (int4[16, n]), fp4_copy."""
     import tl_aot
 
     return tl_aot.load(prebuilt_or_build(KERNELS / "subbyte.toml", "tl_subbyte", tmp_path_factory, cache_dir))
@@ -89,6 +89,18 @@ def test_returned_int4_output_is_int8_with_half_the_last_dim(lib):
         lib.int4_rows(wide)
 
 
+def test_a_dynamic_packed_dim_binds_twice_the_storages(lib):
+    a = _bytes(16, 50)  # int4[16, 100]: n = 100
+    b = torch.zeros_like(a)
+    lib.int4_cols(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(b, a)  # every one of the 100 int4 of each row copied, none past
+    with pytest.raises(
+        ValueError, match=re.escape("int4_cols: argument 'B' expected shape [16, n] (packed in int8[16, n / 2]) with dim 1")
+    ):
+        lib.int4_cols(a, torch.zeros(16, 51, dtype=torch.int8, device="cuda"))
+
+
 def test_fp4_takes_torchs_float4_e2m1fn_x2(lib):
     fp4x2 = getattr(torch, "float4_e2m1fn_x2", None)
     if fp4x2 is None:
@@ -115,6 +127,12 @@ def test_each_entry_matches_tilelangs_jit_on_the_same_call(lib, kernels):
     assert torch.equal(got, want)
     assert (got_rows.dtype, tuple(got_rows.shape)) == (want_rows.dtype, tuple(want_rows.shape))
     assert torch.equal(got_rows, want_rows)
+    cols = _bytes(16, 50)
+    got_cols, want_cols = torch.zeros_like(cols), torch.zeros_like(cols)
+    lib.int4_cols(cols, got_cols)
+    tilelang.compile(kernels.int4_cols(), target="cuda")(cols, want_cols)
+    torch.cuda.synchronize()
+    assert torch.equal(got_cols, want_cols)
     fp4x2 = getattr(torch, "float4_e2m1fn_x2", None)
     if fp4x2 is not None:
         x = _bytes(64, 64, dtype=fp4x2)

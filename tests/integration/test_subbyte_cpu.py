@@ -3,7 +3,8 @@
 TileLang's int4 GEMM example (``examples/gemm_int4``) and its fp4 GEMMs declare
 ``T.Tensor((M, K), T.int4)`` parameters; TileLang's JIT takes them packed (for 4-bit types any
 8-bit storage with the last dim halved: ``torch.int8``). ``tests/kernels/subbyte.toml`` (an int4
-copy, an int4 ``[m, 128]`` copy returning its output, an fp4 copy) is built once here, on the CPU:
+copy, an int4 ``[m, 128]`` copy returning its output, an int4 ``[16, n]``
+copy, an fp4 copy) is built once here, on the CPU:
 lowered, compiled with nvcc, its launcher compiled against the runtime, and what ``inspect``, the
 manifest and the C++ header say is checked. The packing table is checked against TileLang's own
 host code too. The calls themselves are in ``tests/gpu/test_subbyte_gpu.py``.
@@ -33,13 +34,15 @@ def test_inspect_says_each_sub_byte_param_is_packed_as_tilelang_takes_it(built):
     assert "int4_rows(A: int4[m, 128] packed in int8[m, 64]) -> B: int4[m, 128] packed in int8[m, 64]" in text
     assert "param A: tensor float4_e2m1fn[64, 128] packed in float4_e2m1fn_x2[64, 64] (2 per element" in text
     assert "dynamic: m = A.shape[0]" in text
+    assert "int4_cols(A: int4[16, n] packed in int8[16, n / 2], B: int4[16, n] packed in int8[16, n / 2])" in text
+    assert "dynamic: n = A.shape[1] * 2" in text  # the packed dim: twice the storage's
 
 
 def test_manifest_and_header_carry_the_storage(built):
     import tl_aot
 
     lib = tl_aot.load(built / "libtl_subbyte.so")
-    assert sorted(lib.entries) == ["fp4_copy", "int4_copy", "int4_rows"]
+    assert sorted(lib.entries) == ["fp4_copy", "int4_cols", "int4_copy", "int4_rows"]
     man = json.loads(ok(tl_aot_here("inspect", "--json", built / "libtl_subbyte.so")).stdout)
     params = {(e["name"], p["name"]): p for e in man["entries"] for p in e["params"]}
     assert params["int4_rows", "B"]["dtype"] == "int4" and params["int4_rows", "B"]["shape"] == ["m", 128]

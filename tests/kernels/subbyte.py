@@ -3,7 +3,7 @@
 TileLang's JIT takes such a tensor packed: for 4-bit types any 8-bit storage (``torch.int8`` for
 int4, ``torch.float4_e2m1fn_x2`` for fp4) with the last dim halved, and returns an output as
 TileLang's JIT allocates it (``torch.int8[m, N / 2]`` for an int4 ``[m, N]``). tl_aot's launcher
-binds them the same way (:mod:`tl_aot.common.subbyte`); ``subbyte.toml`` builds the three below,
+binds them the same way (:mod:`tl_aot.common.subbyte`); ``subbyte.toml`` builds the four below,
 ``tests/integration/test_subbyte_cpu.py`` and ``tests/gpu/test_subbyte_gpu.py`` use it.
 """
 
@@ -34,6 +34,19 @@ def int4_rows(N=128, block_m=16):
             for i, j in T.Parallel(block_m, N):
                 if bx * block_m + i < m:
                     B[bx * block_m + i, j] = A[bx * block_m + i, j]
+
+    return main
+
+
+def int4_cols(M=16):
+    """An int4 ``[M, n]`` copy whose dynamic dim is the packed one: ``n`` binds as twice the storage's last dim."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, n), "int4"), B: T.Tensor((M, n), "int4")):
+        with T.Kernel(M, threads=32) as bx:
+            for j in T.serial(n):  # serial: TileLang 0.1.15 cannot prove a vectorised int4 store aligned here
+                B[bx, j] = A[bx, j]
 
     return main
 

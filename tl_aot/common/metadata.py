@@ -90,7 +90,7 @@ class Symbol:
     dtype: str
     param: str
     dim: int
-    expr: str = ""  # "" (the dim itself) or the solution over the dim, e.g. "X.shape[0] // 2"
+    expr: str = ""  # "" (the dim itself) or the solution over the dim, e.g. "X.shape[0] // 2"; a packed last dim: "A.shape[1] * 2"
     cpp: str = ""  # that solution in C++ over the launcher's values (x.t_X->shape[0], s_<name>, a_<name>)
 
     @property

@@ -16,7 +16,7 @@ from typing import Any
 from ..common.cpp_spelling import DLPACK_DTYPES
 from ..common.errors import LoweringError
 from ..common.metadata import Param, Symbol
-from ..common.subbyte import SUBBYTE_DTYPES, packing_of, storage_spelled
+from ..common.subbyte import SUBBYTE_DTYPES, Packing, packing_of, storage_spelled
 from .cexpr import CppExprPrinter, ctype_of
 
 __all__ = ["output_positions", "read_signature"]
@@ -119,7 +119,10 @@ def _bind_dims(named: list, symbols: dict[str, Symbol], names: dict[str, str], w
                 raise LoweringError(msg)
             if isinstance(dim, tvm.tirx.Var) and not _is_bound(dim.name, names):
                 _check_name(dim.name, f"{where}: symbolic dimension of {pname}")
-                symbols[dim.name] = Symbol(dim.name, str(dim.dtype), pname, i)
+                packing = packing_of(str(buf.dtype))
+                # a packed last dim is bound as the storage's times what it packs (the runtime's logical_dim): said so
+                shown = f"{pname}.shape[{i}] * {packing.pack}" if packing and packing.pack > 1 and i == len(buf.shape) - 1 else ""
+                symbols[dim.name] = Symbol(dim.name, str(dim.dtype), pname, i, expr=shown)
                 names[dim.name] = f"s_{dim.name}"
 
 
@@ -145,7 +148,16 @@ def _solve_dims(named: list, symbols: dict[str, Symbol], names: dict[str, str], 
 
 
 def _solve_dim(
-    pname: str, i: int, dim, free: list, symbols: dict[str, Symbol], names: dict[str, str], where: str, *, last: bool, packing
+    pname: str,
+    i: int,
+    dim,
+    free: list,
+    symbols: dict[str, Symbol],
+    names: dict[str, str],
+    where: str,
+    *,
+    last: bool,
+    packing: Packing | None,
 ) -> bool:
     """Bind ``free`` from ``dim == pname.shape[i]`` if TVM's linear solver solves it exactly.
 
