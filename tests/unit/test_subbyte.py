@@ -129,3 +129,11 @@ def test_a_returned_fp6_output_is_refused_while_lowering():
         _check_tensor_dtype("float6_e2m3fn", "entry 'k': parameter 'B'", output=True)
     with pytest.raises(LoweringError, match="tensor dtype int2 is not supported.*int4 \\(packed\\)"):
         _check_tensor_dtype("int2", "entry 'k': parameter 'A'", output=False)
+
+
+def test_the_cutedsl_backend_refuses_sub_byte_tensors_by_name():
+    from tl_aot.lower.cutedsl import check_params
+
+    check_params([Param("x", "tensor", "float16", (64,))], "entry 'k' (sm_90a)")
+    with pytest.raises(LoweringError, match=r"entry 'k' \(sm_90a\): sub-byte tensor parameters \(A: int4\).*backend = \"cuda\""):
+        check_params([_int4("A", (256,), (1,)), Param("x", "tensor", "float16", (64,))], "entry 'k' (sm_90a)")
