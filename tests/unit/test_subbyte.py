@@ -113,6 +113,12 @@ def test_torch_fake_output_is_the_packed_storage():
     assert [f(vals) for f in dims] == [64, 100] and dtype == "int8"
 
 
+def test_the_standalone_torch_glue_spells_the_same_table():
+    """``torch_ops`` ships inside packages as ``_tl_aot_torch.py`` importing no tl_aot: its copy of the table must agree."""
+    torch_ops = pytest.importorskip("tl_aot.runtime.torch_ops")
+    assert torch_ops.PACKED_DTYPES == {d: (k.pack, k.storage) for d, k in SUBBYTE_DTYPES.items()}
+
+
 def test_specialisations_are_not_picked_by_a_packed_tensor():
     def member(n: int, name: str) -> LoweredEntry:
         return LoweredEntry(name, "k.py", "copy", params=(_int4("A", (n,), (1,)),), export="copy")

@@ -24,14 +24,21 @@ import threading
 from collections.abc import Collection
 from typing import Any
 
-from ..common.subbyte import packing_of
-
-__all__ = ["TORCH_DTYPES", "allocating_call", "backend_of", "register", "schema_of", "takes_no_tensor"]
+__all__ = ["PACKED_DTYPES", "TORCH_DTYPES", "allocating_call", "backend_of", "register", "schema_of", "takes_no_tensor"]
 
 #: TileLang dtype → torch dtype attribute name: the same name, but TileLang's ``float8_e4m3`` is torch's ``float8_e4m3fn``.
 _SAME_NAME = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
 _FLOAT8 = ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu")
 TORCH_DTYPES = {**{t: t for t in _SAME_NAME}, "float8_e4m3": "float8_e4m3fn", **{t: t for t in _FLOAT8}}
+#: A sub-byte TileLang dtype → (logical elements per storage element on the last dim, torch storage dtype), as
+#: TileLang's JIT takes and returns it (tl_aot.common.subbyte's table, spelled again: this module imports no tl_aot).
+PACKED_DTYPES = {
+    "int4": (2, "int8"),
+    "uint4": (2, "uint8"),
+    "float4_e2m1fn": (2, "float4_e2m1fn_x2"),
+    "float6_e2m3fn": (1, ""),
+    "float6_e3m2fn": (1, ""),
+}
 _SHAPE_REF = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\.shape\[(\d+)\]")
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 #: A manifest entry as its JSON reads (this module reads the manifest's JSON, not tl_aot's dataclasses).
@@ -61,21 +68,21 @@ def _output_spec(p: _Entry, names: Collection[str], where: str) -> tuple[list[An
     """An output's dims (functions of the call's values) and torch dtype name, as TileLang's JIT allocates it.
 
     A sub-byte output (``int4``) is its packed storage: ``torch.int8`` with the last dim divided by
-    the elements each storage element packs (:mod:`tl_aot.common.subbyte`).
+    the elements each storage element packs (``PACKED_DTYPES``).
     """
     dims = [_dim_fn(d, names, where) for d in p["shape"]]
-    k = packing_of(p["dtype"])
-    if k is None:
+    if p["dtype"] not in PACKED_DTYPES:
         return dims, TORCH_DTYPES[p["dtype"]]
+    pack, storage = PACKED_DTYPES[p["dtype"]]
     last = dims[-1]
-    dims[-1] = lambda vals: last(vals) // k.pack
-    return dims, k.storage
+    dims[-1] = lambda vals: last(vals) // pack
+    return dims, storage
 
 
 def _dim_scale(p: _Entry, d: int) -> int:
     """What a torch dim of input ``p`` is multiplied by to give the kernel's: a packed tensor's last dim, its pack."""
-    k = packing_of(p["dtype"]) if p["kind"] == "tensor" else None
-    return k.pack if k is not None and d == len(p["shape"]) - 1 else 1
+    packed = PACKED_DTYPES.get(p["dtype"]) if p["kind"] == "tensor" else None
+    return packed[0] if packed is not None and d == len(p["shape"]) - 1 else 1
 
 
 def schema_of(entry: _Entry) -> str:
