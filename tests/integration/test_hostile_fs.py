@@ -157,6 +157,17 @@ def test_a_read_only_cache_on_a_miss_is_one_line(project, tmp_path):
     assert _snapshot(project / "out") == before
 
 
+def test_a_read_only_cache_still_reports_an_up_to_date_library(built, tmp_path):
+    root = tmp_path / "ro"
+    shutil.copytree(built, root, symlinks=True)
+    cache = tmp_path / "ro-cache"  # empty: every variant a miss, none to make
+    cache.mkdir()
+    with read_only(cache):
+        proc = _cli(root, "-o", "out", cache=cache)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "is up to date" in proc.stdout
+
+
 def test_an_up_to_date_build_notices_a_truncated_header(built, cache_dir):
     root = built
     header = root / "out" / "add.h"

@@ -1,53 +1,91 @@
-"""A library with one sub-byte (int4) tensor entry: that entry is refused while lowering, never by the launcher stage.
+"""Sub-byte (int4, float4_e2m1fn) tensor parameters build, and say how a caller passes them.
 
-TileLang's int4 GEMM example (``examples/gemm_int4``) declares ``T.Tensor((M, K), T.int4)``
-parameters. tl_aot's launcher has no DLPack check for a sub-byte tensor; it used to find that out
-while rendering the launcher, after every variant was built, and fail the whole library even with
-``--keep-going``. The dtype is now checked with the signature, so the one variant fails alone.
+TileLang's int4 GEMM example (``examples/gemm_int4``) and its fp4 GEMMs declare
+``T.Tensor((M, K), T.int4)`` parameters; TileLang's JIT takes them packed (for 4-bit types any
+8-bit storage with the last dim halved: ``torch.int8``). ``tests/kernels/subbyte.toml`` (an int4
+copy, an int4 ``[m, 128]`` copy returning its output, an int4 ``[16, n]``
+copy, an fp4 copy) is built once here, on the CPU:
+lowered, compiled with nvcc, its launcher compiled against the runtime, and what ``inspect``, the
+manifest and the C++ header say is checked. The packing table is checked against TileLang's own
+host code too. The calls themselves are in ``tests/gpu/test_subbyte_gpu.py``.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from support.helpers import KERNELS, fails, ok, tl_aot_here
+from support.helpers import KERNELS, ok, tl_aot_here
 
 pytest.importorskip("tilelang")
 
-SPEC = """[library]
-name = "subbyte"
 
-[[entry]]
-name = "add_one"
-source = "{kernels}/elementwise.py"
-function = "add_one"
-
-[[entry]]
-name = "int4_copy"
-source = "{kernels}/subbyte.py"
-function = "int4_copy"
-"""
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, cache_dir) -> Path:
+    out = tmp_path_factory.mktemp("subbyte")
+    ok(tl_aot_here("build", "--spec", KERNELS / "subbyte.toml", "-o", out, "--cache-dir", cache_dir, "--header-dir", out / "include"))
+    return out
 
 
-def _build(tmp_path: Path, cache_dir: Path, *flags: str):
-    spec = tmp_path / "subbyte.toml"
-    spec.write_text(SPEC.format(kernels=KERNELS.as_posix()))
-    return tl_aot_here("build", "--spec", spec, "--arch", "80", "-o", tmp_path / "out", "--cache-dir", cache_dir, *flags)
+def test_inspect_says_each_sub_byte_param_is_packed_as_tilelang_takes_it(built):
+    text = ok(tl_aot_here("inspect", built / "libtl_subbyte.so")).stdout
+    assert "int4_copy(A: int4[256] packed in int8[128], B: int4[256] packed in int8[128])" in text
+    assert "int4_rows(A: int4[m, 128] packed in int8[m, 64]) -> B: int4[m, 128] packed in int8[m, 64]" in text
+    assert "param A: tensor float4_e2m1fn[64, 128] packed in float4_e2m1fn_x2[64, 64] (2 per element" in text
+    assert "dynamic: m = A.shape[0]" in text
+    assert "int4_cols(A: int4[16, n] packed in int8[16, n / 2], B: int4[16, n] packed in int8[16, n / 2])" in text
+    assert "dynamic: n = A.shape[1] * 2" in text  # the packed dim: twice the storage's
 
 
-def test_keep_going_leaves_out_the_int4_entry_and_ships_the_rest(tmp_path, cache_dir):
+def test_manifest_and_header_carry_the_storage(built):
     import tl_aot
 
-    log = ok(_build(tmp_path, cache_dir, "--keep-going")).stdout
-    assert (
-        "left out 1 variant(s) that failed (--keep-going):\n  int4_copy (sm_80): parameter 'A': tensor dtype int4 is not supported" in log
-    )
-    lib = tl_aot.load(tmp_path / "out" / "libsubbyte.so")
-    assert sorted(lib.entries) == ["add_one"]
-    assert "int4_copy" not in (tmp_path / "out" / "subbyte.h").read_text()
+    lib = tl_aot.load(built / "libtl_subbyte.so")
+    assert sorted(lib.entries) == ["fp4_copy", "int4_cols", "int4_copy", "int4_rows"]
+    man = json.loads(ok(tl_aot_here("inspect", "--json", built / "libtl_subbyte.so")).stdout)
+    params = {(e["name"], p["name"]): p for e in man["entries"] for p in e["params"]}
+    assert params["int4_rows", "B"]["dtype"] == "int4" and params["int4_rows", "B"]["shape"] == ["m", 128]
+    assert params["int4_rows", "B"]["storage"] == "int8[m, 64]" and params["int4_rows", "B"]["output"]
+    header = (built / "include" / "tl_subbyte.h").read_text()
+    assert "/// int4_copy(A: int4[256] packed in int8[128], B: int4[256] packed in int8[128])" in header
 
 
-def test_without_keep_going_the_build_names_the_entry_and_the_dtype(tmp_path, cache_dir):
-    fails(_build(tmp_path, cache_dir), "int4_copy", "parameter 'A': tensor dtype int4 is not supported by tl_aot launchers")
-    assert not (tmp_path / "out" / "libsubbyte.so").exists()
+def _host_code(func) -> str:
+    import tilelang
+    from tvm.target import Target
+
+    target = Target({"kind": "cuda", "arch": "sm_90a"})
+    with target:
+        return str(tilelang.lower(func, target=target).host_mod)
+
+
+def test_the_packing_is_tilelangs_own(built):
+    """TileLang's host code for an int4 [64, 128] (input, and returned output) binds what tl_aot's table says."""
+    import tilelang.language as T
+
+    from tl_aot.common.subbyte import packing_of
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 128), "int4"), B: T.Tensor((64, 128), "int4")):
+        with T.Kernel(1, threads=128) as _:
+            for i, j in T.Parallel(64, 128):
+                B[i, j] = A[i, j]
+
+    k = packing_of("int4")
+    assert k is not None and (k.pack, k.storage_bits) == (2, 8)
+    host = _host_code(main)
+    # no dtype-code check: total bits, then the last dim packed `pack` to a storage element, other strides scaled
+    assert 'main_A_shape_1[1]) * 2 == 128, ("RuntimeError", ["kernel main input A shape[1] violates' in host
+    assert "main_A_strides_1[0])) * 2 == 128" in host and "main_A_strides_1[1])) == 1" in host
+    assert "== T.uint64(32768)" in host and "input A dtype mismatch" not in host
+    try:  # TileLang 0.1.15 allocates a returned output in its host code (0.1.12-0.1.14: in Python, the same tensor)
+        from tilelang.jit.abi import prepare_tvm_ffi_callee_allocated_outputs
+    except ImportError:
+        return
+    func, _ = prepare_tvm_ffi_callee_allocated_outputs(main, [1], supports_callee_allocated_outputs=True)
+    host = _host_code(func)
+    code, bits, lanes = k.storage_dlpack  # DLPack (0, 8, 1) [64, 64]: torch.int8 with the last dim halved
+    assert f"prototype_storage, 0, 5, T.uint8({code}))" in host and f"prototype_storage, 0, 6, T.uint8({bits}))" in host
+    assert f"prototype_storage, 0, 7, T.uint16({lanes}))" in host
+    assert "callee_allocated_output_shape_storage, 1, 17, T.int64(64))" in host

@@ -161,9 +161,9 @@ def test_depfile_names_each_file_make_reads_back(tmp_path, name):
     now = time.time()
     for f in tmp_path.iterdir():
         os.utime(f, (now - 100, now - 100))
-    os.utime(target, (now - 50, now - 50))  # newer than the dependency and than tl_aot's templates
+    os.utime(target, (now, now))  # newer than the dependency and than tl_aot's own files (a checkout just edited too)
     assert not rebuilds()
-    os.utime(dep, (now, now))
+    os.utime(dep, (now + 100, now + 100))
     assert rebuilds()
 
 

@@ -104,6 +104,13 @@ def plan(members: Sequence[LoweredEntry]) -> tuple[Rule, ...]:
     if not any(p.is_tensor and not p.output for p in members[0].params):
         msg = f"{where}: specialisations are picked by the input tensors, and this entry takes none"
         raise LoweringError(msg)
+    packed = sorted({f"{p.name}: {p.dtype}" for m in members for p in m.inputs if p.packing is not None}) if len(members) > 1 else []
+    if packed:
+        msg = (
+            f"{where}: specialisations are picked by their input tensors' dtypes and sizes, and {', '.join(packed)} "
+            "is a sub-byte tensor passed packed, which tl_aot does not pick by; export each specialisation under its own name"
+        )
+        raise LoweringError(msg)
     rules = [_rule(m, i, f"{where}: specialisation #{i + 1}") for i, m in enumerate(members)]
     for group in ([r for r in rules if not r.fallback], [r for r in rules if r.fallback]):
         for i, a in enumerate(group):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..common.cpp_spelling import DLPACK_DTYPES, c_string_body
 from ..common.errors import LoweringError
 from ..common.metadata import LoweredEntry, Param
+from ..common.subbyte import storage_dim
 
 __all__ = ["CheckTables", "Table", "check_tables", "frame_reads"]
 
@@ -75,12 +76,30 @@ class _Values:
 
 
 def _shape_text(p: Param) -> str:
-    """``[m, 4096]``: a tensor's shape as errors show it."""
-    return "[" + ", ".join(str(d) for d in p.shape) + "]"
+    """``[m, 4096]``, ``[256] (packed in int8[128])``: a tensor's shape as errors show it."""
+    return "[" + ", ".join(str(d) for d in p.shape) + "]" + (f" (packed in {p.storage})" if p.storage else "")
+
+
+def _dtype_text(p: Param) -> str:
+    """``float16``; for a packed sub-byte tensor what the caller passes: ``int4 packed 2 per 8-bit element (torch.int8)``."""
+    k = p.packing
+    if k is None:
+        return p.dtype
+    like = f" (as TileLang's JIT takes it: torch.{k.storage})" if k.storage else ""
+    return f"{p.dtype} packed {k.pack} per {k.storage_bits}-bit element{like}"
+
+
+def _storage_cpp(cpp: str, pack: int) -> str:
+    """A logical last dim or stride (C++) as the packed storage counts it: ``256`` -> ``128``, ``s_n`` -> ``(s_n) / 2``."""
+    if pack == 1:
+        return cpp
+    return str(int(cpp) // pack) if _INT_LITERAL.fullmatch(cpp) else f"({cpp}) / {pack}"
 
 
 def _dtypes(p: Param, where: str, entry: str) -> str:
     """The DLPack spellings ``p``'s dtype accepts, as the ``dtypes, num_dtypes`` fields of ``rt::TensorSpec``."""
+    if p.packing is not None:
+        return "{}, 0"  # any dtype of the storage's bits: ``packed_bits``
     pairs = DLPACK_DTYPES.get(p.dtype)
     if pairs is None:
         msg = f"{where}: parameter {p.name!r}: tensor dtype {p.dtype} has no DLPack equivalent tl_aot can check"
@@ -137,17 +156,25 @@ def _tensor_rows(
         if p.strides:
             strides = f"values + {len(flat)}"
             flat += [values.of(c) for c in p.strides_cpp]
+        k = p.packing
+        pack = k.pack if k is not None else 1
         alloc, alloc_ndim = "nullptr", 0
-        if p.output:
+        if p.output:  # a packed output is allocated as its storage, as TileLang's JIT allocates it
             alloc_shape = tuple(p.shape_cpp) or ("1",)
+            alloc_shape = (*alloc_shape[:-1], _storage_cpp(str(alloc_shape[-1]), pack))
             alloc, alloc_ndim = f"values + {len(flat)}", len(alloc_shape)
             flat += [values.of(c) for c in alloc_shape]
         code, bits = DLPACK_DTYPES.get(p.dtype, [(0, 0)])[0]
+        lanes = 1
+        if k is not None:
+            code, bits, lanes = k.storage_dlpack
         alignment = p.alignment if p.alignment > 1 and (p.alignment & (p.alignment - 1)) == 0 else 0
-        strides_shown = c_string_body("(" + ", ".join(str(s) for s in p.strides) + ")")
+        shown = [s if i == len(p.strides) - 1 else storage_dim(s, pack) for i, s in enumerate(p.strides)]  # as the caller's
+        strides_shown = c_string_body("(" + ", ".join(str(s) for s in shown) + ")")
+        packed = f", {k.storage_bits}, {k.pack}" if k is not None else ""
         rows.append(
-            f'{{"{p.name}", {len(p.shape)}, "{c_string_body(shape)}", "{p.dtype}", {_dtypes(p, where, e.name)}, '
-            f'dims + {first_dim}, {strides}, "{strides_shown}", {alignment}, {{{code}, {bits}, 1}}, {alloc}, {alloc_ndim}}}'
+            f'{{"{p.name}", {len(p.shape)}, "{c_string_body(shape)}", "{c_string_body(_dtype_text(p))}", {_dtypes(p, where, e.name)}, '
+            f'dims + {first_dim}, {strides}, "{strides_shown}", {alignment}, {{{code}, {bits}, {lanes}}}, {alloc}, {alloc_ndim}{packed}}}'
         )
     return tuple(rows), tuple(dims), tuple(flat), late
 

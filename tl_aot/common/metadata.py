@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, TypeVar, Union
 from .abi import ABI_VERSION
 from .arch import Arch, parse_arch
 from .escaping import json_text
+from .subbyte import Packing, packing_of
 
 __all__ = [
     "ABI_VERSION",
@@ -58,14 +59,23 @@ class Param:
     strides_cpp: tuple[str, ...] = ()
     alignment: int = 0  # bytes the kernel assumes the data pointer is aligned to (TileLang: 64); 0 = none
     output: bool = False  # allocated and returned by a call that passes the inputs alone (out_idx, T.empty)
+    storage: str = ""  # a sub-byte tensor (int4, float4_e2m1fn): the packed tensor a caller passes, "int8[128]" (tl_aot.common.subbyte)
 
     @property
     def is_tensor(self) -> bool:
         return self.kind == "tensor"
 
+    @property
+    def packing(self) -> Packing | None:
+        """How a sub-byte tensor is packed (int4: two per 8-bit element); None for a scalar or a tensor of whole bytes."""
+        return packing_of(self.dtype) if self.is_tensor else None
+
     def spelled(self) -> str:
-        """``A: float16[m, 4096]``, ``alpha: float32``: as errors, ``inspect`` and signatures show it."""
-        return f"{self.name}: {self.dtype}[{', '.join(str(d) for d in self.shape)}]" if self.is_tensor else f"{self.name}: {self.dtype}"
+        """``A: float16[m, 4096]``, ``alpha: float32``, ``A: int4[256] packed in int8[128]``: as errors and ``inspect`` show it."""
+        if not self.is_tensor:
+            return f"{self.name}: {self.dtype}"
+        packed = f" packed in {self.storage}" if self.storage else ""
+        return f"{self.name}: {self.dtype}[{', '.join(str(d) for d in self.shape)}]{packed}"
 
 
 @dataclass(frozen=True)
@@ -80,7 +90,7 @@ class Symbol:
     dtype: str
     param: str
     dim: int
-    expr: str = ""  # "" (the dim itself) or the solution over the dim, e.g. "X.shape[0] // 2"
+    expr: str = ""  # "" (the dim itself) or the solution over the dim, e.g. "X.shape[0] // 2"; a packed last dim: "A.shape[1] * 2"
     cpp: str = ""  # that solution in C++ over the launcher's values (x.t_X->shape[0], s_<name>, a_<name>)
 
     @property

@@ -42,7 +42,10 @@ def describe(manifest) -> str:
         for p in e.params:
             if p.is_tensor:
                 role = " (output: returned when the call passes the inputs alone)" if p.output else ""
-                lines.append(f"  param {p.name}: tensor {p.dtype}[{', '.join(str(d) for d in p.shape)}]{role}")
+                k = p.packing
+                how = f"{k.pack} per element, as TileLang's JIT takes it" if k and k.pack > 1 else "any DLPack dtype of these bits"
+                packed = f" packed in {p.storage} ({how})" if k and p.storage else ""
+                lines.append(f"  param {p.name}: tensor {p.dtype}[{', '.join(str(d) for d in p.shape)}]{packed}{role}")
             else:
                 lines.append(f"  param {p.name}: scalar {p.dtype}")
         if e.symbols:

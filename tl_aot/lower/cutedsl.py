@@ -32,6 +32,7 @@ __all__ = [
     "generated_module",
     "check_kernels",
     "fake_arguments",
+    "check_params",
     "compile_cubin",
     "close_workers",
     "match_kernels",
@@ -77,6 +78,22 @@ def generated_module(art, func, target) -> str:
 
 
 _KERNEL_DEF = re.compile(r"@cute\.kernel\s*\n\s*def\s+(\w+)\s*\(([^)]*)\)", re.S)
+
+
+def check_params(params, where: str) -> None:
+    """Sub-byte tensors (int4, fp4) are refused for the CuTeDSL backend, by name.
+
+    TileLang 0.1.15's CuTeDSL adapter keeps such a tensor's logical shape where its TVM FFI adapter
+    halves the last dim, so how its JIT binds one there is not the packed binding tl_aot's launcher
+    checks (:mod:`tl_aot.common.subbyte`); the CUDA backend builds them.
+    """
+    packed = [f"{p.name}: {p.dtype}" for p in params if p.packing is not None]
+    if packed:
+        msg = (
+            f"{where}: sub-byte tensor parameters ({', '.join(packed)}) are not built with the cutedsl backend "
+            '(TileLang binds them differently there); build this entry with backend = "cuda"'
+        )
+        raise LoweringError(msg)
 
 
 def check_kernels(kernels, workspaces, source: str, where: str) -> None:

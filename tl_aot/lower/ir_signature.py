@@ -16,6 +16,7 @@ from typing import Any
 from ..common.cpp_spelling import DLPACK_DTYPES
 from ..common.errors import LoweringError
 from ..common.metadata import Param, Symbol
+from ..common.subbyte import SUBBYTE_DTYPES, Packing, packing_of, storage_spelled
 from .cexpr import CppExprPrinter, ctype_of
 
 __all__ = ["output_positions", "read_signature"]
@@ -64,7 +65,7 @@ def read_signature(func, where: str, outputs: frozenset = frozenset()):
         for pos in group:
             buf = func.buffer_map[func.params[pos]]
             pname = _check_name(buf.name, f"{where}: tensor parameter")
-            _check_tensor_dtype(str(buf.dtype), f"{where}: parameter {pname!r}")
+            _check_tensor_dtype(str(buf.dtype), f"{where}: parameter {pname!r}", output=pos in outputs)
             names[buf.data.name] = f"p_{pname}"
             named.append((pos, pname, buf))
         _bind_dims(named, symbols, names, where)
@@ -76,7 +77,11 @@ def read_signature(func, where: str, outputs: frozenset = frozenset()):
         align = int(getattr(buf, "data_alignment", 0) or 0)
         shape = tuple(_dim_of(s) for s in buf.shape)
         strides = tuple(_stride_of(s, names, f"{where}: tensor {pname!r}") for s in buf.strides)
-        by_pos[pos] = Param(pname, "tensor", str(buf.dtype), shape, strides, alignment=align if align > 1 else 0, output=pos in outputs)
+        packing = packing_of(str(buf.dtype))
+        storage = storage_spelled(packing, shape) if packing else ""
+        by_pos[pos] = Param(
+            pname, "tensor", str(buf.dtype), shape, strides, alignment=align if align > 1 else 0, output=pos in outputs, storage=storage
+        )
     params = [by_pos[i] for i in range(len(func.params))]
     _check_bound(buffers, names, where)
     _check_outputs(params, symbols, where)
@@ -106,7 +111,10 @@ def _bind_dims(named: list, symbols: dict[str, Symbol], names: dict[str, str], w
         for i, dim in enumerate(buf.shape):
             if isinstance(dim, tvm.tirx.Var) and not _is_bound(dim.name, names):
                 _check_name(dim.name, f"{where}: symbolic dimension of {pname}")
-                symbols[dim.name] = Symbol(dim.name, str(dim.dtype), pname, i)
+                packing = packing_of(str(buf.dtype))
+                # a packed last dim is bound as the storage's times what it packs (the runtime's logical_dim): said so
+                shown = f"{pname}.shape[{i}] * {packing.pack}" if packing and packing.pack > 1 and i == len(buf.shape) - 1 else ""
+                symbols[dim.name] = Symbol(dim.name, str(dim.dtype), pname, i, expr=shown)
                 names[dim.name] = f"s_{dim.name}"
 
 
@@ -126,12 +134,28 @@ def _solve_dims(named: list, symbols: dict[str, Symbol], names: dict[str, str], 
         for _, pname, buf in named:
             for i, dim in enumerate(buf.shape):
                 free = [v for v in _vars_of(dim) if not _is_bound(v.name, names)]
-                if free and _solve_dim(pname, i, dim, free, symbols, names, where):
+                last, packing = i == len(buf.shape) - 1, packing_of(str(buf.dtype))
+                if free and _solve_dim(pname, i, dim, free, symbols, names, where, last=last, packing=packing):
                     progress = True
 
 
-def _solve_dim(pname: str, i: int, dim, free: list, symbols: dict[str, Symbol], names: dict[str, str], where: str) -> bool:
-    """Bind ``free`` from ``dim == pname.shape[i]`` if TVM's linear solver solves it exactly."""
+def _solve_dim(
+    pname: str,
+    i: int,
+    dim,
+    free: list,
+    symbols: dict[str, Symbol],
+    names: dict[str, str],
+    where: str,
+    *,
+    last: bool,
+    packing: Packing | None,
+) -> bool:
+    """Bind ``free`` from ``dim == pname.shape[i]`` if TVM's linear solver solves it exactly.
+
+    A packed tensor's last dim (``packing``: int4 in int8) is the storage's times the elements each packs,
+    as TileLang's binder reads it.
+    """
     from tilelang import tvm
 
     ref = tvm.tirx.Var(_DIM_REF, dim.dtype)
@@ -141,11 +165,14 @@ def _solve_dim(pname: str, i: int, dim, free: list, symbols: dict[str, Symbol], 
         return False
     if len(sol.dst.variables):
         return False
-    pr = CppExprPrinter({**names, _DIM_REF: f"x.t_{pname}->shape[{i}]"}, {}, where)
+    ref_cpp, ref_text = f"x.t_{pname}->shape[{i}]", f"{pname}.shape[{i}]"
+    if last and packing is not None and packing.pack > 1:  # a packed last dim: the storage's times the elements it packs
+        ref_cpp, ref_text = f"({ref_cpp} * {packing.pack})", f"({ref_text} * {packing.pack})"
+    pr = CppExprPrinter({**names, _DIM_REF: ref_cpp}, {}, where)
     for v in free:
         value = sol.src_to_dst[v]
         _check_name(v.name, f"{where}: symbolic dimension of {pname}")
-        expr = str(value).replace(_DIM_REF, f"{pname}.shape[{i}]")
+        expr = str(value).replace(_DIM_REF, ref_text)
         symbols[v.name] = Symbol(v.name, str(v.dtype), pname, i, expr=expr, cpp=pr(value))
         names[v.name] = f"s_{v.name}"
     return True
@@ -211,16 +238,25 @@ def _names_in(expr: str) -> list[str]:
     return re.findall(r"[A-Za-z_][A-Za-z0-9_]*", expr)
 
 
-def _check_tensor_dtype(dtype: str, what: str) -> None:
+def _check_tensor_dtype(dtype: str, what: str, *, output: bool) -> None:
     """A tensor parameter's dtype must be one the launcher can check a DLPack tensor against.
 
     Checked while lowering, as scalar dtypes are, so the variant fails alone (``--keep-going``
-    leaves it out) instead of the launcher stage failing the whole library. Sub-byte tensors
-    (``int4``, ``float4_e2m1fn``) are the case met: TileLang's newer releases take them packed in
-    int8 storage with the last dim halved, a binding tl_aot's launcher does not do.
+    leaves it out) instead of the launcher stage failing the whole library. A sub-byte dtype
+    (``int4``, ``float4_e2m1fn``) is taken packed, as TileLang's host code takes it
+    (:mod:`tl_aot.common.subbyte`); one without a storage dtype (6-bit floats) cannot be a returned
+    output, as TileLang's JIT cannot allocate it either.
     """
-    if dtype not in DLPACK_DTYPES:
-        takes = ", ".join(DLPACK_DTYPES)
+    packing = packing_of(dtype)
+    if packing is not None and output and not packing.storage:
+        msg = (
+            f"{what}: a returned output of dtype {dtype} would be allocated as packed {packing.storage_text} storage, "
+            "which no torch dtype holds (TileLang's JIT refuses it too); pass it as an argument instead "
+            "(drop it from out_idx)"
+        )
+        raise LoweringError(msg)
+    if dtype not in DLPACK_DTYPES and packing is None:
+        takes = ", ".join([*DLPACK_DTYPES, *(f"{d} (packed)" for d in SUBBYTE_DTYPES)])
         msg = f"{what}: tensor dtype {dtype} is not supported by tl_aot launchers (they take {takes})"
         raise LoweringError(msg)
 

@@ -91,6 +91,10 @@ def _lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
             art = lower(func, lower_target, pass_configs)
         distinguish_names(func)  # after lowering: the device code is the JIT's, byte for byte
         params, symbols, names = read_signature(func, where, outputs)
+        if backend == "cutedsl":
+            from .cutedsl import check_params
+
+            check_params(params, where)
         host_funcs = list(art.host_mod.functions.values())
         if len(host_funcs) != 1:
             msg = f"{where}: expected one host function after lowering, got {len(host_funcs)}"

@@ -197,4 +197,7 @@ class LoweringPool:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the build says "interrupted" once
+        sys.exit(130)

@@ -49,8 +49,9 @@ __all__ = ["VariantCache", "variant_key", "library_key", "KeyTools", "default_ca
 #: so that entries written by an older tl_aot of the same version are never reused.
 #: 11: request keys taken before lowering (TileLang renamed variables in place);
 #: 12: images made from each variant's own part of the PTX (tl_aot.cuda.ptx_split);
-#: 13: under a compiler launcher too (only CUDA → PTX goes through it): the same bytes as without one.
-CACHE_SCHEMA = 13
+#: 13: under a compiler launcher too (only CUDA → PTX goes through it): the same bytes as without one;
+#: 14: a tensor parameter's ``storage`` (sub-byte tensors, taken packed: tl_aot.common.subbyte).
+CACHE_SCHEMA = 14
 
 #: Stands for the project root in stored paths (see :func:`relocate`).
 ROOT_TOKEN = "${TL_AOT_PROJECT_ROOT}"
@@ -208,7 +209,10 @@ class VariantCache:
         return found
 
     def check_writable(self) -> None:
-        """Raise a :class:`~tl_aot.common.errors.FilesystemError` unless variants can be stored here."""
+        """Raise a :class:`~tl_aot.common.errors.FilesystemError` unless variants can be stored here (the folder made where missing).
+
+        Probed once per build, with the other folders, when its workspace is made (:func:`tl_aot.pipeline.workspace.workspace`).
+        """
         ensure_folder(self.root, "cache folder")
         with filesystem_errors("store variants in the cache folder", self.root, "pass a writable --cache-dir or TL_AOT_CACHE_DIR"):
             tempfile.TemporaryDirectory(prefix=".probe.", dir=self.root).cleanup()

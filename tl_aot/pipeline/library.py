@@ -117,7 +117,7 @@ def build_library(
         else:
             if ws.unwritable is not None:
                 raise ws.unwritable
-            run = build_variants(plan, ws.work, ws.cache, opts)
+            run = build_variants(plan, ws, opts)
             result = _link_and_publish(plan, run, ws, opts, image_packs)
             log_summary(opts.log, result, run, plan, opts.jobs, t_start)
         companion = update_companion(result.manifest, result.library, result.header, wanted=torch_ops, log=log)

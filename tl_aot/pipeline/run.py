@@ -6,11 +6,8 @@ Shared by a one-machine build (:mod:`tl_aot.pipeline.library`) and a shard (:mod
 from __future__ import annotations
 
 from dataclasses import fields
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..lower.cutedsl import close_workers
-from .cache import VariantCache
 from .cluster import run_on_cluster
 from .options import BuildOptions
 from .plan import Plan, Task
@@ -18,9 +15,7 @@ from .progress import Progress
 from .scheduler import run_variants
 from .stages import Each, Stages, one_by_one
 from .variant_run import VariantRun
-
-if TYPE_CHECKING:
-    from .shared_cache import SharedCache
+from .workspace import Workspace
 
 __all__ = ["build_variants", "VariantsOnly"]
 
@@ -42,17 +37,19 @@ class VariantsOnly(Stages):
         return [t for t in run.tasks if t.key in run.lowered]
 
 
-def build_variants(plan: Plan, work: Path, cache: VariantCache | SharedCache, opts: BuildOptions, *, launcher: bool = True) -> VariantRun:
+def build_variants(plan: Plan, ws: Workspace, opts: BuildOptions, *, launcher: bool = True) -> VariantRun:
     """Stages lower, compile images and launcher over the plan's misses, in parallel (here, or on the cluster's workers).
 
-    The one place every kind of build makes its variants; ``launcher=False`` (a shard): the variants
-    only. A failed variant stops the build, or in a tolerant one (:meth:`BuildOptions.tolerant`) is
-    recorded in the run's ``failures`` while the others build; then, unless ``keep_going``, one
-    error names every failure and nothing is written.
+    The one place every kind of build makes its variants, in the workspace ``ws`` (its work folder
+    and cache; with variants to make, the cache's write problem found when ``ws`` was made is raised
+    here, before minutes of lowering); ``launcher=False`` (a shard): the variants only. A failed
+    variant stops the build, or in a tolerant one (:meth:`BuildOptions.tolerant`) is recorded in
+    the run's ``failures`` while the others build; then, unless ``keep_going``, one error names
+    every failure and nothing is written.
     """
-    todo, log = plan.todo, opts.log
-    if todo:
-        cache.check_writable()  # before minutes of lowering, not after
+    todo, log, work, cache = plan.todo, opts.log, ws.work, ws.cache
+    if todo and ws.cache_unwritable is not None:
+        raise ws.cache_unwritable
     shared = [t for t in plan.tasks if t.key in plan.hits and t.key in getattr(cache, "adopted", ())]
     if log and shared:
         log(f"{len(shared)} of {len(plan.tasks)} variant(s) from the shared cache {getattr(cache, 'url', '')}")

@@ -104,7 +104,7 @@ def build_part(
         plan = whole.shard(k, n)
         if log:
             log(f"shard {k}/{n} of {lib.name}: {len(plan.tasks)} of {len(whole.tasks)} variants ({len(plan.todo)} to build)")
-        run = build_variants(plan, ws.work, ws.cache, opts, launcher=False)
+        run = build_variants(plan, ws, opts, launcher=False)
         part = _part_of(whole, plan, run, ws.work.parent.parent, k, n)
         part.write(run.lowered, run.images)
     if log:

@@ -232,9 +232,6 @@ class SharedCache:
                 self.adopted.add(key)  # counted by hits
         return found
 
-    def check_writable(self) -> None:
-        self.local.check_writable()
-
     def store(self, key: str, variant, image: bytes, project=None, *, replace: bool = False) -> None:
         """Store locally, then put the entry in the shared cache (atomically: one object, or a temporary name renamed)."""
         self.local.store(key, variant, image, project, replace=replace)

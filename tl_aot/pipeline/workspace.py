@@ -43,6 +43,8 @@ class Workspace:
 
     ``unwritable``: the error a build raises if it has to write (the output folder is read-only: the
     library may still be up to date); its lock is then taken in the temporary folder.
+    ``cache_unwritable``: the error a build raises if it has variants to make (the cache folder
+    cannot store them: a build that finds them all in the cache, or an up-to-date one, needs none).
     """
 
     work: Path
@@ -50,6 +52,7 @@ class Workspace:
     cache: VariantCache | SharedCache
     lock: Path
     unwritable: FilesystemError | None = None
+    cache_unwritable: FilesystemError | None = None
 
     @contextlib.contextmanager
     def held(self, holder: str, log: Log) -> Iterator[Workspace]:
@@ -74,17 +77,27 @@ def workspace(name: str, out_dir: str | os.PathLike, opts: BuildOptions, *, what
         raise FilesystemError(msg)
     local = VariantCache(cache_root)
     cache = SharedCache(local, opts.cache_url, log=opts.log) if opts.cache_url else local
+    cache_problem = _cache_problem(local)
     try:
         ensure_folder(work, "work folder")
         (work / "build.lock").touch()
-        return Workspace(work, out, cache, work / "build.lock")
+        return Workspace(work, out, cache, work / "build.lock", cache_unwritable=cache_problem)
     except (FilesystemError, OSError) as e:
         problem = e if isinstance(e, FilesystemError) else fs_error(e, "write in the output folder", out_dir)
         locks = Path(tempfile.gettempdir()) / f"tl_aot-{os.getuid()}" / "locks"
         with filesystem_errors("create the lock folder", locks, "set TMPDIR to a writable folder"):
             locks.mkdir(parents=True, exist_ok=True)
         lock = locks / (hashlib.sha256(str(work).encode()).hexdigest()[:16] + ".lock")
-        return Workspace(work, out, cache, lock, problem)
+        return Workspace(work, out, cache, lock, unwritable=problem, cache_unwritable=cache_problem)
+
+
+def _cache_problem(cache: VariantCache) -> FilesystemError | None:
+    """Why variants cannot be stored in ``cache`` (probed now, its folder made), or None: raised only by a build with variants to make."""
+    try:
+        cache.check_writable()
+    except FilesystemError as e:
+        return e
+    return None
 
 
 def _sweep_debris(work: Path, out: Outputs) -> None:

@@ -24,12 +24,21 @@ import threading
 from collections.abc import Collection
 from typing import Any
 
-__all__ = ["TORCH_DTYPES", "allocating_call", "backend_of", "register", "schema_of", "takes_no_tensor"]
+__all__ = ["PACKED_DTYPES", "TORCH_DTYPES", "allocating_call", "backend_of", "register", "schema_of", "takes_no_tensor"]
 
 #: TileLang dtype → torch dtype attribute name: the same name, but TileLang's ``float8_e4m3`` is torch's ``float8_e4m3fn``.
 _SAME_NAME = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
 _FLOAT8 = ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu")
 TORCH_DTYPES = {**{t: t for t in _SAME_NAME}, "float8_e4m3": "float8_e4m3fn", **{t: t for t in _FLOAT8}}
+#: A sub-byte TileLang dtype → (logical elements per storage element on the last dim, torch storage dtype), as
+#: TileLang's JIT takes and returns it (tl_aot.common.subbyte's table, spelled again: this module imports no tl_aot).
+PACKED_DTYPES = {
+    "int4": (2, "int8"),
+    "uint4": (2, "uint8"),
+    "float4_e2m1fn": (2, "float4_e2m1fn_x2"),
+    "float6_e2m3fn": (1, ""),
+    "float6_e3m2fn": (1, ""),
+}
 _SHAPE_REF = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\.shape\[(\d+)\]")
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 #: A manifest entry as its JSON reads (this module reads the manifest's JSON, not tl_aot's dataclasses).
@@ -53,6 +62,27 @@ def _scalar_type(dtype: str) -> str:
 
 def _outputs(entry: _Entry) -> list[_Entry]:
     return [p for p in entry["params"] if p.get("output")]
+
+
+def _output_spec(p: _Entry, names: Collection[str], where: str) -> tuple[list[Any], str]:
+    """An output's dims (functions of the call's values) and torch dtype name, as TileLang's JIT allocates it.
+
+    A sub-byte output (``int4``) is its packed storage: ``torch.int8`` with the last dim divided by
+    the elements each storage element packs (``PACKED_DTYPES``).
+    """
+    dims = [_dim_fn(d, names, where) for d in p["shape"]]
+    if p["dtype"] not in PACKED_DTYPES:
+        return dims, TORCH_DTYPES[p["dtype"]]
+    pack, storage = PACKED_DTYPES[p["dtype"]]
+    last = dims[-1]
+    dims[-1] = lambda vals: last(vals) // pack
+    return dims, storage
+
+
+def _dim_scale(p: _Entry, d: int) -> int:
+    """What a torch dim of input ``p`` is multiplied by to give the kernel's: a packed tensor's last dim, its pack."""
+    packed = PACKED_DTYPES.get(p["dtype"]) if p["kind"] == "tensor" else None
+    return packed[0] if packed is not None and d == len(p["shape"]) - 1 else 1
 
 
 def schema_of(entry: _Entry) -> str:
@@ -118,11 +148,11 @@ def _shape_values(entry: _Entry, where: str):
     ins = [p for p in entry["params"] if not p.get("output")]
     pos = {p["name"]: i for i, p in enumerate(ins)}
     scalars = {p["name"]: i for i, p in enumerate(ins) if p["kind"] != "tensor"}
-    direct: dict[str, tuple[int, int]] = {}
+    direct: dict[str, tuple[int, int, int]] = {}  # symbol -> (input position, dim, scale: a packed last dim's pack)
     solved: list[tuple[str, Any, Any]] = []
     for s in entry.get("symbols", ()):
         if not s.get("cpp"):
-            direct[s["name"]] = (pos[s["param"]], s["dim"])
+            direct[s["name"]] = (pos[s["param"]], s["dim"], _dim_scale(ins[pos[s["param"]]], s["dim"]))
             continue
         text, refs = _name_shape_refs(s["expr"], pos)
         known = {*direct, *scalars, *(n for n, _, _ in solved), *(r[0] for r in refs)}
@@ -130,7 +160,7 @@ def _shape_values(entry: _Entry, where: str):
     names = {*direct, *scalars, *(n for n, _, _ in solved)}
 
     def values(args: Any) -> dict[str, Any]:
-        v = {name: args[i].shape[d] for name, (i, d) in direct.items()}
+        v = {name: args[i].shape[d] * scale for name, (i, d, scale) in direct.items()}
         v.update({name: args[i] for name, i in scalars.items()})
         for name, fn, refs in solved:
             v.update({ref: args[i].shape[d] for ref, i, d in refs})
@@ -162,7 +192,7 @@ def _fake_outputs(torch, entry: _Entry):
     where = f"entry {entry.get('export') or entry['name']!r}"
     names, values = _shape_values(entry, where)
     first_tensor = next((i for i, p in enumerate(ins) if p["kind"] == "tensor"), None)
-    specs = [([_dim_fn(d, names, where) for d in p["shape"]], getattr(torch, TORCH_DTYPES[p["dtype"]])) for p in outs]
+    specs = [(dims, getattr(torch, dt)) for dims, dt in (_output_spec(p, names, where) for p in outs)]
 
     def fake(*args):
         vals = values(args)
@@ -191,7 +221,7 @@ def allocating_call(fn, entry: _Entry):
     n_in = sum(1 for p in params if not p.get("output"))
     first_out = next(i for i, p in enumerate(params) if p.get("output"))
     names, values = _shape_values(entry, where)
-    specs = [([_dim_fn(d, names, where) for d in p["shape"]], TORCH_DTYPES[p["dtype"]]) for p in _outputs(entry)]
+    specs = [_output_spec(p, names, where) for p in _outputs(entry)]
     ins = [p for p in params if not p.get("output")]
     int_scalars = {i: p["dtype"] for i, p in enumerate(ins) if p["dtype"].startswith(("int", "uint")) and p["name"] in names}
 

@@ -8,7 +8,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {  // v3: Entry and EntrySlot for table-driven checks
+inline namespace v4 {  // v4: TensorSpec holds packed sub-byte tensors (v3: Entry and EntrySlot, table-driven checks)
 
 // ------------------------------------------------------------------------------------------------
 // Buffers allocated per call
@@ -75,6 +75,6 @@ Workspaces::~Workspaces() {
   driver().StreamSynchronize(stream_);
 }
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot

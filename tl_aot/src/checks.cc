@@ -9,7 +9,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {  // v3: Entry and EntrySlot for table-driven checks
+inline namespace v4 {  // v4: TensorSpec holds packed sub-byte tensors (v3: Entry and EntrySlot, table-driven checks)
 
 // ------------------------------------------------------------------------------------------------
 // The argument checker (see Checks in the header): the tables of one entry, read in the order the
@@ -22,6 +22,7 @@ static inline int64_t value_of(const Value& v, const Frame& x, EvalFn eval) {
 }
 
 static inline bool dtype_ok(const TensorSpec& ts, DLDataType d) {
+  if (ts.packed_bits != 0) return int(d.bits) * int(d.lanes) == ts.packed_bits;  // any code, as TileLang
   if (d.lanes != 1) return false;
   for (int i = 0; i < ts.num_dtypes; ++i)
     if (d.code == ts.dtypes[i].code && d.bits == ts.dtypes[i].bits) return true;
@@ -37,12 +38,12 @@ static void check_tensor(const char* entry, const TensorSpec& ts, Frame& x, int 
   for (int d = 0; d < ts.ndim; ++d) {
     const Dim& dim = ts.dims[d];
     if (dim.kind == kBind) {
-      x.s[dim.value.n] = t->shape[d];
+      x.s[dim.value.n] = logical_dim(ts, t, d);
     } else if (dim.kind == kEqual) {
       const int64_t want = dim.value.kind == kConst ? dim.value.n : x.s[dim.value.n];
-      if (TL_AOT_UNLIKELY(t->shape[d] != want)) {
-        if (dim.value.kind == kConst) bad_dim(entry, ts.name, dim.expected, t);
-        bad_dim_from(entry, ts.name, dim.expected, want, dim.source, t);
+      if (TL_AOT_UNLIKELY(logical_dim(ts, t, d) != want)) {
+        if (dim.value.kind == kConst) bad_dim(entry, ts.name, dim.expected, t, shown_pack(ts));
+        bad_dim_from(entry, ts.name, dim.expected, want, dim.source, t, shown_pack(ts));
       }
     }
   }
@@ -53,9 +54,10 @@ static void check_late(const char* entry, const Checks& c, const Frame& x, int f
   for (int k = from; k < to; ++k) {
     const LateCheck& l = c.late[k];
     const DLTensor* t = x.t[l.tensor];
+    const TensorSpec& ts = c.tensors[l.tensor];
     const int64_t want = value_of(l.value, x, c.eval);
-    if (TL_AOT_UNLIKELY(t->shape[l.dim] != want))
-      bad_dim_from(entry, c.tensors[l.tensor].name, l.expected, want, "", t);
+    if (TL_AOT_UNLIKELY(logical_dim(ts, t, l.dim) != want))
+      bad_dim_from(entry, ts.name, l.expected, want, "", t, shown_pack(ts));
   }
 }
 
@@ -63,13 +65,13 @@ static void check_symbols(const char* entry, const Checks& c, Frame& x) {
   for (int k = 0; k < c.num_symbols; ++k) {
     const SymbolSpec& s = c.symbols[k];
     const DLTensor* t = x.t[s.tensor];
-    const char* arg = c.tensors[s.tensor].name;
+    const TensorSpec& ts = c.tensors[s.tensor];
     if (s.derive >= 0) {  // solved from the dim as TileLang solves it; exact or refused
       const int64_t v = x.s[k] = c.eval(x, s.derive);
-      if (TL_AOT_UNLIKELY(v <= 0 || v > s.max || t->shape[s.dim] != value_of(s.check, x, c.eval)))
-        bad_dim(entry, arg, s.expected, t);
+      if (TL_AOT_UNLIKELY(v <= 0 || v > s.max || logical_dim(ts, t, s.dim) != value_of(s.check, x, c.eval)))
+        bad_dim(entry, ts.name, s.expected, t, shown_pack(ts));
     } else if (TL_AOT_UNLIKELY(x.s[k] <= 0 || x.s[k] > s.max)) {
-      bad_symbol(entry, arg, s.dim, s.name, s.max, t);
+      bad_symbol(entry, ts.name, s.dim, s.name, s.max, t, shown_pack(ts));
     }
   }
 }
@@ -93,9 +95,12 @@ static void check_layout(const char* entry, const Checks& c, const Frame& x) {
     const int64_t* st = x.t[i]->strides;
     if (ts.strides == nullptr || st == nullptr) continue;
     const int64_t* sh = x.t[i]->shape;
-    for (int d = 0; d < ts.ndim; ++d)
-      if (TL_AOT_UNLIKELY(sh[d] != 1 && st[d] != value_of(ts.strides[d], x, c.eval)))
+    for (int d = 0; d < ts.ndim; ++d) {
+      // a packed tensor's strides count storage elements: all but the last (1) times `pack` are the kernel's
+      const int64_t scale = d == ts.ndim - 1 ? 1 : ts.pack;
+      if (TL_AOT_UNLIKELY(sh[d] != 1 && st[d] * scale != value_of(ts.strides[d], x, c.eval)))
         bad_strides(entry, ts.name, ts.strides_shown, x.t[i]);
+    }
   }
 }
 
@@ -200,6 +205,6 @@ const DLTensor* view(const ::tvm::ffi::TensorView& v, DLTensor* dl) {
   return dl;
 }
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot

@@ -12,7 +12,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {  // v3: Entry and EntrySlot for table-driven checks
+inline namespace v4 {  // v4: TensorSpec holds packed sub-byte tensors (v3: Entry and EntrySlot, table-driven checks)
 
 // ------------------------------------------------------------------------------------------------
 // Driver
@@ -157,6 +157,6 @@ void fail_cu(const char* entry, const std::string& what, CUresult r) {
   fail("RuntimeError", std::string(entry) + ": " + what + " failed: " + cu_error(r));
 }
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot

@@ -10,7 +10,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {  // v3: Entry and EntrySlot for table-driven checks
+inline namespace v4 {  // v4: TensorSpec holds packed sub-byte tensors (v3: Entry and EntrySlot, table-driven checks)
 
 // ------------------------------------------------------------------------------------------------
 // Errors
@@ -31,11 +31,12 @@ void bad_alignment(const char* entry, const char* arg, const void* p, int align)
               std::to_string(align) + "-byte boundary (an offset view? call .clone())");
 }
 
-std::string shape_str(const DLTensor* t) {
+std::string shape_str(const DLTensor* t, int pack) {
   std::ostringstream os;
   os << "[";
-  for (int i = 0; i < t->ndim; ++i) os << (i ? ", " : "") << t->shape[i];
+  for (int i = 0; i < t->ndim; ++i) os << (i ? ", " : "") << t->shape[i] * (pack > 0 && i == t->ndim - 1 ? pack : 1);
   os << "]";
+  if (pack > 0) os << " (packed in " << ::tvm::ffi::DLDataTypeToString(t->dtype) << shape_str(t) << ")";
   return os.str();
 }
 
@@ -48,13 +49,14 @@ static std::string strides_str(const DLTensor* t) {
   return os.str();
 }
 
-void bad_dim(const char* entry, const char* arg, const char* expected, const DLTensor* t) {
-  bad_arg("ValueError", entry, arg, std::string("shape ") + expected, shape_str(t));
+void bad_dim(const char* entry, const char* arg, const char* expected, const DLTensor* t, int pack) {
+  bad_arg("ValueError", entry, arg, std::string("shape ") + expected, shape_str(t, pack));
 }
 
 void bad_dim_from(const char* entry, const char* arg, const char* expected, int64_t value, const char* source,
-                  const DLTensor* t) {
-  bad_arg("ValueError", entry, arg, std::string("shape ") + expected + std::to_string(value) + source, shape_str(t));
+                  const DLTensor* t, int pack) {
+  bad_arg("ValueError", entry, arg, std::string("shape ") + expected + std::to_string(value) + source,
+          shape_str(t, pack));
 }
 
 void bad_ndim(const char* entry, const char* arg, int ndim, const char* shape, const DLTensor* t) {
@@ -71,9 +73,10 @@ void bad_device(const char* entry, const char* arg, const char* first, int devic
           "a tensor on cuda:" + std::to_string(t->device.device_id));
 }
 
-void bad_symbol(const char* entry, const char* arg, int dim, const char* symbol, int64_t max, const DLTensor* t) {
-  bad_arg("ValueError", entry, arg,
-          "dim " + std::to_string(dim) + " ('" + symbol + "') in [1, " + std::to_string(max) + "]", shape_str(t));
+void bad_symbol(const char* entry, const char* arg, int dim, const char* symbol, int64_t max, const DLTensor* t,
+                int pack) {
+  const std::string want = "dim " + std::to_string(dim) + " ('" + symbol + "') in [1, " + std::to_string(max) + "]";
+  bad_arg("ValueError", entry, arg, want, shape_str(t, pack));
 }
 
 void bad_strides(const char* entry, const char* arg, const char* strides, const DLTensor* t) {
@@ -128,6 +131,6 @@ void bad_tensor_device(const DLTensor* t, const char* entry, const char* arg) {
           "cuda:" + std::to_string(t->device.device_id));
 }
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot

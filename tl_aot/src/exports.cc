@@ -8,7 +8,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {  // v3: Entry and EntrySlot for table-driven checks
+inline namespace v4 {  // v4: TensorSpec holds packed sub-byte tensors (v3: Entry and EntrySlot, table-driven checks)
 
 // ------------------------------------------------------------------------------------------------
 // The library-wide exports
@@ -117,6 +117,6 @@ int ffi_check_images(const Library& lib, const TVMFFIAny* raw, int32_t num_args,
   TVM_FFI_SAFE_CALL_END();
 }
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot

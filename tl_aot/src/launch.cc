@@ -9,7 +9,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {  // v3: Entry and EntrySlot for table-driven checks
+inline namespace v4 {  // v4: TensorSpec holds packed sub-byte tensors (v3: Entry and EntrySlot, table-driven checks)
 
 // ------------------------------------------------------------------------------------------------
 // Scalars and streams
@@ -165,6 +165,6 @@ L2Window::~L2Window() {
   d.CtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, old_limit_);
 }
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot

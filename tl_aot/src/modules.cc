@@ -13,7 +13,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {  // v3: Entry and EntrySlot for table-driven checks
+inline namespace v4 {  // v4: TensorSpec holds packed sub-byte tensors (v3: Entry and EntrySlot, table-driven checks)
 
 // ------------------------------------------------------------------------------------------------
 // Per-device state
@@ -362,6 +362,6 @@ int cleanup(const Library& lib, int64_t drain_ms) {
   return static_cast<int>(last);
 }
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot

@@ -22,7 +22,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {
+inline namespace v4 {
 
 namespace {
 
@@ -249,6 +249,6 @@ std::string packed_image(const char* ref, std::string* why) {
   return bytes;
 }
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot

@@ -5,7 +5,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {  // v3: Entry and EntrySlot for table-driven checks
+inline namespace v4 {  // v4: TensorSpec holds packed sub-byte tensors (v3: Entry and EntrySlot, table-driven checks)
 
 // ------------------------------------------------------------------------------------------------
 // TMA
@@ -49,6 +49,6 @@ void encode_im2col(const char* entry, const char* arg, CUtensorMap* out, int dty
     fail_cu(entry, std::string("encoding the im2col TMA descriptor of '") + arg + "'", r);
 }
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot

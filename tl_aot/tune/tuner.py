@@ -101,6 +101,15 @@ def _inputs(torch, entry, values: Mapping[str, Any], seed: int, name: str):
             else:
                 msg = f"entry {name!r}: tune needs a size for dynamic dim {d!r} of {p.name!r}: --dim {d}=SIZE"
                 raise SpecError(msg)
+        k = p.packing
+        if k is not None:  # a sub-byte tensor: random bytes of its packed storage, as TileLang's JIT takes it
+            if not k.storage:
+                msg = f"entry {name!r}: tune cannot make {p.name!r} ({p.dtype}): no torch dtype holds its packed storage"
+                raise SpecError(msg)
+            shape[-1] //= k.pack
+            t = torch.randint(0, 256, shape, generator=gen, device="cuda", dtype=torch.uint8)
+            args.append((torch.zeros_like(t) if p.output else t).view(getattr(torch, k.storage)))
+            continue
         dtype = getattr(torch, TORCH_DTYPES[p.dtype])
         if p.output:
             t = torch.zeros(shape, dtype=dtype, device="cuda")
@@ -131,6 +140,8 @@ def _close(torch, got, want) -> str:
     for i, (g, w) in enumerate(zip(got, want)):
         if not isinstance(g, torch.Tensor):
             continue
+        if g.dtype == getattr(torch, "float4_e2m1fn_x2", None):  # packed fp4 has no arithmetic: compare its bytes
+            g, w = g.view(torch.uint8), w.view(torch.uint8)
         tol = 1e-2 if g.dtype in (torch.float16, torch.bfloat16) or g.element_size() == 1 else 1e-4
         if not torch.allclose(g.float(), w.float(), rtol=tol * 4, atol=tol * 4):
             err = (g.float() - w.float()).abs().max().item()

@@ -279,8 +279,74 @@ static void test_tensorless() {
         "arange: argument 'out' expected shape [n] with dim 0 = n = 4, got [5]");
 }
 
+// An entry pk(A: int4[m, n], B: int4[m, 128]) of packed sub-byte tensors, bound as TileLang's host code binds
+// them: any 8-bit storage, the last dim two int4 a storage element (n = A.shape[1] * 2), strides but the last x 2.
+static const rt::Value kPackedValues[] = {{rt::kSymbol, 1}, {rt::kConst, 1}, {rt::kConst, 128}, {rt::kConst, 1}, {}};
+static const rt::Dim kPackedDims[] = {
+    {rt::kBind, {rt::kSymbol, 0}, "", ""},
+    {rt::kBind, {rt::kSymbol, 1}, "", ""},
+    {rt::kEqual, {rt::kSymbol, 0}, "[m, 128] (packed in int8[m, 64]) with dim 0 = m = ", " (from 'A' dim 0)"},
+    {rt::kEqual, {rt::kConst, 128}, "[m, 128] (packed in int8[m, 64]) with dim 1 = 128", ""},
+    {}};
+// clang-format off: one tensor a row
+static const rt::TensorSpec kPackedTensors[] = {
+    {"A", 2, "[m, n] (packed in int8[m, n / 2])", "int4 packed 2 per 8-bit element", {}, 0, kPackedDims + 0,
+     kPackedValues + 0, "(n / 2, 1)", 64, {0, 8, 1}, nullptr, 0, 8, 2},
+    {"B", 2, "[m, 128] (packed in int8[m, 64])", "int4 packed 2 per 8-bit element", {}, 0, kPackedDims + 2,
+     kPackedValues + 2, "(64, 1)", 64, {0, 8, 1}, nullptr, 0, 8, 2},
+    {}};
+// clang-format on
+static const rt::SymbolSpec kPackedSymbols[] = {
+    {"m", 0, 0, 2147483647, -1, {rt::kConst, 0}, ""}, {"n", 0, 1, 2147483647, -1, {rt::kConst, 0}, ""}, {}};
+static const rt::ArgRead kPackedReads[] = {{"A", rt::kTensorArg, 0, 0, 0, ""}, {"B", rt::kTensorArg, 1, 0, 0, ""}, {}};
+// clang-format off: the fields of rt::Checks, in order
+static const rt::Checks kPackedChecks{kPackedTensors, 2, 2, kPackedSymbols, 2, 0, nullptr, 0, 0, nullptr,
+                                      {kPackedReads, 2, "A, B"}, {nullptr, 0, ""}, 0, true};
+// clang-format on
+static const rt::Entry kPacked{"pk", kImages, 2, g_pair_slots, nullptr, &kPackedChecks, nullptr};
+
+static std::string check_packed(FakeTensor& a, FakeTensor& b, rt::Frame* out = nullptr) {
+  static rt::Args<2, 2, 0, 0> args;
+  args.t[0] = &a.t;
+  args.t[1] = &b.t;
+  return error_of([&] {
+    rt::check_args(kPacked, args, false);
+    if (out) *out = args;
+  });
+}
+
+static void test_packed() {
+  alignas(64) static char buf[64];
+  const DLDataType i8{kDLInt, 8, 1}, u8{kDLUInt, 8, 1}, fp4x2{kDLFloat4_e2m1fn, 4, 2};
+  FakeTensor a(buf, 1, i8, {3, 50}, true), b(buf, 1, u8, {3, 64}, true);
+  rt::Frame f{};
+  CHECK(check_packed(a, b, &f) == "");  // int8 and uint8 storage alike: TileLang checks bits, not the code
+  CHECK(f.s[0] == 3 && f.s[1] == 100 && f.p[0] == buf);  // n bound from the storage's last dim, times 2
+  FakeTensor b4(buf, 1, fp4x2, {3, 64}, true);           // torch.float4_e2m1fn_x2: 4 bits x 2 lanes
+  CHECK(check_packed(a, b4) == "");
+  FakeTensor ah(buf, 1, DLDataType{kDLFloat, 16, 1}, {3, 50});
+  CHECK(check_packed(ah, b) == "pk: argument 'A' expected dtype int4 packed 2 per 8-bit element, got float16");
+  FakeTensor bw(buf, 1, i8, {3, 128});  // one int4 a byte: unpacked
+  CHECK(check_packed(a, bw) ==
+        "pk: argument 'B' expected shape [m, 128] (packed in int8[m, 64]) with dim 1 = 128, got [3, 256] (packed in "
+        "int8[3, 128])");
+  FakeTensor bm(buf, 1, i8, {4, 64});
+  CHECK(check_packed(a, bm) ==
+        "pk: argument 'B' expected shape [m, 128] (packed in int8[m, 64]) with dim 0 = m = 3 (from 'A' dim 0), got "
+        "[4, 128] (packed in int8[4, 64])");
+  FakeTensor as(buf, 1, i8, {3, 50}, true);
+  as.strides[0] = 64;  // columns 0..49 of an int8[3, 64]: int4 strides (128, 1), not (n, 1) = (100, 1)
+  CHECK(check_packed(as, b) ==
+        "pk: argument 'A' expected a contiguous tensor with strides (n / 2, 1), got strides (64, 1) (a transposed or "
+        "sliced view? call .contiguous())");
+  FakeTensor a0(buf, 1, i8, {3, 0});
+  CHECK(check_packed(a0, b) ==
+        "pk: argument 'A' expected dim 1 ('n') in [1, 2147483647], got [3, 0] (packed in int8[3, 0])");
+}
+
 static void test_checker() {
   test_tensorless();
+  test_packed();
   alignas(64) static char buf[64];
   const DLDataType f16{kDLFloat, 16, 1};
   FakeTensor x(buf, 1, f16, {6, 8}), y(buf, 1, f16, {5, 3}, true);

@@ -15,7 +15,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {
+inline namespace v4 {
 
 // ----------------------------------------------------------------------------------------------
 // Argument access and checks (the hot path: inline, no allocation, no string work unless failing).
@@ -97,7 +97,7 @@ inline void check_smem(const char* entry, const char* kernel, int64_t bytes, int
 void launch(const char* entry, const char* kernel, CUfunction fn, const int64_t grid[3], const int64_t block[3],
             int64_t smem, CUstream stream, void** args, const int* cluster, bool cooperative, bool pdl);
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot
 

@@ -11,7 +11,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {
+inline namespace v4 {
 
 // ----------------------------------------------------------------------------------------------
 // Buffers the library allocates per call (T.alloc_global workspaces, returned outputs): from the
@@ -48,7 +48,7 @@ class Workspaces {
   ::tvm::ffi::Tensor held_[kMax];
 };
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot
 

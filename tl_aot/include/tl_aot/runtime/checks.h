@@ -13,7 +13,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {
+inline namespace v4 {
 
 // DLTensor view of a TensorView (the C++ API takes TensorViews).
 inline DLTensor as_dltensor(const ::tvm::ffi::TensorView& v) {
@@ -111,7 +111,23 @@ struct TensorSpec {
   DLDataType alloc_dtype;     // an output the call allocates: its dtype and shape
   const Value* alloc_shape;
   int alloc_ndim;
+  // A sub-byte tensor (int4, float4_e2m1fn), bound as TileLang's host code binds it: packed storage
+  // of any DLPack dtype of `packed_bits` bits (bits x lanes: int8, uint8, float4_e2m1fn_x2 for
+  // 4-bit types), whose last dim holds `pack` elements each. Dims, strides and symbols are checked
+  // as the logical tensor's (logical_dim); the last stride is the storage's. 0: whole bytes.
+  int packed_bits = 0;
+  int pack = 1;
 };
+
+// Dim d of tensor t as the kernel sees it: a packed tensor's last dim counts its sub-byte elements.
+inline int64_t logical_dim(const TensorSpec& ts, const DLTensor* t, int d) {
+  return d == ts.ndim - 1 ? t->shape[d] * ts.pack : t->shape[d];
+}
+
+// What errors show of a tensor: 0 for whole bytes, else the elements each storage element packs.
+inline int shown_pack(const TensorSpec& ts) {
+  return ts.packed_bits != 0 ? ts.pack : 0;
+}
 
 // A dynamic symbol: bound by a dim of tensor `tensor` (derive < 0) and checked in [1, max], or
 // solved from that dim by expression `derive` and checked exact: the dim recomputed (`check`).
@@ -181,7 +197,7 @@ void invoke(const Entry& e, Frame& x, const ::tvm::ffi::AnyView* a, int32_t num_
 // The same on a frame of its own (on the stack; on the heap past 16 tensors, symbols or scalars).
 void invoke(const Entry& e, const ::tvm::ffi::AnyView* a, int32_t num_args, TVMFFIAny* result, bool alloc);
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot
 

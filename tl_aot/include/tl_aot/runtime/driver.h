@@ -9,7 +9,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {
+inline namespace v4 {
 
 // ----------------------------------------------------------------------------------------------
 // The CUDA driver API, resolved at run time.
@@ -60,7 +60,7 @@ void set_driver_for_testing(const Driver& d);
 std::string cu_error(CUresult r);
 [[noreturn]] void fail_cu(const char* entry, const std::string& what, CUresult r);
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot
 

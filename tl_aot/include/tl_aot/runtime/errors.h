@@ -10,7 +10,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {
+inline namespace v4 {
 
 // ----------------------------------------------------------------------------------------------
 // Errors: every message names the entry and, for bad arguments, the argument, expected and got.
@@ -19,23 +19,26 @@ inline namespace v3 {
 [[noreturn]] void bad_arg(const char* kind, const char* entry, const char* arg, const std::string& expected,
                           const std::string& got);
 [[noreturn]] void bad_alignment(const char* entry, const char* arg, const void* p, int align);
-[[noreturn]] void bad_dim(const char* entry, const char* arg, const char* expected, const DLTensor* t);
+// `pack`: 0, or a packed sub-byte tensor's elements per storage element (the got shape shows both).
+[[noreturn]] void bad_dim(const char* entry, const char* arg, const char* expected, const DLTensor* t, int pack = 0);
 [[noreturn]] void bad_dim_from(const char* entry, const char* arg, const char* expected, int64_t value,
-                               const char* source, const DLTensor* t);
+                               const char* source, const DLTensor* t, int pack = 0);
 [[noreturn]] void bad_ndim(const char* entry, const char* arg, int ndim, const char* shape, const DLTensor* t);
 [[noreturn]] void bad_dtype(const char* entry, const char* arg, const char* dtype, const DLTensor* t);
 [[noreturn]] void bad_device(const char* entry, const char* arg, const char* first, int device, const DLTensor* t);
 [[noreturn]] void bad_symbol(const char* entry, const char* arg, int dim, const char* symbol, int64_t max,
-                             const DLTensor* t);
+                             const DLTensor* t, int pack = 0);
 [[noreturn]] void bad_strides(const char* entry, const char* arg, const char* strides, const DLTensor* t);
 [[noreturn]] void bad_arg_count(const char* entry, int expected, const char* names, int got);
 [[noreturn]] void bad_arg_count_outputs(const char* entry, const char* inputs, const char* all, int got);
 // No specialisation of `entry` matches the input tensors t[0..n) (named `names`); `built` lists them.
 [[noreturn]] void no_specialisation(const char* entry, const DLTensor* const* t, const char* const* names, int n,
                                     const char* built);
-std::string shape_str(const DLTensor* t);
+// [64, 128]; with `pack` (a packed sub-byte tensor) the logical shape, then the storage:
+// [64, 256] (packed in int8[64, 128]).
+std::string shape_str(const DLTensor* t, int pack = 0);
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot
 

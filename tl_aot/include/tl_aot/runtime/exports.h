@@ -13,7 +13,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {
+inline namespace v4 {
 
 // A TVM FFI function's body: runs `fn` on `ctx`, an error becoming the call's (the safe-call
 // convention). `fn` is call_entry for an entry (`ctx` the Entry), or a picker's invoke.
@@ -38,7 +38,7 @@ int ffi_driver_check(const Library& lib, TVMFFIAny* result);
 // "" when the images of one arch are at hand, else what is missing and what to install (check_images).
 int ffi_check_images(const Library& lib, const TVMFFIAny* raw, int32_t num_args, TVMFFIAny* result);
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot
 

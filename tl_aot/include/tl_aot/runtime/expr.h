@@ -8,7 +8,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {
+inline namespace v4 {
 
 // ----------------------------------------------------------------------------------------------
 // Integer helpers for expressions TileLang's lowering emits (floor division and modulo, bit operations).
@@ -77,7 +77,7 @@ inline int64_t popcount(int64_t a) {
   return __builtin_popcountll(static_cast<std::make_unsigned_t<T>>(a));
 }
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot
 

@@ -8,7 +8,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {
+inline namespace v4 {
 
 // An IEEE binary16 value as a kernel takes it (TileLang's `half_t` / `__half`: two bytes, aligned to
 // two). TileLang's packed host function casts the call's double (or int64) to float16 in one step,
@@ -48,7 +48,7 @@ struct f16 {
 };
 static_assert(sizeof(f16) == 2 && alignof(f16) == 2, "f16 must match the kernel's half_t");
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot
 

@@ -12,7 +12,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {
+inline namespace v4 {
 
 // ----------------------------------------------------------------------------------------------
 // L2 persisting window around one launch (T.annotate_l2_hit_ratio), clamped to the device.
@@ -30,7 +30,7 @@ class L2Window {
   bool active_ = false;
 };
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot
 

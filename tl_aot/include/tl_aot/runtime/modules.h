@@ -13,7 +13,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {
+inline namespace v4 {
 
 // ----------------------------------------------------------------------------------------------
 // Per-device and per-entry state.
@@ -174,7 +174,7 @@ class ContextGuard {
   bool pushed_ = false;
 };
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot
 

@@ -13,7 +13,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {
+inline namespace v4 {
 
 // Whether an image table's `data` is a reference to an image in a pack (not the image itself).
 bool is_pack_ref(const char* data);
@@ -25,7 +25,7 @@ std::string packed_image(const char* ref, std::string* why);
 // The arch label of a reference ("sm_90a"), for messages and tl_aot_check_images.
 std::string pack_ref_label(const char* ref);
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot
 

@@ -7,7 +7,7 @@
 
 namespace tl_aot {
 namespace rt {
-inline namespace v3 {
+inline namespace v4 {
 
 // ----------------------------------------------------------------------------------------------
 // TMA descriptors, encoded on the host per call and passed by value.
@@ -21,7 +21,7 @@ void encode_im2col(const char* entry, const char* arg, CUtensorMap* out, int dty
                    unsigned channels, unsigned pixels, const cuuint32_t* estr, int interleave, int swizzle, int l2,
                    int oob);
 
-}  // namespace v3
+}  // namespace v4
 }  // namespace rt
 }  // namespace tl_aot
 
