@@ -38,7 +38,7 @@ reported "not finished" / "not started", with what they had done. ``--timeout`` 
 command (capture, build, served run).
 
 Prints one JSON line per example and writes the Markdown table to ``--table`` (default
-WORK/table.md).
+WORK/table.md), rewritten as each example's line is printed: a run cut short leaves its table so far.
 """
 
 from __future__ import annotations
@@ -304,10 +304,15 @@ def sweep_one(rel: str, sweep: Sweep, control: RunControl) -> Outcome:
     except Stopped as exc:
         o = replace(o, unfinished=f"not finished: {exc} (during its {step})")
     o = replace(o, seconds=round(time.monotonic() - start, 1))
-    tmp = sweep.out / f"{stem}.outcome.json.part"
-    tmp.write_text(json.dumps(asdict(o)))
-    tmp.replace(sweep.out / f"{stem}.outcome.json")
+    _write(sweep.out / f"{stem}.outcome.json", json.dumps(asdict(o)))
     return o
+
+
+def _write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a reader, or a call killed meanwhile, never sees half of it)."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    part.replace(path)
 
 
 def _why(o: Outcome) -> str:
@@ -383,16 +388,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         ap.error("-j/--jobs must be at least 1")
 
-    root = args.examples / "examples" if (args.examples / "examples").is_dir() else args.examples
+    root = (args.examples / "examples" if (args.examples / "examples").is_dir() else args.examples).resolve()
     chosen = [e for e in SAMPLE if not args.only or any(s in e for s in args.only)]
     archs = tuple(args.arch) or (_gpu_arch(),)
     args.out.mkdir(parents=True, exist_ok=True)
     share = max(1, (os.cpu_count() or 1) // args.jobs)
     sweep = Sweep(root, args.out.resolve(), archs, args.device, args.timeout, not args.no_shim, args.serve, share)
     env_note = {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    table_path, columns = args.table or args.out / "table.md", [a.removeprefix("sm_") for a in archs]
+    done: list[Outcome] = []
 
-    def emit(o: Outcome) -> None:
+    def emit(o: Outcome) -> None:  # each result as it comes, in the sample's order; the table so far kept on disk
+        done.append(o)
         print(json.dumps({**asdict(o), **env_note}), flush=True)
+        _write(table_path, table(done, columns, served=args.serve))
 
     control = RunControl(args.budget)
     outcomes = run_in_order(
@@ -403,8 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         unfinished=lambda rel, why, seconds: Outcome(rel, gpu=sweep.device == "gpu", unfinished=why, seconds=seconds),
         emit=emit,
     )
-    text = table(outcomes, [a.removeprefix("sm_") for a in archs], served=args.serve)
-    (args.table or args.out / "table.md").write_text(text)
+    text = table(outcomes, columns, served=args.serve)
+    _write(table_path, text)
     print(text)
     unfinished = sum(1 for o in outcomes if o.unfinished)
     print(f"{len(outcomes)} examples in {control.elapsed:.0f} s with -j {args.jobs}; {unfinished} not finished", file=sys.stderr)
