@@ -1,7 +1,7 @@
 """TileLang's own examples through capture, build and a served run: kernels tl_aot has never seen.
 
     python bench/examples_sweep.py --examples DIR --arch 90a [--arch 80] [--out WORK] [--table T.md] [-j N] [--budget S]
-    python bench/examples_sweep.py --examples DIR --device gpu --serve -j 8 --budget 450 --out WORK   # on the GPU machine
+    python bench/examples_sweep.py --examples DIR --device gpu --serve -j 12 --budget 450 --out WORK   # GPU machine, one call
 
 DIR is a TileLang checkout or its ``examples/`` folder (``git archive HEAD examples | tar -x``).
 Each example script of the sample (``SAMPLE``, or ``--only SUBSTRING``) is run as a user would run
@@ -145,7 +145,7 @@ class Outcome:
     served: str = ""  # --serve: "pass" (exit 0), "exit N", "timed out"; "" when not served
     served_error: str = ""  # a served run that failed: its last exception line
     served_kernels: int | None = None  # kernels the library answered (tl_aot's report at exit; None: no report)
-    served_misses: int | None = None  # requests it did not answer: compiled by the JIT + refused (must be 0)
+    served_misses: int | None = None  # requests it did not answer: kernels compiled or refused, tunings run or refused (must be 0)
     tilelang_compiles: int | None = None  # kernels TileLang's own cache gained during the served run (must be 0)
     gpu: bool = False  # captured on this machine's GPU: the example ran to its end, so its exit counts
     unfinished: str = ""  # "not finished: ..." / "not started: ..." (--budget), else ""
@@ -168,7 +168,11 @@ class Sweep:
 
 _EXCEPTION = re.compile(r"^([\w.]+(Error|Exception|Used|Served)|tl_aot: error)\b.*:")
 # The line a served process prints at exit (tl_aot/serving/server.py install_from_env).
-_SERVE_REPORT = re.compile(r"^tl_aot serve \(pid \d+\): (\d+) served, (\d+) compiled by the JIT, (\d+) refused", re.MULTILINE)
+_SERVE_REPORT = re.compile(
+    r"^tl_aot serve \(pid \d+\): (\d+) served, (\d+) compiled by the JIT, (\d+) refused; "
+    r"tunings \d+ served, (\d+) run by TileLang, (\d+) refused",
+    re.MULTILINE,
+)
 
 
 def _last_line(text: str) -> str:
@@ -179,11 +183,15 @@ def _last_line(text: str) -> str:
 
 
 def served_counts(stderr: str) -> tuple[int, int] | None:
-    """(kernels served, requests not served) summed over the served processes' exit reports; None when none reported."""
-    reports = [tuple(int(n) for n in m.groups()) for m in _SERVE_REPORT.finditer(stderr)]
+    """(kernels served, requests not served) summed over the served processes' exit reports; None when none reported.
+
+    Not served: kernels compiled by the JIT or refused, and tunings TileLang's autotuner ran (each a compile per
+    candidate) or that were refused.
+    """
+    reports = [[int(n) for n in m.groups()] for m in _SERVE_REPORT.finditer(stderr)]
     if not reports:
         return None
-    return sum(r[0] for r in reports), sum(r[1] + r[2] for r in reports)
+    return sum(r[0] for r in reports), sum(sum(r[1:]) for r in reports)
 
 
 def tilelang_cache_entries(cache: Path) -> int:

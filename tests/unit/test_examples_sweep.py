@@ -108,11 +108,13 @@ def test_a_capture_run_that_failed_on_the_gpu_is_a_reason_even_with_kernels_reco
 
 def test_the_served_counts_are_summed_over_every_served_process_and_none_without_a_report():
     report = (
-        "tl_aot serve (pid {pid}): {s} served, {c} compiled by the JIT, {r} refused; tunings 0 served, 0 run by TileLang, "
-        "0 refused; 3 lookups in 0.4 ms (...)"
+        "tl_aot serve (pid {pid}): {s} served, {c} compiled by the JIT, {r} refused; tunings 1 served, {t} run by TileLang, "
+        "{tr} refused; 3 lookups in 0.4 ms (...)"
     )
-    stderr = "\n".join(["All checks pass.", report.format(pid=11, s=3, c=0, r=0), report.format(pid=12, s=1, c=1, r=2)])
-    assert served_counts(stderr) == (4, 3)
+    lines = [report.format(pid=11, s=3, c=0, r=0, t=0, tr=0), report.format(pid=12, s=1, c=1, r=2, t=1, tr=1)]
+    stderr = "\n".join(["All checks pass.", *lines])
+    assert served_counts(stderr) == (4, 5)  # a tuning TileLang ran (or was refused) is compiles the library did not spare
+    assert served_counts(lines[0]) == (3, 0)
     assert served_counts("Traceback (most recent call last):\nKilled") is None
 
 
