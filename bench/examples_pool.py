@@ -175,7 +175,8 @@ def run_in_order(
 
     ``work`` raising :class:`Stopped` (the budget spent while it ran) gives ``unfinished(item,
     "not finished: <why>", seconds)``; an item never started gives ``unfinished(item, "not
-    started: <why>", 0.0)``. ``emit`` is called from this thread with each result in order, as
+    started: <why>", 0.0)``; any other exception of ``work``, ``unfinished(item, "failed: <it>",
+    seconds)``, the other items going on. ``emit`` is called from this thread with each result in order, as
     soon as it and all before it are there. Ctrl-C stops every running command, reports them as
     not finished, then raises ``KeyboardInterrupt``.
     """
@@ -188,6 +189,8 @@ def run_in_order(
                 result = work(item, control)
             except Stopped as exc:
                 result = unfinished(item, f"not finished: {exc}", round(time.monotonic() - start, 1))
+            except Exception as exc:  # noqa: BLE001 (the sweep's own fault on one item: reported, the others go on)
+                result = unfinished(item, f"failed: {type(exc).__name__}: {exc}", round(time.monotonic() - start, 1))
             slots.put(index, result)
 
     threads = [threading.Thread(target=worker, name=f"sweep-{k}", daemon=True) for k in range(max(1, min(jobs, len(items))))]

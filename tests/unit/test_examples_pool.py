@@ -112,6 +112,16 @@ def test_an_item_stopped_by_ctrl_c_style_stop_is_reported_not_finished_with_the_
     assert out[2] == ("third", "not started: interrupted")
 
 
+def test_an_item_whose_work_fails_is_reported_with_its_error_and_the_others_go_on():
+    def work(item, control):
+        if item == "broken":
+            raise ValueError("inspect printed no JSON")
+        return (item, "done")
+
+    out = run_in_order(["a", "broken", "c", "d"], work, jobs=1, control=RunControl(), unfinished=_unfinished)
+    assert out == [("a", "done"), ("broken", "failed: ValueError: inspect printed no JSON"), ("c", "done"), ("d", "done")]
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
