@@ -56,6 +56,19 @@ class ServedKernel:
     def __call__(self, *args: Any) -> Any:
         return self._fn(*args)
 
+    @property
+    def params(self) -> list[Any]:
+        """As ``JITKernel.params``: TileLang's ``KernelParam`` of each parameter, from the library's manifest."""
+        from .profiler import kernel_params
+
+        return kernel_params(self.library.signature(self.entry))
+
+    def get_profiler(self, tensor_supply_type: Any = None) -> Any:
+        """As ``JITKernel.get_profiler``: TileLang's ``Profiler`` (``assert_allclose``, ``do_bench``) launching this served kernel."""
+        from .profiler import profiler_of
+
+        return profiler_of(self, self.library.signature(self.entry), tensor_supply_type)
+
     def get_kernel_source(self, *args: object, **kwargs: object) -> str:
         """The CUDA source is not shipped; the manifest names what was built."""
         entry = self.library.signature(self.entry)
