@@ -47,3 +47,28 @@ def test_the_profiler_launches_the_kernel_it_was_asked_of_and_sizes_dynamic_dims
     assert [int(d) for d in sized.shape] == [7, 128]
     with pytest.raises(ValueError, match="dynamic symbolic shape"):
         profiler._get_inputs()  # TileLang's own refusal: a dynamic dim needs its constraints
+
+
+def test_run_once_launches_through_the_profiler(monkeypatch):
+    """``kernel.run_once()`` (TileLang's ``JITKernel.run_once``): the profiler's supplied inputs, then the kernel."""
+    from tilelang.profiler import Profiler
+
+    from tl_aot.serving.served_kernel import ServedKernel
+
+    asked = []
+
+    class Lib:
+        path = "libk.so"
+
+        def signature(self, name):
+            asked.append(name)
+            return ENTRY
+
+    class Req:
+        func, out_idx, pass_configs, compile_flags = None, [-1], {}, []
+
+    kernel = ServedKernel(lambda *args: ("ran", args), "scale_rows", Lib(), Req())
+    monkeypatch.setattr(Profiler, "_get_inputs", lambda self, **_: [1, 2, 3])  # CUDA tensors where a GPU is
+    assert kernel.run_once() == ("ran", (1, 2, 3)) and asked == ["scale_rows"]
+    assert kernel.kernel_source.startswith("// served by tl_aot from libk.so: scale_rows(")
+    assert kernel.host_source == kernel.kernel_source
