@@ -36,6 +36,7 @@ LIBRARY_KEYWORDS = {"SPEC", "CAPTURE", "TUNE_FILE", "OUTPUT_DIRECTORY", "HEADER_
 LIBRARY_KEYWORDS |= {"CACHE_URL", "CLUSTER"}  # builds past one machine: a shared cache, a Dask cluster
 LIBRARY_KEYWORDS |= {"EXCLUDE_FROM_ALL", "QUIET", "TORCH_OPS"}  # TORCH_OPS: the library gets a native torch companion
 LIBRARY_KEYWORDS |= {"IMAGE_PACKS", "PACK_HINT"}  # the images in per-arch packs beside the library (docs/wheels.md)
+LIBRARY_KEYWORDS |= {"KEEP_GOING"}  # a variant that fails is left out, named, and the rest ships (build --keep-going)
 
 
 @pytest.fixture

@@ -34,6 +34,8 @@ def test_interrupted_worker_exits_quietly():
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
+        # as a terminal's Ctrl-C finds it: a shell's background job (CI started with `&`) inherits SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     _wait_reading_stdin(worker.pid)
     worker.send_signal(signal.SIGINT)
