@@ -1,8 +1,7 @@
-"""TileLang's own examples through capture and build: kernels tl_aot has never seen.
+"""TileLang's own examples through capture, build and a served run: kernels tl_aot has never seen.
 
-    python bench/examples_sweep.py --examples DIR --arch 90a [--arch 80] [--out WORK] [--table T.md]
-    python bench/examples_sweep.py --examples DIR --arch 90a --device gpu --out W   # on the GPU machine:
-    python bench/examples_sweep.py --examples DIR --arch 90a --out W --serve        # then served there
+    python bench/examples_sweep.py --examples DIR --arch 90a [--arch 80] [--out WORK] [--table T.md] [-j N] [--budget S]
+    python bench/examples_sweep.py --examples DIR --device gpu --serve -j 12 --budget 450 --out WORK   # GPU machine, one call
 
 DIR is a TileLang checkout or its ``examples/`` folder (``git archive HEAD examples | tar -x``).
 Each example script of the sample (``SAMPLE``, or ``--only SUBSTRING``) is run as a user would run
@@ -19,12 +18,27 @@ and what was left out with its first error line and TileLang's own verdict on it
 
 ``--device gpu`` (GPU machine): capture with TileLang's JIT compiling on the GPU, so each example
 runs to its end and every kernel it compiles is recorded (on a CPU machine only those before its
-first launch are). ``--serve`` (GPU machine, after a sweep on the same WORK folder): each example runs again under
-``python -m tl_aot run --serve LIB --strict``, so every kernel it compiles must come from the
-library, and the example's own checks (``assert_close``, its ``main()``) judge the results.
+first launch are); without ``--arch`` the library is built for the GPU's own arch (``sm_90a`` on
+an H100/H200). ``--serve`` (with ``--device gpu``, in the same invocation): each example built is
+then run again under ``python -m tl_aot run --serve LIB --strict``, so every kernel it compiles
+must come from its library, and its own checks (``assert_close``, its ``main()``) judge the
+results: the table gives the served run's exit ("pass" is exit 0) and the compiles seen while it
+ran, which must be 0, by two witnesses: the requests the library did not answer (tl_aot's report
+at the process's exit: compiled by the JIT + refused) and the kernels TileLang's own cache gained.
+
+Each example has its own TileLang cache (``WORK/<example>.tilelang/{capture,served}``, emptied
+first): the capture compiles every kernel itself, concurrent examples never write one cache, and
+the served run starts from an empty one, so a kernel TileLang compiled there shows in it.
+
+``-j N`` runs N examples at once (``bench/examples_pool.py``), each build with ``-j`` of its share
+of the cores (and TileLang's autotuner held to the same share); the JSON lines and the table keep
+the sample's order whatever order the examples finish in. ``--budget S``: after S seconds of the
+whole run no example starts and those running are stopped (their process groups killed); both are
+reported "not finished" / "not started", with what they had done. ``--timeout`` still bounds each
+command (capture, build, served run).
 
 Prints one JSON line per example and writes the Markdown table to ``--table`` (default
-WORK/table.md).
+WORK/table.md), rewritten as each example's line is printed: a run cut short leaves its table so far.
 """
 
 from __future__ import annotations
@@ -33,11 +47,16 @@ import argparse
 import json
 import os
 import re
-import subprocess
+import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+
+if not __package__:  # run as a script: bench/ is sys.path[0], the checkout is not
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.examples_pool import RunControl, Stopped, run_in_order  # noqa: E402
 
 # Example scripts run as they are (paths under examples/).
 SAMPLE: tuple[str, ...] = (
@@ -133,7 +152,7 @@ ex.moe_forward_tilelang_routed.compile(
 
 @dataclass(frozen=True)
 class Outcome:
-    """One example: what capture recorded and what the build made of it."""
+    """One example: what capture recorded, what the build made of it and (``--serve``) how its served run went."""
 
     example: str
     captured: int = 0  # kernels in the record
@@ -143,11 +162,37 @@ class Outcome:
     built: dict[str, int] = field(default_factory=dict)  # arch -> variants built
     left_out: tuple[str, ...] = ()  # "entry (arch): first error line"
     build_error: str = ""  # a build that made no library at all
-    served: str = ""  # --serve: "ok" or the failure's last line
+    served: str = ""  # --serve: "pass" (exit 0), "exit N", "timed out"; "" when not served
+    served_error: str = ""  # a served run that failed: its last exception line
+    served_kernels: int | None = None  # kernels the library answered (tl_aot's report at exit; None: no report)
+    served_misses: int | None = None  # requests it did not answer: kernels compiled or refused, tunings run or refused (must be 0)
+    tilelang_compiles: int | None = None  # kernels TileLang's own cache gained during the served run (must be 0)
+    gpu: bool = False  # captured on this machine's GPU: the example ran to its end, so its exit counts
+    unfinished: str = ""  # "not finished: ..." / "not started: ..." (--budget), else ""
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """What every example's chain of commands reads: where things are, what to build, the limits."""
+
+    root: Path  # the examples/ folder
+    out: Path  # records, libraries, TileLang caches
+    archs: tuple[str, ...]
+    device: str  # capture's device profile, or "gpu"
+    timeout: float  # seconds per command
+    shim: bool  # retry an example that recorded nothing under the CUDA shim
+    serve: bool  # run each built example again, served strictly
+    share: int  # cores per example: each build's -j, TileLang's autotuner's CPU count
+
+
 _EXCEPTION = re.compile(r"^([\w.]+(Error|Exception|Used|Served)|tl_aot: error)\b.*:")
+# The line a served process prints at exit (tl_aot/serving/server.py install_from_env).
+_SERVE_REPORT = re.compile(
+    r"^tl_aot serve \(pid \d+\): (\d+) served, (\d+) compiled by the JIT, (\d+) refused; "
+    r"tunings \d+ served, (\d+) run by TileLang, (\d+) refused",
+    re.MULTILINE,
+)
 
 
 def _last_line(text: str) -> str:
@@ -157,11 +202,40 @@ def _last_line(text: str) -> str:
     return (errors or lines or [""])[-1][:200]
 
 
-def _run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
-        return subprocess.CompletedProcess(cmd, 124, "", f"timed out after {timeout:.0f} s: {exc.cmd[-1]}")
+def served_counts(stderr: str) -> tuple[int, int] | None:
+    """(kernels served, requests not served) summed over the served processes' exit reports; None when none reported.
+
+    Not served: kernels compiled by the JIT or refused, and tunings TileLang's autotuner ran (each a compile per
+    candidate) or that were refused.
+    """
+    reports = [[int(n) for n in m.groups()] for m in _SERVE_REPORT.finditer(stderr)]
+    if not reports:
+        return None
+    return sum(r[0] for r in reports), sum(sum(r[1:]) for r in reports)
+
+
+def tilelang_cache_entries(cache: Path) -> int:
+    """Kernels a TileLang cache folder holds: the entries of its ``kernels`` folders (0 when it was never written)."""
+    return sum(
+        1 for kernels in cache.rglob("kernels") if kernels.is_dir() for e in kernels.iterdir() if e.is_dir() and not e.name.startswith(".")
+    )
+
+
+def _fresh(folder: Path) -> Path:
+    """``folder``, emptied (a TileLang cache a step starts from)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def _env(sweep: Sweep, tilelang_cache: Path) -> dict[str, str]:
+    """This process's environment with the example's own TileLang cache and its share of the cores for the autotuner."""
+    return {
+        **os.environ,
+        "TILELANG_CACHE_DIR": str(tilelang_cache),
+        "TILELANG_DISABLE_CACHE": "0",  # the served run's cache is a witness: a kernel compiled there must land in it
+        "TILELANG_AUTO_TUNING_CPU_COUNTS": str(sweep.share),
+    }
 
 
 def _command(script: Path, shim: bool = False) -> list[str]:
@@ -172,41 +246,43 @@ def _command(script: Path, shim: bool = False) -> list[str]:
     return [sys.executable, *([str(SHIM)] if shim else []), script.name]
 
 
-def capture(script: Path, record: Path, device: str, timeout: float, shim: bool = False) -> tuple[int, str, str]:
+def capture(script: Path, record: Path, sweep: Sweep, control: RunControl, env: dict[str, str], shim: bool = False) -> tuple[int, str, str]:
     """Capture one example: (kernels recorded, capture's complaint, the script's last error line)."""
     record.unlink(missing_ok=True)
-    on = ["--device", device] if device != "gpu" else []
+    on = ["--device", sweep.device] if sweep.device != "gpu" else []
     cmd = [sys.executable, "-m", "tl_aot", "capture", "--keep-going", *on, "-o", str(record), "--", *_command(script, shim)]
-    proc = _run(cmd, script.parent, timeout)
+    proc = control.run(cmd, script.parent, sweep.timeout, env=env)
     complaint = next((ln for ln in proc.stderr.splitlines() if "not recorded" in ln and " 0 not recorded" not in ln), "")
     kernels = len(json.loads(record.read_text())["kernels"]) if record.exists() else 0
-    return kernels, complaint.strip()[:200], "" if proc.returncode == 0 else _last_line(proc.stderr)
+    return kernels, complaint.strip()[:200], "" if proc.returncode == 0 else _last_line(proc.stderr) or f"exit {proc.returncode}"
 
 
-def build(record: Path, out: Path, archs: list[str], timeout: float) -> tuple[dict[str, int], tuple[str, ...], str]:
+def build(record: Path, out: Path, sweep: Sweep, control: RunControl) -> tuple[dict[str, int], tuple[str, ...], str]:
     """Build one record for every arch, tolerantly: (variants built per arch, left out, fatal error)."""
-    cmd = [sys.executable, "-m", "tl_aot", "build", "--capture", str(record), "-o", str(out), "--keep-going"]
-    for arch in archs:
+    cmd = [sys.executable, "-m", "tl_aot", "build", "--capture", str(record), "-o", str(out), "--keep-going", "-j", str(sweep.share)]
+    for arch in sweep.archs:
         cmd += ["--arch", arch]
-    proc = _run(cmd, out.parent, timeout)
+    proc = control.run(cmd, out.parent, sweep.timeout)
     libs = sorted(out.glob("lib*.so"))
     if proc.returncode != 0 or not libs:
         return {}, (), _last_line(proc.stderr) or f"exit {proc.returncode}"
-    manifest = json.loads(_run([sys.executable, "-m", "tl_aot", "inspect", "--json", str(libs[0])], out, timeout).stdout)
+    inspected = control.run([sys.executable, "-m", "tl_aot", "inspect", "--json", str(libs[0])], out, sweep.timeout)
+    manifest = json.loads(inspected.stdout)
     built: dict[str, int] = {}
     for entry in manifest["entries"]:
         for variant in entry["variants"]:
             built[variant["arch"]] = built.get(variant["arch"], 0) + 1
     left = tuple(
-        f"{lo['entry']} ({lo['arch']}): {lo['error'][:160]} [{_tilelang_verdict(record, lo, timeout)}]" for lo in manifest["left_out"]
+        f"{lo['entry']} ({lo['arch']}): {lo['error'][:160]} [{_tilelang_verdict(record, lo, sweep, control)}]"
+        for lo in manifest["left_out"]
     )
     return built, left, ""
 
 
-def _tilelang_verdict(record: Path, left_out: dict, timeout: float) -> str:
+def _tilelang_verdict(record: Path, left_out: dict, sweep: Sweep, control: RunControl) -> str:
     """Whether TileLang itself refuses a left-out variant: ``examples_refusal.py`` in a fresh process."""
     cmd = [sys.executable, str(REFUSAL), str(record), left_out["entry"], left_out["arch"]]
-    proc = _run(cmd, record.parent, timeout)
+    proc = control.run(cmd, record.parent, sweep.timeout)
     try:
         verdict = json.loads(proc.stdout.splitlines()[-1])
     except (IndexError, ValueError):
@@ -214,73 +290,161 @@ def _tilelang_verdict(record: Path, left_out: dict, timeout: float) -> str:
     return "TileLang refuses too" if verdict["tilelang"] == "refuses" else "TileLang lowers it"
 
 
-def serve(script: Path, lib_dir: Path, timeout: float) -> str:
-    """Run the example again with every kernel served strictly from its library (GPU machine)."""
+def serve(o: Outcome, script: Path, lib_dir: Path, sweep: Sweep, control: RunControl, tilelang_cache: Path) -> Outcome:
+    """``o`` with its served run: the example again, every kernel served strictly from its library (GPU machine)."""
     cmd = [sys.executable, "-m", "tl_aot", "run", "--serve", str(lib_dir), "--strict", "--", *_command(script)]
-    proc = _run(cmd, script.parent, timeout)
-    return "ok" if proc.returncode == 0 else _last_line(proc.stderr) or f"exit {proc.returncode}"
+    proc = control.run(cmd, script.parent, sweep.timeout, env=_env(sweep, tilelang_cache))
+    counts = served_counts(proc.stderr)
+    return replace(
+        o,
+        served={0: "pass", 124: "timed out"}.get(proc.returncode, f"exit {proc.returncode}"),
+        served_error="" if proc.returncode == 0 else _last_line(proc.stderr) or f"exit {proc.returncode}",
+        served_kernels=None if counts is None else counts[0],
+        served_misses=None if counts is None else counts[1],
+        tilelang_compiles=tilelang_cache_entries(tilelang_cache),
+    )
 
 
-def table(outcomes: list[Outcome], archs: list[str]) -> str:
-    """The Markdown table of a sweep."""
-    head = ["example", "captured", *[f"built sm_{a}" for a in archs], "left out / why", "served"]
+def sweep_one(rel: str, sweep: Sweep, control: RunControl) -> Outcome:
+    """One example through capture, build and (``--serve``) a served run; stopped by the budget, what it had done so far."""
+    start = time.monotonic()
+    script = sweep.root / rel
+    stem = rel.replace("/", "__").removesuffix(".py")
+    record, lib_dir, caches = sweep.out / f"{stem}.json", sweep.out / stem, sweep.out / f"{stem}.tilelang"
+    o = Outcome(rel, gpu=sweep.device == "gpu")
+    if not script.exists():
+        return replace(o, script_error="not in this checkout")
+    step = "capture"
+    try:
+        env = _env(sweep, _fresh(caches / "capture"))
+        kernels, complaint, script_error = capture(script, record, sweep, control, env)
+        shim = not kernels and sweep.shim and sweep.device != "gpu"
+        if shim:
+            kernels, complaint, script_error = capture(script, record, sweep, control, env, shim=True)
+        o = replace(o, captured=kernels, shim=shim, not_recorded=complaint, script_error=script_error)
+        if kernels:
+            step = "build"
+            built, left, fatal = build(record, lib_dir, sweep, control)
+            o = replace(o, built=built, left_out=left, build_error=fatal)
+        if sweep.serve and any(o.built.values()):
+            step = "served run"
+            o = serve(o, script, lib_dir, sweep, control, _fresh(caches / "served"))
+    except Stopped as exc:
+        o = replace(o, unfinished=f"not finished: {exc} (during its {step})")
+    o = replace(o, seconds=round(time.monotonic() - start, 1))
+    _write(sweep.out / f"{stem}.outcome.json", json.dumps(asdict(o)))
+    return o
+
+
+def _write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a reader, or a call killed meanwhile, never sees half of it)."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    part.replace(path)
+
+
+def _why(o: Outcome) -> str:
+    """Why an example did not come through whole: every reason it has, in the order its chain met them."""
+    reasons = [o.unfinished, *o.left_out, o.build_error, o.not_recorded]
+    if o.script_error and (o.gpu or not o.captured):  # on a CPU machine a script that recorded its kernels dies at a launch
+        reasons.append(f"capture run: {o.script_error}" if o.gpu else o.script_error)
+    if o.served_error:
+        reasons.append(f"served run: {o.served_error}")
+    return "; ".join(r for r in reasons if r)
+
+
+def _compiles_cell(o: Outcome) -> str:
+    """The compiles seen while served: ``0``, or the requests the library missed and the kernels TileLang compiled."""
+    if not o.served:
+        return ""
+    if o.served_misses == 0 and o.tilelang_compiles == 0:
+        return "0"
+    missed = "no report" if o.served_misses is None else f"{o.served_misses} not served"
+    return f"{missed}, {o.tilelang_compiles} compiled by TileLang"
+
+
+def table(outcomes: list[Outcome], archs: list[str], *, served: bool = False) -> str:
+    """The Markdown table of a sweep (with ``served``, the served run's columns)."""
+    head = ["example", "captured", *[f"built sm_{a}" for a in archs]]
+    head += ["served run", "compiles while served"] if served else []
+    head += ["left out / why"]
     rows = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for o in outcomes:
-        why = "; ".join(o.left_out) or o.build_error or o.not_recorded or ("" if o.captured else o.script_error)
         cells = [
             f"`{o.example}`",
             f"{o.captured}{(' (driver)' if o.example in DRIVERS else ' (shim)') if o.shim else ''}",
             *[str(o.built.get(f"sm_{a}", 0)) for a in archs],
-            why.replace("|", "\\|"),
-            o.served,
+            *([o.served, _compiles_cell(o)] if served else []),
+            _why(o).replace("|", "\\|"),
         ]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 
 
+def _gpu_arch() -> str:
+    """The arch TileLang's JIT compiles for on this machine's GPU (``sm_90a`` on an H100), asked of the driver."""
+    from tl_aot.capture.device_code import arch_of_cc
+    from tl_aot.gpu.cuda_driver import current_gpu
+
+    gpu = current_gpu()
+    if not gpu:
+        msg = f"--device gpu without --arch builds for this machine's GPU, but none is visible: {gpu.why_none}"
+        raise SystemExit(msg)
+    return arch_of_cc(gpu.cc)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=Path, required=True, help="a TileLang checkout or its examples/ folder")
-    ap.add_argument("--arch", action="append", required=True, help="arch to build (repeat), e.g. 90a")
+    ap.add_argument(
+        "--arch", action="append", default=[], help="arch to build (repeat), e.g. 90a; with --device gpu: the GPU's own by default"
+    )
     ap.add_argument("--out", type=Path, default=Path("/tmp/tl_aot_examples_sweep"), help="work folder (records, libraries)")
     ap.add_argument("--table", type=Path, help="Markdown table to write (default OUT/table.md)")
     ap.add_argument("--only", action="append", default=[], help="examples whose path contains this (repeat)")
     ap.add_argument("--device", default="H100-SXM", help="device profile capture answers queries as; 'gpu': capture on this machine's GPU")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per capture, build or served run")
     ap.add_argument("--no-shim", action="store_true", help="never retry an example under examples_cuda_shim.py")
-    ap.add_argument("--serve", action="store_true", help="GPU machine: run each example served strictly by its library")
+    ap.add_argument("--serve", action="store_true", help="with --device gpu: run each example built again, served strictly by its library")
+    ap.add_argument("-j", "--jobs", type=int, default=1, help="examples at once (default 1); each build gets -j of its share of the cores")
+    ap.add_argument("--budget", type=float, help="seconds for the whole run: then no example starts and those running are stopped")
     args = ap.parse_args(argv)
+    if args.serve and args.device != "gpu":
+        ap.error("--serve runs each example on this machine's GPU, captured there: give --device gpu too")
+    if not args.arch and args.device != "gpu":
+        ap.error("--arch is required (it defaults to the GPU's own only with --device gpu)")
+    if args.jobs < 1:
+        ap.error("-j/--jobs must be at least 1")
 
-    root = args.examples / "examples" if (args.examples / "examples").is_dir() else args.examples
+    root = (args.examples / "examples" if (args.examples / "examples").is_dir() else args.examples).resolve()
     chosen = [e for e in SAMPLE if not args.only or any(s in e for s in args.only)]
+    archs = tuple(args.arch) or (_gpu_arch(),)
     args.out.mkdir(parents=True, exist_ok=True)
+    share = max(1, (os.cpu_count() or 1) // args.jobs)
+    sweep = Sweep(root, args.out.resolve(), archs, args.device, args.timeout, not args.no_shim, args.serve, share)
     env_note = {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    outcomes: list[Outcome] = []
-    for rel in chosen:
-        script = root / rel
-        stem = rel.replace("/", "__").removesuffix(".py")
-        record, lib_dir = args.out / f"{stem}.json", args.out / stem
-        start = time.monotonic()
-        if not script.exists():
-            outcomes.append(Outcome(rel, script_error="not in this checkout"))
-            continue
-        if args.serve:
-            prior = json.loads((args.out / f"{stem}.outcome.json").read_text())
-            prior["left_out"] = tuple(prior["left_out"])
-            o = Outcome(**{**prior, "served": serve(script, lib_dir, args.timeout)})
-        else:
-            kernels, complaint, script_error = capture(script, record, args.device, args.timeout)
-            shim = not kernels and not args.no_shim and args.device != "gpu"
-            if shim:
-                kernels, complaint, script_error = capture(script, record, args.device, args.timeout, shim=True)
-            built, left, fatal = build(record, lib_dir, args.arch, args.timeout) if kernels else ({}, (), "")
-            o = Outcome(rel, kernels, shim, complaint, script_error, built, left, fatal, seconds=round(time.monotonic() - start, 1))
-            (args.out / f"{stem}.outcome.json").write_text(json.dumps(asdict(o)))
-        outcomes.append(o)
+    table_path, columns = args.table or args.out / "table.md", [a.removeprefix("sm_") for a in archs]
+    done: list[Outcome] = []
+
+    def emit(o: Outcome) -> None:  # each result as it comes, in the sample's order; the table so far kept on disk
+        done.append(o)
         print(json.dumps({**asdict(o), **env_note}), flush=True)
-    text = table(outcomes, [a.removeprefix("sm_") for a in args.arch])
-    (args.table or args.out / "table.md").write_text(text)
+        _write(table_path, table(done, columns, served=args.serve))
+
+    control = RunControl(args.budget)
+    outcomes = run_in_order(
+        chosen,
+        lambda rel, ctl: sweep_one(rel, sweep, ctl),
+        jobs=args.jobs,
+        control=control,
+        unfinished=lambda rel, why, seconds: Outcome(rel, gpu=sweep.device == "gpu", unfinished=why, seconds=seconds),
+        emit=emit,
+    )
+    text = table(outcomes, columns, served=args.serve)
+    _write(table_path, text)
     print(text)
+    unfinished = sum(1 for o in outcomes if o.unfinished)
+    print(f"{len(outcomes)} examples in {control.elapsed:.0f} s with -j {args.jobs}; {unfinished} not finished", file=sys.stderr)
     return 0
 
 

@@ -155,3 +155,23 @@ def test_a_package_ships_its_served_library_from_a_record(copies, record, cache_
     probe = "import tlops, tl_aot.serving.server as s; print(len(s._active.index), [l.path.name for l in s._active.libraries])"
     out = run_ok([sys.executable, "-c", probe], pkg).stdout
     assert out.strip() == "8 ['lib_served.so']"
+
+
+def test_a_served_kernel_gives_tilelangs_profiler_over_the_params_its_jit_kernel_has(serving):
+    """``kernel.get_profiler()`` (TileLang's examples check and time kernels so): the JIT kernel's params and outputs."""
+    import tilelang
+    import torch
+    from tilelang import tvm
+    from tilelang.profiler import Profiler
+    from tlops import api
+
+    _, workload = serving
+    workload.prepare()
+    kernel = api.gemm_kernel_for(512, 256, 256, torch.float16)
+    profiler = kernel.get_profiler()
+    assert isinstance(profiler, Profiler) and profiler.adapter is kernel  # its launches go through the library
+    with tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}) as target:
+        jit = tilelang.lower(kernel.prim_func, target=target)  # its params are what JITKernel.params reads
+    spelled = lambda params: [(str(p.dtype), [int(d) if isinstance(d, int) else str(d) for d in p.shape]) for p in params]  # noqa: E731
+    assert spelled(profiler.params) == spelled(jit.params) == spelled(kernel.params)
+    assert profiler.result_idx == [len(jit.params) - 1]  # out_idx=[-1], as TileLang's adapter legalises it

@@ -1,9 +1,11 @@
-"""``python bench/examples_sweep.py`` as documented (docs/conformance.md), on a stand-in examples folder.
+"""``python bench/examples_sweep.py`` as documented (docs/conformance.md), on a stand-in examples folder, two at once.
 
-TileLang's examples are not part of this repository; the stand-in holds one script at a path of the
-sweep's sample, written as most of TileLang's examples are (inputs made on "cuda" first, then the
-kernel compiled with ``tilelang.compile`` and called), with our own kernel. Without a GPU it records
-nothing as it is, so the sweep runs it again under the CUDA shim, builds the record and tabulates it.
+TileLang's examples are not part of this repository; the stand-in holds two scripts at paths of the
+sweep's sample, with our own kernel. The first is written as most of TileLang's examples are
+(inputs made on "cuda" first, then the kernel compiled with ``tilelang.compile`` and called):
+without a GPU it records nothing as it is, so the sweep runs it again under the CUDA shim. The
+second compiles first, so it records as it is. Both run at once (``-j 2``); the JSON lines and the
+table keep the sample's order.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from support.helpers import KERNELS, ROOT, child_env, run
 
 pytest.importorskip("tilelang")
 
-EXAMPLE = f"""import sys
+CUDA_FIRST = f"""import sys
 import torch
 import tilelang
 
@@ -30,21 +32,38 @@ kernel(x, y)
 torch.testing.assert_close(y, x + 1)
 """
 
+COMPILE_FIRST = f"""import sys
+import torch
+import tilelang
 
-def test_the_sweep_captures_a_cuda_first_example_under_the_shim_builds_it_and_tabulates_it(tmp_path, cache_dir):
+sys.path.insert(0, {str(KERNELS)!r})
+from elementwise import add_one
+
+kernel = tilelang.compile(add_one(), target="cuda")
+x = torch.randn(1024, device="cuda")
+"""
+
+
+def test_the_sweep_runs_two_examples_at_once_captures_builds_and_tabulates_them_in_the_samples_order(tmp_path, cache_dir):
     examples = tmp_path / "tilelang" / "examples"
-    (examples / "elementwise").mkdir(parents=True)
-    (examples / "elementwise" / "example_elementwise_add.py").write_text(EXAMPLE)
+    for rel, text in (("elementwise/example_elementwise_add.py", CUDA_FIRST), ("norm/rms_norm.py", COMPILE_FIRST)):
+        (examples / rel).parent.mkdir(parents=True)
+        (examples / rel).write_text(text)
     work, table = tmp_path / "work", tmp_path / "table.md"
     cmd = [sys.executable, "bench/examples_sweep.py", "--examples", str(tmp_path / "tilelang"), "--arch", "80"]
-    cmd += ["--only", "elementwise/", "--out", str(work), "--table", str(table)]
+    cmd += ["--only", "elementwise/", "--only", "norm/rms_norm", "-j", "2", "--out", str(work), "--table", str(table)]
     proc = run(cmd, cwd=ROOT, env=child_env(cache_dir, checkout_first=True), timeout=600)
     assert proc.returncode == 0, proc.stderr
-    outcome = json.loads(proc.stdout.splitlines()[0])
-    assert outcome["example"] == "elementwise/example_elementwise_add.py" and outcome["shim"] is True
-    assert outcome["captured"] == 1 and outcome["built"] == {"sm_80": 1} and outcome["left_out"] == []
+    first, second = (json.loads(line) for line in proc.stdout.splitlines()[:2])
+    assert first["example"] == "elementwise/example_elementwise_add.py" and first["shim"] is True
+    assert second["example"] == "norm/rms_norm.py" and second["shim"] is False
+    for outcome in (first, second):
+        assert outcome["captured"] == 1 and outcome["built"] == {"sm_80": 1} and outcome["left_out"] == []
+        assert outcome["unfinished"] == "" and outcome["served"] == ""
     # the script stopped at its launch, told why: capture --device compiled nothing (not build-time advice)
-    assert "kernel 'main' was called, but tl_aot capture --device compiles nothing" in outcome["script_error"]
+    assert "kernel 'main' was called, but tl_aot capture --device compiles nothing" in first["script_error"]
     rows = table.read_text().splitlines()
-    assert rows[2] == "| `elementwise/example_elementwise_add.py` | 1 (shim) | 1 |  |  |"
+    assert rows[2:] == ["| `elementwise/example_elementwise_add.py` | 1 (shim) | 1 |  |", "| `norm/rms_norm.py` | 1 | 1 |  |"]
     assert (work / "elementwise__example_elementwise_add" / "libcaptured.so").is_file()
+    assert (work / "norm__rms_norm" / "libcaptured.so").is_file()
+    assert proc.stderr.splitlines()[-1].endswith("with -j 2; 0 not finished")

@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.examples_sweep import SAMPLE, Outcome, table  # noqa: E402
+from bench.examples_sweep import SAMPLE, Outcome, main, served_counts, table, tilelang_cache_entries  # noqa: E402
 
 
 def test_the_table_says_per_example_what_was_captured_built_and_left_out_and_why():
@@ -21,9 +21,9 @@ def test_the_table_says_per_example_what_was_captured_built_and_left_out_and_why
         Outcome("rand/rand_uint.py", 0, script_error="AttributeError: module 'tilelang.language' has no attribute 'rng_init'"),
     ]
     lines = table(outcomes, ["90a", "80"]).splitlines()
-    assert lines[0] == "| example | captured | built sm_90a | built sm_80 | left out / why | served |"
-    assert lines[3] == "| `gemm_splitk/example_tilelang_gemm_splitk.py` | 1 (shim) | 1 | 1 |  |  |"
-    assert lines[4] == "| `deepseek_mla/example_mla_decode.py` | 1 | 1 | 0 | flashattn_d9 (sm_80): 231424 bytes \\| of smem |  |"
+    assert lines[0] == "| example | captured | built sm_90a | built sm_80 | left out / why |"
+    assert lines[3] == "| `gemm_splitk/example_tilelang_gemm_splitk.py` | 1 (shim) | 1 | 1 |  |"
+    assert lines[4] == "| `deepseek_mla/example_mla_decode.py` | 1 | 1 | 0 | flashattn_d9 (sm_80): 231424 bytes \\| of smem |"
     assert "no attribute 'rng_init'" in lines[5] and lines[5].startswith("| `rand/rand_uint.py` | 0 | 0 | 0 |")
 
 
@@ -63,3 +63,75 @@ def test_the_refusal_check_tells_a_kernel_tilelang_refuses_from_one_it_lowers(tm
     refused = verdict(str(record), "tma_rows_0a1b2c3d4e", "sm_80")
     assert refused["tilelang"] == "refuses" and "tma_copy" in refused["error"], refused
     assert verdict(str(record), "tma_rows_0a1b2c3d4e", "sm_90a") == {"tilelang": "lowers"}
+
+
+def _served(example, **fields):
+    return Outcome(example, 2, built={"sm_90a": 2}, gpu=True, **fields)
+
+
+def test_the_served_table_says_exit_and_compiles_seen_and_why_not_per_example():
+    outcomes = [
+        _served("gemm/example_gemm.py", served="pass", served_kernels=2, served_misses=0, tilelang_compiles=0),
+        _served(
+            "flash_attention/example_mha_bwd_bshd.py",
+            served="exit 1",
+            served_error="tl_aot.serving.server.KernelNotServed: kernel 'main' is not in the library",
+            served_kernels=1,
+            served_misses=1,
+            tilelang_compiles=0,
+            script_error="",
+        ),
+        _served("topk/example_topk.py", served="pass", served_misses=None, tilelang_compiles=1),
+        Outcome("gdn/example_chunk_o.py", gpu=True, script_error="ModuleNotFoundError: No module named 'fla'"),
+        _served("convolution/example_convolution.py", unfinished="not finished: the run's budget was spent after 451 s (during its build)"),
+        Outcome("norm/rms_norm.py", gpu=True, unfinished="not started: the run's budget was spent after 451 s"),
+    ]
+    lines = table(outcomes, ["90a"], served=True).splitlines()
+    assert lines[0] == "| example | captured | built sm_90a | served run | compiles while served | left out / why |"
+    assert lines[2] == "| `gemm/example_gemm.py` | 2 | 2 | pass | 0 |  |"
+    assert lines[3] == (
+        "| `flash_attention/example_mha_bwd_bshd.py` | 2 | 2 | exit 1 | 1 not served, 0 compiled by TileLang "
+        "| served run: tl_aot.serving.server.KernelNotServed: kernel 'main' is not in the library |"
+    )
+    assert lines[4] == "| `topk/example_topk.py` | 2 | 2 | pass | no report, 1 compiled by TileLang |  |"  # a compile seen is never 0
+    assert lines[5] == "| `gdn/example_chunk_o.py` | 0 | 0 |  |  | capture run: ModuleNotFoundError: No module named 'fla' |"
+    assert lines[6].endswith("|  |  | not finished: the run's budget was spent after 451 s (during its build) |")
+    assert lines[7] == "| `norm/rms_norm.py` | 0 | 0 |  |  | not started: the run's budget was spent after 451 s |"
+
+
+def test_a_capture_run_that_failed_on_the_gpu_is_a_reason_even_with_kernels_recorded_but_not_on_the_cpu():
+    cpu = Outcome("gemm/example_gemm.py", 1, built={"sm_90a": 1}, script_error="RuntimeError: no CUDA GPUs are available")
+    gpu = Outcome("gemm/example_gemm.py", 1, built={"sm_90a": 1}, gpu=True, script_error="AssertionError: Tensor-likes are not close!")
+    assert table([cpu], ["90a"]).splitlines()[2].endswith("| 1 |  |")  # a CPU capture dies at its first launch, as expected
+    assert table([gpu], ["90a"]).splitlines()[2].endswith("| capture run: AssertionError: Tensor-likes are not close! |")
+
+
+def test_the_served_counts_are_summed_over_every_served_process_and_none_without_a_report():
+    report = (
+        "tl_aot serve (pid {pid}): {s} served, {c} compiled by the JIT, {r} refused; tunings 1 served, {t} run by TileLang, "
+        "{tr} refused; 3 lookups in 0.4 ms (...)"
+    )
+    lines = [report.format(pid=11, s=3, c=0, r=0, t=0, tr=0), report.format(pid=12, s=1, c=1, r=2, t=1, tr=1)]
+    stderr = "\n".join(["All checks pass.", *lines])
+    assert served_counts(stderr) == (4, 5)  # a tuning TileLang ran (or was refused) is compiles the library did not spare
+    assert served_counts(lines[0]) == (3, 0)
+    assert served_counts("Traceback (most recent call last):\nKilled") is None
+
+
+def test_the_tilelang_cache_count_is_its_kernel_entries(tmp_path):
+    assert tilelang_cache_entries(tmp_path / "never-written") == 0
+    kernels = tmp_path / "cache" / "0.1.15-abc" / "kernels"
+    for name in ("4f2a", "9c1e", ".staging"):
+        (kernels / name).mkdir(parents=True)
+    (kernels / "4f2a" / "kernel_lib.so").write_bytes(b"")
+    (kernels / "notes.txt").write_text("")
+    assert tilelang_cache_entries(tmp_path / "cache") == 2
+
+
+def test_serve_is_refused_without_the_gpu_capture_and_arch_is_needed_off_the_gpu(capsys):
+    with pytest.raises(SystemExit):
+        main(["--examples", "x", "--arch", "90a", "--serve"])
+    assert "--serve runs each example on this machine's GPU, captured there: give --device gpu too" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--examples", "x"])
+    assert "--arch is required (it defaults to the GPU's own only with --device gpu)" in capsys.readouterr().err

@@ -56,10 +56,41 @@ class ServedKernel:
     def __call__(self, *args: Any) -> Any:
         return self._fn(*args)
 
+    @property
+    def params(self) -> list[Any]:
+        """As ``JITKernel.params``: TileLang's ``KernelParam`` of each parameter, from the library's manifest."""
+        from .profiler import kernel_params
+
+        return kernel_params(self.library.signature(self.entry))
+
+    def get_profiler(self, tensor_supply_type: Any = None) -> Any:
+        """As ``JITKernel.get_profiler``: TileLang's ``Profiler`` (``assert_allclose``, ``do_bench``) launching this served kernel."""
+        from .profiler import profiler_of
+
+        return profiler_of(self, self.library.signature(self.entry), tensor_supply_type)
+
+    def run_once(self, func: Callable[..., Any] | None = None) -> Any:
+        """As ``JITKernel.run_once``: one launch on inputs TileLang's profiler supplies (or ``func`` on them)."""
+        return self.get_profiler().run_once(func)
+
     def get_kernel_source(self, *args: object, **kwargs: object) -> str:
         """The CUDA source is not shipped; the manifest names what was built."""
         entry = self.library.signature(self.entry)
         return f"// served by tl_aot from {self.library.path}: {entry.signature()}"
+
+    def get_host_source(self) -> str:
+        """As ``JITKernel.get_host_source``: the host side is the library's launcher, named as the kernel source is."""
+        return self.get_kernel_source()
+
+    @property
+    def kernel_source(self) -> str:
+        """As ``JITKernel.kernel_source``."""
+        return self.get_kernel_source()
+
+    @property
+    def host_source(self) -> str:
+        """As ``JITKernel.host_source``."""
+        return self.get_host_source()
 
     def __repr__(self) -> str:
         return f"<tl_aot.ServedKernel {self.entry} from {self.library.path.name}>"
