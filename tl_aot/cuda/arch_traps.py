@@ -6,8 +6,10 @@ instruction's absence into a trap instead: the SM120 block-scaled MMA
 (``tl::sm120_mma_sync_blockscaled``, behind ``CUTLASS_ARCH_MMA_SM120A_ENABLED``) built for a plain
 ``sm_120`` becomes ``printf("... requires sm_120a ..."); __brkpt()``. That image builds, loads and
 fails at its first launch, where TileLang's JIT would have compiled ``sm_120a`` on that GPU (it adds
-the ``a`` for compute capability 9.0 and newer). The trap's message is a string constant of the
-image, so the build can see it and refuse the variant, naming the target the kernel needs.
+the ``a`` for compute capability 9.0 and newer). ``sm_120f`` and ``sm_121a`` (DGX Spark) get the
+same trap: TileLang enables the instruction for sm_120a alone. The trap's message is a string
+constant of the image, so the build can see it and refuse the variant, naming the target the
+kernel needs. (A ``+PTX`` image keeps its strings as byte lists: not looked into.)
 """
 
 from __future__ import annotations

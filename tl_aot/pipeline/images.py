@@ -121,10 +121,19 @@ def _trap_error(image: bytes, variant: LoweredVariant, arch, work: Path, source:
     trap = arch_trap(image)
     if trap is None:
         return None
+    needed = trap.target.removeprefix("sm_")
+    digits = "".join(ch for ch in needed if ch.isdigit())
+    if digits == str(arch.number):
+        fix = f"Build --arch {needed} (what TileLang's JIT compiles on that GPU)"
+    else:  # sm_121a of a kernel whose instruction TileLang enables on sm_120a only: no target of this GPU has it
+        fix = (
+            f"An {trap.target} image runs on compute capability {digits[:-1]}.{digits[-1]} only: TileLang has no path for this "
+            f"kernel on a {arch.major}.{arch.minor} GPU (its JIT compiles the same trap there); drop --arch {arch.number}{arch.suffix}"
+        )
     msg = (
         f"entry {variant.entry!r} ({arch}): the kernel TileLang generated from {source} needs {trap.target}: for {arch.sm} "
         f'nvcc compiled TileLang\'s run-time trap in place of the instruction ("{trap.message}"), an image that fails at '
-        f"its first launch. Build --arch {trap.target.removeprefix('sm_')} (what TileLang's JIT compiles on that GPU)\n"
+        f"its first launch. {fix}\n"
         f"  generated source: {work / 'kernels' / (stem + '.cu')}"
     )
     return CompileError(msg, entry=variant.entry, arch=arch.sm, location=source)
