@@ -108,6 +108,26 @@ SAMPLE: tuple[str, ...] = (
     "seer_attention/block_sparse_attn_tilelang.py",
     "minference/example_vertical_slash_sparse_attn.py",
     "attention_sink/example_mha_sink_fwd_bhsd.py",
+    # Blackwell (sm_100a: tcgen05 / TMEM) and consumer Blackwell (sm_120): swept with --device B200 --arch 100a,
+    # --device RTX-5090 --arch 120 --arch 120a; Hopper-only ones with the default H100-SXM (docs/conformance.md).
+    "gemm_tcgen05/gemm_mma.py",
+    "gemm_tcgen05/gemm_tcgen5mma.py",
+    "gemm_tcgen05/gemm_tcgen5mma_ws.py",
+    "gemm_tcgen05/gemm_tcgen5mma_ws_clc.py",
+    "gemm_tcgen05/gemm_tcgen5mma_ws_persistent.py",
+    "gemm_tcgen05/gemm_tcgen5mma_ws_persistent_streamk.py",
+    "gemm_fp8/example_tilelang_gemm_fp8_sm100.py",
+    "blockscaled_gemm_sm100/gemm_mxfp8_blockscaled_1d1d.py",
+    "blockscaled_gemm_sm100/grouped_gemm_mxfp8_blockscaled_1d1d.py",
+    "deepseek_v4/fp8_fp4_gemm_1d1d_sm100.py",
+    "flash_attention_sm100/mha_fwd_bshd.py",
+    "flash_attention_sm100/gqa_fwd_bshd.py",
+    "flash_attention_sm100/mha_bwd_bshd.py",
+    "flash_attention_sm100/gqa_bwd_bshd.py",
+    "aws/gemm.py",
+    "aws/flash_attention.py",
+    "gemm_sm120/sm120_nvfp4_blockscaled_gemm.py",
+    "deepseek_v4/sparse_attn_fwd_sm90.py",
 )
 
 SHIM = Path(__file__).resolve().parent / "examples_cuda_shim.py"

@@ -118,3 +118,48 @@ def test_a_persistent_kernel_with_fresh_placeholders_is_still_refused(monkeypatc
     monkeypatch.setattr(ir_record, "rehydrate", lambda f: f)
     problem = ir_record.round_trip_problem(PERSISTENT["bmm_fp8_persistent"]())
     assert problem.startswith("a layout changed across the round trip")
+
+
+def _shared_dtypes(func) -> dict[str, tuple[str, int]]:
+    """Each shared buffer the prim_func allocates: its dtype's name and bits."""
+    found: dict[str, tuple[str, int]] = {}
+
+    def visit(n) -> None:
+        if isinstance(n, tvm.tirx.SBlock):
+            for b in n.alloc_buffers:
+                found[b.name] = (str(b.dtype), int(b.dtype.bits))
+
+    tvm.tirx.stmt_functor.post_order_visit(func.body, visit)
+    return found
+
+
+def test_a_custom_dtype_keeps_its_bits_and_the_kernel_lowers_the_same():
+    """FP4 staged as ``T.float4_e2m1_unpacked`` (8 bits): tvm's JSON drops the bits; the record keeps them."""
+    import tilelang.language as T
+
+    if not hasattr(T, "float4_e2m1_unpacked"):
+        pytest.skip(f"TileLang {tilelang.__version__} has no float4_e2m1_unpacked")
+    import blackwell
+
+    from tl_aot.capture.device_code import digest, lower
+
+    func = blackwell.fp4_fp8_gemm()
+    assert _shared_dtypes(func)["A_shared"][1] == 8
+    naive = tvm.ir.load_json(tvm.ir.save_json(func))  # tvm alone: custom[float4_e2m1_unpacked] read back as 32 bits
+    assert _shared_dtypes(naive)["A_shared"][1] == 32
+    text = ir_record.save_ir(func)
+    assert ir_record.round_trip_problem(func, text) == ""
+    back = ir_record.load_ir(text)
+    assert _shared_dtypes(back) == _shared_dtypes(func)
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_100a"})
+    with target:
+        assert digest(lower(back, target, {}).kernel_source) == digest(lower(func, target, {}).kernel_source)
+
+
+def test_a_custom_dtype_used_at_two_widths_is_left_as_written_and_refused():
+    """No width is guessed: the record keeps tvm's spelling and the round trip check names the change."""
+    bits = {"float4_e2m1_unpacked": {8, 16}}
+    text = '{"nodes": [{"type": "ir.PrimType", "data": {"dtype": "custom[float4_e2m1_unpacked]x2"}}]}'
+    assert ir_record._with_custom_bits(text, bits) == text
+    one = ir_record._with_custom_bits(text, {"float4_e2m1_unpacked": {8}})
+    assert '"custom[float4_e2m1_unpacked]8x2"' in one

@@ -21,12 +21,19 @@ which the hash sees as free, and the round trip keeps it one variable, renamed c
 Comparing such variables by identity refused faithful records of every persistent kernel.
 ``structural_equal`` alone is not enough: it called a broken layout equal.
 
+A custom dtype (``custom[float4_e2m1_unpacked]8``: the 8-bit shared-memory slot of an FP4 value
+that TileLang's tcgen05 block-scaled GEMMs stage operands in) is written by ``save_json`` without
+its bits (``custom[float4_e2m1_unpacked]``), which ``load_json`` reads back as 32 bits: shared
+buffers four times their size and a prim_func that is no longer the one compiled. :func:`save_ir`
+therefore writes each custom dtype with the bits the prim_func uses it at.
+
 Everything that reads a record's IR goes through :func:`load_ir`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 __all__ = ["save_ir", "normalized_ir", "load_ir", "rehydrate", "round_trip_problem", "layouts_of", "tl_types"]
@@ -35,10 +42,79 @@ _LAYOUT_TYPES = ("tl.Layout", "tl.Fragment", "tl.PartialFragment")
 
 
 def save_ir(func) -> str:
-    """The prim_func as TVM JSON (what a record stores)."""
+    """The prim_func as TVM JSON (what a record stores), custom dtypes spelled with their bits."""
     from tilelang import tvm
 
-    return tvm.ir.save_json(func)
+    text = tvm.ir.save_json(func)
+    return _with_custom_bits(text, _custom_dtype_bits(func)) if "custom[" in text else text
+
+
+_CUSTOM_DTYPE = re.compile(r"custom\[(?P<name>[^\]]+)\](?P<bits>\d*)(?P<lanes>x\d+)?")
+
+
+def _custom_dtype_bits(func) -> dict[str, set[int]]:
+    """The bit widths each custom dtype of ``func`` is used at (buffers, variables, expressions), by type name."""
+    from tilelang import tvm
+
+    tirx = tvm.tirx
+    seen: dict[str, set[int]] = {}
+
+    def note(dt) -> None:
+        if dt is None or int(getattr(dt, "type_code", 0)) < _CUSTOM_TYPE_CODE_BEGIN:
+            return
+        m = _CUSTOM_DTYPE.match(str(dt))
+        if m:
+            seen.setdefault(m["name"], set()).add(int(dt.bits))
+
+    def buffer(b) -> None:
+        note(b.dtype)
+
+    def visit(n) -> None:
+        note(getattr(n, "dtype", None))
+        if isinstance(n, tirx.SBlock):
+            for b in [*n.alloc_buffers, *(m.buffer for m in n.match_buffers)]:
+                buffer(b)
+        elif isinstance(n, (tirx.BufferStore, tirx.BufferLoad, tirx.DeclBuffer)):
+            buffer(n.buffer)
+        elif isinstance(n, tirx.Var):
+            element = getattr(getattr(n, "type_annotation", None), "element_type", None)
+            note(getattr(element, "dtype", None))
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    for b in func.buffer_map.values():
+        buffer(b)
+    return seen
+
+
+_CUSTOM_TYPE_CODE_BEGIN = 129  # DLPack's first code for user-registered types (TVM's DataType::kCustomBegin)
+
+
+def _with_custom_bits(text: str, bits: dict[str, set[int]]) -> str:
+    """``text`` with each custom dtype that ``save_json`` wrote without bits given the one width the prim_func uses.
+
+    A type used at two widths stays as written (the round trip check then refuses the record).
+    """
+    data = json.loads(text)
+
+    def spelled(value: str) -> str:
+        m = _CUSTOM_DTYPE.fullmatch(value)
+        widths = bits.get(m["name"], set()) if m else set()
+        if not m or m["bits"] or len(widths) != 1:
+            return value
+        return f"custom[{m['name']}]{next(iter(widths))}{m['lanes'] or ''}"
+
+    changed = False
+    for node in data.get("nodes", []):
+        fields = node.get("data")
+        if not isinstance(fields, dict):
+            continue
+        for key, value in fields.items():
+            if isinstance(value, str) and value.startswith("custom["):
+                new = spelled(value)
+                if new != value:
+                    fields[key] = new
+                    changed = True
+    return json.dumps(data, indent=2) if changed else text
 
 
 def normalized_ir(func, text: str | None = None) -> str:

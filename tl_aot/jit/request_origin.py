@@ -42,11 +42,24 @@ def jit_origin(jit_call: JitCall | None) -> JsonObject:
     spelled: dict[str, str] = {}
     for k, v in {**{str(i): a for i, a in enumerate(args)}, **kwargs}.items():
         try:
-            spelled[k] = spell(v)
+            spelled[k] = _tensor_text(v) or spell(v)
         except SpecError:
             spelled[k] = type(v).__name__
     out["args"] = spelled
     return out
+
+
+def _tensor_text(value: object) -> str:
+    """A tensor argument (eager ``@tilelang.jit`` calls take them) as what the kernel depends on: ``torch.Tensor(bfloat16[4096, 8192])``.
+
+    Its ``repr`` would be its values: kilobytes per origin in the record and in ``inspect``, and
+    different for every call of one kernel. '' for anything that is not a torch tensor.
+    """
+    kind = type(value)
+    if kind.__module__ != "torch" or not hasattr(value, "shape") or not hasattr(value, "dtype"):
+        return ""
+    dims = ", ".join(str(int(d)) for d in value.shape)
+    return f"{kind.__module__}.{kind.__qualname__}({str(value.dtype).removeprefix('torch.')}[{dims}])"
 
 
 def jit_text(origin: JsonMapping) -> str:

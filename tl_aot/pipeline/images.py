@@ -16,6 +16,7 @@ from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, FailedProcessError, TlAotError, tool_signal
 from ..common.file_names import case_safe_stem
 from ..common.metadata import LoweredVariant
+from ..cuda.arch_traps import arch_trap
 from ..cuda.device_image import Unit, compile_image, compile_images
 from ..lower.cuda_source import shadowed_names
 from ..lower.cutedsl import compile_cubin, match_kernels
@@ -39,9 +40,13 @@ def _nvcc(variant: LoweredVariant, arch, work: Path, source: str, path_map=()) -
     """The image of one variant; nvcc's error says which entry and user code it came from."""
     unit = _unit(variant, arch)
     try:
-        return compile_image(arch, work / "kernels", unit.stem, unit.source, variant.nvcc_options, what=unit.what, path_map=path_map)
+        image = compile_image(arch, work / "kernels", unit.stem, unit.source, variant.nvcc_options, what=unit.what, path_map=path_map)
     except FailedProcessError as e:
         raise _nvcc_error(e, variant, arch, work, source, unit.stem) from e
+    trapped = _trap_error(image, variant, arch, work, source, unit.stem)
+    if trapped is not None:
+        raise trapped
+    return image
 
 
 def images_of(variants: list[tuple[LoweredVariant, str]], arch, work: Path, on_done, *, path_map=(), on_batch=None) -> None:
@@ -71,6 +76,8 @@ def images_of(variants: list[tuple[LoweredVariant, str]], arch, work: Path, on_d
             i = index[stem]
             if isinstance(got, FailedProcessError):
                 got = _nvcc_error(got, variants[i][0], arch, work, variants[i][1], stem)
+            elif isinstance(got, bytes):
+                got = _trap_error(got, variants[i][0], arch, work, variants[i][1], stem) or got
             on_done(i, got)
 
         def shared(stems: list, index=index) -> None:
@@ -102,6 +109,32 @@ def _nvcc_error(e: FailedProcessError, variant: LoweredVariant, arch, work: Path
         f"entry {variant.entry!r} ({arch}): nvcc failed on the CUDA code TileLang generated from {source}"
         f"{': ' + diagnostic if diagnostic else ''}\n"
         f"  generated source: {work / 'kernels' / (stem + '.cu')}{hint}\n{e}"
+    )
+    return CompileError(msg, entry=variant.entry, arch=arch.sm, location=source)
+
+
+def _trap_error(image: bytes, variant: LoweredVariant, arch, work: Path, source: str, stem: str) -> CompileError | None:
+    """The variant refused when nvcc compiled TileLang's trap for a missing arch feature into its image (``cuda/arch_traps.py``).
+
+    Such an image builds and loads, then fails at its first launch; the error names the target the kernel needs.
+    """
+    trap = arch_trap(image)
+    if trap is None:
+        return None
+    needed = trap.target.removeprefix("sm_")
+    digits = "".join(ch for ch in needed if ch.isdigit())
+    if digits == str(arch.number):
+        fix = f"Build --arch {needed} (what TileLang's JIT compiles on that GPU)"
+    else:  # sm_121a of a kernel whose instruction TileLang enables on sm_120a only: no target of this GPU has it
+        fix = (
+            f"An {trap.target} image runs on compute capability {digits[:-1]}.{digits[-1]} only: TileLang has no path for this "
+            f"kernel on a {arch.major}.{arch.minor} GPU (its JIT compiles the same trap there); drop --arch {arch.number}{arch.suffix}"
+        )
+    msg = (
+        f"entry {variant.entry!r} ({arch}): the kernel TileLang generated from {source} needs {trap.target}: for {arch.sm} "
+        f'nvcc compiled TileLang\'s run-time trap in place of the instruction ("{trap.message}"), an image that fails at '
+        f"its first launch. {fix}\n"
+        f"  generated source: {work / 'kernels' / (stem + '.cu')}"
     )
     return CompileError(msg, entry=variant.entry, arch=arch.sm, location=source)
 

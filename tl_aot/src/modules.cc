@@ -22,12 +22,17 @@ static std::mutex g_mutex;  // loading, prepare and cleanup take turns; launches
 DeviceSlot g_devices[kMaxDevices];
 InFlightShard g_in_flight[kInFlightShards];
 
-// An exact match, else SASS of the same major from an older minor (binary compatible), else the
-// newest PTX not newer than the device.
+// An exact match (the arch-specific one where the library has both sm_120 and sm_120a: it is what
+// TileLang's JIT compiles on that GPU, and a plain image of a kernel using arch-specific instructions
+// holds TileLang's trap in their place), else SASS of the same major from an older minor (binary
+// compatible), else the newest PTX not newer than the device.
 int select_image(const Image* images, int n, int major, int minor) {
-  for (int i = 0; i < n; ++i)
-    if (images[i].major == major && images[i].minor == minor) return i;
   int best = -1;
+  for (int i = 0; i < n; ++i)
+    if (images[i].major == major && images[i].minor == minor &&
+        (best < 0 || (images[i].arch_specific && !images[best].arch_specific)))
+      best = i;
+  if (best >= 0) return best;
   for (int i = 0; i < n; ++i)
     if (!images[i].arch_specific && images[i].major == major && images[i].minor <= minor &&
         (best < 0 || images[i].minor > images[best].minor))

@@ -541,6 +541,15 @@ int main() {
   CHECK(rt::select_image(imgs, 4, 9, 0) == 2);
   CHECK(rt::select_image(imgs, 3, 10, 0) == -1);  // sm_90a SASS never runs on sm_100
   CHECK(rt::select_image(imgs, 4, 12, 0) == 3);   // the PTX image is JIT-compiled there
+  // sm_120 and sm_120a both built: the arch-specific image, in either order (the plain one may hold TileLang's
+  // trap where the kernel's block-scaled MMA should be); a plain and a family image of one cc: the first.
+  rt::Image both[] = {{"p", "sm_120", 12, 0, false, false, 0, nullptr, nullptr, nullptr},
+                      {"a", "sm_120a", 12, 0, true, false, 0, nullptr, nullptr, nullptr},
+                      {"f", "sm_120f", 12, 0, false, false, 0, nullptr, nullptr, nullptr}};
+  CHECK(rt::select_image(both, 3, 12, 0) == 1);
+  CHECK(rt::select_image(both + 1, 2, 12, 0) == 0);
+  CHECK(rt::select_image(both, 1, 12, 0) == 0);
+  CHECK(rt::select_image(both, 3, 12, 1) == 0);  // sm_121: the plain sm_120 SASS, never sm_120a
 
   // find_kernel_by_pattern: exact, a base name over its _N variants, ambiguity lists every match.
   CUfunction fn = nullptr;
