@@ -7,7 +7,7 @@ tl_aot's: the test builds the rest and expects that release's refusal, naming it
 
 from __future__ import annotations
 
-from packaging.version import Version
+import re
 
 from tl_aot.common.tilelang_compat import installed_version
 
@@ -17,4 +17,10 @@ __all__ = ["tilelang_at_least"]
 def tilelang_at_least(release: str) -> bool:
     """Whether the installed TileLang is ``release`` or newer (``0.1.14+cu130`` counts as 0.1.14); False if none."""
     version = installed_version()
-    return bool(version) and Version(version).release >= Version(release).release
+    return bool(version) and _release(version) >= _release(release)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``(0, 1, 14)`` for ``0.1.14``, ``0.1.14+cu130`` and ``0.1.14.post1``: the release, as TileLang numbers them."""
+    found = re.match(r"\d+(?:\.\d+){0,2}", version)
+    return tuple(int(p) for p in found.group().split(".")) if found else ()
