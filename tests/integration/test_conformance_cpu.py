@@ -10,21 +10,33 @@ import pytest
 from support.builds import build_spec
 from support.fake_cuda import FakeCudaTensor
 from support.helpers import ok, tl_aot_cli
+from support.tilelang_release import tilelang_at_least
 
 pytest.importorskip("tilelang")
 
 KERNELS = Path(__file__).parents[1] / "kernels" / "conformance"
 
 
+#: TileLang 0.1.12 refuses persistent_gemm itself: its warp-specialisation pass stops at "ProducerConsumerWS: failed to
+#: replace pipeline loop" (``tilelang.lower`` alone, no tl_aot); 0.1.13 on lowers it.
+PERSISTENT_GEMM_LOWERS = tilelang_at_least("0.1.13")
+REFUSAL = "InternalError: Check failed: (replaced.defined()) is false: ProducerConsumerWS: failed to replace pipeline loop"
+
+
 @pytest.fixture(scope="module")
 def conformance(tmp_path_factory, cache_dir):
-    return build_spec(KERNELS / "conformance.toml", tmp_path_factory, cache_dir)
+    """The library; on a TileLang that refuses persistent_gemm, built keep-going, its refusal recorded as TileLang words it."""
+    result, lib = build_spec(KERNELS / "conformance.toml", tmp_path_factory, cache_dir, keep_going=not PERSISTENT_GEMM_LOWERS)
+    if not PERSISTENT_GEMM_LOWERS:
+        assert [(x.entry, x.arch, x.error) for x in result.left_out] == [("persistent_gemm", "sm_90a", REFUSAL)]
+    return result, lib
 
 
 def test_every_kind_builds(conformance):
     result, lib = conformance
     names = {e.name for e in lib.manifest.entries}
-    assert names == {"gemm_48k", "gemm_new_style", "row_scale", "flash_fwd", "decode_splitkv", "persistent_gemm", "hostile", "new"}
+    kinds = {"gemm_48k", "gemm_new_style", "row_scale", "flash_fwd", "decode_splitkv", "persistent_gemm", "hostile", "new"}
+    assert names == (kinds if PERSISTENT_GEMM_LOWERS else kinds - {"persistent_gemm"})
 
 
 def test_48k_gemm_uses_exactly_48k_of_dynamic_shared_memory(conformance):
@@ -52,6 +64,7 @@ def test_alloc_global_buffers_become_workspaces(conformance):
     assert {a.value for a in v.kernels[1].args if a.ctype == "void*"} >= {"w_partial_out", "w_partial_lse"}
 
 
+@pytest.mark.skipif(not PERSISTENT_GEMM_LOWERS, reason="TileLang 0.1.12 refuses persistent_gemm (ProducerConsumerWS)")
 def test_device_queries_at_build_time_answer_from_the_named_gpu(conformance):
     _, lib = conformance
     v = lib.signature("persistent_gemm").variants[0]

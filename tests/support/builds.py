@@ -33,14 +33,14 @@ def prebuilt_or_build(spec: Path, name: str, tmp_path_factory, cache_dir) -> Pat
     return build_library(load_spec_file(spec), out_dir=out, cache_dir=cache_dir, log=None).library
 
 
-def build_spec(spec: Path, tmp_path_factory, cache_dir, *, jobs: int = 2):
-    """Build the spec file ``spec`` into a fresh folder: (BuildResult, the loaded library)."""
+def build_spec(spec: Path, tmp_path_factory, cache_dir, *, jobs: int = 2, keep_going: bool = False):
+    """Build the spec file ``spec`` into a fresh folder: (BuildResult, the loaded library); ``keep_going`` as ``--keep-going``."""
     import tl_aot
     from tl_aot.pipeline.library import build_library
     from tl_aot.spec import load_spec_file
 
     out = tmp_path_factory.mktemp(spec.stem)
-    result = build_library(load_spec_file(spec), out_dir=out, cache_dir=cache_dir, log=None, jobs=jobs)
+    result = build_library(load_spec_file(spec), out_dir=out, cache_dir=cache_dir, log=None, jobs=jobs, keep_going=keep_going)
     return result, tl_aot.load(result.library)
 
 
