@@ -1,10 +1,13 @@
 """TileLang's own examples through capture, build and a served run: kernels tl_aot has never seen.
 
-    python bench/examples_sweep.py --examples DIR --arch 90a [--arch 80] [--out WORK] [--table T.md] [-j N] [--budget S]
+    python bench/examples_sweep.py --examples DIR --arch 90a [--arch 80] [--set sample|more|all] [--out WORK] [--table T.md] [-j N] [--budget S]
     python bench/examples_sweep.py --examples DIR --device gpu --serve -j 12 --budget 450 --out WORK   # GPU machine, one call
 
 DIR is a TileLang checkout or its ``examples/`` folder (``git archive HEAD examples | tar -x``).
-Each example script of the sample (``SAMPLE``, or ``--only SUBSTRING``) is run as a user would run
+``--set`` picks the scripts: ``sample`` (default, ``SAMPLE``: one or two per example family),
+``more`` (``SAMPLE_MORE``: every other NVIDIA example a user would run, kernel scripts such as
+``deepseek_v32/sparse_mla_fwd.py`` or ``kda/chunk_o.py`` included) or ``all`` (both); ``--only
+SUBSTRING`` narrows the set. Each example script chosen is run as a user would run
 it, in its own folder, under ``python -m tl_aot capture --device H100-SXM`` (without a GPU the
 script dies at its first CUDA tensor; the kernels TileLang's JIT compiled before that are what
 counts). An example that records nothing so is run again under ``bench/examples_cuda_shim.py``
@@ -129,6 +132,99 @@ SAMPLE: tuple[str, ...] = (
     "gemm_sm120/sm120_nvfp4_blockscaled_gemm.py",
     "deepseek_v4/sparse_attn_fwd_sm90.py",
 )
+
+# The rest of TileLang's NVIDIA examples a user would run (``--set more``; ``--set all`` is both): kernel scripts
+# beyond the example_*.py names. Left out of both: amd/ and the CDNA variants, Triton-only and torch-only
+# references, benchmark_*/regression_*/test_* wrappers, helpers with no ``__main__`` (utils, refs, FLA_KDA/),
+# plot_layout/ and visual_layout_inference/ (layout pictures), analyze/ (FLOP counts, no compile), autodd/ (a
+# deliberately broken program for TileLang's delta debugger), bitnet-1.58b/'s model files and its bitblas one.
+SAMPLE_MORE: tuple[str, ...] = (
+    "quickstart.py",
+    "gemm/example_gemm_autotune.py",
+    "gemm/example_gemm_autotune_early_stop.py",
+    "gemm/example_gemm_autotune_pass_configs.py",
+    "gemm/example_gemm_advanced_autotune.py",
+    "gemm_sp/example_gemm_sp.py",
+    "deepseek_deepgemm/example_deepgemm_fp8_2xAcc.py",
+    "dequantize_gemm/example_dequant_gemm_bf16_fp4_hopper.py",
+    "dequantize_gemm/example_dequant_gemm_fine_grained.py",
+    "grouped_gemm/example_grouped_gemm_fwd_ptr.py",
+    "grouped_gemm/example_grouped_gemm_bwd.py",
+    "convolution/example_convolution_autotune.py",
+    "warp_specialize/example_warp_specialize_gemm_barrierpipe_stage2.py",
+    "warp_specialize/example_warp_specialize_gemm_copy_0_gemm_1.py",
+    "warp_specialize/example_warp_specialize_gemm_copy_gemm_0_1.py",
+    "warp_specialize/example_warp_specialize_gemm_softpipe_stage2.py",
+    "flash_attention/example_mha_fwd_bshd.py",
+    "flash_attention/example_mha_bwd_bhsd.py",
+    "flash_attention/example_gqa_fwd_varlen.py",
+    "flash_attention/example_gqa_bwd.py",
+    "flash_attention/example_gqa_bwd_tma_reduce.py",
+    "flash_attention/example_gqa_bwd_tma_reduce_varlen.py",
+    "flash_decoding/example_gqa_decode_varlen_logits.py",
+    "attention_sink/example_mha_sink_bwd_bhsd.py",
+    "attention_sink/example_gqa_sink_bwd_bhsd.py",
+    "attention_sink/example_gqa_sink_fwd_varlen.py",
+    "attention_sink/example_gqa_sink_bwd_varlen.py",
+    "block_causal_attention/block_causal_attention.py",
+    "block_causal_attention/block_causal_attention_varlen.py",
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py",
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py",
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_mask.py",
+    "deepseek_mla/example_mla_decode_persistent.py",
+    "deepseek_mla/example_mla_decode_ws.py",
+    "deepseek_mla/experimental/example_mla_decode_kv_fp8.py",
+    "deepseek_nsa/example_tilelang_nsa_fwd_varlen.py",
+    "deepseek_nsa/example_tilelang_nsa_bwd.py",
+    "deepseek_mhc/example_mhc_pre.py",
+    "deepseek_mhc/example_mhc_post.py",
+    "deepseek_mhc/example_mhc_bwd.py",
+    "deepseek_v32/fp8_lighting_indexer.py",
+    "deepseek_v32/topk_selector.py",
+    "deepseek_v32/sparse_mla_fwd.py",
+    "deepseek_v32/sparse_mla_fwd_pipelined.py",
+    "deepseek_v32/sparse_mla_fwd_seesaw.py",
+    "deepseek_v32/sparse_mla_bwd.py",
+    "deepseek_v4/act_quant.py",
+    "dsa_sparse_finetune/sparse_mla_fwd.py",
+    "dsa_sparse_finetune/sparse_mla_bwd.py",
+    "dsa_sparse_finetune/sparse_mla_topk_reducesum.py",
+    "dsa_sparse_finetune/indexer_topk_reducesum.py",
+    "dsa_sparse_finetune/indexer_bwd.py",
+    "dsa_hisa/fp8_block_mean_pooling.py",
+    "dsa_hisa/pool_mqa_fp8.py",
+    "dsa_hisa/block_sparse_mqa_fp8.py",
+    "dsa_hisa/clean_and_maintain_logits.py",
+    "dsa_hisa/hisa.py",
+    "gdn/example_chunk_delta_h.py",
+    "gdn/example_chunk_delta_bwd.py",
+    "gdn/example_chunk_o_bwd.py",
+    "gdn/example_chunk_scaled_dot_kkt.py",
+    "gdn/example_wy_fast.py",
+    "gdn/example_wy_fast_bwd_split.py",
+    "kda/chunk_o.py",
+    "kda/chunk_delta_h_fwd.py",
+    "kda/chunk_intra_token_parallel.py",
+    "kda/chunk_inter_solve_fused.py",
+    "kda/wy_fast.py",
+    "kda/wy_fast_bwd.py",
+    "kda/chunk_delta_bwd.py",
+    "kda/chunk_bwd_dv.py",
+    "kda/chunk_bwd_dqkwg.py",
+    "kda/chunk_bwd_gla_dA.py",
+    "kda/chunk_bwd_intra.py",
+    "linear_attention/example_linear_attn_bwd.py",
+    "linear_attention/example_mamba_chunk_state.py",
+    "linear_attention/example_retention_fwd.py",
+    "iket/minimal.py",
+    "iket/payload_minimal.py",
+    "iket/all_features.py",
+    "bitnet-1.58b/kernel_benchmark/tilelang_bitnet_158_int8xint2_decode.py",
+    "bitnet-1.58b/kernel_benchmark/tilelang_bitnet_158_int8xint2_prefill.py",
+)
+
+# What --set picks: the first sample, the rest, or both (in that order).
+SETS: dict[str, tuple[str, ...]] = {"sample": SAMPLE, "more": SAMPLE_MORE, "all": SAMPLE + SAMPLE_MORE}
 
 SHIM = Path(__file__).resolve().parent / "examples_cuda_shim.py"
 REFUSAL = Path(__file__).resolve().parent / "examples_refusal.py"
@@ -393,6 +489,11 @@ def _gpu_arch() -> str:
     return arch_of_cc(gpu.cc)
 
 
+def select(which: str, only: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The examples ``--set which`` names, narrowed to those whose path contains one of ``only`` (all when empty)."""
+    return [e for e in SETS[which] if not only or any(s in e for s in only)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=Path, required=True, help="a TileLang checkout or its examples/ folder")
@@ -401,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=Path("/tmp/tl_aot_examples_sweep"), help="work folder (records, libraries)")
     ap.add_argument("--table", type=Path, help="Markdown table to write (default OUT/table.md)")
-    ap.add_argument("--only", action="append", default=[], help="examples whose path contains this (repeat)")
+    ap.add_argument("--set", choices=sorted(SETS), default="sample", help="which examples: SAMPLE (default), SAMPLE_MORE, or all")
+    ap.add_argument("--only", action="append", default=[], help="of the set, examples whose path contains this (repeat)")
     ap.add_argument("--device", default="H100-SXM", help="device profile capture answers queries as; 'gpu': capture on this machine's GPU")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per capture, build or served run")
     ap.add_argument("--no-shim", action="store_true", help="never retry an example under examples_cuda_shim.py")
@@ -417,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("-j/--jobs must be at least 1")
 
     root = (args.examples / "examples" if (args.examples / "examples").is_dir() else args.examples).resolve()
-    chosen = [e for e in SAMPLE if not args.only or any(s in e for s in args.only)]
+    chosen = select(args.set, args.only)
     archs = tuple(args.arch) or (_gpu_arch(),)
     args.out.mkdir(parents=True, exist_ok=True)
     share = max(1, (os.cpu_count() or 1) // args.jobs)

@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.examples_sweep import SAMPLE, Outcome, main, served_counts, table, tilelang_cache_entries  # noqa: E402
+from bench.examples_sweep import SAMPLE, SAMPLE_MORE, Outcome, main, select, served_counts, table, tilelang_cache_entries  # noqa: E402
 
 
 def test_the_table_says_per_example_what_was_captured_built_and_left_out_and_why():
@@ -31,6 +31,25 @@ def test_the_sample_spans_the_example_families_the_sweep_promises():
     families = {path.split("/")[0] for path in SAMPLE}
     assert len(SAMPLE) >= 30 and len(families) >= 25
     assert {"gemm", "flash_attention", "deepseek_mla", "convolution", "dynamic_shape", "gdn"} <= families
+
+
+def test_set_more_picks_the_other_examples_and_all_both_each_once_in_order():
+    assert select("sample") == list(SAMPLE)
+    assert select("more") == list(SAMPLE_MORE) and not set(SAMPLE) & set(SAMPLE_MORE)
+    assert select("all") == [*SAMPLE, *SAMPLE_MORE] and len(set(select("all"))) == len(SAMPLE) + len(SAMPLE_MORE)
+    assert select("more", ["kda/", "quickstart"]) == ["quickstart.py", *[e for e in SAMPLE_MORE if e.startswith("kda/")]]
+    # Kernel scripts beyond the example_*.py names are in; AMD, Triton-only and test/benchmark wrappers are not.
+    assert {"deepseek_v32/sparse_mla_fwd.py", "gdn/example_chunk_delta_bwd.py", "iket/minimal.py"} <= set(SAMPLE_MORE)
+    names = [e.rsplit("/", 1)[-1] for e in SAMPLE_MORE]
+    assert not [e for e in SAMPLE_MORE if e.startswith("amd/") or "triton" in e or "_amd" in e]
+    assert not [n for n in names if n.startswith(("test_", "regression_", "benchmark_"))]
+
+
+def test_set_is_a_closed_choice_and_narrows_before_only(capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        main(["--examples", str(tmp_path), "--arch", "90a", "--set", "some"])
+    assert "invalid choice: 'some'" in capsys.readouterr().err
+    assert select("sample", ["kda/"]) == []
 
 
 def test_the_shim_runs_a_script_whose_cuda_tensors_land_on_the_cpu(tmp_path):
