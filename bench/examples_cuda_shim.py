@@ -74,11 +74,21 @@ def install() -> None:
     torch.Tensor.to = to  # type: ignore[method-assign]
     torch.Tensor.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
     for name in ("synchronize", "manual_seed", "manual_seed_all", "empty_cache"):
-        setattr(torch.cuda, name, _no_op)
+        setattr(torch.cuda, name, _no_op(name))
 
 
-def _no_op(*_args, **_kwargs) -> None:
-    """What ``torch.cuda.synchronize`` and CUDA seeding do here: nothing (there is no GPU)."""
+def _no_op(name: str):
+    """What ``torch.cuda.<name>`` does here: nothing (there is no GPU).
+
+    One function per name: torch._dynamo keeps a rule per torch function (``synchronize`` is traced, the
+    seeding ones skipped) and refuses, at its first use, one function object that two rules claim.
+    """
+
+    def nothing(*_args, **_kwargs) -> None:
+        return None
+
+    nothing.__name__ = nothing.__qualname__ = f"cuda_{name}_on_cpu"
+    return nothing
 
 
 def main() -> None:

@@ -60,6 +60,9 @@ def test_the_shim_runs_a_script_whose_cuda_tensors_land_on_the_cpu(tmp_path):
         "a = torch.randn(4, 8, device='cuda')\n"
         "b = torch.zeros(4, device=torch.device('cuda', 0)).cuda().to('cuda')\n"
         "torch.cuda.synchronize()\n"
+        "@torch.compile  # as flash_attention/example_gqa_bwd.py decorates its autograd Function: dynamo's rules load\n"
+        "def twice(x):\n"
+        "    return 2 * x\n"
         "print(a.device, b.device, sys.argv[1:])\n"
     )
     cmd = [sys.executable, str(ROOT / "bench" / "examples_cuda_shim.py"), script.name, "--flag"]
