@@ -361,7 +361,8 @@ def build(record: Path, out: Path, sweep: Sweep, control: RunControl) -> tuple[d
     proc = control.run(cmd, out.parent, sweep.timeout)
     libs = sorted(out.glob("lib*.so"))
     if proc.returncode != 0 or not libs:
-        return {}, (), _last_line(proc.stderr) or f"exit {proc.returncode}"
+        fatal = _last_line(proc.stderr) or f"exit {proc.returncode}"
+        return {}, (), f"{fatal} [{_record_verdict(record, sweep, control)}]"
     inspected = control.run([sys.executable, "-m", "tl_aot", "inspect", "--json", str(libs[0])], out, sweep.timeout)
     manifest = json.loads(inspected.stdout)
     built: dict[str, int] = {}
@@ -373,6 +374,14 @@ def build(record: Path, out: Path, sweep: Sweep, control: RunControl) -> tuple[d
         for lo in manifest["left_out"]
     )
     return built, left, ""
+
+
+def _record_verdict(record: Path, sweep: Sweep, control: RunControl) -> str:
+    """TileLang's verdict on every kernel of a record none of which was built (no library to name what it left out)."""
+    kernels = json.loads(record.read_text())["kernels"]
+    variants = [(f"{k['name']}_{key[:10]}", f"sm_{arch.removeprefix('sm_')}") for key, k in kernels.items() for arch in sweep.archs]
+    verdicts = {f"{arch}: {_tilelang_verdict(record, {'entry': entry, 'arch': arch}, sweep, control)}" for entry, arch in variants}
+    return "; ".join(sorted(verdicts))
 
 
 def _tilelang_verdict(record: Path, left_out: dict, sweep: Sweep, control: RunControl) -> str:

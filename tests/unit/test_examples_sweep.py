@@ -157,3 +157,32 @@ def test_serve_is_refused_without_the_gpu_capture_and_arch_is_needed_off_the_gpu
     with pytest.raises(SystemExit):
         main(["--examples", "x"])
     assert "--arch is required (it defaults to the GPU's own only with --device gpu)" in capsys.readouterr().err
+
+
+class _Refusals:
+    """A RunControl stand-in answering examples_refusal.py as TileLang would: it refuses sm_80, lowers sm_90a."""
+
+    def __init__(self):
+        self.asked = []
+
+    def run(self, cmd, cwd, timeout, *, env=None):
+        record, entry, arch = cmd[-3:]
+        self.asked.append((Path(record).name, entry, arch))
+        out = {"tilelang": "refuses", "error": "x"} if arch == "sm_80" else {"tilelang": "lowers"}
+        return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(out) + "\n", stderr="")
+
+
+def test_a_build_that_made_nothing_gets_tilelangs_verdict_on_every_kernel_and_arch_of_its_record(tmp_path):
+    from bench.examples_sweep import Sweep, _record_verdict
+
+    record = tmp_path / "rec.json"
+    record.write_text(json.dumps({"kernels": {"3bcc0a6042" + "0" * 22: {"name": "main"}, "7f00aa11bb" + "1" * 22: {"name": "fwd"}}}))
+    sweep = Sweep(tmp_path, tmp_path, ("90a", "sm_80"), "H100-SXM", 60.0, True, False, 1)
+    control = _Refusals()
+    assert _record_verdict(record, sweep, control) == "sm_80: TileLang refuses too; sm_90a: TileLang lowers it"
+    assert sorted(control.asked) == [
+        ("rec.json", "fwd_7f00aa11bb", "sm_80"),
+        ("rec.json", "fwd_7f00aa11bb", "sm_90a"),
+        ("rec.json", "main_3bcc0a6042", "sm_80"),
+        ("rec.json", "main_3bcc0a6042", "sm_90a"),
+    ]
