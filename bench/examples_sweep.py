@@ -1,6 +1,7 @@
 """TileLang's own examples through capture, build and a served run: kernels tl_aot has never seen.
 
-    python bench/examples_sweep.py --examples DIR --arch 90a [--arch 80] [--set sample|more|all] [--out WORK] [--table T.md] [-j N] [--budget S]
+    python bench/examples_sweep.py --examples DIR --arch 90a [--arch 80] [--set sample|more|all] [--out WORK] [--table T.md]
+        [-j N] [--budget S]
     python bench/examples_sweep.py --examples DIR --device gpu --serve -j 12 --budget 450 --out WORK   # GPU machine, one call
 
 DIR is a TileLang checkout or its ``examples/`` folder (``git archive HEAD examples | tar -x``).
