@@ -39,7 +39,10 @@ of the cores (and TileLang's autotuner held to the same share); the JSON lines a
 the sample's order whatever order the examples finish in. ``--budget S``: after S seconds of the
 whole run no example starts and those running are stopped (their process groups killed); both are
 reported "not finished" / "not started", with what they had done. ``--timeout`` still bounds each
-command (capture, build, served run).
+command (capture, build, served run). ``--resume`` continues such a run: the same call again takes every
+example whose outcome ``WORK/<example>.outcome.json`` already holds, finished, from there and runs the
+rest, so a set longer than one call's time (``--set more`` on the GPU machine) is swept by repeating
+one command; the table covers them all.
 
 Prints one JSON line per example and writes the Markdown table to ``--table`` (default
 WORK/table.md), rewritten as each example's line is printed: a run cut short leaves its table so far.
@@ -281,6 +284,7 @@ class Sweep:
     shim: bool  # retry an example that recorded nothing under the CUDA shim
     serve: bool  # run each built example again, served strictly
     share: int  # cores per example: each build's -j, TileLang's autotuner's CPU count
+    resume: bool = False  # an example whose outcome OUT already holds, finished, is taken from there, not run again
 
 
 _EXCEPTION = re.compile(r"^([\w.]+(Error|Exception|Used|Served)|tl_aot: error)\b.*:")
@@ -411,6 +415,22 @@ def serve(o: Outcome, script: Path, lib_dir: Path, sweep: Sweep, control: RunCon
     )
 
 
+def finished_outcome(path: Path) -> Outcome | None:
+    """The outcome an earlier run wrote at ``path`` if it finished (neither stopped by its budget nor unreadable), else None."""
+    try:
+        fields = json.loads(path.read_text())
+        o = Outcome(**{**fields, "left_out": tuple(fields.get("left_out", ()))})
+    except (OSError, ValueError, TypeError):
+        return None
+    return None if o.unfinished else o
+
+
+def _reusable(earlier: Outcome, sweep: Sweep) -> bool:
+    """Whether an earlier outcome answers this run: captured the same way and, under ``--serve``, served if it was built."""
+    same_capture = earlier.gpu == (sweep.device == "gpu")
+    return same_capture and (not sweep.serve or bool(earlier.served) or not any(earlier.built.values()))
+
+
 def sweep_one(rel: str, sweep: Sweep, control: RunControl) -> Outcome:
     """One example through capture, build and (``--serve``) a served run; stopped by the budget, what it had done so far."""
     start = time.monotonic()
@@ -420,6 +440,9 @@ def sweep_one(rel: str, sweep: Sweep, control: RunControl) -> Outcome:
     o = Outcome(rel, gpu=sweep.device == "gpu")
     if not script.exists():
         return replace(o, script_error="not in this checkout")
+    done = sweep.out / f"{stem}.outcome.json"
+    if sweep.resume and (earlier := finished_outcome(done)) is not None and _reusable(earlier, sweep):
+        return earlier
     step = "capture"
     try:
         env = _env(sweep, _fresh(caches / "capture"))
@@ -438,7 +461,7 @@ def sweep_one(rel: str, sweep: Sweep, control: RunControl) -> Outcome:
     except Stopped as exc:
         o = replace(o, unfinished=f"not finished: {exc} (during its {step})")
     o = replace(o, seconds=round(time.monotonic() - start, 1))
-    _write(sweep.out / f"{stem}.outcome.json", json.dumps(asdict(o)))
+    _write(done, json.dumps(asdict(o)))
     return o
 
 
@@ -520,6 +543,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--serve", action="store_true", help="with --device gpu: run each example built again, served strictly by its library")
     ap.add_argument("-j", "--jobs", type=int, default=1, help="examples at once (default 1); each build gets -j of its share of the cores")
     ap.add_argument("--budget", type=float, help="seconds for the whole run: then no example starts and those running are stopped")
+    ap.add_argument(
+        "--resume", action="store_true", help="take each example OUT holds a finished outcome of from there (run the same call again)"
+    )
     args = ap.parse_args(argv)
     if args.serve and args.device != "gpu":
         ap.error("--serve runs each example on this machine's GPU, captured there: give --device gpu too")
@@ -533,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     archs = tuple(args.arch) or (_gpu_arch(),)
     args.out.mkdir(parents=True, exist_ok=True)
     share = max(1, (os.cpu_count() or 1) // args.jobs)
-    sweep = Sweep(root, args.out.resolve(), archs, args.device, args.timeout, not args.no_shim, args.serve, share)
+    sweep = Sweep(root, args.out.resolve(), archs, args.device, args.timeout, not args.no_shim, args.serve, share, args.resume)
     env_note = {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     table_path, columns = args.table or args.out / "table.md", [a.removeprefix("sm_") for a in archs]
     done: list[Outcome] = []

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,30 @@ def test_a_build_that_made_nothing_gets_tilelangs_verdict_on_every_kernel_and_ar
         ("rec.json", "main_3bcc0a6042", "sm_80"),
         ("rec.json", "main_3bcc0a6042", "sm_90a"),
     ]
+
+
+def test_resume_takes_finished_outcomes_from_the_work_folder_and_reruns_the_unfinished(tmp_path, capsys):
+    from bench.examples_sweep import Sweep, _reusable, finished_outcome
+
+    examples, work = tmp_path / "examples", tmp_path / "work"
+    (examples / "kda").mkdir(parents=True)
+    work.mkdir()
+    for rel in ("quickstart.py", "kda/chunk_o.py"):
+        (examples / rel).write_text("raise SystemExit('never run: its outcome is taken from WORK')\n")
+    done = Outcome("quickstart.py", 1, built={"sm_90a": 1}, seconds=16.7)
+    (work / "quickstart.outcome.json").write_text(json.dumps(asdict(done)))
+    cut = Outcome("kda/chunk_o.py", 1, unfinished="not finished: budget spent (during its build)")
+    (work / "kda__chunk_o.outcome.json").write_text(json.dumps(asdict(cut)))
+    (work / "broken.outcome.json").write_text("{")
+
+    assert finished_outcome(work / "quickstart.outcome.json") == done
+    assert finished_outcome(work / "kda__chunk_o.outcome.json") is None  # stopped by its budget: run again
+    assert finished_outcome(work / "broken.outcome.json") is None and finished_outcome(work / "absent.json") is None
+    gpu_served = Sweep(examples, work, ("sm_90a",), "gpu", 60.0, False, True, 1, True)
+    assert not _reusable(done, gpu_served)  # captured on the CPU: a GPU sweep captures it again
+    assert not _reusable(replace(done, gpu=True), gpu_served)  # built, never served: served now
+    assert _reusable(replace(done, gpu=True, served="pass"), gpu_served)
+    args = ["--examples", str(tmp_path), "--arch", "90a", "--set", "more", "--only", "quickstart", "--resume", "--out", str(work)]
+    assert main(args) == 0
+    assert "| `quickstart.py` | 1 | 1 |  |" in (work / "table.md").read_text()
+    assert "examples in 0 s" in capsys.readouterr().err
