@@ -189,7 +189,7 @@ def test_a_build_that_made_nothing_gets_tilelangs_verdict_on_every_kernel_and_ar
     ]
 
 
-def test_resume_takes_finished_outcomes_from_the_work_folder_and_reruns_the_unfinished(tmp_path, capsys):
+def test_resume_takes_finished_outcomes_from_the_work_folder_never_an_unfinished_one(tmp_path):
     from bench.examples_sweep import Sweep, _reusable, finished_outcome
 
     examples, work = tmp_path / "examples", tmp_path / "work"
@@ -210,7 +210,9 @@ def test_resume_takes_finished_outcomes_from_the_work_folder_and_reruns_the_unfi
     assert not _reusable(done, gpu_served)  # captured on the CPU: a GPU sweep captures it again
     assert not _reusable(replace(done, gpu=True), gpu_served)  # built, never served: served now
     assert _reusable(replace(done, gpu=True, served="pass"), gpu_served)
-    args = ["--examples", str(tmp_path), "--arch", "90a", "--set", "more", "--only", "quickstart", "--resume", "--out", str(work)]
-    assert main(args) == 0
+    cmd = [sys.executable, "bench/examples_sweep.py", "--examples", str(tmp_path), "--arch", "90a", "--set", "more"]
+    cmd += ["--only", "quickstart", "--resume", "--out", str(work)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
     assert "| `quickstart.py` | 1 | 1 |  |" in (work / "table.md").read_text()
-    assert "examples in 0 s" in capsys.readouterr().err
+    assert "1 examples in 0 s with -j 1; 0 not finished" in proc.stderr
