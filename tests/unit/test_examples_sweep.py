@@ -60,16 +60,19 @@ def test_the_shim_runs_a_script_whose_cuda_tensors_land_on_the_cpu(tmp_path):
         "torch.cuda.manual_seed(0)\n"
         "a = torch.randn(4, 8, device='cuda')\n"
         "b = torch.zeros(4, device=torch.device('cuda', 0)).cuda().to('cuda')\n"
+        "torch.cuda.init()\n"
         "torch.cuda.synchronize()\n"
+        "g = torch.Generator(device='cuda').manual_seed(42)\n"
+        "p = torch.randperm(8, generator=g, device='cuda')\n"
         "@torch.compile  # as flash_attention/example_gqa_bwd.py decorates its autograd Function: dynamo's rules load\n"
         "def twice(x):\n"
         "    return 2 * x\n"
-        "print(a.device, b.device, sys.argv[1:])\n"
+        "print(a.device, b.device, p.device, sys.argv[1:])\n"
     )
     cmd = [sys.executable, str(ROOT / "bench" / "examples_cuda_shim.py"), script.name, "--flag"]
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "cpu cpu ['--flag']"
+    assert proc.stdout.strip() == "cpu cpu cpu ['--flag']"
 
 
 def test_the_refusal_check_tells_a_kernel_tilelang_refuses_from_one_it_lowers(tmp_path):
