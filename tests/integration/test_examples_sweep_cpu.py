@@ -35,10 +35,13 @@ torch.testing.assert_close(y, x + 1)
 COMPILE_FIRST = f"""import sys
 import torch
 import tilelang
+from tilelang.contrib import nvcc
 
 sys.path.insert(0, {str(KERNELS)!r})
 from elementwise import add_one
 
+# as examples/flash_attention/example_gqa_bwd_tma_reduce.py starts: capture --device answers as its GPU
+assert nvcc.get_target_compute_version() == "9.0", nvcc.get_target_compute_version()
 kernel = tilelang.compile(add_one(), target="cuda")
 x = torch.randn(1024, device="cuda")
 """

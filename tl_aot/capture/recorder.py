@@ -445,7 +445,7 @@ def install_from_env() -> Capturer | None:
     # a tuning must run to be recorded: TileLang's own tuning cache would answer it unseen
     os.environ.setdefault("TILELANG_AUTO_TUNING_DISABLE_CACHE", "1")
     if device:
-        from ..gpu.device import _emulate_tilelang, _emulate_torch, find_profile, traits_of
+        from ..gpu.device import _emulate_tilelang, _emulate_torch, emulate_tilelang_nvcc, find_profile, traits_of
 
         profile = find_profile(device)
         _enter(emulating(profile.cc, traits_of(profile)))
@@ -453,6 +453,7 @@ def install_from_env() -> Capturer | None:
             cap.lower_arch = arch_of_cc(profile.cc)
         on_import("torch", lambda _m: _enter(_emulate_torch(profile)))
         on_import("tilelang.carver.arch.driver.cuda_driver", lambda _m: _enter(_emulate_tilelang(profile)))
+        on_import("tilelang.contrib.nvcc", lambda m: _enter(emulate_tilelang_nvcc(profile, m)))
     cap.install()
     atexit.register(cap.at_exit)
     watch_forks(cap)
