@@ -45,6 +45,7 @@ from .device_code import arch_of_cc, jit_kernel_code, jit_target, lowered_code
 from .headers import HeaderNotFound, record_headers
 from .record import CaptureRecord
 from .record_parts import PARTS_ENV, ProcessReport, claim, write_part, write_report
+from .source_hooks import source_hook_problem
 
 __all__ = ["Capturer", "install_from_env", "watch_forks"]
 
@@ -123,7 +124,11 @@ class Capturer:
             call = call_key(jit_call.jit, jit_call.args, jit_call.kwargs, gpu_identity()) if jit_call is not None else None
             if call:
                 item["calls"] = [call]  # serving answers this @tilelang.jit call before TileLang traces it
-            if key not in self._checked:
+            hooked = source_hook_problem()  # process state, not the request's: asked at every compile
+            if hooked:
+                item["unfaithful"] = hooked
+                self._warn_unfaithful(req.name, hooked)
+            elif key not in self._checked:
                 self._checked.add(key)
                 problem = round_trip_problem(req.func, text)
                 if problem:
@@ -253,7 +258,7 @@ class Capturer:
         self.unfaithful += 1
         if self.unfaithful == 1:
             print(
-                f"tl_aot capture: warning: kernel {name!r} is recorded but its IR does not rebuild into what the JIT compiled: "
+                f"tl_aot capture: warning: kernel {name!r} is recorded but does not rebuild into what the JIT compiled: "
                 f"{problem}; a build from this record refuses it (further such kernels are marked in the record silently)",
                 file=sys.stderr,
                 flush=True,
