@@ -303,6 +303,17 @@ def _last_line(text: str) -> str:
     return (errors or lines or [""])[-1][:200]
 
 
+def _build_failure(stderr: str) -> str:
+    """What a build that made no library died of: its last error line, with the reason it lists under it (if any)."""
+    last = _last_line(stderr)
+    lines = stderr.splitlines()
+    if last.endswith(":"):
+        at = next((i for i, ln in enumerate(lines) if ln.strip().startswith(last.rstrip(":"))), None)
+        below = next((ln.strip() for ln in lines[at + 1 :] if ln.strip()), "") if at is not None else ""
+        return f"{last} {below}"[:400]
+    return last
+
+
 def served_counts(stderr: str) -> tuple[int, int] | None:
     """(kernels served, requests not served) summed over the served processes' exit reports; None when none reported.
 
@@ -366,7 +377,7 @@ def build(record: Path, out: Path, sweep: Sweep, control: RunControl) -> tuple[d
     proc = control.run(cmd, out.parent, sweep.timeout)
     libs = sorted(out.glob("lib*.so"))
     if proc.returncode != 0 or not libs:
-        fatal = _last_line(proc.stderr) or f"exit {proc.returncode}"
+        fatal = _build_failure(proc.stderr) or f"exit {proc.returncode}"
         return {}, (), f"{fatal} [{_record_verdict(record, sweep, control)}]"
     inspected = control.run([sys.executable, "-m", "tl_aot", "inspect", "--json", str(libs[0])], out, sweep.timeout)
     manifest = json.loads(inspected.stdout)

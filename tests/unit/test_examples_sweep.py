@@ -219,3 +219,18 @@ def test_resume_takes_finished_outcomes_from_the_work_folder_never_an_unfinished
     assert proc.returncode == 0, proc.stderr
     assert "| `quickstart.py` | 1 | 1 |  |" in (work / "table.md").read_text()
     assert "1 examples in 0 s with -j 1; 0 not finished" in proc.stderr
+
+
+def test_a_build_that_linked_nothing_is_reported_with_the_reason_listed_under_it():
+    from bench.examples_sweep import _build_failure
+
+    stderr = (
+        "[1/4 0.0 s] lower main_25811d03b6 sm_90a\n"
+        "tl_aot: error: library 'captured': every variant failed; nothing to link:\n"
+        "  main_25811d03b6 sm_90a: entry 'main_25811d03b6' (sm_90a): tensor dtype custom[x] is not supported\n"
+    )
+    assert _build_failure(stderr) == (
+        "tl_aot: error: library 'captured': every variant failed; nothing to link: "
+        "main_25811d03b6 sm_90a: entry 'main_25811d03b6' (sm_90a): tensor dtype custom[x] is not supported"
+    )
+    assert _build_failure("InternalError: Check failed: x\n") == "InternalError: Check failed: x"
