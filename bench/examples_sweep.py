@@ -233,9 +233,28 @@ SETS: dict[str, tuple[str, ...]] = {"sample": SAMPLE, "more": SAMPLE_MORE, "all"
 SHIM = Path(__file__).resolve().parent / "examples_cuda_shim.py"
 REFUSAL = Path(__file__).resolve().parent / "examples_refusal.py"
 
-# Examples that need a GPU before their first compile even under the shim (CUDA streams, generators):
-# a few lines of ours that call their kernel factories as the example does, with its default sizes.
+# Examples that cannot reach their first compile even under the shim (CUDA streams; gdn/'s call the reference they
+# import from ``fla`` first, a NameError without it): a few lines of ours that call their kernel factories as the
+# example's run_test does, with the sizes of its main().
+_GDN = "import tilelang.language as T\nimport {module} as ex\n\nb, s, h, dk, dv, c = 1, 32768, {heads}, 128, 128, 64\n"
 DRIVERS: dict[str, str] = {
+    "gdn/example_wy_fast.py": _GDN.format(module="example_wy_fast", heads=32)
+    + "ex.tilelang_recompute_w_u_fwd(b, s, h, dk, dv, T.bfloat16, T.bfloat16, T.float32, T.float32, c,\n"
+    + "    block_S=c, block_DK=64, block_DV=32, threads=128, num_stages=3)\n",
+    "gdn/example_chunk_delta_h.py": _GDN.format(module="example_chunk_delta_h", heads=32)
+    + "ex.tilelang_chunk_gated_delta_rule_fwd_h(b, s, h, dk, dv, T.bfloat16, T.bfloat16, T.float32, T.float32, T.float32,\n"
+    + "    c, True, False, True, True, block_DK=32, block_DV=32, threads=128, num_stages=2)  # main()'s: tuned on a GPU\n",
+    "gdn/example_chunk_delta_bwd.py": _GDN.format(module="example_chunk_delta_bwd", heads=8)
+    + "ex.tilelang_chunk_gated_delta_rule_bwd_dhu(b, s, h, dk, dv, T.bfloat16, T.bfloat16, T.float32, T.float32, T.float32,\n"
+    + "    c, dk**-0.5, True, True, True, 32, 128, 1)\n",
+    "gdn/example_chunk_o_bwd.py": _GDN.format(module="example_chunk_o_bwd", heads=8)
+    + "ex.tilelang_chunk_o_bwd_dqkwg(b, s, h, dk, dv, T.bfloat16, T.bfloat16, T.float32, T.float32, T.float32,\n"
+    + "    c, dk**-0.5, True, True, 64, 64, 128, 0)\n",
+    "gdn/example_chunk_scaled_dot_kkt.py": _GDN.format(module="example_chunk_scaled_dot_kkt", heads=32)
+    + "ex.tilelang_chunk_scaled_dot_kkt_fwd(b, s, h, dk, c, T.bfloat16, T.bfloat16, T.float32, True, c, 64, 128, 2)\n",
+    "gdn/example_wy_fast_bwd_split.py": _GDN.format(module="example_wy_fast_bwd_split", heads=8)
+    + "for factory in (ex.tilelang_wy_fast_bwd, ex.tilelang_wy_fast_bwd_split):\n"
+    + "    factory(b, s, h, dk, dv, T.bfloat16, T.bfloat16, T.float32, T.float32, T.float32, c, 32, 32, 128, 0)\n",
     "fusedmoe/example_fusedmoe_tilelang.py": """
 import tilelang.language as T
 import example_fusedmoe_tilelang as ex

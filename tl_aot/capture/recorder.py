@@ -40,7 +40,7 @@ from ..jit.pristine_ir import pristine_ir
 from ..jit.request_key import backend_kind, options_of, request_key
 from ..jit.request_origin import caller_origin, jit_origin, origin_text, request_device
 from ..jit.seam import CompiledStandIn, CompileRequest, Interception, JitCall, install
-from ..tune.runtime_choice import chosen_index, describe, resolved_configs, spelled_config, tuning_key
+from ..tune.runtime_choice import chosen_index, describe, resolved_configs, spelled_config, tunables_given, tuning_key
 from .device_code import arch_of_cc, jit_kernel_code, jit_target, lowered_code
 from .headers import HeaderNotFound, record_headers
 from .record import CaptureRecord
@@ -407,8 +407,8 @@ class Capturer:
         try:
             result = proceed()
         except Exception:
-            if self.compile_for_real:
-                raise
+            if self.compile_for_real or tunables_given(tuner):
+                raise  # given its config, TileLang tuned nothing: what failed is the call itself (a stand-in used)
             _, material = tuning_key(tuner, current_gpu().cc)
             msg = (
                 f"tl_aot capture --device: {describe(material)} is tuned by TileLang's autotuner at run time, which times "
