@@ -26,7 +26,7 @@ from ..common.arch import Arch
 from ..common.errors import KernelNotServed
 from ..common.fileutil import StrPath
 from ..common.json_types import JsonObject
-from ..gpu.cuda_driver import Gpu, current_gpu, current_gpu_identity
+from ..gpu.cuda_driver import Gpu, current_gpu, current_gpu_identity, gpu_name
 from ..gpu.image_select import Image, image_of, runs_on
 
 if TYPE_CHECKING:
@@ -312,10 +312,7 @@ class Server:
             hint = f"the libraries hold {len(same)} tuning(s) of that function, for other arguments, candidates or GPUs: {listing}"
         else:
             hint = f"no served library holds a tuning of that function ({len(self.tunings)} tunings loaded)"
-        return (
-            f"tl_aot.serve: {what} on {gpu.sm} (tuning key {key}); {hint}. Capture a run that tunes it on this GPU "
-            "and rebuild (python -m tl_aot capture / build --capture)"
-        )
+        return f"tl_aot.serve: {what} on {gpu.sm} (tuning key {key}); {hint}{self._other_model(gpu)}. {self._capture_more()}"
 
     def miss_message(self, req: CompileRequest, key: str, jit_call: JitCall | None = None) -> str:
         """Which kernel missed and why: no GPU visible, or the nearest prebuilt ones (same jit function, closest arguments first)."""
@@ -331,19 +328,52 @@ class Server:
                 f"tl_aot.serve: {what} (key {key}) cannot be served: no GPU is visible to this process ({gpu.why_none}); "
                 f"served kernels run on an NVIDIA GPU ({held})"
             )
+        head = f"tl_aot.serve: {what} (key {key}) is not in the served libraries for this GPU ({gpu.sm})"
+        if key in self.index:
+            lib, entry, images = self.index[key]
+            archs = ", ".join(sorted(f"sm_{cc}" for cc, *_ in images))
+            return (
+                f"{head}; {entry} holds it for {archs} only ({lib.path}). Build the library for this GPU's arch too "
+                f"(python -m tl_aot build --capture RECORD --arch sm_{gpu.cc}{'a' if int(gpu.cc) >= 90 else ''} ...)"
+            )
         prebuilt = [lib.signature(name) for lib, name in self.by_name.get(jit, [])]  # parsed only now, for the message
         near = sorted(prebuilt, key=lambda e: -sum(1 for k, v in e.args if args.get(k) == v))
-        if key in self.index:
-            archs = ", ".join(sorted(f"sm_{cc}" for cc, *_ in self.index[key][2]))
-            hint = f"{self.index[key][1]} holds it for {archs} only"
-        elif near:
+        if near:
             listing = "; ".join(f"{e.name} ({', '.join(f'{k}={v}' for k, v in e.args[:8])})" for e in near[:3])
             hint = f"nearest prebuilt: {listing}"
         else:
             hint = f"no prebuilt kernel comes from that function ({len(self.index)} kernels loaded)"
+        return f"{head}; {hint}{self._other_model(gpu)}. {self._capture_more()}"
+
+    def _other_model(self, gpu: Gpu) -> str:
+        """Where this GPU's model is none the libraries were captured on: that, as a clause of a miss's message ('' otherwise).
+
+        A workload may choose its kernels by the GPU's model, not only its arch (a kernel it runs on an
+        H200 only): a library captured on an H100 then lacks kernels an H200 asks for, with nothing
+        wrong in the capture, the build or the keys. Old libraries (no ``captured_on``) say nothing.
+        """
+        captured = sorted({n for lib in self.libraries for n in lib.index.captured_on})
+        model = gpu_name(gpu) if captured else ""
+        if not model or model in captured:
+            return ""
         return (
-            f"tl_aot.serve: {what} (key {key}) is not in the served libraries for this GPU ({gpu.sm}); "
-            f"{hint}. Capture a workload that asks for it and rebuild (python -m tl_aot capture / build --capture)"
+            f"; the served libraries were captured on {' and '.join(captured)}, and this GPU is an {model}: "
+            "a workload that chooses its kernels by GPU model asks for other kernels on it"
+        )
+
+    def _capture_more(self) -> str:
+        """What a user runs to add what the served libraries lack: an incremental capture on this GPU, then a build."""
+        from ..gpu.device import profile_reported_as
+
+        paths = {lib.path for lib in self.libraries}
+        folders = {p.parent for p in paths}
+        served = str(next(iter(paths))) if len(paths) == 1 else str(next(iter(folders))) if len(folders) == 1 else "LIB"
+        profile = profile_reported_as([gpu_name()], None) if current_gpu() else ""
+        cpu = f"; on a machine without this GPU, add --device {profile}" if profile else ""
+        return (
+            f"Capture what they lack on this GPU: python -m tl_aot capture --serve {served} -o NEW.json -- COMMAND "
+            f"(what the libraries hold is served and recorded, only the rest compiled{cpu}), "
+            "then python -m tl_aot build --capture NEW.json"
         )
 
 
