@@ -104,6 +104,18 @@ def test_serving_indexes_every_variant_without_parsing_a_record():
     assert lib_of is lib and lib.tunings[i] == m.tunings[2]
 
 
+def test_the_index_carries_the_gpu_models_the_library_was_captured_on_and_an_older_index_none():
+    m = _manifest(1)
+    on = ("NVIDIA H100 80GB HBM3",), ("NVIDIA H200", "NVIDIA H100 80GB HBM3"), ()
+    m = dataclasses.replace(m, entries=tuple(dataclasses.replace(e, captured_on=on[i % 3]) for i, e in enumerate(m.entries)))
+    assert index_of(m).captured_on == ("NVIDIA H100 80GB HBM3", "NVIDIA H200")  # each model once, sorted
+    lib, _ = _library(m)
+    assert lib.index.captured_on == ("NVIDIA H100 80GB HBM3", "NVIDIA H200") and lib.records_parsed == 0
+    older = json.loads(index_text(m, to_json(m)))
+    del older["captured_on"]  # built before the field: nothing is claimed, nothing refused
+    assert parse_index(older).captured_on == ()
+
+
 def test_an_altered_record_or_index_is_refused_and_an_old_library_is_named(monkeypatch):
     m = _manifest(1)
     digest = hashlib.sha256(index_text(m, to_json(m)).encode()).hexdigest()  # what the library's ELF section holds
