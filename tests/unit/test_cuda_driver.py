@@ -138,7 +138,12 @@ def served_request():
     req = CompileRequest(elementwise.axpy(1024), None, None, None, None, {}, (), 0)
     key = request_key(req.func, options_of(req))
     entry = LoweredEntry(
-        name="axpy_k", source="elementwise.py", function="axpy", args=(("N", "1024"),), capture_key=key, captured_on=("NVIDIA H100 80GB HBM3",)
+        name="axpy_k",
+        source="elementwise.py",
+        function="axpy",
+        args=(("N", "1024"),),
+        capture_key=key,
+        captured_on=("NVIDIA H100 80GB HBM3",),
     )
     entry = LoweredEntry(**{**entry.__dict__, "variants": (ArchVariant(arch=parse_arch("sm_90a"), request_key=key),)})
 
