@@ -86,6 +86,7 @@ def test_capture_serve_lowers_only_what_the_library_lacks_and_records_everything
     from tl_aot import load
 
     assert load(suite / "lib" / "libops.so").index.captured_on == ("NVIDIA H100 80GB HBM3",)  # what a miss names
+    assert ok(tl_aot_here("inspect", suite / "lib" / "libops.so")).stdout.count("  captured on NVIDIA H100 80GB HBM3\n") == 3
     h200 = suite / "h200.json"
     proc = ok(_capture(suite, h200, "-c", BY_MODEL, flags=("--serve", suite / "lib"), device="H200"))
     assert "1 kernels in" in proc.stdout and "0 served from" in proc.stdout and "1 lowered for their device code" in proc.stdout
