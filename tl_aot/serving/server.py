@@ -312,7 +312,7 @@ class Server:
             hint = f"the libraries hold {len(same)} tuning(s) of that function, for other arguments, candidates or GPUs: {listing}"
         else:
             hint = f"no served library holds a tuning of that function ({len(self.tunings)} tunings loaded)"
-        return f"tl_aot.serve: {what} on {gpu.sm} (tuning key {key}); {hint}{self._other_model(gpu)}. {self._capture_more()}"
+        return f"tl_aot.serve: {what} on {gpu.sm} (tuning key {key}); {hint}{self._other_model(gpu)}. {self._capture_more(tuning=True)}"
 
     def miss_message(self, req: CompileRequest, key: str, jit_call: JitCall | None = None) -> str:
         """Which kernel missed and why: no GPU visible, or the nearest prebuilt ones (same jit function, closest arguments first)."""
@@ -361,17 +361,21 @@ class Server:
             "a workload that chooses its kernels by GPU model asks for other kernels on it"
         )
 
-    def _capture_more(self) -> str:
-        """What a user runs to add what the served libraries lack: an incremental capture on this GPU, then a build."""
+    def _capture_more(self, *, tuning: bool = False) -> str:
+        """What a user runs to add what the served libraries lack: an incremental capture on this GPU, then a build.
+
+        ``tuning``: for a run-time tuning, which only a GPU can time (a ``--device`` capture stops at it).
+        """
         from ..gpu.device import profile_reported_as
 
         paths = {lib.path for lib in self.libraries}
         folders = {p.parent for p in paths}
         served = str(next(iter(paths))) if len(paths) == 1 else str(next(iter(folders))) if len(folders) == 1 else "LIB"
-        profile = profile_reported_as([gpu_name()], None) if current_gpu() else ""
+        profile = "" if tuning else profile_reported_as([gpu_name()], None)
         cpu = f"; on a machine without this GPU, add --device {profile}" if profile else ""
         return (
-            f"Capture what they lack on this GPU: python -m tl_aot capture --serve {served} -o NEW.json -- COMMAND "
+            f"Capture {'a run that tunes it' if tuning else 'what they lack'} on this GPU: "
+            f"python -m tl_aot capture --serve {served} -o NEW.json -- COMMAND "
             f"(what the libraries hold is served and recorded, only the rest compiled{cpu}), "
             "then python -m tl_aot build --capture NEW.json"
         )
