@@ -83,26 +83,3 @@ def test_another_nvcc_host_compiler_is_another_key(tmp_path, monkeypatch):
     assert variant_key(spec, spec.archs[0], sources, spec.spelled_values(), nvcc_version="13.0") == before
     monkeypatch.setattr(cache, "nvcc_host_compiler", lambda: "gcc (GCC) 14.1.0")
     assert variant_key(spec, spec.archs[0], sources, spec.spelled_values(), nvcc_version="13.0") != before
-
-
-def test_another_factory_walk_is_another_key_for_a_kernel_file_but_not_for_a_captured_kernel(tmp_path, monkeypatch):
-    """The walk decides a file entry's prim_func and spells its cached "built from" label; a captured kernel is never walked."""
-    from tl_aot.capture.record import CaptureRecord
-    from tl_aot.capture.record_specs import specs_from_record
-    from tl_aot.config.kernel_spec import KernelSpec
-    from tl_aot.config.user_code import snapshot_files
-    from tl_aot.pipeline import cache, inputs
-
-    assert inputs.walk_code_digest() == inputs.walk_code_digest()  # read once, the same bytes
-    (tmp_path / "k.py").write_text("def f():\n    return 1\n")
-    spec = KernelSpec.create(name="k", source=tmp_path / "k.py", function="f", archs=["80"])
-    CaptureRecord(tmp_path / "r.json", {"k1": {"ir": "{}", "name": "main", "origins": [], "options": {}}}).save()
-    (captured,) = specs_from_record(tmp_path / "r.json", ["80"])
-    keys = {
-        s.name: lambda s=s, src=sources: variant_key(s, s.archs[0], src, s.spelled_values(), nvcc_version="13.0")
-        for s, sources in ((spec, sources_of(spec)), (captured, snapshot_files([])))
-    }
-    before = {name: key() for name, key in keys.items()}
-    monkeypatch.setattr(cache, "walk_code_digest", lambda: "another walk")
-    after = {name: key() for name, key in keys.items()}
-    assert after["k"] != before["k"] and after[captured.name] == before[captured.name]

@@ -2,9 +2,9 @@
 
 A key covers everything that can change an image: the kernel file and the local modules it
 imports, function, arguments, arch, pass configs and flags, backend, the TileLang, nvcc,
-CuTeDSL and tl_aot versions, nvcc's host compiler (by name and version) and, for a kernel file's
-entry, tl_aot's walk to its compile request (which also spells its "built from" label; a captured
-entry's label is spelled at each build instead: :func:`tl_aot.pipeline.plan.plan_build`); the library's key
+CuTeDSL and tl_aot versions, and nvcc's host compiler (by name and version); not tl_aot's own
+code, so what a variant shows of how it was reached (its "built from" label) is made again when
+that code changed (:mod:`tl_aot.pipeline.relabel`); the library's key
 (:func:`library_key`) covers every variant key and what the launcher and link are made from. Entries are
 written to a temporary folder and renamed into place, so a killed build never leaves a half
 entry, and entries of kernels that failed stay valid.
@@ -43,7 +43,7 @@ from ..cuda.cuda_toolkit import find_toolkit
 from ..cuda.host_identity import host_compiler, nvcc_host_compiler
 from ..cuda.image_check import variant_image_problem
 from .image_packs import ImagePacks
-from .inputs import generator_files, walk_code_digest
+from .inputs import generator_files
 
 __all__ = ["VariantCache", "variant_key", "library_key", "KeyTools", "default_cache_dir", "relocate"]
 
@@ -119,8 +119,6 @@ def variant_key(
         "cutedsl": "" if spec.backend == "cuda" else tools.cutedsl,
         "tuned": [list(c) for a, c, _ in spec.tuned if a == str(arch).split("+")[0]],
         "source": f"capture:{spec.capture.key}" if spec.capture else sources.files[0][3],
-        # the walk to a kernel file's compile request (which prim_func, and the "built from" label it spells)
-        "walk": "" if spec.capture else walk_code_digest(),
         "deps": [[Path(p).name, d] for p, _, _, d in deps],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
