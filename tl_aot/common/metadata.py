@@ -216,6 +216,9 @@ class LoweredEntry:
     fallback: bool = False  # picked only when no other specialisation of its export matches
     capture_key: str = ""  # a captured kernel's request key (tl_aot.jit.request_key.request_key): what serving matches
     capture_name: str = ""  # the captured prim_func's name
+    #: the GPU models (as the driver names them) a captured kernel was recorded on: a workload may pick its kernels by
+    #: model (an H200-only kernel), so serving names them when a GPU of another model asks for a kernel no library holds
+    captured_on: tuple[str, ...] = ()
 
     @property
     def exported(self) -> str:

@@ -186,7 +186,7 @@ def emulate(profile: DeviceProfile):
     the shared memory a block may opt in to; on the build machine (no GPU, or another one) those
     answer as the GPU being built for: one device, index 0, of this profile.
     """
-    with _emulate_torch(profile), _emulate_tilelang(profile), _emulating_gpu(profile.cc, traits_of(profile)):
+    with _emulate_torch(profile), _emulate_tilelang(profile), _emulating_gpu(profile.cc, traits_of(profile), profile.reported_name):
         yield
 
 
