@@ -60,7 +60,7 @@ def _on_cpu(factory):
 
 
 def install() -> None:
-    """Map CUDA to the CPU in torch's factories, ``Tensor.cuda`` and ``Tensor.to``; CUDA syncs and seeds do nothing."""
+    """Map CUDA to the CPU in torch's factories, ``Tensor.cuda``, ``Tensor.to`` and generators; CUDA init, syncs and seeds do nothing."""
     for name in _FACTORIES:
         setattr(torch, name, _on_cpu(getattr(torch, name)))
     tensor_to = torch.Tensor.to
@@ -73,12 +73,40 @@ def install() -> None:
 
     torch.Tensor.to = to  # type: ignore[method-assign]
     torch.Tensor.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
-    for name in ("synchronize", "manual_seed", "manual_seed_all", "empty_cache"):
-        setattr(torch.cuda, name, _no_op)
+    for name in ("init", "synchronize", "manual_seed", "manual_seed_all", "empty_cache"):
+        setattr(torch.cuda, name, _no_op(name))
+    torch.Generator = _cpu_generator_type()  # type: ignore[misc]
 
 
-def _no_op(*_args, **_kwargs) -> None:
-    """What ``torch.cuda.synchronize`` and CUDA seeding do here: nothing (there is no GPU)."""
+def _cpu_generator_type() -> type:
+    """``torch.Generator`` whose ``device="cuda"`` is the CPU (seeded index draws: ``randperm(generator=g)``).
+
+    A subclass, not a function: torch itself spells ``torch.Generator | None`` and checks ``isinstance``.
+    """
+    base = torch.Generator
+
+    class CpuGenerator(base):  # type: ignore[misc,valid-type]
+        def __new__(cls, device="cpu"):
+            return base.__new__(cls, device=_cpu(device))
+
+        def __init__(self, device="cpu") -> None:
+            pass
+
+    return CpuGenerator
+
+
+def _no_op(name: str):
+    """What ``torch.cuda.<name>`` does here: nothing (there is no GPU).
+
+    One function per name: torch._dynamo keeps a rule per torch function (``synchronize`` is traced, the
+    seeding ones skipped) and refuses, at its first use, one function object that two rules claim.
+    """
+
+    def nothing(*_args, **_kwargs) -> None:
+        return None
+
+    nothing.__name__ = nothing.__qualname__ = f"cuda_{name}_on_cpu"
+    return nothing
 
 
 def main() -> None:

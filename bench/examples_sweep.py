@@ -1,10 +1,14 @@
 """TileLang's own examples through capture, build and a served run: kernels tl_aot has never seen.
 
-    python bench/examples_sweep.py --examples DIR --arch 90a [--arch 80] [--out WORK] [--table T.md] [-j N] [--budget S]
+    python bench/examples_sweep.py --examples DIR --arch 90a [--arch 80] [--set sample|more|all] [--out WORK] [--table T.md]
+        [-j N] [--budget S]
     python bench/examples_sweep.py --examples DIR --device gpu --serve -j 12 --budget 450 --out WORK   # GPU machine, one call
 
 DIR is a TileLang checkout or its ``examples/`` folder (``git archive HEAD examples | tar -x``).
-Each example script of the sample (``SAMPLE``, or ``--only SUBSTRING``) is run as a user would run
+``--set`` picks the scripts: ``sample`` (default, ``SAMPLE``: one or two per example family),
+``more`` (``SAMPLE_MORE``: every other NVIDIA example a user would run, kernel scripts such as
+``deepseek_v32/sparse_mla_fwd.py`` or ``kda/chunk_o.py`` included) or ``all`` (both); ``--only
+SUBSTRING`` narrows the set. Each example script chosen is run as a user would run
 it, in its own folder, under ``python -m tl_aot capture --device H100-SXM`` (without a GPU the
 script dies at its first CUDA tensor; the kernels TileLang's JIT compiled before that are what
 counts). An example that records nothing so is run again under ``bench/examples_cuda_shim.py``
@@ -35,7 +39,10 @@ of the cores (and TileLang's autotuner held to the same share); the JSON lines a
 the sample's order whatever order the examples finish in. ``--budget S``: after S seconds of the
 whole run no example starts and those running are stopped (their process groups killed); both are
 reported "not finished" / "not started", with what they had done. ``--timeout`` still bounds each
-command (capture, build, served run).
+command (capture, build, served run). ``--resume`` continues such a run: the same call again takes every
+example whose outcome ``WORK/<example>.outcome.json`` already holds, finished, from there and runs the
+rest, so a set longer than one call's time (``--set more`` on the GPU machine) is swept by repeating
+one command; the table covers them all.
 
 Prints one JSON line per example and writes the Markdown table to ``--table`` (default
 WORK/table.md), rewritten as each example's line is printed: a run cut short leaves its table so far.
@@ -130,12 +137,124 @@ SAMPLE: tuple[str, ...] = (
     "deepseek_v4/sparse_attn_fwd_sm90.py",
 )
 
+# The rest of TileLang's NVIDIA examples a user would run (``--set more``; ``--set all`` is both): kernel scripts
+# beyond the example_*.py names. Left out of both: amd/ and the CDNA variants, Triton-only and torch-only
+# references, benchmark_*/regression_*/test_* wrappers, helpers with no ``__main__`` (utils, refs, FLA_KDA/),
+# plot_layout/ and visual_layout_inference/ (layout pictures), analyze/ (FLOP counts, no compile), autodd/ (a
+# deliberately broken program for TileLang's delta debugger), bitnet-1.58b/'s model files and its bitblas one.
+SAMPLE_MORE: tuple[str, ...] = (
+    "quickstart.py",
+    "gemm/example_gemm_autotune.py",
+    "gemm/example_gemm_autotune_early_stop.py",
+    "gemm/example_gemm_autotune_pass_configs.py",
+    "gemm/example_gemm_advanced_autotune.py",
+    "gemm_sp/example_gemm_sp.py",
+    "deepseek_deepgemm/example_deepgemm_fp8_2xAcc.py",
+    "dequantize_gemm/example_dequant_gemm_bf16_fp4_hopper.py",
+    "dequantize_gemm/example_dequant_gemm_fine_grained.py",
+    "grouped_gemm/example_grouped_gemm_fwd_ptr.py",
+    "grouped_gemm/example_grouped_gemm_bwd.py",
+    "convolution/example_convolution_autotune.py",
+    "warp_specialize/example_warp_specialize_gemm_barrierpipe_stage2.py",
+    "warp_specialize/example_warp_specialize_gemm_copy_0_gemm_1.py",
+    "warp_specialize/example_warp_specialize_gemm_copy_gemm_0_1.py",
+    "warp_specialize/example_warp_specialize_gemm_softpipe_stage2.py",
+    "flash_attention/example_mha_fwd_bshd.py",
+    "flash_attention/example_mha_bwd_bhsd.py",
+    "flash_attention/example_gqa_fwd_varlen.py",
+    "flash_attention/example_gqa_bwd.py",
+    "flash_attention/example_gqa_bwd_tma_reduce.py",
+    "flash_attention/example_gqa_bwd_tma_reduce_varlen.py",
+    "flash_decoding/example_gqa_decode_varlen_logits.py",
+    "attention_sink/example_mha_sink_bwd_bhsd.py",
+    "attention_sink/example_gqa_sink_bwd_bhsd.py",
+    "attention_sink/example_gqa_sink_fwd_varlen.py",
+    "attention_sink/example_gqa_sink_bwd_varlen.py",
+    "block_causal_attention/block_causal_attention.py",
+    "block_causal_attention/block_causal_attention_varlen.py",
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py",
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py",
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_mask.py",
+    "deepseek_mla/example_mla_decode_persistent.py",
+    "deepseek_mla/example_mla_decode_ws.py",
+    "deepseek_mla/experimental/example_mla_decode_kv_fp8.py",
+    "deepseek_nsa/example_tilelang_nsa_fwd_varlen.py",
+    "deepseek_nsa/example_tilelang_nsa_bwd.py",
+    "deepseek_mhc/example_mhc_pre.py",
+    "deepseek_mhc/example_mhc_post.py",
+    "deepseek_mhc/example_mhc_bwd.py",
+    "deepseek_v32/fp8_lighting_indexer.py",
+    "deepseek_v32/topk_selector.py",
+    "deepseek_v32/sparse_mla_fwd.py",
+    "deepseek_v32/sparse_mla_fwd_pipelined.py",
+    "deepseek_v32/sparse_mla_fwd_seesaw.py",
+    "deepseek_v32/sparse_mla_bwd.py",
+    "deepseek_v4/act_quant.py",
+    "dsa_sparse_finetune/sparse_mla_fwd.py",
+    "dsa_sparse_finetune/sparse_mla_bwd.py",
+    "dsa_sparse_finetune/sparse_mla_topk_reducesum.py",
+    "dsa_sparse_finetune/indexer_topk_reducesum.py",
+    "dsa_sparse_finetune/indexer_bwd.py",
+    "dsa_hisa/fp8_block_mean_pooling.py",
+    "dsa_hisa/pool_mqa_fp8.py",
+    "dsa_hisa/block_sparse_mqa_fp8.py",
+    "dsa_hisa/clean_and_maintain_logits.py",
+    "dsa_hisa/hisa.py",
+    "gdn/example_chunk_delta_h.py",
+    "gdn/example_chunk_delta_bwd.py",
+    "gdn/example_chunk_o_bwd.py",
+    "gdn/example_chunk_scaled_dot_kkt.py",
+    "gdn/example_wy_fast.py",
+    "gdn/example_wy_fast_bwd_split.py",
+    "kda/chunk_o.py",
+    "kda/chunk_delta_h_fwd.py",
+    "kda/chunk_intra_token_parallel.py",
+    "kda/chunk_inter_solve_fused.py",
+    "kda/wy_fast.py",
+    "kda/wy_fast_bwd.py",
+    "kda/chunk_delta_bwd.py",
+    "kda/chunk_bwd_dv.py",
+    "kda/chunk_bwd_dqkwg.py",
+    "kda/chunk_bwd_gla_dA.py",
+    "kda/chunk_bwd_intra.py",
+    "linear_attention/example_linear_attn_bwd.py",
+    "linear_attention/example_mamba_chunk_state.py",
+    "linear_attention/example_retention_fwd.py",
+    "iket/minimal.py",
+    "iket/payload_minimal.py",
+    "iket/all_features.py",
+    "bitnet-1.58b/kernel_benchmark/tilelang_bitnet_158_int8xint2_decode.py",
+    "bitnet-1.58b/kernel_benchmark/tilelang_bitnet_158_int8xint2_prefill.py",
+)
+
+# What --set picks: the first sample, the rest, or both (in that order).
+SETS: dict[str, tuple[str, ...]] = {"sample": SAMPLE, "more": SAMPLE_MORE, "all": SAMPLE + SAMPLE_MORE}
+
 SHIM = Path(__file__).resolve().parent / "examples_cuda_shim.py"
 REFUSAL = Path(__file__).resolve().parent / "examples_refusal.py"
 
-# Examples that need a GPU before their first compile even under the shim (CUDA streams, generators):
-# a few lines of ours that call their kernel factories as the example does, with its default sizes.
+# Examples that cannot reach their first compile even under the shim (CUDA streams; gdn/'s call the reference they
+# import from ``fla`` first, a NameError without it): a few lines of ours that call their kernel factories as the
+# example's run_test does, with the sizes of its main().
+_GDN = "import tilelang.language as T\nimport {module} as ex\n\nb, s, h, dk, dv, c = 1, 32768, {heads}, 128, 128, 64\n"
 DRIVERS: dict[str, str] = {
+    "gdn/example_wy_fast.py": _GDN.format(module="example_wy_fast", heads=32)
+    + "ex.tilelang_recompute_w_u_fwd(b, s, h, dk, dv, T.bfloat16, T.bfloat16, T.float32, T.float32, c,\n"
+    + "    block_S=c, block_DK=64, block_DV=32, threads=128, num_stages=3)\n",
+    "gdn/example_chunk_delta_h.py": _GDN.format(module="example_chunk_delta_h", heads=32)
+    + "ex.tilelang_chunk_gated_delta_rule_fwd_h(b, s, h, dk, dv, T.bfloat16, T.bfloat16, T.float32, T.float32, T.float32,\n"
+    + "    c, True, False, True, True, block_DK=32, block_DV=32, threads=128, num_stages=2)  # main()'s: tuned on a GPU\n",
+    "gdn/example_chunk_delta_bwd.py": _GDN.format(module="example_chunk_delta_bwd", heads=8)
+    + "ex.tilelang_chunk_gated_delta_rule_bwd_dhu(b, s, h, dk, dv, T.bfloat16, T.bfloat16, T.float32, T.float32, T.float32,\n"
+    + "    c, dk**-0.5, True, True, True, 32, 128, 1)\n",
+    "gdn/example_chunk_o_bwd.py": _GDN.format(module="example_chunk_o_bwd", heads=8)
+    + "ex.tilelang_chunk_o_bwd_dqkwg(b, s, h, dk, dv, T.bfloat16, T.bfloat16, T.float32, T.float32, T.float32,\n"
+    + "    c, dk**-0.5, True, True, 64, 64, 128, 0)\n",
+    "gdn/example_chunk_scaled_dot_kkt.py": _GDN.format(module="example_chunk_scaled_dot_kkt", heads=32)
+    + "ex.tilelang_chunk_scaled_dot_kkt_fwd(b, s, h, dk, c, T.bfloat16, T.bfloat16, T.float32, True, c, 64, 128, 2)\n",
+    "gdn/example_wy_fast_bwd_split.py": _GDN.format(module="example_wy_fast_bwd_split", heads=8)
+    + "for factory in (ex.tilelang_wy_fast_bwd, ex.tilelang_wy_fast_bwd_split):\n"
+    + "    factory(b, s, h, dk, dv, T.bfloat16, T.bfloat16, T.float32, T.float32, T.float32, c, 32, 32, 128, 0)\n",
     "fusedmoe/example_fusedmoe_tilelang.py": """
 import tilelang.language as T
 import example_fusedmoe_tilelang as ex
@@ -184,6 +303,7 @@ class Sweep:
     shim: bool  # retry an example that recorded nothing under the CUDA shim
     serve: bool  # run each built example again, served strictly
     share: int  # cores per example: each build's -j, TileLang's autotuner's CPU count
+    resume: bool = False  # an example whose outcome OUT already holds, finished, is taken from there, not run again
 
 
 _EXCEPTION = re.compile(r"^([\w.]+(Error|Exception|Used|Served)|tl_aot: error)\b.*:")
@@ -200,6 +320,17 @@ def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not re.match(r"tl_aot (capture|serve)\b", ln)]
     errors = [ln for ln in lines if _EXCEPTION.match(ln)]
     return (errors or lines or [""])[-1][:200]
+
+
+def _build_failure(stderr: str) -> str:
+    """What a build that made no library died of: its last error line, with the reason it lists under it (if any)."""
+    last = _last_line(stderr)
+    lines = stderr.splitlines()
+    if last.endswith(":"):
+        at = next((i for i, ln in enumerate(lines) if ln.strip().startswith(last.rstrip(":"))), None)
+        below = next((ln.strip() for ln in lines[at + 1 :] if ln.strip()), "") if at is not None else ""
+        return f"{last} {below}"[:400]
+    return last
 
 
 def served_counts(stderr: str) -> tuple[int, int] | None:
@@ -265,7 +396,8 @@ def build(record: Path, out: Path, sweep: Sweep, control: RunControl) -> tuple[d
     proc = control.run(cmd, out.parent, sweep.timeout)
     libs = sorted(out.glob("lib*.so"))
     if proc.returncode != 0 or not libs:
-        return {}, (), _last_line(proc.stderr) or f"exit {proc.returncode}"
+        fatal = _build_failure(proc.stderr) or f"exit {proc.returncode}"
+        return {}, (), f"{fatal} [{_record_verdict(record, sweep, control)}]"
     inspected = control.run([sys.executable, "-m", "tl_aot", "inspect", "--json", str(libs[0])], out, sweep.timeout)
     manifest = json.loads(inspected.stdout)
     built: dict[str, int] = {}
@@ -277,6 +409,14 @@ def build(record: Path, out: Path, sweep: Sweep, control: RunControl) -> tuple[d
         for lo in manifest["left_out"]
     )
     return built, left, ""
+
+
+def _record_verdict(record: Path, sweep: Sweep, control: RunControl) -> str:
+    """TileLang's verdict on every kernel of a record none of which was built (no library to name what it left out)."""
+    kernels = json.loads(record.read_text())["kernels"]
+    variants = [(f"{k['name']}_{key[:10]}", f"sm_{arch.removeprefix('sm_')}") for key, k in kernels.items() for arch in sweep.archs]
+    verdicts = {f"{arch}: {_tilelang_verdict(record, {'entry': entry, 'arch': arch}, sweep, control)}" for entry, arch in variants}
+    return "; ".join(sorted(verdicts))
 
 
 def _tilelang_verdict(record: Path, left_out: dict, sweep: Sweep, control: RunControl) -> str:
@@ -305,6 +445,22 @@ def serve(o: Outcome, script: Path, lib_dir: Path, sweep: Sweep, control: RunCon
     )
 
 
+def finished_outcome(path: Path) -> Outcome | None:
+    """The outcome an earlier run wrote at ``path`` if it finished (neither stopped by its budget nor unreadable), else None."""
+    try:
+        fields = json.loads(path.read_text())
+        o = Outcome(**{**fields, "left_out": tuple(fields.get("left_out", ()))})
+    except (OSError, ValueError, TypeError):
+        return None
+    return None if o.unfinished else o
+
+
+def _reusable(earlier: Outcome, sweep: Sweep) -> bool:
+    """Whether an earlier outcome answers this run: captured the same way and, under ``--serve``, served if it was built."""
+    same_capture = earlier.gpu == (sweep.device == "gpu")
+    return same_capture and (not sweep.serve or bool(earlier.served) or not any(earlier.built.values()))
+
+
 def sweep_one(rel: str, sweep: Sweep, control: RunControl) -> Outcome:
     """One example through capture, build and (``--serve``) a served run; stopped by the budget, what it had done so far."""
     start = time.monotonic()
@@ -314,6 +470,9 @@ def sweep_one(rel: str, sweep: Sweep, control: RunControl) -> Outcome:
     o = Outcome(rel, gpu=sweep.device == "gpu")
     if not script.exists():
         return replace(o, script_error="not in this checkout")
+    done = sweep.out / f"{stem}.outcome.json"
+    if sweep.resume and (earlier := finished_outcome(done)) is not None and _reusable(earlier, sweep):
+        return earlier
     step = "capture"
     try:
         env = _env(sweep, _fresh(caches / "capture"))
@@ -332,7 +491,7 @@ def sweep_one(rel: str, sweep: Sweep, control: RunControl) -> Outcome:
     except Stopped as exc:
         o = replace(o, unfinished=f"not finished: {exc} (during its {step})")
     o = replace(o, seconds=round(time.monotonic() - start, 1))
-    _write(sweep.out / f"{stem}.outcome.json", json.dumps(asdict(o)))
+    _write(done, json.dumps(asdict(o)))
     return o
 
 
@@ -393,6 +552,11 @@ def _gpu_arch() -> str:
     return arch_of_cc(gpu.cc)
 
 
+def select(which: str, only: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The examples ``--set which`` names, narrowed to those whose path contains one of ``only`` (all when empty)."""
+    return [e for e in SETS[which] if not only or any(s in e for s in only)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=Path, required=True, help="a TileLang checkout or its examples/ folder")
@@ -401,13 +565,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=Path("/tmp/tl_aot_examples_sweep"), help="work folder (records, libraries)")
     ap.add_argument("--table", type=Path, help="Markdown table to write (default OUT/table.md)")
-    ap.add_argument("--only", action="append", default=[], help="examples whose path contains this (repeat)")
+    ap.add_argument("--set", choices=sorted(SETS), default="sample", help="which examples: SAMPLE (default), SAMPLE_MORE, or all")
+    ap.add_argument("--only", action="append", default=[], help="of the set, examples whose path contains this (repeat)")
     ap.add_argument("--device", default="H100-SXM", help="device profile capture answers queries as; 'gpu': capture on this machine's GPU")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per capture, build or served run")
     ap.add_argument("--no-shim", action="store_true", help="never retry an example under examples_cuda_shim.py")
     ap.add_argument("--serve", action="store_true", help="with --device gpu: run each example built again, served strictly by its library")
     ap.add_argument("-j", "--jobs", type=int, default=1, help="examples at once (default 1); each build gets -j of its share of the cores")
     ap.add_argument("--budget", type=float, help="seconds for the whole run: then no example starts and those running are stopped")
+    ap.add_argument(
+        "--resume", action="store_true", help="take each example OUT holds a finished outcome of from there (run the same call again)"
+    )
     args = ap.parse_args(argv)
     if args.serve and args.device != "gpu":
         ap.error("--serve runs each example on this machine's GPU, captured there: give --device gpu too")
@@ -417,11 +585,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("-j/--jobs must be at least 1")
 
     root = (args.examples / "examples" if (args.examples / "examples").is_dir() else args.examples).resolve()
-    chosen = [e for e in SAMPLE if not args.only or any(s in e for s in args.only)]
+    chosen = select(args.set, args.only)
     archs = tuple(args.arch) or (_gpu_arch(),)
     args.out.mkdir(parents=True, exist_ok=True)
     share = max(1, (os.cpu_count() or 1) // args.jobs)
-    sweep = Sweep(root, args.out.resolve(), archs, args.device, args.timeout, not args.no_shim, args.serve, share)
+    sweep = Sweep(root, args.out.resolve(), archs, args.device, args.timeout, not args.no_shim, args.serve, share, args.resume)
     env_note = {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     table_path, columns = args.table or args.out / "table.md", [a.removeprefix("sm_") for a in archs]
     done: list[Outcome] = []

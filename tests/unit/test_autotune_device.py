@@ -93,6 +93,22 @@ def test_emulated_driver_answers_tilelang_queries():
     assert driver.get_cuda_device_properties.__module__ == "tilelang.carver.arch.driver.cuda_driver"
 
 
+def test_emulated_tilelang_compute_version_answers_without_a_target_and_defers_to_one_with_an_arch():
+    pytest.importorskip("tilelang")
+    from tilelang.contrib import nvcc
+    from tvm.target import Target
+
+    from tl_aot.gpu.device import emulate
+
+    real = nvcc.get_target_compute_version
+    with emulate(find_profile("H100-PCIe")):
+        assert nvcc.get_target_compute_version() == "9.0"  # as an example asks before its first compile
+        assert nvcc.get_target_compute_version(Target({"kind": "cuda", "arch": "sm_80"})) == "8.0"
+        with Target({"kind": "cuda", "arch": "sm_100a"}):
+            assert nvcc.get_target_compute_version() == "10.0"
+    assert nvcc.get_target_compute_version is real
+
+
 def test_emulated_torch_cuda_answers_device_queries_and_is_restored():
     torch = pytest.importorskip("torch")
     from tl_aot.gpu.device import emulate

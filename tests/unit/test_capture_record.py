@@ -96,13 +96,52 @@ def test_a_kernel_that_does_not_round_trip_is_marked_warned_once_and_refused_by_
     keys = [cap.record(CompileRequest.of(kernel(n), [-1])) for n in (128, 256, 128)]
     assert keys[0] == keys[2] != keys[1]
     err = capsys.readouterr().err
-    assert err.count("warning: kernel 'main' is recorded but its IR does not rebuild") == 1 and "X came back as Y" in err
+    assert err.count("warning: kernel 'main' is recorded but does not rebuild") == 1 and "X came back as Y" in err
     cap.flush()
     item = CaptureRecord.load(tmp_path / "r.json").kernels[keys[0]]
     assert item["unfaithful"] == "a layout changed across the round trip: X came back as Y"
     [spec] = captured.specs_from_record(tmp_path / "r.json", ["90a"], only={keys[0]})
     assert spec.capture.kernel.proof("sm_90a") == ("", "a layout changed across the round trip: X came back as Y")
-    with pytest.raises(LoweringError, match="the capture found that its recorded IR does not rebuild.*X came back as Y"):
+    with pytest.raises(LoweringError, match="the capture found that the record does not rebuild.*X came back as Y"):
+        captured.resolve_captured(spec, "entry 'main' (sm_90a)")
+
+
+def test_a_kernel_compiled_under_a_cuda_source_post_processor_is_marked_and_refused_by_the_build(tmp_path, capsys):
+    """As IKET's ``iket.session()`` compiles (``examples/iket``): the JIT's code is the callback's, which no build reruns."""
+    pytest.importorskip("tilelang")
+    import tilelang.language as T
+    import tvm_ffi
+    from tilelang.engine.callback import register_cuda_postproc
+
+    from tl_aot.capture import record_specs as captured
+    from tl_aot.capture import recorder as capture
+    from tl_aot.common.errors import LoweringError
+    from tl_aot.jit.seam import CompileRequest
+
+    def kernel(n):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=128) as _:
+                for i in T.Parallel(n):
+                    B[i] = A[i] + 1
+
+        return main
+
+    cap = capture.Capturer(tmp_path / "r.json", compile_for_real=False)
+    plain = cap.record(CompileRequest.of(kernel(64), [-1]))
+    register_cuda_postproc(lambda code, target: "// instrumented\n" + code)
+    try:
+        hooked = cap.record(CompileRequest.of(kernel(128), [-1]))
+    finally:
+        tvm_ffi.remove_global_func("tilelang_callback_cuda_postproc")
+    err = capsys.readouterr().err
+    assert "warning: kernel 'main' is recorded but does not rebuild" in err and "tilelang_callback_cuda_postproc" in err
+    cap.flush()
+    kernels = CaptureRecord.load(tmp_path / "r.json").kernels
+    assert "unfaithful" not in kernels[plain]
+    assert "IKET session" in kernels[hooked]["unfaithful"]
+    [spec] = captured.specs_from_record(tmp_path / "r.json", ["90a"], only={hooked})
+    with pytest.raises(LoweringError, match="does not rebuild into what the JIT compiled: TileLang's CUDA source post-processor"):
         captured.resolve_captured(spec, "entry 'main' (sm_90a)")
 
 

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.examples_sweep import SAMPLE, Outcome, main, served_counts, table, tilelang_cache_entries  # noqa: E402
+from bench.examples_sweep import SAMPLE, SAMPLE_MORE, Outcome, main, select, served_counts, table, tilelang_cache_entries  # noqa: E402
 
 
 def test_the_table_says_per_example_what_was_captured_built_and_left_out_and_why():
@@ -33,6 +34,25 @@ def test_the_sample_spans_the_example_families_the_sweep_promises():
     assert {"gemm", "flash_attention", "deepseek_mla", "convolution", "dynamic_shape", "gdn"} <= families
 
 
+def test_set_more_picks_the_other_examples_and_all_both_each_once_in_order():
+    assert select("sample") == list(SAMPLE)
+    assert select("more") == list(SAMPLE_MORE) and not set(SAMPLE) & set(SAMPLE_MORE)
+    assert select("all") == [*SAMPLE, *SAMPLE_MORE] and len(set(select("all"))) == len(SAMPLE) + len(SAMPLE_MORE)
+    assert select("more", ["kda/", "quickstart"]) == ["quickstart.py", *[e for e in SAMPLE_MORE if e.startswith("kda/")]]
+    # Kernel scripts beyond the example_*.py names are in; AMD, Triton-only and test/benchmark wrappers are not.
+    assert {"deepseek_v32/sparse_mla_fwd.py", "gdn/example_chunk_delta_bwd.py", "iket/minimal.py"} <= set(SAMPLE_MORE)
+    names = [e.rsplit("/", 1)[-1] for e in SAMPLE_MORE]
+    assert not [e for e in SAMPLE_MORE if e.startswith("amd/") or "triton" in e or "_amd" in e]
+    assert not [n for n in names if n.startswith(("test_", "regression_", "benchmark_"))]
+
+
+def test_set_is_a_closed_choice_and_narrows_before_only(capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        main(["--examples", str(tmp_path), "--arch", "90a", "--set", "some"])
+    assert "invalid choice: 'some'" in capsys.readouterr().err
+    assert select("sample", ["kda/"]) == []
+
+
 def test_the_shim_runs_a_script_whose_cuda_tensors_land_on_the_cpu(tmp_path):
     script = tmp_path / "uses_cuda.py"
     script.write_text(
@@ -40,13 +60,19 @@ def test_the_shim_runs_a_script_whose_cuda_tensors_land_on_the_cpu(tmp_path):
         "torch.cuda.manual_seed(0)\n"
         "a = torch.randn(4, 8, device='cuda')\n"
         "b = torch.zeros(4, device=torch.device('cuda', 0)).cuda().to('cuda')\n"
+        "torch.cuda.init()\n"
         "torch.cuda.synchronize()\n"
-        "print(a.device, b.device, sys.argv[1:])\n"
+        "g = torch.Generator(device='cuda').manual_seed(42)\n"
+        "p = torch.randperm(8, generator=g, device='cuda')\n"
+        "@torch.compile  # as flash_attention/example_gqa_bwd.py decorates its autograd Function: dynamo's rules load\n"
+        "def twice(x):\n"
+        "    return 2 * x\n"
+        "print(a.device, b.device, p.device, sys.argv[1:])\n"
     )
     cmd = [sys.executable, str(ROOT / "bench" / "examples_cuda_shim.py"), script.name, "--flag"]
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "cpu cpu ['--flag']"
+    assert proc.stdout.strip() == "cpu cpu cpu ['--flag']"
 
 
 def test_the_refusal_check_tells_a_kernel_tilelang_refuses_from_one_it_lowers(tmp_path):
@@ -135,3 +161,76 @@ def test_serve_is_refused_without_the_gpu_capture_and_arch_is_needed_off_the_gpu
     with pytest.raises(SystemExit):
         main(["--examples", "x"])
     assert "--arch is required (it defaults to the GPU's own only with --device gpu)" in capsys.readouterr().err
+
+
+class _Refusals:
+    """A RunControl stand-in answering examples_refusal.py as TileLang would: it refuses sm_80, lowers sm_90a."""
+
+    def __init__(self):
+        self.asked = []
+
+    def run(self, cmd, cwd, timeout, *, env=None):
+        record, entry, arch = cmd[-3:]
+        self.asked.append((Path(record).name, entry, arch))
+        out = {"tilelang": "refuses", "error": "x"} if arch == "sm_80" else {"tilelang": "lowers"}
+        return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(out) + "\n", stderr="")
+
+
+def test_a_build_that_made_nothing_gets_tilelangs_verdict_on_every_kernel_and_arch_of_its_record(tmp_path):
+    from bench.examples_sweep import Sweep, _record_verdict
+
+    record = tmp_path / "rec.json"
+    record.write_text(json.dumps({"kernels": {"3bcc0a6042" + "0" * 22: {"name": "main"}, "7f00aa11bb" + "1" * 22: {"name": "fwd"}}}))
+    sweep = Sweep(tmp_path, tmp_path, ("90a", "sm_80"), "H100-SXM", 60.0, True, False, 1)
+    control = _Refusals()
+    assert _record_verdict(record, sweep, control) == "sm_80: TileLang refuses too; sm_90a: TileLang lowers it"
+    assert sorted(control.asked) == [
+        ("rec.json", "fwd_7f00aa11bb", "sm_80"),
+        ("rec.json", "fwd_7f00aa11bb", "sm_90a"),
+        ("rec.json", "main_3bcc0a6042", "sm_80"),
+        ("rec.json", "main_3bcc0a6042", "sm_90a"),
+    ]
+
+
+def test_resume_takes_finished_outcomes_from_the_work_folder_never_an_unfinished_one(tmp_path):
+    from bench.examples_sweep import Sweep, _reusable, finished_outcome
+
+    examples, work = tmp_path / "examples", tmp_path / "work"
+    (examples / "kda").mkdir(parents=True)
+    work.mkdir()
+    for rel in ("quickstart.py", "kda/chunk_o.py"):
+        (examples / rel).write_text("raise SystemExit('never run: its outcome is taken from WORK')\n")
+    done = Outcome("quickstart.py", 1, built={"sm_90a": 1}, seconds=16.7)
+    (work / "quickstart.outcome.json").write_text(json.dumps(asdict(done)))
+    cut = Outcome("kda/chunk_o.py", 1, unfinished="not finished: budget spent (during its build)")
+    (work / "kda__chunk_o.outcome.json").write_text(json.dumps(asdict(cut)))
+    (work / "broken.outcome.json").write_text("{")
+
+    assert finished_outcome(work / "quickstart.outcome.json") == done
+    assert finished_outcome(work / "kda__chunk_o.outcome.json") is None  # stopped by its budget: run again
+    assert finished_outcome(work / "broken.outcome.json") is None and finished_outcome(work / "absent.json") is None
+    gpu_served = Sweep(examples, work, ("sm_90a",), "gpu", 60.0, False, True, 1, True)
+    assert not _reusable(done, gpu_served)  # captured on the CPU: a GPU sweep captures it again
+    assert not _reusable(replace(done, gpu=True), gpu_served)  # built, never served: served now
+    assert _reusable(replace(done, gpu=True, served="pass"), gpu_served)
+    cmd = [sys.executable, "bench/examples_sweep.py", "--examples", str(tmp_path), "--arch", "90a", "--set", "more"]
+    cmd += ["--only", "quickstart", "--resume", "--out", str(work)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "| `quickstart.py` | 1 | 1 |  |" in (work / "table.md").read_text()
+    assert "1 examples in 0 s with -j 1; 0 not finished" in proc.stderr
+
+
+def test_a_build_that_linked_nothing_is_reported_with_the_reason_listed_under_it():
+    from bench.examples_sweep import _build_failure
+
+    stderr = (
+        "[1/4 0.0 s] lower main_25811d03b6 sm_90a\n"
+        "tl_aot: error: library 'captured': every variant failed; nothing to link:\n"
+        "  main_25811d03b6 sm_90a: entry 'main_25811d03b6' (sm_90a): tensor dtype custom[x] is not supported\n"
+    )
+    assert _build_failure(stderr) == (
+        "tl_aot: error: library 'captured': every variant failed; nothing to link: "
+        "main_25811d03b6 sm_90a: entry 'main_25811d03b6' (sm_90a): tensor dtype custom[x] is not supported"
+    )
+    assert _build_failure("InternalError: Check failed: x\n") == "InternalError: Check failed: x"

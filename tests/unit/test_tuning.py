@@ -117,3 +117,30 @@ def test_a_capture_without_a_gpu_says_it_cannot_record_a_tuning(tmp_path, monkey
         with pytest.raises(TlAotError, match=r"tl_aot capture --device: tuned\.gemm\(\[\[128,128,128\],\[\]\]\) over 15 configs is tuned"):
             dataclasses.replace(tuned.gemm)(128, 128, 128)
     assert cap.tunings == {}
+
+
+def test_a_capture_without_a_gpu_given_the_config_passes_on_the_calls_own_error_not_a_tuning_one(tmp_path, monkeypatch):
+    """Given every tunable (``gdn/example_chunk_delta_h.py``'s driver), TileLang compiles once and times nothing:
+    what fails next is the kernel's own use (its source asked of the stand-in), which must not read "tuned at run time"."""
+    pytest.importorskip("tilelang")
+    monkeypatch.setenv("TILELANG_DEFAULT_TARGET", '{"kind": "cuda", "arch": "sm_90a"}')
+    monkeypatch.syspath_prepend(str(KERNELS))
+    import tuned
+
+    from tl_aot.capture.recorder import Capturer
+    from tl_aot.jit import seam as jit_seam
+    from tl_aot.jit.seam import StandInUsed
+    from tl_aot.tune.runtime_choice import tunables_given
+
+    cap = Capturer(tmp_path / "r.json", compile_for_real=False)
+    asked = []
+
+    def tuner_as_is(tuner, proceed):
+        asked.append(tunables_given(tuner))
+        return proceed()
+
+    stand_in = jit_seam.Interception(lambda r, c, p: jit_seam.CompiledStandIn(r), on_tune=tuner_as_is)
+    with jit_seam.intercepting(stand_in), jit_seam.intercepting(jit_seam.Interception(cap._on_request, on_tune=cap._on_tune)):
+        with pytest.raises(StandInUsed, match=r"\.get_kernel_source was used"):
+            dataclasses.replace(tuned.gemm)(128, 128, 128, block_M=64, block_N=128, block_K=32, stages=2, threads=128)
+    assert asked == [True] and len(cap.kernels) == 1 and cap.tunings == {}

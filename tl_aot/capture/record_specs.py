@@ -135,9 +135,13 @@ def _choices_of(records: Iterable[RecordChoices | StrPath]) -> list[RecordChoice
 
 
 def unbuildable_reason(kernel: CapturedKernel) -> str:
-    """Why a recorded kernel must not be built ('' when it may): its IR was found not to rebuild faithfully when captured."""
+    """Why a recorded kernel must not be built ('' when it may): it was found not to rebuild faithfully when captured.
+
+    Its IR did not load back into what the JIT got, or a source post-processor rewrote the JIT's code
+    (:mod:`tl_aot.capture.source_hooks`).
+    """
     problem = kernel.unfaithful
-    return f"the capture found that its recorded IR does not rebuild into what the JIT compiled: {problem}" if problem else ""
+    return f"the capture found that the record does not rebuild into what the JIT compiled: {problem}" if problem else ""
 
 
 def resolve_captured(spec: KernelSpec, where: str) -> Resolved:

@@ -40,11 +40,12 @@ from ..jit.pristine_ir import pristine_ir
 from ..jit.request_key import backend_kind, options_of, request_key
 from ..jit.request_origin import caller_origin, jit_origin, origin_text, request_device
 from ..jit.seam import CompiledStandIn, CompileRequest, Interception, JitCall, install
-from ..tune.runtime_choice import chosen_index, describe, resolved_configs, spelled_config, tuning_key
+from ..tune.runtime_choice import chosen_index, describe, resolved_configs, spelled_config, tunables_given, tuning_key
 from .device_code import arch_of_cc, jit_kernel_code, jit_target, lowered_code
 from .headers import HeaderNotFound, record_headers
 from .record import CaptureRecord
 from .record_parts import PARTS_ENV, ProcessReport, claim, write_part, write_report
+from .source_hooks import source_hook_problem
 
 __all__ = ["Capturer", "install_from_env", "watch_forks"]
 
@@ -123,7 +124,11 @@ class Capturer:
             call = call_key(jit_call.jit, jit_call.args, jit_call.kwargs, gpu_identity()) if jit_call is not None else None
             if call:
                 item["calls"] = [call]  # serving answers this @tilelang.jit call before TileLang traces it
-            if key not in self._checked:
+            hooked = source_hook_problem()  # process state, not the request's: asked at every compile
+            if hooked:
+                item["unfaithful"] = hooked
+                self._warn_unfaithful(req.name, hooked)
+            elif key not in self._checked:
                 self._checked.add(key)
                 problem = round_trip_problem(req.func, text)
                 if problem:
@@ -253,7 +258,7 @@ class Capturer:
         self.unfaithful += 1
         if self.unfaithful == 1:
             print(
-                f"tl_aot capture: warning: kernel {name!r} is recorded but its IR does not rebuild into what the JIT compiled: "
+                f"tl_aot capture: warning: kernel {name!r} is recorded but does not rebuild into what the JIT compiled: "
                 f"{problem}; a build from this record refuses it (further such kernels are marked in the record silently)",
                 file=sys.stderr,
                 flush=True,
@@ -402,8 +407,8 @@ class Capturer:
         try:
             result = proceed()
         except Exception:
-            if self.compile_for_real:
-                raise
+            if self.compile_for_real or tunables_given(tuner):
+                raise  # given its config, TileLang tuned nothing: what failed is the call itself (a stand-in used)
             _, material = tuning_key(tuner, current_gpu().cc)
             msg = (
                 f"tl_aot capture --device: {describe(material)} is tuned by TileLang's autotuner at run time, which times "
@@ -445,7 +450,7 @@ def install_from_env() -> Capturer | None:
     # a tuning must run to be recorded: TileLang's own tuning cache would answer it unseen
     os.environ.setdefault("TILELANG_AUTO_TUNING_DISABLE_CACHE", "1")
     if device:
-        from ..gpu.device import _emulate_tilelang, _emulate_torch, find_profile, traits_of
+        from ..gpu.device import _emulate_tilelang, _emulate_torch, emulate_tilelang_nvcc, find_profile, traits_of
 
         profile = find_profile(device)
         _enter(emulating(profile.cc, traits_of(profile), profile.reported_name))
@@ -453,6 +458,7 @@ def install_from_env() -> Capturer | None:
             cap.lower_arch = arch_of_cc(profile.cc)
         on_import("torch", lambda _m: _enter(_emulate_torch(profile)))
         on_import("tilelang.carver.arch.driver.cuda_driver", lambda _m: _enter(_emulate_tilelang(profile)))
+        on_import("tilelang.contrib.nvcc", lambda m: _enter(emulate_tilelang_nvcc(profile, m)))
     cap.install()
     atexit.register(cap.at_exit)
     watch_forks(cap)

@@ -105,7 +105,9 @@ def cpp_name(name: str, taken: Collection[str] = ()) -> str:
     return out
 
 
-#: TileLang dtype -> accepted DLPack (code, bits) pairs (lanes are always 1).
+#: TileLang dtype -> accepted DLPack (code, bits) pairs (lanes are always 1). The first pair is the one an
+#: output is allocated as. ``T.tfloat32`` (TVM's ``custom[tfloat32]``, DeepSeek's mHC GEMM input) is a float32
+#: tensor to every caller: TileLang's host code takes float32 or TVM's custom code 130, 32 bits.
 DLPACK_DTYPES = {
     "float16": [(2, 16)],
     "bfloat16": [(4, 16)],
@@ -124,6 +126,7 @@ DLPACK_DTYPES = {
     "float8_e4m3fn": [(10, 8), (8, 8)],
     "float8_e5m2": [(12, 8)],
     "float8_e8m0fnu": [(14, 8)],
+    "custom[tfloat32]": [(2, 32), (130, 32)],
 }
 
 

@@ -9,16 +9,27 @@ profile used is recorded in the manifest and shown by ``inspect``.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import types
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 from ..common.arch import Arch, parse_arch
 from ..common.errors import SpecError
 from .cuda_driver import emulating as _emulating_gpu
 from .cuda_driver import traits_text
 
-__all__ = ["DeviceProfile", "PROFILES", "default_profile", "find_profile", "profile_reported_as", "emulate", "traits_of"]
+__all__ = [
+    "DeviceProfile",
+    "PROFILES",
+    "default_profile",
+    "find_profile",
+    "profile_reported_as",
+    "emulate",
+    "emulate_tilelang_nvcc",
+    "traits_of",
+]
 
 
 @dataclass(frozen=True)
@@ -186,7 +197,12 @@ def emulate(profile: DeviceProfile):
     the shared memory a block may opt in to; on the build machine (no GPU, or another one) those
     answer as the GPU being built for: one device, index 0, of this profile.
     """
-    with _emulate_torch(profile), _emulate_tilelang(profile), _emulating_gpu(profile.cc, traits_of(profile), profile.reported_name):
+    with (
+        _emulate_torch(profile),
+        _emulate_tilelang(profile),
+        emulate_tilelang_nvcc(profile),
+        _emulating_gpu(profile.cc, traits_of(profile), profile.reported_name),
+    ):
         yield
 
 
@@ -243,3 +259,35 @@ def _emulate_tilelang(profile: DeviceProfile):
     finally:
         for n, f in saved.items():
             setattr(cuda_driver, n, f)
+
+
+@contextlib.contextmanager
+def emulate_tilelang_nvcc(profile: DeviceProfile, nvcc: types.ModuleType | None = None):
+    """``tilelang.contrib.nvcc.get_target_compute_version()`` with no arch to go by answered from ``profile``.
+
+    Given no target (and none current with an arch), TileLang asks the GPU itself (``tvm.cuda(0)``);
+    examples call it before anything else (``assert float(arch) >= 9.0``: the GQA backward with TMA
+    reduction) and without a GPU it raises "No CUDA architecture was specified or GPU detected". A
+    target with an arch is still answered by TileLang. ``nvcc``: the module, when it is being imported.
+    """
+    module: Any = nvcc
+    if module is None:
+        try:
+            module = importlib.import_module("tilelang.contrib.nvcc")
+        except ImportError:  # another TileLang layout: nothing to answer
+            yield
+            return
+    Target, original = module.Target, module.get_target_compute_version
+    version = f"{profile.cc[:-1]}.{profile.cc[-1]}"
+
+    def get_target_compute_version(target=None):
+        current = target or Target.current(allow_none=True)
+        if current is None or (isinstance(current, Target) and "arch" not in current.attrs):
+            return version
+        return original(target)
+
+    module.get_target_compute_version = get_target_compute_version
+    try:
+        yield
+    finally:
+        module.get_target_compute_version = original

@@ -26,10 +26,11 @@ from typing import Any
 
 __all__ = ["PACKED_DTYPES", "TORCH_DTYPES", "allocating_call", "backend_of", "register", "schema_of", "takes_no_tensor"]
 
-#: TileLang dtype → torch dtype attribute name: the same name, but TileLang's ``float8_e4m3`` is torch's ``float8_e4m3fn``.
+#: TileLang dtype → torch dtype attribute name: the same name, but TileLang's ``float8_e4m3`` is torch's ``float8_e4m3fn``
+#: and a ``T.tfloat32`` tensor is a ``torch.float32`` one.
 _SAME_NAME = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
 _FLOAT8 = ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu")
-TORCH_DTYPES = {**{t: t for t in _SAME_NAME}, "float8_e4m3": "float8_e4m3fn", **{t: t for t in _FLOAT8}}
+TORCH_DTYPES = {**{t: t for t in _SAME_NAME}, "float8_e4m3": "float8_e4m3fn", **{t: t for t in _FLOAT8}, "custom[tfloat32]": "float32"}
 #: A sub-byte TileLang dtype → (logical elements per storage element on the last dim, torch storage dtype), as
 #: TileLang's JIT takes and returns it (tl_aot.common.subbyte's table, spelled again: this module imports no tl_aot).
 PACKED_DTYPES = {

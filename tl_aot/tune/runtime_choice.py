@@ -30,6 +30,7 @@ from ..config.user_code import source_digest, user_function
 
 __all__ = [
     "TUNING_SCHEMA",
+    "tunables_given",
     "tuning_key",
     "describe",
     "resolved_configs",
@@ -80,6 +81,22 @@ def resolved_configs(tuner) -> list:
         args, kwargs = tuner._kernel_parameters or ((), ())
         configs = tuner.configs = configs(*args, **dict(kwargs))
     return list(configs)
+
+
+def tunables_given(tuner: Any) -> bool:
+    """Whether the call already gives a tunable argument, so TileLang compiles it once and times nothing.
+
+    TileLang's ``AutoTuner.run`` test: a config key among the keyword arguments, or a tunable parameter
+    placed among the positional ones (its index below their count).
+    """
+    params = getattr(tuner, "_kernel_parameters", None)
+    names = list(getattr(tuner, "_function_parameters", None) or ())
+    configs = resolved_configs(tuner) if params is not None else []
+    if params is None or not configs or not names:
+        return False
+    args, kwargs = params
+    tunable = [k for k in configs[0] if k != "pass_configs"]
+    return any(k in configs[0] for k, _ in kwargs) or any(k in names and names.index(k) < len(args) for k in tunable)
 
 
 def tuning_key(tuner: Any, cc: str) -> tuple[str, JsonObject]:
