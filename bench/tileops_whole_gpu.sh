@@ -12,6 +12,10 @@
 #                        are listed in $W/complete.txt
 #   capture-rest [SECONDS]  the collected files no capture call finished, captured into the same record (a
 #                        whole-suite capture is longer than one call); complete.txt counts every call's log
+#   capture-here [SECONDS]  on this GPU, `capture --serve LIB` of the complete files: what this GPU's model asks for and
+#                        the library (captured on another model) lacks is compiled and recorded (record.here.json),
+#                        the rest served; a workload may choose kernels by model (TileOPs runs one GQA kernel on an
+#                        H200 only), so a record from an H100 misses it. `build` then builds both records
 #   build ARCHS [SECONDS] the record built for ARCHS (e.g. 80,89,90a,100a) on all cores, images in packs beside the
 #                        library; stopped after SECONDS (default 560): built variants stay in the cache, so the step
 #                        again goes on where it stopped
@@ -75,12 +79,22 @@ case "${1:-}" in
     python3 -c "import json; d=json.load(open('$W/record.json')); print('kernels', len(d['kernels']), 'tunings', len(d.get('tunings', {})))"
     echo "$(wc -l < "$W/complete.txt") files complete of $(grep '::' "$W/collected.txt" | cut -d: -f1 | sort -u | wc -l) collected"
     gzip -c "$W/record.json" > "$W/record.json.gz"; save "$W/record.json.gz" "$W/complete.txt" "$log" ;;
+  capture-here)
+    files; cd "$ROOT/.tileops"
+    export TILELANG_CACHE_DIR=$W/jit-cache TORCHINDUCTOR_CACHE_DIR=$W/inductor-here
+    limit=(); [ -n "${2:-}" ] && limit=(timeout -s INT "$2")
+    t0=$(now)
+    python3 -m tl_aot capture --serve "$W/lib/libtileops_whole.so" -o "$W/record.here.json" --keep-going -- \
+      "${limit[@]}" "${PYTEST[@]}" "${XDIST[@]}" "${FILES[@]}" > "$W/here.log" 2>&1
+    echo "capture-here exit $? after $(since "$t0") s on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" | tee "$W/times/here"
+    grep -E "passed|failed" "$W/here.log" | tail -1; grep "^tl_aot capture" "$W/here.log" | tail -3; save "$W/here.log" ;;
   build)
     archs=${2:?archs}; limit=${3:-560}; arch_flags=(); for a in ${archs//,/ }; do arch_flags+=(--arch "$a"); done
+    records=(--capture "$W/record.json"); [ -f "$W/record.here.json" ] && records+=(--capture "$W/record.here.json")
     export TL_AOT_CACHE_DIR=$W/cache
     t0=$(now)
     /usr/bin/time -f "build cpu %U+%S s, max rss %M KB" timeout -k 20 -s INT "$limit" python3 -m tl_aot build \
-      --capture "$W/record.json" --keep-going "${arch_flags[@]}" -o "$W/lib" --name tileops_whole -j "$(nproc)" \
+      "${records[@]}" --keep-going "${arch_flags[@]}" -o "$W/lib" --name tileops_whole -j "$(nproc)" \
       --image-packs --pack-hint "pip install 'tileops-aot-{tag}==0.1'" > "$W/build.log" 2>&1
     echo "build exit $? after $(since "$t0") s ($archs, -j $(nproc))" | tee -a "$W/times/build"
     grep -E "variant|image packs|job time|built |cpu|left out" "$W/build.log" | tail -8
@@ -172,5 +186,5 @@ if {"serve", "jit-warm"} <= set(t):
     print(f"served / JIT warm cache: {t['serve'] / t['jit-warm']:.3f} (goal <= 0.7)")
 PY
     ;;
-  *) echo "usage: $0 setup DIRS... | capture [SECONDS] [all|share] | capture-rest [SECONDS] | build ARCHS [SECONDS] | wheel | serve | jit-warm | recapture | report"; exit 2 ;;
+  *) echo "usage: $0 setup DIRS... | capture [SECONDS] [all|share] | capture-rest [SECONDS] | capture-here [SECONDS] | build ARCHS [SECONDS] | wheel | serve | jit-warm | recapture | report"; exit 2 ;;
 esac

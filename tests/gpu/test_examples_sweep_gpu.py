@@ -14,48 +14,38 @@ import json
 import sys
 
 import pytest
-from support.helpers import KERNELS, ROOT, child_env, run
+from support.helpers import ROOT, child_env, run
+from support.sweep_examples import ONLY, stand_in, write_examples
 
 pytestmark = pytest.mark.gpu
 
-SERVED_WHOLE = f"""import sys
-import torch
-import tilelang
+SERVED_WHOLE = stand_in(
+    """
+    x = torch.randn(4096, device="cuda")
+    y = torch.empty_like(x)
+    tilelang.compile(add_one(), target="cuda")(x, y)
+    torch.testing.assert_close(y, x + 1)
+    print("All checks pass.")
+    """
+)
 
-sys.path.insert(0, {str(KERNELS)!r})
-from elementwise import add_one
-
-x = torch.randn(4096, device="cuda")
-y = torch.empty_like(x)
-tilelang.compile(add_one(), target="cuda")(x, y)
-torch.testing.assert_close(y, x + 1)
-print("All checks pass.")
-"""
-
-NEEDS_MORE_WHEN_SERVED = f"""import os
-import sys
-import torch
-import tilelang
-
-sys.path.insert(0, {str(KERNELS)!r})
-from elementwise import add_one
-
-x = torch.randn(4096, device="cuda")
-y = torch.empty_like(x)
-block = 128 if os.environ.get("TL_AOT_SERVE") else 256  # a kernel the captured run never compiled
-tilelang.compile(add_one(block=block), target="cuda")(x, y)
-torch.testing.assert_close(y, x + 1)
-"""
+NEEDS_MORE_WHEN_SERVED = stand_in(
+    """
+    x = torch.randn(4096, device="cuda")
+    y = torch.empty_like(x)
+    block = 128 if os.environ.get("TL_AOT_SERVE") else 256  # a kernel the captured run never compiled
+    tilelang.compile(add_one(block=block), target="cuda")(x, y)
+    torch.testing.assert_close(y, x + 1)
+    """,
+    imports=("os",),
+)
 
 
 def test_the_gpu_sweep_captures_builds_for_the_gpu_and_serves_each_example_strictly_in_one_invocation(tmp_path, cache_dir):
-    examples = tmp_path / "tilelang" / "examples"
-    for rel, text in (("elementwise/example_elementwise_add.py", SERVED_WHOLE), ("norm/rms_norm.py", NEEDS_MORE_WHEN_SERVED)):
-        (examples / rel).parent.mkdir(parents=True)
-        (examples / rel).write_text(text)
+    checkout = write_examples(tmp_path / "tilelang", SERVED_WHOLE, NEEDS_MORE_WHEN_SERVED)
     work, table = tmp_path / "work", tmp_path / "table.md"
-    cmd = [sys.executable, "bench/examples_sweep.py", "--examples", str(tmp_path / "tilelang"), "--device", "gpu", "--serve"]
-    cmd += ["--only", "elementwise/", "--only", "norm/rms_norm", "-j", "2", "--budget", "450", "--timeout", "300"]
+    cmd = [sys.executable, "bench/examples_sweep.py", "--examples", str(checkout), "--device", "gpu", "--serve"]
+    cmd += [*ONLY, "-j", "2", "--budget", "450", "--timeout", "300"]
     cmd += ["--out", str(work), "--table", str(table)]
     proc = run(cmd, cwd=ROOT, env=child_env(cache_dir, checkout_first=True), timeout=600)
     assert proc.returncode == 0, proc.stderr

@@ -3,7 +3,8 @@
 ``python -m tl_aot capture -o REC -- python -m pytest -n 2 SUITE`` records every kernel the
 workers ask for, once; a header from TileLang's include path is named by release, not copied;
 a kernel that cannot be recorded is named and fails the capture (``--keep-going``: listed only);
-``capture --serve LIB`` lowers only what LIB lacks and still records everything.
+``capture --serve LIB`` lowers only what LIB lacks and still records everything, and on another
+GPU model (``--device H200``) captures what a workload choosing its kernels by model asks for there.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ FILES = ("tileops_shapes.py", "tileops_suite.py")
 #: A workload of three kernels: one plain, one whose SCALE_FACTOR a test edits, one with TileLang's header.
 THREE = "import tileops_shapes as o; o.shift(256)(); o.scale(256)(); o.header_scale(256)()"
 LOST = "; o.lost_header(256)()"
+#: A kernel chosen by the GPU's model: ``shift`` on an H100 (THREE asks for it too), another on an H200.
+BY_MODEL = "import tileops_shapes as o; o.by_model(256)()"
 
 
-def _capture(cwd: Path, record: Path, *cmd: str, flags=()):
-    return tl_aot_cli("capture", "-o", record, "--device", "H100-SXM", *flags, "--", sys.executable, *cmd, cwd=cwd)
+def _capture(cwd: Path, record: Path, *cmd: str, flags=(), device: str = "H100-SXM"):
+    return tl_aot_cli("capture", "-o", record, "--device", device, *flags, "--", sys.executable, *cmd, cwd=cwd)
 
 
 @pytest.fixture
@@ -77,3 +80,16 @@ def test_capture_serve_lowers_only_what_the_library_lacks_and_records_everything
         assert new[key]["device_code"]["sm_90a"] == {**new[key]["device_code"]["sm_90a"], "from": "served from libops.so"}
         assert new[key]["device_code"]["sm_90a"]["sha256"] == old[key]["device_code"]["sm_90a"]["sha256"]
         assert "compile_s" not in new[key] and old[key]["compile_s"] > 0  # served: nothing compiled, no time to record
+    # A workload that chooses its kernel by GPU model (TileOPs' H200-only GQA kernel): the H100's library holds the
+    # kernel an H100 asks for, not the one an H200 asks for. On the H200 (here its profile) `capture --serve` serves
+    # nothing, lowers that one kernel and records it under the H200's name: a build from this record serves the H200.
+    from tl_aot import load
+
+    assert load(suite / "lib" / "libops.so").index.captured_on == ("NVIDIA H100 80GB HBM3",)  # what a miss names
+    assert ok(tl_aot_here("inspect", suite / "lib" / "libops.so")).stdout.count("  captured on NVIDIA H100 80GB HBM3\n") == 3
+    h200 = suite / "h200.json"
+    proc = ok(_capture(suite, h200, "-c", BY_MODEL, flags=("--serve", suite / "lib"), device="H200"))
+    assert "1 kernels in" in proc.stdout and "0 served from" in proc.stdout and "1 lowered for their device code" in proc.stdout
+    [(key, item)] = json.loads(h200.read_text())["kernels"].items()
+    assert key not in old and item["origins"][0]["jit"].endswith("shift_wide.<locals>.kernel")
+    assert item["devices"] == [{"arch": "sm_90a", "name": "NVIDIA H200"}]

@@ -175,3 +175,25 @@ def test_a_served_kernel_gives_tilelangs_profiler_over_the_params_its_jit_kernel
     spelled = lambda params: [(str(p.dtype), [int(d) if isinstance(d, int) else str(d) for d in p.shape]) for p in params]  # noqa: E731
     assert spelled(profiler.params) == spelled(jit.params) == spelled(kernel.params)
     assert profiler.result_idx == [len(jit.params) - 1]  # out_idx=[-1], as TileLang's adapter legalises it
+
+
+def test_a_relink_from_cached_variants_shows_the_built_from_label_this_tl_aot_spells(record, served_lib, cache_dir, tmp_path, monkeypatch):
+    """The label is spelled from the record at each build, not kept by the variant cache (whose key does not cover tl_aot's code)."""
+    from tl_aot.build import build_library
+    from tl_aot.common.arch import parse_arch
+    from tl_aot.config.capture_ref import CapturedKernel
+    from tl_aot.config.kernel_spec import CaptureSource, LibrarySpec
+
+    lib = LibrarySpec("tlops_labels", captures=(CaptureSource(record, (parse_arch("90a"),)),))
+
+    def build():
+        result = build_library(lib, out_dir=tmp_path, cache_dir=cache_dir, jobs=2, log=lambda _: None)
+        return result, {v.resolved for e in result.manifest.entries for v in e.variants}
+
+    first, labels = build()
+    assert first.rebuilt == () and len(first.manifest.entries) == 8  # every variant from the cache served_lib filled
+    assert all(label.startswith("capture ") and label.endswith(" -> main") for label in labels)
+    monkeypatch.setattr(CapturedKernel, "built_from", property(lambda k: f"relabelled {k.name}"))
+    again, labels = build()
+    assert not again.up_to_date and again.rebuilt == ()  # relinked for the new label, nothing lowered or compiled
+    assert labels == {"relabelled main"}

@@ -14,47 +14,38 @@ import json
 import sys
 
 import pytest
-from support.helpers import KERNELS, ROOT, child_env, run
+from support.helpers import ROOT, child_env, run
+from support.sweep_examples import ONLY, stand_in, write_examples
 
 pytest.importorskip("tilelang")
 
-CUDA_FIRST = f"""import sys
-import torch
-import tilelang
+CUDA_FIRST = stand_in(
+    """
+    x = torch.randn(1024, device="cuda")
+    y = torch.empty_like(x)
+    kernel = tilelang.compile(add_one(), target="cuda")
+    kernel(x, y)
+    torch.testing.assert_close(y, x + 1)
+    """
+)
 
-sys.path.insert(0, {str(KERNELS)!r})
-from elementwise import add_one
+COMPILE_FIRST = stand_in(
+    """
+    from tilelang.contrib import nvcc
 
-x = torch.randn(1024, device="cuda")
-y = torch.empty_like(x)
-kernel = tilelang.compile(add_one(), target="cuda")
-kernel(x, y)
-torch.testing.assert_close(y, x + 1)
-"""
-
-COMPILE_FIRST = f"""import sys
-import torch
-import tilelang
-from tilelang.contrib import nvcc
-
-sys.path.insert(0, {str(KERNELS)!r})
-from elementwise import add_one
-
-# as examples/flash_attention/example_gqa_bwd_tma_reduce.py starts: capture --device answers as its GPU
-assert nvcc.get_target_compute_version() == "9.0", nvcc.get_target_compute_version()
-kernel = tilelang.compile(add_one(), target="cuda")
-x = torch.randn(1024, device="cuda")
-"""
+    # as examples/flash_attention/example_gqa_bwd_tma_reduce.py starts: capture --device answers as its GPU
+    assert nvcc.get_target_compute_version() == "9.0", nvcc.get_target_compute_version()
+    kernel = tilelang.compile(add_one(), target="cuda")
+    x = torch.randn(1024, device="cuda")
+    """
+)
 
 
 def test_the_sweep_runs_two_examples_at_once_captures_builds_and_tabulates_them_in_the_samples_order(tmp_path, cache_dir):
-    examples = tmp_path / "tilelang" / "examples"
-    for rel, text in (("elementwise/example_elementwise_add.py", CUDA_FIRST), ("norm/rms_norm.py", COMPILE_FIRST)):
-        (examples / rel).parent.mkdir(parents=True)
-        (examples / rel).write_text(text)
+    checkout = write_examples(tmp_path / "tilelang", CUDA_FIRST, COMPILE_FIRST)
     work, table = tmp_path / "work", tmp_path / "table.md"
-    cmd = [sys.executable, "bench/examples_sweep.py", "--examples", str(tmp_path / "tilelang"), "--arch", "80"]
-    cmd += ["--only", "elementwise/", "--only", "norm/rms_norm", "-j", "2", "--out", str(work), "--table", str(table)]
+    cmd = [sys.executable, "bench/examples_sweep.py", "--examples", str(checkout), "--arch", "80"]
+    cmd += [*ONLY, "-j", "2", "--out", str(work), "--table", str(table)]
     proc = run(cmd, cwd=ROOT, env=child_env(cache_dir, checkout_first=True), timeout=600)
     assert proc.returncode == 0, proc.stderr
     first, second = (json.loads(line) for line in proc.stdout.splitlines()[:2])

@@ -284,3 +284,36 @@ def test_a_launcher_cut_into_units_links_a_library_that_serves_every_entry(testl
     second, line = build("b", 1)
     assert f"{units} units, 0 compiled" in line, line
     assert second.library.read_bytes() == first.library.read_bytes()
+
+
+def test_a_changed_factory_walk_relabels_cached_variants_without_lowering_them(tmp_path, fresh_cache, monkeypatch):
+    """The "built from" label is the walk's, cached with the variant: another walk walks it again, keeps its image, relabels it."""
+    from tl_aot.jit import factory_walk, walk_digest
+    from tl_aot.pipeline.library import build_library
+    from tl_aot.spec import KernelSpec, LibrarySpec
+
+    kernels = Path(__file__).parents[1] / "kernels"
+    lib = LibrarySpec("walked", (KernelSpec.create(name="add_one", source=kernels / "elementwise.py", function="add_one", archs=["80"]),))
+
+    def build():
+        lines = []
+        result = build_library(lib, out_dir=tmp_path / "out", cache_dir=fresh_cache, jobs=2, log=lines.append)
+        return result, result.manifest.entry("add_one").variants[0].resolved, lines
+
+    first, label, _ = build()
+    assert first.rebuilt == (("add_one", "sm_80"),) and label == "add_one() -> prim_func"
+    another = tmp_path / "factory_walk.py"  # tl_aot's walk, edited: how it names a level changed
+    another.write_bytes(Path(factory_walk.__file__).read_bytes() + b"\n# labels spelled otherwise\n")
+    monkeypatch.setattr(walk_digest, "_WALK", another)
+    walk_digest.walk_digest.cache_clear()
+    real_label = factory_walk._label
+    monkeypatch.setattr(factory_walk, "_label", lambda obj: f"walked:{real_label(obj)}")
+    try:
+        again, label, lines = build()
+        assert not again.up_to_date and again.rebuilt == ()  # relinked, nothing lowered or compiled
+        assert label == "walked:add_one() -> prim_func"
+        assert "tl_aot's factory walk changed: 1 cached variant(s) walked again and kept" in lines
+        third, label, lines = build()
+        assert third.up_to_date and label == "walked:add_one() -> prim_func"  # kept in the cache: not walked again
+    finally:
+        walk_digest.walk_digest.cache_clear()

@@ -232,6 +232,11 @@ def test_a_build_from_a_record_answers_device_queries_as_the_gpu_that_captured(t
     assert (specs["k1"].device, specs["k2"].device, specs["k3"].device) == ("H200", "H100-PCIe", "")
     chosen = captured.specs_from_record(tmp_path / "r.json", ["90a"], device="H100-SXM")
     assert {s.device for s in chosen} == {"H100-SXM"}
+    from tl_aot.pipeline.manifest import entry_head
+
+    # the manifest says which GPUs each kernel was captured on, whatever profile it is built as: a miss on another names them
+    assert [entry_head(specs[k]).captured_on for k in ("k1", "k3")] == [("NVIDIA H200",), ("NVIDIA GH200 480GB",)]
+    assert {entry_head(s).captured_on for s in chosen} == {("NVIDIA H200",), ("NVIDIA H100 PCIe",), ("NVIDIA GH200 480GB",)}
 
 
 def test_the_recorded_device_answers_only_for_archs_it_fits():

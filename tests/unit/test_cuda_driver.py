@@ -29,7 +29,7 @@ def fake_driver(tmp_path_factory) -> str:
 @pytest.fixture
 def driver(fake_driver, monkeypatch):
     """Ask the fake driver: returns a function giving ``current_gpu()`` for the environment set by the test."""
-    for var in ("FAKE_CUDA_INIT", "FAKE_CUDA_CCS", "FAKE_CUDA_CURRENT"):
+    for var in ("FAKE_CUDA_INIT", "FAKE_CUDA_CCS", "FAKE_CUDA_CURRENT", "FAKE_CUDA_NAMES"):
         monkeypatch.delenv(var, raising=False)
 
     def ask(**env):
@@ -137,7 +137,14 @@ def served_request():
 
     req = CompileRequest(elementwise.axpy(1024), None, None, None, None, {}, (), 0)
     key = request_key(req.func, options_of(req))
-    entry = LoweredEntry(name="axpy_k", source="elementwise.py", function="axpy", args=(("N", "1024"),), capture_key=key)
+    entry = LoweredEntry(
+        name="axpy_k",
+        source="elementwise.py",
+        function="axpy",
+        args=(("N", "1024"),),
+        capture_key=key,
+        captured_on=("NVIDIA H100 80GB HBM3",),
+    )
     entry = LoweredEntry(**{**entry.__dict__, "variants": (ArchVariant(arch=parse_arch("sm_90a"), request_key=key),)})
 
     class Lib(SimpleNamespace):
@@ -169,7 +176,44 @@ def test_serving_on_a_gpu_the_library_lacks_names_the_archs_it_has(driver, serve
     driver(ccs="80")
     assert server.lookup(req)[0] is None
     msg = server.miss_message(req, key)
-    assert "for this GPU (sm_80)" in msg and "axpy_k holds it for sm_90 only" in msg
+    assert "for this GPU (sm_80)" in msg and "axpy_k holds it for sm_90 only (/libs/libstandin.so)" in msg
+    assert "build --capture RECORD --arch sm_80" in msg and "capture --serve" not in msg  # a build is what it lacks, not a capture
     driver(ccs="90")
     served, _ = server.lookup(req)
     assert served is not None and served.entry == "axpy_k" and served(1, 2) == ("called", "axpy_k", (1, 2))
+
+
+def test_the_driver_names_each_devices_model_and_an_emulated_profile_its_own(driver):
+    from tl_aot.gpu.cuda_driver import gpu_name
+    from tl_aot.gpu.device import emulate, find_profile
+
+    gpu = driver(ccs="90,86", names="NVIDIA H200,NVIDIA A10", current="1")
+    assert gpu_name(gpu) == "NVIDIA A10" and gpu_name(cuda_driver.Gpu("90", 0)) == "NVIDIA H200"
+    with emulate(find_profile("H100-SXM")):
+        assert gpu_name() == "NVIDIA H100 80GB HBM3"
+    assert gpu_name(driver(ccs="")) == ""  # no device: no name
+
+
+def test_a_kernel_only_another_gpu_model_asks_for_names_both_models_and_the_incremental_capture(driver, served_request):
+    """A workload may pick its kernels by GPU model (TileOPs runs one kernel on an H200 only): a library captured on an
+    H100 lacks it on an H200 with nothing wrong in its keys. The miss says so and what to run: ``capture --serve``."""
+    import elementwise
+
+    from tl_aot.jit.request_key import options_of, request_key
+    from tl_aot.jit.seam import CompileRequest
+    from tl_aot.serving.server import Server
+
+    _, _, lib = served_request
+    other = CompileRequest(elementwise.axpy(2048), None, None, None, None, {}, (), 0)  # a kernel the H100 run never asked for
+    key = request_key(other.func, options_of(other))
+    server = Server([lib], strict=True)
+    driver(ccs="90", names="NVIDIA H200")
+    assert server.lookup(other) == (None, key)
+    msg = server.miss_message(other, key)
+    assert f"(key {key}) is not in the served libraries for this GPU (sm_90); no prebuilt kernel comes from that function" in msg
+    assert "captured on NVIDIA H100 80GB HBM3, and this GPU is an NVIDIA H200: a workload that chooses its kernels by GPU model" in msg
+    assert "python -m tl_aot capture --serve /libs/libstandin.so -o NEW.json -- COMMAND" in msg
+    assert "add --device H200" in msg and msg.endswith("then python -m tl_aot build --capture NEW.json")
+    driver(ccs="90", names="NVIDIA H100 80GB HBM3")  # the model it was captured on: a kernel it never asked for, nothing more
+    msg = server.miss_message(other, key)
+    assert "captured on" not in msg and "capture --serve /libs/libstandin.so" in msg and "--device H100-SXM" in msg

@@ -104,6 +104,51 @@ def test_serving_indexes_every_variant_without_parsing_a_record():
     assert lib_of is lib and lib.tunings[i] == m.tunings[2]
 
 
+def test_the_index_carries_the_gpu_models_the_library_was_captured_on_and_an_older_index_none():
+    m = _manifest(1)
+    on = ("NVIDIA H100 80GB HBM3",), ("NVIDIA H200", "NVIDIA H100 80GB HBM3"), ()
+    m = dataclasses.replace(m, entries=tuple(dataclasses.replace(e, captured_on=on[i % 3]) for i, e in enumerate(m.entries)))
+    assert index_of(m).captured_on == ("NVIDIA H100 80GB HBM3", "NVIDIA H200")  # each model once, sorted
+    lib, _ = _library(m)
+    assert lib.index.captured_on == ("NVIDIA H100 80GB HBM3", "NVIDIA H200") and lib.records_parsed == 0
+    older = json.loads(index_text(m, to_json(m)))
+    del older["captured_on"]  # built before the field: nothing is claimed, nothing refused
+    assert parse_index(older).captured_on == ()
+
+
+def test_call_keys_answer_only_on_the_gpu_models_the_library_was_captured_on():
+    """A call key does not see the GPU's model (an H100 SXM and an H200 report the same traits): a factory choosing by
+    name would be answered the other model's kernel. On a model the library was not captured on, each call is traced."""
+    from types import SimpleNamespace
+
+    from tl_aot.gpu.device import emulate, find_profile
+    from tl_aot.jit.seam import JitCall
+
+    m = _manifest(1)
+    m = dataclasses.replace(m, entries=tuple(dataclasses.replace(e, captured_on=("NVIDIA H100 80GB HBM3",)) for e in m.entries))
+    gemm = next(e for e in m.entries if e.name.startswith("gemm"))  # sm_90a
+    call = next(c for c in m.calls if c.request_key == gemm.capture_key)
+    jit = SimpleNamespace(out_idx=None, pass_configs={}, compile_flags=[], target=None)
+
+    def answer(profile):
+        lib, _ = _library(m)
+        server = Server([lib])
+        server._call_key = lambda *_: call.key  # the call the capture recorded
+        with emulate(find_profile(profile)):
+            return server.answer_call(JitCall(jit, (), {})), server.stats
+
+    served, stats = answer("H100-SXM")
+    assert served is not None and served.entry == gemm.name and stats.other_model == ""
+    served, stats = answer("H200")  # same traits, another model: left to the trace and its request key
+    assert served is None and stats.other_model == "NVIDIA H200" and stats.call_lookups == 1
+    older = dataclasses.replace(m, entries=tuple(dataclasses.replace(e, captured_on=()) for e in m.entries))
+    lib, _ = _library(older)
+    server = Server([lib])
+    server._call_key = lambda *_: call.key
+    with emulate(find_profile("H200")):  # a library that does not say where it was captured: answered as ever
+        assert server.answer_call(JitCall(jit, (), {})) is not None
+
+
 def test_an_altered_record_or_index_is_refused_and_an_old_library_is_named(monkeypatch):
     m = _manifest(1)
     digest = hashlib.sha256(index_text(m, to_json(m)).encode()).hexdigest()  # what the library's ELF section holds

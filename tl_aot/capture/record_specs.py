@@ -153,15 +153,13 @@ def resolve_captured(spec: KernelSpec, where: str) -> Resolved:
     if reason:
         msg = f"{where}: {reason}"
         raise LoweringError(msg)
-    origin = kernel.origins[0] if kernel.origins else {}
-    path = f"capture {origin.get('jit') or origin.get('function', '?')} -> {kernel.item.get('name', 'main')}"
     return Resolved(
         load_ir(kernel.ir),
         dict(kernel.pass_configs),
         tuple(recorded_flags(ref, where=where)),
         kernel.out_idx,
         None,
-        path,
+        kernel.built_from,
         kernel.backend,
         kernel.target,
         captured=kernel.item,

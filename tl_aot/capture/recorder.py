@@ -453,7 +453,7 @@ def install_from_env() -> Capturer | None:
         from ..gpu.device import _emulate_tilelang, _emulate_torch, emulate_tilelang_nvcc, find_profile, traits_of
 
         profile = find_profile(device)
-        _enter(emulating(profile.cc, traits_of(profile)))
+        _enter(emulating(profile.cc, traits_of(profile), profile.reported_name))
         if os.environ.get("TL_AOT_CAPTURE_LOWER", "1") != "0":
             cap.lower_arch = arch_of_cc(profile.cc)
         on_import("torch", lambda _m: _enter(_emulate_torch(profile)))

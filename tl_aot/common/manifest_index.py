@@ -14,7 +14,8 @@ The index is JSON with positional rows, read only here, into the typed records b
      "entries": [[name, export, origin, capture_key, offset, length, sha256,
                   [[request_key, arch, ptx], ...]], ...],
      "tunings": [offset, length, sha256, [key, ...]],
-     "calls": [[call key, request key], ...]}
+     "calls": [[call key, request key], ...],
+     "captured_on": [GPU model, ...]}
 
 Rows are named tuples, not dataclasses: a 2,000-entry index is read in a few milliseconds.
 """
@@ -97,6 +98,8 @@ class ManifestIndex:
     tunings: Span | None  # the manifest's ``tunings`` array (parsed whole on first use; None: no tunings)
     tuning_keys: tuple[str, ...]  # in the manifest's order
     calls: tuple[tuple[str, str], ...]  # (call key, request key)
+    #: the GPU models its captured kernels were recorded on (every entry's ``captured_on``; () in libraries older than it)
+    captured_on: tuple[str, ...] = ()
 
     def exports(self) -> dict[str, tuple[IndexEntry, ...]]:
         """Exported name -> its entries (one for an unspecialised export), in library order."""
@@ -153,6 +156,7 @@ def index_text(manifest: Manifest, text: str, entry_texts: Sequence[str] | None 
         entries=entries,
         tunings=tunings,
         calls=[[c.key, c.request_key] for c in manifest.calls],
+        captured_on=sorted({n for e in manifest.entries for n in e.captured_on}),
     )
     return json.dumps(data, separators=(",", ":"), ensure_ascii=True)
 
@@ -188,6 +192,7 @@ def parse_index(text: str | JsonMapping) -> ManifestIndex:
         tunings=None if t is None else Span(int(t[0]), int(t[1]), str(t[2])),
         tuning_keys=() if t is None else tuple(t[3]),
         calls=tuple([(k, r) for k, r in raw["calls"]]),
+        captured_on=tuple(str(n) for n in raw.get("captured_on", ())),
     )
 
 

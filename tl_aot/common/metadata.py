@@ -216,6 +216,9 @@ class LoweredEntry:
     fallback: bool = False  # picked only when no other specialisation of its export matches
     capture_key: str = ""  # a captured kernel's request key (tl_aot.jit.request_key.request_key): what serving matches
     capture_name: str = ""  # the captured prim_func's name
+    #: the GPU models (as the driver names them) a captured kernel was recorded on: a workload may pick its kernels by
+    #: model (an H200-only kernel), so serving names them when a GPU of another model asks for a kernel no library holds
+    captured_on: tuple[str, ...] = ()
 
     @property
     def exported(self) -> str:
@@ -497,6 +500,7 @@ class LoweredVariant:
     compile_flags: tuple[str, ...] = ()  # the kernel's compile_flags (decorator, prim_func, spec), in order
     func_hash: str = ""  # TileLang's structural hash of the prim_func lowered (tl_aot.jit.resolve.func_hash)
     resolved: str = ""  # how the prim_func was reached, e.g. "make_gemm(M=1024) -> kernel(block_m=128)"
+    walk: str = ""  # a kernel file's: the digest of tl_aot's walk that reached it and spelled ``resolved`` (tl_aot.jit.walk_digest)
     request_key: str = ""  # the identity of the JIT compile request this image answers (tl_aot.jit.request_key.request_key)
     request: str = ""  # that request as JSON: prim_func name and options (portable flags)
     inputs: tuple[tuple[str, str], ...] = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale

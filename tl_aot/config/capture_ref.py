@@ -99,6 +99,17 @@ class CapturedKernel:
         return next((str(o["jit"]) for o in self.origins if o.get("jit")), "")
 
     @property
+    def built_from(self) -> str:
+        """The manifest's "built from" label of its variants: ``capture <the jit or function of its first origin> -> <name>``.
+
+        Spelled from the record at each build (:func:`tl_aot.pipeline.plan.plan_build`), never taken
+        from the variant cache, whose key does not cover this code: a library relinked from cached
+        variants shows the label this tl_aot spells.
+        """
+        origin = self.origins[0] if self.origins else {}
+        return f"capture {origin.get('jit') or origin.get('function', '?')} -> {self.item.get('name', 'main')}"
+
+    @property
     def device_names(self) -> tuple[str, ...]:
         """The GPUs it was captured on, named as the driver reported them."""
         return tuple(sorted({str(d["name"]) for d in self.devices if d.get("name")}))

@@ -24,6 +24,7 @@ from pathlib import Path
 from ..common.arch import Arch
 from ..common.errors import CompileError, FailedProcessError, TlAotError
 from ..common.fileutil import write_file, write_if_different
+from .arch_traps import ArchTrapped, ptx_arch_trap
 from .cuda_toolkit import Toolkit, find_toolkit
 from .nvcc_command import map_ptx_paths, nvcc_command, nvrtc_options, source_prefix_map
 from .nvrtc_compile import compile_ptx, drop_unused_globals
@@ -179,8 +180,12 @@ def _batch(arch: Arch, workdir: Path, units: list[Unit], options, *, path_map, d
         for u, split in zip(units, split_variants(ptx, [kernel_prefix(i) for i in range(len(units))])):
             if split.problem:
                 continue
-            with contextlib.suppress(TlAotError):  # alone it reports its own error
+            try:
                 done(u.stem, _image(arch, tmp, u.stem, split.text, options, what=u.what))
+            except ArchTrapped as e:  # its own PTX's verdict: compiled alone it would say the same
+                done(u.stem, e)
+            except TlAotError:  # alone it reports its own error
+                continue
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -211,7 +216,16 @@ def _ptx(
 
 
 def _image(arch: Arch, tmp: Path, stem: str, ptx_text: str, options, *, what: str) -> bytes:
-    """PTX → the image (ptxas; with ``+PTX`` the PTX packed beside it), in ``tmp``."""
+    """PTX → the image (ptxas; with ``+PTX`` the PTX packed beside it), in ``tmp``.
+
+    A ``+PTX`` image whose PTX holds TileLang's arch trap is refused first (:class:`ArchTrapped`):
+    packed in the fatbin, compressed, the trap could not be seen, and the driver's compile of the
+    PTX for a newer GPU keeps it.
+    """
+    if arch.ptx:
+        trap = ptx_arch_trap(ptx_text)
+        if trap is not None:
+            raise ArchTrapped(trap, what)
     ptx = tmp / f"{stem}.ptx"
     write_file(ptx, ptx_text)
     out = f"{stem}.{'fatbin' if arch.ptx else 'cubin'}"

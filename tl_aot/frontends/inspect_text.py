@@ -39,6 +39,8 @@ def describe(manifest) -> str:
             lines.append(f"{e.exported}: {n} specialisations, one function picking by the input tensors' dtypes and sizes")
         lines.append(f"{e.signature()}" + (f"   [specialisation {i + 1}/{n}]" if n > 1 else ""))
         lines.append(f"  from {e.source}:{e.function}({', '.join(f'{k}={v}' for k, v in e.args)})")
+        if e.captured_on:
+            lines.append(f"  captured on {', '.join(e.captured_on)}")
         for p in e.params:
             if p.is_tensor:
                 role = " (output: returned when the call passes the inputs alone)" if p.output else ""

@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Gpu", "current_gpu", "gpu_identity", "current_gpu_identity", "traits_text", "emulating", "reset"]
+__all__ = ["Gpu", "current_gpu", "gpu_identity", "gpu_name", "current_gpu_identity", "traits_text", "emulating", "reset"]
 
 #: The names the launcher runtime dlopens, in order (tl_aot/src/driver.cc).
 DRIVER_NAMES = ("libcuda.so.1", "libcuda.so")
@@ -56,6 +56,7 @@ class _Driver:
         self.count = 0
         self.ccs: dict[int, str] = {}
         self.trait_text: dict[int, str] = {}
+        self.names: dict[int, str] = {}
         self.identities: dict[int, tuple[Gpu, str]] = {}  # device -> (its Gpu, its gpu_identity): neither changes
         self._get_device: Any = None  # cuCtxGetDevice, looked up once (None when the driver lacks it)
         self._load(names)
@@ -117,6 +118,20 @@ class _Driver:
             have = self.ccs[device] = f"{major.value}{minor.value}" if ok else ""
         return have
 
+    def name(self, device: int) -> str:
+        """``device``'s model as the driver names it (``NVIDIA H200``; '' when it does not say): ``cuDeviceGetName``."""
+        have = self.names.get(device)
+        if have is None:
+            handle, buf = ctypes.c_int(0), ctypes.create_string_buffer(256)
+            get_name = getattr(self.lib, "cuDeviceGetName", None)
+            ok = (
+                get_name is not None
+                and self.lib.cuDeviceGet(ctypes.byref(handle), device) == _CUDA_SUCCESS
+                and get_name(buf, len(buf), handle) == _CUDA_SUCCESS
+            )
+            have = self.names[device] = buf.value.decode("utf-8", "replace").strip() if ok else ""
+        return have
+
     def traits(self, device: int) -> str:
         """``sms=132,smem_optin=232448,...`` of ``device`` ('' when the driver does not say)."""
         have = self.trait_text.get(device)
@@ -135,7 +150,7 @@ class _Driver:
 
 _driver: _Driver | None = None
 _lock = threading.Lock()
-_emulated: list[tuple[str, str]] = []  # (compute capability, traits) of the profiles being emulated, innermost last
+_emulated: list[tuple[str, str, str]] = []  # (compute capability, traits, model name) of the profiles emulated, innermost last
 _emulated_gpus: dict[tuple[str, str], tuple[Gpu, str]] = {}  # (cc, traits) -> current_gpu_identity()'s answer
 
 
@@ -170,12 +185,25 @@ def gpu_identity(gpu: Gpu | None = None) -> str:
     :func:`current_gpu`'s answer when the caller already asked the driver (serving's lookups do).
     """
     if _emulated:
-        cc, traits = _emulated[-1]
+        cc, traits, _ = _emulated[-1]
         return f"{cc}:{traits}"
     gpu = current_gpu() if gpu is None else gpu
     if not gpu:
         return ""
     return f"{gpu.cc}:{_the_driver().traits(gpu.device)}"
+
+
+def gpu_name(gpu: Gpu | None = None) -> str:
+    """The model of ``gpu`` (default: :func:`current_gpu`) as the driver names it, ``NVIDIA H200``; '' when unknown or none.
+
+    What ``torch.cuda.get_device_name()`` answers on that GPU, and what a capture records of the
+    GPU it ran on: a workload may pick its kernels by it (an H200-only kernel), so serving names it
+    when a library captured on another model lacks a kernel. Asked only to say so, never per lookup.
+    """
+    if _emulated:
+        return _emulated[-1][2]
+    gpu = current_gpu() if gpu is None else gpu
+    return _the_driver().name(gpu.device) if gpu else ""
 
 
 def current_gpu_identity() -> tuple[Gpu, str]:
@@ -186,7 +214,7 @@ def current_gpu_identity() -> tuple[Gpu, str]:
     only which device is current (two ctypes calls), not its attributes or a new ``Gpu``.
     """
     if _emulated:
-        cc, traits = _emulated[-1]
+        cc, traits, _ = _emulated[-1]
         return _emulated_gpus.get((cc, traits)) or _emulated_gpus.setdefault((cc, traits), (Gpu(cc, 0), f"{cc}:{traits}"))
     d = _the_driver()
     if d.error:
@@ -207,9 +235,12 @@ def traits_text(sms: int, smem_optin: int, smem_sm: int, l2: int) -> str:
 
 
 @contextlib.contextmanager
-def emulating(cc: str, traits: str = ""):
-    """Meanwhile :func:`current_gpu` answers a GPU of compute capability ``cc`` (a device profile's, with its ``traits``)."""
-    _emulated.append((cc, traits))
+def emulating(cc: str, traits: str = "", name: str = ""):
+    """Meanwhile :func:`current_gpu` answers a GPU of compute capability ``cc`` (a device profile's, with its ``traits``).
+
+    ``name``: the model :func:`gpu_name` answers meanwhile (the profile's, as the driver names it).
+    """
+    _emulated.append((cc, traits, name))
     try:
         yield
     finally:

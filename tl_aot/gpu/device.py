@@ -201,7 +201,7 @@ def emulate(profile: DeviceProfile):
         _emulate_torch(profile),
         _emulate_tilelang(profile),
         emulate_tilelang_nvcc(profile),
-        _emulating_gpu(profile.cc, traits_of(profile)),
+        _emulating_gpu(profile.cc, traits_of(profile), profile.reported_name),
     ):
         yield
 

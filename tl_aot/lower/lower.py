@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+from dataclasses import dataclass
 
 from ..capture.device_code import check_against_record, digest, lower, spell_target
 from ..common.arch import Arch
@@ -29,6 +30,7 @@ from ..gpu.launch_limits import check_launch_limits
 from ..jit.request_key import backend_kind, options_of, request_key
 from ..jit.resolve import Resolved, func_hash, resolve_kernel
 from ..jit.seam import CompileRequest
+from ..jit.walk_digest import walk_digest
 from .cexpr import ctype_of
 from .cuda_source import check_source_kernels, rename_reserved_names, static_shared_bytes
 from .distinct_names import distinguish_names
@@ -36,7 +38,7 @@ from .ir_metadata import host_walk, read_kernels, read_tma_descriptors, read_wor
 from .ir_signature import output_positions, read_signature
 from .native_log import NATIVE_LOG_ENV, captured_native_log
 
-__all__ = ["lower_variant"]
+__all__ = ["Walked", "lower_variant", "walk_variant"]
 
 
 class _DropBuilderDump(logging.Filter):
@@ -144,6 +146,36 @@ def _lower_variant(spec: KernelSpec, arch: Arch) -> LoweredVariant:
     )
 
 
+@dataclass(frozen=True)
+class Walked:
+    """A kernel file's entry walked again, not lowered: the label this walk spells and the request it reaches."""
+
+    resolved: str  # the "built from" label (:attr:`~tl_aot.common.metadata.LoweredVariant.resolved`)
+    request_key: str  # the JIT compile request reached: the same as a cached variant's, the same kernel
+    walk: str  # the digest of the walk (:func:`tl_aot.jit.walk_digest.walk_digest`)
+
+
+def walk_variant(spec: KernelSpec, arch: Arch, *, native_log: str | None = None) -> Walked:
+    """Import ``spec``'s kernel file and walk its entry to the compile request for ``arch`` as lowering does, without lowering.
+
+    What a cached variant made by another tl_aot walk is checked against (:mod:`tl_aot.pipeline.relabel`):
+    the same request is the same kernel, which keeps its image and takes this walk's label.
+    """
+    if spec.capture:
+        msg = f"entry {spec.name!r} ({arch.sm}): a captured kernel is not walked: its label is spelled from its record"
+        raise LoweringError(msg, entry=spec.name, arch=arch.sm)
+    where = f"entry {spec.name!r} ({arch.sm})"
+    from tilelang import tvm
+
+    files = {str(spec.source.resolve())} | {str(p) for p in local_dependencies(spec.source, spec.imports)}
+    with captured_native_log(native_log or os.environ.get(NATIVE_LOG_ENV, "warnings")):
+        with tvm.target.Target({"kind": "cuda", "arch": arch.sm}), emulate(_profile(spec, arch)):
+            with guarded_call(f"{display_path(spec.source)}:{spec.function}", files, entry=spec.name, arch=arch.sm):
+                resolved = _resolve(spec, arch, where)
+            identity = _request_identity(spec, resolved, resolved.out_idx if spec.out_idx is None else spec.out_idx)
+    return Walked(resolved.path, identity["request_key"], identity["walk"])
+
+
 def _proven_code(backend: str, art, resolved: Resolved, arch: Arch, where: str) -> tuple[str, str]:
     """TileLang's CUDA source (before tl_aot's edits) and its digest; a captured kernel's must be the one recorded.
 
@@ -225,7 +257,8 @@ def _locate(e: TlAotError, spec: KernelSpec) -> None:
 def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict[str, str]:
     """The JIT compile request this variant answers, with the options it was built with (spec overrides included).
 
-    Its key is what serving matches; its prim_func name and options, as JSON, are what ``verify`` compares.
+    Its key is what serving matches; its prim_func name and options, as JSON, are what ``verify`` compares;
+    ``walk``: which tl_aot walk reached it from a kernel file (:mod:`tl_aot.jit.walk_digest`).
     Taken before the variant is lowered, of the prim_func as this process first saw it
     (:mod:`tl_aot.jit.pristine_ir`): ``@tilelang.jit`` hands out one prim_func object for the same
     arguments, and lowering it for another arch may have renamed its variables since.
@@ -241,7 +274,8 @@ def _request_identity(spec: KernelSpec, resolved: Resolved, out_idx) -> dict[str
     options = options_of(req)
     key = spec.capture.key if spec.capture else request_key(req.func, options)
     request = {"name": req.name, "options": {**options, "compile_flags": portable_flags(options["compile_flags"])}}
-    return {"request_key": key, "request": json.dumps(request, sort_keys=True, default=str)}
+    walk = "" if spec.capture else walk_digest()
+    return {"request_key": key, "request": json.dumps(request, sort_keys=True, default=str), "walk": walk}
 
 
 def _resolve(spec: KernelSpec, arch: Arch, where: str) -> Resolved:

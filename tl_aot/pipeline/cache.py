@@ -2,7 +2,9 @@
 
 A key covers everything that can change an image: the kernel file and the local modules it
 imports, function, arguments, arch, pass configs and flags, backend, the TileLang, nvcc,
-CuTeDSL and tl_aot versions, and nvcc's host compiler (by name and version); the library's key
+CuTeDSL and tl_aot versions, and nvcc's host compiler (by name and version); not tl_aot's own
+code, so what a variant shows of how it was reached (its "built from" label) is made again when
+that code changed (:mod:`tl_aot.pipeline.relabel`); the library's key
 (:func:`library_key`) covers every variant key and what the launcher and link are made from. Entries are
 written to a temporary folder and renamed into place, so a killed build never leaves a half
 entry, and entries of kernels that failed stay valid.
@@ -131,11 +133,12 @@ def _digest(*parts: str) -> str:
     return h.hexdigest()
 
 
-def library_key(name: str, keys: Iterable[str], *, tvm_ffi_version: str, packs: ImagePacks | None) -> str:
+def library_key(name: str, keys: Iterable[str], *, tvm_ffi_version: str, packs: ImagePacks | None, labels: Iterable[str] = ()) -> str:
     """The key of library ``name`` made of the variants ``keys``: what the stamp records (:mod:`tl_aot.pipeline.stamp`).
 
-    It changes with any variant key, the generator files, the versions, the compilers and the
-    choice of image packs: another of any of them links the library again, from cached images.
+    It changes with any variant key, the generator files, the versions, the compilers, the choice
+    of image packs and the ``labels`` spelled at link time (captured variants' "built from", which
+    their keys do not cover): another of any of them links the library again, from cached images.
     """
     templates = "".join(sorted(_digest(f.name, f.read_text()) for f in generator_files()))
     try:  # which compiler (and from where) is recorded in the manifest: another one relinks, from cached images
@@ -144,6 +147,9 @@ def library_key(name: str, keys: Iterable[str], *, tvm_ffi_version: str, packs: 
         compiler = ""
     # the launcher's and runtime's compiler: another one (CXX changed) relinks, its objects keyed by it
     key = _digest(__version__, str(ABI_VERSION), name, tvm_ffi_version, templates, compiler, host_compiler(), *keys)
+    labels = list(labels)
+    if labels:  # a library of no captured entry keeps the key it had
+        key = _digest(key, *labels)
     # the choice of image packs (and their hint) is embedded in the library
     return key if packs is None else hashlib.sha256(f"{key}\0{packs!r}".encode()).hexdigest()
 

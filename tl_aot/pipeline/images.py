@@ -16,7 +16,7 @@ from ..common.destinations import disk_full_note
 from ..common.errors import CompileError, FailedProcessError, TlAotError, tool_signal
 from ..common.file_names import case_safe_stem
 from ..common.metadata import LoweredVariant
-from ..cuda.arch_traps import arch_trap
+from ..cuda.arch_traps import ArchTrap, ArchTrapped, arch_trap
 from ..cuda.device_image import Unit, compile_image, compile_images
 from ..lower.cuda_source import shadowed_names
 from ..lower.cutedsl import compile_cubin, match_kernels
@@ -41,6 +41,8 @@ def _nvcc(variant: LoweredVariant, arch, work: Path, source: str, path_map=()) -
     unit = _unit(variant, arch)
     try:
         image = compile_image(arch, work / "kernels", unit.stem, unit.source, variant.nvcc_options, what=unit.what, path_map=path_map)
+    except ArchTrapped as e:  # a +PTX image's PTX: refused before the fatbin was made
+        raise _trapped(e.trap, variant, arch, work, source, unit.stem) from None
     except FailedProcessError as e:
         raise _nvcc_error(e, variant, arch, work, source, unit.stem) from e
     trapped = _trap_error(image, variant, arch, work, source, unit.stem)
@@ -76,6 +78,8 @@ def images_of(variants: list[tuple[LoweredVariant, str]], arch, work: Path, on_d
             i = index[stem]
             if isinstance(got, FailedProcessError):
                 got = _nvcc_error(got, variants[i][0], arch, work, variants[i][1], stem)
+            elif isinstance(got, ArchTrapped):
+                got = _trapped(got.trap, variants[i][0], arch, work, variants[i][1], stem)
             elif isinstance(got, bytes):
                 got = _trap_error(got, variants[i][0], arch, work, variants[i][1], stem) or got
             on_done(i, got)
@@ -119,8 +123,11 @@ def _trap_error(image: bytes, variant: LoweredVariant, arch, work: Path, source:
     Such an image builds and loads, then fails at its first launch; the error names the target the kernel needs.
     """
     trap = arch_trap(image)
-    if trap is None:
-        return None
+    return None if trap is None else _trapped(trap, variant, arch, work, source, stem)
+
+
+def _trapped(trap: ArchTrap, variant: LoweredVariant, arch, work: Path, source: str, stem: str) -> CompileError:
+    """The error of a variant whose image (or, ``+PTX``, whose PTX) holds TileLang's ``trap``: the target it needs."""
     needed = trap.target.removeprefix("sm_")
     digits = "".join(ch for ch in needed if ch.isdigit())
     if digits == str(arch.number):
@@ -130,9 +137,11 @@ def _trap_error(image: bytes, variant: LoweredVariant, arch, work: Path, source:
             f"An {trap.target} image runs on compute capability {digits[:-1]}.{digits[-1]} only: TileLang has no path for this "
             f"kernel on a {arch.major}.{arch.minor} GPU (its JIT compiles the same trap there); drop --arch {arch.number}{arch.suffix}"
         )
+    ptx = f"; its PTX, which the driver compiles for newer GPUs, holds the same trap (an {trap.target} image has none for them)"
+    ptx = ptx if arch.ptx else ""
     msg = (
         f"entry {variant.entry!r} ({arch}): the kernel TileLang generated from {source} needs {trap.target}: for {arch.sm} "
-        f'nvcc compiled TileLang\'s run-time trap in place of the instruction ("{trap.message}"), an image that fails at '
+        f'nvcc compiled TileLang\'s run-time trap in place of the instruction ("{trap.message}"){ptx}, an image that fails at '
         f"its first launch. {fix}\n"
         f"  generated source: {work / 'kernels' / (stem + '.cu')}"
     )

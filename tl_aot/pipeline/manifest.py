@@ -57,6 +57,7 @@ def entry_head(spec: KernelSpec) -> LoweredEntry:
         fallback=spec.fallback,
         capture_key=spec.capture.key if spec.capture else "",
         capture_name=spec.capture.jit if spec.capture else "",
+        captured_on=spec.capture.kernel.device_names if spec.capture else (),
     )
 
 

@@ -23,6 +23,7 @@ from ..common.versions import package_version
 from ..config.kernel_spec import KernelSpec, LibrarySpec
 from ..config.user_code import SourceSnapshot, snapshot_files, snapshot_sources
 from ..cuda.compiler_choice import check_toolchain
+from ..jit.walk_digest import walk_digest
 from .cache import KeyTools, VariantCache, library_key, variant_key
 from .image_packs import ImagePacks
 
@@ -103,6 +104,24 @@ def plan_build(lib: LibrarySpec, cache: VariantCache | SharedCache, *, force: bo
         ]
     tvm_ffi = package_version("apache-tvm-ffi")
     # every key at once: a shared cache lists its folder and reads what it holds in one batch
-    hits = {} if force else cache.load_many([(t.key, t.project) for t in tasks])
-    lib_key = library_key(lib.name, [t.key for t in tasks], tvm_ffi_version=tvm_ffi, packs=packs)
+    hits = {} if force else _labelled(tasks, cache.load_many([(t.key, t.project) for t in tasks]))
+    # what labels variants without their keys: a captured kernel's label, spelled here; the walk that spelled a kernel file's
+    labels = [t.spec.capture.kernel.built_from for t in tasks if t.spec.capture]
+    labels += [walk_digest()] if any(t.spec.capture is None for t in tasks) else []
+    lib_key = library_key(lib.name, [t.key for t in tasks], tvm_ffi_version=tvm_ffi, packs=packs, labels=labels)
     return Plan(lib, tuple(tasks), lib_key, nvcc_version, tvm_ffi, hits, tuple(sorted(deps)))
+
+
+def _labelled(tasks: Sequence[Task], hits: dict[str, tuple[LoweredVariant, bytes]]) -> dict[str, tuple[LoweredVariant, bytes]]:
+    """``hits`` with each captured variant's "built from" label spelled from its record now, not as the cache kept it.
+
+    The variant key covers the record's kernel, not the tl_aot code that spells the label
+    (:attr:`~tl_aot.config.capture_ref.CapturedKernel.built_from`): a hit keeps its image and
+    metadata and shows this tl_aot's label (the library key covers the labels, so it is relinked).
+    A kernel file's label is the walk's, made while lowering: :mod:`tl_aot.pipeline.relabel`.
+    """
+    for t in tasks:
+        hit = hits.get(t.key)
+        if hit is not None and t.spec.capture is not None and hit[0].resolved != t.spec.capture.kernel.built_from:
+            hits[t.key] = (replace(hit[0], resolved=t.spec.capture.kernel.built_from), hit[1])
+    return hits

@@ -12,6 +12,7 @@ from .cluster import run_on_cluster
 from .options import BuildOptions
 from .plan import Plan, Task
 from .progress import Progress
+from .relabel import relabelled
 from .scheduler import run_variants
 from .stages import Each, Stages, one_by_one
 from .variant_run import VariantRun
@@ -47,6 +48,7 @@ def build_variants(plan: Plan, ws: Workspace, opts: BuildOptions, *, launcher: b
     the run's ``failures`` while the others build; then, unless ``keep_going``, one error names
     every failure and nothing is written.
     """
+    plan = relabelled(plan, ws.cache, native_log=opts.native_log, log=opts.log)  # hits another tl_aot walk labelled
     todo, log, work, cache = plan.todo, opts.log, ws.work, ws.cache
     if todo and ws.cache_unwritable is not None:
         raise ws.cache_unwritable

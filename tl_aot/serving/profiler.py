@@ -49,10 +49,13 @@ def result_idx(entry: LoweredEntry) -> list[int]:
     return [i for i, p in enumerate(entry.params) if p.output]
 
 
-def profiler_of(kernel: Any, entry: LoweredEntry, tensor_supply_type: Any = None) -> Any:
-    """TileLang's ``Profiler`` over ``entry``'s parameters, launching ``kernel`` (called with the inputs, returning the outputs)."""
+def profiler_of(kernel: Any, entry: LoweredEntry, tensor_supply_type: Any = None, *, outputs: list[int] | None = None) -> Any:
+    """TileLang's ``Profiler`` over ``entry``'s parameters, launching ``kernel`` (called with the inputs, returning the outputs).
+
+    ``outputs``: the kernel's ``out_idx`` (the order its outputs come back in); by default the entry's, in parameter order.
+    """
     from tilelang.profiler import Profiler
     from tilelang.utils.tensor import TensorSupplyType
 
     supply = TensorSupplyType.Auto if tensor_supply_type is None else tensor_supply_type
-    return Profiler(kernel_params(entry), result_idx(entry), supply).with_default_adapter(kernel)
+    return Profiler(kernel_params(entry), result_idx(entry) if outputs is None else outputs, supply).with_default_adapter(kernel)

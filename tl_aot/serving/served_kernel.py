@@ -1,6 +1,7 @@
 """A prebuilt entry standing in for TileLang's compiled kernel: what serving returns for a compile it answers.
 
-Called like ``tilelang.jit.JITKernel`` (``out_idx`` outputs returned), it carries the request's
+Called like ``tilelang.jit.JITKernel`` (``out_idx`` outputs returned, in the order asked), it
+answers ``out_idx`` as ``JITKernel`` does (legalised: non-negative positions), carries the request's
 options and, when TileLang's autotuner asked for it, the tuning it answered; its prim_func is built
 by TileLang only if asked for (a call served from its ``@tilelang.jit`` call key is never traced).
 """
@@ -10,25 +11,46 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .profiler import result_idx
+
 if TYPE_CHECKING:
+    from ..common.metadata import LoweredEntry
     from ..jit.seam import CompileRequest
     from ..runtime.loader import Library
 
-__all__ = ["ServedKernel"]
+__all__ = ["ServedKernel", "legalised_out_idx"]
+
+
+def legalised_out_idx(out_idx: Any, entry: LoweredEntry) -> list[int]:
+    """``out_idx`` as TileLang's adapter legalises it (``JITKernel.out_idx``): non-negative positions, in the order given.
+
+    ``None`` is the entry's own outputs (a ``T.empty`` return's, which TileLang reads from the
+    prim_func); a name (a spec file's spelling) is that parameter's position.
+    """
+    if out_idx is None:
+        return result_idx(entry)
+    names = [p.name for p in entry.params]
+    n = len(names)
+    items = [out_idx] if isinstance(out_idx, (int, str)) else list(out_idx)
+    return [names.index(i) if isinstance(i, str) else int(i) + n if int(i) < 0 else int(i) for i in items]
 
 
 class ServedKernel:
-    """A prebuilt entry standing in for ``tilelang.jit.JITKernel``: same call forms (``out_idx`` outputs returned)."""
+    """A prebuilt entry standing in for ``tilelang.jit.JITKernel``: same call forms (``out_idx`` outputs returned in its order)."""
 
     def __init__(
         self, fn: Callable[..., Any], entry: str, library: Library, request: CompileRequest, trace: Callable[[], Any] | None = None
     ) -> None:
-        self._fn = fn
+        self._library_fn = fn
+        asked = request.out_idx
+        several = isinstance(asked, (list, tuple)) and len(asked) > 1
+        self._fn = self._first_call if several else fn  # outputs asked out of order are put in that order on first call
         self.entry = entry
         self.library = library
         self._func = request.func
         self._trace = trace  # served from its @tilelang.jit call: the prim_func is built only if asked for
-        self.out_idx = request.out_idx
+        self._asked_out_idx = asked
+        self._out_idx: list[int] | None = None  # legalised against the manifest on first use, not at lookup
         self.pass_configs = dict(request.pass_configs)
         self.compile_flags = list(request.compile_flags)
         self.execution_backend = "tl_aot"
@@ -36,6 +58,36 @@ class ServedKernel:
         self.ref_latency: Any = None
         self.adapter = None  # no TileLang adapter: callers that look for one launch through __call__
         self.latency: Any = None  # set when it answers TileLang's autotuner
+
+    @property
+    def out_idx(self) -> list[int]:
+        """As ``JITKernel.out_idx``: the outputs' positions among the parameters, non-negative, in the order asked."""
+        return self._out_idx if self._out_idx is not None else self._outputs(self.library.signature(self.entry))
+
+    def _outputs(self, entry: LoweredEntry) -> list[int]:
+        """``out_idx`` legalised against ``entry`` (this kernel's manifest entry), once."""
+        if self._out_idx is None:
+            self._out_idx = legalised_out_idx(self._asked_out_idx, entry)
+        return self._out_idx
+
+    def _first_call(self, *args: Any) -> Any:
+        """The first call of a kernel asked for several outputs: from then on, its outputs in ``out_idx``'s order.
+
+        The library returns its outputs in parameter order; TileLang's JIT returns them in the order
+        ``out_idx`` names them (``out_idx=[-1, -2]``: the last parameter first).
+        """
+        in_order = sorted(self.out_idx)
+        library_fn = self._library_fn
+        self._fn = library_fn
+        if self.out_idx != in_order:
+            picks = [in_order.index(position) for position in self.out_idx]  # each asked output's place in the library's tuple
+
+            def reordered(*call_args: Any) -> Any:
+                outs = library_fn(*call_args)
+                return outs if outs is None else tuple(outs[i] for i in picks)
+
+            self._fn = reordered
+        return self._fn(*args)
 
     @property
     def prim_func(self) -> Any:
@@ -67,7 +119,8 @@ class ServedKernel:
         """As ``JITKernel.get_profiler``: TileLang's ``Profiler`` (``assert_allclose``, ``do_bench``) launching this served kernel."""
         from .profiler import profiler_of
 
-        return profiler_of(self, self.library.signature(self.entry), tensor_supply_type)
+        entry = self.library.signature(self.entry)
+        return profiler_of(self, entry, tensor_supply_type, outputs=self._outputs(entry))
 
     def run_once(self, func: Callable[..., Any] | None = None) -> Any:
         """As ``JITKernel.run_once``: one launch on inputs TileLang's profiler supplies (or ``func`` on them)."""

@@ -26,7 +26,7 @@ from ..common.arch import Arch
 from ..common.errors import KernelNotServed
 from ..common.fileutil import StrPath
 from ..common.json_types import JsonObject
-from ..gpu.cuda_driver import Gpu, current_gpu, current_gpu_identity
+from ..gpu.cuda_driver import Gpu, current_gpu, current_gpu_identity, gpu_name
 from ..gpu.image_select import Image, image_of, runs_on
 
 if TYPE_CHECKING:
@@ -65,6 +65,8 @@ class Stats:
     first_use_s: float = 0.0  # entries made ready on first use: the record parsed, the function found
     gpu_first_s: float = 0.0  # the process's first question to the GPU: the NVIDIA driver loaded, the device's traits read
     missed: dict[str, str] = field(default_factory=dict)  # kernel name -> key
+    #: this GPU's model, when it is none the libraries were captured on: call keys are not used on it (see answer_call)
+    other_model: str = ""
 
 
 class Server:
@@ -86,6 +88,8 @@ class Server:
         self._warned_tunings: set[str] = set()
         self.tunings: dict[str, tuple[Library, int]] = {}  # tuning key -> (library, its index in the library's tunings)
         self.calls: dict[str, str] = {}  # call key -> request key (tl_aot.jit.call_key)
+        self.captured_on: frozenset[str] = frozenset()  # the GPU models the libraries' kernels were captured on
+        self._calls_answer: dict[int, bool] = {}  # device -> whether call keys answer on it (its model was captured)
         self.libraries: list[Library] = []
         self.add(libraries)
 
@@ -158,12 +162,15 @@ class Server:
                 self.tunings.setdefault(key, (lib, i))
             for key, request_key in index.calls:
                 self.calls.setdefault(key, request_key)
+            self.captured_on |= set(index.captured_on)
+        self._calls_answer.clear()
 
     def answer_call(self, jit_call: JitCall) -> ServedKernel | None:
         """The served kernel for a ``@tilelang.jit`` compile, by its call key, before TileLang traces; None to go on.
 
         None when the call cannot be keyed, no library recorded it, or its kernel has no image for
-        this GPU: the compile then proceeds and its request is looked up by its prim_func.
+        this GPU: the compile then proceeds and its request is looked up by its prim_func. Also None
+        on a GPU of a model the libraries were not captured on (:meth:`_calls_answer_on`).
         """
         if not self.calls or self.capturing:
             return None
@@ -172,8 +179,11 @@ class Server:
         if not self._gpu_asked:
             t0, c0 = self._ask_gpu(t0, c0)
         gpu, identity = current_gpu_identity()
+        answers = self._calls_answer.get(gpu.device)
+        if answers is None:
+            answers = self._calls_answer[gpu.device] = self._calls_answer_on(gpu)
         jit, args, kwargs = jit_call.jit, jit_call.args, jit_call.kwargs
-        key = call_key(jit, args, kwargs, identity) if identity else None
+        key = call_key(jit, args, kwargs, identity) if identity and answers else None
         request_key = self.calls.get(key) if key else None
         hit = self.index.get(request_key) if request_key else None
         served = None
@@ -185,6 +195,23 @@ class Server:
                 t0, c0 = self._first_use(t0, c0, t1, c1)
         self._looked_up(t0, c0, by_call=True)
         return served
+
+    def _calls_answer_on(self, gpu: Gpu) -> bool:
+        """Whether call keys may answer on ``gpu``: its model is one the libraries were captured on (or unknown).
+
+        A call key covers what a factory reads of the GPU as the driver's traits (compute capability,
+        SMs, shared memory, L2), not its model's name, which an H100 SXM and an H200 share the rest of.
+        A factory choosing by name (TileOPs chooses a kernel by ``"H200" in torch.cuda.get_device_name()``)
+        would be answered another model's kernel. Captured on both, such a call key names two requests
+        and is shipped for neither (:func:`tl_aot.capture.record_specs.recorded_calls`); captured on one,
+        nothing shows it. So on a model the libraries were not captured on, each request is traced and
+        served by its prim_func's key, which is exact.
+        """
+        model = gpu_name(gpu) if self.captured_on else ""
+        if not model or model in self.captured_on:
+            return True
+        self.stats.other_model = model
+        return False
 
     def _first_served(self, request_key: str, hit: tuple[Library, str, tuple[Image, ...]], jit_call: JitCall) -> ServedKernel:
         """The kernel a call key's first hit serves (kept for the calls after): the request it stands for, its entry."""
@@ -312,10 +339,7 @@ class Server:
             hint = f"the libraries hold {len(same)} tuning(s) of that function, for other arguments, candidates or GPUs: {listing}"
         else:
             hint = f"no served library holds a tuning of that function ({len(self.tunings)} tunings loaded)"
-        return (
-            f"tl_aot.serve: {what} on {gpu.sm} (tuning key {key}); {hint}. Capture a run that tunes it on this GPU "
-            "and rebuild (python -m tl_aot capture / build --capture)"
-        )
+        return f"tl_aot.serve: {what} on {gpu.sm} (tuning key {key}); {hint}{self._other_model(gpu)}. {self._capture_more(tuning=True)}"
 
     def miss_message(self, req: CompileRequest, key: str, jit_call: JitCall | None = None) -> str:
         """Which kernel missed and why: no GPU visible, or the nearest prebuilt ones (same jit function, closest arguments first)."""
@@ -331,19 +355,56 @@ class Server:
                 f"tl_aot.serve: {what} (key {key}) cannot be served: no GPU is visible to this process ({gpu.why_none}); "
                 f"served kernels run on an NVIDIA GPU ({held})"
             )
+        head = f"tl_aot.serve: {what} (key {key}) is not in the served libraries for this GPU ({gpu.sm})"
+        if key in self.index:
+            lib, entry, images = self.index[key]
+            archs = ", ".join(sorted(f"sm_{cc}" for cc, *_ in images))
+            return (
+                f"{head}; {entry} holds it for {archs} only ({lib.path}). Build the library for this GPU's arch too "
+                f"(python -m tl_aot build --capture RECORD --arch sm_{gpu.cc}{'a' if int(gpu.cc) >= 90 else ''} ...)"
+            )
         prebuilt = [lib.signature(name) for lib, name in self.by_name.get(jit, [])]  # parsed only now, for the message
         near = sorted(prebuilt, key=lambda e: -sum(1 for k, v in e.args if args.get(k) == v))
-        if key in self.index:
-            archs = ", ".join(sorted(f"sm_{cc}" for cc, *_ in self.index[key][2]))
-            hint = f"{self.index[key][1]} holds it for {archs} only"
-        elif near:
+        if near:
             listing = "; ".join(f"{e.name} ({', '.join(f'{k}={v}' for k, v in e.args[:8])})" for e in near[:3])
             hint = f"nearest prebuilt: {listing}"
         else:
             hint = f"no prebuilt kernel comes from that function ({len(self.index)} kernels loaded)"
+        return f"{head}; {hint}{self._other_model(gpu)}. {self._capture_more()}"
+
+    def _other_model(self, gpu: Gpu) -> str:
+        """Where this GPU's model is none the libraries were captured on: that, as a clause of a miss's message ('' otherwise).
+
+        A workload may choose its kernels by the GPU's model, not only its arch (a kernel it runs on an
+        H200 only): a library captured on an H100 then lacks kernels an H200 asks for, with nothing
+        wrong in the capture, the build or the keys. Old libraries (no ``captured_on``) say nothing.
+        """
+        captured = sorted({n for lib in self.libraries for n in lib.index.captured_on})
+        model = gpu_name(gpu) if captured else ""
+        if not model or model in captured:
+            return ""
         return (
-            f"tl_aot.serve: {what} (key {key}) is not in the served libraries for this GPU ({gpu.sm}); "
-            f"{hint}. Capture a workload that asks for it and rebuild (python -m tl_aot capture / build --capture)"
+            f"; the served libraries were captured on {' and '.join(captured)}, and this GPU is an {model}: "
+            "a workload that chooses its kernels by GPU model asks for other kernels on it"
+        )
+
+    def _capture_more(self, *, tuning: bool = False) -> str:
+        """What a user runs to add what the served libraries lack: an incremental capture on this GPU, then a build.
+
+        ``tuning``: for a run-time tuning, which only a GPU can time (a ``--device`` capture stops at it).
+        """
+        from ..gpu.device import profile_reported_as
+
+        paths = {lib.path for lib in self.libraries}
+        folders = {p.parent for p in paths}
+        served = str(next(iter(paths))) if len(paths) == 1 else str(next(iter(folders))) if len(folders) == 1 else "LIB"
+        profile = "" if tuning else profile_reported_as([gpu_name()], None)
+        cpu = f"; on a machine without this GPU, add --device {profile}" if profile else ""
+        return (
+            f"Capture {'a run that tunes it' if tuning else 'what they lack'} on this GPU: "
+            f"python -m tl_aot capture --serve {served} -o NEW.json -- COMMAND "
+            f"(what the libraries hold is served and recorded, only the rest compiled{cpu}), "
+            "then python -m tl_aot build --capture NEW.json"
         )
 
 
@@ -503,7 +564,12 @@ def install_from_env() -> None:
             f"{_each(st.lookups - st.call_lookups, st.lookup_s - st.call_lookup_s)} by a traced prim_func; "
             f"kernel sources read from disk: {source_reads.files} files in {source_reads.seconds * 1e3:.1f} ms of them; "
             f"entries' first use {st.first_use_s * 1e3:.1f} ms and the GPU's first question {st.gpu_first_s * 1e3:.1f} ms apart; "
-            f"{st.served_untraced} kernels served before TileLang traced them)",
+            f"{st.served_untraced} kernels served before TileLang traced them)"
+            + (
+                f"; call keys unused: this {st.other_model} is no GPU model the libraries were captured on, each kernel traced"
+                if st.other_model
+                else ""
+            ),
             file=sys.stderr,
         )
 

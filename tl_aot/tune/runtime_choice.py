@@ -89,12 +89,10 @@ def tunables_given(tuner: Any) -> bool:
     TileLang's ``AutoTuner.run`` test: a config key among the keyword arguments, or a tunable parameter
     placed among the positional ones (its index below their count).
     """
-    params: Any = getattr(tuner, "_kernel_parameters", None)
+    params = getattr(tuner, "_kernel_parameters", None)
     names = list(getattr(tuner, "_function_parameters", None) or ())
-    if params is None or not names:
-        return False
-    configs = resolved_configs(tuner)
-    if not configs:
+    configs = resolved_configs(tuner) if params is not None else []
+    if params is None or not configs or not names:
         return False
     args, kwargs = params
     tunable = [k for k in configs[0] if k != "pass_configs"]

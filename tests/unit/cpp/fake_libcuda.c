@@ -4,6 +4,7 @@
  *   FAKE_CUDA_INIT     the CUresult cuInit returns (default 0)
  *   FAKE_CUDA_CCS      the devices' compute capabilities, comma-separated ("90,80"; default none)
  *   FAKE_CUDA_CURRENT  the device of the current context (unset: no context is current)
+ *   FAKE_CUDA_NAMES    the devices' model names, comma-separated ("NVIDIA H200,NVIDIA A10"; default "")
  */
 #include <stdlib.h>
 #include <string.h>
@@ -56,5 +57,22 @@ int cuCtxGetDevice(int* device) {
   const char* d = getenv("FAKE_CUDA_CURRENT");
   if (!d) return 201; /* CUDA_ERROR_INVALID_CONTEXT */
   *device = atoi(d);
+  return 0;
+}
+
+int cuDeviceGetName(char* name, int len, int device) {
+  int cc[16];
+  const char* s = getenv("FAKE_CUDA_NAMES");
+  if (device < 0 || device >= ccs(cc, 16) || len <= 0) return 101;
+  for (int i = 0; s && i < device; ++i) {
+    s = strchr(s, ',');
+    if (s) ++s;
+  }
+  int n = 0;
+  while (s && s[n] && s[n] != ',' && n < len - 1) {
+    name[n] = s[n];
+    ++n;
+  }
+  name[n] = 0;
   return 0;
 }
