@@ -11,6 +11,7 @@ Every build uses sm_80 and the session's variant cache (``TL_AOT_CACHE_DIR``).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -43,7 +44,9 @@ _IGNORE = shutil.ignore_patterns("build", "dist", "*.egg-info", "*.so", "__pycac
 _KERNEL_LINE = re.compile(r"Building TileLang kernel (\w+) \(")
 
 
+@functools.cache
 def _cmake_dir() -> str:
+    """``python -m tl_aot --cmake-dir``, run as a process once per module: every configure of this file passes its answer."""
     return ok(tl_aot_cli("--cmake-dir")).stdout.strip()
 
 
@@ -71,7 +74,7 @@ def _touch(path: Path) -> None:
 
 
 def test_cmake_dir_holds_the_package_and_its_version_matches_tl_aot():
-    cmake_dir = Path(_cmake_dir())
+    cmake_dir = Path(ok(tl_aot_cli("--cmake-dir")).stdout.strip())  # the locator itself, as a process of its own
     for name in ("TileLangAOTConfig.cmake", "TileLangAOTConfigVersion.cmake", "TileLangAOT.cmake", "TileLangAOTTvmFfi.cmake"):
         assert (cmake_dir / name).is_file(), name
     version = re.search(r'set\(PACKAGE_VERSION "([^"]+)"\)', (cmake_dir / "TileLangAOTConfigVersion.cmake").read_text())

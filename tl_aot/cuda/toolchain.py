@@ -10,6 +10,7 @@ that only relative paths reach the outputs (reproducible builds).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 import shlex
@@ -19,6 +20,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 
 from ..common.arch import Arch, parse_arch_list
 from ..common.destinations import disk_full_note
@@ -263,11 +265,7 @@ def tilelang_include_dirs() -> list[str]:
 @functools.lru_cache(maxsize=1)
 def tvm_ffi_paths() -> dict[str, str]:
     """Include dirs, library and CMake dir of the installed apache-tvm-ffi."""
-    try:
-        from tvm_ffi import libinfo
-    except ImportError:
-        msg = "apache-tvm-ffi is needed: pip install apache-tvm-ffi"
-        raise ToolchainNotFound(msg) from None
+    libinfo = _tvm_ffi_libinfo()
     lib = Path(libinfo.find_libtvm_ffi())
     return {
         "include": libinfo.find_include_path(),
@@ -276,6 +274,33 @@ def tvm_ffi_paths() -> dict[str, str]:
         "libdir": str(lib.parent),
         "cmake": libinfo.find_cmake_path(),
     }
+
+
+def _tvm_ffi_libinfo() -> ModuleType:
+    """apache-tvm-ffi's ``libinfo`` (where its headers, library and CMake files are), read without importing ``tvm_ffi``.
+
+    ``libinfo.py`` needs only the standard library, but ``import tvm_ffi`` loads the FFI and torch
+    (~1 s): a build that lowers nothing (every variant cached, a link, a no-op CMake step) has no
+    other use for either. It is loaded from its file, unimported; where that file is not there
+    (another layout of the package), the package is imported as before.
+    """
+    missing = "apache-tvm-ffi is needed: pip install apache-tvm-ffi"
+    spec = importlib.util.find_spec("tvm_ffi")  # finds the package without running its __init__
+    if spec is None:
+        raise ToolchainNotFound(missing)
+    for folder in spec.submodule_search_locations or ():
+        source = Path(folder) / "libinfo.py"
+        if source.is_file():
+            standalone = importlib.util.spec_from_file_location("tvm_ffi.libinfo", source)
+            if standalone is not None and standalone.loader is not None:
+                module = importlib.util.module_from_spec(standalone)  # not put in sys.modules: tvm_ffi's own import is untouched
+                standalone.loader.exec_module(module)
+                return module
+    try:
+        from tvm_ffi import libinfo
+    except ImportError:
+        raise ToolchainNotFound(missing) from None
+    return libinfo
 
 
 def find_cxx() -> str:
