@@ -11,6 +11,7 @@ import pytest
 
 from tl_aot.gpu import cuda_driver
 from tl_aot.gpu.cuda_driver import current_gpu
+from tl_aot.serving.misses import miss_message
 
 HERE = Path(__file__).parent
 
@@ -163,7 +164,7 @@ def test_serving_with_no_gpu_says_no_gpu_is_visible(driver, served_request):
     driver(ccs="")
     served, got = server.lookup(req)
     assert served is None and got == key
-    msg = server.miss_message(req, key)
+    msg = miss_message(server, req, key)
     assert "cannot be served: no GPU is visible to this process" in msg and "reports no device" in msg
     assert "nearest prebuilt" not in msg and "sm_?" not in msg and "a library holds it" in msg
 
@@ -175,7 +176,7 @@ def test_serving_on_a_gpu_the_library_lacks_names_the_archs_it_has(driver, serve
     server = Server([lib], strict=True)
     driver(ccs="80")
     assert server.lookup(req)[0] is None
-    msg = server.miss_message(req, key)
+    msg = miss_message(server, req, key)
     assert "for this GPU (sm_80)" in msg and "axpy_k holds it for sm_90 only (/libs/libstandin.so)" in msg
     assert "build --capture RECORD --arch sm_80" in msg and "capture --serve" not in msg  # a build is what it lacks, not a capture
     driver(ccs="90")
@@ -209,11 +210,11 @@ def test_a_kernel_only_another_gpu_model_asks_for_names_both_models_and_the_incr
     server = Server([lib], strict=True)
     driver(ccs="90", names="NVIDIA H200")
     assert server.lookup(other) == (None, key)
-    msg = server.miss_message(other, key)
+    msg = miss_message(server, other, key)
     assert f"(key {key}) is not in the served libraries for this GPU (sm_90); no prebuilt kernel comes from that function" in msg
     assert "captured on NVIDIA H100 80GB HBM3, and this GPU is an NVIDIA H200: a workload that chooses its kernels by GPU model" in msg
     assert "python -m tl_aot capture --serve /libs/libstandin.so -o NEW.json -- COMMAND" in msg
     assert "add --device H200" in msg and msg.endswith("then python -m tl_aot build --capture NEW.json")
     driver(ccs="90", names="NVIDIA H100 80GB HBM3")  # the model it was captured on: a kernel it never asked for, nothing more
-    msg = server.miss_message(other, key)
+    msg = miss_message(server, other, key)
     assert "captured on" not in msg and "capture --serve /libs/libstandin.so" in msg and "--device H100-SXM" in msg
