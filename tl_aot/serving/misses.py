@@ -8,20 +8,29 @@ incremental capture to run are its whole job.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..common.json_types import JsonObject
 from ..gpu.cuda_driver import Gpu, current_gpu, gpu_name
 
 if TYPE_CHECKING:
+    from ..gpu.image_select import Image
     from ..jit.seam import CompileRequest, JitCall
     from ..runtime.loader import Library
-    from .server import Server
 
-__all__ = ["miss_message", "tuning_message"]
+__all__ = ["Held", "miss_message", "tuning_message"]
 
 
-def tuning_message(server: Server, material: JsonObject, key: str, gpu: Gpu) -> str:
+class Held(Protocol):
+    """What the served libraries hold, as a miss's message reads it (a :class:`tl_aot.serving.server.Server`)."""
+
+    libraries: list[Library]
+    index: dict[str, tuple[Library, str, tuple[Image, ...]]]
+    by_name: dict[str, list[tuple[Library, str]]]
+    tunings: dict[str, tuple[Library, int]]
+
+
+def tuning_message(server: Held, material: JsonObject, key: str, gpu: Gpu) -> str:
     """Why a tuning is not served: no GPU visible, or no library holds it (with the tunings of that function it holds)."""
     from ..tune.runtime_choice import describe
 
@@ -38,7 +47,7 @@ def tuning_message(server: Server, material: JsonObject, key: str, gpu: Gpu) -> 
     return f"tl_aot.serve: {what} on {gpu.sm} (tuning key {key}); {hint}{_other_model(server.libraries, gpu)}. {more}"
 
 
-def miss_message(server: Server, req: CompileRequest, key: str, jit_call: JitCall | None = None) -> str:
+def miss_message(server: Held, req: CompileRequest, key: str, jit_call: JitCall | None = None) -> str:
     """Which kernel missed and why: no GPU visible, or the nearest prebuilt ones (same jit function, closest arguments first)."""
     from ..jit.request_origin import jit_origin, jit_text
 
