@@ -31,14 +31,7 @@ def _libinfo_answers() -> dict[str, str]:
     """The paths as tvm_ffi itself gives them, from the imported package."""
     from tvm_ffi import libinfo
 
-    lib = Path(libinfo.find_libtvm_ffi())
-    return {
-        "include": libinfo.find_include_path(),
-        "dlpack": libinfo.find_dlpack_include_path(),
-        "lib": str(lib),
-        "libdir": str(lib.parent),
-        "cmake": libinfo.find_cmake_path(),
-    }
+    return toolchain.paths_from(libinfo)
 
 
 def test_the_paths_are_tvm_ffis_own_and_asking_imports_neither_tvm_ffi_nor_torch():

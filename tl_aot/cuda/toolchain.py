@@ -40,6 +40,7 @@ __all__ = [
     "point_tilelang_at_toolkit",
     "tilelang_include_dirs",
     "tvm_ffi_paths",
+    "paths_from",
     "find_cxx",
     "supported_archs",
     "supported_archs_of",
@@ -265,7 +266,11 @@ def tilelang_include_dirs() -> list[str]:
 @functools.lru_cache(maxsize=1)
 def tvm_ffi_paths() -> dict[str, str]:
     """Include dirs, library and CMake dir of the installed apache-tvm-ffi."""
-    libinfo = _tvm_ffi_libinfo()
+    return paths_from(_tvm_ffi_libinfo())
+
+
+def paths_from(libinfo: ModuleType) -> dict[str, str]:
+    """The paths :func:`tvm_ffi_paths` names, as a tvm-ffi ``libinfo`` module answers them."""
     lib = Path(libinfo.find_libtvm_ffi())
     return {
         "include": libinfo.find_include_path(),
