@@ -35,24 +35,21 @@ def test_a_second_build_with_an_empty_tl_aot_cache_hits_sccache(tmp_path, sccach
     """Same checkout path, fresh tl_aot cache (a new CI builder): nvcc is served from sccache."""
     from tl_aot.config.spec_file import load_spec_file
 
-    # 4 variants: hits enough to count, and a warm/cold nvcc ratio measured at 0.40-0.44 on 2 cores, no nearer
-    # the 0.5 bound than specialised.toml's 12 variants (0.47), for a quarter of the time
+    # 4 variants: hits enough to count. What sccache saves in time is bench/scaling.py's (sccache_rebuild): on a
+    # shared 2-core machine a timed bound here failed on load alone (10.0 s then 5.1 s against <= 5.0)
     spec = KERNELS / "outputs.toml"
     variants = sum(len(e.archs) for e in load_spec_file(spec).entries)
     out = tmp_path / "build"
     cmd = ("build", "--spec", spec, "-o", out, "-j", "2")
-    nvcc = []
-    # a cold build, then warm ones: a third only when the second's time says nothing (this machine is shared:
-    # a load that changes between two builds moves their ratio more than sccache does)
-    while len(nvcc) < 2 or (len(nvcc) == 2 and nvcc[1] > 0.5 * nvcc[0]):
+    for _ in range(2):  # a cold build, then a warm one
         shutil.rmtree(out, ignore_errors=True)  # the variant cache lives under it: empty each time
         proc = tl_aot_cli(*cmd, env=sccache_env)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        nvcc.append(float(JOB_TIME.search(proc.stdout).group(1)))
+        assert JOB_TIME.search(proc.stdout), proc.stdout[-2000:]  # the build still reports its nvcc time
     stats = subprocess.run(["sccache", "--show-stats"], env=sccache_env, capture_output=True, text=True, check=True).stdout
     hits = int(re.search(r"^Cache hits \(PTX\)\s+(\d+)", stats, re.M).group(1))
-    assert variants > 1 and hits == variants * (len(nvcc) - 1), (variants, stats)  # every variant's PTX (nvcc's front end), each warm build
-    assert min(nvcc[1:]) <= 0.5 * nvcc[0], (nvcc, stats)  # what is left: nvcc's preprocessing for the cache key, and ptxas
+    misses = int(re.search(r"^Cache misses \(PTX\)\s+(\d+)", stats, re.M).group(1))
+    assert variants > 1 and (hits, misses) == (variants, variants), (variants, stats)  # warm: all hits
 
 
 SOURCE = """#include <tl_templates/cuda/common.h>
