@@ -320,3 +320,34 @@ def test_a_record_is_read_once_per_build_and_travels_with_its_entries(tmp_path, 
     task = pack_task(Task(specs[1], arch, key, sources), local_toolset(nvcc=False))
     assert task.sources.files == () and task.spec.capture.kernel.compile_flags == ("-O3",)  # no record shipped: the spec holds it
     assert len(reads) == 1
+
+
+def test_a_kernel_two_records_hold_is_one_entry_captured_on_both_gpus_shipping_both_records_calls(tmp_path, monkeypatch):
+    """A suite captured on an H100, then on an H200 (``capture --serve``): the second record is not dropped for holding nothing new."""
+    from tl_aot.capture import record_specs as captured
+    from tl_aot.common.arch import parse_arch
+    from tl_aot.common.metadata import Call
+    from tl_aot.config.kernel_spec import CaptureSource, LibrarySpec
+    from tl_aot.pipeline.manifest import entry_head
+    from tl_aot.spec import load_spec_file
+
+    monkeypatch.delenv("TL_AOT_ARCHS", raising=False)
+    item = {"ir": "{}", "name": "main", "origins": [], "options": {}}
+    h100 = {**item, "devices": [{"arch": "sm_90a", "name": "NVIDIA H100 80GB HBM3"}], "calls": ["c1"]}
+    h200 = {**item, "devices": [{"arch": "sm_90a", "name": "NVIDIA H200"}], "calls": ["c2"]}
+    h200["device_code"] = {"sm_80": {"sha256": "b" * 24, "tilelang": "0.1.15", "from": "JIT"}}
+    CaptureRecord(tmp_path / "a.json", {"k1": h100}).save()
+    CaptureRecord(tmp_path / "b.json", {"k1": h200, "k2": {**h200, "calls": ["c3"]}}).save()
+    for order in (("a", "b"), ("b", "a")):
+        specs = captured.specs_from_records(captured.specs_from_record(tmp_path / f"{r}.json", ["90a"]) for r in order)
+        assert [s.capture.key for s in specs] == ["k1", "k2"]  # the first record's kernels, then the new ones
+        assert entry_head(specs[0]).captured_on == ("NVIDIA H100 80GB HBM3", "NVIDIA H200")
+        assert specs[0].capture.kernel.proof("sm_80") == ("b" * 24, "")  # either record's device code proves an arch
+        choices = captured.choices_of(specs[:1])  # the one entry carries both records' choices
+        assert captured.recorded_calls(choices, {"k1"}) == (Call("c1", "k1"), Call("c2", "k1"))
+    # a spec file naming both records (it used to refuse the kernel as "listed twice"), and records given their own archs
+    (tmp_path / "lib.toml").write_text('[library]\nname = "ops"\narchs = ["90a"]\ncapture = ["a.json", "b.json"]\n')
+    assert [s.capture.key for s in captured.with_captures(load_spec_file(tmp_path / "lib.toml")).entries] == ["k1", "k2"]
+    sources = tuple(CaptureSource(tmp_path / f"{r}.json", (parse_arch(a),)) for r, a in (("a", "80"), ("b", "90a")))
+    lib = captured.with_captures(LibrarySpec(name="ops", entries=(), captures=sources))
+    assert [(s.capture.key, [str(a) for a in s.archs]) for s in lib.entries] == [("k1", ["sm_80", "sm_90a"]), ("k2", ["sm_90a"])]

@@ -36,6 +36,7 @@ from .record import CaptureRecord
 
 __all__ = [
     "specs_from_record",
+    "specs_from_records",
     "with_captures",
     "recorded_calls",
     "recorded_tunings",
@@ -79,14 +80,42 @@ def specs_from_record(
     return out
 
 
+def specs_from_records(records: Iterable[Iterable[KernelSpec]]) -> list[KernelSpec]:
+    """The entries of several records (each :func:`specs_from_record`'s) as one library's: one entry per kernel.
+
+    A kernel two records hold (a suite captured on an H100, then on an H200 with ``capture --serve``)
+    is the first record's entry, built for every arch either asks, said to be captured on every
+    record's GPUs, proved against any record's device code for an arch, and shipping every record's
+    call keys and tunings: the second record is never dropped for holding nothing new.
+    """
+    entries: dict[str, KernelSpec] = {}  # request key -> its entry
+    for specs in records:
+        for spec in specs:
+            assert spec.capture is not None  # an entry of a record
+            have = entries.get(spec.capture.key)
+            entries[spec.capture.key] = spec if have is None else _also_from(have, spec)
+    return list(entries.values())
+
+
+def _also_from(have: KernelSpec, other: KernelSpec) -> KernelSpec:
+    """``have``, the entry of a kernel ``other``'s record holds too, widened by what ``other`` adds."""
+    assert have.capture is not None and other.capture is not None
+    ref, kernel, more = have.capture, have.capture.kernel, other.capture.kernel
+    devices = list(kernel.devices)
+    devices += [d for d in more.devices if d not in devices]
+    kernel = dataclasses.replace(kernel, devices=tuple(devices), device_code={**more.device_code, **kernel.device_code})
+    also = ref.also + tuple(c for c in (other.capture.choices, *other.capture.also) if c is not ref.choices and c not in ref.also)
+    archs = have.archs + tuple(a for a in other.archs if a not in have.archs)
+    widened = dataclasses.replace(have, capture=dataclasses.replace(ref, kernel=kernel, also=also))
+    return widened if archs == have.archs else widened.for_archs(archs)
+
+
 def with_captures(lib: LibrarySpec) -> LibrarySpec:
     """``lib`` with the kernels of its capture records (a spec file's ``[library] capture``) as entries; as is without."""
     if not lib.captures:
         return lib
-    entries = list(lib.entries)
-    for source in lib.captures:
-        entries.extend(specs_from_record(source.record, source.archs, device=source.device))
-    return dataclasses.replace(lib, entries=tuple(entries), captures=())
+    made = specs_from_records(specs_from_record(c.record, c.archs, device=c.device) for c in lib.captures)
+    return dataclasses.replace(lib, entries=(*lib.entries, *made), captures=())
 
 
 def recorded_calls(records: Iterable[RecordChoices | StrPath], built: Collection[str]) -> tuple[Call, ...]:
@@ -122,7 +151,8 @@ def recorded_tunings(records: Iterable[RecordChoices | StrPath], built: Collecti
 
 def choices_of(specs: Iterable[KernelSpec]) -> tuple[RecordChoices, ...]:
     """The choices of every record the captured ``specs`` were made from, once each, as read with them."""
-    return tuple({s.capture.record: s.capture.choices for s in specs if s.capture}.values())
+    held = [c for s in specs if s.capture for c in (s.capture.choices, *s.capture.also)]
+    return tuple({c.record: c for c in held}.values())
 
 
 def _choices_of(records: Iterable[RecordChoices | StrPath]) -> list[RecordChoices]:

@@ -149,6 +149,8 @@ class CaptureRef:
     key: str  # the kernel's request key
     kernel: CapturedKernel = field(compare=False, repr=False)
     choices: RecordChoices = field(compare=False, repr=False)
+    #: the choices of the other records that hold this kernel too (:func:`tl_aot.capture.record_specs.specs_from_records`)
+    also: tuple[RecordChoices, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def jit(self) -> str:

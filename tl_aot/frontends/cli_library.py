@@ -7,7 +7,7 @@ by :meth:`tl_aot.config.kernel_spec.KernelSpec.create`, as every front end's is.
 
 from __future__ import annotations
 
-from ..capture.record_specs import specs_from_record, with_captures
+from ..capture.record_specs import specs_from_record, specs_from_records, with_captures
 from ..common.arch import Arch
 from ..common.errors import SpecError, TlAotError
 from ..config.arch_choice import Given, env_archs, resolve_archs
@@ -102,12 +102,8 @@ def _captured_library(args) -> LibrarySpec:
         msg = "build: --capture builds the kernels a record holds; give no FILE.py:FUNCTION or --spec with it"
         raise TlAotError(msg)
     archs = _archs(args)
-    entries: dict[str, KernelSpec] = {}  # request key -> its entry
-    for record in args.capture:
-        for spec in specs_from_record(record, archs, device=args.device or ""):
-            assert spec.capture is not None  # an entry of a record
-            entries.setdefault(spec.capture.key, spec)
+    entries = specs_from_records(specs_from_record(record, archs, device=args.device or "") for record in args.capture)
     if not entries:
         msg = f"build: {', '.join(args.capture)} holds no kernel tl_aot can build"
         raise TlAotError(msg)
-    return LibrarySpec(name=args.name or "captured", entries=tuple(entries.values()))
+    return LibrarySpec(name=args.name or "captured", entries=tuple(entries))

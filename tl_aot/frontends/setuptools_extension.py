@@ -15,7 +15,7 @@ from pathlib import Path
 from setuptools import Extension
 from setuptools.errors import CompileError, SetupError
 
-from ..capture.record_specs import specs_from_record
+from ..capture.record_specs import specs_from_record, specs_from_records
 from ..common.errors import SpecError, TlAotError
 from ..common.keycheck import expect_str_list
 from ..config.arch_choice import Given, env_archs, parse_given, resolve_archs
@@ -181,8 +181,8 @@ class TileLangExtension(Extension):
                 raise SpecError(msg)
             own = Given(f"entry {spec.name!r}", spec.archs)
             entries.append(spec.for_archs(resolve_archs(first, declared=(own, declared), default=default).archs))
-        for record in self.capture:
-            entries.extend(specs_from_record(record, resolve_archs(first, declared=declared, default=default).archs))
+        archs = resolve_archs(first, declared=declared, default=default).archs if self.capture else ()
+        entries.extend(specs_from_records(specs_from_record(record, archs) for record in self.capture))
         return LibrarySpec(name=self.library_name, entries=tuple(entries))
 
 
