@@ -26,6 +26,7 @@ from ..cuda.cuda_toolkit import find_toolkit
 from ..cuda.toolchain import cuda_home
 from ..gpu.device import find_profile
 from ..runtime.loader import _load_module, read_manifest
+from ..runtime.manifest_file import manifest_of_file
 from ..serving.startup import environment
 from ..serving.verify import report, verify
 from ..tune.tuning_record import TuningRecord, apply_record, record_path_for
@@ -242,7 +243,7 @@ def _cmd_verify(args) -> int:
     if not files or not all(f.is_file() for f in files):
         msg = f"verify: {path} is not a tl_aot library or a folder holding some"
         raise TlAotError(msg)
-    manifests = [(f.name, read_manifest(_load_module(f), f)) for f in files]
+    manifests = [(f.name, manifest_of_file(f)) for f in files]  # read, not loaded: no tvm-ffi, no torch
     if args.record:
         if args.cmd:
             msg = "verify: give either --record RECORD or a command after --, not both"
@@ -299,9 +300,9 @@ def _cmd_locate_cuda(args) -> int:
 
 
 def _cmd_inspect(args) -> int:
-    """Print a library's manifest (text, or JSON with --json)."""
+    """Print a library's manifest (text, or JSON with --json), read from the file: no tvm-ffi, no torch."""
     path = Path(args.library)
-    manifest = read_manifest(_load_module(path), path)
+    manifest = manifest_of_file(path)
     print(manifest_json(to_json(manifest)) if args.json else describe(manifest))
     return 0
 
