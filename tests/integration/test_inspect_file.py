@@ -2,17 +2,21 @@
 
 A library built before the manifest had sections of its own is read by loading it, as ``inspect``
 always did: made here by renaming the sections of a real library, which is all such a library lacks.
+``verify`` reads manifests the same way, and a build found up to date reads none: neither imports
+torch either (the commands that need no library: ``tests/unit/test_cli_imports.py``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from support.helpers import child_env, fails, ok, run, tl_aot_here
+from support.builds import TESTLIB_SPEC
+from support.helpers import fails, ok, tl_aot_here
+from support.imports import HEAVY, tl_aot_imports
 
 import tl_aot
 from tl_aot.common.metadata import to_json
@@ -38,13 +42,9 @@ def _edited(src: Path, dst: Path, old: bytes, new: bytes) -> Path:
 
 
 def test_inspect_as_a_process_imports_neither_tvm_ffi_nor_torch(testlib_path):
-    proc = ok(
-        run([sys.executable, "-X", "importtime", "-m", "tl_aot", "inspect", "--json", testlib_path], env=child_env(checkout_first=True))
-    )
-    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
-    assert "tl_aot.frontends.cli" in imported  # the imports were listed
-    assert not imported & {"torch", "tvm_ffi", "tilelang"}, sorted(imported & {"torch", "tvm_ffi", "tilelang"})
-    assert json.loads(proc.stdout) == json.loads(manifest_json(to_json(tl_aot.load(testlib_path).manifest)))  # what loading reads
+    proc, imported = tl_aot_imports("inspect", "--json", testlib_path)
+    assert not imported & HEAVY, sorted(imported & HEAVY)
+    assert json.loads(ok(proc).stdout) == json.loads(manifest_json(to_json(tl_aot.load(testlib_path).manifest)))  # what loading reads
 
 
 def test_an_altered_manifest_or_index_is_refused_by_inspect_with_loadings_words(testlib_path, tmp_path):
@@ -73,3 +73,19 @@ def test_a_library_without_the_sections_is_inspected_by_loading_it(testlib_path,
     assert library_sections(lib, tuple(names))[1] == {}
     assert ok(tl_aot_here("inspect", lib)).stdout == ok(tl_aot_here("inspect", testlib_path)).stdout
     assert '"library": "tl_aot_testlib"' in ok(tl_aot_here("inspect", "--json", lib)).stdout
+
+
+def test_verify_reads_the_manifests_without_loading_them(testlib_path, tmp_path):
+    record = tmp_path / "requests.json"
+    record.write_text('{"kernels": {}, "schema": 1}\n')  # a workload that compiled nothing: every variant unreached
+    proc, imported = tl_aot_imports("verify", testlib_path, "--record", record)
+    assert proc.returncode == 1 and "NOT REACHED gemm_f16 (sm_90a)" in proc.stdout and ": FAILED" in proc.stdout, proc.stdout + proc.stderr
+    assert not imported & HEAVY, sorted(imported & HEAVY)
+
+
+@pytest.mark.skipif(bool(os.environ.get("TL_AOT_TEST_LIBDIR")), reason="a prebuilt test library: built elsewhere, not up to date here")
+def test_a_build_found_up_to_date_imports_nothing_heavy(testlib_path, cache_dir):
+    out = testlib_path.parent
+    proc, imported = tl_aot_imports("build", "--spec", TESTLIB_SPEC, "-o", out, "--cache-dir", cache_dir)
+    assert "libtl_aot_testlib.so is up to date" in ok(proc).stdout
+    assert not imported & HEAVY, sorted(imported & HEAVY)
