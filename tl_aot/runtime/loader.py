@@ -44,15 +44,15 @@ def _load_module(path: Path):
     The dynamic loader hands back the library it already loaded from a path, whatever is there
     now, so a rebuilt file is loaded through a private copy named by its contents.
     """
-    try:
-        import tvm_ffi
-    except ImportError as e:  # missing, or installed but broken: say which
-        msg = f"tl_aot.load needs apache-tvm-ffi: pip install apache-tvm-ffi (import tvm_ffi: {e})"
-        raise LibraryError(msg) from None
     if not path.is_file():
         msg = f"no such library: {path}"
         raise LibraryError(msg)
     _checked(path)  # before dlopen: a truncated file would SIGBUS, a libtvm_ffi copy would abort
+    try:  # after the file's checks: importing tvm_ffi imports torch, over a second a file refused need not pay
+        import tvm_ffi
+    except ImportError as e:  # missing, or installed but broken: say which
+        msg = f"tl_aot.load needs apache-tvm-ffi: pip install apache-tvm-ffi (import tvm_ffi: {e})"
+        raise LibraryError(msg) from None
     real = path.resolve()
     st = real.stat()
     identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
