@@ -118,10 +118,14 @@ def test_good_arguments_reach_the_driver_and_fail_clearly_without_one(testlib):
 def test_incompatible_abi_is_refused(testlib_path, monkeypatch):
     import tl_aot.runtime.loader as rt
     from tl_aot.common.metadata import ABI_VERSION
+    from tl_aot.runtime import manifest_check
+    from tl_aot.runtime.manifest_file import manifest_of_file
 
-    monkeypatch.setattr(rt, "ABI_VERSION", 999)
+    monkeypatch.setattr(manifest_check, "ABI_VERSION", 999)  # the one check, whether the library is loaded or read
     with pytest.raises(rt.LibraryError, match=f"launcher ABI {ABI_VERSION}; this tl_aot understands ABI 999"):
         rt.load(testlib_path)
+    with pytest.raises(rt.LibraryError, match=f"launcher ABI {ABI_VERSION}; this tl_aot understands ABI 999"):
+        manifest_of_file(testlib_path)  # what inspect reads
 
 
 def test_no_op_rebuild_does_not_import_tilelang(testlib_path, cache_dir, tmp_path):

@@ -498,12 +498,14 @@ def test_load_and_inspect_refuse_them_in_a_child_process_that_survives(case, tmp
 
     path, fragment = _elf_case(tmp_path, case)
     code = (
-        "import tl_aot\nfrom tl_aot.common.errors import LibraryError\n"
+        "import sys, tl_aot\nfrom tl_aot.common.errors import LibraryError\n"
         f"try:\n    tl_aot.load({str(path)!r})\nexcept LibraryError as e:\n    print('refused:', e)\n"
+        "print('torch imported:', 'torch' in sys.modules)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "refused:" in proc.stdout and fragment in proc.stdout
+    assert "torch imported: False" in proc.stdout  # refused from its headers, before tvm-ffi (which imports torch)
     proc = tl_aot_cli("inspect", path, timeout=120)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr and fragment in proc.stderr
 

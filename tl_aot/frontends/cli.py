@@ -1,20 +1,16 @@
 """``python -m tl_aot``: build libraries, inspect them, and locate tl_aot's CMake/include files.
 
 The grammar is :mod:`tl_aot.frontends.cli_parser`'s; the library a command line names, :mod:`tl_aot.frontends.cli_library`'s;
-what ``inspect`` prints, :mod:`tl_aot.frontends.inspect_text`'s. This module runs the subcommands.
+what ``inspect`` prints, :mod:`tl_aot.frontends.inspect_text`'s; the commands that run the user's workload (``capture``,
+``run``, ``verify``), :mod:`tl_aot.frontends.cli_workload`'s. This module runs the rest and dispatches.
 """
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..capture.record import CaptureRecord
-from ..capture.record_parts import PARTS_ENV, capture_summary, merge_parts, parts_dir
 from ..common.build_tool_watch import watch_build_tool
 from ..common.errors import TlAotError, ToolchainNotFound
 from ..common.fs_errors import fs_error
@@ -24,13 +20,11 @@ from ..config.arg_text import parse_arg
 from ..config.user_code import local_dependencies
 from ..cuda.cuda_toolkit import find_toolkit
 from ..cuda.toolchain import cuda_home
-from ..gpu.device import find_profile
-from ..runtime.loader import _load_module, read_manifest
-from ..serving.startup import environment
-from ..serving.verify import report, verify
+from ..runtime.manifest_file import manifest_of_file
 from ..tune.tuning_record import TuningRecord, apply_record, record_path_for
 from .cli_library import library_of, log_of
 from .cli_parser import build_parser
+from .cli_workload import cmd_capture, cmd_run, cmd_verify
 from .inspect_text import describe, manifest_json
 
 if TYPE_CHECKING:
@@ -152,114 +146,6 @@ def _cmd_link(args) -> int:
     return 0
 
 
-def _command(args, what: str) -> list:
-    cmd = list(args.cmd)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
-        msg = f"{what}: give the command to run after --, e.g. python -m tl_aot {what} ... -- python -m pytest tests"
-        raise TlAotError(msg)
-    return cmd
-
-
-def _cmd_capture(args) -> int:
-    """Run the command with the capture hook (each process writing parts), merge the parts, report what it did.
-
-    Exits with the command's status; 1 when the command succeeded but a kernel could not be
-    recorded (``--keep-going``: the command's status, the kernels still listed).
-    """
-    cmd = _command(args, "capture")
-    record = Path(args.output).resolve()
-    parts = parts_dir(record)
-    if parts.is_dir():  # a capture killed before its merge left them: they are this record's too
-        left = merge_parts(record)
-        if left.parts:
-            print(f"tl_aot capture: merged {left.parts} part(s) an earlier capture of {record.name} left unmerged", file=sys.stderr)
-    before = len(CaptureRecord.load(record, missing_ok=True).kernels)
-    parts.mkdir(parents=True, exist_ok=True)
-    extra = {"TL_AOT_CAPTURE": str(record), PARTS_ENV: str(parts)}
-    if args.device:
-        extra["TL_AOT_CAPTURE_DEVICE"] = find_profile(args.device).name
-    serve = getattr(args, "serve", None)
-    if serve:
-        extra["TL_AOT_SERVE"] = str(_served_libraries(serve, "capture"))
-        extra["TL_AOT_SERVE_STRICT"] = "0"
-    t0 = time.monotonic()
-    try:
-        code = subprocess.call(cmd, env=environment(extra))
-    finally:  # interrupted too: what the processes wrote is kept
-        merged = merge_parts(record)
-    print(
-        f"tl_aot capture: {merged.kernels} kernels in {record} ({merged.kernels - before} new); the command exited with {code}", flush=True
-    )
-    print(capture_summary(merged.reports, time.monotonic() - t0, serve), flush=True)
-    unrecorded = [x for r in merged.reports for x in r.unrecorded]
-    for what, items in (("kernel", unrecorded), ("autotuner choice", [x for r in merged.reports for x in r.tunings_unrecorded])):
-        if items:
-            print(f"tl_aot capture: {len(items)} {what}(s) NOT recorded (a build from this record will not hold them):", file=sys.stderr)
-            for name, why in items:
-                print(f"  {name}: {why}", file=sys.stderr)
-    if unrecorded and code == 0 and not getattr(args, "keep_going", False):
-        print("tl_aot capture: failing: kernels were left out of the record (--keep-going accepts that)", file=sys.stderr)
-        return 1
-    return code
-
-
-def _served_libraries(where: str, verb: str) -> Path:
-    """The tl_aot libraries ``run --serve`` / ``capture --serve`` name (a ``lib*.so`` or a folder of them), checked.
-
-    Each is loaded and its manifest read here, before the command starts: a program that never
-    imports TileLang would otherwise exit 0 as if served, and one that does would die in its
-    start-up hook with a traceback.
-    """
-    path = Path(where)
-    if path.is_dir():
-        files = sorted(path.glob("lib*.so"))
-        if not files:
-            msg = f"{verb} --serve {where}: the folder holds no tl_aot library (lib*.so)"
-            raise TlAotError(msg)
-    elif path.is_file():
-        files = [path]
-    else:
-        msg = f"{verb} --serve {where}: no such library or folder"
-        raise TlAotError(msg)
-    for f in files:
-        read_manifest(_load_module(f), f)
-    return path.resolve()
-
-
-def _cmd_run(args) -> int:
-    """Run the command with TileLang's JIT served from the libraries (checked first: they must load)."""
-    cmd = _command(args, "run")
-    extra = {"TL_AOT_SERVE": str(_served_libraries(args.serve, "run")), "TL_AOT_SERVE_STRICT": "1" if args.strict else "0"}
-    return subprocess.call(cmd, env=environment(extra))
-
-
-def _cmd_verify(args) -> int:
-    """Check the library's variants against the requests of a workload (run now, or a record)."""
-    path = Path(args.library)
-    files = sorted(path.glob("lib*.so")) if path.is_dir() else [path]
-    if not files or not all(f.is_file() for f in files):
-        msg = f"verify: {path} is not a tl_aot library or a folder holding some"
-        raise TlAotError(msg)
-    manifests = [(f.name, read_manifest(_load_module(f), f)) for f in files]
-    if args.record:
-        if args.cmd:
-            msg = "verify: give either --record RECORD or a command after --, not both"
-            raise TlAotError(msg)
-        kernels = CaptureRecord.load(args.record).kernels
-    else:
-        with tempfile.TemporaryDirectory(prefix="tl_aot_verify_") as tmp:
-            args.output = str(Path(tmp) / "requests.json")
-            code = _cmd_capture(args)
-            if code != 0:
-                print(f"tl_aot verify: the workload exited with {code}; checking what it asked for before that", file=sys.stderr)
-            kernels = CaptureRecord.load(args.output, missing_ok=True).kernels
-    text, passed = report(verify(manifests, kernels), allow_unreached=args.allow_unreached)
-    print(text)
-    return 0 if passed else 1
-
-
 def _cmd_tune(args) -> int:
     """Time each entry's candidate configs on this GPU and write the tuning record."""
     from ..pipeline.library import build_library
@@ -299,9 +185,9 @@ def _cmd_locate_cuda(args) -> int:
 
 
 def _cmd_inspect(args) -> int:
-    """Print a library's manifest (text, or JSON with --json)."""
+    """Print a library's manifest (text, or JSON with --json), read from the file: no tvm-ffi, no torch."""
     path = Path(args.library)
-    manifest = read_manifest(_load_module(path), path)
+    manifest = manifest_of_file(path)
     print(manifest_json(to_json(manifest)) if args.json else describe(manifest))
     return 0
 
@@ -361,9 +247,9 @@ _COMMANDS = {
     "build": _cmd_build,
     "link": _cmd_link,
     "tune": _cmd_tune,
-    "capture": _cmd_capture,
-    "run": _cmd_run,
-    "verify": _cmd_verify,
+    "capture": cmd_capture,
+    "run": cmd_run,
+    "verify": cmd_verify,
     "inspect": _cmd_inspect,
     "check-wheel": _cmd_check_wheel,
     "split-wheel": _cmd_split_wheel,

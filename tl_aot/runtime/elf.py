@@ -3,6 +3,8 @@
 ``dlopen`` of a truncated file dies with SIGBUS when a mapped page lies past its end, and a copy of
 ``libtvm_ffi.so`` registers tvm-ffi's types a second time and aborts: both are refused here, from
 the ELF headers alone (size of every segment and section, the ``SONAME``, the exported manifest).
+The same reading hands out the manifest's own sections (:func:`library_sections`), so ``inspect``
+reads a library's manifest without loading it.
 """
 
 from __future__ import annotations
@@ -16,10 +18,24 @@ from pathlib import Path
 
 from ..common.errors import LibraryError
 
-__all__ = ["ElfInfo", "check_library_file", "elf_problem", "section_names", "MANIFEST_SECTION", "MANIFEST_SYMBOL"]
+__all__ = [
+    "ElfInfo",
+    "check_library_file",
+    "library_sections",
+    "elf_problem",
+    "section_names",
+    "MANIFEST_SECTION",
+    "MANIFEST_TEXT_SECTION",
+    "MANIFEST_INDEX_SECTION",
+    "MANIFEST_SYMBOL",
+]
 
 #: The section holding the SHA-256 of the manifest's index (which holds the manifest's), written at build time (``manifest.cc.j2``).
 MANIFEST_SECTION = ".tl_aot_manifest_sha256"
+#: The sections holding the manifest's text and its index's, as ``tl_aot_manifest`` / ``tl_aot_manifest_index`` return them
+#: (absent from a library built before tl_aot gave them sections of their own).
+MANIFEST_TEXT_SECTION = ".tl_aot_manifest"
+MANIFEST_INDEX_SECTION = ".tl_aot_manifest_index"
 #: The exported function every tl_aot library has (tvm-ffi prefixes exports with ``__tvm_ffi_``).
 MANIFEST_SYMBOL = b"__tvm_ffi_tl_aot_manifest"
 _SHT_NOBITS, _SHT_DYNAMIC, _PT_LOAD, _DT_SONAME, _DT_STRTAB = 8, 6, 1, 14, 5
@@ -41,9 +57,27 @@ def check_library_file(path: Path) -> ElfInfo:
     The file is mapped, not read: only the pages of its headers, section names, dynamic strings
     and the digest section are touched, never its images (hundreds of MB in a large library).
     """
+    return library_sections(path, ())[0]
+
+
+def library_sections(path: Path, names: tuple[str, ...]) -> tuple[ElfInfo, dict[str, bytes]]:
+    """:func:`check_library_file` of ``path``, and the contents of its sections named in ``names``, up to their first NUL.
+
+    A C string's section (``manifest.cc.j2`` puts each manifest text in one) holds the string and its
+    terminating NUL; a section of ``names`` the file lacks, or one holding no bytes in the file
+    (``SHT_NOBITS``), is left out of the answer. The bytes are not trusted: callers check them
+    against the digests they carry (:mod:`tl_aot.runtime.manifest_check`).
+    """
     try:
         with open(path, "rb") as f, _mapped(f) as data:
-            return _check_mapped(path, data)
+            info, sections = _check_mapped(path, data)
+            wanted = {}
+            for name, kind, off, size, _link in sections if names else ():
+                if name in names and kind != _SHT_NOBITS and name not in wanted:
+                    raw = data[off : off + size]
+                    end = raw.find(b"\0")
+                    wanted[name] = raw if end < 0 else raw[:end]
+            return info, wanted
     except OSError as e:
         msg = f"cannot read {path}: {e.strerror}"
         raise LibraryError(msg) from None
@@ -62,7 +96,7 @@ def _mapped(f):
         m.close()
 
 
-def _check_mapped(path: Path, data) -> ElfInfo:
+def _check_mapped(path: Path, data) -> tuple[ElfInfo, list[tuple[str, int, int, int, int]]]:
     problem = elf_problem(data, elf_type=3, segments=True)
     if problem:
         _fail(path, problem)
@@ -74,7 +108,7 @@ def _check_mapped(path: Path, data) -> ElfInfo:
     if not info.exports_manifest:
         msg = f"{path} is not a tl_aot library (it exports no tl_aot_manifest); load a lib<name>.so built by python -m tl_aot build"
         raise LibraryError(msg)
-    return info
+    return info, sections
 
 
 def _fail(path, problem: str):

@@ -12,14 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..common.abi import ABI_VERSION
 from ..common.errors import LibraryError
-from ..common.manifest_index import ManifestIndex, parse_index
+from ..common.manifest_index import ManifestIndex
 from .elf import ElfInfo, check_library_file
+from .manifest_check import checked_index, checked_manifest, without_index
 
 if TYPE_CHECKING:
     from ..common.metadata import LoweredEntry, Manifest, Tuning
@@ -44,15 +44,15 @@ def _load_module(path: Path):
     The dynamic loader hands back the library it already loaded from a path, whatever is there
     now, so a rebuilt file is loaded through a private copy named by its contents.
     """
-    try:
-        import tvm_ffi
-    except ImportError as e:  # missing, or installed but broken: say which
-        msg = f"tl_aot.load needs apache-tvm-ffi: pip install apache-tvm-ffi (import tvm_ffi: {e})"
-        raise LibraryError(msg) from None
     if not path.is_file():
         msg = f"no such library: {path}"
         raise LibraryError(msg)
     _checked(path)  # before dlopen: a truncated file would SIGBUS, a libtvm_ffi copy would abort
+    try:  # after the file's checks: importing tvm_ffi imports torch, over a second a file refused need not pay
+        import tvm_ffi
+    except ImportError as e:  # missing, or installed but broken: say which
+        msg = f"tl_aot.load needs apache-tvm-ffi: pip install apache-tvm-ffi (import tvm_ffi: {e})"
+        raise LibraryError(msg) from None
     real = path.resolve()
     st = real.stat()
     identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
@@ -115,73 +115,17 @@ def read_index(module, path: Path) -> ManifestIndex:
     try:
         fn = module["tl_aot_manifest_index"]
     except Exception:  # noqa: BLE001 (tvm_ffi's own error kinds)
-        raise _without_index(module, path) from None
-    text = str(fn())
-    digest = _checked(path).manifest_sha256
-    if digest and hashlib.sha256(text.encode()).hexdigest() != digest:
-        msg = f"{path}: its manifest was altered after the build (its SHA-256 differs from the one recorded then); rebuild the library"
-        raise LibraryError(msg)
-    try:
-        raw = json.loads(text)
-        if not isinstance(raw, dict):
-            raise ValueError("not a JSON object")  # noqa: TRY301 (one message for every malformed index)
-    except ValueError as e:
-        msg = f"{path}: its manifest index is not valid JSON ({e}); rebuild the library"
-        raise LibraryError(msg) from None
-    _check_abi(raw, path)
-    try:
-        return parse_index(raw)
-    except Exception as e:  # noqa: BLE001 (an index of another shape)
-        msg = f"{path}: its manifest index does not describe a library ({type(e).__name__}: {e}); rebuild the library"
-        raise LibraryError(msg) from None
-
-
-def _check_abi(raw: Mapping[str, Any], path: Path) -> None:
-    abi = raw.get("abi_version")
-    if abi != ABI_VERSION:
-        msg = (
-            f"{path} was built by tl_aot {raw.get('tl_aot_version', '?')} with launcher ABI {abi}; this tl_aot "
-            f"understands ABI {ABI_VERSION}. Rebuild the library with this tl_aot, or install the tl_aot that built it."
-        )
-        raise LibraryError(msg)
-
-
-def _without_index(module, path: Path) -> LibraryError:
-    """Why a library exporting no manifest index cannot be loaded: not tl_aot's, or built before the index (ABI < 4)."""
-    try:
-        fn = module["tl_aot_manifest"]
-    except Exception:  # noqa: BLE001
-        return LibraryError(f"{path} is not a tl_aot library (it exports no tl_aot_manifest)")
-    try:
-        raw = json.loads(str(fn()))
-        _check_abi(raw if isinstance(raw, dict) else {}, path)
-    except LibraryError as e:
-        return e
-    except ValueError:
-        pass
-    return LibraryError(f"{path}: it exports no manifest index (tl_aot_manifest_index); rebuild the library")
+        raise without_index(module, path) from None
+    return checked_index(str(fn()), _checked(path).manifest_sha256, path)
 
 
 def read_manifest(module, path: Path) -> Manifest:
     """The whole manifest a library carries, checked against its index (itself checked: :func:`read_index`).
 
-    For ``inspect`` and tools that read every entry; loading and serving read the index alone.
+    For tools that read every entry of a loaded library; loading and serving read the index alone,
+    and ``inspect`` reads the file without loading it (:func:`tl_aot.runtime.manifest_file.manifest_of_file`).
     """
-    return _whole_manifest(module, read_index(module, path), path)
-
-
-def _whole_manifest(module, index: ManifestIndex, path: Path) -> Manifest:
-    from ..common.metadata import Manifest, from_json
-
-    text = str(module["tl_aot_manifest"]())
-    if hashlib.sha256(text.encode()).hexdigest() != index.manifest_sha256:
-        msg = f"{path}: its manifest was altered after the build (its SHA-256 differs from the one its index records); rebuild the library"
-        raise LibraryError(msg)
-    try:
-        return from_json(Manifest, text)
-    except Exception as e:  # noqa: BLE001 (a manifest of another shape)
-        msg = f"{path}: its manifest does not describe a library ({type(e).__name__}: {e}); rebuild the library"
-        raise LibraryError(msg) from None
+    return checked_manifest(str(module["tl_aot_manifest"]()), read_index(module, path), path)
 
 
 class Library:
@@ -219,7 +163,7 @@ class Library:
     def manifest(self) -> Manifest:
         """The whole manifest, parsed on first use (for a library of many entries, what loading avoids)."""
         if self._manifest is None:
-            self._manifest = _whole_manifest(self._module, self._index, self._path)
+            self._manifest = checked_manifest(str(self._module["tl_aot_manifest"]()), self._index, self._path)
         return self._manifest
 
     @property
