@@ -249,7 +249,7 @@ def test_global_names_read_off_the_bytes_are_what_dis_reads():
     import dis
     import types
 
-    from tl_aot.jit.call_key import _loaded_globals
+    from tl_aot.jit.code_globals import loaded_globals
 
     def codes(code):
         yield code
@@ -262,7 +262,7 @@ def test_global_names_read_off_the_bytes_are_what_dis_reads():
     for path in sorted(root.rglob("*.py")):
         for code in codes(compile(path.read_text(), str(path), "exec")):
             want = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
-            assert _loaded_globals(code) == want, (path, code.co_name)
+            assert loaded_globals(code) == want, (path, code.co_name)
             seen += 1
     assert seen > 2000  # every function, class body and comprehension of the package
 
@@ -319,6 +319,7 @@ def test_a_value_is_written_as_json_writes_its_spelling():
     import torch
 
     from tl_aot.jit import call_key as ck
+    from tl_aot.jit.spelling_reads import Reads
 
     values = [
         None, True, False, 0, -7, 2**70, 1.5, -0.0, 1e300, math.inf, -math.inf, math.nan, "", "x", 'q"uote\\', "ünï\n\u2028",
@@ -326,10 +327,10 @@ def test_a_value_is_written_as_json_writes_its_spelling():
         _Pair((1, 2)), [[1, 2], {"a": (3,)}], torch.float16, math, math.sqrt, ["mixed", _Level.HIGH, _Name("m"), torch.int8],
     ]  # fmt: skip
     for value in values:
-        assert ck._text(value, ck._DEPTH, ck._Reads()) == reference_text(value), value
+        assert ck._text(value, ck._DEPTH, Reads()) == reference_text(value), value
     for unkeyable in (object(), [1, object()], {"a": {1, 2}}):
         with pytest.raises(ck.Unkeyable):
-            ck._text(unkeyable, ck._DEPTH, ck._Reads())
+            ck._text(unkeyable, ck._DEPTH, Reads())
 
 
 NESTED = KERNEL.replace("def make(shift):\n", "def make(shift):\n    def offset(x):\n        return x + shift\n\n").replace(
