@@ -208,7 +208,8 @@ def _inner_serve(a) -> dict:
     from tl_aot.gpu.device import emulate, find_profile
     from tl_aot.jit.request_key import RequestKeys
     from tl_aot.jit.seam import CompileRequest, Interception, install, jit_module
-    from tl_aot.serving import server as serving
+    from tl_aot.serving import active
+    from tl_aot.serving.server import Server
 
     rows: list[
         tuple[object, float, float, float]
@@ -221,8 +222,8 @@ def _inner_serve(a) -> dict:
     jits: dict[int, object] = {}  # id -> jit object seen (held: its id is not reused)
     calls: list = []
     install(Interception(lambda req, jit_call, proceed: object(), name="compiled-stand-in", on_jit=calls.append))
-    server = serving._active = serving.Server([_library(a.record)], strict=False)
-    serving._patch(jit_module())
+    server = active._active = Server([_library(a.record)], strict=False)
+    active._patch(jit_module())
     answer = server.answer_call
 
     def timed(jit_call):

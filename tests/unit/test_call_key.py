@@ -25,6 +25,7 @@ from tl_aot.gpu.cuda_driver import emulating, gpu_identity  # noqa: E402
 from tl_aot.gpu.device import PROFILES, emulate  # noqa: E402
 from tl_aot.jit.call_key import call_key  # noqa: E402
 from tl_aot.jit.seam import Interception, intercepting, jit_module, uninstall  # noqa: E402
+from tl_aot.serving import active  # noqa: E402
 from tl_aot.serving import server as serving  # noqa: E402
 from tl_aot.serving.served_kernel import ServedKernel  # noqa: E402
 
@@ -107,27 +108,27 @@ def test_a_served_jit_call_never_traces_and_a_changed_closure_or_global_misses(t
     with emulating("90"):
         request_key = _capture(tmp_path, k.make(1.0), 256)
         assert len(traces) == 1  # the capture traced once
-        monkeypatch.setattr(serving, "_installed", [])
-        monkeypatch.setattr(serving, "_active", serving.Server([_library(tmp_path / "r.json", request_key)], strict=True))
-        serving._patch(jit_module())
+        monkeypatch.setattr(active, "_installed", [])
+        monkeypatch.setattr(active, "_active", serving.Server([_library(tmp_path / "r.json", request_key)], strict=True))
+        active._patch(jit_module())
         try:
             kernel = k.make(1.0)(256)  # a new @tilelang.jit object, called as a library calls it
             assert isinstance(kernel, ServedKernel) and kernel(1, 2)[:2] == ("ran", "add_k")
             assert len(traces) == 1, "served before TileLang built the prim_func"
-            assert serving._active.stats.served_untraced == 1
-            assert (serving._active.stats.lookups, serving._active.stats.call_lookups) == (1, 1)  # one lookup, by call key
+            assert active._active.stats.served_untraced == 1
+            assert (active._active.stats.lookups, active._active.stats.call_lookups) == (1, 1)  # one lookup, by call key
             assert kernel.prim_func is not None and len(traces) == 2  # traced only when asked for
             with pytest.raises(serving.KernelNotServed):
                 k.make(2.0)(256)  # another value in its closure: another kernel
             assert len(traces) == 3  # it was keyed by its prim_func, which no library holds
-            st = serving._active.stats  # its call key missed, then its traced prim_func was hashed: counted apart
+            st = active._active.stats  # its call key missed, then its traced prim_func was hashed: counted apart
             assert (st.lookups, st.call_lookups) == (3, 2) and st.lookup_s >= st.call_lookup_s
             monkeypatch.setattr(k, "SCALE", 3.0)
             with pytest.raises(serving.KernelNotServed):
                 k.make(1.0)(256)  # a global it reads changed
-            assert serving._active.stats.served_untraced == 1
+            assert active._active.stats.served_untraced == 1
         finally:
-            uninstall(serving._installed[0])
+            uninstall(active._installed[0])
 
 
 def test_the_call_key_covers_source_closure_globals_arguments_and_gpu(kmod):
@@ -404,15 +405,15 @@ def test_the_processs_first_question_to_the_gpu_is_counted_apart_from_lookups(tm
             return real()
 
         monkeypatch.setattr(serving, "current_gpu_identity", slow_first)
-        monkeypatch.setattr(serving, "_installed", [])
+        monkeypatch.setattr(active, "_installed", [])
         server = serving.Server([_library(tmp_path / "r.json", request_key)], strict=True, cpu_time=True)
-        monkeypatch.setattr(serving, "_active", server)
-        serving._patch(jit_module())
+        monkeypatch.setattr(active, "_active", server)
+        active._patch(jit_module())
         try:
             assert isinstance(k.make(1.0)(256), ServedKernel) and isinstance(k.make(1.0)(256), ServedKernel)
-            st = serving._active.stats
+            st = active._active.stats
             assert st.served_untraced == 2 and st.gpu_first_s >= 0.05
             assert st.lookup_s < 0.05, "the driver's loading is not in the lookups' time"
             assert 0 < st.lookup_cpu_s and st.lookup_cpu_s < 0.05  # the looking-up thread's CPU time, beside the wall clock
         finally:
-            uninstall(serving._installed[0])
+            uninstall(active._installed[0])
