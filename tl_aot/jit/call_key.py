@@ -23,18 +23,14 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import json
-import math
 import types
-from collections.abc import Callable, Iterable
-from json.encoder import c_make_encoder  # type: ignore[attr-defined]
-from json.encoder import encode_basestring_ascii as _json_str
 from types import CodeType
 from typing import Any
 
 from ..config.options import plain_pass_configs
 from .code_globals import global_names
 from .code_source import code_source_digest
+from .key_json import PLAIN, all_plain, encode_plain, float_text, json_str
 from .spelling_reads import ABSENT, EMPTY_CELL, Reads
 
 __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
@@ -46,7 +42,6 @@ __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 CALL_SCHEMA = 2
 _DEPTH = 4  # helper functions followed this deep
 _MEMO_LIMIT = 4096
-_INF = math.inf
 
 
 class Unkeyable(Exception):
@@ -63,56 +58,6 @@ def _library(module: str) -> bool:
     return root in {"tilelang", "tvm", "tvm_ffi", "torch", "math", "functools", "itertools", "typing", "builtins", "operator"}
 
 
-def _float_text(v: float) -> str:
-    """A float as JSON spells it (``allow_nan``: ``NaN``, ``Infinity``, ``-Infinity``)."""
-    if v != v:
-        return "NaN"
-    if v == _INF:
-        return "Infinity"
-    if v == -_INF:
-        return "-Infinity"
-    return float.__repr__(v)
-
-
-#: Exact types spelled as themselves: their JSON, as the key's encoder writes it (json's own C functions where it has them).
-_PLAIN: dict[type, Callable[[Any], str]] = {
-    str: _json_str,
-    int: int.__repr__,
-    float: _float_text,
-    bool: {True: "true", False: "false"}.__getitem__,
-    type(None): lambda _: "null",
-}
-
-
-_PLAIN_TYPES = frozenset(_PLAIN)
-
-
-def _unencodable(o: Any) -> Any:
-    raise TypeError(f"{type(o).__qualname__} is not plain")  # never reached: only plain values are encoded
-
-
-def _json_encoder() -> Callable[[Any], str]:
-    """The key's JSON encoder (keys sorted, no spaces): json's C encoder made once, called without ``JSONEncoder.encode``'s setup.
-
-    ``JSONEncoder.encode`` makes a new C encoder (and a dozen Python steps) per call; the values
-    encoded here are plain, so no circular-reference markers are needed. Without json's C
-    accelerator, ``JSONEncoder.encode`` itself (same text).
-    """
-    if c_make_encoder is None:
-        return json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
-    chunks = c_make_encoder(None, _unencodable, _json_str, None, ":", ",", True, False, True)
-    return lambda v: "".join(chunks(v, 0))
-
-
-#: Values made only of plain items are written by it in one C call.
-_ENCODE = _json_encoder()
-
-
-def _all_plain(values: Iterable[Any]) -> bool:
-    """Whether every value is of an exact plain type: spelled as itself, so JSON-encoded as is."""
-    return _PLAIN_TYPES.issuperset(map(type, values))
-
-
 def _text(v: Any, depth: int, reads: Reads) -> str:
     """The spelling of value ``v`` as the key's JSON, written directly (no list built, then encoded).
 
@@ -125,21 +70,21 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
     separators=(",", ":"))`` (``tests/unit/test_call_key.py`` checks it against that, spelled the
     slow way).
     """
-    plain = _PLAIN.get(type(v))
+    plain = PLAIN.get(type(v))
     if plain is not None:
         return plain(v)
     if isinstance(v, (int, float, str)):  # a subclass (bool has none): as json spells it
-        return _json_str(v) if isinstance(v, str) else _float_text(v) if isinstance(v, float) else int.__repr__(v)
+        return json_str(v) if isinstance(v, str) else float_text(v) if isinstance(v, float) else int.__repr__(v)
     if isinstance(v, (list, tuple)):
         if not isinstance(v, tuple):
             reads.frozen = False  # may change in place
-        items = _ENCODE(v) if _all_plain(v) else f"[{','.join([_text(x, depth, reads) for x in v])}]"
-        return f"[{_json_str(type(v).__name__)},{items}]"
+        items = encode_plain(v) if all_plain(v) else f"[{','.join([_text(x, depth, reads) for x in v])}]"
+        return f"[{json_str(type(v).__name__)},{items}]"
     if isinstance(v, dict):
         reads.frozen = False
         return f'["dict",[{",".join([f"[{_text(k, depth, reads)},{_text(x, depth, reads)}]" for k, x in v.items()])}]]'
     if isinstance(v, enum.Enum):
-        return f'["enum",{_json_str(f"{type(v).__module__}.{type(v).__qualname__}")},{_text(v.name, depth, reads)}]'
+        return f'["enum",{json_str(f"{type(v).__module__}.{type(v).__qualname__}")},{_text(v.name, depth, reads)}]'
     if isinstance(v, types.ModuleType):  # a user's module: the values read from it are not covered
         name = reads.attr(v, "__name__", "")
         if _library(name):
@@ -149,10 +94,10 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
         module = reads.attr(v, "__module__", "")
         if _library(module):  # TileLang's classes (Fragment, ...): covered by its version
             qualname = reads.attr(v, "__qualname__", "")
-            return f'["class",{_json_str(f"{module}.{qualname}")}]'
+            return f'["class",{json_str(f"{module}.{qualname}")}]'
     t = type(v)
     if t.__name__ == "dtype" and t.__module__ == "torch":
-        return f'["torch.dtype",{_json_str(str(v))}]'
+        return f'["torch.dtype",{json_str(str(v))}]'
     if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or hasattr(v, "orig_func") or type(v).__name__ == "JITImpl":
         return _helper_text(v, depth, reads)
     raise Unkeyable(f"{type(v).__qualname__} value")
@@ -204,12 +149,12 @@ def _function_text_of(fn: Any, depth: int, reads: Reads) -> str:
         (code, glb, cells, positional, kwdefaults, module, qualname), values = reads.function(fn)
         name = f"{module or ''}.{qualname}"
         if _library(module or ""):
-            return f'["function",{_json_str(name)}]'
+            return f'["function",{json_str(name)}]'
     else:
         module = reads.attr(fn, "__module__", "") or ""
         name = f"{module}.{reads.attr(fn, '__qualname__', '?')}"
         if isinstance(fn, types.BuiltinFunctionType) or _library(module):
-            return f'["function",{_json_str(name)}]'
+            return f'["function",{json_str(name)}]'
         code = reads.attr(fn, "__code__")
         glb = reads.attr(fn, "__globals__", {})
         cells = reads.attr(fn, "__closure__") or ()
@@ -230,17 +175,17 @@ def _function_text_of(fn: Any, depth: int, reads: Reads) -> str:
             values = [reads.cell(cell) for cell in cells or ()]
         except ValueError:
             raise Unkeyable(f"{name}: a closure variable is unbound") from None
-    if _all_plain(values):
-        cells_text = _ENCODE(dict(zip(code.co_freevars, values)))
+    if all_plain(values):
+        cells_text = encode_plain(dict(zip(code.co_freevars, values)))
     else:  # a JSON object's keys, sorted as the encoder sorts them (names are unique)
         closure = sorted(zip(code.co_freevars, values))
-        cells_text = "{" + ",".join([f"{_json_str(var)}:{_text(value, depth - 1, reads)}" for var, value in closure]) + "}"
+        cells_text = "{" + ",".join([f"{json_str(var)}:{_text(value, depth - 1, reads)}" for var, value in closure]) + "}"
     used = _spell_globals(code, glb, depth - 1, reads)
     if kwdefaults is not None:
         reads.frozen = False  # a dict: may change in place
     listed = ",".join([_text(x, depth - 1, reads) for x in positional or ()])  # a tuple: its items spelled as a list's
     keyword = ",".join([f"[{_text(k, depth - 1, reads)},{_text(x, depth - 1, reads)}]" for k, x in (kwdefaults or {}).items()])
-    return f'["function",{_json_str(name)},"{source}",{cells_text},{used.text},[["list",[{listed}]],["dict",[{keyword}]]]]'
+    return f'["function",{json_str(name)},"{source}",{cells_text},{used.text},[["list",[{listed}]],["dict",[{keyword}]]]]'
 
 
 class _Kept:
@@ -276,7 +221,7 @@ def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: Reads
     for n in sorted(global_names(code)):  # a JSON object's keys, sorted
         value = mine.glob(glb, n)
         if value is not ABSENT:
-            used.append(f"{_json_str(n)}:{_text(value, depth, mine)}")
+            used.append(f"{json_str(n)}:{_text(value, depth, mine)}")
     reads.slots.extend(mine.slots)
     kept = _Kept(code, glb, mine, "{" + ",".join(used) + "}")
     if mine.frozen:
@@ -322,19 +267,19 @@ def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> st
     try:
         reads = Reads()  # the call's own values: spelled every time
         args_text = _text(list(args), 0, reads)
-        if _all_plain(kwargs.values()):
-            kwargs_text = _ENCODE(sorted(kwargs.items()))  # (name, value) pairs: JSON arrays
+        if all_plain(kwargs.values()):
+            kwargs_text = encode_plain(sorted(kwargs.items()))  # (name, value) pairs: JSON arrays
         else:
-            kwargs_text = "[" + ",".join([f"[{_json_str(k)},{_text(v, 0, reads)}]" for k, v in sorted(kwargs.items())]) + "]"
+            kwargs_text = "[" + ",".join([f"[{json_str(k)},{_text(v, 0, reads)}]" for k, v in sorted(kwargs.items())]) + "]"
         configs = getattr(jit, "pass_configs", None)
         text = (
-            f'{{"args":{args_text},"backend":{_json_str(str(getattr(jit, "execution_backend", None)))}'
+            f'{{"args":{args_text},"backend":{json_str(str(getattr(jit, "execution_backend", None)))}'
             f',"compile_flags":{_text(getattr(jit, "compile_flags", None), 0, reads)}'
-            f',"function":{_function_text(jit)},"gpu":{_json_str(gpu)},"kwargs":["dict",{kwargs_text}]'
+            f',"function":{_function_text(jit)},"gpu":{json_str(gpu)},"kwargs":["dict",{kwargs_text}]'
             f',"out_idx":{_text(getattr(jit, "out_idx", None), 0, reads)}'
             f',"pass_configs":{_text(plain_pass_configs(dict(configs)), 0, reads) if configs else _NO_CONFIGS}'
-            f',"schema":{CALL_SCHEMA},"target":{_json_str(str(getattr(jit, "target", None)))}'
-            f',"target_host":{_json_str(str(getattr(jit, "target_host", None)))},"tilelang":{_json_str(_tilelang_version())}}}'
+            f',"schema":{CALL_SCHEMA},"target":{json_str(str(getattr(jit, "target", None)))}'
+            f',"target_host":{json_str(str(getattr(jit, "target_host", None)))},"tilelang":{json_str(_tilelang_version())}}}'
         )
     except (Unkeyable, RecursionError):
         return None
