@@ -213,7 +213,8 @@ def test_a_kept_spelling_gives_the_key_spelled_afresh_and_spells_nothing_again(k
         "kwdefaults",  # its keyword-only defaults dict is changed in place
     ],
 )
-def test_a_kept_spelling_is_never_used_once_what_it_read_changed(kmod, change):
+@pytest.mark.parametrize("asked", [1, 6])  # checked by a pass over what it read; by columns once asked often
+def test_a_kept_spelling_is_never_used_once_what_it_read_changed(kmod, change, asked):
     from tl_aot.jit import call_key as ck
 
     text = KERNEL.replace("def add(N):", "def add(N, bias=0.5):").replace("+ shift", "+ shift + bias")
@@ -229,6 +230,9 @@ def test_a_kept_spelling_is_never_used_once_what_it_read_changed(kmod, change):
     assert call_key(jit, (512,), {}, "90") != before and call_key(jit, (256,), {}, "90") == before
     kept = id(jit) in ck._SPELLED
     assert kept == (change not in ("list", "kwdefaults"))  # what may change in place is spelled every time
+    for _ in range(asked):
+        assert call_key(jit, (256,), {}, "90") == before
+    assert not kept or (ck._SPELLED[id(jit)][1]._check is not None) == (asked > 1)
     if change == "global":
         k.SCALE = 3.0
     elif change == "closure":
@@ -332,6 +336,46 @@ def test_a_value_is_written_as_json_writes_its_spelling():
     for unkeyable in (object(), [1, object()], {"a": {1, 2}}):
         with pytest.raises(ck.Unkeyable):
             ck._text(unkeyable, ck._DEPTH, Reads())
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "out_idx",  # a list changed in place
+        "pass_configs",  # a dict changed in place (a key added)
+        "pass_value",  # a dict's value replaced in place
+        "compile_flags",  # rebound
+        "target",  # rebound
+    ],
+)
+def test_a_jits_options_changed_after_its_first_call_change_its_key(kmod, change):
+    """The jit's options are the key's too: a list or dict changed in place, or an option rebound, moves it."""
+    from tilelang.transform import PassConfigKey
+
+    jit = kmod(f"kern_options_{change}").make(1.0)
+    jit.pass_configs = {PassConfigKey.TL_ENABLE_FAST_MATH: True}
+    jit.compile_flags = ["-O3"]
+    before = call_key(jit, (256,), {}, "90")
+    assert call_key(jit, (256,), {}, "90") == before == reference_key(jit, (256,), {}, "90")
+    if change == "out_idx":
+        jit.out_idx.append(0)
+    elif change == "pass_configs":
+        jit.pass_configs[PassConfigKey.TL_DISABLE_TMA_LOWER] = True
+    elif change == "pass_value":
+        jit.pass_configs[PassConfigKey.TL_ENABLE_FAST_MATH] = False
+    elif change == "compile_flags":
+        jit.compile_flags = ["-O2"]
+    else:
+        jit.target = "cuda -arch=sm_90a"
+    after = call_key(jit, (256,), {}, "90")
+    assert after not in (None, before) and after == reference_key(jit, (256,), {}, "90")
+    jit.pass_configs, jit.target = None, _Target()  # an object of another type (a TVM target, say): spelled by str()
+    assert call_key(jit, (256,), {}, "90") == reference_key(jit, (256,), {}, "90")
+
+
+class _Target:
+    def __str__(self) -> str:
+        return "cuda -arch=sm_90a"
 
 
 NESTED = KERNEL.replace("def make(shift):\n", "def make(shift):\n    def offset(x):\n        return x + shift\n\n").replace(

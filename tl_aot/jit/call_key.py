@@ -44,6 +44,13 @@ _DEPTH = 4  # helper functions followed this deep
 _MEMO_LIMIT = 4096
 
 
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    """Keep ``value`` under ``key`` in ``memo``, the oldest entry dropped when it holds :data:`_MEMO_LIMIT`."""
+    if len(memo) >= _MEMO_LIMIT:
+        memo.pop(next(iter(memo)))
+    memo[key] = value
+
+
 class Unkeyable(Exception):
     """A value the call depends on cannot be spelled the same in every process."""
 
@@ -126,9 +133,7 @@ def _helper_text(fn: Any, depth: int, reads: Reads) -> str:
     text = _function_text_of(fn, depth, mine)
     reads.slots.extend(mine.slots)
     if mine.frozen:
-        if len(_HELPERS) >= _MEMO_LIMIT:
-            _HELPERS.pop(next(iter(_HELPERS)))  # the oldest
-        _HELPERS[memo] = (fn, mine, text)  # holds fn alive: its id is not reused while remembered
+        _remember(_HELPERS, memo, (fn, mine, text))  # holds fn alive: its id is not reused while remembered
     else:
         reads.frozen = False
         _HELPERS.pop(memo, None)
@@ -225,9 +230,7 @@ def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: Reads
     reads.slots.extend(mine.slots)
     kept = _Kept(code, glb, mine, "{" + ",".join(used) + "}")
     if mine.frozen:
-        if len(_USED) >= _MEMO_LIMIT:
-            _USED.pop(next(iter(_USED)))  # the oldest
-        _USED[memo] = kept
+        _remember(_USED, memo, kept)
     else:
         reads.frozen = False
         _USED.pop(memo, None)
@@ -247,9 +250,7 @@ def _function_text(jit) -> str:
     reads = Reads()
     text = _function_text_of(jit, _DEPTH, reads)
     if reads.frozen:
-        if len(_SPELLED) >= _MEMO_LIMIT:
-            _SPELLED.pop(next(iter(_SPELLED)))  # the oldest
-        _SPELLED[id(jit)] = (jit, reads, text)  # holds jit alive: its id is not reused while remembered
+        _remember(_SPELLED, id(jit), (jit, reads, text))  # holds jit alive: its id is not reused while remembered
     else:
         _SPELLED.pop(id(jit), None)
     return text
@@ -266,7 +267,7 @@ def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> st
     """
     try:
         reads = Reads()  # the call's own values: spelled every time
-        args_text = _text(list(args), 0, reads)
+        args_text = f'["list",{encode_plain(args)}]' if all_plain(args) else _text(list(args), 0, reads)  # a tuple: a list's JSON
         if all_plain(kwargs.values()):
             kwargs_text = encode_plain(sorted(kwargs.items()))  # (name, value) pairs: JSON arrays
         else:

@@ -3,9 +3,15 @@
 Spelling a function for its call key (:mod:`tl_aot.jit.call_key`) reads attributes, closure cells
 and module globals. The spelling depends only on the objects read when each is immutable or
 spelled by name; then, while every slot read still holds the very object it held, the spelling is
-the same, and a kept spelling is checked slot by slot (by identity, in C loops) instead of being
-spelled again. This module records the slots (:class:`Reads`) and checks them; what a spelling is
-made of stays in :mod:`tl_aot.jit.call_key`.
+the same, and a kept spelling is checked slot by slot (by identity) instead of being spelled
+again. This module records the slots (:class:`Reads`) and checks them; what a spelling is made of
+stays in :mod:`tl_aot.jit.call_key`.
+
+Most kept spellings are checked once or twice (a test suite's factories make a new
+``@tilelang.jit`` function per kernel class built, asked for with one or two arguments): those
+are checked by one pass over the slots. A spelling checked more often (a jit asked for with many
+arguments, the globals of a factory's code, shared by every function it makes) is checked in
+columns by C loops (:class:`_Check`), which cost more to set up than one pass but less per check.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ ABSENT = object()  # a global the code names that the module does not define (ye
 EMPTY_CELL = object()  # what a function's closure values are when one of its cells is empty
 _contents = attrgetter("cell_contents")
 #: What a function is made of, read at once: its code, globals, closure cells, defaults, keyword defaults, module, qualname.
-_FUNCTION_PARTS = attrgetter("__code__", "__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__module__", "__qualname__")
+_PART_NAMES = ("__code__", "__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__module__", "__qualname__")
+_FUNCTION_PARTS = attrgetter(*_PART_NAMES)
+_PASSES = 3  # checks made by a pass over the slots before a spelling's columns are set up (:class:`_Check`)
 
 
 class Reads:
@@ -34,12 +42,13 @@ class Reads:
     so a function's spelling is kept and checked slot by slot instead of being spelled again.
     """
 
-    __slots__ = ("slots", "frozen", "_check")
+    __slots__ = ("slots", "frozen", "_check", "_passes")
 
     def __init__(self) -> None:
         self.slots: list[tuple[int, Any, Any, Any]] = []  # (kind, holder, name or default, object read)
         self.frozen = True
         self._check: _Check | None = None
+        self._passes = 0  # checks made by a pass over the slots (:func:`_held`)
 
     def attr(self, obj: Any, name: str, default: Any = None) -> Any:
         value = getattr(obj, name, default)
@@ -54,8 +63,9 @@ class Reads:
     def function(self, fn: types.FunctionType) -> tuple[tuple[Any, ...], Any]:
         """A function's parts (:data:`_FUNCTION_PARTS`) and its closure cells' contents (``EMPTY_CELL`` if one is empty).
 
-        One slot for what a function is made of: read with one C call, and checked so
-        (:class:`_Check`), where reading each attribute as its own slot took ten.
+        One slot for what a function is made of, read with one C call where reading each attribute
+        as its own slot took ten; :class:`_Check` spreads it over its attribute and cell columns,
+        so checking a function adds items to two C loops, not Python steps.
         """
         parts = _FUNCTION_PARTS(fn)
         try:
@@ -71,10 +81,45 @@ class Reads:
         return value
 
     def unchanged(self) -> bool:
-        """Whether every slot still holds the object it held when read (checked as a :class:`_Check`, made once)."""
-        if self._check is None:
-            self._check = _Check(self.slots)
+        """Whether every slot still holds the object it held when read: a pass over the slots, then a :class:`_Check`.
+
+        The first :data:`_PASSES` checks pass over the slots (:func:`_held`); a spelling checked more
+        often sets up its columns once and is checked by them from then on.
+        """
+        if self._check is not None:
+            return self._check.unchanged()
+        if self._passes < _PASSES:
+            self._passes += 1
+            return _held(self.slots)
+        self._check = _Check(self.slots)
         return self._check.unchanged()
+
+
+def _held(slots: list[tuple[int, Any, Any, Any]]) -> bool:
+    """Whether every slot still holds the very object it held, slot by slot (a slot read twice is checked twice)."""
+    for kind, holder, name, value in slots:
+        if kind == 2:
+            if holder.get(name, ABSENT) is not value:
+                return False
+        elif kind == 0:
+            if getattr(holder, name[0], name[1]) is not value:
+                return False
+        elif kind == 3:  # a function: its parts, then its closure cells' contents
+            parts = _FUNCTION_PARTS(holder)
+            if value is EMPTY_CELL or not all(map(is_, parts, name)):
+                return False
+            try:
+                if not all(map(is_, map(_contents, parts[2] or ()), value)):
+                    return False
+            except ValueError:  # a cell emptied
+                return False
+        else:
+            try:
+                if holder.cell_contents is not value:
+                    return False
+            except ValueError:
+                return False
+    return True
 
 
 class _Check:
@@ -86,21 +131,24 @@ class _Check:
     """
 
     __slots__ = (
-        "attr_of", "attr_names", "attr_defaults", "attr_values", "cells", "cell_values", "dicts", "glob_names", "glob_values",
-        "functions", "function_parts", "function_values", "torn",
+        "attr_of", "attr_names", "attr_defaults", "attr_values", "cells", "cell_values", "dicts", "glob_names", "glob_values", "torn",
     )  # fmt: skip
 
     def __init__(self, slots: list[tuple[int, Any, Any, Any]]) -> None:
         attrs: dict[tuple[int, str], tuple[Any, str, Any, Any]] = {}
         cells: dict[int, tuple[Any, Any]] = {}
         globs: dict[tuple[int, str], tuple[Any, str, Any]] = {}
-        functions: dict[int, tuple[Any, Any, Any]] = {}
         row: tuple[Any, ...]
         self.torn = False  # a slot read twice that held two objects (changed while spelled): never unchanged
         for kind, holder, name, value in slots:  # a slot read twice (a helper two functions call) is checked once
-            if kind == 3:  # a function: its parts and closure values, read as tuples
-                row = functions.setdefault(id(holder), (holder, name, value))
-                self.torn = self.torn or not (_same(row[1], name) and (row[2] is value or _same(row[2], value)))
+            if kind == 3:  # a function: each of its parts an attribute, each closure cell a cell (fewer, longer C loops)
+                self.torn = self.torn or value is EMPTY_CELL
+                for part, held in zip(_PART_NAMES, name):
+                    row = attrs.setdefault((id(holder), part), (holder, part, None, held))
+                    self.torn = self.torn or row[-1] is not held
+                for cell, held in zip(name[2] or (), () if value is EMPTY_CELL else value):
+                    row = cells.setdefault(id(cell), (cell, held))
+                    self.torn = self.torn or row[-1] is not held
                 continue
             if kind == 0:
                 row = attrs.setdefault((id(holder), name[0]), (holder, name[0], name[1], value))
@@ -112,7 +160,6 @@ class _Check:
         self.attr_of, self.attr_names, self.attr_defaults, self.attr_values = _columns(attrs.values(), 4)
         self.cells, self.cell_values = _columns(cells.values(), 2)
         self.dicts, self.glob_names, self.glob_values = _columns(globs.values(), 3)
-        self.functions, self.function_parts, self.function_values = _columns(functions.values(), 3)
 
     def unchanged(self) -> bool:
         """Whether every slot still holds the very object it held."""
@@ -120,24 +167,10 @@ class _Check:
             return False
         if not all(map(is_, map(dict.get, self.dicts, self.glob_names, repeat(ABSENT)), self.glob_values)):
             return False
-        if not all(map(_same, map(_FUNCTION_PARTS, self.functions), self.function_parts)):
-            return False
         try:
-            return all(map(is_, map(_contents, self.cells), self.cell_values)) and all(
-                map(_same, map(_closure_values, self.function_parts), self.function_values)
-            )
+            return all(map(is_, map(_contents, self.cells), self.cell_values))
         except ValueError:  # a cell emptied (del of the enclosing scope's variable)
             return False
-
-
-def _same(now: tuple[Any, ...], then: Any) -> bool:
-    """Whether two tuples hold the very same objects, item by item (``then`` may be ``EMPTY_CELL``: never the same)."""
-    return type(then) is tuple and len(now) == len(then) and all(map(is_, now, then))
-
-
-def _closure_values(parts: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The contents of the closure cells among a function's parts (ValueError when one is empty)."""
-    return tuple(map(_contents, parts[2] or ()))
 
 
 def _columns(rows: Iterable[tuple[Any, ...]], width: int) -> tuple[tuple[Any, ...], ...]:
