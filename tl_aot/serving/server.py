@@ -73,6 +73,8 @@ class Server:
 
     def __init__(self, libraries: Iterable[Library], *, strict: bool = False, capturing: bool = False, cpu_time: bool = False) -> None:
         self._call_key: Callable[..., str | None] | None = None  # tl_aot.jit.call_key.call_key: see prepare_lookups
+        # what an entry's first use builds (tl_aot.jit.seam.CompileRequest, .served_kernel.ServedKernel): see prepare_lookups
+        self._kinds: tuple[type[CompileRequest], type[ServedKernel]] | None = None
         self._gpu_asked = False  # whether a lookup asked current_gpu_identity() (its first answer loads the driver)
         self._cpu: Callable[[], float] = time.thread_time if cpu_time else float  # float() is 0.0: no CPU time read
         self._keys: RequestKeys | None = None
@@ -120,11 +122,19 @@ class Server:
         if self._call_key is None:
             from ..common import metadata  # noqa: F401 (an entry's first use parses its record)
             from ..jit.call_key import call_key
-            from ..jit.seam import CompileRequest  # noqa: F401 (what a first answer builds)
-            from .served_kernel import ServedKernel  # noqa: F401
 
             self._call_key = call_key
+            self._answer_kinds()
         return self._call_key
+
+    def _answer_kinds(self) -> tuple[type[CompileRequest], type[ServedKernel]]:
+        """What an entry's first use builds, imported once (an import statement run per entry costs a few microseconds)."""
+        if self._kinds is None:
+            from ..jit.seam import CompileRequest
+            from .served_kernel import ServedKernel
+
+            self._kinds = (CompileRequest, ServedKernel)
+        return self._kinds
 
     def add(self, libraries: Iterable[Library]) -> None:
         """Serve these libraries' captured kernels too (a library already served is skipped).
@@ -219,18 +229,14 @@ class Server:
 
     def _first_served(self, request_key: str, hit: tuple[Library, str, tuple[Image, ...]], jit_call: JitCall) -> ServedKernel:
         """The kernel a call key's first hit serves (kept for the calls after): the request it stands for, its entry."""
-        from ..jit.seam import CompileRequest
-        from .served_kernel import ServedKernel
-
+        request, served_kernel = self._kinds or self._answer_kinds()
         jit, args, kwargs = jit_call.jit, jit_call.args, jit_call.kwargs
         with self._lock:
             served = self._served.get(request_key)
             if served is None:
                 lib, name, _ = hit
-                req = CompileRequest.of(
-                    None, jit.out_idx, pass_configs=jit.pass_configs, compile_flags=jit.compile_flags, target=jit.target
-                )
-                served = self._served[request_key] = ServedKernel(lib[name], name, lib, req, lambda: jit.get_tir(*args, **kwargs))
+                req = request.of(None, jit.out_idx, pass_configs=jit.pass_configs, compile_flags=jit.compile_flags, target=jit.target)
+                served = self._served[request_key] = served_kernel(lib[name], name, lib, req, lambda: jit.get_tir(*args, **kwargs))
         return served
 
     def lookup(self, req: CompileRequest, jit_call: JitCall | None = None) -> tuple[ServedKernel | None, str]:
@@ -245,11 +251,9 @@ class Server:
             with self._lock:
                 served = self._served.get(key)
                 if served is None:
-                    from .served_kernel import ServedKernel
-
                     lib, name, _ = hit
                     t1, c1 = time.perf_counter(), self._cpu()
-                    served = self._served[key] = ServedKernel(lib[name], name, lib, req)
+                    served = self._served[key] = (self._kinds or self._answer_kinds())[1](lib[name], name, lib, req)
                     t0, c0 = self._first_use(t0, c0, t1, c1)
         self._looked_up(t0, c0)
         return served, key
