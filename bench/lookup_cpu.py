@@ -319,9 +319,9 @@ def main(argv=None) -> int:
     p.add_argument("--scales", type=int, default=2, help="problem sizes each kernel class is built at")
     p.add_argument("--anchor", type=int, default=12, help="functions whose first call is traced for the anchor")
     p.add_argument("--repeat", type=int, default=3, help="served processes (medians reported)")
-    p.add_argument("--json")
-    p.add_argument("--inner")
-    p.add_argument("--record")
+    p.add_argument("--json", metavar="OUT", help="also write the result (JSON) to OUT")
+    p.add_argument("--inner", choices=("capture", "serve"), help=argparse.SUPPRESS)  # one of the bench's own processes
+    p.add_argument("--record", help=argparse.SUPPRESS)  # the record the capture process writes, the serve processes read
     a = p.parse_args(argv)
     if a.inner:
         print(json.dumps(_inner_capture(a) if a.inner == "capture" else _inner_serve(a)))

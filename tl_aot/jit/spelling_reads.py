@@ -8,10 +8,11 @@ again. This module records the slots (:class:`Reads`) and checks them; what a sp
 stays in :mod:`tl_aot.jit.call_key`.
 
 Most kept spellings are checked once or twice (a test suite's factories make a new
-``@tilelang.jit`` function per kernel class built, asked for with one or two arguments): those
-are checked by one pass over the slots. A spelling checked more often (a jit asked for with many
-arguments, the globals of a factory's code, shared by every function it makes) is checked in
-columns by C loops (:class:`_Check`), which cost more to set up than one pass but less per check.
+``@tilelang.jit`` function per kernel class built, asked for with one or two arguments: TileOPs'
+93 of 140 twice, none more): those are checked by a pass over the slots. A spelling checked many
+times (a jit asked for with many arguments, the globals of a factory's code, shared by every
+function it makes) is checked in columns by C loops (:class:`_Check`), which cost three passes
+to set up and a little less than a pass per check.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ _contents = attrgetter("cell_contents")
 #: What a function is made of, read at once: its code, globals, closure cells, defaults, keyword defaults, module, qualname.
 _PART_NAMES = ("__code__", "__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__module__", "__qualname__")
 _FUNCTION_PARTS = attrgetter(*_PART_NAMES)
-_PASSES = 3  # checks made by a pass over the slots before a spelling's columns are set up (:class:`_Check`)
+#: Checks made by a pass over the slots before a spelling's columns are set up (:class:`_Check`): at TileOPs' sizes a
+#: pass costs about a column check (2.4 against 2.3 us at 17 slots) and setting the columns up 6 us.
+_PASSES = 16
 
 
 class Reads:
