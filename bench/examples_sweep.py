@@ -307,7 +307,7 @@ class Sweep:
 
 
 _EXCEPTION = re.compile(r"^([\w.]+(Error|Exception|Used|Served)|tl_aot: error)\b.*:")
-# The line a served process prints at exit (tl_aot/serving/server.py install_from_env).
+# The line a served process prints at exit (tl_aot/serving/active.py install_from_env).
 _SERVE_REPORT = re.compile(
     r"^tl_aot serve \(pid \d+\): (\d+) served, (\d+) compiled by the JIT, (\d+) refused; "
     r"tunings \d+ served, (\d+) run by TileLang, (\d+) refused",

@@ -252,6 +252,7 @@ def _inner_serve(lib: str) -> dict:
     import tl_aot.jit.import_hooks  # noqa: F401
     import tl_aot.jit.request_key  # noqa: F401
     import tl_aot.runtime.loader  # noqa: F401
+    from tl_aot.serving import active
     from tl_aot.serving import server as serving
 
     add = serving.Server.add
@@ -269,7 +270,7 @@ def _inner_serve(lib: str) -> dict:
     out = {}
     before = _memory()
     t0 = CLOCK()
-    server = serving.serve(lib, strict=True)
+    server = active.serve(lib, strict=True)
     out["serve_ms"] = (CLOCK() - t0) * 1e3
     after = _memory()
     out["index_ms"] = spent[0] * 1e3
@@ -384,13 +385,13 @@ def _inner_lookups(lib: str, real: int) -> dict:
 
     from tl_aot.gpu.device import emulate, find_profile
     from tl_aot.jit.seam import CompileRequest, JitCall
-    from tl_aot.serving import server as serving
+    from tl_aot.serving.active import serve
 
     sys.path.insert(0, str(KERNELS))
     import elementwise
     import faithful
 
-    server = serving.serve(lib, strict=True)
+    server = serve(lib, strict=True)
     (loaded,) = server.libraries
     rows = []
     with emulate(find_profile(_GPU)):

@@ -195,7 +195,8 @@ def _inner_calls(mode: str, record: str) -> dict:
     from tl_aot.capture.recorder import Capturer
     from tl_aot.gpu.device import emulate, find_profile
     from tl_aot.jit.seam import Interception, intercepting, jit_module
-    from tl_aot.serving import server as serving
+    from tl_aot.serving import active
+    from tl_aot.serving.server import Server
 
     rows = []
     with emulate(find_profile("H100-SXM")):
@@ -219,14 +220,14 @@ def _inner_calls(mode: str, record: str) -> dict:
             return {"rows": rows}
         kernels = CaptureRecord.load(record).kernels
         lib = _StandIn(kernels, recorded_calls([record], set(kernels)))
-        serving._active = serving.Server([lib], strict=True)
-        serving._patch(jit_module())
+        server = active._active = Server([lib], strict=True)
+        active._patch(jit_module())
         for name, jit, args in calls:
             t0 = CLOCK()
             kernel = jit.compile(*args)  # JITImpl.compile: what TileLang's __call__ runs on a miss of its in-process cache
             rows.append({"call": name, "s": CLOCK() - t0})
             assert type(kernel).__name__ == "ServedKernel", kernel
-        assert serving._active.stats.served_untraced == len(calls), serving._active.stats
+        assert server.stats.served_untraced == len(calls), server.stats
     return {"rows": rows}
 
 

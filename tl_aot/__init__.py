@@ -54,7 +54,7 @@ def __getattr__(name: str):
 
         return getattr(runtime, name)
     if name == "serve":
-        from .serving.server import serve
+        from .serving.active import serve
 
         return serve
     raise AttributeError(f"module 'tl_aot' has no attribute {name!r}")

@@ -65,7 +65,7 @@ def test_the_included_header_is_what_runs(tlops, reference):
 
 SERVED_CHECK = """
 import sys, torch, tl_aot, jit_reference
-from tl_aot.serving import server as serving
+from tl_aot.serving.active import active_server
 kernels = jit_reference.jit_kernels()  # the library's own JIT calls, served
 lib = tl_aot.load(sys.argv[1])
 for entry, k in kernels.items():
@@ -79,7 +79,8 @@ for entry, k in kernels.items():  # TileLang's examples check and time a kernel 
         p.assert_allclose(lambda *ins, e=entry: getattr(lib, e)(*ins), atol=0, rtol=0)
         assert p.do_bench(n_warmup=1, n_repeat=3) > 0, entry
         profiled += 1
-print("served", serving._active.stats.served, "compiled", serving._active.stats.compiled, "profiled", profiled)
+stats = active_server().stats
+print("served", stats.served, "compiled", stats.compiled, "profiled", profiled)
 """
 
 

@@ -44,8 +44,9 @@ b = torch.randn(1024, 1024, device="cuda", dtype=torch.float16, generator=g)
 c = kernel(a, b)
 torch.cuda.synchronize()
 torch.save(c.cpu(), sys.argv[1])
-from tl_aot.serving import server as serving
-stats = vars(serving._active.stats) if serving._active is not None else {}
+from tl_aot.serving.active import active_server
+server = active_server()
+stats = vars(server.stats) if server is not None else {}
 print("RESULT " + json.dumps({"type": type(kernel).__name__, "config": kernel.config, "timed": len(timed), "stats": stats}, default=str))
 """
 

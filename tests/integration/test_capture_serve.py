@@ -85,7 +85,7 @@ def serving(served_lib, copies, monkeypatch):
     """The workload's module from the *second* install, with serving on and an H100 answering device queries."""
     import tl_aot
     from tl_aot.gpu.device import emulate, find_profile
-    from tl_aot.serving import server as serving_mod
+    from tl_aot.serving import active
 
     monkeypatch.syspath_prepend(str(copies[1]))
     for name in [n for n in sys.modules if n == "tlops" or n.startswith("tlops.") or n == "workload"]:
@@ -93,7 +93,7 @@ def serving(served_lib, copies, monkeypatch):
     server = tl_aot.serve(served_lib, strict=True)
     with emulate(find_profile("H100-SXM")):
         yield server, __import__("workload")
-    serving_mod.stop()
+    active.stop()
 
 
 def test_strict_serving_answers_every_captured_request_with_no_compile(serving):
@@ -127,15 +127,15 @@ def test_fallback_compiles_a_miss_with_the_jit_and_warns_once(served_lib, servin
     import tilelang
 
     import tl_aot
-    from tl_aot.serving import server as serving_mod
+    from tl_aot.serving import active
 
-    serving_mod.stop()
+    active.stop()
     server = tl_aot.serve(served_lib, strict=False)
     monkeypatch.setenv("TILELANG_DEFAULT_TARGET", '{"kind": "cuda", "arch": "sm_90a"}')
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "tlcache"))
     from tlops.ops.elementwise import negate
 
-    with caplog.at_level(logging.WARNING, logger="tl_aot.serving.server"):
+    with caplog.at_level(logging.WARNING, logger="tl_aot.serving.active"):
         kernel = tilelang.compile(negate(256, "float32"), out_idx=[-1])
         tilelang.compile(negate(256, "float32"), out_idx=[-1])
     assert type(kernel).__name__ == "JITKernel"
@@ -152,7 +152,10 @@ def test_a_package_ships_its_served_library_from_a_record(copies, record, cache_
     lib = pkg / "tlops" / "lib_served.so"
     man = json.loads(ok(tl_aot_cli("inspect", "--json", lib, cwd=PACKAGE.parent)).stdout)
     assert len(man["entries"]) == 8 and all(e["capture_key"] for e in man["entries"])
-    probe = "import tlops, tl_aot.serving.server as s; print(len(s._active.index), [l.path.name for l in s._active.libraries])"
+    probe = (
+        "import tlops; from tl_aot.serving.active import active_server; s = active_server(); "
+        "print(len(s.index), [l.path.name for l in s.libraries])"
+    )
     out = run_ok([sys.executable, "-c", probe], pkg).stdout
     assert out.strip() == "8 ['lib_served.so']"
 

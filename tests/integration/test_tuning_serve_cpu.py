@@ -185,8 +185,9 @@ def test_non_strict_serving_warns_once_and_lets_tilelang_tune(served_lib):
 
 def test_run_serve_loads_the_library_when_tilelang_is_imported(served_lib):
     probe = (
-        "import sys; before = 'tl_aot.runtime.loader' in sys.modules; import tilelang; from tl_aot.serving import server as serving; "
-        "print(before, [lib.path.name for lib in serving._active.libraries], len(serving._active.tunings))"
+        "import sys; before = 'tl_aot.runtime.loader' in sys.modules; import tilelang\n"
+        "from tl_aot.serving.active import active_server; s = active_server()\n"
+        "print(before, [lib.path.name for lib in s.libraries], len(s.tunings))"
     )
     # $TL_AOT_SERVE_CPU_TIME: the exit line gives the lookups' CPU time beside their wall clock
     proc = tl_aot_cli(

@@ -25,6 +25,7 @@ from tl_aot.gpu.cuda_driver import emulating, gpu_identity  # noqa: E402
 from tl_aot.gpu.device import PROFILES, emulate  # noqa: E402
 from tl_aot.jit.call_key import call_key  # noqa: E402
 from tl_aot.jit.seam import Interception, intercepting, jit_module, uninstall  # noqa: E402
+from tl_aot.serving import active  # noqa: E402
 from tl_aot.serving import server as serving  # noqa: E402
 from tl_aot.serving.served_kernel import ServedKernel  # noqa: E402
 
@@ -107,27 +108,27 @@ def test_a_served_jit_call_never_traces_and_a_changed_closure_or_global_misses(t
     with emulating("90"):
         request_key = _capture(tmp_path, k.make(1.0), 256)
         assert len(traces) == 1  # the capture traced once
-        monkeypatch.setattr(serving, "_installed", [])
-        monkeypatch.setattr(serving, "_active", serving.Server([_library(tmp_path / "r.json", request_key)], strict=True))
-        serving._patch(jit_module())
+        monkeypatch.setattr(active, "_installed", [])
+        monkeypatch.setattr(active, "_active", serving.Server([_library(tmp_path / "r.json", request_key)], strict=True))
+        active._patch(jit_module())
         try:
             kernel = k.make(1.0)(256)  # a new @tilelang.jit object, called as a library calls it
             assert isinstance(kernel, ServedKernel) and kernel(1, 2)[:2] == ("ran", "add_k")
             assert len(traces) == 1, "served before TileLang built the prim_func"
-            assert serving._active.stats.served_untraced == 1
-            assert (serving._active.stats.lookups, serving._active.stats.call_lookups) == (1, 1)  # one lookup, by call key
+            assert active._active.stats.served_untraced == 1
+            assert (active._active.stats.lookups, active._active.stats.call_lookups) == (1, 1)  # one lookup, by call key
             assert kernel.prim_func is not None and len(traces) == 2  # traced only when asked for
             with pytest.raises(serving.KernelNotServed):
                 k.make(2.0)(256)  # another value in its closure: another kernel
             assert len(traces) == 3  # it was keyed by its prim_func, which no library holds
-            st = serving._active.stats  # its call key missed, then its traced prim_func was hashed: counted apart
+            st = active._active.stats  # its call key missed, then its traced prim_func was hashed: counted apart
             assert (st.lookups, st.call_lookups) == (3, 2) and st.lookup_s >= st.call_lookup_s
             monkeypatch.setattr(k, "SCALE", 3.0)
             with pytest.raises(serving.KernelNotServed):
                 k.make(1.0)(256)  # a global it reads changed
-            assert serving._active.stats.served_untraced == 1
+            assert active._active.stats.served_untraced == 1
         finally:
-            uninstall(serving._installed[0])
+            uninstall(active._installed[0])
 
 
 def test_the_call_key_covers_source_closure_globals_arguments_and_gpu(kmod):
@@ -212,7 +213,8 @@ def test_a_kept_spelling_gives_the_key_spelled_afresh_and_spells_nothing_again(k
         "kwdefaults",  # its keyword-only defaults dict is changed in place
     ],
 )
-def test_a_kept_spelling_is_never_used_once_what_it_read_changed(kmod, change):
+@pytest.mark.parametrize("asked", [1, 20])  # checked by a pass over what it read; by columns once asked often
+def test_a_kept_spelling_is_never_used_once_what_it_read_changed(kmod, change, asked):
     from tl_aot.jit import call_key as ck
 
     text = KERNEL.replace("def add(N):", "def add(N, bias=0.5):").replace("+ shift", "+ shift + bias")
@@ -228,6 +230,9 @@ def test_a_kept_spelling_is_never_used_once_what_it_read_changed(kmod, change):
     assert call_key(jit, (512,), {}, "90") != before and call_key(jit, (256,), {}, "90") == before
     kept = id(jit) in ck._SPELLED
     assert kept == (change not in ("list", "kwdefaults"))  # what may change in place is spelled every time
+    for _ in range(asked):
+        assert call_key(jit, (256,), {}, "90") == before
+    assert not kept or (ck._SPELLED[id(jit)][1]._check is not None) == (asked > 1)
     if change == "global":
         k.SCALE = 3.0
     elif change == "closure":
@@ -249,7 +254,7 @@ def test_global_names_read_off_the_bytes_are_what_dis_reads():
     import dis
     import types
 
-    from tl_aot.jit.call_key import _loaded_globals
+    from tl_aot.jit.code_globals import loaded_globals
 
     def codes(code):
         yield code
@@ -262,7 +267,7 @@ def test_global_names_read_off_the_bytes_are_what_dis_reads():
     for path in sorted(root.rglob("*.py")):
         for code in codes(compile(path.read_text(), str(path), "exec")):
             want = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
-            assert _loaded_globals(code) == want, (path, code.co_name)
+            assert loaded_globals(code) == want, (path, code.co_name)
             seen += 1
     assert seen > 2000  # every function, class body and comprehension of the package
 
@@ -319,6 +324,7 @@ def test_a_value_is_written_as_json_writes_its_spelling():
     import torch
 
     from tl_aot.jit import call_key as ck
+    from tl_aot.jit.spelling_reads import Reads
 
     values = [
         None, True, False, 0, -7, 2**70, 1.5, -0.0, 1e300, math.inf, -math.inf, math.nan, "", "x", 'q"uote\\', "ünï\n\u2028",
@@ -326,10 +332,50 @@ def test_a_value_is_written_as_json_writes_its_spelling():
         _Pair((1, 2)), [[1, 2], {"a": (3,)}], torch.float16, math, math.sqrt, ["mixed", _Level.HIGH, _Name("m"), torch.int8],
     ]  # fmt: skip
     for value in values:
-        assert ck._text(value, ck._DEPTH, ck._Reads()) == reference_text(value), value
+        assert ck._text(value, ck._DEPTH, Reads()) == reference_text(value), value
     for unkeyable in (object(), [1, object()], {"a": {1, 2}}):
         with pytest.raises(ck.Unkeyable):
-            ck._text(unkeyable, ck._DEPTH, ck._Reads())
+            ck._text(unkeyable, ck._DEPTH, Reads())
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "out_idx",  # a list changed in place
+        "pass_configs",  # a dict changed in place (a key added)
+        "pass_value",  # a dict's value replaced in place
+        "compile_flags",  # rebound
+        "target",  # rebound
+    ],
+)
+def test_a_jits_options_changed_after_its_first_call_change_its_key(kmod, change):
+    """The jit's options are the key's too: a list or dict changed in place, or an option rebound, moves it."""
+    from tilelang.transform import PassConfigKey
+
+    jit = kmod(f"kern_options_{change}").make(1.0)
+    jit.pass_configs = {PassConfigKey.TL_ENABLE_FAST_MATH: True}
+    jit.compile_flags = ["-O3"]
+    before = call_key(jit, (256,), {}, "90")
+    assert call_key(jit, (256,), {}, "90") == before == reference_key(jit, (256,), {}, "90")
+    if change == "out_idx":
+        jit.out_idx.append(0)
+    elif change == "pass_configs":
+        jit.pass_configs[PassConfigKey.TL_DISABLE_TMA_LOWER] = True
+    elif change == "pass_value":
+        jit.pass_configs[PassConfigKey.TL_ENABLE_FAST_MATH] = False
+    elif change == "compile_flags":
+        jit.compile_flags = ["-O2"]
+    else:
+        jit.target = "cuda -arch=sm_90a"
+    after = call_key(jit, (256,), {}, "90")
+    assert after not in (None, before) and after == reference_key(jit, (256,), {}, "90")
+    jit.pass_configs, jit.target = None, _Target()  # an object of another type (a TVM target, say): spelled by str()
+    assert call_key(jit, (256,), {}, "90") == reference_key(jit, (256,), {}, "90")
+
+
+class _Target:
+    def __str__(self) -> str:
+        return "cuda -arch=sm_90a"
 
 
 NESTED = KERNEL.replace("def make(shift):\n", "def make(shift):\n    def offset(x):\n        return x + shift\n\n").replace(
@@ -403,15 +449,15 @@ def test_the_processs_first_question_to_the_gpu_is_counted_apart_from_lookups(tm
             return real()
 
         monkeypatch.setattr(serving, "current_gpu_identity", slow_first)
-        monkeypatch.setattr(serving, "_installed", [])
+        monkeypatch.setattr(active, "_installed", [])
         server = serving.Server([_library(tmp_path / "r.json", request_key)], strict=True, cpu_time=True)
-        monkeypatch.setattr(serving, "_active", server)
-        serving._patch(jit_module())
+        monkeypatch.setattr(active, "_active", server)
+        active._patch(jit_module())
         try:
             assert isinstance(k.make(1.0)(256), ServedKernel) and isinstance(k.make(1.0)(256), ServedKernel)
-            st = serving._active.stats
+            st = active._active.stats
             assert st.served_untraced == 2 and st.gpu_first_s >= 0.05
             assert st.lookup_s < 0.05, "the driver's loading is not in the lookups' time"
             assert 0 < st.lookup_cpu_s and st.lookup_cpu_s < 0.05  # the looking-up thread's CPU time, beside the wall clock
         finally:
-            uninstall(serving._installed[0])
+            uninstall(active._installed[0])

@@ -21,23 +21,17 @@ guess.
 
 from __future__ import annotations
 
-import dis
 import enum
 import hashlib
-import json
-import math
-import sys
 import types
-from collections.abc import Callable, Iterable
-from itertools import repeat
-from json.encoder import c_make_encoder  # type: ignore[attr-defined]
-from json.encoder import encode_basestring_ascii as _json_str
-from operator import attrgetter, is_
 from types import CodeType
 from typing import Any
 
 from ..config.options import plain_pass_configs
+from .code_globals import global_names
 from .code_source import code_source_digest
+from .key_json import PLAIN, all_plain, encode_plain, float_text, json_str
+from .spelling_reads import ABSENT, EMPTY_CELL, Reads
 
 __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 
@@ -47,143 +41,22 @@ __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 #: ``inspect.getsource``'s block.
 CALL_SCHEMA = 2
 _DEPTH = 4  # helper functions followed this deep
-_GLOBALS: dict[int, tuple[CodeType, frozenset[str]]] = {}  # id(code object) -> (it, the global names it reads)
 _MEMO_LIMIT = 4096
-_INF = math.inf
-_ABSENT = object()  # a global the code names that the module does not define (yet)
-_contents = attrgetter("cell_contents")
-_EMPTY_CELL = object()  # what a function's closure values are when one of its cells is empty
-#: What a function is made of, read at once: its code, globals, closure cells, defaults, keyword defaults, module, qualname.
-_FUNCTION_PARTS = attrgetter("__code__", "__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__module__", "__qualname__")
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    """Keep ``value`` under ``key`` in ``memo``, the oldest entry dropped when it holds :data:`_MEMO_LIMIT`."""
+    if len(memo) >= _MEMO_LIMIT:
+        memo.pop(next(iter(memo)))
+    memo[key] = value
 
 
 class Unkeyable(Exception):
     """A value the call depends on cannot be spelled the same in every process."""
 
 
-class _Reads:
-    """Every slot spelling a function read (an attribute, a closure cell, a module global) and the object it held.
-
-    A spelling depends only on these objects when each is immutable or spelled by name: ``frozen``
-    says so (a list, a dict, keyword defaults, which may change in place, clear it). Then, while
-    every slot still holds the very object it held (:meth:`unchanged`), the spelling is the same,
-    so a function's spelling is kept and checked slot by slot instead of being spelled again.
-    """
-
-    __slots__ = ("slots", "frozen", "_check")
-
-    def __init__(self) -> None:
-        self.slots: list[tuple[int, Any, Any, Any]] = []  # (kind, holder, name or default, object read)
-        self.frozen = True
-        self._check: _Check | None = None
-
-    def attr(self, obj: Any, name: str, default: Any = None) -> Any:
-        value = getattr(obj, name, default)
-        self.slots.append((0, obj, (name, default), value))
-        return value
-
-    def cell(self, cell: Any) -> Any:
-        value = cell.cell_contents  # ValueError when empty: the caller makes the call unkeyed
-        self.slots.append((1, cell, None, value))
-        return value
-
-    def function(self, fn: types.FunctionType) -> tuple[tuple[Any, ...], Any]:
-        """A function's parts (:data:`_FUNCTION_PARTS`) and its closure cells' contents (``_EMPTY_CELL`` if one is empty).
-
-        One slot for what a function is made of: read with one C call, and checked so
-        (:class:`_Check`), where reading each attribute as its own slot took ten.
-        """
-        parts = _FUNCTION_PARTS(fn)
-        try:
-            values: Any = tuple(map(_contents, parts[2] or ()))
-        except ValueError:
-            values = _EMPTY_CELL
-        self.slots.append((3, fn, parts, values))
-        return parts, values
-
-    def glob(self, glb: dict[str, Any], name: str) -> Any:
-        value = glb.get(name, _ABSENT)
-        self.slots.append((2, glb, name, value))
-        return value
-
-    def unchanged(self) -> bool:
-        """Whether every slot still holds the object it held when read (checked as a :class:`_Check`, made once)."""
-        if self._check is None:
-            self._check = _Check(self.slots)
-        return self._check.unchanged()
-
-
-class _Check:
-    """A kept spelling's slots, each once, in columns: checked by C loops (``map``), not one Python step per slot.
-
-    A lookup's time is mostly this check; in a real process, between two lookups the program has
-    moved on (a test built tensors, TileLang traced), so what a lookup touches is out of the CPU's
-    caches: the fewer objects and interpreter steps it takes, the faster it is.
-    """
-
-    __slots__ = (
-        "attr_of", "attr_names", "attr_defaults", "attr_values", "cells", "cell_values", "dicts", "glob_names", "glob_values",
-        "functions", "function_parts", "function_values", "torn",
-    )  # fmt: skip
-
-    def __init__(self, slots: list[tuple[int, Any, Any, Any]]) -> None:
-        attrs: dict[tuple[int, str], tuple[Any, str, Any, Any]] = {}
-        cells: dict[int, tuple[Any, Any]] = {}
-        globs: dict[tuple[int, str], tuple[Any, str, Any]] = {}
-        functions: dict[int, tuple[Any, Any, Any]] = {}
-        row: tuple[Any, ...]
-        self.torn = False  # a slot read twice that held two objects (changed while spelled): never unchanged
-        for kind, holder, name, value in slots:  # a slot read twice (a helper two functions call) is checked once
-            if kind == 3:  # a function: its parts and closure values, read as tuples
-                row = functions.setdefault(id(holder), (holder, name, value))
-                self.torn = self.torn or not (_same(row[1], name) and (row[2] is value or _same(row[2], value)))
-                continue
-            if kind == 0:
-                row = attrs.setdefault((id(holder), name[0]), (holder, name[0], name[1], value))
-            elif kind == 1:
-                row = cells.setdefault(id(holder), (holder, value))
-            else:
-                row = globs.setdefault((id(holder), name), (holder, name, value))
-            self.torn = self.torn or row[-1] is not value
-        self.attr_of, self.attr_names, self.attr_defaults, self.attr_values = _columns(attrs.values(), 4)
-        self.cells, self.cell_values = _columns(cells.values(), 2)
-        self.dicts, self.glob_names, self.glob_values = _columns(globs.values(), 3)
-        self.functions, self.function_parts, self.function_values = _columns(functions.values(), 3)
-
-    def unchanged(self) -> bool:
-        """Whether every slot still holds the very object it held."""
-        if self.torn or not all(map(is_, map(getattr, self.attr_of, self.attr_names, self.attr_defaults), self.attr_values)):
-            return False
-        if not all(map(is_, map(dict.get, self.dicts, self.glob_names, repeat(_ABSENT)), self.glob_values)):
-            return False
-        if not all(map(_same, map(_FUNCTION_PARTS, self.functions), self.function_parts)):
-            return False
-        try:
-            return all(map(is_, map(_contents, self.cells), self.cell_values)) and all(
-                map(_same, map(_closure_values, self.function_parts), self.function_values)
-            )
-        except ValueError:  # a cell emptied (del of the enclosing scope's variable)
-            return False
-
-
-def _same(now: tuple[Any, ...], then: Any) -> bool:
-    """Whether two tuples hold the very same objects, item by item (``then`` may be ``_EMPTY_CELL``: never the same)."""
-    return type(then) is tuple and len(now) == len(then) and all(map(is_, now, then))
-
-
-def _closure_values(parts: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The contents of the closure cells among a function's parts (ValueError when one is empty)."""
-    return tuple(map(_contents, parts[2] or ()))
-
-
-def _columns(rows: Iterable[tuple[Any, ...]], width: int) -> tuple[tuple[Any, ...], ...]:
-    """Rows as ``width`` column tuples (empty columns when there are no rows)."""
-    columns = tuple(zip(*rows))
-    return columns if columns else ((),) * width
-
-
-#: id(function) -> (the function, what its spelling read, the spelling as key JSON): kept while unchanged (:class:`_Reads`).
-_SPELLED: dict[int, tuple[Any, _Reads, str]] = {}
+#: id(function) -> (the function, what its spelling read, the spelling as key JSON): kept while unchanged (:class:`Reads`).
+_SPELLED: dict[int, tuple[Any, Reads, str]] = {}
 
 
 def _library(module: str) -> bool:
@@ -192,57 +65,7 @@ def _library(module: str) -> bool:
     return root in {"tilelang", "tvm", "tvm_ffi", "torch", "math", "functools", "itertools", "typing", "builtins", "operator"}
 
 
-def _float_text(v: float) -> str:
-    """A float as JSON spells it (``allow_nan``: ``NaN``, ``Infinity``, ``-Infinity``)."""
-    if v != v:
-        return "NaN"
-    if v == _INF:
-        return "Infinity"
-    if v == -_INF:
-        return "-Infinity"
-    return float.__repr__(v)
-
-
-#: Exact types spelled as themselves: their JSON, as the key's encoder writes it (json's own C functions where it has them).
-_PLAIN: dict[type, Callable[[Any], str]] = {
-    str: _json_str,
-    int: int.__repr__,
-    float: _float_text,
-    bool: {True: "true", False: "false"}.__getitem__,
-    type(None): lambda _: "null",
-}
-
-
-_PLAIN_TYPES = frozenset(_PLAIN)
-
-
-def _unencodable(o: Any) -> Any:
-    raise TypeError(f"{type(o).__qualname__} is not plain")  # never reached: only plain values are encoded
-
-
-def _json_encoder() -> Callable[[Any], str]:
-    """The key's JSON encoder (keys sorted, no spaces): json's C encoder made once, called without ``JSONEncoder.encode``'s setup.
-
-    ``JSONEncoder.encode`` makes a new C encoder (and a dozen Python steps) per call; the values
-    encoded here are plain, so no circular-reference markers are needed. Without json's C
-    accelerator, ``JSONEncoder.encode`` itself (same text).
-    """
-    if c_make_encoder is None:
-        return json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
-    chunks = c_make_encoder(None, _unencodable, _json_str, None, ":", ",", True, False, True)
-    return lambda v: "".join(chunks(v, 0))
-
-
-#: Values made only of plain items are written by it in one C call.
-_ENCODE = _json_encoder()
-
-
-def _all_plain(values: Iterable[Any]) -> bool:
-    """Whether every value is of an exact plain type: spelled as itself, so JSON-encoded as is."""
-    return _PLAIN_TYPES.issuperset(map(type, values))
-
-
-def _text(v: Any, depth: int, reads: _Reads) -> str:
+def _text(v: Any, depth: int, reads: Reads) -> str:
     """The spelling of value ``v`` as the key's JSON, written directly (no list built, then encoded).
 
     What a value is spelled as: itself (None, bools, numbers, strings: subclasses as JSON writes
@@ -254,21 +77,21 @@ def _text(v: Any, depth: int, reads: _Reads) -> str:
     separators=(",", ":"))`` (``tests/unit/test_call_key.py`` checks it against that, spelled the
     slow way).
     """
-    plain = _PLAIN.get(type(v))
+    plain = PLAIN.get(type(v))
     if plain is not None:
         return plain(v)
     if isinstance(v, (int, float, str)):  # a subclass (bool has none): as json spells it
-        return _json_str(v) if isinstance(v, str) else _float_text(v) if isinstance(v, float) else int.__repr__(v)
+        return json_str(v) if isinstance(v, str) else float_text(v) if isinstance(v, float) else int.__repr__(v)
     if isinstance(v, (list, tuple)):
         if not isinstance(v, tuple):
             reads.frozen = False  # may change in place
-        items = _ENCODE(v) if _all_plain(v) else f"[{','.join([_text(x, depth, reads) for x in v])}]"
-        return f"[{_json_str(type(v).__name__)},{items}]"
+        items = encode_plain(v) if all_plain(v) else f"[{','.join([_text(x, depth, reads) for x in v])}]"
+        return f"[{json_str(type(v).__name__)},{items}]"
     if isinstance(v, dict):
         reads.frozen = False
         return f'["dict",[{",".join([f"[{_text(k, depth, reads)},{_text(x, depth, reads)}]" for k, x in v.items()])}]]'
     if isinstance(v, enum.Enum):
-        return f'["enum",{_json_str(f"{type(v).__module__}.{type(v).__qualname__}")},{_text(v.name, depth, reads)}]'
+        return f'["enum",{json_str(f"{type(v).__module__}.{type(v).__qualname__}")},{_text(v.name, depth, reads)}]'
     if isinstance(v, types.ModuleType):  # a user's module: the values read from it are not covered
         name = reads.attr(v, "__name__", "")
         if _library(name):
@@ -278,26 +101,26 @@ def _text(v: Any, depth: int, reads: _Reads) -> str:
         module = reads.attr(v, "__module__", "")
         if _library(module):  # TileLang's classes (Fragment, ...): covered by its version
             qualname = reads.attr(v, "__qualname__", "")
-            return f'["class",{_json_str(f"{module}.{qualname}")}]'
+            return f'["class",{json_str(f"{module}.{qualname}")}]'
     t = type(v)
     if t.__name__ == "dtype" and t.__module__ == "torch":
-        return f'["torch.dtype",{_json_str(str(v))}]'
+        return f'["torch.dtype",{json_str(str(v))}]'
     if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or hasattr(v, "orig_func") or type(v).__name__ == "JITImpl":
         return _helper_text(v, depth, reads)
     raise Unkeyable(f"{type(v).__qualname__} value")
 
 
-#: (id(helper function), depth) -> (it, what its spelling read, the spelling): kept while unchanged (:class:`_Reads`).
-_HELPERS: dict[tuple[int, int], tuple[Any, _Reads, str]] = {}
+#: (id(helper function), depth) -> (it, what its spelling read, the spelling): kept while unchanged (:class:`Reads`).
+_HELPERS: dict[tuple[int, int], tuple[Any, Reads, str]] = {}
 
 
-def _helper_text(fn: Any, depth: int, reads: _Reads) -> str:
+def _helper_text(fn: Any, depth: int, reads: Reads) -> str:
     """The spelling of a function a kernel function reads (a closure value, a global, a default): kept per function object.
 
     A kernel factory makes a new ``@tilelang.jit`` function each time it is called, but the helpers
     it closes over or reads from its module (an elementwise op, a layout function, another kernel)
     are the same function objects each time: their spelling is kept and re-checked slot by slot
-    (:meth:`_Reads.unchanged`), as :func:`_function_text` keeps a jit's, instead of being spelled
+    (:meth:`Reads.unchanged`), as :func:`_function_text` keeps a jit's, instead of being spelled
     again for every new kernel function. The slots are added to ``reads``, so whoever keeps
     ``reads``' spelling re-checks them too.
     """
@@ -306,20 +129,18 @@ def _helper_text(fn: Any, depth: int, reads: _Reads) -> str:
     if have is not None and have[0] is fn and have[1].unchanged():
         reads.slots.extend(have[1].slots)
         return have[2]
-    mine = _Reads()
+    mine = Reads()
     text = _function_text_of(fn, depth, mine)
     reads.slots.extend(mine.slots)
     if mine.frozen:
-        if len(_HELPERS) >= _MEMO_LIMIT:
-            _HELPERS.pop(next(iter(_HELPERS)))  # the oldest
-        _HELPERS[memo] = (fn, mine, text)  # holds fn alive: its id is not reused while remembered
+        _remember(_HELPERS, memo, (fn, mine, text))  # holds fn alive: its id is not reused while remembered
     else:
         reads.frozen = False
         _HELPERS.pop(memo, None)
     return text
 
 
-def _function_text_of(fn: Any, depth: int, reads: _Reads) -> str:
+def _function_text_of(fn: Any, depth: int, reads: Reads) -> str:
     """The spelling of function ``fn`` as the key's JSON.
 
     ``["function", module.qualname]`` for a builtin or a library's function (covered by the
@@ -333,12 +154,12 @@ def _function_text_of(fn: Any, depth: int, reads: _Reads) -> str:
         (code, glb, cells, positional, kwdefaults, module, qualname), values = reads.function(fn)
         name = f"{module or ''}.{qualname}"
         if _library(module or ""):
-            return f'["function",{_json_str(name)}]'
+            return f'["function",{json_str(name)}]'
     else:
         module = reads.attr(fn, "__module__", "") or ""
         name = f"{module}.{reads.attr(fn, '__qualname__', '?')}"
         if isinstance(fn, types.BuiltinFunctionType) or _library(module):
-            return f'["function",{_json_str(name)}]'
+            return f'["function",{json_str(name)}]'
         code = reads.attr(fn, "__code__")
         glb = reads.attr(fn, "__globals__", {})
         cells = reads.attr(fn, "__closure__") or ()
@@ -347,7 +168,7 @@ def _function_text_of(fn: Any, depth: int, reads: _Reads) -> str:
         kwdefaults = reads.attr(fn, "__kwdefaults__")
     if depth <= 0:
         raise Unkeyable(f"{name}: helpers nested too deep")
-    if values is _EMPTY_CELL:
+    if values is EMPTY_CELL:
         raise Unkeyable(f"{name}: a closure variable is unbound")  # bound later in the enclosing scope
     if code is None:
         raise Unkeyable(f"{name}: no source")
@@ -359,17 +180,17 @@ def _function_text_of(fn: Any, depth: int, reads: _Reads) -> str:
             values = [reads.cell(cell) for cell in cells or ()]
         except ValueError:
             raise Unkeyable(f"{name}: a closure variable is unbound") from None
-    if _all_plain(values):
-        cells_text = _ENCODE(dict(zip(code.co_freevars, values)))
+    if all_plain(values):
+        cells_text = encode_plain(dict(zip(code.co_freevars, values)))
     else:  # a JSON object's keys, sorted as the encoder sorts them (names are unique)
         closure = sorted(zip(code.co_freevars, values))
-        cells_text = "{" + ",".join([f"{_json_str(var)}:{_text(value, depth - 1, reads)}" for var, value in closure]) + "}"
+        cells_text = "{" + ",".join([f"{json_str(var)}:{_text(value, depth - 1, reads)}" for var, value in closure]) + "}"
     used = _spell_globals(code, glb, depth - 1, reads)
     if kwdefaults is not None:
         reads.frozen = False  # a dict: may change in place
     listed = ",".join([_text(x, depth - 1, reads) for x in positional or ()])  # a tuple: its items spelled as a list's
     keyword = ",".join([f"[{_text(k, depth - 1, reads)},{_text(x, depth - 1, reads)}]" for k, x in (kwdefaults or {}).items()])
-    return f'["function",{_json_str(name)},"{source}",{cells_text},{used.text},[["list",[{listed}]],["dict",[{keyword}]]]]'
+    return f'["function",{json_str(name)},"{source}",{cells_text},{used.text},[["list",[{listed}]],["dict",[{keyword}]]]]'
 
 
 class _Kept:
@@ -377,7 +198,7 @@ class _Kept:
 
     __slots__ = ("code", "glb", "reads", "text")
 
-    def __init__(self, code: CodeType, glb: dict[str, Any], reads: _Reads, text: str) -> None:
+    def __init__(self, code: CodeType, glb: dict[str, Any], reads: Reads, text: str) -> None:
         self.code, self.glb, self.reads, self.text = code, glb, reads, text
 
 
@@ -385,12 +206,12 @@ class _Kept:
 _USED: dict[tuple[int, int, int], _Kept] = {}
 
 
-def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: _Reads) -> _Kept:
+def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: Reads) -> _Kept:
     """The module globals ``code`` reads, spelled: kept per code object and module while every slot they read is unchanged.
 
     A kernel factory makes a new ``@tilelang.jit`` function (a new closure over the same code) each
     time it is called; its globals -- the module's constants and helper functions, spelled
-    recursively -- are the same objects each time, so they are re-checked (:meth:`_Reads.unchanged`)
+    recursively -- are the same objects each time, so they are re-checked (:meth:`Reads.unchanged`)
     rather than spelled again. The slots are added to ``reads``, so whoever keeps ``reads``'
     spelling re-checks them too. Keyed by identity (equal code objects of two files are two
     entries), each entry holding its code and globals alive so their ids are not reused.
@@ -400,18 +221,16 @@ def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: _Read
     if have is not None and have.code is code and have.glb is glb and have.reads.unchanged():
         reads.slots.extend(have.reads.slots)
         return have
-    mine = _Reads()
+    mine = Reads()
     used = []
-    for n in sorted(_global_names(code)):  # a JSON object's keys, sorted
+    for n in sorted(global_names(code)):  # a JSON object's keys, sorted
         value = mine.glob(glb, n)
-        if value is not _ABSENT:
-            used.append(f"{_json_str(n)}:{_text(value, depth, mine)}")
+        if value is not ABSENT:
+            used.append(f"{json_str(n)}:{_text(value, depth, mine)}")
     reads.slots.extend(mine.slots)
     kept = _Kept(code, glb, mine, "{" + ",".join(used) + "}")
     if mine.frozen:
-        if len(_USED) >= _MEMO_LIMIT:
-            _USED.pop(next(iter(_USED)))  # the oldest
-        _USED[memo] = kept
+        _remember(_USED, memo, kept)
     else:
         reads.frozen = False
         _USED.pop(memo, None)
@@ -423,65 +242,18 @@ def _function_text(jit) -> str:
 
     A ``@tilelang.jit`` kernel is asked for with many arguments; its function, closure, globals and
     defaults are the same objects each time, so the first call of each arguments re-checks them
-    (:meth:`_Reads.unchanged`) instead of spelling them again.
+    (:meth:`Reads.unchanged`) instead of spelling them again.
     """
     have = _SPELLED.get(id(jit))
     if have is not None and have[0] is jit and have[1].unchanged():
         return have[2]
-    reads = _Reads()
+    reads = Reads()
     text = _function_text_of(jit, _DEPTH, reads)
     if reads.frozen:
-        if len(_SPELLED) >= _MEMO_LIMIT:
-            _SPELLED.pop(next(iter(_SPELLED)))  # the oldest
-        _SPELLED[id(jit)] = (jit, reads, text)  # holds jit alive: its id is not reused while remembered
+        _remember(_SPELLED, id(jit), (jit, reads, text))  # holds jit alive: its id is not reused while remembered
     else:
         _SPELLED.pop(id(jit), None)
     return text
-
-
-def _global_names(code) -> frozenset:
-    """Names the code (and the code of functions defined in it) reads as globals (not attribute names).
-
-    Read once per code object (immutable: the same code reads the same names), as its source is.
-    """
-    have = _GLOBALS.get(id(code))
-    if have is not None and have[0] is code:
-        return have[1]
-    found = _loaded_globals(code)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            found |= _global_names(const)
-    names = frozenset(found)
-    if len(_GLOBALS) < _MEMO_LIMIT:
-        _GLOBALS[id(code)] = (code, names)  # by identity: hashing a code object hashes its constants, nested code included
-    return names
-
-
-_LOAD_GLOBAL, _LOAD_NAME, _EXTENDED_ARG = dis.opmap["LOAD_GLOBAL"], dis.opmap["LOAD_NAME"], dis.opmap["EXTENDED_ARG"]
-_GLOBAL_ARG_SHIFT = 1 if sys.version_info >= (3, 11) else 0  # from 3.11 LOAD_GLOBAL's low bit says "push NULL too"
-
-
-def _loaded_globals(code: CodeType) -> set[str]:
-    """The names ``code`` itself loads with LOAD_GLOBAL / LOAD_NAME: ``dis.get_instructions``' answer, read off the bytes.
-
-    A served process spells each function once; building ``dis``' instruction objects was half of
-    that (3.5 ms for one of TileOPs' kernel factories), and stepping through the bytes in Python a
-    tenth: the opcodes (every other byte) are searched with ``bytes.find`` instead, and only the
-    loads found are decoded (with the EXTENDED_ARG prefixes before them).
-    """
-    names, raw = code.co_names, code.co_code
-    ops, args = raw[0::2], raw[1::2]
-    found: set[str] = set()
-    for op, shift in ((_LOAD_GLOBAL, _GLOBAL_ARG_SHIFT), (_LOAD_NAME, 0)):
-        i = ops.find(op)
-        while i >= 0:
-            arg, j, byte = args[i], i - 1, 8
-            while j >= 0 and ops[j] == _EXTENDED_ARG:  # each prefix gives the next 8 high bits
-                arg |= args[j] << byte
-                j, byte = j - 1, byte + 8
-            found.add(names[arg >> shift])
-            i = ops.find(op, i + 1)
-    return found
 
 
 def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> str | None:
@@ -494,21 +266,21 @@ def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> st
     text is written in that order directly, the call's own values spelled each time.
     """
     try:
-        reads = _Reads()  # the call's own values: spelled every time
-        args_text = _text(list(args), 0, reads)
-        if _all_plain(kwargs.values()):
-            kwargs_text = _ENCODE(sorted(kwargs.items()))  # (name, value) pairs: JSON arrays
+        reads = Reads()  # the call's own values: spelled every time
+        args_text = f'["list",{encode_plain(args)}]' if all_plain(args) else _text(list(args), 0, reads)  # a tuple: a list's JSON
+        if all_plain(kwargs.values()):
+            kwargs_text = encode_plain(sorted(kwargs.items()))  # (name, value) pairs: JSON arrays
         else:
-            kwargs_text = "[" + ",".join([f"[{_json_str(k)},{_text(v, 0, reads)}]" for k, v in sorted(kwargs.items())]) + "]"
+            kwargs_text = "[" + ",".join([f"[{json_str(k)},{_text(v, 0, reads)}]" for k, v in sorted(kwargs.items())]) + "]"
         configs = getattr(jit, "pass_configs", None)
         text = (
-            f'{{"args":{args_text},"backend":{_json_str(str(getattr(jit, "execution_backend", None)))}'
+            f'{{"args":{args_text},"backend":{json_str(str(getattr(jit, "execution_backend", None)))}'
             f',"compile_flags":{_text(getattr(jit, "compile_flags", None), 0, reads)}'
-            f',"function":{_function_text(jit)},"gpu":{_json_str(gpu)},"kwargs":["dict",{kwargs_text}]'
+            f',"function":{_function_text(jit)},"gpu":{json_str(gpu)},"kwargs":["dict",{kwargs_text}]'
             f',"out_idx":{_text(getattr(jit, "out_idx", None), 0, reads)}'
             f',"pass_configs":{_text(plain_pass_configs(dict(configs)), 0, reads) if configs else _NO_CONFIGS}'
-            f',"schema":{CALL_SCHEMA},"target":{_json_str(str(getattr(jit, "target", None)))}'
-            f',"target_host":{_json_str(str(getattr(jit, "target_host", None)))},"tilelang":{_json_str(_tilelang_version())}}}'
+            f',"schema":{CALL_SCHEMA},"target":{json_str(str(getattr(jit, "target", None)))}'
+            f',"target_host":{json_str(str(getattr(jit, "target_host", None)))},"tilelang":{json_str(_tilelang_version())}}}'
         )
     except (Unkeyable, RecursionError):
         return None

@@ -5,7 +5,7 @@ Every JIT path (``@tilelang.jit`` calls, ``JITImpl.compile``, ``tilelang.compile
 ``out_idx`` / ``pass_configs`` / ``compile_flags``: that function, and ``JITImpl.compile`` (to
 know which ``@tilelang.jit`` call a request came from), are the only names of TileLang's that
 tl_aot replaces, and only here. Clients -- resolving a kernel at build time (:mod:`tl_aot.jit.resolve`),
-capturing a workload (:mod:`tl_aot.capture.recorder`), serving prebuilt kernels (:mod:`tl_aot.serving.server`) --
+capturing a workload (:mod:`tl_aot.capture.recorder`), serving prebuilt kernels (:mod:`tl_aot.serving.active`) --
 each :func:`install` an :class:`Interception` of their own; the seam builds one
 :class:`CompileRequest` per compile and hands it to the most recently installed interception,
 whose ``proceed`` passes it on to the one installed before it and finally to TileLang. When the

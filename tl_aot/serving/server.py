@@ -1,46 +1,44 @@
-"""Serve: TileLang's JIT answered from prebuilt tl_aot libraries, with no compile.
+"""The server: prebuilt tl_aot libraries' kernels by request key and call key, and the lookup that answers TileLang's JIT.
 
-``tl_aot.serve(path)`` (a library, or a folder of them) patches TileLang's compile
-(``tilelang.jit.cached``) in this process. A compile request whose key (prim_func without source
-locations, options, headers by content: :func:`tl_aot.jit.request_key.request_key`) is the key of a
-loaded library's variant (every kernel built from a capture, or reached through TileLang's JIT
-from a spec entry, records the request it answers), on a GPU the library has an image for, returns a
-:class:`ServedKernel`: the library's entry, called like TileLang's compiled kernel. Any other
-request is a miss: compiled by the JIT with one warning per kernel, or, ``strict``, a
-:class:`KernelNotServed` error naming the kernel and the nearest prebuilt one. A different IR or
-different options are always a miss: nothing else is ever served for them.
+A :class:`Server` (made and installed in TileLang's JIT by :mod:`tl_aot.serving.active`:
+``tl_aot.serve(path)``, ``$TL_AOT_SERVE``) indexes its libraries' manifest indexes. A compile
+request whose key (prim_func without source locations, options, headers by content:
+:func:`tl_aot.jit.request_key.request_key`) is the key of a loaded library's variant (every kernel
+built from a capture, or reached through TileLang's JIT from a spec entry, records the request it
+answers), on a GPU the library has an image for, is answered with a :class:`ServedKernel`: the
+library's entry, called like TileLang's compiled kernel; a ``@tilelang.jit`` call whose call key
+a library recorded is answered so before TileLang traces it. Any other request is a miss:
+compiled by the JIT with one warning per kernel, or, ``strict``, a :class:`KernelNotServed` error
+naming the kernel and the nearest prebuilt one. A different IR or different options are always a
+miss: nothing else is ever served for them.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..common.arch import Arch
 from ..common.errors import KernelNotServed
-from ..common.fileutil import StrPath
-from ..common.json_types import JsonObject
 from ..gpu.cuda_driver import Gpu, current_gpu, current_gpu_identity, gpu_name
 from ..gpu.image_select import Image, image_of, runs_on
-from .misses import miss_message, tuning_message
+from .misses import tuning_message
 
 if TYPE_CHECKING:
     from ..jit.request_key import RequestKeys
-    from ..jit.seam import CompileRequest, Interception, JitCall
+    from ..jit.seam import CompileRequest, JitCall
     from ..runtime.loader import Library
     from .served_kernel import ServedKernel
 
 # What answers a request (the seam with TileLang's JIT, the call and request keys, served kernels) is
-# imported when TileLang's JIT is (:func:`_patch`: before any request can come), not by ``serve``:
+# imported when TileLang's JIT is (:meth:`Server.prepare_lookups`: before any request can come), not by ``serve``:
 # a process pays for it with TileLang's import, and a served library's start-up is its index alone.
 
-__all__ = ["serve", "stop", "Server", "KernelNotServed", "install_from_env", "held_device_code"]
+__all__ = ["Server", "Stats", "KernelNotServed"]
 
 _log = logging.getLogger("tl_aot.serving.server")
 
@@ -75,6 +73,8 @@ class Server:
 
     def __init__(self, libraries: Iterable[Library], *, strict: bool = False, capturing: bool = False, cpu_time: bool = False) -> None:
         self._call_key: Callable[..., str | None] | None = None  # tl_aot.jit.call_key.call_key: see prepare_lookups
+        # what an entry's first use builds (tl_aot.jit.seam.CompileRequest, .served_kernel.ServedKernel): see prepare_lookups
+        self._kinds: tuple[type[CompileRequest], type[ServedKernel]] | None = None
         self._gpu_asked = False  # whether a lookup asked current_gpu_identity() (its first answer loads the driver)
         self._cpu: Callable[[], float] = time.thread_time if cpu_time else float  # float() is 0.0: no CPU time read
         self._keys: RequestKeys | None = None
@@ -87,12 +87,17 @@ class Server:
         self._served: dict[str, ServedKernel] = {}
         self._lock = threading.Lock()
         self._warned_tunings: set[str] = set()
+        self.tuning_now: list[str] = []  # tunings TileLang's autotuner runs now (not strict, not recorded): its candidates compile quietly
         self.tunings: dict[str, tuple[Library, int]] = {}  # tuning key -> (library, its index in the library's tunings)
         self.calls: dict[str, str] = {}  # call key -> request key (tl_aot.jit.call_key)
         self.captured_on: frozenset[str] = frozenset()  # the GPU models the libraries' kernels were captured on
         self._calls_answer: dict[int, bool] = {}  # device -> whether call keys answer on it (its model was captured)
         self.libraries: list[Library] = []
         self.add(libraries)
+
+    def count_cpu_time(self) -> None:
+        """Read the looking-up thread's CPU time too (``stats.lookup_cpu_s``): a later ``serve`` asked for it."""
+        self._cpu = time.thread_time
 
     @property
     def keys(self) -> RequestKeys:
@@ -117,11 +122,19 @@ class Server:
         if self._call_key is None:
             from ..common import metadata  # noqa: F401 (an entry's first use parses its record)
             from ..jit.call_key import call_key
-            from ..jit.seam import CompileRequest  # noqa: F401 (what a first answer builds)
-            from .served_kernel import ServedKernel  # noqa: F401
 
             self._call_key = call_key
+            self._answer_kinds()
         return self._call_key
+
+    def _answer_kinds(self) -> tuple[type[CompileRequest], type[ServedKernel]]:
+        """What an entry's first use builds, imported once (an import statement run per entry costs a few microseconds)."""
+        if self._kinds is None:
+            from ..jit.seam import CompileRequest
+            from .served_kernel import ServedKernel
+
+            self._kinds = (CompileRequest, ServedKernel)
+        return self._kinds
 
     def add(self, libraries: Iterable[Library]) -> None:
         """Serve these libraries' captured kernels too (a library already served is skipped).
@@ -216,18 +229,14 @@ class Server:
 
     def _first_served(self, request_key: str, hit: tuple[Library, str, tuple[Image, ...]], jit_call: JitCall) -> ServedKernel:
         """The kernel a call key's first hit serves (kept for the calls after): the request it stands for, its entry."""
-        from ..jit.seam import CompileRequest
-        from .served_kernel import ServedKernel
-
+        request, served_kernel = self._kinds or self._answer_kinds()
         jit, args, kwargs = jit_call.jit, jit_call.args, jit_call.kwargs
         with self._lock:
             served = self._served.get(request_key)
             if served is None:
                 lib, name, _ = hit
-                req = CompileRequest.of(
-                    None, jit.out_idx, pass_configs=jit.pass_configs, compile_flags=jit.compile_flags, target=jit.target
-                )
-                served = self._served[request_key] = ServedKernel(lib[name], name, lib, req, lambda: jit.get_tir(*args, **kwargs))
+                req = request.of(None, jit.out_idx, pass_configs=jit.pass_configs, compile_flags=jit.compile_flags, target=jit.target)
+                served = self._served[request_key] = served_kernel(lib[name], name, lib, req, lambda: jit.get_tir(*args, **kwargs))
         return served
 
     def lookup(self, req: CompileRequest, jit_call: JitCall | None = None) -> tuple[ServedKernel | None, str]:
@@ -242,11 +251,9 @@ class Server:
             with self._lock:
                 served = self._served.get(key)
                 if served is None:
-                    from .served_kernel import ServedKernel
-
                     lib, name, _ = hit
                     t1, c1 = time.perf_counter(), self._cpu()
-                    served = self._served[key] = ServedKernel(lib[name], name, lib, req)
+                    served = self._served[key] = (self._kinds or self._answer_kinds())[1](lib[name], name, lib, req)
                     t0, c0 = self._first_use(t0, c0, t1, c1)
         self._looked_up(t0, c0)
         return served, key
@@ -323,197 +330,8 @@ class Server:
                 "%s; TileLang's autotuner tunes it (compiling and timing each candidate)", tuning_message(self, material, key, gpu)
             )
         self.stats.tunings_run += 1
-        _fallback_tunings.append(describe(material))
+        self.tuning_now.append(describe(material))
         try:
             return proceed()
         finally:
-            _fallback_tunings.pop()
-
-
-_active: Server | None = None
-_lock = threading.Lock()
-
-
-def serve(path: StrPath, *, strict: bool = False) -> Server:
-    """Answer TileLang's JIT from the tl_aot libraries at ``path`` (a ``lib*.so`` or a folder of them).
-
-    Parameters
-    ----------
-    path : path
-        A tl_aot library, or a folder holding several: built from a capture (``build --capture``) or
-        from spec files, the CLI, setuptools or CMake (each entry reached through TileLang's JIT is
-        served for the request it answers).
-    strict : bool
-        A request no library holds raises :class:`KernelNotServed` instead of being compiled by the JIT.
-
-    Returns the :class:`Server` (its ``stats`` count served and compiled kernels). Several
-    packages may each serve their own library: later calls add to what is served (strict if any
-    asked for it); :func:`stop` ends serving.
-
-    """
-    from ..jit.import_hooks import on_import
-
-    server = _load(path, strict)
-    on_import("tilelang.jit", _patch)
-    return server
-
-
-def _load(path: StrPath, strict: bool, *, capturing: bool = False, cpu_time: bool = False) -> Server:
-    """The libraries at ``path`` loaded and added to the process's server (made on first use)."""
-    from ..runtime.loader import load
-
-    p = Path(path)
-    files = sorted(p.glob("lib*.so")) if p.is_dir() else [p]
-    global _active
-    libs = [load(f) for f in files]
-    if _active is None:
-        _active = Server(libs, strict=strict, capturing=capturing, cpu_time=cpu_time)
-    else:
-        if cpu_time:
-            _active._cpu = time.thread_time
-        _active.add(libs)
-        _active.strict = _active.strict or strict
-    return _active
-
-
-def stop() -> None:
-    """End serving in this process: TileLang's JIT compiles every request again, through its own functions."""
-    from ..jit.seam import uninstall
-
-    global _active
-    with _lock:
-        _active = None
-        while _installed:  # the seam puts TileLang's functions back once no interception is left
-            uninstall(_installed.pop())
-
-
-_installed: list[Interception] = []  # the serving interception, once installed
-_fallback_tunings: list[str] = []  # tunings TileLang's autotuner runs now (not strict, not recorded): its candidates compile quietly
-
-
-def _patch(tl_jit: Any) -> None:
-    from ..jit.seam import Interception, install
-
-    with _lock:
-        if _active is not None:
-            _active.prepare_lookups()
-        if _installed:
-            return
-        warned: set[str] = set()
-
-        def on_request(req: CompileRequest, jit_call: JitCall | None, proceed: Callable[[], Any]) -> Any:
-            server = _active
-            if server is None:
-                return proceed()
-            served, key = server.lookup(req, jit_call)
-            if served is not None:
-                server.stats.served += 1
-                return served
-            server.stats.missed[req.name] = key
-            if server.strict:
-                server.stats.refused += 1
-                raise KernelNotServed(miss_message(server, req, key, jit_call))
-            if key not in warned and not _fallback_tunings and not server.capturing:  # a tuning run is warned about once
-                warned.add(key)
-                _log.warning("%s; compiling it with TileLang's JIT", miss_message(server, req, key, jit_call))
-            server.stats.compiled += 1
-            return proceed()
-
-        def on_tune(tuner: Any, proceed: Callable[[], Any]) -> Any:
-            server = _active
-            return proceed() if server is None else server.tune(tuner, proceed)
-
-        def on_compile(jit_call: JitCall, proceed: Callable[[], Any]) -> Any:
-            server = _active
-            served = None if server is None else server.answer_call(jit_call)
-            if server is None or served is None:
-                return proceed()
-            server.stats.served += 1
-            server.stats.served_untraced += 1
-            return served
-
-        _installed.append(Interception(on_request, name="serving", on_tune=on_tune, on_compile=on_compile))
-        install(_installed[0], tl_jit)
-
-
-def _each(count: int, seconds: float) -> str:
-    """``count`` lookups and their time, e.g. ``77 in 3.1 ms, 0.040 ms each``."""
-    return f"{count} in {seconds * 1e3:.1f} ms, {seconds * 1e3 / max(count, 1):.3f} ms each"
-
-
-def install_from_env() -> None:
-    """Serve ``$TL_AOT_SERVE`` (strict when ``$TL_AOT_SERVE_STRICT`` is 1): an unchanged program, served.
-
-    The libraries are loaded when the process imports TileLang's JIT, not at start-up: a process of
-    the command that never uses TileLang (a tool, a worker, a test's subprocess) does not pay for
-    loading them (nor for the tvm-ffi and torch imports that come with it). At exit a process that
-    served prints one line to stderr: kernels served, compiled by the JIT, refused; tunings likewise;
-    the lookups' time (wall clock; with ``$TL_AOT_SERVE_CPU_TIME`` 1, the looking-up thread's CPU
-    time too), entries' first use and the process's first question to the GPU apart.
-    """
-    import atexit
-    import sys
-
-    from ..jit.import_hooks import on_import
-
-    path = os.environ.get("TL_AOT_SERVE")
-    if not path:
-        return
-    strict = os.environ.get("TL_AOT_SERVE_STRICT", "") in ("1", "true", "yes")
-    capturing = bool(os.environ.get("TL_AOT_CAPTURE"))
-    cpu_time = os.environ.get("TL_AOT_SERVE_CPU_TIME", "") in (
-        "1",
-        "true",
-        "yes",
-    )  # the lookups' CPU time in the report too  # capture --serve: the capture records every request it serves
-    started: list[Server] = []
-
-    def start(tl_jit: Any) -> None:  # tilelang.jit has just executed (its import is still in progress)
-        started.append(_load(path, strict, capturing=capturing, cpu_time=cpu_time))
-        _patch(tl_jit)
-
-    def report() -> None:
-        if not started or capturing:  # under capture --serve, the capture's report counts what was served
-            return
-        from ..jit.code_source import source_reads
-
-        st = started[0].stats
-        print(
-            f"tl_aot serve (pid {os.getpid()}): {st.served} served, {st.compiled} compiled by the JIT, {st.refused} refused; "
-            f"tunings {st.tunings_served} served, {st.tunings_run} run by TileLang, {st.tunings_refused} refused; "
-            f"{st.lookups} lookups in {st.lookup_s * 1e3:.1f} ms{f', {st.lookup_cpu_s * 1e3:.1f} ms of CPU' if cpu_time else ''} "
-            f"({_each(st.call_lookups, st.call_lookup_s)} by call key, "
-            f"{_each(st.lookups - st.call_lookups, st.lookup_s - st.call_lookup_s)} by a traced prim_func; "
-            f"kernel sources read from disk: {source_reads.files} files in {source_reads.seconds * 1e3:.1f} ms of them; "
-            f"entries' first use {st.first_use_s * 1e3:.1f} ms and the GPU's first question {st.gpu_first_s * 1e3:.1f} ms apart; "
-            f"{st.served_untraced} kernels served before TileLang traced them)"
-            + (
-                f"; call keys unused: this {st.other_model} is no GPU model the libraries were captured on, each kernel traced"
-                if st.other_model
-                else ""
-            ),
-            file=sys.stderr,
-        )
-
-    on_import("tilelang.jit", start)
-    atexit.register(report)
-
-
-def held_device_code(key: str) -> dict[str, JsonObject] | None:
-    """The device code the served libraries hold for request ``key`` (``{arch: {sha256, tilelang, from}}``), None if none holds it.
-
-    What ``capture --serve`` records for a kernel it served: the digest the library's build proved,
-    so a build from the new record checks its device code as it did.
-    """
-    server = _active
-    hit = server.index.get(key) if server is not None else None
-    if hit is None:
-        return None
-    lib, name, _ = hit
-    manifest = lib.manifest
-    entry = next(e for e in manifest.entries if e.name == name)
-    return {
-        v.arch.sm: {"sha256": v.device_code, "tilelang": manifest.tilelang_version, "from": f"served from {Path(lib.path).name}"}
-        for v in entry.variants
-        if v.device_code
-    }
+            self.tuning_now.pop()

@@ -18,7 +18,7 @@ def install() -> None:
     """
     capture = os.environ.get("TL_AOT_CAPTURE")
     if os.environ.get("TL_AOT_SERVE"):
-        from ..server import install_from_env as serve_from_env
+        from ..active import install_from_env as serve_from_env
 
         serve_from_env()
     if capture:
@@ -26,7 +26,7 @@ def install() -> None:
 
         cap = install_from_env()
         if cap is not None and os.environ.get("TL_AOT_SERVE"):
-            from ..server import held_device_code
+            from ..active import held_device_code
 
             cap.held = held_device_code
 
