@@ -75,9 +75,9 @@ def _key(*parts) -> str:
 
 def _real_keys(count: int) -> tuple[list, list]:
     """``count`` (request key of axpy(N), call key of gemm_jit(n, n, n)) pairs, N and n as the inner runs ask."""
+    from tl_aot.call_keys.key import call_key
     from tl_aot.gpu.cuda_driver import gpu_identity
     from tl_aot.gpu.device import emulate, find_profile
-    from tl_aot.jit.call_key import call_key
     from tl_aot.jit.request_key import options_of, request_key
     from tl_aot.jit.seam import CompileRequest
 

@@ -230,7 +230,7 @@ def _inner_serve(a) -> dict:
     # per row: "new_code" (spelled a code object, the function's or a helper's, never seen), "same_jit" (the jit object
     # asked again), "new_jit" (a new @tilelang.jit object, every code it reads seen before)
     paths: list[str] = []
-    from tl_aot.jit import code_source
+    from tl_aot.call_keys import code_source
 
     jits: dict[int, object] = {}  # id -> jit object seen (held: its id is not reused)
     calls: list = []
@@ -286,7 +286,7 @@ def _inner_serve(a) -> dict:
             RequestKeys().key(req)  # a fresh memo: the prim_func hashed as serving's fallback hashes it
             anchor.append({"tilelang_key_s": t1 - t0, "request_key_s": CLOCK() - t1})
     ms = lambda xs: round(1e3 * sum(xs) / max(len(xs), 1), 4)  # noqa: E731
-    from tl_aot.jit.code_source import source_reads
+    from tl_aot.call_keys.code_source import source_reads
 
     return {
         "compiles": len(calls),

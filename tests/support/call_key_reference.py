@@ -1,4 +1,4 @@
-"""A call key spelled the slow, obvious way: the oracle ``tl_aot.jit.call_key`` is checked against.
+"""A call key spelled the slow, obvious way: the oracle ``tl_aot.call_keys.key`` is checked against.
 
 The package writes the key's JSON text directly and keeps a function's spelling between calls;
 this spells the same material as Python lists and dicts, afresh every time (global names by
@@ -15,9 +15,9 @@ import json
 import types
 from typing import Any
 
+from tl_aot.call_keys import key as ck
+from tl_aot.call_keys.code_source import code_source_digest
 from tl_aot.config.options import plain_pass_configs
-from tl_aot.jit import call_key as ck
-from tl_aot.jit.code_source import code_source_digest
 
 __all__ = ["reference_key", "reference_text"]
 

@@ -14,6 +14,7 @@ pytest.importorskip("tilelang")
 
 from support.call_key_reference import reference_key, reference_text  # noqa: E402
 
+from tl_aot.call_keys.key import call_key  # noqa: E402
 from tl_aot.capture.record import CaptureRecord  # noqa: E402
 from tl_aot.capture.record_specs import recorded_calls  # noqa: E402
 from tl_aot.capture.recorder import Capturer  # noqa: E402
@@ -23,7 +24,6 @@ from tl_aot.common.metadata import ArchVariant, LoweredEntry, Manifest  # noqa: 
 from tl_aot.config.user_code import user_function  # noqa: E402
 from tl_aot.gpu.cuda_driver import emulating, gpu_identity  # noqa: E402
 from tl_aot.gpu.device import PROFILES, emulate  # noqa: E402
-from tl_aot.jit.call_key import call_key  # noqa: E402
 from tl_aot.jit.seam import Interception, intercepting, jit_module, uninstall  # noqa: E402
 from tl_aot.serving import active  # noqa: E402
 from tl_aot.serving import server as serving  # noqa: E402
@@ -187,7 +187,7 @@ def test_the_kernels_of_a_library_are_keyed():
 
 
 def test_a_kept_spelling_gives_the_key_spelled_afresh_and_spells_nothing_again(kmod, monkeypatch):
-    from tl_aot.jit import call_key as ck
+    from tl_aot.call_keys import key as ck
 
     jit = kmod("kern_memo").make(1.0)
     spelled = []
@@ -215,7 +215,7 @@ def test_a_kept_spelling_gives_the_key_spelled_afresh_and_spells_nothing_again(k
 )
 @pytest.mark.parametrize("asked", [1, 20])  # checked by a pass over what it read; by columns once asked often
 def test_a_kept_spelling_is_never_used_once_what_it_read_changed(kmod, change, asked):
-    from tl_aot.jit import call_key as ck
+    from tl_aot.call_keys import key as ck
 
     text = KERNEL.replace("def add(N):", "def add(N, bias=0.5):").replace("+ shift", "+ shift + bias")
     if change == "list":
@@ -254,7 +254,7 @@ def test_global_names_read_off_the_bytes_are_what_dis_reads():
     import dis
     import types
 
-    from tl_aot.jit.code_globals import loaded_globals
+    from tl_aot.call_keys.code_globals import loaded_globals
 
     def codes(code):
         yield code
@@ -293,7 +293,7 @@ def test_a_call_key_is_the_same_in_a_fresh_process(kmod, tmp_path):
 
     here = call_key(kmod("kern_fresh", HELPED).make(1.0), (256,), {"block": ("a", 1)}, "90:sms=132")
     code = (
-        "import kern_fresh\nfrom tl_aot.jit.call_key import call_key\n"
+        "import kern_fresh\nfrom tl_aot.call_keys.key import call_key\n"
         "print(call_key(kern_fresh.make(1.0), (256,), {'block': ('a', 1)}, '90:sms=132'))"
     )
     env = {"PYTHONPATH": ":".join([str(tmp_path), *sys.path]), "PATH": "", "PYTHONHASHSEED": "12345"}
@@ -323,8 +323,8 @@ def test_a_value_is_written_as_json_writes_its_spelling():
 
     import torch
 
-    from tl_aot.jit import call_key as ck
-    from tl_aot.jit.spelling_reads import Reads
+    from tl_aot.call_keys import key as ck
+    from tl_aot.call_keys.spelling_reads import Reads
 
     values = [
         None, True, False, 0, -7, 2**70, 1.5, -0.0, 1e300, math.inf, -math.inf, math.nan, "", "x", 'q"uote\\', "ünï\n\u2028",
@@ -385,7 +385,7 @@ NESTED = KERNEL.replace("def make(shift):\n", "def make(shift):\n    def offset(
 
 def test_a_kept_spelling_sees_a_change_inside_a_helper_it_holds_in_its_closure(kmod):
     """A helper closure held by the kernel's closure (a macro, say) is checked too: its cell, its code, its defaults."""
-    from tl_aot.jit import call_key as ck
+    from tl_aot.call_keys import key as ck
 
     k = kmod("kern_nested", NESTED)
     jit = k.make(1.0)
@@ -412,7 +412,7 @@ HELPER = (
 @pytest.mark.parametrize("change", ["global", "defaults", "code", "closure"])
 def test_a_kept_helper_spelling_is_shared_by_new_kernel_functions_until_the_helper_changes(kmod, change):
     """Each factory call makes a new kernel function over the same helper: its spelling is kept, never once it changed."""
-    from tl_aot.jit import call_key as ck
+    from tl_aot.call_keys import key as ck
 
     k = kmod(f"kern_helper_{change}", HELPER)
     first = call_key(k.make(1.0), (256,), {}, "90")

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tl_aot.jit.code_source import code_source_digest, code_span
+from tl_aot.call_keys.code_source import code_source_digest, code_span
 
 HELPER = '''
 import math
@@ -98,7 +98,7 @@ def test_the_digest_is_the_same_in_a_fresh_process(helper, tmp_path):
         """
         import sys
         import cs_helper
-        from tl_aot.jit.code_source import code_source_digest
+        from tl_aot.call_keys.code_source import code_source_digest
         print(*(code_source_digest(f.__code__, f.__globals__) for f in (cs_helper.pad, cs_helper.banner, cs_helper.ptx)))
         """
     )
@@ -117,7 +117,7 @@ def test_a_function_whose_source_cannot_be_read_has_no_digest():
 
 def test_before_python_3_11_the_span_is_inspects_block(helper):
     """Code objects carry end lines from 3.11; before, the block inspect finds by tokenizing gives the same spans here."""
-    from tl_aot.jit.code_source import _block_span
+    from tl_aot.call_keys.code_source import _block_span
 
     m = helper()
     assert [_block_span(getattr(m, f).__code__) for f in ("pad", "banner", "ptx")] == [
@@ -160,7 +160,7 @@ def test_without_debug_ranges_a_function_has_no_span_and_no_digest(tmp_path):
     """``-X no_debug_ranges`` leaves end lines equal to first lines: a multi-line string's tail would be unseen, so no key."""
     (tmp_path / "cs_nodebug.py").write_text(HELPER)
     code = (
-        "import cs_nodebug\nfrom tl_aot.jit.code_source import code_source_digest, code_span\n"
+        "import cs_nodebug\nfrom tl_aot.call_keys.code_source import code_source_digest, code_span\n"
         "f = cs_nodebug.ptx\nprint(code_span(f.__code__), repr(code_source_digest(f.__code__, f.__globals__)))"
     )
     env = {"PYTHONPATH": ":".join([str(tmp_path), *sys.path]), "PATH": ""}
@@ -172,7 +172,7 @@ def test_each_source_file_is_read_from_disk_once_and_read_again_after_an_edit(he
     """What a served process's report counts: a kernel file read in the first lookup of a function of it, not per function."""
     import linecache
 
-    from tl_aot.jit.code_source import source_reads
+    from tl_aot.call_keys.code_source import source_reads
 
     m = helper(name="cs_reads")
     linecache.cache.pop(m.__file__, None)

@@ -213,7 +213,7 @@ def test_loading_imports_no_metadata_and_serving_no_lookup_modules_until_tilelan
     import subprocess
     import sys
 
-    later = ["tl_aot.common.metadata", "tl_aot.runtime.torch_ops", "tl_aot.jit.seam", "tl_aot.jit.call_key", "tl_aot.jit.request_key"]
+    later = ["tl_aot.common.metadata", "tl_aot.runtime.torch_ops", "tl_aot.jit.seam", "tl_aot.call_keys.key", "tl_aot.jit.request_key"]
     code = (
         "import sys, tl_aot.runtime.loader, tl_aot.serving.active, tl_aot.serving.server as s\n"
         f"print(sorted(m for m in {later!r} if m in sys.modules))\n"

@@ -29,12 +29,12 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from ..call_keys.key import call_key
 from ..common.errors import TlAotError
 from ..common.fileutil import StrPath
 from ..common.json_types import JsonObject
 from ..common.tilelang_compat import tilelang_version
 from ..gpu.cuda_driver import current_gpu, emulating, gpu_identity
-from ..jit.call_key import call_key
 from ..jit.ir_record import round_trip_problem
 from ..jit.pristine_ir import pristine_ir
 from ..jit.request_key import backend_kind, options_of, request_key

@@ -268,7 +268,7 @@ class Tuning:
 class Call:
     """A ``@tilelang.jit`` call a captured run made, and the request it led to: serving answers it without tracing.
 
-    See :mod:`tl_aot.jit.call_key`.
+    See :mod:`tl_aot.call_keys.key`.
     """
 
     key: str  # the call key: function, source, closure and globals it reads, arguments, jit options, compute capability

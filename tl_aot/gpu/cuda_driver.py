@@ -180,7 +180,7 @@ def current_gpu(*, names=DRIVER_NAMES) -> Gpu:
 def gpu_identity(gpu: Gpu | None = None) -> str:
     """``90:sms=132,smem_optin=232448,smem_sm=233472,l2=52428800``: what a kernel factory may read of the current GPU.
 
-    '' with no GPU. A kernel keyed by its call (:mod:`tl_aot.jit.call_key`) is keyed by this, not by
+    '' with no GPU. A kernel keyed by its call (:mod:`tl_aot.call_keys.key`) is keyed by this, not by
     the compute capability alone: GPUs of one arch differ in SM count (H100 SXM and PCIe). ``gpu``:
     :func:`current_gpu`'s answer when the caller already asked the driver (serving's lookups do).
     """

@@ -186,7 +186,7 @@ def install_from_env() -> None:
     def report() -> None:
         if not started or capturing:  # under capture --serve, the capture's report counts what was served
             return
-        from ..jit.code_source import source_reads
+        from ..call_keys.code_source import source_reads
 
         st = started[0].stats
         print(

@@ -72,7 +72,7 @@ class Server:
     """Prebuilt kernels by capture key, from one or more libraries."""
 
     def __init__(self, libraries: Iterable[Library], *, strict: bool = False, capturing: bool = False, cpu_time: bool = False) -> None:
-        self._call_key: Callable[..., str | None] | None = None  # tl_aot.jit.call_key.call_key: see prepare_lookups
+        self._call_key: Callable[..., str | None] | None = None  # tl_aot.call_keys.key.call_key: see prepare_lookups
         # what an entry's first use builds (tl_aot.jit.seam.CompileRequest, .served_kernel.ServedKernel): see prepare_lookups
         self._kinds: tuple[type[CompileRequest], type[ServedKernel]] | None = None
         self._gpu_asked = False  # whether a lookup asked current_gpu_identity() (its first answer loads the driver)
@@ -89,7 +89,7 @@ class Server:
         self._warned_tunings: set[str] = set()
         self.tuning_now: list[str] = []  # tunings TileLang's autotuner runs now (not strict, not recorded): its candidates compile quietly
         self.tunings: dict[str, tuple[Library, int]] = {}  # tuning key -> (library, its index in the library's tunings)
-        self.calls: dict[str, str] = {}  # call key -> request key (tl_aot.jit.call_key)
+        self.calls: dict[str, str] = {}  # call key -> request key (tl_aot.call_keys.key)
         self.captured_on: frozenset[str] = frozenset()  # the GPU models the libraries' kernels were captured on
         self._calls_answer: dict[int, bool] = {}  # device -> whether call keys answer on it (its model was captured)
         self.libraries: list[Library] = []
@@ -118,10 +118,10 @@ class Server:
         self.keys  # noqa: B018 (made now)
 
     def _call_keys(self) -> Callable[..., str | None]:
-        """:func:`tl_aot.jit.call_key.call_key`, imported (with what a first answer uses) on first use."""
+        """:func:`tl_aot.call_keys.key.call_key`, imported (with what a first answer uses) on first use."""
         if self._call_key is None:
+            from ..call_keys.key import call_key
             from ..common import metadata  # noqa: F401 (an entry's first use parses its record)
-            from ..jit.call_key import call_key
 
             self._call_key = call_key
             self._answer_kinds()

@@ -1,11 +1,11 @@
 """What a call key's spelling of a function read, and whether it still holds: the check that lets a spelling be kept.
 
-Spelling a function for its call key (:mod:`tl_aot.jit.call_key`) reads attributes, closure cells
+Spelling a function for its call key (:mod:`tl_aot.call_keys.key`) reads attributes, closure cells
 and module globals. The spelling depends only on the objects read when each is immutable or
 spelled by name; then, while every slot read still holds the very object it held, the spelling is
 the same, and a kept spelling is checked slot by slot (by identity) instead of being spelled
 again. This module records the slots (:class:`Reads`) and checks them; what a spelling is made of
-stays in :mod:`tl_aot.jit.call_key`.
+stays in :mod:`tl_aot.call_keys.key`.
 
 Most kept spellings are checked once or twice (a test suite's factories make a new
 ``@tilelang.jit`` function per kernel class built, asked for with one or two arguments: TileOPs'

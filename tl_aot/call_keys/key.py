@@ -3,7 +3,7 @@
 A request key (:func:`tl_aot.jit.request_key.request_key`) is a digest of the prim_func, which TileLang
 must first build by running the user's function (``JITImpl.get_tir``): most of what a warm JIT
 spends. The call key names the same kernel from the call alone: the function (module, name, a
-digest of the source lines its code object spans: :mod:`tl_aot.jit.code_source`), every value it
+digest of the source lines its code object spans: :mod:`tl_aot.call_keys.code_source`), every value it
 reads from its closure and its module's globals (numbers, strings, dtypes, TileLang's and torch's
 modules by name, helper functions by their own source and values, recursively, and the defaults
 of its parameters), the call's arguments, the
@@ -37,7 +37,7 @@ __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 
 #: Bumped when what the key covers changes (a call recorded under another schema is a miss: the schema is
 #: part of the digested material, so an old record's key is never equal to a new one, whatever it spelled).
-#: 2: a function's source is the span of its code object's lines (:mod:`tl_aot.jit.code_source`), not
+#: 2: a function's source is the span of its code object's lines (:mod:`tl_aot.call_keys.code_source`), not
 #: ``inspect.getsource``'s block.
 CALL_SCHEMA = 2
 _DEPTH = 4  # helper functions followed this deep

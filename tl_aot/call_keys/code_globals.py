@@ -1,6 +1,6 @@
 """The names a code object reads as module globals, read off its bytecode: which globals a call key spells.
 
-A function's call key (:mod:`tl_aot.jit.call_key`) covers every module global it reads, so it
+A function's call key (:mod:`tl_aot.call_keys.key`) covers every module global it reads, so it
 needs the names its code (and the code of the functions defined in it) loads with ``LOAD_GLOBAL``
 or ``LOAD_NAME``: never attribute names, never names it only stores. A code object cannot change,
 so its names are read once per code object and kept by identity.

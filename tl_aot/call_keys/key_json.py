@@ -1,6 +1,6 @@
 """JSON as a call key writes it: plain values (None, bools, numbers, strings, and lists of them) in one C call.
 
-A call key (:mod:`tl_aot.jit.call_key`) is the SHA-256 of its material's JSON text, keys sorted,
+A call key (:mod:`tl_aot.call_keys.key`) is the SHA-256 of its material's JSON text, keys sorted,
 no spaces: exactly ``json.dumps(material, sort_keys=True, separators=(",", ":"))``. The key writes
 that text directly rather than building the material and encoding it; this module holds the
 writers of the plain parts: json's own C functions, set up once (``JSONEncoder.encode`` sets up
