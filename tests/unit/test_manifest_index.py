@@ -12,7 +12,8 @@ from support.golden import golden_manifest
 
 from tl_aot.common.errors import LibraryError
 from tl_aot.common.manifest_index import index_of, index_text, parse_index
-from tl_aot.common.metadata import ABI_VERSION, Call, LoweredEntry, Tuning, from_json, to_json
+from tl_aot.common.metadata import ABI_VERSION, Call, LoweredEntry, Tuning
+from tl_aot.common.metadata_json import from_json, to_json
 from tl_aot.runtime import loader
 from tl_aot.runtime.elf import ElfInfo
 from tl_aot.runtime.loader import Library, read_index, read_manifest

@@ -107,7 +107,8 @@ def test_build_ext_options_are_checked():
 
 def test_generated_loader_needs_only_tvm_ffi():
     from tl_aot.codegen.render import render_loader
-    from tl_aot.common.metadata import Manifest, from_json
+    from tl_aot.common.metadata import Manifest
+    from tl_aot.common.metadata_json import from_json
 
     manifest = from_json(Manifest, json.loads((Path(__file__).parent / "golden" / "manifest.json").read_text()))
     text = render_loader(manifest, module="pkg._kernels", library_file="lib_kernels.so")

@@ -17,7 +17,8 @@ from ..common.arch import parse_arch
 from ..common.cpp_spelling import DLPACK_DTYPES, c_comment, c_string_body, image_symbol
 from ..common.escaping import py_comment, py_doc_line, py_str
 from ..common.manifest_index import index_text
-from ..common.metadata import ABI_VERSION, Manifest, ManifestJson, manifest_json
+from ..common.metadata import ABI_VERSION, Manifest
+from ..common.metadata_json import ManifestJson, manifest_json
 from . import launcher_units
 from .launcher_context import LibraryCode, library_code, units_of
 
@@ -129,7 +130,7 @@ def render_manifest(manifest: Manifest, *, spelled: ManifestJson | None = None) 
     rendered and compiled as soon as lowering is done, the manifest only once nvcc is. The index
     (:mod:`tl_aot.common.manifest_index`) is what loading reads; its digest is the one the ELF
     section carries. ``spelled``: the manifest's JSON when the caller has it
-    (:func:`~tl_aot.common.metadata.manifest_json`: the link stage spells a whole library's once).
+    (:func:`~tl_aot.common.metadata_json.manifest_json`: the link stage spells a whole library's once).
     """
     spelled = spelled or manifest_json(manifest)
     json_text = spelled.text
