@@ -178,7 +178,8 @@ def render_header(manifest: Manifest, *, code: LibraryCode | None = None) -> str
     return _env().get_template("launcher.h.j2").render(**_fields(code or library_code(manifest, f"{manifest.library}.h")))
 
 
-#: File name of the copy of :mod:`tl_aot.runtime.torch_ops` shipped next to a generated loader.
+#: The package shipped next to a generated loader: a copy of :mod:`tl_aot.runtime.torch_ops` (its ``__init__.py``) and
+#: :mod:`tl_aot.runtime.torch_fakes`.
 TORCH_GLUE_MODULE = "_tl_aot_torch"
 
 
@@ -188,7 +189,7 @@ def render_loader(manifest: Manifest, *, module: str, library_file: str, torch_o
     ``module`` is the dotted name it is imported as (``tl_gemm._kernels``). The module needs only
     ``tvm_ffi`` (not tl_aot), so a package shipping it depends on apache-tvm-ffi alone; its
     ``register_torch_ops()`` uses the copy of :mod:`tl_aot.runtime.torch_ops` placed beside it
-    (``_tl_aot_torch.py``). ``torch_ops`` (True or a namespace) registers them on import when
+    (the package ``_tl_aot_torch``). ``torch_ops`` (True or a namespace) registers them on import when
     torch is installed; the default namespace is the package's name.
     """
     package = module.rpartition(".")[0] or module

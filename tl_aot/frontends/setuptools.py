@@ -227,9 +227,10 @@ class build_ext(_build_ext):
         except TlAotError as e:
             msg = f"building TileLang extension {fullname!r} failed:\n{e}"
             raise TileLangExtensionError(msg) from e
-        glue = loader.with_name(TORCH_GLUE_MODULE + ".py")
+        glue = loader.with_name(TORCH_GLUE_MODULE)
         loader_text = render_loader(result.manifest, module=fullname, library_file=library.name, torch_ops=ext.torch_ops)
-        files = [(library, result.library, "library"), (loader, loader_text.encode(), "loader"), (glue, GLUE.read_bytes(), "torch glue")]
+        files = [(library, result.library, "library"), (loader, loader_text.encode(), "loader")]
+        files += [(glue / name, source, "torch glue") for name, source in GLUE.items()]
         packs = packs_of(result.library)
         files += [(library.with_name(p.name), p, "image pack") for p in packs]
         try:
@@ -262,7 +263,7 @@ class build_ext(_build_ext):
         seen = set()
         for ext in self._tilelang_extensions():
             inplace_lib, regular_lib = self._get_inplace_equivalent(build_py, ext)
-            for name in (ext.loader_filename, TORCH_GLUE_MODULE + ".py"):
+            for name in (ext.loader_filename, *(os.path.join(TORCH_GLUE_MODULE, glue) for glue in GLUE)):
                 pair = (os.path.join(os.path.dirname(regular_lib), name), os.path.join(os.path.dirname(inplace_lib), name))
                 if pair not in seen:  # extensions of one package share the glue module
                     seen.add(pair)

@@ -20,8 +20,9 @@ __all__ = ["GLUE", "companion_of", "copy_if_different", "packs_of", "place_compa
 
 log = logging.getLogger("tl_aot.frontends.setuptools")
 
-#: The torch glue module shipped beside every loader.
-GLUE = Path(__file__).parents[1] / "runtime" / "torch_ops.py"
+_RUNTIME = Path(__file__).parents[1] / "runtime"
+#: The torch glue shipped beside every loader, the package ``_tl_aot_torch``: file in it -> the module of tl_aot it copies.
+GLUE = {"__init__.py": _RUNTIME / "torch_ops.py", "torch_fakes.py": _RUNTIME / "torch_fakes.py"}
 
 
 def copy_if_different(src: Path, dst: Path) -> bool:
