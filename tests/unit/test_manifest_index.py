@@ -214,7 +214,8 @@ def test_loading_imports_no_metadata_and_serving_no_lookup_modules_until_tilelan
     import subprocess
     import sys
 
-    later = ["tl_aot.common.metadata", "tl_aot.runtime.torch_ops", "tl_aot.jit.seam", "tl_aot.jit.call_key", "tl_aot.jit.request_key"]
+    later = ["tl_aot.common.metadata", "tl_aot.common.metadata_json", "tl_aot.runtime.torch_ops", "tl_aot.runtime.torch_fakes"]
+    later += ["tl_aot.jit.seam", "tl_aot.jit.call_key", "tl_aot.jit.request_key"]
     code = (
         "import sys, tl_aot.runtime.loader, tl_aot.serving.server as s\n"
         f"print(sorted(m for m in {later!r} if m in sys.modules))\n"
@@ -223,4 +224,5 @@ def test_loading_imports_no_metadata_and_serving_no_lookup_modules_until_tilelan
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[0] == "[]"  # what every load pays before its first call: none of these
-    assert out[1] == str(sorted(set(later) - {"tl_aot.runtime.torch_ops"}))  # made ready before any request, not by the first
+    ready = set(later) - {"tl_aot.runtime.torch_ops", "tl_aot.runtime.torch_fakes"}
+    assert out[1] == str(sorted(ready))  # made ready before any request, not by the first

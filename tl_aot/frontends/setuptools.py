@@ -63,7 +63,16 @@ from ..pipeline.library import build_library
 from ..tune.tuning_record import TuningRecord, apply_record
 from ..wheel.wheel_check import WheelCheckError, check_claim, check_folder
 from .setuptools_extension import TileLangDeclarationError, TileLangExtension, TileLangExtensionError
-from .setuptools_files import GLUE, companion_of, copy_if_different, packs_of, place_companion, place_together, remove_stale_packs
+from .setuptools_files import (
+    GLUE,
+    companion_of,
+    copy_if_different,
+    packs_of,
+    place_companion,
+    place_together,
+    remove_stale_glue,
+    remove_stale_packs,
+)
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
@@ -236,6 +245,7 @@ class build_ext(_build_ext):
         try:
             remove_stale_packs(library, {p.name for p in packs})
             place_together(files, result.torch_companion)
+            remove_stale_glue(loader.parent)
         except TlAotError as e:
             msg = f"building TileLang extension {fullname!r} failed:\n{e}"
             raise TileLangExtensionError(msg) from e
@@ -305,6 +315,7 @@ class build_ext(_build_ext):
         for regular, inplace in self._loader_files():
             if os.path.exists(regular):
                 write_if_different(inplace, Path(regular).read_text())
+                remove_stale_glue(Path(inplace).parent)
 
 
 class bdist_wheel(_bdist_wheel):
