@@ -233,9 +233,7 @@ class Capturer:
         if not key or not code:
             return
         with self._lock:
-            item = self.kernels.get(key)
-            if item is None:  # flushed since: merged into the file with the next flush
-                item = self.kernels[key] = {"devices": [], "origins": []}
+            item = self._held_item(key)
             for arch, c in code.items():
                 item.setdefault("device_code", {}).setdefault(arch, c)
 
@@ -248,10 +246,15 @@ class Capturer:
         if not key:
             return
         with self._lock:
-            item = self.kernels.get(key)
-            if item is None:  # flushed since: merged into the file with the next flush
-                item = self.kernels[key] = {"devices": [], "origins": []}
+            item = self._held_item(key)
             item["compile_s"] = max(item.get("compile_s", 0.0), round(seconds, 3))
+
+    def _held_item(self, key: str) -> JsonObject:
+        """The item of ``key`` this process holds (call under the lock); one flushed since starts empty, merged at the next flush."""
+        item = self.kernels.get(key)
+        if item is None:
+            item = self.kernels[key] = {"devices": [], "origins": []}
+        return item
 
     def _warn_unfaithful(self, name: str, problem: str) -> None:
         self.unfaithful += 1
