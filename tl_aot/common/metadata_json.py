@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import sys
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -89,21 +91,26 @@ class _Plan(NamedTuple):
 _PLANS: dict[type, _Plan] = {}  # dataclass -> its plan: a class's fields never change, so each is worked out once
 _ARCHS: dict[str, Arch] = {}  # "sm_90a" / "sm_80+PTX" -> Arch (frozen: one instance serves every variant)
 _ARCHS_LIMIT = 256
+_RECORDS = re.compile(r"tuple\[(\w+), \.\.\.\]")  # a field holding records, as its type is spelled
 
 
 def _records_held(cls: type) -> dict[str, type]:
-    """The fields of ``cls`` typed ``tuple[<a dataclass>, ...]`` (field -> that dataclass): the ones holding records."""
+    """The fields of ``cls`` typed ``tuple[<a dataclass>, ...]`` (field -> that dataclass): the ones holding records.
+
+    A type spelled as text (``from __future__ import annotations``) is read, not evaluated: the
+    first record an entry's first use parses pays for every class it holds.
+    """
+    names = vars(sys.modules[cls.__module__])
     held: dict[str, type] = {}
-    for name, hint in typing.get_type_hints(cls).items():
-        args = typing.get_args(hint)
-        if (
-            typing.get_origin(hint) is tuple
-            and len(args) == 2
-            and args[1] is Ellipsis
-            and isinstance(args[0], type)
-            and dataclasses.is_dataclass(args[0])
-        ):
-            held[name] = args[0]
+    for f in dataclasses.fields(cls):
+        if isinstance(f.type, str):
+            spelled = _RECORDS.fullmatch(f.type)
+            item = names.get(spelled[1]) if spelled else None
+        else:
+            args = typing.get_args(f.type)
+            item = args[0] if typing.get_origin(f.type) is tuple and len(args) == 2 and args[1] is Ellipsis else None
+        if isinstance(item, type) and dataclasses.is_dataclass(item):
+            held[f.name] = item
     return held
 
 
