@@ -166,7 +166,8 @@ def jit_compile(spec: Path, jobs: int, arch: str) -> dict:
 
 def cuts(work: Path) -> list[dict]:
     """``import tilelang`` CPU, and nvcc's cost per variant: batched, alone, one step as the JIT runs it, without -lineinfo."""
-    from tl_aot.common.metadata import LoweredVariant, from_json
+    from tl_aot.common.metadata import LoweredVariant
+    from tl_aot.common.metadata_json import from_json
     from tl_aot.cuda.device_image import Unit, compile_image, compile_images
     from tl_aot.cuda.nvcc_command import nvcc_command
 

@@ -110,7 +110,8 @@ def link_before(work: Path, images: dict[str, bytes], launcher: Path, runtime: P
 def _manifest():
     import dataclasses
 
-    from tl_aot.common.metadata import Manifest, from_json
+    from tl_aot.common.metadata import Manifest
+    from tl_aot.common.metadata_json import from_json
 
     return dataclasses.replace(from_json(Manifest, GOLDEN.read_text()), library="link_scale")
 

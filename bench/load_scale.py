@@ -117,7 +117,8 @@ def synthesised(n: int, archs: list[str], image_kb: int, real: int, entry_kb: fl
     ``entry_kb``: each entry's record padded to about that size (TileOPs' are ~7 KB an arch).
     """
     from tl_aot.common.arch import parse_arch
-    from tl_aot.common.metadata import Call, Manifest, Tuning, from_json, to_json
+    from tl_aot.common.metadata import Call, Manifest, Tuning
+    from tl_aot.common.metadata_json import from_json, to_json
 
     golden = from_json(Manifest, GOLDEN.read_text())
     base = [e for e in golden.entries if not e.export]
@@ -217,7 +218,8 @@ def _inner_load(lib: str) -> dict:
     """``tl_aot.load`` timed in this fresh process, then the anchors (the whole manifest, parsed eagerly)."""
     import tvm_ffi  # noqa: F401 (imports are not loading's cost)
 
-    from tl_aot.common.metadata import Manifest, from_json
+    from tl_aot.common.metadata import Manifest
+    from tl_aot.common.metadata_json import from_json
     from tl_aot.runtime import loader
 
     gc.collect()

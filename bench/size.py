@@ -128,7 +128,8 @@ def _children_cpu() -> float:
 
 def _launcher_record(lib_path) -> dict:
     """The launcher object of the library at ``lib_path``, rebuilt from its manifest."""
-    from tl_aot.common.metadata import Manifest, from_json
+    from tl_aot.common.metadata import Manifest
+    from tl_aot.common.metadata_json import from_json
 
     p = subprocess.run([sys.executable, "-m", "tl_aot", "inspect", str(lib_path), "--json"], capture_output=True, text=True, check=True)
     return launcher_object(from_json(Manifest, p.stdout))
@@ -138,7 +139,8 @@ def main(argv=None) -> None:
     """Print the launcher object's bytes per entry for a manifest file (see the module docstring)."""
     import argparse
 
-    from tl_aot.common.metadata import Manifest, from_json
+    from tl_aot.common.metadata import Manifest
+    from tl_aot.common.metadata_json import from_json
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("manifest", type=Path)

@@ -499,7 +499,8 @@ def test_text_reaching_generated_cpp_is_escaped():
     import dataclasses
 
     from tl_aot.codegen.render import c_comment, c_string_body, render_header, render_launcher
-    from tl_aot.common.metadata import Manifest, from_json
+    from tl_aot.common.metadata import Manifest
+    from tl_aot.common.metadata_json import from_json
 
     golden = from_json(Manifest, (ROOT / "tests" / "unit" / "golden" / "manifest.json").read_text())
     evil = 'k.py\n#error injected\n"\\'

@@ -78,7 +78,8 @@ def test_a_merge_twice_adds_nothing_and_keeps_each_process_report(tmp_path):
 FORKED = textwrap.dedent(
     """
     import multiprocessing as mp, os, sys
-    from tl_aot.capture.recorder import Capturer, watch_forks
+    from tl_aot.capture.process_hooks import watch_forks
+    from tl_aot.capture.recorder import Capturer
     cap = Capturer(sys.argv[1], parts=sys.argv[2])
     watch_forks(cap)
 

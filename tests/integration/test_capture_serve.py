@@ -29,7 +29,7 @@ def copies(tmp_path_factory) -> tuple[Path, Path]:
     out = []
     for name in ("a", "b"):
         dest = tmp_path_factory.mktemp(name) / "factory_shapes"
-        shutil.copytree(PACKAGE, dest, ignore=shutil.ignore_patterns("build*", "*.so", "_aot.py", "_tl_aot_torch.py", "__pycache__"))
+        shutil.copytree(PACKAGE, dest, ignore=shutil.ignore_patterns("build*", "*.so", "_aot.py", "_tl_aot_torch*", "__pycache__"))
         out.append(dest)
     return out[0], out[1]
 

@@ -156,7 +156,8 @@ def test_the_cubins_parameters_are_checked_against_the_launchers_arguments(cuted
 def test_a_cutedsl_compile_failure_names_entry_arch_and_module_and_the_worker_goes_on(cutedsl_lib, cache_dir, tmp_path):
     import dataclasses
 
-    from tl_aot.common.metadata import LoweredVariant, from_json
+    from tl_aot.common.metadata import LoweredVariant
+    from tl_aot.common.metadata_json import from_json
 
     for d in Path(cache_dir).iterdir():
         text = (d / "variant.json").read_text() if (d / "variant.json").is_file() else "{}"
@@ -196,7 +197,8 @@ step(*[value(n) for n in inspect.signature(step).parameters])
 
 @pytest.mark.parametrize(("entry", "n"), [("gemm_tma", None), ("scale", 1 << 20)])
 def test_the_cubin_is_the_one_tilelangs_cutedsl_jit_makes_from_real_tensors(cutedsl_lib, cache_dir, tmp_path, entry, n):
-    from tl_aot.common.metadata import LoweredVariant, from_json
+    from tl_aot.common.metadata import LoweredVariant
+    from tl_aot.common.metadata_json import from_json
 
     for d in Path(cache_dir).iterdir():
         text = (d / "variant.json").read_text() if (d / "variant.json").is_file() else "{}"

@@ -28,7 +28,7 @@ ENTRIES = ("gemm", "relu6_scale", "relu6_half", "rms_norm", "act_fwd", "act_bwd"
 def package(tmp_path_factory) -> Path:
     """A private copy of the package (builds write into it)."""
     dest = tmp_path_factory.mktemp("factory_shapes") / "factory_shapes"
-    shutil.copytree(PACKAGE, dest, ignore=shutil.ignore_patterns("build", "*.so", "_aot.py", "_tl_aot_torch.py", "__pycache__"))
+    shutil.copytree(PACKAGE, dest, ignore=shutil.ignore_patterns("build", "*.so", "_aot.py", "_tl_aot_torch*", "__pycache__"))
     return dest
 
 

@@ -171,7 +171,8 @@ def _outputs(root: Path, kind: str) -> dict:
 
 def _unverified(cache: Path) -> list:
     """Cache entries whose digests or image do not check out."""
-    from tl_aot.common.metadata import LoweredVariant, from_json
+    from tl_aot.common.metadata import LoweredVariant
+    from tl_aot.common.metadata_json import from_json
     from tl_aot.cuda.image_check import variant_image_problem
 
     bad = []

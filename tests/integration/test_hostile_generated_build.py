@@ -13,7 +13,9 @@ import pytest
 
 pytest.importorskip("tilelang")
 
-from tl_aot.codegen.render import TORCH_GLUE_MODULE, render_loader  # noqa: E402
+from support.helpers import place_torch_glue  # noqa: E402
+
+from tl_aot.codegen.render import render_loader  # noqa: E402
 from tl_aot.common.errors import SpecError  # noqa: E402
 from tl_aot.pipeline.library import build_library  # noqa: E402
 from tl_aot.spec import KernelSpec, LibrarySpec  # noqa: E402
@@ -65,7 +67,7 @@ def test_newline_in_the_kernel_path_gives_an_inert_wheel_loader(hostile_build, t
     (pkg / "__init__.py").write_text("")
     shutil.copy(result.library, pkg / "lib_kernels.so")
     (pkg / "_kernels.py").write_text(render_loader(result.manifest, module="pkg._kernels", library_file="lib_kernels.so"))
-    shutil.copy(Path(__import__("tl_aot").__file__).parent / "runtime" / "torch_ops.py", pkg / f"{TORCH_GLUE_MODULE}.py")
+    place_torch_glue(pkg)
     assert "evil\\nopen(" in (pkg / "_kernels.py").read_text().splitlines()[0]
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     code = "import pkg._kernels as k; print(sorted(k.__all__))"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.builds import build_spec
-from support.helpers import ok, tl_aot_here
+from support.helpers import ok, place_torch_glue, tl_aot_here
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("tilelang")
@@ -106,7 +106,7 @@ def test_a_generated_loader_registers_the_companion_shipped_beside_it(built, tmp
     import importlib
     import shutil
 
-    from tl_aot.codegen.render import TORCH_GLUE_MODULE, render_loader
+    from tl_aot.codegen.render import render_loader
 
     result, _ = built
     pkg = tmp_path / "tlnpkg"
@@ -115,7 +115,7 @@ def test_a_generated_loader_registers_the_companion_shipped_beside_it(built, tmp
     for f in (result.library, result.torch_companion):  # as TileLangExtension(torch_ops=True) places them
         shutil.copy(f, pkg / f.name)
     (pkg / "_kernels.py").write_text(render_loader(result.manifest, module="tlnpkg._kernels", library_file=result.library.name))
-    shutil.copy(Path(__file__).parents[2] / "tl_aot" / "runtime" / "torch_ops.py", pkg / f"{TORCH_GLUE_MODULE}.py")
+    place_torch_glue(pkg)
     monkeypatch.syspath_prepend(str(tmp_path))
     loader = importlib.import_module("tlnpkg._kernels")
     ops = loader.register_torch_ops("tll_" + uuid.uuid4().hex[:8])

@@ -380,7 +380,8 @@ def _shared_damage(tlv: Path) -> list[str]:
 def _entry_damage(d: Path) -> list[str]:
     """A variant entry's problems: files missing or extra, digests that do not match, an image that is not whole."""
     from tl_aot.common.arch import Arch  # noqa: F401 (imported for LoweredVariant's fields)
-    from tl_aot.common.metadata import LoweredVariant, from_json
+    from tl_aot.common.metadata import LoweredVariant
+    from tl_aot.common.metadata_json import from_json
     from tl_aot.cuda.image_check import variant_image_problem
 
     names = {p.name for p in d.iterdir()}

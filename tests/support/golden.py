@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from tl_aot.common.metadata import Manifest, from_json
+from tl_aot.common.metadata import Manifest
+from tl_aot.common.metadata_json import from_json
 
 __all__ = ["FEATURES", "GOLDEN", "REGEN", "feature_manifest", "golden_manifest", "launcher_golden", "render_feature_launcher"]
 

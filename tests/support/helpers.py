@@ -150,3 +150,15 @@ def in_folder(folder: Path):
         yield
     finally:
         os.chdir(before)
+
+
+def place_torch_glue(package: Path) -> None:
+    """Put the torch glue into ``package`` beside a generated loader, as ``TileLangExtension`` ships it (``_tl_aot_torch/``)."""
+    import shutil
+
+    from tl_aot.codegen.render import TORCH_GLUE_MODULE
+    from tl_aot.frontends.setuptools_files import GLUE
+
+    (package / TORCH_GLUE_MODULE).mkdir()
+    for name, source in GLUE.items():
+        shutil.copy(source, package / TORCH_GLUE_MODULE / name)

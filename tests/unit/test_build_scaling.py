@@ -173,7 +173,7 @@ def pool():
 def test_worker_processes_lower_exactly_as_this_process_does(pool):
     import concurrent.futures as cf
 
-    from tl_aot.common.metadata import to_json
+    from tl_aot.common.metadata_json import to_json
     from tl_aot.lower.lower import lower_variant
 
     specs = [

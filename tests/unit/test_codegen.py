@@ -9,7 +9,8 @@ from support.golden import FEATURES, GOLDEN, REGEN, feature_manifest, golden_man
 
 from tl_aot.codegen.render import render_header, render_launcher, render_manifest
 from tl_aot.common.arch import parse_arch
-from tl_aot.common.metadata import ABI_VERSION, Manifest, from_json, to_json
+from tl_aot.common.metadata import ABI_VERSION, Manifest
+from tl_aot.common.metadata_json import from_json, to_json
 
 
 @pytest.mark.parametrize("feature", sorted(FEATURES))

@@ -24,7 +24,8 @@ from tl_aot.codegen.render import render_header, render_launcher, render_loader
 from tl_aot.common.cpp_spelling import cpp_macros, cpp_name, cpp_reserved
 from tl_aot.common.errors import LoweringError, SpecError
 from tl_aot.common.escaping import c_string_body, depfile_path, json_text, py_comment, py_doc_line, py_str
-from tl_aot.common.metadata import Manifest, from_json, to_json
+from tl_aot.common.metadata import Manifest
+from tl_aot.common.metadata_json import from_json, to_json
 from tl_aot.gpu.launch_limits import max_shared_bytes, static_int
 from tl_aot.lower.cuda_source import rename_reserved_names, shadowed_names, static_shared_bytes
 from tl_aot.spec import RESERVED_ENTRY_NAMES, KernelSpec, LibrarySpec

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tl_aot.common.arch import parse_arch
-from tl_aot.common.metadata import Manifest, from_json
+from tl_aot.common.metadata import Manifest
+from tl_aot.common.metadata_json import from_json
 from tl_aot.pipeline.image_packs import ImagePacks, pack_library, read_pack, read_ref
 from tl_aot.wheel.arch_wheels import WheelSplitError, split_wheel
 

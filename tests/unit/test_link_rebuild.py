@@ -18,7 +18,7 @@ from support.golden import golden_manifest
 from tl_aot.codegen.render import render_manifest
 from tl_aot.common.arch import parse_arch
 from tl_aot.common.errors import FailedProcessError
-from tl_aot.common.metadata import manifest_json, to_json
+from tl_aot.common.metadata_json import manifest_json, to_json
 from tl_aot.cuda.host_compile import SMALL_IMAGE, embed_images, link_with_images
 from tl_aot.pipeline.image_packs import ImagePacks, pack_library, read_pack, read_ref
 from tl_aot.pipeline.stamp import Provenance, publish, stamp_text

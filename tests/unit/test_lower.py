@@ -8,7 +8,8 @@ pytest.importorskip("tilelang")
 
 from tl_aot.common.arch import parse_arch  # noqa: E402
 from tl_aot.common.errors import LoweringError  # noqa: E402
-from tl_aot.common.metadata import LoweredVariant, from_json, to_json  # noqa: E402
+from tl_aot.common.metadata import LoweredVariant  # noqa: E402
+from tl_aot.common.metadata_json import from_json, to_json  # noqa: E402
 from tl_aot.lower.lower import lower_variant  # noqa: E402
 from tl_aot.spec import KernelSpec  # noqa: E402
 

@@ -12,7 +12,8 @@ from support.golden import golden_manifest
 
 from tl_aot.common.errors import LibraryError
 from tl_aot.common.manifest_index import index_of, index_text, parse_index
-from tl_aot.common.metadata import ABI_VERSION, Call, LoweredEntry, Tuning, from_json, to_json
+from tl_aot.common.metadata import ABI_VERSION, Call, LoweredEntry, Tuning
+from tl_aot.common.metadata_json import from_json, to_json
 from tl_aot.runtime import loader
 from tl_aot.runtime.elf import ElfInfo
 from tl_aot.runtime.loader import Library, read_index, read_manifest
@@ -213,7 +214,8 @@ def test_loading_imports_no_metadata_and_serving_no_lookup_modules_until_tilelan
     import subprocess
     import sys
 
-    later = ["tl_aot.common.metadata", "tl_aot.runtime.torch_ops", "tl_aot.jit.seam", "tl_aot.call_keys.key", "tl_aot.jit.request_key"]
+    later = ["tl_aot.common.metadata", "tl_aot.common.metadata_json", "tl_aot.runtime.torch_ops", "tl_aot.runtime.torch_fakes"]
+    later += ["tl_aot.jit.seam", "tl_aot.call_keys.key", "tl_aot.jit.request_key"]
     code = (
         "import sys, tl_aot.runtime.loader, tl_aot.serving.active, tl_aot.serving.server as s\n"
         f"print(sorted(m for m in {later!r} if m in sys.modules))\n"
@@ -222,4 +224,5 @@ def test_loading_imports_no_metadata_and_serving_no_lookup_modules_until_tilelan
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[0] == "[]"  # what every load pays before its first call: none of these
-    assert out[1] == str(sorted(set(later) - {"tl_aot.runtime.torch_ops"}))  # made ready before any request, not by the first
+    ready = set(later) - {"tl_aot.runtime.torch_ops", "tl_aot.runtime.torch_fakes"}
+    assert out[1] == str(sorted(ready))  # made ready before any request, not by the first

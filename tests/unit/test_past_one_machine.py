@@ -11,7 +11,8 @@ from support.elf_images import cubin
 from support.records import lowered_variant
 
 from tl_aot.common.arch import parse_arch
-from tl_aot.common.metadata import LoweredVariant, to_json
+from tl_aot.common.metadata import LoweredVariant
+from tl_aot.common.metadata_json import to_json
 from tl_aot.pipeline.cache import VariantCache
 from tl_aot.pipeline.part import Part, PartTask
 from tl_aot.pipeline.shards import PartError, check_parts, parse_shard, shard_of

@@ -9,7 +9,8 @@ import pytest
 from support.golden import golden_manifest
 
 from tl_aot.common.arch import parse_arch
-from tl_aot.common.metadata import ArchVariant, DeviceKernel, LoweredEntry, Manifest, Param, from_json, to_json
+from tl_aot.common.metadata import ArchVariant, DeviceKernel, LoweredEntry, Manifest, Param
+from tl_aot.common.metadata_json import from_json, to_json
 
 
 def _through_init(cls, data):

@@ -80,11 +80,25 @@ def test_build_ext_places_library_and_loader_in_the_package(in_demo):
     assert cmd.get_ext_fullpath("tl_demo._kernels").endswith("/tl_demo/lib_kernels.so")
     outputs = [Path(p).name for p in cmd.get_outputs()]
     assert {"lib_kernels.so", "_kernels.py"} <= set(outputs)
+    glue = [str(Path("tl_demo") / "_tl_aot_torch" / name) for name in ("__init__.py", "torch_fakes.py")]  # the torch glue package
+    assert all(any(p.endswith(g) for p in cmd.get_outputs()) for g in glue)
     assert any(n.startswith("_native.") and n.endswith(".so") for n in outputs)
     cmd.inplace = True
     mapping = {Path(k).name: v for k, v in cmd.get_output_mapping().items()}
     assert mapping["lib_kernels.so"] == str(Path("tl_demo") / "lib_kernels.so")
     assert mapping["_kernels.py"] == str(Path("tl_demo") / "_kernels.py")
+    assert set(glue) <= set(cmd.get_output_mapping().values())
+
+
+def test_an_older_one_file_torch_glue_is_removed_where_its_package_lands(tmp_path):
+    """tl_aot once shipped ``_tl_aot_torch.py``; a rebuild leaves only the package ``_tl_aot_torch/`` that replaces it."""
+    from tl_aot.frontends.setuptools_files import remove_stale_glue
+
+    (tmp_path / "_tl_aot_torch").mkdir()
+    (tmp_path / "_tl_aot_torch.py").write_text("# the old glue\n")
+    remove_stale_glue(tmp_path)
+    remove_stale_glue(tmp_path)  # none left: nothing to do
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_tl_aot_torch"]
 
 
 def test_wheel_tag_is_py3_none_only_without_cpython_extensions(in_demo):
@@ -107,7 +121,8 @@ def test_build_ext_options_are_checked():
 
 def test_generated_loader_needs_only_tvm_ffi():
     from tl_aot.codegen.render import render_loader
-    from tl_aot.common.metadata import Manifest, from_json
+    from tl_aot.common.metadata import Manifest
+    from tl_aot.common.metadata_json import from_json
 
     manifest = from_json(Manifest, json.loads((Path(__file__).parent / "golden" / "manifest.json").read_text()))
     text = render_loader(manifest, module="pkg._kernels", library_file="lib_kernels.so")

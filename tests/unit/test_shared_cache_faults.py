@@ -18,7 +18,8 @@ import time
 from support.elf_images import cubin
 
 from tl_aot.common.arch import parse_arch
-from tl_aot.common.metadata import DeviceKernel, LoweredVariant, to_json
+from tl_aot.common.metadata import DeviceKernel, LoweredVariant
+from tl_aot.common.metadata_json import to_json
 from tl_aot.pipeline.cache import VariantCache
 from tl_aot.pipeline.shared_cache import SharedCache, pack_entry
 

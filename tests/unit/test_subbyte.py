@@ -93,7 +93,8 @@ def test_a_dynamic_packed_last_dim_allocates_half_of_it():
 
 
 def test_torch_fake_output_is_the_packed_storage():
-    torch_ops = pytest.importorskip("tl_aot.runtime.torch_ops")
+    from tl_aot.runtime import torch_fakes
+
     entry = {
         "name": "rows",
         "params": [
@@ -102,21 +103,22 @@ def test_torch_fake_output_is_the_packed_storage():
         ],
         "symbols": [{"name": "n", "param": "A", "dim": 1, "cpp": "", "expr": ""}],
     }
-    names, values = torch_ops._shape_values(entry, "entry 'rows'")
+    names, values = torch_fakes.shape_values(entry, "entry 'rows'")
 
     class Storage:  # what torch passes: int8[64, 100] for int4[64, 200]
         shape = (64, 100)
 
     vals = values([Storage()])
     assert vals["n"] == 200  # the symbol is the kernel's, as TileLang binds it (shape[-1] * 2)
-    dims, dtype = torch_ops._output_spec(entry["params"][1], names, "entry 'rows'")
+    dims, dtype = torch_fakes.output_spec(entry["params"][1], names, "entry 'rows'")
     assert [f(vals) for f in dims] == [64, 100] and dtype == "int8"
 
 
 def test_the_standalone_torch_glue_spells_the_same_table():
-    """``torch_ops`` ships inside packages as ``_tl_aot_torch.py`` importing no tl_aot: its copy of the table must agree."""
-    torch_ops = pytest.importorskip("tl_aot.runtime.torch_ops")
-    assert torch_ops.PACKED_DTYPES == {d: (k.pack, k.storage) for d, k in SUBBYTE_DTYPES.items()}
+    """``torch_fakes`` ships inside packages (in ``_tl_aot_torch/``) importing no tl_aot: its copy of the table must agree."""
+    from tl_aot.runtime import torch_fakes
+
+    assert torch_fakes.PACKED_DTYPES == {d: (k.pack, k.storage) for d, k in SUBBYTE_DTYPES.items()}
 
 
 def test_specialisations_are_not_picked_by_a_packed_tensor():

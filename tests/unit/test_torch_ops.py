@@ -163,7 +163,7 @@ def test_allocating_call_allocates_with_torch_and_passes_every_parameter(monkeyp
     seen, fns = calls()
     call = torch_ops.allocating_call(fns["arange"], entry)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch_ops, "_current_device", lambda torch: torch.device("cpu"))  # stands in for cuda:N
+    monkeypatch.setattr(torch_ops, "current_device", lambda torch: torch.device("cpu"))  # stands in for cuda:N
     out = call(5, 1, 2)
     assert (out.shape, out.dtype) == ((5,), torch.int32) and seen[-1] == ("arange", (out, 5, 1, 2))
     out = call(5, 1, 2, 1234)  # then a stream

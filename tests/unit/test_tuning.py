@@ -11,7 +11,8 @@ import pytest
 
 from tl_aot.capture.record import CaptureRecord
 from tl_aot.capture.record_specs import recorded_tunings
-from tl_aot.common.metadata import Manifest, from_json, to_json
+from tl_aot.common.metadata import Manifest
+from tl_aot.common.metadata_json import from_json, to_json
 from tl_aot.tune.runtime_choice import spelled_config
 
 KERNELS = Path(__file__).parents[1] / "kernels"

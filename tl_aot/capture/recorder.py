@@ -7,9 +7,11 @@ request came from. The request's **key** is a digest of the prim_func (source lo
 and of those options (header paths replaced by their contents' digests): the same kernel asked
 for on another machine, from another install path, has the same key. Serving matches by that key.
 
-Under ``python -m tl_aot capture`` each process writes its own parts of the record
-(:mod:`tl_aot.capture.record_parts`), merged when the command ends: pytest-xdist's workers, a
-multiprocessing pool's (forked ones included) and any subprocess add to one record. With
+Under ``python -m tl_aot capture`` each process (its :class:`Capturer` installed from the
+environment: :mod:`tl_aot.capture.process_hooks`) writes its own parts of the record
+(:mod:`tl_aot.capture.record_writer`, :mod:`tl_aot.capture.record_parts`), merged when the command
+ends: pytest-xdist's workers, a multiprocessing pool's (forked ones included) and any subprocess
+add to one record. With
 ``capture --serve LIB`` a request a library already holds is recorded (its IR from the request,
 its device code digest from the library) and answered by the library: only what the library
 lacks is compiled or lowered. A request that cannot be recorded is never left out silently: a
@@ -25,7 +27,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -34,20 +35,21 @@ from ..common.errors import TlAotError
 from ..common.fileutil import StrPath
 from ..common.json_types import JsonObject
 from ..common.tilelang_compat import tilelang_version
-from ..gpu.cuda_driver import current_gpu, emulating, gpu_identity
+from ..gpu.cuda_driver import current_gpu, gpu_identity
 from ..jit.ir_record import round_trip_problem
 from ..jit.pristine_ir import pristine_ir
 from ..jit.request_key import backend_kind, options_of, request_key
 from ..jit.request_origin import caller_origin, jit_origin, origin_text, request_device
 from ..jit.seam import CompiledStandIn, CompileRequest, Interception, JitCall, install
 from ..tune.runtime_choice import chosen_index, describe, resolved_configs, spelled_config, tunables_given, tuning_key
-from .device_code import arch_of_cc, jit_kernel_code, jit_target, lowered_code
+from .device_code import jit_kernel_code, jit_target, lowered_code
 from .headers import HeaderNotFound, record_headers
 from .record import CaptureRecord
-from .record_parts import PARTS_ENV, ProcessReport, claim, write_part, write_report
+from .record_parts import ProcessReport, claim
+from .record_writer import RecordWriter
 from .source_hooks import source_hook_problem
 
-__all__ = ["Capturer", "install_from_env", "watch_forks"]
+__all__ = ["Capturer"]
 
 #: What a kernel returned by ``capture --device`` cannot do: it was recorded, never compiled.
 _NOT_RUN = (
@@ -73,6 +75,7 @@ class Capturer:
         self.compile_for_real = compile_for_real
         self.lower_arch = lower_arch  # without a GPU: lower each new request for this arch to record its device code
         self.parts = Path(parts) if parts else None
+        self.writer = RecordWriter(self.path, self.parts)
         self.held: Callable[[str], DeviceCode | None] | None = None  # what capture --serve's libraries hold
         self.lowering_s = 0.0
         self.kernels: dict[str, JsonObject] = {}  # request key -> its record item
@@ -83,13 +86,10 @@ class Capturer:
         self.unrecorded: list[tuple[str, str]] = []  # (kernel, why)
         self.tunings_unrecorded: list[tuple[str, str]] = []  # (tuning, why)
         self._checked: set[str] = set()  # keys whose round trip was checked in this process
-        self._sent: set[str] = set()  # keys whose IR this process has written into a part
         self._lowered: set[str] = set()  # keys lowered here for their device code
         self._lock = threading.RLock()
         self._flushed = time.monotonic()
-        self._seq = 0
         self._pid = os.getpid()
-        self._flush_error = ""
         self._kernel_keys: dict[
             int, tuple[Any, str]
         ] = {}  # id(kernel TileLang compiled) -> (kernel, request key): which kernel a tuner chose
@@ -199,9 +199,8 @@ class Capturer:
         """
         if self.parts is not None:
             with self._lock:
-                self._seq += 1
                 try:
-                    write_report(self.parts, self.process_report(), self._seq)
+                    self.writer.write_report(self.process_report())
                 except OSError as e:
                     print(f"tl_aot capture (pid {os.getpid()}): cannot write its report into {self.parts}: {e}", file=sys.stderr)
             return
@@ -226,7 +225,7 @@ class Capturer:
             unfaithful=self.unfaithful,
             unrecorded=tuple(self.unrecorded),
             tunings_unrecorded=tuple(self.tunings_unrecorded),
-            flush_error=self._flush_error,
+            flush_error=self.writer.error,
         )
 
     def record_device_code(self, key: str, code: DeviceCode) -> None:
@@ -234,9 +233,7 @@ class Capturer:
         if not key or not code:
             return
         with self._lock:
-            item = self.kernels.get(key)
-            if item is None:  # flushed since: merged into the file with the next flush
-                item = self.kernels[key] = {"devices": [], "origins": []}
+            item = self._held_item(key)
             for arch, c in code.items():
                 item.setdefault("device_code", {}).setdefault(arch, c)
 
@@ -249,10 +246,15 @@ class Capturer:
         if not key:
             return
         with self._lock:
-            item = self.kernels.get(key)
-            if item is None:  # flushed since: merged into the file with the next flush
-                item = self.kernels[key] = {"devices": [], "origins": []}
+            item = self._held_item(key)
             item["compile_s"] = max(item.get("compile_s", 0.0), round(seconds, 3))
+
+    def _held_item(self, key: str) -> JsonObject:
+        """The item of ``key`` this process holds (call under the lock); one flushed since starts empty, merged at the next flush."""
+        item = self.kernels.get(key)
+        if item is None:
+            item = self.kernels[key] = {"devices": [], "origins": []}
+        return item
 
     def _warn_unfaithful(self, name: str, problem: str) -> None:
         self.unfaithful += 1
@@ -265,43 +267,16 @@ class Capturer:
             )
 
     def flush(self) -> int:
-        """Write what was captured: a part of the record (under ``capture``), else merged into it under its lock.
+        """Write what was captured through :attr:`writer`: a part of the record (under ``capture``), else merged into it.
 
         Returns the kernels new to the record (0 for a part: the capture merges the parts at the end).
         """
         with self._lock:
             if not self.kernels and not self.tunings:
                 return 0
-            try:
-                if self.parts is not None:
-                    self._seq += 1
-                    kernels = {k: self._part_item(k, v) for k, v in self.kernels.items()}
-                    write_part(self.parts, kernels, self.tunings, self._seq)
-                    self._sent.update(k for k, v in self.kernels.items() if "ir" in v)
-                    new = 0
-                else:
-                    new = self._merge_into_record()
-            except OSError as e:
-                self._flush_error = f"{type(e).__name__}: {e}"
-                raise
+            new = self.writer.write(self.kernels, self.tunings)
             self.kernels, self.tunings = {}, {}
             self._flushed = time.monotonic()
-        return new
-
-    def _part_item(self, key: str, item: JsonObject) -> JsonObject:
-        """A kernel as a part carries it: whole the first time, then without its IR (what a merge already has)."""
-        if key in self._sent:
-            return {k: v for k, v in item.items() if k in ("devices", "origins", "calls", "device_code", "unfaithful", "compile_s")}
-        return item
-
-    def _merge_into_record(self) -> int:
-        from ..common.fileutil import exclusive_lock
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with exclusive_lock(self.path.with_name(self.path.name + ".lock")):
-            rec = CaptureRecord.load(self.path, missing_ok=True)
-            new = rec.merge(self.kernels, self.tunings)
-            rec.save()
         return new
 
     def at_exit(self) -> None:
@@ -323,17 +298,7 @@ class Capturer:
         self.unrecorded, self.tunings_unrecorded = [], []
         self.lowering_s, self.unfaithful, self.errors = 0.0, 0, 0
         self._checked, self._lowered = set(), set()
-        self._seq = 0
-
-    def in_multiprocessing_child(self) -> None:
-        """In a multiprocessing child (fork, forkserver): flush at its end, which is ``os._exit`` (no atexit) after its finalisers.
-
-        Registered with ``multiprocessing.util.register_after_fork``, which runs once the child's
-        finaliser registry has been cleared (a finaliser registered by :meth:`forked` would be lost).
-        """
-        from multiprocessing import util
-
-        util.Finalize(self, Capturer.at_exit, args=(self,), exitpriority=0)
+        self.writer.forked()
 
     def install(self) -> None:
         """Patch TileLang's compile in this process (now if imported, else when ``tilelang.jit`` is)."""
@@ -389,7 +354,7 @@ class Capturer:
 
         A process killed, or ended with ``os._exit``, then loses nothing it had recorded.
         """
-        if self.parts is not None and key and key not in self._sent:
+        if self.parts is not None and key and key not in self.writer.sent:
             try:
                 self.flush()
             except OSError as e:
@@ -418,56 +383,3 @@ class Capturer:
             raise TlAotError(msg) from None
         self.record_tuning(tuner, result)
         return result
-
-
-#: Contexts entered for the whole process (kept alive: a collected generator would undo them).
-_held: list[AbstractContextManager[object]] = []
-
-
-def _enter(ctx: AbstractContextManager[object]) -> None:
-    ctx.__enter__()
-    _held.append(ctx)
-
-
-def install_from_env() -> Capturer | None:
-    """In a process started by ``python -m tl_aot capture``: capture into ``$TL_AOT_CAPTURE`` until exit.
-
-    With ``$TL_AOT_CAPTURE_DEVICE`` (a device profile) nothing is compiled (there may be no GPU):
-    device queries answer as that GPU and each compile returns a stand-in. Each new request is
-    then lowered by TileLang for that GPU's arch to record its device code digest (about the
-    build's own lowering time per kernel; ``$TL_AOT_CAPTURE_LOWER=0`` skips it, and the build
-    then has no digest to prove its device code against).
-    """
-    import atexit
-
-    from ..jit.import_hooks import on_import
-
-    path = os.environ.get("TL_AOT_CAPTURE")
-    if not path:
-        return None
-    device = os.environ.get("TL_AOT_CAPTURE_DEVICE", "")
-    cap = Capturer(path, compile_for_real=not device, parts=os.environ.get(PARTS_ENV) or None)
-    # a tuning must run to be recorded: TileLang's own tuning cache would answer it unseen
-    os.environ.setdefault("TILELANG_AUTO_TUNING_DISABLE_CACHE", "1")
-    if device:
-        from ..gpu.device import _emulate_tilelang, _emulate_torch, emulate_tilelang_nvcc, find_profile, traits_of
-
-        profile = find_profile(device)
-        _enter(emulating(profile.cc, traits_of(profile), profile.reported_name))
-        if os.environ.get("TL_AOT_CAPTURE_LOWER", "1") != "0":
-            cap.lower_arch = arch_of_cc(profile.cc)
-        on_import("torch", lambda _m: _enter(_emulate_torch(profile)))
-        on_import("tilelang.carver.arch.driver.cuda_driver", lambda _m: _enter(_emulate_tilelang(profile)))
-        on_import("tilelang.contrib.nvcc", lambda m: _enter(emulate_tilelang_nvcc(profile, m)))
-    cap.install()
-    atexit.register(cap.at_exit)
-    watch_forks(cap)
-    return cap
-
-
-def watch_forks(cap: Capturer) -> None:
-    """Keep ``cap`` right in forked children: each starts empty, and a multiprocessing child flushes at its end."""
-    from multiprocessing import util
-
-    os.register_at_fork(after_in_child=cap.forked)
-    util.register_after_fork(cap, Capturer.in_multiprocessing_child)

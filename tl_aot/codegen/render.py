@@ -17,7 +17,8 @@ from ..common.arch import parse_arch
 from ..common.cpp_spelling import DLPACK_DTYPES, c_comment, c_string_body, image_symbol
 from ..common.escaping import py_comment, py_doc_line, py_str
 from ..common.manifest_index import index_text
-from ..common.metadata import ABI_VERSION, Manifest, ManifestJson, manifest_json
+from ..common.metadata import ABI_VERSION, Manifest
+from ..common.metadata_json import ManifestJson, manifest_json
 from . import launcher_units
 from .launcher_context import LibraryCode, library_code, units_of
 
@@ -129,7 +130,7 @@ def render_manifest(manifest: Manifest, *, spelled: ManifestJson | None = None) 
     rendered and compiled as soon as lowering is done, the manifest only once nvcc is. The index
     (:mod:`tl_aot.common.manifest_index`) is what loading reads; its digest is the one the ELF
     section carries. ``spelled``: the manifest's JSON when the caller has it
-    (:func:`~tl_aot.common.metadata.manifest_json`: the link stage spells a whole library's once).
+    (:func:`~tl_aot.common.metadata_json.manifest_json`: the link stage spells a whole library's once).
     """
     spelled = spelled or manifest_json(manifest)
     json_text = spelled.text
@@ -177,7 +178,8 @@ def render_header(manifest: Manifest, *, code: LibraryCode | None = None) -> str
     return _env().get_template("launcher.h.j2").render(**_fields(code or library_code(manifest, f"{manifest.library}.h")))
 
 
-#: File name of the copy of :mod:`tl_aot.runtime.torch_ops` shipped next to a generated loader.
+#: The package shipped next to a generated loader: a copy of :mod:`tl_aot.runtime.torch_ops` (its ``__init__.py``) and
+#: :mod:`tl_aot.runtime.torch_fakes`.
 TORCH_GLUE_MODULE = "_tl_aot_torch"
 
 
@@ -187,7 +189,7 @@ def render_loader(manifest: Manifest, *, module: str, library_file: str, torch_o
     ``module`` is the dotted name it is imported as (``tl_gemm._kernels``). The module needs only
     ``tvm_ffi`` (not tl_aot), so a package shipping it depends on apache-tvm-ffi alone; its
     ``register_torch_ops()`` uses the copy of :mod:`tl_aot.runtime.torch_ops` placed beside it
-    (``_tl_aot_torch.py``). ``torch_ops`` (True or a namespace) registers them on import when
+    (the package ``_tl_aot_torch``). ``torch_ops`` (True or a namespace) registers them on import when
     torch is installed; the default namespace is the package's name.
     """
     package = module.rpartition(".")[0] or module

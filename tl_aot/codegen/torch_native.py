@@ -18,7 +18,8 @@ from pathlib import Path
 from ..common.errors import CompileError
 from ..common.fileutil import atomic_write
 from ..common.fs_errors import filesystem_errors
-from ..common.metadata import Manifest, to_plain
+from ..common.metadata import Manifest
+from ..common.metadata_json import to_plain
 from ..cuda.toolchain import RUNTIME_INCLUDE, find_cxx, run, tvm_ffi_paths
 from ..runtime import torch_ops
 from .launcher_context import LibraryCode, library_code

@@ -122,15 +122,15 @@ def _span_of(text: str, part: str, start: int) -> Span:
 
 
 def index_text(manifest: Manifest, text: str, entry_texts: Sequence[str] | None = None) -> str:
-    """The index of ``manifest`` whose text (:func:`tl_aot.common.metadata.to_json`) is ``text``.
+    """The index of ``manifest`` whose text (:func:`tl_aot.common.metadata_json.to_json`) is ``text``.
 
     Each entry's span is found by its own serialisation, which the whole's contains verbatim
     (keys sorted, no indent), so a slice parses to exactly the entry the eager parse gives.
     ``entry_texts``: those serialisations, when the caller has them
-    (:func:`~tl_aot.common.metadata.manifest_json`); each is still found in ``text``.
+    (:func:`~tl_aot.common.metadata_json.manifest_json`); each is still found in ``text``.
     """
     from .escaping import json_text
-    from .metadata import to_json
+    from .metadata_json import to_json
 
     entries = []
     at = text.find('"entries": [')
@@ -198,6 +198,6 @@ def parse_index(text: str | JsonMapping) -> ManifestIndex:
 
 def index_of(manifest: Manifest) -> ManifestIndex:
     """The index a library built from ``manifest`` carries (for what serves a manifest held in memory)."""
-    from .metadata import to_json
+    from .metadata_json import to_json
 
     return parse_index(index_text(manifest, to_json(manifest)))

@@ -1,21 +1,22 @@
 """Launch metadata of a lowered kernel library: the single source of truth.
 
-Frozen, JSON-serialisable dataclasses fed by :mod:`tl_aot.lower.lower` and consumed by the launcher
-template, the manifest embedded in the library, ``inspect`` and :mod:`tl_aot.runtime.loader`. This module
+Frozen dataclasses fed by :mod:`tl_aot.lower.lower` and consumed by the launcher template, the
+manifest embedded in the library, ``inspect`` and :mod:`tl_aot.runtime.loader`; spelled as JSON and
+read back by :mod:`tl_aot.common.metadata_json`, whose rules the field types here decide (a
+``tuple[Param, ...]`` holds records, an ``arch: Arch`` is spelled ``arch`` + ``ptx``). This module
 imports nothing heavy: the runtime reads it on machines without TileLang or torch.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar, Union
+from typing import Any, Union
 
 from .abi import ABI_VERSION
-from .arch import Arch, parse_arch
-from .escaping import json_text
+from .arch import Arch
+
+# runtime/loader.py and frontends/cli.py (kept by other hands this session) still import the codec from here
+from .metadata_json import from_json, to_json
 from .subbyte import Packing, packing_of
 
 __all__ = [
@@ -33,11 +34,9 @@ __all__ = [
     "LoweredEntry",
     "LeftOut",
     "Manifest",
-    "ManifestJson",
-    "manifest_json",
-    "to_json",
-    "to_plain",
+    "LoweredVariant",
     "from_json",
+    "to_json",
 ]
 
 #: A tensor dimension: an int when static, a symbol name (or an expression over symbols) when dynamic.
@@ -325,160 +324,6 @@ class Manifest:
         return {k: tuple(v) for k, v in out.items()}
 
 
-_T = TypeVar("_T")
-
-_NESTED: dict[str, dict[str, type]] = {
-    "LoweredEntry": {"params": Param, "symbols": Symbol, "variants": ArchVariant},
-    "ArchVariant": {"kernels": DeviceKernel, "tma_descriptors": TmaDescriptor, "workspaces": Workspace},
-    "DeviceKernel": {"args": KernelArg, "l2_windows": L2Window},
-    "Manifest": {"entries": LoweredEntry, "tunings": Tuning, "left_out": LeftOut, "calls": Call},
-}
-
-#: The dataclasses whose ``arch`` is an :class:`Arch` (``arch.ptx``: a fatbin with a PTX fallback), in JSON ``arch`` + ``ptx``.
-_TYPED_ARCH = frozenset({"ArchVariant", "LoweredVariant"})
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-_FIELD_NAMES: dict[type, tuple[tuple[str, ...], bool] | None] = {}  # class -> (field names, typed arch), None: not a dataclass
-
-
-def _field_names(cls: type) -> tuple[tuple[str, ...], bool] | None:
-    """``cls``'s field names and whether its ``arch`` is typed, worked out once per class (None: not a dataclass)."""
-    try:
-        return _FIELD_NAMES[cls]
-    except KeyError:
-        known = (tuple(f.name for f in dataclasses.fields(cls)), cls.__name__ in _TYPED_ARCH) if dataclasses.is_dataclass(cls) else None
-        _FIELD_NAMES[cls] = known
-        return known
-
-
-def _to_plain(obj: Any) -> Any:
-    """``obj`` as JSON values: dataclasses as dicts, tuples as lists (a build's stamp and manifest: thousands of entries)."""
-    cls = obj.__class__
-    if cls in _SCALARS:
-        return obj
-    if cls is tuple or cls is list:
-        return [_to_plain(v) for v in obj]
-    known = _field_names(cls)
-    if known is not None:
-        names, typed_arch = known
-        plain = {name: _to_plain(getattr(obj, name)) for name in names}
-        if typed_arch:  # as variants have always been spelled: "arch": "sm_80", "ptx": true
-            arch: Arch = obj.arch
-            plain.update(arch=arch.sm, ptx=arch.ptx)
-        return plain
-    if isinstance(obj, (list, tuple)):
-        return [_to_plain(v) for v in obj]
-    return obj
-
-
-def to_plain(obj: Any) -> Any:
-    """A metadata dataclass as the JSON values :func:`to_json` writes (for a record that holds it among other values)."""
-    return _to_plain(obj)
-
-
-def _tuplify(value: list[Any]) -> tuple[Any, ...]:
-    return tuple([_tuplify(v) if v.__class__ is list else v for v in value])
-
-
-class _Plan(NamedTuple):
-    """How :func:`_from_plain` rebuilds one dataclass, worked out once per class from its fields."""
-
-    names: frozenset[str]
-    nested: Mapping[str, type]  # fields holding records: field -> their dataclass
-    typed_arch: bool  # ``arch`` is an :class:`Arch`, spelled ``arch`` + ``ptx``
-    defaults: Mapping[str, Any] | None  # field -> its default (None when a field has a default factory or the class a __post_init__)
-    required: frozenset[str]  # fields without a default
-
-
-_PLANS: dict[type, _Plan] = {}  # dataclass -> its plan: a class's fields never change, so each is worked out once
-_ARCHS: dict[str, Arch] = {}  # "sm_90a" / "sm_80+PTX" -> Arch (frozen: one instance serves every variant)
-_ARCHS_LIMIT = 256
-
-
-def _plan(cls: type) -> _Plan:
-    plan = _PLANS.get(cls)
-    if plan is None:
-        fields = dataclasses.fields(cls)
-        names = frozenset(f.name for f in fields)
-        defaults: dict[str, Any] | None = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
-        if hasattr(cls, "__post_init__") or any(f.default_factory is not dataclasses.MISSING for f in fields):
-            defaults = None  # built through its __init__
-        required = frozenset(f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
-        plan = _PLANS[cls] = _Plan(names, _NESTED.get(cls.__name__, {}), cls.__name__ in _TYPED_ARCH, defaults, required)
-    return plan
-
-
-def _arch(spelled: str) -> Arch:
-    arch = _ARCHS.get(spelled)
-    if arch is None:
-        arch = parse_arch(spelled)
-        if len(_ARCHS) < _ARCHS_LIMIT:
-            _ARCHS[spelled] = arch
-    return arch
-
-
-def _from_plain(cls: type[_T], data: Mapping[str, Any]) -> _T:
-    """``cls`` rebuilt from its JSON object: lists become tuples, nested records their dataclasses.
-
-    An entry's record is parsed on its first use while serving (:mod:`tl_aot.runtime.loader`), so
-    this runs per entry in a user's process: the per-class facts come from :func:`_plan`, and a
-    scalar value (most of them) is passed on without a call, and the frozen object is filled as its
-    ``__init__`` would fill it (defaults, then the fields given) without a ``setattr`` per field;
-    a record missing a required field goes through ``__init__``, which says which.
-    """
-    names, nested, typed_arch, defaults, required = _plan(cls)
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in names:
-            continue  # tolerate fields added by newer tl_aot within one ABI version
-        sub = nested.get(key)
-        if sub is not None:
-            kwargs[key] = tuple([_from_plain(sub, v) for v in value])
-        elif value.__class__ is list:
-            kwargs[key] = _tuplify(value)
-        else:
-            kwargs[key] = value
-    if typed_arch:  # read back as _to_plain wrote it
-        kwargs["arch"] = _arch(str(data["arch"]) + ("+PTX" if data.get("ptx") else ""))
-    if defaults is None or not required <= kwargs.keys():
-        return cls(**kwargs)
-    obj = object.__new__(cls)
-    obj.__dict__.update(defaults)
-    obj.__dict__.update(kwargs)
-    return obj
-
-
-def to_json(obj: Any, *, indent: int | None = None) -> str:
-    """Serialise a metadata dataclass to JSON with stable key order (reproducible builds)."""
-    return json_text(_to_plain(obj), indent=indent)
-
-
-@dataclass(frozen=True)
-class ManifestJson:
-    """A manifest's :func:`to_json` text and each entry's, as the text holds it (what the index's spans are found by)."""
-
-    text: str
-    entries: tuple[str, ...]
-
-
-def manifest_json(manifest: Manifest) -> ManifestJson:
-    """``to_json(manifest)`` and ``to_json(entry)`` of every entry, from one conversion of the dataclasses.
-
-    The link stage spells a whole library's manifest (tens of MB) once for the build id, the
-    manifest unit, its index and the stamp: converting the dataclasses is most of the cost, so it
-    is done once and only the JSON encoder runs per entry.
-    """
-    plain = _to_plain(manifest)
-    return ManifestJson(json_text(plain), tuple(json_text(e) for e in plain["entries"]))
-
-
-def from_json(cls: type[_T], text: str | Mapping[str, Any]) -> _T:
-    """Rebuild a metadata dataclass (and everything nested in it) from :func:`to_json` output."""
-    data = json.loads(text) if isinstance(text, str) else text
-    return _from_plain(cls, data)
-
-
 @dataclass(frozen=True)
 class LoweredVariant:
     """What lowering one entry for one arch yields (cached between builds): metadata and CUDA source."""
@@ -506,13 +351,3 @@ class LoweredVariant:
     inputs: tuple[tuple[str, str], ...] = ()  # (path, sha256) of headers the nvcc flags name: a changed one makes the cached image stale
     backend: str = "cuda"  # "cuda" or "cutedsl": which of TileLang's code generators produced ``cuda_source``
     device_code: str = ""  # digest of TileLang's CUDA source before tl_aot's edits (tl_aot.capture.device_code.digest)
-
-
-_NESTED["LoweredVariant"] = {
-    "params": Param,
-    "symbols": Symbol,
-    "kernels": DeviceKernel,
-    "tma_descriptors": TmaDescriptor,
-    "workspaces": Workspace,
-}
-__all__.append("LoweredVariant")

@@ -63,7 +63,16 @@ from ..pipeline.library import build_library
 from ..tune.tuning_record import TuningRecord, apply_record
 from ..wheel.wheel_check import WheelCheckError, check_claim, check_folder
 from .setuptools_extension import TileLangDeclarationError, TileLangExtension, TileLangExtensionError
-from .setuptools_files import GLUE, companion_of, copy_if_different, packs_of, place_companion, place_together, remove_stale_packs
+from .setuptools_files import (
+    GLUE,
+    companion_of,
+    copy_if_different,
+    packs_of,
+    place_companion,
+    place_together,
+    remove_stale_glue,
+    remove_stale_packs,
+)
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
@@ -227,14 +236,16 @@ class build_ext(_build_ext):
         except TlAotError as e:
             msg = f"building TileLang extension {fullname!r} failed:\n{e}"
             raise TileLangExtensionError(msg) from e
-        glue = loader.with_name(TORCH_GLUE_MODULE + ".py")
+        glue = loader.with_name(TORCH_GLUE_MODULE)
         loader_text = render_loader(result.manifest, module=fullname, library_file=library.name, torch_ops=ext.torch_ops)
-        files = [(library, result.library, "library"), (loader, loader_text.encode(), "loader"), (glue, GLUE.read_bytes(), "torch glue")]
+        files = [(library, result.library, "library"), (loader, loader_text.encode(), "loader")]
+        files += [(glue / name, source, "torch glue") for name, source in GLUE.items()]
         packs = packs_of(result.library)
         files += [(library.with_name(p.name), p, "image pack") for p in packs]
         try:
             remove_stale_packs(library, {p.name for p in packs})
             place_together(files, result.torch_companion)
+            remove_stale_glue(loader.parent)
         except TlAotError as e:
             msg = f"building TileLang extension {fullname!r} failed:\n{e}"
             raise TileLangExtensionError(msg) from e
@@ -262,7 +273,7 @@ class build_ext(_build_ext):
         seen = set()
         for ext in self._tilelang_extensions():
             inplace_lib, regular_lib = self._get_inplace_equivalent(build_py, ext)
-            for name in (ext.loader_filename, TORCH_GLUE_MODULE + ".py"):
+            for name in (ext.loader_filename, *(os.path.join(TORCH_GLUE_MODULE, glue) for glue in GLUE)):
                 pair = (os.path.join(os.path.dirname(regular_lib), name), os.path.join(os.path.dirname(inplace_lib), name))
                 if pair not in seen:  # extensions of one package share the glue module
                     seen.add(pair)
@@ -304,6 +315,7 @@ class build_ext(_build_ext):
         for regular, inplace in self._loader_files():
             if os.path.exists(regular):
                 write_if_different(inplace, Path(regular).read_text())
+                remove_stale_glue(Path(inplace).parent)
 
 
 class bdist_wheel(_bdist_wheel):

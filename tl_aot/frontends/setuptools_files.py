@@ -16,12 +16,24 @@ from ..common.fileutil import atomic_write
 from ..common.fs_errors import filesystem_errors
 from ..pipeline.image_packs import PACK_SUFFIX
 
-__all__ = ["GLUE", "companion_of", "copy_if_different", "packs_of", "place_companion", "place_together", "remove_stale_packs"]
+__all__ = [
+    "GLUE",
+    "companion_of",
+    "copy_if_different",
+    "packs_of",
+    "place_companion",
+    "place_together",
+    "remove_stale_glue",
+    "remove_stale_packs",
+]
 
 log = logging.getLogger("tl_aot.frontends.setuptools")
 
-#: The torch glue module shipped beside every loader.
-GLUE = Path(__file__).parents[1] / "runtime" / "torch_ops.py"
+_RUNTIME = Path(__file__).parents[1] / "runtime"
+#: The torch glue shipped beside every loader, the package ``_tl_aot_torch``: file in it -> the module of tl_aot it copies.
+GLUE = {"__init__.py": _RUNTIME / "torch_ops.py", "torch_fakes.py": _RUNTIME / "torch_fakes.py"}
+#: The one-file glue tl_aot shipped before: the package above shadows it on import, and is what a build leaves.
+_OLD_GLUE = "_tl_aot_torch.py"
 
 
 def copy_if_different(src: Path, dst: Path) -> bool:
@@ -79,6 +91,14 @@ def place_together(files: list, companion: Path | None) -> None:
         if staged.stage(path, data=data, role=role, mode=0o755 if path.suffix == ".so" else 0o644, if_changed=True):
             log.info(f"writing {path}")
     staged.publish()
+
+
+def remove_stale_glue(package: Path) -> None:
+    """Remove the one-file torch glue (``_tl_aot_torch.py``) an older tl_aot left in ``package``: its package replaces it."""
+    stale = package / _OLD_GLUE
+    if os.path.lexists(stale):
+        with filesystem_errors("remove the stale torch glue", stale):
+            stale.unlink()
 
 
 def place_companion(companion: Path | None, library: Path) -> None:

@@ -321,7 +321,7 @@ def _first_lines(e: BaseException, n: int = 40) -> str:
 
 if __name__ == "__main__":  # pragma: no cover - debugging aid: python -m tl_aot.lower.lower file.py:fn sm_90a
     from ..common.arch import parse_arch
-    from ..common.metadata import to_json
+    from ..common.metadata_json import to_json
     from ..config.arg_text import parse_target
 
     src, fn = parse_target(sys.argv[1])

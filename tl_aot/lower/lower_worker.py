@@ -58,7 +58,7 @@ def main() -> int:
     """The worker loop: lower each task from stdin until it closes."""
     channel_in, channel_out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # prints from TileLang or kernel files must not corrupt the channel
-    from ..common.metadata import to_json
+    from ..common.metadata_json import to_json
     from .lower import lower_variant
 
     while (task := _recv(channel_in)) is not None:
@@ -154,7 +154,8 @@ class LoweringPool:
             raise LoweringError(msg, entry=spec.name, arch=arch.sm)
         self._idle.put(proc)
         if reply[0] == "ok":
-            from ..common.metadata import LoweredVariant, from_json
+            from ..common.metadata import LoweredVariant
+            from ..common.metadata_json import from_json
 
             return from_json(LoweredVariant, reply[1])
         raise _rebuilt(reply[1], reply[2], reply[3])

@@ -34,7 +34,8 @@ from ..common.destinations import ensure_folder
 from ..common.errors import CompileError, ToolchainNotFound
 from ..common.fileutil import write_file
 from ..common.fs_errors import filesystem_errors, fs_error
-from ..common.metadata import ABI_VERSION, LoweredVariant, from_json, to_json
+from ..common.metadata import ABI_VERSION, LoweredVariant
+from ..common.metadata_json import from_json, to_json
 from ..common.versions import __version__, package_version
 from ..config.kernel_spec import KernelSpec, SpelledValues
 from ..config.options import inputs_unchanged

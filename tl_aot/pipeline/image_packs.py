@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.arch import Arch
-from ..common.metadata import Manifest, to_json
+from ..common.metadata import Manifest
+from ..common.metadata_json import to_json
 from ..cuda.fatbin import compressed_fatbin, fatbinary_path
 
 __all__ = [
@@ -103,7 +104,7 @@ def pack_library(
     digest. The build id binds the packs to this library: it covers the manifest (entries, capture
     keys, tl_aot, TileLang and compiler versions) and the digest of every image, so a pack from
     another record or toolchain never matches. ``manifest_text``: the manifest's
-    :func:`~tl_aot.common.metadata.to_json`, when the caller has it (a whole library's is tens of
+    :func:`~tl_aot.common.metadata_json.to_json`, when the caller has it (a whole library's is tens of
     MB: serialised once per link).
     """
     tool = fatbinary_path() if settings.compress else ""

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..codegen.render import image_symbol, render_manifest
-from ..common.metadata import Manifest, ManifestJson, manifest_json
+from ..common.metadata import Manifest
+from ..common.metadata_json import ManifestJson, manifest_json
 from ..cuda.host_compile import link_with_images
 from ..cuda.host_objects import generated_object
 from .image_packs import ImagePacks, pack_built, packs_line
@@ -122,7 +123,7 @@ def link(
     then embeds the images in one object of their own (one assembler run, whatever their number)
     and links it with the launcher and runtime objects (:func:`~tl_aot.cuda.host_compile.link_with_images`).
     ``objects``: the launcher's and the runtime's, both in the cache (read, never modified).
-    ``spelled``: the manifest's JSON, when the caller has it (:func:`~tl_aot.common.metadata.manifest_json`).
+    ``spelled``: the manifest's JSON, when the caller has it (:func:`~tl_aot.common.metadata_json.manifest_json`).
     """
     launcher_obj, runtime_obj = objects
     text = render_manifest(manifest, spelled=spelled)

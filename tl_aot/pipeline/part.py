@@ -16,7 +16,8 @@ from typing import Any
 
 from ..common.errors import PartError
 from ..common.fileutil import atomic_write
-from ..common.metadata import Call, LeftOut, LoweredEntry, LoweredVariant, Tuning, from_json, to_json
+from ..common.metadata import Call, LeftOut, LoweredEntry, LoweredVariant, Tuning
+from ..common.metadata_json import from_json, to_json
 from ..cuda.image_check import variant_image_problem
 from .shared_cache import pack_entry, unpack_entry
 

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from ..common.errors import CompileError
-from ..common.metadata import LoweredVariant, from_json, to_json
+from ..common.metadata import LoweredVariant
+from ..common.metadata_json import from_json, to_json
 from .cache import ROOT_TOKEN, VariantCache, relocate
 
 __all__ = ["SharedCache", "CACHE_URL_ENV", "pack_entry", "unpack_entry"]

@@ -20,7 +20,8 @@ from ..common.destinations import StagedFiles
 from ..common.escaping import depfile_path, encode_text
 from ..common.fileutil import file_digest, write_if_different
 from ..common.fs_errors import filesystem_errors
-from ..common.metadata import Manifest, from_json, to_plain
+from ..common.metadata import Manifest
+from ..common.metadata_json import from_json, to_plain
 from ..config.options import inputs_unchanged
 from .image_packs import PACK_SUFFIX, ImagePacks, pack_label, pack_name
 from .inputs import generator_files

@@ -281,7 +281,7 @@ def build_variant_tasks(tasks: Sequence[VariantTask], *, worker: str = "", lower
 
 def _compile_lowered(tasks: Sequence[VariantTask], lowered: list[_Lowered], worker: str) -> dict[int, VariantResult]:
     """{index: result} of the lowered variants (one arch), compiled in one nvcc run where they share flags."""
-    from ..common.metadata import to_json
+    from ..common.metadata_json import to_json
     from .cache import relocate
     from .images import images_of
 
@@ -369,7 +369,8 @@ def accept_result(task, result: VariantResult):
     Checked: the digests of both parts, the image's format for the arch (cubin or fatbin), and that
     every header the variant's flags name has, here, the digest it had on the worker.
     """
-    from ..common.metadata import LoweredVariant, from_json
+    from ..common.metadata import LoweredVariant
+    from ..common.metadata_json import from_json
     from ..config.options import inputs_unchanged
 
     if not result.ok:

@@ -8,42 +8,26 @@ ops has a native companion (``lib<name>_torch.so``, :mod:`tl_aot.codegen.torch_n
 serve the ops without a Python frame; torch < 2.10, or a companion that cannot load, falls back to
 the Python implementations here (the schemas and fake implementations are the same either way).
 
-Standalone on purpose: this module imports only torch and the standard library, never tl_aot, so a
-package built by tl_aot ships a copy of it (as ``_tl_aot_torch.py``) and depends on nothing more.
+Standalone on purpose: this module imports only torch, the standard library and its sibling
+:mod:`tl_aot.runtime.torch_fakes` (the fake implementations), never the rest of tl_aot, so a package
+built by tl_aot ships a copy of the two as the package ``_tl_aot_torch`` (this module its
+``__init__.py``, the sibling beside it: the relative import reads the same in both places) and
+depends on nothing more.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import logging
 import operator
 import re
 import sys
 import threading
-from collections.abc import Collection
 from typing import Any
 
-__all__ = ["PACKED_DTYPES", "TORCH_DTYPES", "allocating_call", "backend_of", "register", "schema_of", "takes_no_tensor"]
+from .torch_fakes import Entry, current_device, fake_impl, output_spec, outputs_of, shape_values
 
-#: TileLang dtype → torch dtype attribute name: the same name, but TileLang's ``float8_e4m3`` is torch's ``float8_e4m3fn``
-#: and a ``T.tfloat32`` tensor is a ``torch.float32`` one.
-_SAME_NAME = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
-_FLOAT8 = ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu")
-TORCH_DTYPES = {**{t: t for t in _SAME_NAME}, "float8_e4m3": "float8_e4m3fn", **{t: t for t in _FLOAT8}, "custom[tfloat32]": "float32"}
-#: A sub-byte TileLang dtype → (logical elements per storage element on the last dim, torch storage dtype), as
-#: TileLang's JIT takes and returns it (tl_aot.common.subbyte's table, spelled again: this module imports no tl_aot).
-PACKED_DTYPES = {
-    "int4": (2, "int8"),
-    "uint4": (2, "uint8"),
-    "float4_e2m1fn": (2, "float4_e2m1fn_x2"),
-    "float6_e2m3fn": (1, ""),
-    "float6_e3m2fn": (1, ""),
-}
-_SHAPE_REF = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\.shape\[(\d+)\]")
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
-#: A manifest entry as its JSON reads (this module reads the manifest's JSON, not tl_aot's dataclasses).
-_Entry = dict[str, Any]
+__all__ = ["allocating_call", "backend_of", "register", "schema_of", "takes_no_tensor"]
 
 _LOCK = threading.Lock()
 #: namespace -> (library name, torch.library.Library, backend): the Library object must stay alive, or torch drops the ops.
@@ -61,34 +45,9 @@ def _scalar_type(dtype: str) -> str:
     return "float"
 
 
-def _outputs(entry: _Entry) -> list[_Entry]:
-    return [p for p in entry["params"] if p.get("output")]
-
-
-def _output_spec(p: _Entry, names: Collection[str], where: str) -> tuple[list[Any], str]:
-    """An output's dims (functions of the call's values) and torch dtype name, as TileLang's JIT allocates it.
-
-    A sub-byte output (``int4``) is its packed storage: ``torch.int8`` with the last dim divided by
-    the elements each storage element packs (``PACKED_DTYPES``).
-    """
-    dims = [_dim_fn(d, names, where) for d in p["shape"]]
-    if p["dtype"] not in PACKED_DTYPES:
-        return dims, TORCH_DTYPES[p["dtype"]]
-    pack, storage = PACKED_DTYPES[p["dtype"]]
-    last = dims[-1]
-    dims[-1] = lambda vals: last(vals) // pack
-    return dims, storage
-
-
-def _dim_scale(p: _Entry, d: int) -> int:
-    """What a torch dim of input ``p`` is multiplied by to give the kernel's: a packed tensor's last dim, its pack."""
-    packed = PACKED_DTYPES.get(p["dtype"]) if p["kind"] == "tensor" else None
-    return packed[0] if packed is not None and d == len(p["shape"]) - 1 else 1
-
-
-def schema_of(entry: _Entry) -> str:
+def schema_of(entry: Entry) -> str:
     """The op schema of one manifest entry: ``(Tensor x, Tensor b) -> Tensor``, or a mutating one."""
-    outs = _outputs(entry)
+    outs = outputs_of(entry)
     parts = []
     alias = 0
     for p in entry["params"]:
@@ -108,108 +67,12 @@ def schema_of(entry: _Entry) -> str:
     return f"({', '.join(parts)}) -> {ret}"
 
 
-def _dim_fn(expr, symbols: Collection[str], where: str):
-    """A function of the symbol values computing one output dim (an int, a symbol, or + - * // % of them)."""
-    if isinstance(expr, int):
-        return lambda _values: expr
-    try:
-        tree = ast.parse(str(expr), mode="eval").body
-    except SyntaxError:
-        tree = None
-
-    def check(node) -> None:
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return
-        if isinstance(node, ast.Name) and node.id in symbols:
-            return
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            check(node.left)
-            check(node.right)
-            return
-        msg = f"{where}: cannot compute output dim {expr!r} for the fake implementation"
-        raise ValueError(msg)
-
-    check(tree)
-
-    def ev(node, values):
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.Name):
-            return values[node.id]
-        return _BINOPS[type(node.op)](ev(node.left, values), ev(node.right, values))
-
-    return lambda values: ev(tree, values)
-
-
-def _shape_values(entry: _Entry, where: str):
-    """The names an output dim may use (symbols, scalars) and a function of the op's arguments giving their values.
-
-    A symbol is a dim of an input, or solved from one (``n = X.shape[0] // 2``) as the library solves it.
-    """
-    ins = [p for p in entry["params"] if not p.get("output")]
-    pos = {p["name"]: i for i, p in enumerate(ins)}
-    scalars = {p["name"]: i for i, p in enumerate(ins) if p["kind"] != "tensor"}
-    direct: dict[str, tuple[int, int, int]] = {}  # symbol -> (input position, dim, scale: a packed last dim's pack)
-    solved: list[tuple[str, Any, Any]] = []
-    for s in entry.get("symbols", ()):
-        if not s.get("cpp"):
-            direct[s["name"]] = (pos[s["param"]], s["dim"], _dim_scale(ins[pos[s["param"]]], s["dim"]))
-            continue
-        text, refs = _name_shape_refs(s["expr"], pos)
-        known = {*direct, *scalars, *(n for n, _, _ in solved), *(r[0] for r in refs)}
-        solved.append((s["name"], _dim_fn(text, known, where), refs))
-    names = {*direct, *scalars, *(n for n, _, _ in solved)}
-
-    def values(args: Any) -> dict[str, Any]:
-        v = {name: args[i].shape[d] * scale for name, (i, d, scale) in direct.items()}
-        v.update({name: args[i] for name, i in scalars.items()})
-        for name, fn, refs in solved:
-            v.update({ref: args[i].shape[d] for ref, i, d in refs})
-            v[name] = fn(v)
-        return v
-
-    return names, values
-
-
-def _name_shape_refs(expr: str, pos: dict[str, int]) -> tuple[str, tuple[tuple[str, int, int], ...]]:
-    """``expr`` with each ``X.shape[i]`` renamed to a plain name, and (name, input position, i) per reference."""
-    refs: dict[str, tuple[str, int, int]] = {}  # X.shape[i] -> (its plain name, input position, i)
-
-    def name(m) -> str:
-        return refs.setdefault(m.group(0), (f"_tl_aot_dim{len(refs)}", pos[m.group(1)], int(m.group(2))))[0]
-
-    return _SHAPE_REF.sub(name, expr), tuple(refs.values())
-
-
-def _current_device(torch):
-    """Where an entry taking no input tensor puts its outputs: torch's current CUDA device, as TileLang's JIT does."""
-    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cuda")
-
-
-def _fake_outputs(torch, entry: _Entry):
-    """A function of the op's arguments making empty outputs shaped as ``entry`` (one specialisation) says."""
-    outs = _outputs(entry)
-    ins = [p for p in entry["params"] if not p.get("output")]
-    where = f"entry {entry.get('export') or entry['name']!r}"
-    names, values = _shape_values(entry, where)
-    first_tensor = next((i for i, p in enumerate(ins) if p["kind"] == "tensor"), None)
-    specs = [(dims, getattr(torch, dt)) for dims, dt in (_output_spec(p, names, where) for p in outs)]
-
-    def fake(*args):
-        vals = values(args)
-        device = args[first_tensor].device if first_tensor is not None else _current_device(torch)
-        made = tuple(torch.empty([f(vals) for f in dims], dtype=dt, device=device) for dims, dt in specs)
-        return made[0] if len(made) == 1 else made
-
-    return fake
-
-
-def takes_no_tensor(entry: _Entry) -> bool:
+def takes_no_tensor(entry: Entry) -> bool:
     """Whether an entry (a manifest entry as a dict) returns outputs and takes no input tensor to place them by."""
-    return bool(_outputs(entry)) and not any(p["kind"] == "tensor" and not p.get("output") for p in entry["params"])
+    return bool(outputs_of(entry)) and not any(p["kind"] == "tensor" and not p.get("output") for p in entry["params"])
 
 
-def allocating_call(fn, entry: _Entry):
+def allocating_call(fn, entry: Entry):
     """``fn``, an entry that takes no input tensor, allocating its outputs with torch as TileLang's JIT does.
 
     When torch is imported and has CUDA, a call passing the inputs (then maybe a stream) gets outputs
@@ -221,8 +84,8 @@ def allocating_call(fn, entry: _Entry):
     params = entry["params"]
     n_in = sum(1 for p in params if not p.get("output"))
     first_out = next(i for i, p in enumerate(params) if p.get("output"))
-    names, values = _shape_values(entry, where)
-    specs = [_output_spec(p, names, where) for p in _outputs(entry)]
+    names, values = shape_values(entry, where)
+    specs = [output_spec(p, names, where) for p in outputs_of(entry)]
     ins = [p for p in params if not p.get("output")]
     int_scalars = {i: p["dtype"] for i, p in enumerate(ins) if p["dtype"].startswith(("int", "uint")) and p["name"] in names}
 
@@ -233,7 +96,7 @@ def allocating_call(fn, entry: _Entry):
         shapes = _shapes(specs, values, args, int_scalars) if alloc and torch is not None and torch.cuda.is_available() else None
         if shapes is None:
             return fn(*args)  # the library allocates, or names the bad argument
-        device = _current_device(torch)
+        device = current_device(torch)
         made = [torch.empty(shape, dtype=getattr(torch, dt), device=device) for shape, (_, dt) in zip(shapes, specs)]
         outs, ins = iter(made), iter(args[:n_in])
         fn(*[next(outs) if p.get("output") else next(ins) for p in params], *args[n_in:])
@@ -263,58 +126,13 @@ def _fits(value: int, dtype: str) -> bool:
     return 0 <= value < 2**bits if dtype.startswith("u") else -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
 
 
-def _matcher(torch, entry: _Entry):
-    """Whether a call's arguments fit one specialisation: the rules of tl_aot.codegen.dispatch, for fake tensors."""
-    ins = [p for p in entry["params"] if not p.get("output")]
-    when = {s: (lo, hi) for s, lo, hi in entry.get("when", ())}
-    tests = []
-    for i, p in enumerate(ins):
-        if p["kind"] != "tensor":
-            continue
-        dims = [(d, d) if isinstance(d, int) else when.get(d) for d in p["shape"]]
-        tests.append((i, getattr(torch, TORCH_DTYPES[p["dtype"]]), dims))
-
-    def matches(args) -> bool:
-        for i, dtype, dims in tests:
-            t = args[i]
-            if t.dtype != dtype or t.dim() != len(dims):
-                return False
-            if any(r is not None and not r[0] <= t.shape[d] <= r[1] for d, r in enumerate(dims)):
-                return False
-        return True
-
-    return matches
-
-
-def _fake(torch, members: list):
-    """The fake implementation of one exported entry (several members: its specialisations), from the manifest."""
-    if not _outputs(members[0]):
-        return lambda *args: None  # every parameter passed: the library's function returns None
-    fakes = [_fake_outputs(torch, m) for m in members]
-    if len(members) == 1:
-        return fakes[0]
-    order = sorted(range(len(members)), key=lambda i: bool(members[i].get("fallback")))
-    tries = [(_matcher(torch, members[i]), fakes[i]) for i in order]
-    name = members[0]["export"]
-
-    def fake(*args):
-        for matches, make in tries:
-            if matches(args):
-                return make(*args)
-        got = ", ".join(f"{a.dtype}{list(a.shape)}" for a in args if isinstance(a, torch.Tensor))
-        msg = f"{name}: no specialisation takes {got}"
-        raise ValueError(msg)
-
-    return fake
-
-
 def _real(torch, fn, members: list):
     """The Python implementation of one exported entry: the library's function (wrapped where it must be)."""
-    if not _outputs(members[0]):
+    if not outputs_of(members[0]):
         return fn
     if takes_no_tensor(members[0]):  # one member: specialisations are picked by input tensors
         return allocating_call(fn, members[0])
-    if len(_outputs(members[0])) == 1:
+    if len(outputs_of(members[0])) == 1:
         return fn  # no Python frame between
 
     def real(*args):  # several outputs come back as a tvm_ffi.Array
@@ -386,7 +204,7 @@ def register(functions, manifest, namespace: str | None = None, *, companion=Non
                 msg = f"torch op namespace {ns!r} already holds the ops of tl_aot library {taken[0]!r}; pass another namespace"
                 raise ValueError(msg)
             return getattr(torch.ops, ns)
-        groups: dict[str, list[_Entry]] = {}
+        groups: dict[str, list[Entry]] = {}
         for entry in manifest["entries"]:
             groups.setdefault(entry.get("export") or entry["name"], []).append(entry)
         active = _define(torch, ns, groups, functions, companion if backend != "python" else None, backend == "native")
@@ -397,7 +215,7 @@ def register(functions, manifest, namespace: str | None = None, *, companion=Non
     return ops
 
 
-def _define(torch, ns: str, groups: dict[str, list[_Entry]], functions, companion, insist: bool):
+def _define(torch, ns: str, groups: dict[str, list[Entry]], functions, companion, insist: bool):
     """Define the ops of ``groups`` in ``ns``, natively from ``companion`` when it loads; (torch Library, backend)."""
     why = _load_companion(torch, companion, ns) if companion is not None else "no companion"
     if why and insist:
@@ -412,7 +230,7 @@ def _define(torch, ns: str, groups: dict[str, list[_Entry]], functions, companio
             lib.define(name + schema_of(members[0]))
             # No input tensor leaves the dispatcher no CUDA key to pick: such an op serves every key.
             lib.impl(name, _real(torch, functions[name], members), "CompositeExplicitAutograd" if takes_no_tensor(members[0]) else "CUDA")
-        torch.library.register_fake(f"{ns}::{name}", _fake(torch, members), lib=lib)
+        torch.library.register_fake(f"{ns}::{name}", fake_impl(torch, members), lib=lib)
     return lib, used
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..common.arch import parse_arch
 from ..common.errors import SpecError, TlAotError
 from ..config.kernel_spec import KernelSpec, LibrarySpec
-from ..runtime.torch_ops import TORCH_DTYPES
+from ..runtime.torch_fakes import TORCH_DTYPES
 from .tuning_record import Candidate, Item, TuningRecord, source_digest
 
 if TYPE_CHECKING:

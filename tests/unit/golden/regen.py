@@ -24,7 +24,8 @@ from support.golden import FEATURES, launcher_golden, render_feature_launcher  #
 
 from tl_aot.codegen.render import render_header, render_manifest  # noqa: E402
 from tl_aot.codegen.torch_native import render_companion  # noqa: E402
-from tl_aot.common.metadata import Manifest, from_json, to_json  # noqa: E402
+from tl_aot.common.metadata import Manifest  # noqa: E402
+from tl_aot.common.metadata_json import from_json, to_json  # noqa: E402
 
 
 def relower() -> Manifest:

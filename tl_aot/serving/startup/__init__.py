@@ -22,7 +22,7 @@ def install() -> None:
 
         serve_from_env()
     if capture:
-        from ...capture.recorder import install_from_env
+        from ...capture.process_hooks import install_from_env
 
         cap = install_from_env()
         if cap is not None and os.environ.get("TL_AOT_SERVE"):
