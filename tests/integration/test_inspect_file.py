@@ -19,7 +19,7 @@ from support.helpers import fails, ok, tl_aot_here
 from support.imports import HEAVY, tl_aot_imports
 
 import tl_aot
-from tl_aot.common.metadata import to_json
+from tl_aot.common.metadata_json import to_json
 from tl_aot.frontends.inspect_text import manifest_json
 from tl_aot.runtime.elf import MANIFEST_INDEX_SECTION, MANIFEST_TEXT_SECTION
 

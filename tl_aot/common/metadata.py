@@ -14,9 +14,6 @@ from typing import Any, Union
 
 from .abi import ABI_VERSION
 from .arch import Arch
-
-# runtime/loader.py and frontends/cli.py (kept by other hands this session) still import the codec from here
-from .metadata_json import from_json, to_json
 from .subbyte import Packing, packing_of
 
 __all__ = [
@@ -35,8 +32,6 @@ __all__ = [
     "LeftOut",
     "Manifest",
     "LoweredVariant",
-    "from_json",
-    "to_json",
 ]
 
 #: A tensor dimension: an int when static, a symbol name (or an expression over symbols) when dynamic.

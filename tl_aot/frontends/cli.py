@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..common.build_tool_watch import watch_build_tool
 from ..common.errors import TlAotError, ToolchainNotFound
 from ..common.fs_errors import fs_error
-from ..common.metadata import to_json
+from ..common.metadata_json import to_json
 from ..common.versions import __version__
 from ..config.arg_text import parse_arg
 from ..config.user_code import local_dependencies

@@ -180,7 +180,8 @@ class Library:
     def tunings(self) -> tuple[Tuning, ...]:
         """The autotuner's recorded choices (:class:`Tuning`), parsed on first use."""
         if self._tunings is None:
-            from ..common.metadata import Tuning, from_json
+            from ..common.metadata import Tuning
+            from ..common.metadata_json import from_json
 
             span = self._index.tunings
             self._tunings = () if span is None else tuple(from_json(Tuning, t) for t in json.loads(self._text(span)))
@@ -204,7 +205,8 @@ class Library:
         """The manifest's record of the entry ``row`` names, sliced out of the manifest and parsed once."""
         have = self._records.get(row.name)
         if have is None:
-            from ..common.metadata import LoweredEntry, from_json
+            from ..common.metadata import LoweredEntry
+            from ..common.metadata_json import from_json
 
             try:
                 have = from_json(LoweredEntry, self._text(row.span))
@@ -243,7 +245,7 @@ class Library:
         if len(first.outputs) > 1:
             fn = _returning_tuple(fn, name)
         if first.outputs and not any(p.is_tensor for p in first.inputs):  # torch_ops.takes_no_tensor, without the JSON
-            from ..common.metadata import to_json
+            from ..common.metadata_json import to_json
             from . import torch_ops
 
             fn = torch_ops.allocating_call(fn, json.loads(to_json(first)))  # no input says where: torch's device, as the JIT

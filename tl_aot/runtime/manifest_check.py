@@ -50,7 +50,8 @@ def checked_index(text: str, digest: str, path: Path) -> ManifestIndex:
 
 def checked_manifest(text: str, index: ManifestIndex, path: Path) -> Manifest:
     """The whole manifest ``text`` parsed, once its SHA-256 is the one ``index`` (itself checked) records."""
-    from ..common.metadata import Manifest, from_json  # the dataclasses: what loading alone never imports
+    from ..common.metadata import Manifest  # the dataclasses: what loading alone never imports
+    from ..common.metadata_json import from_json
 
     if hashlib.sha256(text.encode()).hexdigest() != index.manifest_sha256:
         msg = f"{path}: its manifest was altered after the build (its SHA-256 differs from the one its index records); rebuild the library"

@@ -121,7 +121,7 @@ class Server:
         """:func:`tl_aot.call_keys.key.call_key`, imported (with what a first answer uses) on first use."""
         if self._call_key is None:
             from ..call_keys.key import call_key
-            from ..common import metadata  # noqa: F401 (an entry's first use parses its record)
+            from ..common import metadata, metadata_json  # noqa: F401 (an entry's first use parses its record)
 
             self._call_key = call_key
             self._answer_kinds()
