@@ -304,6 +304,7 @@ def test_the_tail_of_lowering_cuts_what_waits_for_every_slot_not_only_those_free
     stages = types.SimpleNamespace(
         runtime=lambda: (None, 0.0),
         lower=lower,
+        kept=lambda task, variant: None,
         compile_many=lambda pairs: batches.append([int(t.key[1:]) for t, _ in pairs]) or [b"image"] * len(pairs),
         without_failures=lambda run: run.tasks,
         launcher=lambda run, each: None,

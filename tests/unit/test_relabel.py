@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import types
 
 import pytest
 from support.records import lowered_variant
@@ -12,7 +13,8 @@ from tl_aot.config.user_code import snapshot_sources
 from tl_aot.jit.walk_digest import walk_digest
 from tl_aot.lower import lower
 from tl_aot.pipeline.plan import Plan, Task
-from tl_aot.pipeline.relabel import relabelled, stale_walks
+from tl_aot.pipeline.relabel import walk_again, walked_again
+from tl_aot.pipeline.stages import Stages
 
 
 class _Cache:
@@ -43,32 +45,41 @@ def _plan(tmp_path, walks: dict[str, str]) -> Plan:
 def test_hits_of_this_walk_are_not_walked_again(tmp_path, monkeypatch):
     monkeypatch.setattr(lower, "walk_variant", lambda *a, **k: pytest.fail("walked"))
     plan = _plan(tmp_path, {"a": walk_digest(), "b": walk_digest()})
-    assert stale_walks(plan) == [] and relabelled(plan, _Cache(), native_log="off", log=None) is plan
+    assert walk_again(plan) == (plan, {})
 
 
-def test_a_stale_hit_reaching_the_same_request_keeps_its_image_with_the_new_label_and_another_is_lowered_again(tmp_path, monkeypatch):
-    """A walk that reaches the same request key is the same kernel; one that reaches another (or fails) is a miss."""
+def test_a_stale_hit_is_lowerings_to_walk_first_kept_with_its_image_when_it_reaches_the_same_request(tmp_path, monkeypatch):
+    """A walk that reaches the same request key is the same kernel; one that reaches another (or fails) is lowered."""
     reached = {"same": "rk-same", "moved": "rk-another", "fails": None}
 
-    def walk_again(spec, arch, *, native_log):
+    def walk_again_(spec, arch, *, native_log):
         if reached[spec.name] is None:
             raise RuntimeError("the user's factory raised")
         return lower.Walked(f"new label of {spec.name}", reached[spec.name], walk_digest())
 
-    monkeypatch.setattr(lower, "walk_variant", walk_again)
+    monkeypatch.setattr(lower, "walk_variant", walk_again_)
+    monkeypatch.setattr(lower, "lower_variant", lambda spec, arch, **_: lowered_variant(spec.name, "sm_90a", resolved="lowered"))
     plan = _plan(tmp_path, {"same": "an older walk", "moved": "", "fails": "an older walk", "current": walk_digest()})
-    lines, cache = [], _Cache()
-    got = relabelled(plan, cache, native_log="off", log=lines.append)
-    assert sorted(t.spec.name for t in got.todo) == ["fails", "moved"]
-    assert got.hits["key-same"] == (
-        dataclasses.replace(plan.hits["key-same"][0], resolved="new label of same", walk=walk_digest()),
-        b"image",
-    )
-    assert got.hits["key-current"] == plan.hits["key-current"]  # labelled by this walk: untouched
+    got, stale = walk_again(plan)
+    assert sorted(t.spec.name for t in got.todo) == ["fails", "moved", "same"] and set(stale) == {"key-fails", "key-moved", "key-same"}
+    assert got.hits == {"key-current": plan.hits["key-current"]}  # labelled by this walk: untouched, not lowered
+    cache, steps = _Cache(), []
+    stages = Stages(tmp_path, cache, "13.0", "0.1", types.SimpleNamespace(step=steps.append), native_log="off", walk_again=stale)
+    lowered = {t.spec.name: (t, stages.lower(t)) for t in got.todo}
+    assert {n: v.resolved for n, (_, v) in lowered.items()} == {"same": "new label of same", "moved": "lowered", "fails": "lowered"}
+    task, same = lowered["same"]
+    assert same == dataclasses.replace(plan.hits["key-same"][0], resolved="new label of same", walk=walk_digest())
+    assert [stages.kept(t, v) for t, v in lowered.values()] == [b"image", None, None]  # only the kept one skips nvcc
     assert cache.stored == [("key-same", "new label of same", walk_digest(), b"image", True)]  # current next time
-    assert lines == [
-        "tl_aot's factory walk changed: 1 cached variant(s) walked again and kept; 2 reached another kernel and are lowered again"
-    ]
+    assert steps == ["kept same sm_90a (walked again: the same kernel)"]
+
+
+def test_a_stale_hit_whose_file_changed_while_it_was_walked_is_lowered(tmp_path, monkeypatch):
+    plan = _plan(tmp_path, {"a": "an older walk"})
+    _, stale = walk_again(plan)
+    [task] = plan.tasks
+    monkeypatch.setattr(lower, "walk_variant", lambda *a, **k: (tmp_path / "k.py").write_text("x = 2\n") and lower.Walked("l", "rk-a", "w"))
+    assert walked_again(task, stale[task.key], native_log="off") is None
 
 
 def test_the_walk_digest_is_the_walks_own_bytes():

@@ -12,7 +12,7 @@ from .cluster import run_on_cluster
 from .options import BuildOptions
 from .plan import Plan, Task
 from .progress import Progress
-from .relabel import relabelled
+from .relabel import walk_again
 from .scheduler import run_variants
 from .stages import Each, Stages, one_by_one
 from .variant_run import VariantRun
@@ -48,7 +48,7 @@ def build_variants(plan: Plan, ws: Workspace, opts: BuildOptions, *, launcher: b
     the run's ``failures`` while the others build; then, unless ``keep_going``, one error names
     every failure and nothing is written.
     """
-    plan = relabelled(plan, ws.cache, native_log=opts.native_log, log=opts.log)  # hits another tl_aot walk labelled
+    plan, stale = walk_again(plan)  # hits another tl_aot walk labelled: lowering walks them again first
     todo, log, work, cache = plan.todo, opts.log, ws.work, ws.cache
     if todo and ws.cache_unwritable is not None:
         raise ws.cache_unwritable
@@ -56,7 +56,9 @@ def build_variants(plan: Plan, ws: Workspace, opts: BuildOptions, *, launcher: b
     if log and shared:
         log(f"{len(shared)} of {len(plan.tasks)} variant(s) from the shared cache {getattr(cache, 'url', '')}")
     progress = Progress((1 if opts.cluster else 2) * len(todo) + 2 * launcher, log)
-    stages = Stages(work, cache, plan.nvcc_version, plan.tvm_ffi_version, progress, opts.force, native_log=opts.native_log)
+    stages = Stages(
+        work, cache, plan.nvcc_version, plan.tvm_ffi_version, progress, opts.force, native_log=opts.native_log, walk_again=stale
+    )
     run = VariantRun(
         lib_name=plan.lib.name,
         lowered={k: hit[0] for k, hit in plan.hits.items()},
@@ -74,6 +76,16 @@ def build_variants(plan: Plan, ws: Workspace, opts: BuildOptions, *, launcher: b
             run_variants(todo, run, stages, jobs=opts.jobs, keep_going=tolerant, progress=progress)
     finally:
         close_workers()  # a build's CuTeDSL workers do not outlive it (each holds TileLang and CuTeDSL)
+    if log and stale:
+        log(_relabel_line(len(stale), len(stages.relabelled), cluster=bool(opts.cluster)))
     if run.failures and not opts.keep_going:
         raise run.error()
     return run
+
+
+def _relabel_line(stale: int, kept: int, *, cluster: bool) -> str:
+    """What the build says of the cached variants another tl_aot walk labelled."""
+    if cluster:
+        return f"tl_aot's factory walk changed: {stale} cached variant(s) lowered again on the cluster"
+    tail = f"; {stale - kept} reached another kernel and were lowered again" if kept < stale else ""
+    return f"tl_aot's factory walk changed: {kept} cached variant(s) walked again and kept{tail}"

@@ -98,7 +98,8 @@ def lowering_workers(jobs: int, variants: int) -> int:
 def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: bool, progress: Progress) -> VariantRun:
     """Lower and compile ``todo`` (plan tasks) and compile the launcher, in parallel within ``jobs`` slots.
 
-    ``stages`` gives ``lower(task, lower_fn)``, ``compile_many(pairs)``, ``launcher(run)`` (renders
+    ``stages`` gives ``lower(task, lower_fn)``, ``kept(task, variant)`` (the image of a cached variant
+    lowering kept: nothing to compile), ``compile_many(pairs)``, ``launcher(run)`` (renders
     and compiles the launcher of ``run.tasks``: a :class:`~tl_aot.pipeline.stages.Launcher`) and ``runtime()``. A
     failing variant stops the build, or with ``keep_going`` is recorded in ``run.failures``.
     """
@@ -132,7 +133,10 @@ def run_variants(todo: list, run: VariantRun, stages, *, jobs: int, keep_going: 
                 unfinished -= 1
                 task = pending[fut]
                 variant, seconds = _result(fut, task, run, keep_going)
-                if variant is not None:
+                image = stages.kept(task, variant) if variant is not None else None
+                if image is not None:  # a cached variant walked again: the same kernel, its image kept
+                    run.lowered[task.key], run.images[task.key] = variant, image
+                elif variant is not None:
                     run.lowered[task.key] = variant
                     run.spent.lowering += seconds
                     full = batcher.add(_group_of(task, variant), (task, variant, seconds))

@@ -18,9 +18,10 @@ it may raise, and knows nothing of threads (:mod:`tl_aot.pipeline.scheduler` run
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ from .cache import VariantCache
 from .images import image_of, images_of
 from .launcher_faults import LauncherCodeError, code_fault, find_bad_code
 from .manifest import manifest_of
+from .relabel import Hit, walked_again
 from .variant_run import Launcher
 
 if TYPE_CHECKING:
@@ -77,11 +79,25 @@ class Stages:
     native_log: str = "warnings"
     #: (kernel file, function) -> ``kernels.py:12 (matmul)``: each file parsed once per build, not once per variant
     locations: dict[tuple[str, str], str] = field(default_factory=dict, repr=False, compare=False)
+    #: the cache hits another tl_aot walk labelled, by key (:func:`~tl_aot.pipeline.relabel.walk_again`): walked before lowered
+    walk_again: Mapping[str, Hit] = field(default_factory=dict, repr=False, compare=False)
+    #: those :meth:`lower` kept: the same kernel, relabelled
+    relabelled: dict[str, LoweredVariant] = field(default_factory=dict, repr=False, compare=False)
 
     def lower(self, task, lower_fn=None) -> LoweredVariant:
-        """Lower ``task`` (in a worker process through ``lower_fn``, else here) and check its sources did not move."""
+        """Lower ``task`` (in a worker process through ``lower_fn``, else here) and check its sources did not move.
+
+        A cache hit another tl_aot walk labelled (``walk_again``) is walked again first, here: the same
+        request is the same kernel, returned with this walk's label and kept (:meth:`kept`), not lowered.
+        """
         from ..lower.lower import lower_variant
 
+        hit = self.walk_again.get(task.key)
+        if hit is not None:
+            again = walked_again(task, hit, native_log=self.native_log)
+            if again is not None:
+                self.relabelled[task.key] = again
+                return again
         variant = lower_fn(task.spec, task.arch) if lower_fn else lower_variant(task.spec, task.arch, native_log=self.native_log)
         changed = task.sources.changed()
         if changed:
@@ -92,6 +108,16 @@ class Stages:
             )
             raise LoweringError(msg, entry=task.spec.name, arch=task.arch.sm, location=files)
         return variant
+
+    def kept(self, task, variant: LoweredVariant) -> bytes | None:
+        """The cached image of ``variant`` when :meth:`lower` kept a hit walked again (stored relabelled); None: compile it."""
+        if self.relabelled.get(task.key) is not variant:
+            return None
+        image = self.walk_again[task.key][1]
+        with contextlib.suppress(TlAotError):  # a cache that cannot be written: walked again next time
+            self.cache.store(task.key, variant, image, task.project, replace=True)
+        self.progress.step(f"kept {task.spec.name} {task.arch} (walked again: the same kernel)")
+        return image
 
     def compile_many(self, pairs: list) -> list:
         """Images of several (task, variant) pairs, each checked and stored in the cache; each item an image or its error.
