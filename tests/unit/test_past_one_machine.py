@@ -15,10 +15,11 @@ from tl_aot.common.metadata import LoweredVariant
 from tl_aot.common.metadata_json import to_json
 from tl_aot.pipeline.cache import VariantCache
 from tl_aot.pipeline.part import Part, PartTask
+from tl_aot.pipeline.result_check import accept_result
 from tl_aot.pipeline.shards import PartError, check_parts, parse_shard, shard_of
 from tl_aot.pipeline.shared_cache import SharedCache, pack_entry, unpack_entry
 from tl_aot.pipeline.toolset import TEST_VERSION_ENV, differences, local_toolset
-from tl_aot.pipeline.variant_task import ShippedSources, VariantResult, VariantTask, accept_result, build_variant_task
+from tl_aot.pipeline.variant_task import ShippedSources, VariantResult, VariantTask, build_variant_task
 
 
 def test_shards_are_a_deterministic_partition():

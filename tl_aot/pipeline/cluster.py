@@ -24,7 +24,7 @@ The driver (this module, in the build's process):
    gets the next tasks rather than none;
 3. resubmits a task (whole) whose worker refused it (its tools changed since it was vetted: the task
    checks again) after taking that worker's resource away, so it runs on one that agrees;
-4. verifies each variant's :class:`~tl_aot.pipeline.variant_task.VariantResult` (:func:`~tl_aot.pipeline.variant_task.accept_result`)
+4. verifies each variant's :class:`~tl_aot.pipeline.variant_task.VariantResult` (:func:`~tl_aot.pipeline.result_check.accept_result`)
    and alone writes the cache; a worker killed mid-task has its task rescheduled by Dask, and
    nothing it half wrote can reach the cache (it writes none);
 5. renders and compiles the launcher and links locally, as a local build does: the library is
@@ -47,9 +47,10 @@ from typing import TYPE_CHECKING, Any
 from ..common.errors import ClusterError, TlAotError, ToolchainNotFound
 from .cluster_batch import BatchTask, batches_of, group_key, label_of
 from .job_slots import in_threads
+from .result_check import accept_result
 from .scheduler import default_jobs, launcher_stage
 from .toolset import Toolset, differences, local_toolset
-from .variant_task import ToolsetMismatch, accept_result, pack_task
+from .variant_task import ToolsetMismatch, pack_task
 
 if TYPE_CHECKING:
     from .plan import Task

@@ -11,8 +11,8 @@
   equal a local build's. :func:`build_variant_task` is the batch of one.
 * :class:`VariantResult` (frozen): the variant's metadata as JSON and its image, each with its
   SHA-256, or the error the worker raised (its class, message and fields).
-* :func:`accept_result` runs on the driver: checks the digests, the image's format and the headers
-  the flags named before anything reaches the cache (the driver alone writes it).
+* :func:`~tl_aot.pipeline.result_check.accept_result` runs on the driver: checks the digests, the
+  image's format and the headers the flags named before anything reaches the cache (the driver alone writes it).
 """
 
 from __future__ import annotations
@@ -30,9 +30,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..common.errors import CompileError, LoweringError, TlAotError, ToolsetMismatch
+from ..common.errors import LoweringError, TlAotError, ToolsetMismatch
 from ..common.fileutil import write_file
-from ..cuda.image_check import variant_image_problem
 from .toolset import Toolset, differences, local_toolset
 
 if TYPE_CHECKING:
@@ -50,14 +49,8 @@ __all__ = [
     "pack_task",
     "build_variant_task",
     "build_variant_tasks",
-    "accept_result",
-    "raise_failure",
     "ToolsetMismatch",
 ]
-
-#: Image formats a variant may have: an ELF cubin, or a fatbin (``+PTX``).
-_ELF_MAGIC = b"\x7fELF"
-_FATBIN_MAGIC = (0xBA55ED50).to_bytes(4, "little")
 
 
 @dataclass(frozen=True)
@@ -347,55 +340,3 @@ def _failure(task: VariantTask, worker: str, e: TlAotError, moved=(None, "")) ->
     return VariantResult(
         key=task.key, worker=worker, error_class=cls.__name__, error=fix(str(e)), error_fields=tuple(sorted(plain.items()))
     )
-
-
-def raise_failure(result: VariantResult) -> None:
-    """Raise a failed result's error as the worker raised it: its tl_aot class, message and fields."""
-    from ..common import errors
-
-    cls = ToolsetMismatch if result.error_class == "ToolsetMismatch" else getattr(errors, result.error_class, LoweringError)
-    if not (isinstance(cls, type) and issubclass(cls, TlAotError)):
-        cls = LoweringError
-    fields = dict(result.error_fields)
-    err = cls.__new__(cls)
-    TlAotError.__init__(err, result.error, **{k: fields.get(k) for k in ("entry", "arch", "location")})
-    err.__dict__.update(fields)
-    raise err
-
-
-def accept_result(task, result: VariantResult):
-    """The (LoweredVariant, image) of a worker's result, once verified; raises its error, or one naming what is wrong.
-
-    Checked: the digests of both parts, the image's format for the arch (cubin or fatbin), and that
-    every header the variant's flags name has, here, the digest it had on the worker.
-    """
-    from ..common.metadata import LoweredVariant
-    from ..common.metadata_json import from_json
-    from ..config.options import inputs_unchanged
-
-    if not result.ok:
-        raise_failure(result)
-    where = f"entry {task.spec.name!r} ({task.arch}) from worker {result.worker}"
-    if hashlib.sha256(result.variant_json.encode()).hexdigest() != result.variant_sha256:
-        msg = f"{where}: its metadata arrived damaged (digest mismatch); nothing was stored"
-        raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
-    if hashlib.sha256(result.image).hexdigest() != result.image_sha256:
-        msg = f"{where}: its image arrived damaged (digest mismatch); nothing was stored"
-        raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
-    magic = _FATBIN_MAGIC if task.arch.ptx else _ELF_MAGIC
-    if not result.image.startswith(magic):
-        msg = f"{where}: its image is not a {'fatbin' if task.arch.ptx else 'cubin'}; nothing was stored"
-        raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
-    variant = from_json(LoweredVariant, result.variant_json)
-    if (variant.entry, variant.arch) != (task.spec.name, task.arch):
-        msg = f"{where}: the worker answered for {variant.entry} {variant.arch}; nothing was stored"
-        raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
-    problem = variant_image_problem(variant, result.image)  # the local cache's own check: a complete image, its kernels
-    if problem:
-        msg = f"{where}: its image is damaged ({problem}); nothing was stored"
-        raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm)
-    if not inputs_unchanged(variant.inputs):
-        changed = ", ".join(p for p, d in variant.inputs if not inputs_unchanged([(p, d)]))
-        msg = f"{where}: headers its nvcc flags name differ between this machine and the worker ({changed}); nothing was stored"
-        raise CompileError(msg, entry=task.spec.name, arch=task.arch.sm, location=changed)
-    return variant, result.image
