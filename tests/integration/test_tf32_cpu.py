@@ -22,7 +22,8 @@ pytest.importorskip("tilelang")
 def test_a_tfloat32_tensor_parameter_builds_and_is_a_float32_tensor_to_the_caller(tmp_path, cache_dir):
     ok(tl_aot_here("build", "--spec", KERNELS / "tf32.toml", "-o", tmp_path, "--cache-dir", cache_dir))
     text = ok(tl_aot_here("inspect", tmp_path / "libtl_tf32.so")).stdout
-    assert "tf32_scale_rows(x: float32[m, 64], w: custom[tfloat32][64]) -> out: float32[m, 64]" in text
+    assert "tf32_scale_rows(x: float32[m, 64], w: tfloat32[64]) -> out: float32[m, 64]" in text
+    assert "param w: tensor tfloat32[64]" in text  # as TileLang users write it (T.tfloat32), not TVM's custom[tfloat32]
     man = json.loads(ok(tl_aot_here("inspect", "--json", tmp_path / "libtl_tf32.so")).stdout)
     (entry,) = man["entries"]
     assert [(p["name"], p["dtype"]) for p in entry["params"]] == [("x", "float32"), ("w", "custom[tfloat32]"), ("out", "float32")]
@@ -37,7 +38,7 @@ def test_the_dlpack_dtypes_a_tfloat32_tensor_takes_are_tilelangs_own():
     from tvm.target import Target
 
     from tl_aot.common.cpp_spelling import DLPACK_DTYPES
-    from tl_aot.runtime.torch_ops import TORCH_DTYPES
+    from tl_aot.runtime.torch_fakes import TORCH_DTYPES
 
     spec = importlib.util.spec_from_file_location("tl_aot_test_tf32", KERNELS / "tf32.py")
     assert spec is not None and spec.loader is not None

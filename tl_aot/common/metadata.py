@@ -9,6 +9,7 @@ imports nothing heavy: the runtime reads it on machines without TileLang or torc
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -36,6 +37,8 @@ __all__ = [
 
 #: A tensor dimension: an int when static, a symbol name (or an expression over symbols) when dynamic.
 Dim = Union[int, str]
+#: TVM's spelling of a dtype it knows by name only (``T.tfloat32`` is ``custom[tfloat32]``)
+_CUSTOM_DTYPE = re.compile(r"custom\[(\w+)\]")
 #: ``(name, Python repr)``: a specialisation argument or an autotune config's value, spelled.
 NamedRepr = tuple[str, str]
 
@@ -64,12 +67,18 @@ class Param:
         """How a sub-byte tensor is packed (int4: two per 8-bit element); None for a scalar or a tensor of whole bytes."""
         return packing_of(self.dtype) if self.is_tensor else None
 
+    @property
+    def dtype_spelled(self) -> str:
+        """The dtype as TileLang's users write it: ``tfloat32`` where TVM (and the manifest) says ``custom[tfloat32]``."""
+        custom = _CUSTOM_DTYPE.fullmatch(self.dtype)
+        return custom.group(1) if custom else self.dtype
+
     def spelled(self) -> str:
         """``A: float16[m, 4096]``, ``alpha: float32``, ``A: int4[256] packed in int8[128]``: as errors and ``inspect`` show it."""
         if not self.is_tensor:
-            return f"{self.name}: {self.dtype}"
+            return f"{self.name}: {self.dtype_spelled}"
         packed = f" packed in {self.storage}" if self.storage else ""
-        return f"{self.name}: {self.dtype}[{', '.join(str(d) for d in self.shape)}]{packed}"
+        return f"{self.name}: {self.dtype_spelled}[{', '.join(str(d) for d in self.shape)}]{packed}"
 
 
 @dataclass(frozen=True)

@@ -47,9 +47,9 @@ def describe(manifest) -> str:
                 k = p.packing
                 how = f"{k.pack} per element, as TileLang's JIT takes it" if k and k.pack > 1 else "any DLPack dtype of these bits"
                 packed = f" packed in {p.storage} ({how})" if k and p.storage else ""
-                lines.append(f"  param {p.name}: tensor {p.dtype}[{', '.join(str(d) for d in p.shape)}]{packed}{role}")
+                lines.append(f"  param {p.name}: tensor {p.dtype_spelled}[{', '.join(str(d) for d in p.shape)}]{packed}{role}")
             else:
-                lines.append(f"  param {p.name}: scalar {p.dtype}")
+                lines.append(f"  param {p.name}: scalar {p.dtype_spelled}")
         if e.symbols:
             lines.append("  dynamic: " + ", ".join(s.spelled() for s in e.symbols))
         for v in e.variants:
