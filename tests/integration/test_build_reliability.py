@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.builds import with_runtime
 from support.helpers import child_env, fails, ok, tl_aot_argv, tl_aot_cli
 from support.tree import files, read
 
@@ -316,9 +317,12 @@ def _alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2 :].split()[0] != "Z"
 
 
-def test_sigkill_mid_nvcc_then_rebuild(reference, tmp_path):
+def test_sigkill_mid_nvcc_then_rebuild(reference, tmp_path, session_runtime):
     spec = _write_spec(tmp_path, SPEC)
-    out, cache = tmp_path / "out", tmp_path / "cache"
+    # The cache holds the launcher runtime's object (it depends on the toolchain alone): what is killed and made again
+    # is the variants', not a runtime compile beside them that each build would pay for (~2.5 s of CPU, twice); a
+    # build killed while it compiles the runtime is test_build_faults' test_a_killed_build_leaves_no_compiler_and_no_debris
+    out, cache = tmp_path / "out", with_runtime(tmp_path / "cache", session_runtime)
     # -j 4: a lowering worker per variant and slots to spare, so each variant compiles on its own (a batch of
     # one) and the GEMM is still in nvcc once add_one is cached; at -j 2 both would share one nvcc batch.
     cmd = tl_aot_argv("build", "--spec", spec, "-o", out, "--cache-dir", cache, "-j", "4")

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.builds import with_runtime
 from support.helpers import in_folder
 
 pytest.importorskip("tilelang")
@@ -43,8 +44,14 @@ raise KeyboardInterrupt
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
+def project(tmp_path_factory, session_runtime) -> Path:
+    """The project the cases build, its cache (``<root>/cache``) holding the session's launcher runtime object.
+
+    The cases are about messages; the runtime object depends on the toolchain alone, and compiling it
+    here cost the module's first library ~2.5 s of CPU.
+    """
     root = tmp_path_factory.mktemp("messages")
+    with_runtime(root / "cache", session_runtime)
     (root / "k.py").write_text(ADD)
     (root / "ki.py").write_text(INTERRUPTS)
     return root
