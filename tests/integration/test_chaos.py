@@ -122,9 +122,9 @@ def test_eight_builds_through_three_front_ends_race_into_one_folder_and_one_cach
     assert len([d for d in cli.cache.iterdir() if not d.name.startswith(".")]) == 1  # one variant entry
 
 
-def test_two_machines_share_one_cache_url(reference, tmp_path):
+def test_two_machines_share_one_cache_url(reference, tmp_path, session_runtime):
     """Two builds with their own caches and one file:// --cache-url, at once: both succeed with the same library."""
-    results, builds = chaos.two_machines(tmp_path)
+    results, builds = chaos.two_machines(tmp_path, session_runtime)
     for r in results:
         assert r.returncode == 0, r.stderr
     for b in builds:
