@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from ..common.errors import TlAotError
-from .toolchain import find_cxx, find_nvcc, run
+from .toolchain import find_cxx, find_nvcc, version_text
 
 __all__ = ["compiler_identity", "host_compiler", "nvcc_host_compiler"]
 
@@ -30,10 +30,7 @@ def compiler_identity(cxx: str) -> str:
     The first line of ``--version``, without the name it was called by (GCC echoes it: ``c++ (...)``,
     ``g++ (...)``): the same compiler called by another name or path is the same identity. "" if it cannot run.
     """
-    try:
-        out = run([cxx, "--version"], what=f"{Path(cxx).name} --version")
-    except (TlAotError, OSError):
-        return ""
+    out = version_text(cxx)
     lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
     if not lines:
         return ""

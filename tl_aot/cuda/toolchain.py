@@ -18,13 +18,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
 from ..common.arch import Arch, parse_arch_list
 from ..common.destinations import disk_full_note
-from ..common.errors import CompileError, FailedProcessError, ToolchainNotFound
+from ..common.errors import CompileError, FailedProcessError, TlAotError, ToolchainNotFound
 from ..common.fileutil import StrPath
 from ..runtime.elf import elf_problem
 from .cuda_toolkit import Toolkit, export_cuda_home, find_toolkit, pip_toolkits
@@ -45,6 +46,7 @@ __all__ = [
     "supported_archs",
     "supported_archs_of",
     "compiler_id",
+    "version_text",
     "run",
     "run_making",
     "check_output_file",
@@ -345,13 +347,41 @@ RUNTIME_SOURCES = (
 )
 
 
-@functools.cache
+#: ``--version`` outputs by compiler ("" where it cannot run), and the lock that makes each a single run.
+_VERSION_TEXTS: dict[str, str] = {}
+_VERSION_LOCK = threading.Lock()
+
+
+def _new_version_lock() -> None:
+    """In a forked child: a lock of its own (the parent's may have been held by a thread the child does not have)."""
+    global _VERSION_LOCK
+    _VERSION_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_version_lock)
+
+
+def version_text(cxx: str) -> str:
+    """``cxx --version``'s output, run once per process; "" where it cannot run.
+
+    The one probe behind both names of a host compiler: :func:`compiler_id` (host objects' cache keys)
+    and :func:`~tl_aot.cuda.host_identity.compiler_identity` (what machines compare). Under a lock: a
+    library's host units ask from several threads at once, and a bare memo let each run its own
+    probe (three ``c++ --version`` per build, each a process under the reaper).
+    """
+    with _VERSION_LOCK:
+        if cxx not in _VERSION_TEXTS:
+            try:
+                _VERSION_TEXTS[cxx] = run([cxx, "--version"], what=f"{Path(cxx).name} --version")
+            except (TlAotError, OSError):
+                _VERSION_TEXTS[cxx] = ""
+        return _VERSION_TEXTS[cxx]
+
+
 def compiler_id(cxx: str) -> str:
-    """The host compiler's version line: part of the keys of the host objects kept in the cache."""
-    try:
-        return run([cxx, "--version"], what=f"{cxx} --version").splitlines()[0]
-    except (CompileError, ToolchainNotFound, IndexError, OSError):
-        return cxx
+    """The host compiler's version line: part of the keys of the host objects kept in the cache (``cxx`` where it cannot run)."""
+    lines = version_text(cxx).splitlines()
+    return lines[0] if lines else cxx
 
 
 #: Archs built by default (from sm_80 up), kept to those this nvcc can target. sm_120 is left out:
