@@ -73,27 +73,30 @@ def test_device_code_merges_per_arch_and_is_never_a_kernel_of_its_own(tmp_path):
     assert sorted(rec.kernels) == ["k1"]
 
 
+def _elementwise(n, *, double: bool):
+    """B = A * 2 (or A + 1) over ``n`` floats: a TileLang kernel as its users write one."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(n):
+                B[i] = A[i] * 2 if double else A[i] + 1
+
+    return main
+
+
 def test_a_kernel_that_does_not_round_trip_is_marked_warned_once_and_refused_by_the_build(tmp_path, monkeypatch, capsys):
     pytest.importorskip("tilelang")
-    import tilelang.language as T
 
     from tl_aot.capture import record_specs as captured
     from tl_aot.capture import recorder as capture
     from tl_aot.common.errors import LoweringError
     from tl_aot.jit.seam import CompileRequest
 
-    def kernel(n):
-        @T.prim_func
-        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
-            with T.Kernel(1, threads=128) as _:
-                for i in T.Parallel(n):
-                    B[i] = A[i] * 2
-
-        return main
-
     monkeypatch.setattr(capture, "round_trip_problem", lambda func, text: "a layout changed across the round trip: X came back as Y")
     cap = capture.Capturer(tmp_path / "r.json", compile_for_real=False)
-    keys = [cap.record(CompileRequest.of(kernel(n), [-1])) for n in (128, 256, 128)]
+    keys = [cap.record(CompileRequest.of(_elementwise(n, double=True), [-1])) for n in (128, 256, 128)]
     assert keys[0] == keys[2] != keys[1]
     err = capsys.readouterr().err
     assert err.count("warning: kernel 'main' is recorded but does not rebuild") == 1 and "X came back as Y" in err
@@ -109,7 +112,6 @@ def test_a_kernel_that_does_not_round_trip_is_marked_warned_once_and_refused_by_
 def test_a_kernel_compiled_under_a_cuda_source_post_processor_is_marked_and_refused_by_the_build(tmp_path, capsys):
     """As IKET's ``iket.session()`` compiles (``examples/iket``): the JIT's code is the callback's, which no build reruns."""
     pytest.importorskip("tilelang")
-    import tilelang.language as T
     import tvm_ffi
     from tilelang.engine.callback import register_cuda_postproc
 
@@ -118,20 +120,11 @@ def test_a_kernel_compiled_under_a_cuda_source_post_processor_is_marked_and_refu
     from tl_aot.common.errors import LoweringError
     from tl_aot.jit.seam import CompileRequest
 
-    def kernel(n):
-        @T.prim_func
-        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
-            with T.Kernel(1, threads=128) as _:
-                for i in T.Parallel(n):
-                    B[i] = A[i] + 1
-
-        return main
-
     cap = capture.Capturer(tmp_path / "r.json", compile_for_real=False)
-    plain = cap.record(CompileRequest.of(kernel(64), [-1]))
+    plain = cap.record(CompileRequest.of(_elementwise(64, double=False), [-1]))
     register_cuda_postproc(lambda code, target: "// instrumented\n" + code)
     try:
-        hooked = cap.record(CompileRequest.of(kernel(128), [-1]))
+        hooked = cap.record(CompileRequest.of(_elementwise(128, double=False), [-1]))
     finally:
         tvm_ffi.remove_global_func("tilelang_callback_cuda_postproc")
     err = capsys.readouterr().err
