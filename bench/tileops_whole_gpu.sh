@@ -33,7 +33,10 @@ mkdir -p "$W/times"
 PYTEST=(python3 -m pytest -q -p no:cacheprovider -o addopts= -m smoke)
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(round($(now) - $1, 1))"; }
-files() { mapfile -t FILES < "$W/complete.txt"; }
+# The steps that run TileOPs' tests need its archive here: a GPU machine's later call may not keep an ignored folder
+# (seen: serve and jit-warm then ran "no tests" and exited 5), so say so rather than time an empty run.
+tileops() { [ -d "$ROOT/.tileops/src" ] || { echo "no TileOPs archive at $ROOT/.tileops (git archive HEAD src tests workloads pyproject.toml of tile-ai/TileOPs)" >&2; exit 2; }; }
+files() { tileops; mapfile -t FILES < "$W/complete.txt"; }
 # pytest-xdist workers: one per core (WORKERS overrides), spread evenly over the machine's GPUs (each worker sees one).
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$GPUS" -ge 1 ] || GPUS=1
 WORKERS=${WORKERS:-$(nproc)}
@@ -53,6 +56,7 @@ case "${1:-}" in
     python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site "${wheels[@]}" 2>&1 | grep -v WARNING | tail -2 ;;
   capture|capture-rest)
     limit=${2:-540}
+    tileops
     cd "$ROOT/.tileops"
     export TILELANG_CACHE_DIR=$W/jit-cache TORCHINDUCTOR_CACHE_DIR=$W/inductor-capture
     if [ "$1" = capture ]; then
