@@ -40,6 +40,16 @@ Each figure is CPU time (``time.process_time``) of a fresh process, median over 
   image never read adds nothing), against the eager parse's; ``records_parsed``: entries whose
   record serving parsed (those asked for, no more).
 
+The cyclic collector (2026-11-28): in a process that has just imported torch, a full pass of the
+collector is due (torch's ~10^6 new objects not yet examined), and whoever allocates next pays it.
+``load`` making its index (~10^5 objects) was that allocator: ``load_cold`` 111-120 ms of CPU, of
+which the collector 80-93 ms; ``serve_cold`` 118-127 (80-86). Loading and serving now make their
+objects with the collector held off (``tl_aot.common.gc_pause``): 27-31 and 42-43 ms (the collector
+1.4-2.8 ms, in the imports). The pass is torch's, not moved onto the user: with no library loaded at
+all, the program's next 300,000 objects pay it (90-95 ms), and they pay the same after a paused
+``serve`` (86 ms), where an unpaused one had paid it inside ``serve``. On the GPU machine the same
+debt made ``load`` / ``serve`` of TileOPs' library read 22-36 / 28-50 ms over one lease.
+
 ``python bench/load_scale.py [--entries 2000] [--archs sm_80,sm_89,sm_90a,sm_100a] [--json OUT]``
 """
 

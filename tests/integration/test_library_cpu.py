@@ -321,3 +321,29 @@ def test_a_changed_factory_walk_relabels_cached_variants_without_lowering_them(t
         assert third.up_to_date and label == "walked:add_one() -> prim_func"  # kept in the cache: not walked again
     finally:
         walk_digest.walk_digest.cache_clear()
+
+
+def test_load_makes_its_index_with_the_collector_held_off(testlib_path, monkeypatch):
+    """``tl_aot.load`` parses the index with the cyclic collector off: a pass then would walk the whole process (~80 ms after torch)."""
+    import gc
+
+    import tl_aot
+    from tl_aot.runtime import loader
+
+    seen: list[bool] = []
+    read_index, library = loader.read_index, loader.Library
+
+    def watched_read(*args):
+        seen.append(gc.isenabled())
+        return read_index(*args)
+
+    def watched_library(*args):
+        seen.append(gc.isenabled())
+        return library(*args)
+
+    monkeypatch.setattr(loader, "read_index", watched_read)
+    monkeypatch.setattr(loader, "Library", watched_library)
+    lib = tl_aot.load(testlib_path)
+    assert seen == [False, False]  # the index parsed, the Library made: both with the collector off
+    assert gc.isenabled()  # and given back
+    assert {e.name for e in lib.manifest.entries} == ENTRIES  # the library loaded whole

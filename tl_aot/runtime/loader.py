@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..common.errors import LibraryError
+from ..common.gc_pause import gc_paused
 from ..common.manifest_index import ManifestIndex
 from .elf import ElfInfo, check_library_file
 from .manifest_check import checked_index, checked_manifest, without_index
@@ -336,10 +337,11 @@ def load(path: str | os.PathLike) -> Library:
     the old one.
     """
     path = Path(path)
-    module = _load_module(path)
-    index = read_index(module, path)
-    _check_driver(module, path)
-    return Library(path, module, index)
+    with gc_paused():  # the index's ~50 objects per entry hold no cycles: no collector pass over the process's objects
+        module = _load_module(path)
+        index = read_index(module, path)
+        _check_driver(module, path)
+        return Library(path, module, index)
 
 
 def _check_driver(module, path: Path) -> None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..common.errors import KernelNotServed
 from ..common.fileutil import StrPath
+from ..common.gc_pause import gc_paused
 from ..common.json_types import JsonObject
 from .misses import miss_message
 from .server import Server
@@ -72,14 +73,15 @@ def _load(path: StrPath, strict: bool, *, capturing: bool = False, cpu_time: boo
     p = Path(path)
     files = sorted(p.glob("lib*.so")) if p.is_dir() else [p]
     global _active
-    libs = [load(f) for f in files]
-    if _active is None:
-        _active = Server(libs, strict=strict, capturing=capturing, cpu_time=cpu_time)
-    else:
-        if cpu_time:
-            _active.count_cpu_time()
-        _active.add(libs)
-        _active.strict = _active.strict or strict
+    with gc_paused():  # the libraries' indexes and the serving tables: acyclic, no collector pass over the process
+        libs = [load(f) for f in files]
+        if _active is None:
+            _active = Server(libs, strict=strict, capturing=capturing, cpu_time=cpu_time)
+        else:
+            if cpu_time:
+                _active.count_cpu_time()
+            _active.add(libs)
+            _active.strict = _active.strict or strict
     return _active
 
 
