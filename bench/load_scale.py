@@ -24,7 +24,8 @@ Each figure is CPU time (``time.process_time``) of a fresh process, median over 
   ``tvm_ffi.load_module`` of the same library in a fresh process (``load_cold_vs_load_module``).
 - ``part_*_ms``: load step by step (imports, ELF check, dlopen, index text, its digest, JSON,
   rows, driver check, ``Library``; then serving's imports and index): ``--inner parts --lib SO``
-  says where the time goes on another machine.
+  says where the time goes on another machine (with the collector held off as load holds it;
+  ``TL_AOT_BENCH_GC=1``: left on).
 - ``serve_opened_packs``: image packs ``serve`` opened (strace; 0: none touched).
 - anchors, in the same processes: ``json.loads`` of the whole manifest (``anchor_json_ms``) and the
   whole manifest parsed into dataclasses (``anchor_eager_ms``: what ``load`` did before the index).
@@ -45,7 +46,7 @@ collector is due (torch's ~10^6 new objects not yet examined), and whoever alloc
 ``load`` making its index (~10^5 objects) was that allocator: ``load_cold`` 111-120 ms of CPU, of
 which the collector 80-93 ms; ``serve_cold`` 118-127 (80-86). Loading and serving now make their
 objects with the collector held off (``tl_aot.common.gc_pause``): 27-31 and 42-43 ms (the collector
-1.4-2.8 ms, in the imports). The pass is torch's, not moved onto the user: with no library loaded at
+1.4-2.8 ms, in the imports); the whole bench, 3 processes each: ``load_cold`` 19.6, ``serve_cold`` 24.4 ms. The pass is torch's, not moved onto the user: with no library loaded at
 all, the program's next 300,000 objects pay it (90-95 ms), and they pay the same after a paused
 ``serve`` (86 ms), where an unpaused one had paid it inside ``serve``. On the GPU machine the same
 debt made ``load`` / ``serve`` of TileOPs' library read 22-36 / 28-50 ms over one lease.
@@ -56,6 +57,7 @@ debt made ``load`` / ``serve`` of TileOPs' library read 22-36 / 28-50 ms over on
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import gc
 import hashlib
@@ -330,10 +332,15 @@ def _inner_parts(lib: str) -> dict:
     import tvm_ffi
 
     t = CLOCK()
+    from tl_aot.common.gc_pause import gc_paused
     from tl_aot.common.manifest_index import parse_index
     from tl_aot.runtime import elf, loader
 
     out = {"imports": CLOCK() - t}
+    # load's steps with the collector held off, as load holds it (TL_AOT_BENCH_GC=1: not, to see what that costs)
+    held = contextlib.ExitStack()
+    if os.environ.get("TL_AOT_BENCH_GC") != "1":
+        held.enter_context(gc_paused())
     path = Path(lib)
     t = CLOCK()
     elf.check_library_file(path)
@@ -366,6 +373,7 @@ def _inner_parts(lib: str) -> dict:
     t = CLOCK()
     serving.Server([loader.Library(path, module, index)])
     out["serve_index"] = CLOCK() - t
+    held.close()
     return {f"part_{k}_ms": v * 1e3 for k, v in out.items()}
 
 
