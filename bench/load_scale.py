@@ -47,9 +47,10 @@ collector is due (torch's ~10^6 new objects not yet examined), and whoever alloc
 which the collector 80-93 ms; ``serve_cold`` 118-127 (80-86). Loading and serving now make their
 objects with the collector held off (``tl_aot.common.gc_pause``): 27-31 and 42-43 ms (the collector
 1.4-2.8 ms, in the imports); the whole bench, 3 processes each: ``load_cold`` 19.6, ``serve_cold``
-24.4 ms. The pass is torch's, not moved onto the user: with no library loaded at all, the program's next 300,000 objects pay it (90-95 ms), and they pay the same after a paused
-``serve`` (86 ms), where an unpaused one had paid it inside ``serve``. On the GPU machine the same
-debt made ``load`` / ``serve`` of TileOPs' library read 22-36 / 28-50 ms over one lease.
+24.4 ms. The pass is torch's, not moved onto the user: with no library loaded at all, the program's
+next 300,000 objects pay it (90-95 ms), and they pay the same after a paused ``serve`` (86 ms),
+where an unpaused one had paid it inside ``serve``. On the GPU machine the same debt made ``load`` /
+``serve`` of TileOPs' library read 22-36 / 28-50 ms over one lease.
 
 ``python bench/load_scale.py [--entries 2000] [--archs sm_80,sm_89,sm_90a,sm_100a] [--json OUT]``
 """
