@@ -171,8 +171,9 @@ ENVIRONMENT = (
         "environment",
         (
             "`1`: a served process's exit line also gives the lookups' CPU time (the looking-up thread's), beside their "
-            "wall clock: time a lookup waited (a busy machine) shows as the difference. Off by default: reading a "
-            "thread's CPU clock is a system call per lookup."
+            "wall clock: time a lookup waited (a busy machine) shows as the difference; and how many passes of Python's "
+            "cyclic collector ran within the lookups (full ones apart: one walks every object of the process). Off by "
+            "default: reading a thread's CPU clock is a system call per lookup."
         ),
     ),
     Variable(

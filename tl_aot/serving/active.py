@@ -23,7 +23,7 @@ from ..common.fileutil import StrPath
 from ..common.gc_pause import gc_paused
 from ..common.json_types import JsonObject
 from .misses import miss_message
-from .server import Server
+from .server import Server, Stats
 
 if TYPE_CHECKING:
     from ..jit.seam import CompileRequest, Interception, JitCall
@@ -162,7 +162,7 @@ def install_from_env() -> None:
     loading them (nor for the tvm-ffi and torch imports that come with it). At exit a process that
     served prints one line to stderr: kernels served, compiled by the JIT, refused; tunings likewise;
     the lookups' time (wall clock; with ``$TL_AOT_SERVE_CPU_TIME`` 1, the looking-up thread's CPU
-    time too), entries' first use and the process's first question to the GPU apart.
+    time too, and the collector's passes within), entries' first use and the process's first question to the GPU apart.
     """
     import atexit
     import sys
@@ -194,7 +194,7 @@ def install_from_env() -> None:
         print(
             f"tl_aot serve (pid {os.getpid()}): {st.served} served, {st.compiled} compiled by the JIT, {st.refused} refused; "
             f"tunings {st.tunings_served} served, {st.tunings_run} run by TileLang, {st.tunings_refused} refused; "
-            f"{st.lookups} lookups in {st.lookup_s * 1e3:.1f} ms{f', {st.lookup_cpu_s * 1e3:.1f} ms of CPU' if cpu_time else ''} "
+            f"{st.lookups} lookups in {st.lookup_s * 1e3:.1f} ms{_cpu_words(st) if cpu_time else ''} "
             f"({_each(st.call_lookups, st.call_lookup_s)} by call key, "
             f"{_each(st.lookups - st.call_lookups, st.lookup_s - st.call_lookup_s)} by a traced prim_func; "
             f"kernel sources read from disk: {source_reads.files} files in {source_reads.seconds * 1e3:.1f} ms of them; "
@@ -210,6 +210,12 @@ def install_from_env() -> None:
 
     on_import("tilelang.jit", start)
     atexit.register(report)
+
+
+def _cpu_words(st: Stats) -> str:
+    """What the exit line adds with ``TL_AOT_SERVE_CPU_TIME=1``: the lookups' CPU time and the collector's passes within them."""
+    passes = f"{st.lookup_gc_passes} passes of the cyclic collector within ({st.lookup_gc_full} full)"
+    return f", {st.lookup_cpu_s * 1e3:.1f} ms of CPU, {passes}"
 
 
 def held_device_code(key: str) -> dict[str, JsonObject] | None:

@@ -15,6 +15,7 @@ miss: nothing else is ever served for them.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -59,6 +60,10 @@ class Stats:
     # the looking-up thread's CPU time meanwhile (wall clock above it: the thread waited), read only when asked for
     # (Server(cpu_time=True), $TL_AOT_SERVE_CPU_TIME): reading a thread's CPU clock is a system call (no vDSO), each lookup
     lookup_cpu_s: float = 0.0
+    # passes of Python's cyclic collector that ran within the lookups, and of them full ones (read with the CPU time): a
+    # full pass walks every object of the process (~80 ms after torch), wherever the allocation that set it off falls
+    lookup_gc_passes: int = 0
+    lookup_gc_full: int = 0
     call_lookups: int = 0  # of which by a @tilelang.jit call's key (before TileLang traces)
     call_lookup_s: float = 0.0  # their time (the rest hashed a traced prim_func: what TileLang's own cache key costs too)
     first_use_s: float = 0.0  # entries made ready on first use: the record parsed, the function found
@@ -77,6 +82,9 @@ class Server:
         self._kinds: tuple[type[CompileRequest], type[ServedKernel]] | None = None
         self._gpu_asked = False  # whether a lookup asked current_gpu_identity() (its first answer loads the driver)
         self._cpu: Callable[[], float] = time.thread_time if cpu_time else float  # float() is 0.0: no CPU time read
+        # the collector's passes (all, full) as the last lookup began, read with the CPU time (threads looking up at once
+        # may count one another's passes: a diagnostic)
+        self._gc_at_lookup: tuple[int, int] | None = None
         self._keys: RequestKeys | None = None
         self.strict = strict
         # under capture --serve: every @tilelang.jit call is traced (the capture records its IR), misses are expected
@@ -98,6 +106,12 @@ class Server:
     def count_cpu_time(self) -> None:
         """Read the looking-up thread's CPU time too (``stats.lookup_cpu_s``): a later ``serve`` asked for it."""
         self._cpu = time.thread_time
+
+    def _lookup_began(self) -> tuple[float, float]:
+        """A lookup's start: the wall clock, the thread's CPU time and, with it, the collector's passes so far."""
+        if self._cpu is time.thread_time:
+            self._gc_at_lookup = _gc_passes()
+        return time.perf_counter(), self._cpu()
 
     @property
     def keys(self) -> RequestKeys:
@@ -189,7 +203,7 @@ class Server:
         if not self.calls or self.capturing:
             return None
         call_key = self._call_key or self._call_keys()
-        t0, c0 = time.perf_counter(), self._cpu()
+        t0, c0 = self._lookup_began()
         if not self._gpu_asked:
             t0, c0 = self._ask_gpu(t0, c0)
         gpu, identity = current_gpu_identity()
@@ -241,7 +255,7 @@ class Server:
 
     def lookup(self, req: CompileRequest, jit_call: JitCall | None = None) -> tuple[ServedKernel | None, str]:
         """The served kernel for ``req``, or None (a miss): its key names a prebuilt image that runs on the current GPU."""
-        t0, c0 = time.perf_counter(), self._cpu()
+        t0, c0 = self._lookup_began()
         key = self.keys.key(req, jit_call)
         hit = self.index.get(key)
         served = None
@@ -283,6 +297,10 @@ class Server:
         spent = time.perf_counter() - t0
         st = self.stats
         st.lookup_cpu_s += self._cpu() - c0
+        if self._gc_at_lookup is not None:
+            passes, full = _gc_passes()
+            st.lookup_gc_passes += passes - self._gc_at_lookup[0]
+            st.lookup_gc_full += full - self._gc_at_lookup[1]
         st.lookups += 1
         st.lookup_s += spent
         if by_call:
@@ -335,3 +353,9 @@ class Server:
             return proceed()
         finally:
             self.tuning_now.pop()
+
+
+def _gc_passes() -> tuple[int, int]:
+    """Python's cyclic collector's passes in this process so far: all of them, and the full ones (its oldest generation's)."""
+    stats = gc.get_stats()
+    return sum(s["collections"] for s in stats), stats[-1]["collections"]
