@@ -49,7 +49,28 @@ def _spell(v: Any, depth: int) -> Any:
         return ["torch.dtype", str(v)]
     if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or hasattr(v, "orig_func") or type(v).__name__ == "JITImpl":
         return _spell_function(v, depth)
+    classes = [c for c in type(v).__mro__ if c is not object]
+    if depth > 0 and classes and hasattr(v, "__dict__") and all(type(c) is type and not ck._library(c.__module__) and "__slots__" not in vars(c) for c in classes):
+        return [
+            "object",
+            [
+                [f"{c.__module__}.{c.__qualname__}", {n: _spell_member(m, depth) for n, m in vars(c).items() if n not in _NOISE}]
+                for c in classes
+            ],
+            {k: _spell(x, depth - 1) for k, x in vars(v).items()},
+        ]
     raise ck.Unkeyable(type(v).__qualname__)
+
+
+_NOISE = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__", "__firstlineno__", "__static_attributes__"}
+
+
+def _spell_member(m: Any, depth: int) -> Any:
+    if isinstance(m, (staticmethod, classmethod)):
+        return [type(m).__name__, _spell_function(m.__func__, depth)]
+    if isinstance(m, property):
+        return ["property", [None if f is None else _spell_function(f, depth) for f in (m.fget, m.fset, m.fdel)]]
+    return _spell(m, depth)
 
 
 def _spell_function(fn: Any, depth: int) -> list[Any]:

@@ -148,7 +148,13 @@ def test_a_call_that_cannot_be_spelled_is_not_keyed(kmod):
     k = kmod("kern_c", KERNEL.replace("def make(shift):", "def make(shift, box=object()):\n    _ = box"))
     assert call_key(k.make(1.0), (256,), {}, "90") is not None  # box is not read by the jit function
     text = KERNEL.replace("SCALE = 2.0", "class Scale:\n    value = 2.0\n\n\nSCALE = Scale()").replace("SCALE +", "SCALE.value +")
-    assert call_key(kmod("kern_d", text).make(1.0), (256,), {}, "90") is None  # an object that may change in place
+    d = kmod("kern_d", text)
+    key = call_key(d.make(1.0), (256,), {}, "90")  # a user's object, spelled (its class body, its attributes) each call
+    assert key is not None and key == reference_key(d.make(1.0), (256,), {}, "90")
+    d.Scale.value = 3.0  # changed in place: the next call's key moves
+    assert call_key(d.make(1.0), (256,), {}, "90") not in (None, key)
+    slotted = text.replace("class Scale:\n", "class Scale:\n    __slots__ = ()\n")
+    assert call_key(kmod("kern_d2", slotted).make(1.0), (256,), {}, "90") is None  # slots: not read whole, not spelled
     assert call_key(kmod("kern_e").make(1.0), (object(),), {}, "90") is None  # an argument compared by identity
     helper = kmod("kern_cfg", "BLOCK = 128\n")
     text = KERNEL.replace("import tilelang\n", "import tilelang\nimport kern_cfg\n").replace("+ shift", "+ shift + kern_cfg.BLOCK")
@@ -318,6 +324,43 @@ class _Pair(tuple):
     pass
 
 
+class _Tiling:
+    """A user's helper object, as a kernel factory closes over one (TileOPs' ``GroupTiling``)."""
+
+    UNIT = 32
+
+    def __init__(self, groups, block):
+        self.groups, self.block = groups, block
+
+    @property
+    def bound(self):
+        groups = self.groups
+
+        def bound_of(n):
+            return n // self.UNIT + groups
+
+        return bound_of
+
+    @staticmethod
+    def steps(n):
+        return max(1, (n - 1).bit_length())
+
+    @classmethod
+    def of(cls, n):
+        return cls(n, cls.UNIT)
+
+    def rows(self, tiles):
+        return tiles * self.block
+
+
+class _Wider(_Tiling):
+    UNIT = 64
+
+
+class _Slotted:
+    __slots__ = ("n",)
+
+
 def test_a_value_is_written_as_json_writes_its_spelling():
     """The key's JSON is written directly; for every kind of value it is ``json.dumps`` of the spelling, byte for byte."""
     import math
@@ -332,9 +375,14 @@ def test_a_value_is_written_as_json_writes_its_spelling():
         [], (), [1, "a", None, 2.5], (1, (2, [3.0, "b"])), {"k": 1, 2: [True]}, {}, _Color.RED, _Level.HIGH, _Name("n"),
         _Pair((1, 2)), [[1, 2], {"a": (3,)}], torch.float16, math, math.sqrt, ["mixed", _Level.HIGH, _Name("m"), torch.int8],
     ]  # fmt: skip
+    values += [_Tiling(4, 64), [_Tiling(1, 1), _Wider(2, 8)]]  # a user's objects: class members and attributes
     for value in values:
         assert ck._text(value, ck._DEPTH, Reads()) == reference_text(value), value
-    for unkeyable in (object(), [1, object()], {"a": {1, 2}}):
+    looped = _Tiling(1, 1)
+    looped.me = looped  # an object holding itself: spelled a level deeper each time, until too deep
+    named = _Tiling(1, 1)
+    vars(named)[1] = "one"  # an attribute named by a number
+    for unkeyable in (object(), [1, object()], {"a": {1, 2}}, _Slotted(), looped, named, _Tiling(1, object())):
         with pytest.raises(ck.Unkeyable):
             ck._text(unkeyable, ck._DEPTH, Reads())
 
@@ -467,3 +515,36 @@ def test_the_processs_first_question_to_the_gpu_is_counted_apart_from_lookups(tm
             assert 0 < st.lookup_cpu_s and st.lookup_cpu_s < 0.05  # the looking-up thread's CPU time, beside the wall clock
         finally:
             uninstall(active._installed[0])
+
+
+TILED = KERNEL.replace(
+    "def make(shift):\n",
+    """class Tiling:
+    def __init__(self, block):
+        self.block = block
+
+    def scaled(self, x):
+        return x * float(self.block)
+
+
+def make(shift, tiling=None):
+    tiling = tiling or Tiling(1)
+""",
+).replace("X[i] * SCALE + shift", "tiling.scaled(X[i]) * SCALE + shift")
+
+
+def test_a_kernel_closing_over_a_users_object_is_keyed_by_its_class_and_attributes(kmod):
+    """A factory's helper object (a tiling, a schedule) keys the call by its class's source and its attributes, not by a trace."""
+    k = kmod("kern_tiled", TILED)
+    jit = k.make(1.0, k.Tiling(4))
+    key = call_key(jit, (256,), {}, "90")
+    assert key is not None and key == reference_key(jit, (256,), {}, "90")
+    assert call_key(k.make(1.0, k.Tiling(4)), (256,), {}, "90") == key  # another object, the same class and attributes
+    assert call_key(k.make(1.0, k.Tiling(8)), (256,), {}, "90") not in (None, key)
+    tiling = k.Tiling(4)
+    jit = k.make(1.0, tiling)
+    assert call_key(jit, (256,), {}, "90") == key
+    tiling.block = 2  # changed in place after a call: the spelling holding an object is never kept
+    assert call_key(jit, (256,), {}, "90") not in (None, key)
+    edited = kmod("kern_tiled", TILED.replace("x * float(self.block)", "x * float(self.block + 0)"))
+    assert call_key(edited.make(1.0, edited.Tiling(4)), (256,), {}, "90") not in (None, key)  # the method's source is the key's

@@ -12,8 +12,10 @@ by: SM count, shared memory, L2; :func:`tl_aot.gpu.cuda_driver.gpu_identity`) an
 version. A capture records it beside the request key it led to; serving answers a call whose key
 a library holds with that request's kernel, without tracing.
 
-Anything that cannot be spelled the same way in every process (a tensor, an object compared by
-identity, a class, a user's module, a function without source) makes the call unkeyed:
+An instance of a plain class of the user's (no metaclass, no ``__slots__``: a tiling helper a
+factory closes over) is spelled by its class's body and its attributes. Anything that cannot be
+spelled the same way in every process (a tensor, a library's object, a class, a user's module, a
+function without source) makes the call unkeyed:
 :func:`call_key` returns None and serving falls back to the request key. A call key never names
 another kernel: what the function could read that the key does not cover makes it None, never a
 guess.
@@ -72,8 +74,9 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
     them, an IntEnum as its number); ``["list"|"tuple"|<its class name>, [items]]``;
     ``["dict", [[key, value], ...]]``; ``["enum", class, name]``; ``["module", name]`` and
     ``["class", name]`` for TileLang's, tvm's, torch's and the standard library's;
-    ``["torch.dtype", name]``; a function's spelling (:func:`_function_text_of`). Anything else
-    is :class:`Unkeyable`. The text is exactly ``json.dumps(spelling, sort_keys=True,
+    ``["torch.dtype", name]``; a function's spelling (:func:`_function_text_of`); an instance of
+    a plain class of the user's, its class's members and its attributes (:func:`_object_text`).
+    Anything else is :class:`Unkeyable`. The text is exactly ``json.dumps(spelling, sort_keys=True,
     separators=(",", ":"))`` (``tests/unit/test_call_key.py`` checks it against that, spelled the
     slow way).
     """
@@ -107,7 +110,64 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
         return f'["torch.dtype",{json_str(str(v))}]'
     if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or hasattr(v, "orig_func") or type(v).__name__ == "JITImpl":
         return _helper_text(v, depth, reads)
+    classes = _user_classes(t)
+    if classes is not None and depth > 0:
+        return _object_text(v, classes, depth, reads)
     raise Unkeyable(f"{type(v).__qualname__} value")
+
+
+#: What a class body holds that does not change what its instances do: names, docs, annotations, the instance dict's slots.
+_CLASS_NOISE = frozenset(
+    {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__", "__firstlineno__", "__static_attributes__"}
+)
+
+
+def _user_classes(cls: type) -> tuple[type, ...] | None:
+    """``cls`` and its bases but ``object``, when every one is a plain class of the user's (no metaclass, no ``__slots__``).
+
+    Such an instance is its class's functions and its ``__dict__``, both of which a spelling can
+    read whole; anything else (a library's class, a metaclass, slots, a C type) is not spelled.
+    """
+    chain = cls.__mro__[:-1]
+    if not chain or "__dict__" not in dir(cls):  # object() itself; a C type's instance
+        return None
+    for c in chain:
+        if type(c) is not type or _library(c.__module__) or "__slots__" in c.__dict__:
+            return None
+    return chain
+
+
+def _object_text(v: Any, classes: tuple[type, ...], depth: int, reads: Reads) -> str:
+    """An instance of a user's class: ``["object", [class, ...], {attribute: value}]``, each class its name and members.
+
+    A class is ``[module.qualname, {name: member}]`` over its body (functions, static and class
+    methods and properties spelled as helper functions are, values as values); the attributes
+    are the instance's ``__dict__``, one level deeper (an object holding itself ends there). Both
+    may change in place, so a spelling holding an object is never kept: it is spelled again each call.
+    """
+    reads.frozen = False
+    spelled = []
+    for c in classes:
+        members = []
+        for name, member in sorted(c.__dict__.items()):
+            if name not in _CLASS_NOISE:
+                members.append(f"{json_str(name)}:{_member_text(member, depth, reads)}")
+        spelled.append(f"[{json_str(f'{c.__module__}.{c.__qualname__}')},{{{','.join(members)}}}]")
+    held = vars(v)
+    if not all(type(k) is str for k in held):
+        raise Unkeyable(f"{type(v).__qualname__} value: an attribute named by a non-string")
+    attributes = ",".join([f"{json_str(k)}:{_text(x, depth - 1, reads)}" for k, x in sorted(held.items())])
+    return f'["object",[{",".join(spelled)}],{{{attributes}}}]'
+
+
+def _member_text(member: Any, depth: int, reads: Reads) -> str:
+    """A class body's member: a function (as a helper), a static or class method, a property's functions, or a value."""
+    if isinstance(member, (staticmethod, classmethod)):
+        return f'[{json_str(type(member).__name__)},{_helper_text(member.__func__, depth, reads)}]'
+    if isinstance(member, property):
+        parts = [_helper_text(f, depth, reads) if f is not None else "null" for f in (member.fget, member.fset, member.fdel)]
+        return f'["property",[{",".join(parts)}]]'
+    return _text(member, depth, reads)
 
 
 #: (id(helper function), depth) -> (it, what its spelling read, the spelling): kept while unchanged (:class:`Reads`).
