@@ -45,24 +45,33 @@ def _spell(v: Any, depth: int) -> Any:
         raise ck.Unkeyable(v.__name__)
     if isinstance(v, type) and ck._library(getattr(v, "__module__", "")):
         return ["class", f"{v.__module__}.{v.__qualname__}"]
+    if isinstance(v, type):
+        classes = [c for c in v.__mro__ if c is not object]
+        if depth > 0 and all(type(c) is type and not ck._library(c.__module__) and "__slots__" not in vars(c) for c in classes):
+            return ["user class", _spell_classes(classes, depth)]
+        raise ck.Unkeyable(v.__qualname__)
     if type(v).__name__ == "dtype" and type(v).__module__ == "torch":
         return ["torch.dtype", str(v)]
     if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or hasattr(v, "orig_func") or type(v).__name__ == "JITImpl":
         return _spell_function(v, depth)
     classes = [c for c in type(v).__mro__ if c is not object]
-    if depth > 0 and classes and hasattr(v, "__dict__") and all(type(c) is type and not ck._library(c.__module__) and "__slots__" not in vars(c) for c in classes):
-        return [
-            "object",
-            [
-                [f"{c.__module__}.{c.__qualname__}", {n: _spell_member(m, depth) for n, m in vars(c).items() if n not in _NOISE}]
-                for c in classes
-            ],
-            {k: _spell(x, depth - 1) for k, x in vars(v).items()},
-        ]
+    if (
+        depth > 0
+        and classes
+        and hasattr(v, "__dict__")
+        and all(type(c) is type and not ck._library(c.__module__) and "__slots__" not in vars(c) for c in classes)
+    ):
+        return ["object", _spell_classes(classes, depth), {k: _spell(x, depth - 1) for k, x in vars(v).items()}]
     raise ck.Unkeyable(type(v).__qualname__)
 
 
 _NOISE = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__", "__firstlineno__", "__static_attributes__"}
+
+
+def _spell_classes(classes: list[type], depth: int) -> list[Any]:
+    return [
+        [f"{c.__module__}.{c.__qualname__}", {n: _spell_member(m, depth) for n, m in vars(c).items() if n not in _NOISE}] for c in classes
+    ]
 
 
 def _spell_member(m: Any, depth: int) -> Any:

@@ -375,14 +375,14 @@ def test_a_value_is_written_as_json_writes_its_spelling():
         [], (), [1, "a", None, 2.5], (1, (2, [3.0, "b"])), {"k": 1, 2: [True]}, {}, _Color.RED, _Level.HIGH, _Name("n"),
         _Pair((1, 2)), [[1, 2], {"a": (3,)}], torch.float16, math, math.sqrt, ["mixed", _Level.HIGH, _Name("m"), torch.int8],
     ]  # fmt: skip
-    values += [_Tiling(4, 64), [_Tiling(1, 1), _Wider(2, 8)]]  # a user's objects: class members and attributes
+    values += [_Tiling(4, 64), [_Tiling(1, 1), _Wider(2, 8)], _Tiling, _Wider]  # a user's objects and classes
     for value in values:
         assert ck._text(value, ck._DEPTH, Reads()) == reference_text(value), value
     looped = _Tiling(1, 1)
     looped.me = looped  # an object holding itself: spelled a level deeper each time, until too deep
     named = _Tiling(1, 1)
     vars(named)[1] = "one"  # an attribute named by a number
-    for unkeyable in (object(), [1, object()], {"a": {1, 2}}, _Slotted(), looped, named, _Tiling(1, object())):
+    for unkeyable in (object(), [1, object()], {"a": {1, 2}}, _Slotted(), _Slotted, looped, named, _Tiling(1, object())):
         with pytest.raises(ck.Unkeyable):
             ck._text(unkeyable, ck._DEPTH, Reads())
 
@@ -548,3 +548,13 @@ def test_a_kernel_closing_over_a_users_object_is_keyed_by_its_class_and_attribut
     assert call_key(jit, (256,), {}, "90") not in (None, key)
     edited = kmod("kern_tiled", TILED.replace("x * float(self.block)", "x * float(self.block + 0)"))
     assert call_key(edited.make(1.0, edited.Tiling(4)), (256,), {}, "90") not in (None, key)  # the method's source is the key's
+
+
+def test_a_kernel_reading_a_users_class_is_keyed_by_its_body(kmod):
+    """A factory that builds its helper from a module's class (TileOPs' grouped GEMM: ``GroupTiling(...)``) is keyed by that class."""
+    text = TILED.replace("tiling.scaled(X[i])", "Tiling(2).scaled(X[i])")
+    k = kmod("kern_cls", text)
+    key = call_key(k.make(1.0), (256,), {}, "90")
+    assert key is not None and key == reference_key(k.make(1.0), (256,), {}, "90")
+    k.Tiling.scaled = lambda self, x: x  # the class changed in place: the next call's key moves
+    assert call_key(k.make(1.0), (256,), {}, "90") not in (None, key)

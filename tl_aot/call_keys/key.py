@@ -74,8 +74,9 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
     them, an IntEnum as its number); ``["list"|"tuple"|<its class name>, [items]]``;
     ``["dict", [[key, value], ...]]``; ``["enum", class, name]``; ``["module", name]`` and
     ``["class", name]`` for TileLang's, tvm's, torch's and the standard library's;
-    ``["torch.dtype", name]``; a function's spelling (:func:`_function_text_of`); an instance of
-    a plain class of the user's, its class's members and its attributes (:func:`_object_text`).
+    ``["torch.dtype", name]``; a function's spelling (:func:`_function_text_of`); a plain class
+    of the user's, ``["user class", [class, ...]]``, and an instance of one, its classes and its
+    attributes (:func:`_object_text`).
     Anything else is :class:`Unkeyable`. The text is exactly ``json.dumps(spelling, sort_keys=True,
     separators=(",", ":"))`` (``tests/unit/test_call_key.py`` checks it against that, spelled the
     slow way).
@@ -105,6 +106,10 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
         if _library(module):  # TileLang's classes (Fragment, ...): covered by its version
             qualname = reads.attr(v, "__qualname__", "")
             return f'["class",{json_str(f"{module}.{qualname}")}]'
+        classes = _user_classes(v)
+        if classes is not None and depth > 0:  # a user's class a factory instantiates: its body, and its bases'
+            return f'["user class",{_classes_text(classes, depth, reads)}]'
+        raise Unkeyable(f"class {v.__qualname__}")
     t = type(v)
     if t.__name__ == "dtype" and t.__module__ == "torch":
         return f'["torch.dtype",{json_str(str(v))}]'
@@ -145,6 +150,15 @@ def _object_text(v: Any, classes: tuple[type, ...], depth: int, reads: Reads) ->
     are the instance's ``__dict__``, one level deeper (an object holding itself ends there). Both
     may change in place, so a spelling holding an object is never kept: it is spelled again each call.
     """
+    held = vars(v)
+    if not all(type(k) is str for k in held):
+        raise Unkeyable(f"{type(v).__qualname__} value: an attribute named by a non-string")
+    attributes = ",".join([f"{json_str(k)}:{_text(x, depth - 1, reads)}" for k, x in sorted(held.items())])
+    return f'["object",{_classes_text(classes, depth, reads)},{{{attributes}}}]'
+
+
+def _classes_text(classes: tuple[type, ...], depth: int, reads: Reads) -> str:
+    """A user's class and its bases, each ``[module.qualname, {name: member}]``: never kept (a class body may change)."""
     reads.frozen = False
     spelled = []
     for c in classes:
@@ -153,17 +167,13 @@ def _object_text(v: Any, classes: tuple[type, ...], depth: int, reads: Reads) ->
             if name not in _CLASS_NOISE:
                 members.append(f"{json_str(name)}:{_member_text(member, depth, reads)}")
         spelled.append(f"[{json_str(f'{c.__module__}.{c.__qualname__}')},{{{','.join(members)}}}]")
-    held = vars(v)
-    if not all(type(k) is str for k in held):
-        raise Unkeyable(f"{type(v).__qualname__} value: an attribute named by a non-string")
-    attributes = ",".join([f"{json_str(k)}:{_text(x, depth - 1, reads)}" for k, x in sorted(held.items())])
-    return f'["object",[{",".join(spelled)}],{{{attributes}}}]'
+    return f"[{','.join(spelled)}]"
 
 
 def _member_text(member: Any, depth: int, reads: Reads) -> str:
     """A class body's member: a function (as a helper), a static or class method, a property's functions, or a value."""
     if isinstance(member, (staticmethod, classmethod)):
-        return f'[{json_str(type(member).__name__)},{_helper_text(member.__func__, depth, reads)}]'
+        return f"[{json_str(type(member).__name__)},{_helper_text(member.__func__, depth, reads)}]"
     if isinstance(member, property):
         parts = [_helper_text(f, depth, reads) if f is not None else "null" for f in (member.fget, member.fset, member.fdel)]
         return f'["property",[{",".join(parts)}]]'
