@@ -55,13 +55,12 @@ def _spell(v: Any, depth: int) -> Any:
     if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or hasattr(v, "orig_func") or type(v).__name__ == "JITImpl":
         return _spell_function(v, depth)
     classes = [c for c in type(v).__mro__ if c is not object]
-    if (
-        depth > 0
-        and classes
-        and hasattr(v, "__dict__")
-        and all(type(c) is type and not ck._library(c.__module__) and "__slots__" not in vars(c) for c in classes)
-    ):
-        return ["object", _spell_classes(classes, depth), {k: _spell(x, depth - 1) for k, x in vars(v).items()}]
+    if depth > 0 and classes and all(type(c) is type and not ck._library(c.__module__) and "__slots__" not in vars(c) for c in classes):
+        return [
+            "object",
+            _spell_classes(classes, depth),
+            {k: _spell(x, depth - 1) for k, x in object.__getattribute__(v, "__dict__").items()},
+        ]
     raise ck.Unkeyable(type(v).__qualname__)
 
 

@@ -361,6 +361,24 @@ class _Slotted:
     __slots__ = ("n",)
 
 
+class _Guarded(_Tiling):
+    """Hides its ``__dict__`` from attribute reads: spelled from the instance's own dict, its ``__getattribute__`` in the key."""
+
+    def __getattribute__(self, name):
+        if name == "__dict__":
+            raise RuntimeError("not for reading")
+        return object.__getattribute__(self, name)
+
+
+class _Meta(type):
+    def __dir__(cls):
+        raise RuntimeError("a metaclass of the user's: its classes are not spelled")
+
+
+class _Measured(metaclass=_Meta):
+    pass
+
+
 def test_a_value_is_written_as_json_writes_its_spelling():
     """The key's JSON is written directly; for every kind of value it is ``json.dumps`` of the spelling, byte for byte."""
     import math
@@ -375,14 +393,25 @@ def test_a_value_is_written_as_json_writes_its_spelling():
         [], (), [1, "a", None, 2.5], (1, (2, [3.0, "b"])), {"k": 1, 2: [True]}, {}, _Color.RED, _Level.HIGH, _Name("n"),
         _Pair((1, 2)), [[1, 2], {"a": (3,)}], torch.float16, math, math.sqrt, ["mixed", _Level.HIGH, _Name("m"), torch.int8],
     ]  # fmt: skip
-    values += [_Tiling(4, 64), [_Tiling(1, 1), _Wider(2, 8)], _Tiling, _Wider]  # a user's objects and classes
+    values += [_Tiling(4, 64), [_Tiling(1, 1), _Wider(2, 8)], _Tiling, _Wider, _Guarded(1, 2)]  # a user's objects and classes
     for value in values:
         assert ck._text(value, ck._DEPTH, Reads()) == reference_text(value), value
     looped = _Tiling(1, 1)
     looped.me = looped  # an object holding itself: spelled a level deeper each time, until too deep
     named = _Tiling(1, 1)
     vars(named)[1] = "one"  # an attribute named by a number
-    for unkeyable in (object(), [1, object()], {"a": {1, 2}}, _Slotted(), _Slotted, looped, named, _Tiling(1, object())):
+    for unkeyable in (
+        object(),
+        [1, object()],
+        {"a": {1, 2}},
+        _Slotted(),
+        _Slotted,
+        looped,
+        named,
+        _Tiling(1, object()),
+        _Measured,
+        _Measured(),
+    ):
         with pytest.raises(ck.Unkeyable):
             ck._text(unkeyable, ck._DEPTH, Reads())
 

@@ -134,12 +134,10 @@ def _user_classes(cls: type) -> tuple[type, ...] | None:
     read whole; anything else (a library's class, a metaclass, slots, a C type) is not spelled.
     """
     chain = cls.__mro__[:-1]
-    if not chain or "__dict__" not in dir(cls):  # object() itself; a C type's instance
-        return None
     for c in chain:
         if type(c) is not type or _library(c.__module__) or "__slots__" in c.__dict__:
             return None
-    return chain
+    return chain or None  # object itself: nothing of the user's
 
 
 def _object_text(v: Any, classes: tuple[type, ...], depth: int, reads: Reads) -> str:
@@ -150,7 +148,10 @@ def _object_text(v: Any, classes: tuple[type, ...], depth: int, reads: Reads) ->
     are the instance's ``__dict__``, one level deeper (an object holding itself ends there). Both
     may change in place, so a spelling holding an object is never kept: it is spelled again each call.
     """
-    held = vars(v)
+    try:
+        held = object.__getattribute__(v, "__dict__")  # the instance's own, whatever its class's __getattribute__ does
+    except AttributeError:
+        raise Unkeyable(f"{type(v).__qualname__} value: no attributes to read") from None
     if not all(type(k) is str for k in held):
         raise Unkeyable(f"{type(v).__qualname__} value: an attribute named by a non-string")
     attributes = ",".join([f"{json_str(k)}:{_text(x, depth - 1, reads)}" for k, x in sorted(held.items())])
