@@ -8,7 +8,6 @@ metadata listed its packages by hand and a new wing was not added to the list.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.helpers import ROOT, child_env, run_ok
+from support.own_dists import own_dists
 
 #: Imports every tl_aot module from the folder given, refusing one found elsewhere; prints how many.
 _IMPORT_ALL = """
@@ -34,23 +34,8 @@ print(len(names))
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """The checkout built as the release workflow builds it (an sdist, then the wheel from it), from a copy of its files.
-
-    A copy of what git tracks or would track, not the checkout itself: setuptools reuses a
-    checkout's ``build/lib`` and ``tl_aot.egg-info/SOURCES.txt``, where a package an earlier build
-    copied hides one the metadata now leaves out. ``--no-isolation``: no index here.
-    """
-    tree = tmp_path_factory.mktemp("own_tree")
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True)
-    for name in listed.stdout.splitlines():
-        if (ROOT / name).is_file():
-            (tree / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, tree / name)
-    out = tmp_path_factory.mktemp("own_wheel")
-    run_ok([sys.executable, "-m", "build", "-q", "--no-isolation", "--outdir", out, tree], env=child_env())
-    assert len(list(out.glob("tl_aot-*.tar.gz"))) == 1, list(out.iterdir())
-    (built,) = out.glob("tl_aot-*.whl")
-    return built
+    """The checkout built as the release workflow builds it: an sdist, then the wheel from it (:func:`own_dists`)."""
+    return own_dists(tmp_path_factory.mktemp("own"), child_env())[1]
 
 
 def test_every_tracked_file_ships(wheel):

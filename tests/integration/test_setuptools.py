@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from support.helpers import child_env, ok, run, run_ok, tl_aot_cli
+from support.own_dists import own_dists
 from support.venvs import fresh_venv, pip_into
 
 from tl_aot.wheel.manylinux import version_key
@@ -338,16 +339,8 @@ def test_isolated_build_pins_cpu_torch_with_a_constraint(tmp_path, cache_dir):
     compiler from PyPI into the build env, where tl_aot finds it (no nvcc on PATH, no CUDA_HOME).
     tl_aot is not on an index yet, so the build env gets it from a wheel of this checkout (find-links).
     """
-    repo = tmp_path / "tl_aot_src"
-    repo.mkdir()
-    for item in ("tl_aot", "cmake", "pyproject.toml", "setup.py", "README.md", "LICENSE"):
-        if (ROOT / item).is_dir():
-            shutil.copytree(ROOT / item, repo / item, ignore=shutil.ignore_patterns("__pycache__"))
-        elif (ROOT / item).exists():
-            shutil.copy(ROOT / item, repo / item)
-    wheels = tmp_path / "wheels"
-    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", wheels, repo]
-    run_ok(cmd, tmp_path, child_env(cache_dir))
+    _, own_wheel = own_dists(tmp_path / "tl_aot_src", child_env(cache_dir))
+    wheels = own_wheel.parent
     constraints = tmp_path / "constraints.txt"
     pins = (SAMPLE / "build-constraints.txt").read_text()
     constraints.write_text(pins + f"tl_aot=={importlib.metadata.version('tl_aot')}\n")
