@@ -24,7 +24,7 @@
 #                        complete files run strictly served (a kernel the library lacks fails its test), timed
 #   jit-warm [SECONDS]   the same files with TileLang's JIT and the capture's (now warm) cache, timed: the anchor
 #   recapture            one kernel's source changed, `capture --serve LIB` again: only that kernel compiled
-#   report               the figures; the record and logs to $OUT
+#   report               the goals table (bench/tileops_whole_report.py) from the steps' files; it, the record and logs to $OUT
 set -u
 ROOT=$PWD
 export PYTHONPATH=$ROOT/.tileops:$ROOT/.tileops/src:/tmp/site:$ROOT PYTHONUNBUFFERED=1
@@ -140,6 +140,8 @@ TOML
       PATH="$(printf '%s' "$PATH" | tr ':' '\n' | while read -r d; do [ -n "$d" ] && [ ! -e "$d/nvcc" ] && printf '%s:' "$d"; done)"
       unset CUDA_HOME CUDA_PATH; export TILELANG_CACHE_DIR=$W/served-cache PATH
       command -v nvcc && echo "an nvcc is still on PATH" && exit 1
+      # Each served process's exit line carries its lookups' CPU time too (the report's lookup figure).
+      export TL_AOT_SERVE_CPU_TIME=1
       cmd=(python3 -m tl_aot run --serve "$libdir" --strict --)
     else
       export TILELANG_CACHE_DIR=$W/jit-cache; cmd=()
@@ -155,7 +157,7 @@ TOML
     "${cmd[@]}" "${limit[@]}" python3 -m pytest -q -p no:cacheprovider -o addopts= -m smoke "${XDIST[@]}" --junitxml="$W/$1.xml" "${FILES[@]}" > "$W/$1.log" 2>&1
     echo "$1 exit $? after $(since "$t0") s" | tee "$W/times/$1"
     grep -E "passed|failed" "$W/$1.log" | tail -1; grep "^tl_aot serve" "$W/$1.log" | head -3
-    [ "$1" = serve ] && echo "files in the served run's TileLang cache: $(find "$W/served-cache" -type f 2>/dev/null | wc -l)"
+    [ "$1" = serve ] && echo "files in the served run's TileLang cache: $(find "$W/served-cache" -type f 2>/dev/null | wc -l)" | tee "$W/served-facts.txt"
     if [ "$1" = serve ]; then
       # The installed library loaded, then served, each in a fresh process: wall and CPU, nothing called. tvm_ffi
       # is imported first and timed apart: it imports torch (torch-c-dlpack-ext), which a TileOPs process has anyway.
@@ -165,7 +167,7 @@ so = os.path.join(os.path.dirname(tileops_aot.__file__), 'libtileops_whole.so')
 w = time.perf_counter(); import tvm_ffi, tl_aot; imp = (time.perf_counter() - w) * 1e3
 w, c = time.perf_counter(), time.process_time(); tl_aot.$verb(so); lw, lc = (time.perf_counter() - w) * 1e3, (time.process_time() - c) * 1e3
 print(f'$verb: {lw:.1f} ms wall / {lc:.1f} ms CPU (importing tvm_ffi, torch and tl_aot before it: {imp:.0f} ms)')
-") 2>&1 | tail -1; done
+") 2>&1 | tail -1 | tee -a "$W/served-facts.txt"; done
     fi
     gzip -kf "$W/$1.log"; gzip -kf "$W/$1.xml"; save "$W/$1.log.gz" "$W/$1.xml.gz" ;;
   recapture)
@@ -182,13 +184,8 @@ print(f'$verb: {lw:.1f} ms wall / {lc:.1f} ms CPU (importing tvm_ffi, torch and 
     cp "$W/kernel.bak" "$target"; grep "^tl_aot capture" "$W/recapture.log" | tail -3 ;;
   report)
     cat "$W"/times/* 2>/dev/null
-    mkdir -p "$OUT"; cp "$W/complete.txt" "$W"/*.log "$W/wheels.txt" "$OUT/" 2>/dev/null; gzip -c "$W/record.json" > "$OUT/record.json.gz"
-    python3 - "$W" <<'PY'
-import pathlib, sys
-t = {p.name: float(p.read_text().split(" after ")[1].split()[0]) for p in pathlib.Path(sys.argv[1], "times").iterdir() if " after " in p.read_text()}
-if {"serve", "jit-warm"} <= set(t):
-    print(f"served / JIT warm cache: {t['serve'] / t['jit-warm']:.3f} (goal <= 0.7)")
-PY
-    ;;
+    out=${OUT:-$W/out}; mkdir -p "$out"
+    cp "$W/complete.txt" "$W"/*.log "$W/wheels.txt" "$out/" 2>/dev/null; gzip -c "$W/record.json" > "$out/record.json.gz"
+    python3 "$ROOT/bench/tileops_whole_report.py" "$W" | tee "$out/goals.md" ;;
   *) echo "usage: $0 setup DIRS... | capture [SECONDS] [all|share] | capture-rest [SECONDS] | capture-here [SECONDS] | build ARCHS [SECONDS] | wheel | serve | jit-warm | recapture | report"; exit 2 ;;
 esac
