@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,3 +34,31 @@ def test_an_arch_no_gpu_has_is_named_a_misspelling(tmp_path):
     proc = _cli("build", f"{KERNEL}:add_one", "--arch", "sm_99", "-o", tmp_path)
     assert proc.returncode == 1 and "sm_99 is no compute capability NVIDIA has released" in proc.stderr
     assert "needs CUDA" not in proc.stderr
+
+
+def test_run_serve_checks_a_library_as_loading_does_without_loading_it(testlib_path, tmp_path):
+    """The command's own check reads the file and its index (digest, ABI): no tvm-ffi or torch import (seconds before the command)."""
+    probe = (
+        "import sys; from pathlib import Path; from tl_aot.frontends.cli_workload import _served_libraries; "
+        f"_served_libraries({str(testlib_path)!r}, 'run'); "
+        "print(sorted(m for m in ('tvm_ffi', 'torch') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr
+    marker = tmp_path / "ran"
+    proc = _cli("run", "--serve", testlib_path, "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')")
+    assert proc.returncode == 0 and marker.exists(), proc.stderr
+
+
+def test_run_serve_refuses_a_library_whose_index_was_altered(testlib_path, tmp_path):
+    from tl_aot.runtime.manifest_file import manifest_texts
+
+    data = testlib_path.read_bytes()
+    index = manifest_texts(testlib_path)[0].encode()
+    at = data.index(index) + index.index(b'"abi_version"')
+    altered = tmp_path / "libaltered.so"
+    altered.write_bytes(data[:at] + b"'" + data[at + 1 :])  # one byte of the index: its digest no longer matches
+    marker = tmp_path / "ran"
+    proc = _cli("run", "--serve", altered, "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')")
+    assert proc.returncode == 1 and "libaltered.so: its manifest was altered after the build" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not marker.exists()

@@ -8,6 +8,7 @@ and checks a library holds what it asked for. :mod:`tl_aot.frontends.cli` dispat
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 import tempfile
@@ -18,8 +19,7 @@ from ..capture.record import CaptureRecord
 from ..capture.record_parts import PARTS_ENV, capture_summary, merge_parts, parts_dir
 from ..common.errors import TlAotError
 from ..gpu.device import find_profile
-from ..runtime.loader import _load_module, read_manifest
-from ..runtime.manifest_file import manifest_of_file
+from ..runtime.manifest_file import index_of_file, manifest_of_file
 from ..serving.startup import environment
 from ..serving.verify import report, verify
 
@@ -83,10 +83,15 @@ def cmd_capture(args) -> int:
 def _served_libraries(where: str, verb: str) -> Path:
     """The tl_aot libraries ``run --serve`` / ``capture --serve`` name (a ``lib*.so`` or a folder of them), checked.
 
-    Each is loaded and its manifest read here, before the command starts: a program that never
-    imports TileLang would otherwise exit 0 as if served, and one that does would die in its
-    start-up hook with a traceback.
+    Each is checked here, before the command starts, as loading checks it (:func:`index_of_file`:
+    the file, its index's digest and ABI), and tvm-ffi must be installed: a program that never
+    imports TileLang would otherwise exit 0 as if served, and one that does would stop in its
+    start-up hook. Neither loaded nor its whole manifest parsed: that cost the command seconds
+    (tvm-ffi's import imports torch) before its first line, and each process loads what it serves.
     """
+    if importlib.util.find_spec("tvm_ffi") is None:
+        msg = f"{verb} --serve needs apache-tvm-ffi in the command's environment: pip install apache-tvm-ffi"
+        raise TlAotError(msg)
     path = Path(where)
     if path.is_dir():
         files = sorted(path.glob("lib*.so"))
@@ -99,7 +104,7 @@ def _served_libraries(where: str, verb: str) -> Path:
         msg = f"{verb} --serve {where}: no such library or folder"
         raise TlAotError(msg)
     for f in files:
-        read_manifest(_load_module(f), f)
+        index_of_file(f)
     return path.resolve()
 
 

@@ -13,14 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..common.errors import LibraryError
+from ..common.manifest_index import ManifestIndex
 from .elf import MANIFEST_INDEX_SECTION, MANIFEST_TEXT_SECTION, library_sections
-from .loader import _load_module, read_manifest
+from .loader import _load_module, read_index, read_manifest
 from .manifest_check import checked_index, checked_manifest
 
 if TYPE_CHECKING:
     from ..common.metadata import Manifest
 
-__all__ = ["manifest_of_file", "manifest_texts"]
+__all__ = ["index_of_file", "manifest_of_file", "manifest_texts"]
 
 
 def manifest_texts(path: Path) -> tuple[str, str, str] | None:
@@ -52,3 +53,21 @@ def manifest_of_file(path: Path) -> Manifest:
         return read_manifest(_load_module(path), path)
     index_text, manifest_text, digest = texts
     return checked_manifest(manifest_text, checked_index(index_text, digest, path), path)
+
+
+def index_of_file(path: Path) -> ManifestIndex:
+    """The manifest index of the library at ``path``, checked against its digest and this runtime's ABI, without loading it.
+
+    What loading checks before it uses a library, for a milliseconds' check of one that will be
+    loaded elsewhere (``run --serve`` checks its libraries before the command starts): the file's
+    ELF checks and the index section alone, no dlopen, no tvm-ffi or torch import, no manifest parsed.
+    A library built before the sections existed is loaded and asked instead.
+    """
+    if not path.is_file():
+        msg = f"no such library: {path}"
+        raise LibraryError(msg)
+    info, sections = library_sections(path, (MANIFEST_INDEX_SECTION,))
+    index = sections.get(MANIFEST_INDEX_SECTION)
+    if index is None:
+        return read_index(_load_module(path), path)
+    return checked_index(index.decode("utf-8", "replace"), info.manifest_sha256, path)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..common.errors import KernelNotServed
+from ..common.errors import KernelNotServed, TlAotError
 from ..common.fileutil import StrPath
 from ..common.gc_pause import gc_paused
 from ..common.json_types import JsonObject
@@ -182,7 +182,13 @@ def install_from_env() -> None:
     started: list[Server] = []
 
     def start(tl_jit: Any) -> None:  # tilelang.jit has just executed (its import is still in progress)
-        started.append(_load(path, strict, capturing=capturing, cpu_time=cpu_time))
+        try:
+            started.append(_load(path, strict, capturing=capturing, cpu_time=cpu_time))
+        except TlAotError as e:  # checked by the command before it started, so changed since, or refused by the loader
+            if strict:  # every kernel would be refused: stop here, with the reason and no traceback
+                raise SystemExit(f"tl_aot serve: {e}; nothing can be served (strict), so the program stops") from None
+            _log.warning("tl_aot serve: %s; TileLang's JIT compiles every kernel", e)
+            return
         _patch(tl_jit)
 
     def report() -> None:
