@@ -8,10 +8,12 @@ material the module docstring describes, byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
 import dis
 import enum
 import hashlib
 import json
+import os
 import types
 from typing import Any
 
@@ -47,7 +49,7 @@ def _spell(v: Any, depth: int) -> Any:
         return ["class", f"{v.__module__}.{v.__qualname__}"]
     if isinstance(v, type):
         classes = [c for c in v.__mro__ if c is not object]
-        if depth > 0 and all(type(c) is type and not ck._library(c.__module__) and "__slots__" not in vars(c) for c in classes):
+        if depth > 0 and all(_plain(c) for c in classes):
             return ["user class", _spell_classes(classes, depth)]
         raise ck.Unkeyable(v.__qualname__)
     if type(v).__name__ == "dtype" and type(v).__module__ == "torch":
@@ -55,22 +57,88 @@ def _spell(v: Any, depth: int) -> Any:
     if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or hasattr(v, "orig_func") or type(v).__name__ == "JITImpl":
         return _spell_function(v, depth)
     classes = [c for c in type(v).__mro__ if c is not object]
-    if depth > 0 and classes and all(type(c) is type and not ck._library(c.__module__) and "__slots__" not in vars(c) for c in classes):
-        return [
-            "object",
-            _spell_classes(classes, depth),
-            {k: _spell(x, depth - 1) for k, x in object.__getattribute__(v, "__dict__").items()},
-        ]
+    if depth > 0 and classes and all(_plain(c) for c in classes):
+        try:
+            attributes = dict(object.__getattribute__(v, "__dict__"))  # its own, whatever its class's __getattribute__ does
+        except AttributeError:  # a slots=True dataclass: no __dict__
+            attributes = {}
+        for c in classes:  # a slots=True dataclass's values
+            for name in _slots(c):
+                if name not in ("__weakref__", "__dict__"):
+                    attributes[name] = object.__getattribute__(v, name)
+        return ["object", _spell_classes(classes, depth), {k: _spell(x, depth - 1) for k, x in attributes.items()}]
     raise ck.Unkeyable(type(v).__qualname__)
 
 
 _NOISE = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__", "__firstlineno__", "__static_attributes__"}
+_DATACLASS_WRITES = {"__init__", "__repr__", "__eq__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__setattr__", "__delattr__"}
+_DATACLASS_WRITES |= {"__getstate__", "__setstate__", "__replace__"}
+
+
+def _is_dataclass(c: type) -> bool:
+    return "__dataclass_fields__" in vars(c) and "__dataclass_params__" in vars(c)
+
+
+def _slots(c: type) -> list[str]:
+    slots = vars(c).get("__slots__", [])
+    return [slots] if isinstance(slots, str) else list(slots)
+
+
+def _plain(c: type) -> bool:
+    """A user's class with no metaclass and no slots, or slots that are its dataclass fields (and __weakref__)."""
+    if type(c) is not type or ck._library(c.__module__):
+        return False
+    return "__slots__" not in vars(c) or (
+        _is_dataclass(c) and all(n in vars(c)["__dataclass_fields__"] or n == "__weakref__" for n in _slots(c))
+    )
+
+
+def _written_by_dataclasses(name: str, member: Any) -> bool:
+    if name not in _DATACLASS_WRITES or not isinstance(member, types.FunctionType):
+        return False
+    where = member.__code__.co_filename
+    return where.startswith("<") or os.path.dirname(where) == os.path.dirname(dataclasses.__file__)
+
+
+def _annotation(t: Any) -> Any:
+    if isinstance(t, str):
+        return t
+    if isinstance(t, type):
+        return ["type", f"{t.__module__}.{t.__qualname__}"]
+    if " at 0x" in repr(t):
+        raise ck.Unkeyable(repr(t))
+    return ["annotation", repr(t)]
+
+
+def _spell_dataclass(c: type, depth: int) -> dict[str, Any]:
+    def value(x: Any) -> Any:
+        return ["missing"] if x is dataclasses.MISSING else _spell(x, depth)
+
+    fields = []
+    for f in vars(c)["__dataclass_fields__"].values():
+        flags = [f.init, f.repr, f.hash, f.compare, getattr(f, "kw_only", False), f._field_type.name]
+        fields.append([f.name, _spell(_annotation(f.type), depth), value(f.default), value(f.default_factory), *map(value, flags)])
+    params = vars(c)["__dataclass_params__"]
+    names = ("init", "repr", "eq", "order", "unsafe_hash", "frozen")
+    return {"fields": fields, "params": {n: getattr(params, n) for n in names}}
 
 
 def _spell_classes(classes: list[type], depth: int) -> list[Any]:
-    return [
-        [f"{c.__module__}.{c.__qualname__}", {n: _spell_member(m, depth) for n, m in vars(c).items() if n not in _NOISE}] for c in classes
-    ]
+    spelled = []
+    for c in classes:
+        members = {}
+        for n, m in vars(c).items():
+            if n in _NOISE:
+                continue
+            if _is_dataclass(c) and (
+                n in ("__dataclass_fields__", "__dataclass_params__") or n in _slots(c) or _written_by_dataclasses(n, m)
+            ):
+                continue
+            members[n] = _spell_member(m, depth)
+        if _is_dataclass(c):
+            members["__dataclass__"] = _spell_dataclass(c, depth)
+        spelled.append([f"{c.__module__}.{c.__qualname__}", members])
+    return spelled
 
 
 def _spell_member(m: Any, depth: int) -> Any:
@@ -116,8 +184,8 @@ def reference_key(jit: Any, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: 
         "schema": ck.CALL_SCHEMA,
         "tilelang": str(tilelang.__version__),
         "function": _spell_function(jit, ck._DEPTH),
-        "args": _spell(list(args), 0),
-        "kwargs": _spell(dict(sorted(kwargs.items())), 0),
+        "args": _spell(list(args), ck._ARG_DEPTH),
+        "kwargs": _spell(dict(sorted(kwargs.items())), ck._ARG_DEPTH),
         "out_idx": _spell(jit.out_idx, 0),
         "backend": str(jit.execution_backend),
         "target": str(jit.target),

@@ -30,6 +30,7 @@ from types import CodeType
 from typing import Any
 
 from ..config.options import plain_pass_configs
+from . import dataclass_parts as dataclass
 from .code_globals import global_names
 from .code_source import code_source_digest
 from .key_json import PLAIN, all_plain, encode_plain, float_text, json_str
@@ -43,6 +44,9 @@ __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 #: ``inspect.getsource``'s block.
 CALL_SCHEMA = 2
 _DEPTH = 4  # helper functions followed this deep
+#: The call's arguments: a user's object (a config dataclass) spelled with its attributes, a function given one level of
+#: helpers. At 0 both were unkeyed, so no key of a call keyed before changes.
+_ARG_DEPTH = 1
 _MEMO_LIMIT = 4096
 
 
@@ -131,11 +135,12 @@ def _user_classes(cls: type) -> tuple[type, ...] | None:
     """``cls`` and its bases but ``object``, when every one is a plain class of the user's (no metaclass, no ``__slots__``).
 
     Such an instance is its class's functions and its ``__dict__``, both of which a spelling can
-    read whole; anything else (a library's class, a metaclass, slots, a C type) is not spelled.
+    read whole; anything else (a library's class, a metaclass, slots, a C type) is not spelled. A
+    ``slots=True`` dataclass is plain too: its slots are its fields (:func:`slotted`), read by name.
     """
     chain = cls.__mro__[:-1]
     for c in chain:
-        if type(c) is not type or _library(c.__module__) or "__slots__" in c.__dict__:
+        if type(c) is not type or _library(c.__module__) or ("__slots__" in c.__dict__ and not dataclass.slotted(c)):
             return None
     return chain or None  # object itself: nothing of the user's
 
@@ -151,7 +156,15 @@ def _object_text(v: Any, classes: tuple[type, ...], depth: int, reads: Reads) ->
     try:
         held = object.__getattribute__(v, "__dict__")  # the instance's own, whatever its class's __getattribute__ does
     except AttributeError:
-        raise Unkeyable(f"{type(v).__qualname__} value: no attributes to read") from None
+        held = None
+    try:
+        slots = dataclass.slot_values(v, classes)  # a slots=True dataclass's fields
+    except AttributeError:
+        raise Unkeyable(f"{type(v).__qualname__} value: a slot is unset") from None
+    if slots is not None:
+        held = {**(held or {}), **slots}
+    elif held is None:
+        raise Unkeyable(f"{type(v).__qualname__} value: no attributes to read")
     if not all(type(k) is str for k in held):
         raise Unkeyable(f"{type(v).__qualname__} value: an attribute named by a non-string")
     attributes = ",".join([f"{json_str(k)}:{_text(x, depth - 1, reads)}" for k, x in sorted(held.items())])
@@ -163,12 +176,38 @@ def _classes_text(classes: tuple[type, ...], depth: int, reads: Reads) -> str:
     reads.frozen = False
     spelled = []
     for c in classes:
+        made = dataclass.is_dataclass_class(c)
+        # a dataclass: its state spelled as fields and parameters, a slot's member (a C descriptor) as the instance's value
+        skip = _CLASS_NOISE | dataclass.DATACLASS_STATE | set(dataclass.own_slots(c)) if made else _CLASS_NOISE
         members = []
-        for name, member in sorted(c.__dict__.items()):
-            if name not in _CLASS_NOISE:
-                members.append(f"{json_str(name)}:{_member_text(member, depth, reads)}")
-        spelled.append(f"[{json_str(f'{c.__module__}.{c.__qualname__}')},{{{','.join(members)}}}]")
+        for name, member in c.__dict__.items():
+            if name not in skip and not (made and dataclass.generated(name, member)):
+                members.append((name, _member_text(member, depth, reads)))
+        if made:
+            members.append(("__dataclass__", _dataclass_text(c, depth, reads)))
+        text = ",".join([f"{json_str(name)}:{member}" for name, member in sorted(members)])
+        spelled.append(f"[{json_str(f'{c.__module__}.{c.__qualname__}')},{{{text}}}]")
     return f"[{','.join(spelled)}]"
+
+
+def _dataclass_text(cls: type, depth: int, reads: Reads) -> str:
+    """A dataclass's fields and parameters, what the methods ``dataclasses`` wrote do: ``{"fields": [...], "params": {...}}``.
+
+    Each field ``[name, annotation, default, default factory, init, repr, hash, compare, kw_only,
+    kind]``, in definition order; ``["missing"]`` where ``dataclasses`` has none (no default).
+    """
+    fields = []
+    for name, annotated, default, factory, *flags, kind in dataclass.field_rows(cls):
+        typed = dataclass.annotation(annotated)
+        if typed is None:
+            raise Unkeyable(f"{cls.__qualname__}.{name}: an annotation spelled by an address")
+        parts = [_text(x, depth, reads) if x is not dataclass.MISSING else _MISSING for x in (name, typed, default, factory, *flags, kind)]
+        fields.append(f"[{','.join(parts)}]")
+    params = ",".join([f"{json_str(name)}:{_text(value, depth, reads)}" for name, value in sorted(dataclass.dataclass_params(cls))])
+    return f'{{"fields":[{",".join(fields)}],"params":{{{params}}}}}'
+
+
+_MISSING = '["missing"]'  # a dataclass field's absent default (a list value is spelled ["list", ...]: never this)
 
 
 def _member_text(member: Any, depth: int, reads: Reads) -> str:
@@ -338,11 +377,12 @@ def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> st
     """
     try:
         reads = Reads()  # the call's own values: spelled every time
-        args_text = f'["list",{encode_plain(args)}]' if all_plain(args) else _text(list(args), 0, reads)  # a tuple: a list's JSON
+        # a tuple: a list's JSON
+        args_text = f'["list",{encode_plain(args)}]' if all_plain(args) else _text(list(args), _ARG_DEPTH, reads)
         if all_plain(kwargs.values()):
             kwargs_text = encode_plain(sorted(kwargs.items()))  # (name, value) pairs: JSON arrays
         else:
-            kwargs_text = "[" + ",".join([f"[{json_str(k)},{_text(v, 0, reads)}]" for k, v in sorted(kwargs.items())]) + "]"
+            kwargs_text = "[" + ",".join([f"[{json_str(k)},{_text(v, _ARG_DEPTH, reads)}]" for k, v in sorted(kwargs.items())]) + "]"
         configs = getattr(jit, "pass_configs", None)
         text = (
             f'{{"args":{args_text},"backend":{json_str(str(getattr(jit, "execution_backend", None)))}'
@@ -355,6 +395,8 @@ def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> st
         )
     except (Unkeyable, RecursionError):
         return None
+    except Exception:  # noqa: BLE001 (a user's object's hooks may raise anything: isinstance asks __class__ of its __getattribute__)
+        return None  # unkeyed: served by its traced prim_func, which is exact
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

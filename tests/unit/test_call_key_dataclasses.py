@@ -1,0 +1,257 @@
+"""Call keys of kernels configured by a user's dataclass: keyed by its fields, parameters and the methods its author wrote."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("tilelang")
+
+from support.call_key_reference import reference_key, reference_text  # noqa: E402
+
+from tl_aot.call_keys import key as ck  # noqa: E402
+from tl_aot.call_keys.key import call_key  # noqa: E402
+from tl_aot.call_keys.spelling_reads import Reads  # noqa: E402
+
+KERNEL = """
+import dataclasses
+from dataclasses import dataclass, field
+
+import tilelang
+import tilelang.language as T
+
+
+@dataclass(frozen=True)
+class Config:
+    block: int = 128
+    scale: float = 2.0
+    tags: tuple = ()
+
+    def threads(self):
+        return self.block
+
+
+def make(cfg):
+    @tilelang.jit(out_idx=[-1])
+    def scaled(N):
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=cfg.threads()) as _:
+                for i in T.Parallel(N):
+                    Y[i] = X[i] * cfg.scale
+
+        return main
+
+    return scaled
+
+
+@tilelang.jit(out_idx=[-1])
+def given(N, cfg):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=cfg.threads()) as _:
+            for i in T.Parallel(N):
+                Y[i] = X[i] * cfg.scale
+
+    return main
+"""
+
+
+@pytest.fixture
+def kmod(tmp_path, monkeypatch):
+    """A user's kernel module, imported from a file (its source is what the key digests)."""
+
+    def load(name: str, text: str = KERNEL):
+        (tmp_path / f"{name}.py").write_text(text)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        sys.modules.pop(name, None)
+        return importlib.import_module(name)
+
+    return load
+
+
+def _key(k, cfg) -> str | None:
+    return call_key(k.make(cfg), (256,), {}, "90")
+
+
+def test_a_kernel_closing_over_a_config_dataclass_is_keyed_as_the_reference_spells_it(kmod):
+    k = kmod("dc_closure")
+    key = _key(k, k.Config())
+    assert key is not None and key == reference_key(k.make(k.Config()), (256,), {}, "90")
+    assert _key(k, k.Config()) == key  # another instance, the same fields
+    assert _key(k, k.Config(scale=3.0)) not in (None, key)
+    assert _key(k, k.Config(tags=("a",))) not in (None, key)
+
+
+@pytest.mark.parametrize(
+    ("change", "edit"),
+    [
+        ("a field's default", ("scale: float = 2.0", "scale: float = 2.5")),
+        ("a field added", ("tags: tuple = ()", "tags: tuple = ()\n    extra: int = 0")),
+        ("a method the author wrote", ("return self.block", "return self.block // 2")),
+        ("frozen", ("@dataclass(frozen=True)", "@dataclass(frozen=False)")),
+        ("order", ("@dataclass(frozen=True)", "@dataclass(frozen=True, order=True)")),
+        ("a field out of __init__", ("tags: tuple = ()", "tags: tuple = field(default=(), init=False)")),
+        ("a field's annotation", ("block: int = 128", "block: float = 128")),
+    ],
+)
+def test_what_a_dataclass_is_made_of_moves_the_key(kmod, change, edit):
+    """Each edit changes what the kernel's config can do: the key of the same call moves, and matches the reference."""
+    before = _key(kmod("dc_edit"), kmod("dc_edit").Config())
+    edited = kmod("dc_edit", KERNEL.replace(*edit))
+    after = _key(edited, edited.Config())
+    assert after not in (None, before), change
+    assert after == reference_key(edited.make(edited.Config()), (256,), {}, "90"), change
+
+
+def test_a_dataclass_passed_as_an_argument_is_keyed_by_its_value(kmod):
+    """Given to the jit itself (``given(N, cfg)``), the config is spelled as a closure's: equal fields, the same key."""
+    k = kmod("dc_arg")
+    key = call_key(k.given, (256, k.Config()), {}, "90")
+    assert key is not None and key == reference_key(k.given, (256, k.Config()), {}, "90")
+    assert call_key(k.given, (256, k.Config()), {}, "90") == key
+    assert call_key(k.given, (256, k.Config(block=64)), {}, "90") not in (None, key)
+    assert call_key(k.given, (256,), {"cfg": k.Config()}, "90") not in (None, key)  # by keyword: another call
+    assert call_key(k.given, (256,), {"cfg": k.Config()}, "90") == reference_key(k.given, (256,), {"cfg": k.Config()}, "90")
+
+
+def test_a_base_dataclasss_change_moves_a_derived_configs_key(kmod):
+    text = KERNEL.replace(
+        "def make(cfg):",
+        "@dataclass(frozen=True)\nclass Wide(Config):\n    lanes: int = 4\n\n\ndef make(cfg):",
+    )
+    k = kmod("dc_base", text)
+    key = _key(k, k.Wide())
+    assert key is not None and key == reference_key(k.make(k.Wide()), (256,), {}, "90")
+    edited = kmod("dc_base", text.replace("scale: float = 2.0", "scale: float = 4.0"))
+    assert _key(edited, edited.Wide()) not in (None, key)
+
+
+def test_default_factories_and_class_variables_are_spelled(kmod):
+    text = KERNEL.replace(
+        "    tags: tuple = ()\n",
+        "    tags: tuple = ()\n    sizes: list = field(default_factory=list)\n    LIMIT: 'typing.ClassVar[int]' = 9\n",
+    ).replace("import dataclasses\n", "import dataclasses\nimport typing\n")
+    k = kmod("dc_factory", text)
+    key = _key(k, k.Config())
+    assert key is not None and key == reference_key(k.make(k.Config()), (256,), {}, "90")
+    assert _key(k, k.Config(sizes=[1])) not in (None, key)  # the instance's list, spelled each call
+    edited = kmod("dc_factory", text.replace("default_factory=list", "default_factory=lambda: [1]"))
+    assert _key(edited, edited.Config()) not in (None, key)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="dataclass(slots=True) is Python 3.10's")
+def test_a_slots_dataclass_is_keyed_by_its_slots_values(kmod):
+    k = kmod("dc_slots", KERNEL.replace("@dataclass(frozen=True)", "@dataclass(frozen=True, slots=True)"))
+    cfg = k.Config()
+    assert not hasattr(cfg, "__dict__")
+    key = _key(k, cfg)
+    assert key is not None and key == reference_key(k.make(cfg), (256,), {}, "90")
+    assert _key(k, k.Config(scale=3.0)) not in (None, key)
+    assert _key(k, k.Config()) == key
+
+
+def test_a_plain_subclass_of_a_slots_dataclass_keeps_both_its_slots_and_its_dict(kmod):
+    """A subclass without slots gives instances a ``__dict__`` too: the slots' values are still read (else two configs share a key)."""
+    if sys.version_info < (3, 10):
+        pytest.skip("dataclass(slots=True) is Python 3.10's")
+    text = KERNEL.replace("@dataclass(frozen=True)", "@dataclass(slots=True)").replace(
+        "def make(cfg):", "class Tuned(Config):\n    pass\n\n\ndef make(cfg):"
+    )
+    k = kmod("dc_mixed", text)
+    a, b = k.Tuned(), k.Tuned(scale=5.0)
+    a.note = "x"
+    b.note = "x"
+    ka, kb = _key(k, a), _key(k, b)
+    assert None not in (ka, kb) and ka != kb
+    assert ka == reference_key(k.make(a), (256,), {}, "90")
+
+
+def test_the_fast_spelling_of_dataclasses_is_the_references_byte_for_byte(kmod):
+    k = kmod("dc_text")
+    for value in (k.Config(), k.Config, k.Config(tags=(1, "a", None)), [k.Config(block=64)]):
+        assert ck._text(value, ck._DEPTH, Reads()) == reference_text(value), value
+
+
+def test_hostile_dataclasses_give_no_key_and_no_traceback(kmod):
+    """What cannot be spelled the same in every process makes the call unkeyed (None), never an exception."""
+    text = KERNEL + textwrap.dedent(
+        """
+
+        class Opaque:
+            __slots__ = ()
+
+
+        @dataclass
+        class Holding:
+            thing: object = Opaque()
+            block: int = 128
+            scale: float = 1.0
+
+            def threads(self):
+                return self.block
+
+
+        @dataclass
+        class Annotated:
+            block: Opaque() = 128
+            scale: float = 1.0
+
+            def threads(self):
+                return self.block
+
+
+        @dataclass
+        class Raising:
+            block: int = 128
+            scale: float = 1.0
+
+            def threads(self):
+                return self.block
+
+            def __getattribute__(self, name):
+                raise RuntimeError("no attribute for you")
+        """
+    )
+    k = kmod("dc_hostile", text)
+    assert _key(k, k.Holding()) is None  # a field's default of a slotted class of the user's: unkeyable
+    assert _key(k, k.Annotated()) is None  # an annotation spelled by an address
+    assert _key(k, k.Raising()) is None  # isinstance asks its __getattribute__ for __class__, which raises
+
+
+def test_a_config_dataclass_keys_the_same_in_another_process(tmp_path):
+    """The key names the kernel in every process: capture and serving run in different ones."""
+    (tmp_path / "dc_proc.py").write_text(KERNEL)
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import dc_proc as k; from tl_aot.call_keys.key import call_key; "
+        "print(call_key(k.make(k.Config(scale=3.0, tags=('a', 1))), (256,), {}, '90'))"
+    )
+    keys = {
+        subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+        for _ in range(2)
+    }
+    assert len(keys) == 1 and len(next(iter(keys))) == 32, keys
+
+
+def test_dataclass_parts_recognise_only_what_dataclasses_wrote():
+    import dataclasses
+
+    from tl_aot.call_keys import dataclass_parts as parts
+
+    @dataclasses.dataclass(frozen=True)
+    class Written:
+        x: int = 0
+
+        def __eq__(self, other):  # the author's: dataclasses keeps it, the key spells it
+            return self.x == other.x
+
+    members = Written.__dict__
+    assert parts.is_dataclass_class(Written) and not parts.is_dataclass_class(type("Plain", (Written,), {}))
+    assert parts.generated("__init__", members["__init__"]) and parts.generated("__setattr__", members["__setattr__"])
+    assert parts.generated("__repr__", members["__repr__"])  # the standard library's wrapper
+    assert not parts.generated("__eq__", members["__eq__"])
+    assert not parts.generated("threads", members["__init__"])  # a name dataclasses never writes
