@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.gpu
 
-KERNELS = '''
+KERNELS = """
 from dataclasses import dataclass
 
 import tilelang
@@ -58,7 +58,7 @@ def shifted(N, cfg):
                     Y[bx * cfg.threads + i] = X[bx * cfg.threads + i] + cfg.shift
 
     return main
-'''
+"""
 
 WORKLOAD = """
 import sys
