@@ -49,6 +49,8 @@ def _spell(v: Any, depth: int) -> Any:
         return ["class", f"{v.__module__}.{v.__qualname__}"]
     if isinstance(v, type):
         classes = [c for c in v.__mro__ if c is not object]
+        if all(_plain(c) for c in classes) and any(c is v for c in _SPELLING):
+            return ["user class ref", f"{v.__module__}.{v.__qualname__}"]
         if depth > 0 and all(_plain(c) for c in classes):
             return ["user class", _spell_classes(classes, depth)]
         raise ck.Unkeyable(v.__qualname__)
@@ -123,7 +125,18 @@ def _spell_dataclass(c: type, depth: int) -> dict[str, Any]:
     return {"fields": fields, "params": {n: getattr(params, n) for n in names}}
 
 
+_SPELLING: list[type] = []  # the classes whose bodies are being spelled: named again inside them, by name
+
+
 def _spell_classes(classes: list[type], depth: int) -> list[Any]:
+    _SPELLING.extend(classes)
+    try:
+        return _spell_bodies(classes, depth)
+    finally:
+        del _SPELLING[-len(classes) :]
+
+
+def _spell_bodies(classes: list[type], depth: int) -> list[Any]:
     spelled = []
     for c in classes:
         members = {}

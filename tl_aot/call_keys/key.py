@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import threading
 import types
 from types import CodeType
 from typing import Any
@@ -111,6 +112,9 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
             qualname = reads.attr(v, "__qualname__", "")
             return f'["class",{json_str(f"{module}.{qualname}")}]'
         classes = _user_classes(v)
+        if classes is not None and any(c is v for c in _being_spelled()):  # named inside its own body (a method's Cls(...))
+            reads.frozen = False  # exact only inside that spelling: never kept for another
+            return f'["user class ref",{json_str(f"{v.__module__}.{v.__qualname__}")}]'
         if classes is not None and depth > 0:  # a user's class a factory instantiates: its body, and its bases'
             return f'["user class",{_classes_text(classes, depth, reads)}]'
         raise Unkeyable(f"class {v.__qualname__}")
@@ -171,9 +175,33 @@ def _object_text(v: Any, classes: tuple[type, ...], depth: int, reads: Reads) ->
     return f'["object",{_classes_text(classes, depth, reads)},{{{attributes}}}]'
 
 
+#: Per thread, the user's classes whose bodies are being spelled (outermost first): one named again inside them is
+#: spelled by name (``["user class ref", module.qualname]``), its body being in the spelling already, instead of again
+#: and again until the depth runs out.
+_SPELLING = threading.local()
+
+
+def _being_spelled() -> list[type]:
+    """The classes this thread is spelling now (:data:`_SPELLING`)."""
+    stack = getattr(_SPELLING, "classes", None)
+    if stack is None:
+        stack = _SPELLING.classes = []
+    return stack
+
+
 def _classes_text(classes: tuple[type, ...], depth: int, reads: Reads) -> str:
     """A user's class and its bases, each ``[module.qualname, {name: member}]``: never kept (a class body may change)."""
     reads.frozen = False
+    stack = _being_spelled()
+    stack.extend(classes)
+    try:
+        return _bodies_text(classes, depth, reads)
+    finally:
+        del stack[-len(classes) :]
+
+
+def _bodies_text(classes: tuple[type, ...], depth: int, reads: Reads) -> str:
+    """Each class's members, sorted by name (a dataclass's generated methods as its fields and parameters)."""
     spelled = []
     for c in classes:
         made = dataclass.is_dataclass_class(c)

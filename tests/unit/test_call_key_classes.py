@@ -1,4 +1,5 @@
-"""Call keys of kernels configured by a user's dataclass: keyed by its fields, parameters and the methods its author wrote."""
+"""Call keys of kernels configured by a user's classes: a dataclass by its fields, parameters and the methods its author
+wrote; a class whose methods name it (or each other) by its body, spelled once."""
 
 from __future__ import annotations
 
@@ -255,3 +256,103 @@ def test_dataclass_parts_recognise_only_what_dataclasses_wrote():
     assert parts.generated("__repr__", members["__repr__"])  # the standard library's wrapper
     assert not parts.generated("__eq__", members["__eq__"])
     assert not parts.generated("threads", members["__init__"])  # a name dataclasses never writes
+
+
+SELF_NAMING = """
+import tilelang
+import tilelang.language as T
+
+
+class Tiling:
+    def __init__(self, block):
+        self.block = block
+
+    def halved(self):
+        return Tiling(max(self.block // 2, 1))
+
+    def other(self):
+        return Pair(self.block)
+
+    @classmethod
+    def unit(cls):
+        return cls(1)
+
+
+class Pair:
+    def __init__(self, n):
+        self.n = n
+
+    def back(self):
+        return Tiling(self.n)
+
+
+def make(tiling):
+    @tilelang.jit(out_idx=[-1])
+    def scaled(N):
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=128) as _:
+                for i in T.Parallel(N):
+                    Y[i] = X[i] * float(tiling.halved().block + Tiling.unit().block)
+
+        return main
+
+    return scaled
+"""
+
+
+def test_a_class_whose_methods_name_it_is_keyed_by_its_body_once(kmod):
+    """``Tiling(...)`` inside Tiling's method, and Tiling <-> Pair: named by reference inside the body being spelled."""
+    k = kmod("self_naming", SELF_NAMING)
+    key = _key(k, k.Tiling(8))
+    assert key is not None and key == reference_key(k.make(k.Tiling(8)), (256,), {}, "90")
+    assert _key(k, k.Tiling(8)) == key and _key(k, k.Tiling(4)) not in (None, key)
+    assert ck._text(k.Tiling, ck._DEPTH, Reads()) == reference_text(k.Tiling)
+    assert '["user class ref","self_naming.Tiling"]' in ck._text(k.Tiling, ck._DEPTH, Reads())
+    assert ck._being_spelled() == []  # nothing left on the stack after a spelling, nor after an unkeyable one
+    for edit in (("max(self.block // 2, 1)", "max(self.block // 4, 1)"), ("return Tiling(self.n)", "return Tiling(self.n + 1)")):
+        edited = kmod("self_naming", SELF_NAMING.replace(*edit))
+        assert _key(edited, edited.Tiling(8)) not in (None, key), edit  # a body named by reference is still in the key
+
+
+def test_a_reference_spelled_inside_a_class_is_never_kept_for_a_spelling_outside_it(kmod):
+    """``builder`` is spelled inside Tiling's body (its method calls it) with Tiling by reference: a kernel reading
+    ``builder`` must get Tiling's whole body (here past the depth limit, so unkeyed), never that remembered reference."""
+    text = (
+        SELF_NAMING.replace("return Tiling(max(self.block // 2, 1))", "return builder(max(self.block // 2, 1))")
+        + """
+
+def builder(n):
+    return Tiling(n)
+
+
+def via(n):  # builder read one helper down: spelled at the depth Tiling's method reads it at
+    return builder(n)
+
+
+def make_with_builder(n):
+    @tilelang.jit(out_idx=[-1])
+    def scaled(N):
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=128) as _:
+                for i in T.Parallel(N):
+                    Y[i] = X[i] * float(via(n).block)
+
+        return main
+
+    return scaled
+"""
+    )
+    k = kmod("self_ref_memo", text)
+    assert _key(k, k.Tiling(8)) is not None  # Tiling spelled, builder inside it
+    # Outside, builder is read at the same depth, but Tiling's body then lies past the depth limit: unkeyed, as the
+    # reference (no memo) says; a remembered reference would have keyed it without Tiling's body.
+    assert call_key(k.make_with_builder(2), (256,), {}, "90") == _reference_or_none(k.make_with_builder(2)) is None
+
+
+def _reference_or_none(jit) -> str | None:
+    try:
+        return reference_key(jit, (256,), {}, "90")
+    except ck.Unkeyable:
+        return None
