@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import enum
 import gc
-import importlib
 import sys
 import types
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 pytest.importorskip("tilelang")
 
 from support.call_key_reference import reference_key, reference_text  # noqa: E402
+from support.user_modules import load_user_module  # noqa: E402
 
 from tl_aot.call_keys.key import call_key  # noqa: E402
 from tl_aot.capture.record import CaptureRecord  # noqa: E402
@@ -54,15 +54,8 @@ def make(shift):
 
 @pytest.fixture
 def kmod(tmp_path, monkeypatch):
-    """A user's kernel module, imported from a file (its source is what the key digests)."""
-
-    def load(name: str, text: str = KERNEL):
-        (tmp_path / f"{name}.py").write_text(text)
-        monkeypatch.syspath_prepend(str(tmp_path))
-        sys.modules.pop(name, None)
-        return importlib.import_module(name)
-
-    return load
+    """A user's kernel module, imported from a file (its source is what the key digests): :data:`KERNEL` unless told."""
+    return lambda name, text=KERNEL: load_user_module(tmp_path, monkeypatch, name, text)
 
 
 @pytest.fixture

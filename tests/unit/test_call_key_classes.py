@@ -3,7 +3,6 @@ wrote; a class whose methods name it (or each other) by its body, spelled once."
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import sys
 import textwrap
@@ -13,6 +12,7 @@ import pytest
 pytest.importorskip("tilelang")
 
 from support.call_key_reference import reference_key, reference_text  # noqa: E402
+from support.user_modules import load_user_module  # noqa: E402
 
 from tl_aot.call_keys import key as ck  # noqa: E402
 from tl_aot.call_keys.key import call_key  # noqa: E402
@@ -64,15 +64,8 @@ def given(N, cfg):
 
 @pytest.fixture
 def kmod(tmp_path, monkeypatch):
-    """A user's kernel module, imported from a file (its source is what the key digests)."""
-
-    def load(name: str, text: str = KERNEL):
-        (tmp_path / f"{name}.py").write_text(text)
-        monkeypatch.syspath_prepend(str(tmp_path))
-        sys.modules.pop(name, None)
-        return importlib.import_module(name)
-
-    return load
+    """A user's kernel module, imported from a file (its source is what the key digests): :data:`KERNEL` unless told."""
+    return lambda name, text=KERNEL: load_user_module(tmp_path, monkeypatch, name, text)
 
 
 def _key(k, cfg) -> str | None:
