@@ -421,9 +421,7 @@ def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> st
             f',"schema":{CALL_SCHEMA},"target":{json_str(str(getattr(jit, "target", None)))}'
             f',"target_host":{json_str(str(getattr(jit, "target_host", None)))},"tilelang":{json_str(_tilelang_version())}}}'
         )
-    except (Unkeyable, RecursionError):
-        return None
-    except Exception:  # noqa: BLE001 (a user's object's hooks may raise anything: isinstance asks __class__ of its __getattribute__)
+    except Exception:  # noqa: BLE001 (Unkeyable, RecursionError, or whatever a user's object's hooks raise: isinstance asks __class__)
         return None  # unkeyed: served by its traced prim_func, which is exact
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
