@@ -14,6 +14,7 @@ import enum
 import hashlib
 import json
 import os
+import sys
 import types
 from typing import Any
 
@@ -74,7 +75,6 @@ def _spell(v: Any, depth: int) -> Any:
 
 _NOISE = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__", "__firstlineno__", "__static_attributes__"}
 _DATACLASS_WRITES = {"__init__", "__repr__", "__eq__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__setattr__", "__delattr__"}
-_DATACLASS_WRITES |= {"__getstate__", "__setstate__", "__replace__"}
 
 
 def _is_dataclass(c: type) -> bool:
@@ -96,10 +96,21 @@ def _plain(c: type) -> bool:
 
 
 def _written_by_dataclasses(name: str, member: Any) -> bool:
+    """dataclasses' own pickling or replace function, a function it compiled (from "<string>", inside __create_fn__), or
+    the recursion guard it wraps __repr__ in around one."""
+    own = {"__getstate__": "_dataclass_getstate", "__setstate__": "_dataclass_setstate", "__replace__": "_replace"}
+    if name in own:
+        return hasattr(dataclasses, own[name]) and member is getattr(dataclasses, own[name])
     if name not in _DATACLASS_WRITES or not isinstance(member, types.FunctionType):
         return False
-    where = member.__code__.co_filename
-    return where.startswith("<") or os.path.dirname(where) == os.path.dirname(dataclasses.__file__)
+    guard_dir = os.path.dirname(dataclasses.__file__)
+    if name == "__repr__" and os.path.dirname(member.__code__.co_filename) == guard_dir:
+        member = vars(member).get("__wrapped__")
+        if not isinstance(member, types.FunctionType):
+            return False
+    code = member.__code__
+    compiled = code.co_filename == "<string>" and code.co_name == name
+    return compiled and (sys.version_info < (3, 11) or code.co_qualname == f"__create_fn__.<locals>.{name}")
 
 
 def _annotation(t: Any) -> Any:

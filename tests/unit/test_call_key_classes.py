@@ -4,9 +4,11 @@ wrote; a class whose methods name it (or each other) by its body, spelled once."
 from __future__ import annotations
 
 import importlib
+import linecache
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 
@@ -238,6 +240,27 @@ def test_a_config_dataclass_keys_the_same_in_another_process(tmp_path):
     assert len(keys) == 1 and len(next(iter(keys))) == 32, keys
 
 
+def _cell(monkeypatch, name: str, text: str) -> types.ModuleType:
+    """A notebook cell run as module ``name``: code whose file is no file, its lines in linecache as IPython keeps them."""
+    filename = f"<cell {name}>"
+    monkeypatch.setitem(linecache.cache, filename, (len(text), None, text.splitlines(True), filename))
+    module = types.ModuleType(name)
+    monkeypatch.setitem(sys.modules, name, module)
+    exec(compile(text, filename, "exec"), module.__dict__)
+    return module
+
+
+def test_a_method_the_author_wrote_in_a_notebook_cell_is_spelled_not_skipped(monkeypatch):
+    """A cell's ``__eq__`` is in no file, as the methods ``dataclasses`` writes are: it is the author's all the same."""
+    eq = "    def __eq__(self, other):\n        return self.block == other.block\n\n"
+    text = KERNEL.replace("    def threads(self):", eq + "    def threads(self):")
+    k = _cell(monkeypatch, "dc_cell", text)
+    key = _key(k, k.Config())
+    assert key is not None and key == reference_key(k.make(k.Config()), (256,), {}, "90")
+    edited = _cell(monkeypatch, "dc_cell", text.replace("self.block == other.block", "self.scale == other.scale"))
+    assert _key(edited, edited.Config()) not in (None, key)
+
+
 def test_dataclass_parts_recognise_only_what_dataclasses_wrote():
     import dataclasses
 
@@ -256,6 +279,10 @@ def test_dataclass_parts_recognise_only_what_dataclasses_wrote():
     assert parts.generated("__repr__", members["__repr__"])  # the standard library's wrapper
     assert not parts.generated("__eq__", members["__eq__"])
     assert not parts.generated("threads", members["__init__"])  # a name dataclasses never writes
+    authors: dict = {}
+    exec("def __eq__(self, other):\n    return True\n", authors)  # the author's, compiled from a string
+    assert parts.generated("__eq__", authors["__eq__"]) is (sys.version_info < (3, 11))  # 3.11 names dataclasses' apart
+    assert not parts.generated("__getstate__", members["__init__"])  # dataclasses' own functions only
 
 
 SELF_NAMING = """
