@@ -69,7 +69,10 @@ def _spell(v: Any, depth: int) -> Any:
             for name in _slots(c):
                 if name not in ("__weakref__", "__dict__"):
                     attributes[name] = object.__getattribute__(v, name)
-        return ["object", _spell_classes(classes, depth), {k: _spell(x, depth - 1) for k, x in attributes.items()}]
+        spelled = {k: _spell(x, depth - 1) for k, x in attributes.items()}
+        if any(c is type(v) for c in _SPELLING):  # an instance named inside its class's body
+            return ["object", ["user class ref", f"{type(v).__module__}.{type(v).__qualname__}"], spelled]
+        return ["object", _spell_classes(classes, depth), spelled]
     raise ck.Unkeyable(type(v).__qualname__)
 
 

@@ -385,3 +385,58 @@ def _reference_or_none(jit) -> str | None:
         return reference_key(jit, (256,), {}, "90")
     except ck.Unkeyable:
         return None
+
+
+SELF_HOLDING = """
+from dataclasses import dataclass, replace
+
+import tilelang
+import tilelang.language as T
+
+
+@dataclass(frozen=True)
+class Config:
+    block: int = 128
+
+    def wider(self):
+        return replace(DEFAULT, block=self.block * 2)
+
+
+DEFAULT = Config()
+
+
+class Tiling:
+    def __init__(self, m):
+        self.m = m
+
+
+Tiling.UNIT = Tiling(1)
+
+
+def make(cfg):
+    @tilelang.jit(out_idx=[-1])
+    def scaled(N):
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=128) as _:
+                for i in T.Parallel(N):
+                    Y[i] = X[i] * float(cfg.wider().block)
+
+        return main
+
+    return scaled
+"""
+
+
+def test_an_instance_named_inside_its_own_classs_body_names_the_class_by_reference(kmod):
+    """A ``DEFAULT`` a dataclass's method reads, a class attribute holding an instance: keyed (they reached the depth limit)."""
+    k = kmod("self_holding", SELF_HOLDING)
+    for value in (k.Config(), k.Tiling(8), k.DEFAULT):
+        key = _key(k, value)
+        assert key is not None and key == reference_key(k.make(value), (256,), {}, "90"), value
+        assert ck._text(value, ck._DEPTH, Reads()) == reference_text(value)
+    assert '["object",["user class ref","self_holding.Tiling"],{"m":1}]' in ck._text(k.Tiling(8), ck._DEPTH, Reads())
+    for edit, value in ((("DEFAULT = Config()", "DEFAULT = Config(block=64)"), "Config"), (("Tiling(1)", "Tiling(2)"), "Tiling")):
+        key = _key(k, getattr(k, value)(8))
+        edited = kmod("self_holding", SELF_HOLDING.replace(*edit))
+        assert _key(edited, getattr(edited, value)(8)) not in (None, key), edit  # the instance's values are in the key

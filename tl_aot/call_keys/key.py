@@ -113,9 +113,8 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
             qualname = reads.attr(v, "__qualname__", "")
             return f'["class",{json_str(f"{module}.{qualname}")}]'
         classes = _user_classes(v)
-        if classes is not None and any(c is v for c in _being_spelled()):  # named inside its own body (a method's Cls(...))
-            reads.frozen = False  # exact only inside that spelling: never kept for another
-            return f'["user class ref",{json_str(f"{v.__module__}.{v.__qualname__}")}]'
+        if classes is not None and _spelling(v):  # named inside its own body (a method's Cls(...))
+            return _ref_text(v, reads)
         if classes is not None and depth > 0:  # a user's class a factory instantiates: its body, and its bases'
             return f'["user class",{_classes_text(classes, depth, reads)}]'
         raise Unkeyable(f"class {v.__qualname__}")
@@ -157,6 +156,8 @@ def _object_text(v: Any, classes: tuple[type, ...], depth: int, reads: Reads) ->
     methods and properties spelled as helper functions are, values as values); the attributes
     are the instance's ``__dict__``, one level deeper (an object holding itself ends there). Both
     may change in place, so a spelling holding an object is never kept: it is spelled again each call.
+    An instance met inside its class's own body (a ``DEFAULT`` its methods read) names the class by
+    reference (:func:`_ref_text`).
     """
     try:
         held = object.__getattribute__(v, "__dict__")  # the instance's own, whatever its class's __getattribute__ does
@@ -173,7 +174,8 @@ def _object_text(v: Any, classes: tuple[type, ...], depth: int, reads: Reads) ->
     if not all(type(k) is str for k in held):
         raise Unkeyable(f"{type(v).__qualname__} value: an attribute named by a non-string")
     attributes = ",".join([f"{json_str(k)}:{_text(x, depth - 1, reads)}" for k, x in sorted(held.items())])
-    return f'["object",{_classes_text(classes, depth, reads)},{{{attributes}}}]'
+    spelled = _ref_text(classes[0], reads) if _spelling(classes[0]) else _classes_text(classes, depth, reads)
+    return f'["object",{spelled},{{{attributes}}}]'
 
 
 #: Per thread, the user's classes whose bodies are being spelled (outermost first): one named again inside them is
@@ -188,6 +190,17 @@ def _being_spelled() -> list[type]:
     if stack is None:
         stack = _SPELLING.classes = []
     return stack
+
+
+def _spelling(cls: type) -> bool:
+    """Whether ``cls``'s body is being spelled (:func:`_being_spelled`): named again inside it, it is named by reference."""
+    return any(c is cls for c in _being_spelled())
+
+
+def _ref_text(cls: type, reads: Reads) -> str:
+    """``["user class ref", module.qualname]``: exact only inside the spelling of ``cls``'s body, so never kept for another."""
+    reads.frozen = False
+    return f'["user class ref",{json_str(f"{cls.__module__}.{cls.__qualname__}")}]'
 
 
 def _classes_text(classes: tuple[type, ...], depth: int, reads: Reads) -> str:
