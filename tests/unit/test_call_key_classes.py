@@ -122,6 +122,54 @@ def test_a_dataclass_passed_as_an_argument_is_keyed_by_its_value(kmod):
     assert call_key(k.given, (256,), {"cfg": k.Config()}, "90") == reference_key(k.given, (256,), {"cfg": k.Config()}, "90")
 
 
+NESTED = """
+from dataclasses import dataclass, field
+
+import tilelang
+import tilelang.language as T
+
+
+def round_up(n, to):
+    return (n + to - 1) // to * to
+
+
+@dataclass(frozen=True)
+class Tile:
+    m: int = 64
+
+
+@dataclass(frozen=True)
+class Config:
+    block: int = 100
+    tile: Tile = field(default_factory=Tile)
+
+    def threads(self):
+        return round_up(self.block, self.tile.m)
+
+
+@tilelang.jit(out_idx=[-1])
+def given(N, cfg):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=cfg.threads()) as _:
+            for i in T.Parallel(N):
+                Y[i] = X[i] * 2.0
+
+    return main
+"""
+
+
+def test_a_config_holding_a_config_and_calling_a_helper_is_keyed_as_an_argument(kmod):
+    """An argument is spelled as deep as a closure value: a nested dataclass, a method calling the module's helper."""
+    k = kmod("dc_nested", NESTED)
+    key = call_key(k.given, (256, k.Config()), {}, "90")
+    assert key is not None and key == reference_key(k.given, (256, k.Config()), {}, "90")
+    assert call_key(k.given, (256, k.Config(tile=k.Tile(32))), {}, "90") not in (None, key)
+    for edit in (("m: int = 64", "m: int = 32"), ("// to * to", "// to * to + 1")):
+        edited = kmod("dc_nested", NESTED.replace(*edit))
+        assert call_key(edited.given, (256, edited.Config()), {}, "90") not in (None, key), edit
+
+
 def test_a_base_dataclasss_change_moves_a_derived_configs_key(kmod):
     text = KERNEL.replace(
         "def make(cfg):",

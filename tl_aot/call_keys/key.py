@@ -46,9 +46,10 @@ __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 #: ``inspect.getsource``'s block.
 CALL_SCHEMA = 2
 _DEPTH = 4  # helper functions followed this deep
-#: The call's arguments: a user's object (a config dataclass) spelled with its attributes, a function given one level of
-#: helpers. At 0 both were unkeyed, so no key of a call keyed before changes.
-_ARG_DEPTH = 1
+#: The call's arguments, spelled as deep as the function's closure values are: a config object (a dataclass holding
+#: another, whose methods call the module's helpers) given to the kernel as it would be closed over. The depth is not
+#: in the spelling, only where it stops, so deeper arguments key calls that were unkeyed and change no key.
+_ARG_DEPTH = _DEPTH - 1
 _MEMO_LIMIT = 4096
 
 
