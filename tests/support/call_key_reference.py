@@ -93,6 +93,8 @@ def _plain(c: type) -> bool:
     """A user's class with no metaclass and no slots, or slots that are its dataclass fields (and __weakref__)."""
     if type(c) is not type or ck._library(c.__module__):
         return False
+    if any(type(vars(c)[n]) is not types.GetSetDescriptorType for n in ("__dict__", "__weakref__") if n in vars(c)):
+        return False  # a __dict__ property: the instance's attributes are not what object.__getattribute__ gives
     return "__slots__" not in vars(c) or (
         _is_dataclass(c) and all(n in vars(c)["__dataclass_fields__"] or n == "__weakref__" for n in _slots(c))
     )

@@ -276,6 +276,88 @@ def test_hostile_dataclasses_give_no_key_and_no_traceback(kmod):
     assert _key(k, k.Raising()) is None  # isinstance asks its __getattribute__ for __class__, which raises
 
 
+HOSTILE = """
+import functools
+from dataclasses import dataclass, field
+
+import torch
+
+
+class Lying:  # its own __dict__: the attributes object.__getattribute__ finds are not the instance's
+    __dict__ = property(lambda self: {})
+
+    def __init__(self, block):
+        object.__setattr__(self, "block", block)
+
+
+class RaisingProperty:
+    def __init__(self):
+        self.block = 1
+
+    @property
+    def threads(self):
+        raise RuntimeError("no threads")
+
+
+class RaisingGetattr:
+    def __init__(self):
+        self.block = 1
+
+    def __getattr__(self, name):
+        raise RuntimeError(name)
+
+
+class RaisingEq:
+    __hash__ = None
+
+    def __init__(self):
+        self.block = 1
+
+    def __eq__(self, other):
+        raise RuntimeError("no eq")
+
+
+class Odd:
+    bound = (1).__add__
+    part = functools.partial(int, "7")
+    static_builtin = staticmethod(len)
+    length = property(len)
+
+
+NonStrName = type("NonStrName", (), {1: 2, "block": 1})
+
+
+@dataclass
+class TensorDefault:
+    block: int = 1
+    weight: object = torch.zeros(1)
+
+
+@dataclass(frozen=True)
+class RaisingFactory:
+    block: int = 1
+    sizes: list = field(default_factory=lambda: 1 / 0)
+"""
+
+
+def test_hostile_objects_give_no_key_or_the_references_and_never_a_traceback(kmod):
+    """Hooks that raise, a ``__dict__`` of the class's making, odd class members: each call is None or keyed exactly."""
+    k = kmod("hostile_objs", KERNEL + HOSTILE)
+    values = {
+        "lying": k.Lying(1), "raising property": k.RaisingProperty(), "raising getattr": k.RaisingGetattr(),
+        "raising eq": k.RaisingEq(), "odd members": k.Odd(), "non-string name": k.NonStrName(),
+        "tensor default": k.TensorDefault(), "raising factory": k.RaisingFactory(sizes=[]),
+        "lying class": k.Lying, "odd class": k.Odd, "tensor default class": k.TensorDefault,
+    }  # fmt: skip
+    for name, value in values.items():
+        key = _key(k, value)
+        assert key == _reference_or_none(k.make(value)), name
+        assert call_key(k.given, (256, value), {}, "90") == _reference_or_none(k.given, (256, value)), name
+    assert _key(k, k.Lying(1)) is None  # two of them, block 1 and 2, would have shared a key
+    assert _key(k, k.TensorDefault()) is None and _key(k, k.TensorDefault) is None  # a tensor: not the same in every process
+    assert None not in (_key(k, k.RaisingProperty()), _key(k, k.RaisingEq()), _key(k, k.RaisingFactory(sizes=[])))
+
+
 def test_a_config_dataclass_keys_the_same_in_another_process(tmp_path):
     """The key names the kernel in every process: capture and serving run in different ones."""
     (tmp_path / "dc_proc.py").write_text(KERNEL)
@@ -428,10 +510,11 @@ def make_with_builder(n):
     assert call_key(k.make_with_builder(2), (256,), {}, "90") == _reference_or_none(k.make_with_builder(2)) is None
 
 
-def _reference_or_none(jit) -> str | None:
+def _reference_or_none(jit, args: tuple = (256,)) -> str | None:
+    """The reference's key, None where spelling it the slow way fails (a value it cannot spell, a hook that raises)."""
     try:
-        return reference_key(jit, (256,), {}, "90")
-    except ck.Unkeyable:
+        return reference_key(jit, args, {}, "90")
+    except Exception:  # noqa: BLE001 (a hostile object's hooks raise anything)
         return None
 
 

@@ -145,9 +145,19 @@ def _user_classes(cls: type) -> tuple[type, ...] | None:
     """
     chain = cls.__mro__[:-1]
     for c in chain:
-        if type(c) is not type or _library(c.__module__) or ("__slots__" in c.__dict__ and not dataclass.slotted(c)):
+        if type(c) is not type or _library(c.__module__) or ("__slots__" in c.__dict__ and not dataclass.slotted(c)) or _own_dict(c):
             return None
     return chain or None  # object itself: nothing of the user's
+
+
+def _own_dict(cls: type) -> bool:
+    """Whether ``cls`` sets its ``__dict__`` or ``__weakref__`` itself (a property): its instances' attributes may lie elsewhere."""
+    members = cls.__dict__
+    return any(name in members and type(members[name]) is not _MADE for name in _INSTANCE_DICT)
+
+
+_INSTANCE_DICT = ("__dict__", "__weakref__")
+_MADE = types.GetSetDescriptorType  # what a class statement makes them
 
 
 def _object_text(v: Any, classes: tuple[type, ...], depth: int, reads: Reads) -> str:
