@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import linecache
+import os
 import subprocess
 import sys
 import textwrap
@@ -100,8 +101,13 @@ def test_a_kernel_closing_over_a_config_dataclass_is_keyed_as_the_reference_spel
         ("order", ("@dataclass(frozen=True)", "@dataclass(frozen=True, order=True)")),
         ("a field out of __init__", ("tags: tuple = ()", "tags: tuple = field(default=(), init=False)")),
         ("a field's annotation", ("block: int = 128", "block: float = 128")),
+        ("a field out of the comparison", ("tags: tuple = ()", "tags: tuple = field(default=(), compare=False)")),
+        pytest.param(
+            "keyword-only", ("@dataclass(frozen=True)", "@dataclass(frozen=True, kw_only=True)"),
+            marks=pytest.mark.skipif(sys.version_info < (3, 10), reason="kw_only is Python 3.10's"),
+        ),
     ],
-)
+)  # fmt: skip
 def test_what_a_dataclass_is_made_of_moves_the_key(kmod, change, edit):
     """Each edit changes what the kernel's config can do: the key of the same call moves, and matches the reference."""
     before = _key(kmod("dc_edit"), kmod("dc_edit").Config())
@@ -359,17 +365,23 @@ def test_hostile_objects_give_no_key_or_the_references_and_never_a_traceback(kmo
 
 
 def test_a_config_dataclass_keys_the_same_in_another_process(tmp_path):
-    """The key names the kernel in every process: capture and serving run in different ones."""
-    (tmp_path / "dc_proc.py").write_text(KERNEL)
+    """The key names the kernel in every process (capture and serving run in different ones), whatever its hash seed."""
+    for name, text in (("dc_proc", KERNEL), ("dc_proc_nested", NESTED), ("dc_proc_holding", SELF_HOLDING)):
+        (tmp_path / f"{name}.py").write_text(text)
     probe = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import dc_proc as k; from tl_aot.call_keys.key import call_key; "
-        "print(call_key(k.make(k.Config(scale=3.0, tags=('a', 1))), (256,), {}, '90'))"
+        "import sys; sys.path.insert(0, sys.argv[1]); from tl_aot.call_keys.key import call_key; "
+        "import dc_proc as k, dc_proc_nested as n, dc_proc_holding as h; "
+        "print(call_key(k.make(k.Config(scale=3.0, tags=('a', 1))), (256,), {}, '90'), "
+        "call_key(n.given, (256, n.Config(tile=n.Tile(32))), {}, '90'), call_key(h.make(h.DEFAULT), (256,), {}, '90'))"
     )
     keys = {
-        subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=120, check=True).stdout.strip()
-        for _ in range(2)
-    }
-    assert len(keys) == 1 and len(next(iter(keys))) == 32, keys
+        subprocess.run(
+            [sys.executable, "-c", probe, str(tmp_path)],
+            capture_output=True, text=True, timeout=120, check=True, env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout.strip()
+        for seed in ("1", "2")
+    }  # fmt: skip
+    assert len(keys) == 1 and [len(key) for key in next(iter(keys)).split()] == [32, 32, 32], keys
 
 
 def _cell(monkeypatch, name: str, text: str) -> types.ModuleType:
