@@ -153,11 +153,15 @@ def _user_classes(cls: type) -> tuple[type, ...] | None:
 def _own_dict(cls: type) -> bool:
     """Whether ``cls`` sets its ``__dict__`` or ``__weakref__`` itself (a property): its instances' attributes may lie elsewhere."""
     members = cls.__dict__
-    return any(name in members and type(members[name]) is not _MADE for name in _INSTANCE_DICT)
+    return type(members.get("__dict__", _MADE_DICT)) is not _MADE or type(members.get("__weakref__", _MADE_DICT)) is not _MADE
 
 
-_INSTANCE_DICT = ("__dict__", "__weakref__")
-_MADE = types.GetSetDescriptorType  # what a class statement makes them
+class _Plain:
+    """A class statement's class: its ``__dict__`` is the descriptor Python makes (:func:`_own_dict`)."""
+
+
+_MADE_DICT = _Plain.__dict__["__dict__"]
+_MADE = type(_MADE_DICT)
 
 
 def _object_text(v: Any, classes: tuple[type, ...], depth: int, reads: Reads) -> str:
@@ -205,7 +209,7 @@ def _being_spelled() -> list[type]:
 
 def _spelling(cls: type) -> bool:
     """Whether ``cls``'s body is being spelled (:func:`_being_spelled`): named again inside it, it is named by reference."""
-    return any(c is cls for c in _being_spelled())
+    return cls in _being_spelled()  # a user's class without a metaclass: compared by identity
 
 
 def _ref_text(cls: type, reads: Reads) -> str:
