@@ -140,8 +140,9 @@ def _user_classes(cls: type) -> tuple[type, ...] | None:
     """``cls`` and its bases but ``object``, when every one is a plain class of the user's (no metaclass, no ``__slots__``).
 
     Such an instance is its class's functions and its ``__dict__``, both of which a spelling can
-    read whole; anything else (a library's class, a metaclass, slots, a C type) is not spelled. A
-    ``slots=True`` dataclass is plain too: its slots are its fields (:func:`slotted`), read by name.
+    read whole; anything else (a library's class, a metaclass, slots, a C type, a ``__dict__`` of the
+    class's own making) is not spelled. A ``slots=True`` dataclass is plain too: its slots are its
+    fields (:func:`slotted`), read by name.
     """
     chain = cls.__mro__[:-1]
     for c in chain:
