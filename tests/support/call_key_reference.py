@@ -14,6 +14,7 @@ import enum
 import hashlib
 import json
 import os
+import sys
 import types
 from typing import Any
 
@@ -68,13 +69,15 @@ def _spell(v: Any, depth: int) -> Any:
             for name in _slots(c):
                 if name not in ("__weakref__", "__dict__"):
                     attributes[name] = object.__getattribute__(v, name)
-        return ["object", _spell_classes(classes, depth), {k: _spell(x, depth - 1) for k, x in attributes.items()}]
+        spelled = {k: _spell(x, depth - 1) for k, x in attributes.items()}
+        if any(c is type(v) for c in _SPELLING):  # an instance named inside its class's body
+            return ["object", ["user class ref", f"{type(v).__module__}.{type(v).__qualname__}"], spelled]
+        return ["object", _spell_classes(classes, depth), spelled]
     raise ck.Unkeyable(type(v).__qualname__)
 
 
 _NOISE = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__", "__firstlineno__", "__static_attributes__"}
 _DATACLASS_WRITES = {"__init__", "__repr__", "__eq__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__setattr__", "__delattr__"}
-_DATACLASS_WRITES |= {"__getstate__", "__setstate__", "__replace__"}
 
 
 def _is_dataclass(c: type) -> bool:
@@ -90,16 +93,29 @@ def _plain(c: type) -> bool:
     """A user's class with no metaclass and no slots, or slots that are its dataclass fields (and __weakref__)."""
     if type(c) is not type or ck._library(c.__module__):
         return False
+    if any(type(vars(c)[n]) is not types.GetSetDescriptorType for n in ("__dict__", "__weakref__") if n in vars(c)):
+        return False  # a __dict__ property: the instance's attributes are not what object.__getattribute__ gives
     return "__slots__" not in vars(c) or (
         _is_dataclass(c) and all(n in vars(c)["__dataclass_fields__"] or n == "__weakref__" for n in _slots(c))
     )
 
 
 def _written_by_dataclasses(name: str, member: Any) -> bool:
+    """dataclasses' own pickling or replace function, a function it compiled (from "<string>", inside __create_fn__), or
+    the recursion guard it wraps __repr__ in around one."""
+    own = {"__getstate__": "_dataclass_getstate", "__setstate__": "_dataclass_setstate", "__replace__": "_replace"}
+    if name in own:
+        return hasattr(dataclasses, own[name]) and member is getattr(dataclasses, own[name])
     if name not in _DATACLASS_WRITES or not isinstance(member, types.FunctionType):
         return False
-    where = member.__code__.co_filename
-    return where.startswith("<") or os.path.dirname(where) == os.path.dirname(dataclasses.__file__)
+    guard_dir = os.path.dirname(dataclasses.__file__)
+    if name == "__repr__" and os.path.dirname(member.__code__.co_filename) == guard_dir:
+        member = vars(member).get("__wrapped__")
+        if not isinstance(member, types.FunctionType):
+            return False
+    code = member.__code__
+    compiled = code.co_filename == "<string>" and code.co_name == name
+    return compiled and (sys.version_info < (3, 11) or code.co_qualname == f"__create_fn__.<locals>.{name}")
 
 
 def _annotation(t: Any) -> Any:
@@ -122,7 +138,8 @@ def _spell_dataclass(c: type, depth: int) -> dict[str, Any]:
         fields.append([f.name, _spell(_annotation(f.type), depth), value(f.default), value(f.default_factory), *map(value, flags)])
     params = vars(c)["__dataclass_params__"]
     names = ("init", "repr", "eq", "order", "unsafe_hash", "frozen")
-    return {"fields": fields, "params": {n: getattr(params, n) for n in names}}
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return {"fields": fields, "params": {n: getattr(params, n) for n in names}, "python": python}
 
 
 _SPELLING: list[type] = []  # the classes whose bodies are being spelled: named again inside them, by name

@@ -3,9 +3,12 @@ wrote; a class whose methods name it (or each other) by its body, spelled once."
 
 from __future__ import annotations
 
+import linecache
+import os
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 
@@ -91,8 +94,13 @@ def test_a_kernel_closing_over_a_config_dataclass_is_keyed_as_the_reference_spel
         ("order", ("@dataclass(frozen=True)", "@dataclass(frozen=True, order=True)")),
         ("a field out of __init__", ("tags: tuple = ()", "tags: tuple = field(default=(), init=False)")),
         ("a field's annotation", ("block: int = 128", "block: float = 128")),
+        ("a field out of the comparison", ("tags: tuple = ()", "tags: tuple = field(default=(), compare=False)")),
+        pytest.param(
+            "keyword-only", ("@dataclass(frozen=True)", "@dataclass(frozen=True, kw_only=True)"),
+            marks=pytest.mark.skipif(sys.version_info < (3, 10), reason="kw_only is Python 3.10's"),
+        ),
     ],
-)
+)  # fmt: skip
 def test_what_a_dataclass_is_made_of_moves_the_key(kmod, change, edit):
     """Each edit changes what the kernel's config can do: the key of the same call moves, and matches the reference."""
     before = _key(kmod("dc_edit"), kmod("dc_edit").Config())
@@ -111,6 +119,54 @@ def test_a_dataclass_passed_as_an_argument_is_keyed_by_its_value(kmod):
     assert call_key(k.given, (256, k.Config(block=64)), {}, "90") not in (None, key)
     assert call_key(k.given, (256,), {"cfg": k.Config()}, "90") not in (None, key)  # by keyword: another call
     assert call_key(k.given, (256,), {"cfg": k.Config()}, "90") == reference_key(k.given, (256,), {"cfg": k.Config()}, "90")
+
+
+NESTED = """
+from dataclasses import dataclass, field
+
+import tilelang
+import tilelang.language as T
+
+
+def round_up(n, to):
+    return (n + to - 1) // to * to
+
+
+@dataclass(frozen=True)
+class Tile:
+    m: int = 64
+
+
+@dataclass(frozen=True)
+class Config:
+    block: int = 100
+    tile: Tile = field(default_factory=Tile)
+
+    def threads(self):
+        return round_up(self.block, self.tile.m)
+
+
+@tilelang.jit(out_idx=[-1])
+def given(N, cfg):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=cfg.threads()) as _:
+            for i in T.Parallel(N):
+                Y[i] = X[i] * 2.0
+
+    return main
+"""
+
+
+def test_a_config_holding_a_config_and_calling_a_helper_is_keyed_as_an_argument(kmod):
+    """An argument is spelled as deep as a closure value: a nested dataclass, a method calling the module's helper."""
+    k = kmod("dc_nested", NESTED)
+    key = call_key(k.given, (256, k.Config()), {}, "90")
+    assert key is not None and key == reference_key(k.given, (256, k.Config()), {}, "90")
+    assert call_key(k.given, (256, k.Config(tile=k.Tile(32))), {}, "90") not in (None, key)
+    for edit in (("m: int = 64", "m: int = 32"), ("// to * to", "// to * to + 1")):
+        edited = kmod("dc_nested", NESTED.replace(*edit))
+        assert call_key(edited.given, (256, edited.Config()), {}, "90") not in (None, key), edit
 
 
 def test_a_base_dataclasss_change_moves_a_derived_configs_key(kmod):
@@ -169,6 +225,8 @@ def test_the_fast_spelling_of_dataclasses_is_the_references_byte_for_byte(kmod):
     k = kmod("dc_text")
     for value in (k.Config(), k.Config, k.Config(tags=(1, "a", None)), [k.Config(block=64)]):
         assert ck._text(value, ck._DEPTH, Reads()) == reference_text(value), value
+    # the methods dataclasses writes differ between Pythons (3.13's __eq__ compares field by field): its version is spelled
+    assert f'"python":"{sys.version_info.major}.{sys.version_info.minor}"' in ck._text(k.Config, ck._DEPTH, Reads())
 
 
 def test_hostile_dataclasses_give_no_key_and_no_traceback(kmod):
@@ -217,18 +275,127 @@ def test_hostile_dataclasses_give_no_key_and_no_traceback(kmod):
     assert _key(k, k.Raising()) is None  # isinstance asks its __getattribute__ for __class__, which raises
 
 
+HOSTILE = """
+import functools
+from dataclasses import dataclass, field
+
+import torch
+
+
+class Lying:  # its own __dict__: the attributes object.__getattribute__ finds are not the instance's
+    __dict__ = property(lambda self: {})
+
+    def __init__(self, block):
+        object.__setattr__(self, "block", block)
+
+
+class RaisingProperty:
+    def __init__(self):
+        self.block = 1
+
+    @property
+    def threads(self):
+        raise RuntimeError("no threads")
+
+
+class RaisingGetattr:
+    def __init__(self):
+        self.block = 1
+
+    def __getattr__(self, name):
+        raise RuntimeError(name)
+
+
+class RaisingEq:
+    __hash__ = None
+
+    def __init__(self):
+        self.block = 1
+
+    def __eq__(self, other):
+        raise RuntimeError("no eq")
+
+
+class Odd:
+    bound = (1).__add__
+    part = functools.partial(int, "7")
+    static_builtin = staticmethod(len)
+    length = property(len)
+
+
+NonStrName = type("NonStrName", (), {1: 2, "block": 1})
+
+
+@dataclass
+class TensorDefault:
+    block: int = 1
+    weight: object = torch.zeros(1)
+
+
+@dataclass(frozen=True)
+class RaisingFactory:
+    block: int = 1
+    sizes: list = field(default_factory=lambda: 1 / 0)
+"""
+
+
+def test_hostile_objects_give_no_key_or_the_references_and_never_a_traceback(kmod):
+    """Hooks that raise, a ``__dict__`` of the class's making, odd class members: each call is None or keyed exactly."""
+    k = kmod("hostile_objs", KERNEL + HOSTILE)
+    values = {
+        "lying": k.Lying(1), "raising property": k.RaisingProperty(), "raising getattr": k.RaisingGetattr(),
+        "raising eq": k.RaisingEq(), "odd members": k.Odd(), "non-string name": k.NonStrName(),
+        "tensor default": k.TensorDefault(), "raising factory": k.RaisingFactory(sizes=[]),
+        "lying class": k.Lying, "odd class": k.Odd, "tensor default class": k.TensorDefault,
+    }  # fmt: skip
+    for name, value in values.items():
+        key = _key(k, value)
+        assert key == _reference_or_none(k.make(value)), name
+        assert call_key(k.given, (256, value), {}, "90") == _reference_or_none(k.given, (256, value)), name
+    assert _key(k, k.Lying(1)) is None  # two of them, block 1 and 2, would have shared a key
+    assert _key(k, k.TensorDefault()) is None and _key(k, k.TensorDefault) is None  # a tensor: not the same in every process
+    assert None not in (_key(k, k.RaisingProperty()), _key(k, k.RaisingEq()), _key(k, k.RaisingFactory(sizes=[])))
+
+
 def test_a_config_dataclass_keys_the_same_in_another_process(tmp_path):
-    """The key names the kernel in every process: capture and serving run in different ones."""
-    (tmp_path / "dc_proc.py").write_text(KERNEL)
+    """The key names the kernel in every process (capture and serving run in different ones), whatever its hash seed."""
+    for name, text in (("dc_proc", KERNEL), ("dc_proc_nested", NESTED), ("dc_proc_holding", SELF_HOLDING)):
+        (tmp_path / f"{name}.py").write_text(text)
     probe = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import dc_proc as k; from tl_aot.call_keys.key import call_key; "
-        "print(call_key(k.make(k.Config(scale=3.0, tags=('a', 1))), (256,), {}, '90'))"
+        "import sys; sys.path.insert(0, sys.argv[1]); from tl_aot.call_keys.key import call_key; "
+        "import dc_proc as k, dc_proc_nested as n, dc_proc_holding as h; "
+        "print(call_key(k.make(k.Config(scale=3.0, tags=('a', 1))), (256,), {}, '90'), "
+        "call_key(n.given, (256, n.Config(tile=n.Tile(32))), {}, '90'), call_key(h.make(h.DEFAULT), (256,), {}, '90'))"
     )
     keys = {
-        subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=120, check=True).stdout.strip()
-        for _ in range(2)
-    }
-    assert len(keys) == 1 and len(next(iter(keys))) == 32, keys
+        subprocess.run(
+            [sys.executable, "-c", probe, str(tmp_path)],
+            capture_output=True, text=True, timeout=120, check=True, env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout.strip()
+        for seed in ("1", "2")
+    }  # fmt: skip
+    assert len(keys) == 1 and [len(key) for key in next(iter(keys)).split()] == [32, 32, 32], keys
+
+
+def _cell(monkeypatch, name: str, text: str) -> types.ModuleType:
+    """A notebook cell run as module ``name``: code whose file is no file, its lines in linecache as IPython keeps them."""
+    filename = f"<cell {name}>"
+    monkeypatch.setitem(linecache.cache, filename, (len(text), None, text.splitlines(True), filename))
+    module = types.ModuleType(name)
+    monkeypatch.setitem(sys.modules, name, module)
+    exec(compile(text, filename, "exec"), module.__dict__)
+    return module
+
+
+def test_a_method_the_author_wrote_in_a_notebook_cell_is_spelled_not_skipped(monkeypatch):
+    """A cell's ``__eq__`` is in no file, as the methods ``dataclasses`` writes are: it is the author's all the same."""
+    eq = "    def __eq__(self, other):\n        return self.block == other.block\n\n"
+    text = KERNEL.replace("    def threads(self):", eq + "    def threads(self):")
+    k = _cell(monkeypatch, "dc_cell", text)
+    key = _key(k, k.Config())
+    assert key is not None and key == reference_key(k.make(k.Config()), (256,), {}, "90")
+    edited = _cell(monkeypatch, "dc_cell", text.replace("self.block == other.block", "self.scale == other.scale"))
+    assert _key(edited, edited.Config()) not in (None, key)
 
 
 def test_dataclass_parts_recognise_only_what_dataclasses_wrote():
@@ -249,6 +416,10 @@ def test_dataclass_parts_recognise_only_what_dataclasses_wrote():
     assert parts.generated("__repr__", members["__repr__"])  # the standard library's wrapper
     assert not parts.generated("__eq__", members["__eq__"])
     assert not parts.generated("threads", members["__init__"])  # a name dataclasses never writes
+    authors: dict = {}
+    exec("def __eq__(self, other):\n    return True\n", authors)  # the author's, compiled from a string
+    assert parts.generated("__eq__", authors["__eq__"]) is (sys.version_info < (3, 11))  # 3.11 names dataclasses' apart
+    assert not parts.generated("__getstate__", members["__init__"])  # dataclasses' own functions only
 
 
 SELF_NAMING = """
@@ -344,8 +515,64 @@ def make_with_builder(n):
     assert call_key(k.make_with_builder(2), (256,), {}, "90") == _reference_or_none(k.make_with_builder(2)) is None
 
 
-def _reference_or_none(jit) -> str | None:
+def _reference_or_none(jit, args: tuple = (256,)) -> str | None:
+    """The reference's key, None where spelling it the slow way fails (a value it cannot spell, a hook that raises)."""
     try:
-        return reference_key(jit, (256,), {}, "90")
-    except ck.Unkeyable:
+        return reference_key(jit, args, {}, "90")
+    except Exception:  # noqa: BLE001 (a hostile object's hooks raise anything)
         return None
+
+
+SELF_HOLDING = """
+from dataclasses import dataclass, replace
+
+import tilelang
+import tilelang.language as T
+
+
+@dataclass(frozen=True)
+class Config:
+    block: int = 128
+
+    def wider(self):
+        return replace(DEFAULT, block=self.block * 2)
+
+
+DEFAULT = Config()
+
+
+class Tiling:
+    def __init__(self, m):
+        self.m = m
+
+
+Tiling.UNIT = Tiling(1)
+
+
+def make(cfg):
+    @tilelang.jit(out_idx=[-1])
+    def scaled(N):
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=128) as _:
+                for i in T.Parallel(N):
+                    Y[i] = X[i] * float(cfg.wider().block)
+
+        return main
+
+    return scaled
+"""
+
+
+def test_an_instance_named_inside_its_own_classs_body_names_the_class_by_reference(kmod):
+    """A ``DEFAULT`` a dataclass's method reads, a class attribute holding an instance: keyed (they reached the depth limit)."""
+    k = kmod("self_holding", SELF_HOLDING)
+    for value in (k.Config(), k.Tiling(8), k.DEFAULT):
+        key = _key(k, value)
+        assert key is not None and key == reference_key(k.make(value), (256,), {}, "90"), value
+        assert ck._text(value, ck._DEPTH, Reads()) == reference_text(value)
+    assert '["object",["user class ref","self_holding.Tiling"],{"m":1}]' in ck._text(k.Tiling(8), ck._DEPTH, Reads())
+    for edit, value in ((("DEFAULT = Config()", "DEFAULT = Config(block=64)"), "Config"), (("Tiling(1)", "Tiling(2)"), "Tiling")):
+        key = _key(k, getattr(k, value)(8))
+        edited = kmod("self_holding", SELF_HOLDING.replace(*edit))
+        assert _key(edited, getattr(edited, value)(8)) not in (None, key), edit  # the instance's values are in the key

@@ -25,14 +25,14 @@ MISSING = dataclasses.MISSING
 #: What ``dataclasses`` stores in a class besides its methods: spelled as the fields and parameters.
 DATACLASS_STATE = frozenset({"__dataclass_fields__", "__dataclass_params__"})
 #: The decorator's parameters every Python since 3.9 stores (``slots``, ``kw_only``, ``match_args`` show in the
-#: class's ``__slots__``, its fields and ``__match_args__``, which are spelled as members): one spelling on every Python.
+#: class's ``__slots__``, its fields and ``__match_args__``, which are spelled as members).
 _PARAMS = ("init", "repr", "eq", "order", "unsafe_hash", "frozen")
-#: Methods ``dataclasses`` may write; one of these is skipped only when ``dataclasses`` wrote it (:func:`generated`).
-_WRITTEN = frozenset(
-    {"__init__", "__repr__", "__eq__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__setattr__", "__delattr__"}
-    | {"__getstate__", "__setstate__", "__replace__"}
-)
-_STDLIB = os.path.dirname(dataclasses.__file__)  # __repr__ is reprlib's wrapper, __replace__ dataclasses' own function
+#: Methods ``dataclasses`` writes with ``exec``; one of these is skipped only when ``dataclasses`` wrote it (:func:`generated`).
+_WRITTEN = frozenset({"__init__", "__repr__", "__eq__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__setattr__", "__delattr__"})
+#: Methods ``dataclasses`` sets to functions of its own (a frozen ``slots=True`` class's pickling, 3.13's ``__replace__``).
+_OWN_NAMES = {"__getstate__": "_dataclass_getstate", "__setstate__": "_dataclass_setstate", "__replace__": "_replace"}
+_OWN = {name: getattr(dataclasses, fn) for name, fn in _OWN_NAMES.items() if hasattr(dataclasses, fn)}
+_STDLIB = os.path.dirname(dataclasses.__file__)  # __repr__ is wrapped by dataclasses' or reprlib's recursion guard
 
 
 def is_dataclass_class(cls: type) -> bool:
@@ -41,11 +41,30 @@ def is_dataclass_class(cls: type) -> bool:
 
 
 def generated(name: str, member: Any) -> bool:
-    """Whether class member ``name`` is a method ``dataclasses`` wrote: made by ``exec`` (no file) or the standard library's."""
+    """Whether class member ``name`` is a method ``dataclasses`` wrote, not one its author wrote (which is spelled).
+
+    Its own functions, a function ``dataclasses`` made with ``exec`` (``<string>``'s, and from Python
+    3.11 named ``__create_fn__.<locals>.<name>``), or ``__repr__``'s recursion guard around one. A
+    method the author wrote in a file-less module whose lines :mod:`linecache` holds (a notebook cell)
+    is the author's: spelled by its source.
+    """
+    if name in _OWN:
+        return member is _OWN[name]
     if name not in _WRITTEN or not isinstance(member, types.FunctionType):
         return False
-    filename = member.__code__.co_filename
-    return filename.startswith("<") or os.path.dirname(filename) == _STDLIB
+    if name == "__repr__" and os.path.dirname(member.__code__.co_filename) == _STDLIB:
+        member = member.__dict__.get("__wrapped__")  # functools.wraps' (dataclasses') or reprlib's
+        if not isinstance(member, types.FunctionType):
+            return False
+    return _made_by_exec(name, member.__code__)
+
+
+def _made_by_exec(name: str, code: types.CodeType) -> bool:
+    """Whether ``code`` is method ``name`` as ``dataclasses`` compiles it: in ``def __create_fn__(...)``, from ``<string>``."""
+    if code.co_filename != "<string>" or code.co_name != name:
+        return False
+    qualname = getattr(code, "co_qualname", None)  # Python 3.11's
+    return qualname is None or qualname == f"__create_fn__.<locals>.{name}"
 
 
 def dataclass_params(cls: type) -> list[tuple[str, Any]]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import sys
 import threading
 import types
 from types import CodeType
@@ -45,9 +46,10 @@ __all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
 #: ``inspect.getsource``'s block.
 CALL_SCHEMA = 2
 _DEPTH = 4  # helper functions followed this deep
-#: The call's arguments: a user's object (a config dataclass) spelled with its attributes, a function given one level of
-#: helpers. At 0 both were unkeyed, so no key of a call keyed before changes.
-_ARG_DEPTH = 1
+#: The call's arguments, spelled as deep as the function's closure values are: a config object (a dataclass holding
+#: another, whose methods call the module's helpers) given to the kernel as it would be closed over. The depth is not
+#: in the spelling, only where it stops, so deeper arguments key calls that were unkeyed and change no key.
+_ARG_DEPTH = _DEPTH - 1
 _MEMO_LIMIT = 4096
 
 
@@ -112,9 +114,8 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
             qualname = reads.attr(v, "__qualname__", "")
             return f'["class",{json_str(f"{module}.{qualname}")}]'
         classes = _user_classes(v)
-        if classes is not None and any(c is v for c in _being_spelled()):  # named inside its own body (a method's Cls(...))
-            reads.frozen = False  # exact only inside that spelling: never kept for another
-            return f'["user class ref",{json_str(f"{v.__module__}.{v.__qualname__}")}]'
+        if classes is not None and _spelling(v):  # named inside its own body (a method's Cls(...))
+            return _ref_text(v, reads)
         if classes is not None and depth > 0:  # a user's class a factory instantiates: its body, and its bases'
             return f'["user class",{_classes_text(classes, depth, reads)}]'
         raise Unkeyable(f"class {v.__qualname__}")
@@ -139,14 +140,29 @@ def _user_classes(cls: type) -> tuple[type, ...] | None:
     """``cls`` and its bases but ``object``, when every one is a plain class of the user's (no metaclass, no ``__slots__``).
 
     Such an instance is its class's functions and its ``__dict__``, both of which a spelling can
-    read whole; anything else (a library's class, a metaclass, slots, a C type) is not spelled. A
-    ``slots=True`` dataclass is plain too: its slots are its fields (:func:`slotted`), read by name.
+    read whole; anything else (a library's class, a metaclass, slots, a C type, a ``__dict__`` of the
+    class's own making) is not spelled. A ``slots=True`` dataclass is plain too: its slots are its
+    fields (:func:`slotted`), read by name.
     """
     chain = cls.__mro__[:-1]
     for c in chain:
-        if type(c) is not type or _library(c.__module__) or ("__slots__" in c.__dict__ and not dataclass.slotted(c)):
+        if type(c) is not type or _library(c.__module__) or ("__slots__" in c.__dict__ and not dataclass.slotted(c)) or _own_dict(c):
             return None
     return chain or None  # object itself: nothing of the user's
+
+
+def _own_dict(cls: type) -> bool:
+    """Whether ``cls`` sets its ``__dict__`` or ``__weakref__`` itself (a property): its instances' attributes may lie elsewhere."""
+    members = cls.__dict__
+    return type(members.get("__dict__", _MADE_DICT)) is not _MADE or type(members.get("__weakref__", _MADE_DICT)) is not _MADE
+
+
+class _Plain:
+    """A class statement's class: its ``__dict__`` is the descriptor Python makes (:func:`_own_dict`)."""
+
+
+_MADE_DICT = _Plain.__dict__["__dict__"]
+_MADE = type(_MADE_DICT)
 
 
 def _object_text(v: Any, classes: tuple[type, ...], depth: int, reads: Reads) -> str:
@@ -156,6 +172,8 @@ def _object_text(v: Any, classes: tuple[type, ...], depth: int, reads: Reads) ->
     methods and properties spelled as helper functions are, values as values); the attributes
     are the instance's ``__dict__``, one level deeper (an object holding itself ends there). Both
     may change in place, so a spelling holding an object is never kept: it is spelled again each call.
+    An instance met inside its class's own body (a ``DEFAULT`` its methods read) names the class by
+    reference (:func:`_ref_text`).
     """
     try:
         held = object.__getattribute__(v, "__dict__")  # the instance's own, whatever its class's __getattribute__ does
@@ -172,7 +190,8 @@ def _object_text(v: Any, classes: tuple[type, ...], depth: int, reads: Reads) ->
     if not all(type(k) is str for k in held):
         raise Unkeyable(f"{type(v).__qualname__} value: an attribute named by a non-string")
     attributes = ",".join([f"{json_str(k)}:{_text(x, depth - 1, reads)}" for k, x in sorted(held.items())])
-    return f'["object",{_classes_text(classes, depth, reads)},{{{attributes}}}]'
+    spelled = _ref_text(classes[0], reads) if _spelling(classes[0]) else _classes_text(classes, depth, reads)
+    return f'["object",{spelled},{{{attributes}}}]'
 
 
 #: Per thread, the user's classes whose bodies are being spelled (outermost first): one named again inside them is
@@ -187,6 +206,17 @@ def _being_spelled() -> list[type]:
     if stack is None:
         stack = _SPELLING.classes = []
     return stack
+
+
+def _spelling(cls: type) -> bool:
+    """Whether ``cls``'s body is being spelled (:func:`_being_spelled`): named again inside it, it is named by reference."""
+    return cls in _being_spelled()  # a user's class without a metaclass: compared by identity
+
+
+def _ref_text(cls: type, reads: Reads) -> str:
+    """``["user class ref", module.qualname]``: exact only inside the spelling of ``cls``'s body, so never kept for another."""
+    reads.frozen = False
+    return f'["user class ref",{json_str(f"{cls.__module__}.{cls.__qualname__}")}]'
 
 
 def _classes_text(classes: tuple[type, ...], depth: int, reads: Reads) -> str:
@@ -219,10 +249,12 @@ def _bodies_text(classes: tuple[type, ...], depth: int, reads: Reads) -> str:
 
 
 def _dataclass_text(cls: type, depth: int, reads: Reads) -> str:
-    """A dataclass's fields and parameters, what the methods ``dataclasses`` wrote do: ``{"fields": [...], "params": {...}}``.
+    """What the methods ``dataclasses`` wrote do: ``{"fields": [...], "params": {...}, "python": "3.11"}``.
 
     Each field ``[name, annotation, default, default factory, init, repr, hash, compare, kw_only,
     kind]``, in definition order; ``["missing"]`` where ``dataclasses`` has none (no default).
+    The code it writes differs between Pythons (3.13's ``__eq__`` compares field by field, so a NaN
+    field no longer equals itself): the Python it ran on is part of the spelling.
     """
     fields = []
     for name, annotated, default, factory, *flags, kind in dataclass.field_rows(cls):
@@ -232,9 +264,10 @@ def _dataclass_text(cls: type, depth: int, reads: Reads) -> str:
         parts = [_text(x, depth, reads) if x is not dataclass.MISSING else _MISSING for x in (name, typed, default, factory, *flags, kind)]
         fields.append(f"[{','.join(parts)}]")
     params = ",".join([f"{json_str(name)}:{_text(value, depth, reads)}" for name, value in sorted(dataclass.dataclass_params(cls))])
-    return f'{{"fields":[{",".join(fields)}],"params":{{{params}}}}}'
+    return f'{{"fields":[{",".join(fields)}],"params":{{{params}}},"python":{_PYTHON}}}'
 
 
+_PYTHON = json_str(f"{sys.version_info[0]}.{sys.version_info[1]}")  # the Python whose dataclasses wrote a class's methods
 _MISSING = '["missing"]'  # a dataclass field's absent default (a list value is spelled ["list", ...]: never this)
 
 
