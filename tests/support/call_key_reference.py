@@ -138,8 +138,7 @@ def _spell_dataclass(c: type, depth: int) -> dict[str, Any]:
         fields.append([f.name, _spell(_annotation(f.type), depth), value(f.default), value(f.default_factory), *map(value, flags)])
     params = vars(c)["__dataclass_params__"]
     names = ("init", "repr", "eq", "order", "unsafe_hash", "frozen")
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    return {"fields": fields, "params": {n: getattr(params, n) for n in names}, "python": python}
+    return {"fields": fields, "params": {n: getattr(params, n) for n in names}}
 
 
 _SPELLING: list[type] = []  # the classes whose bodies are being spelled: named again inside them, by name

@@ -25,7 +25,7 @@ MISSING = dataclasses.MISSING
 #: What ``dataclasses`` stores in a class besides its methods: spelled as the fields and parameters.
 DATACLASS_STATE = frozenset({"__dataclass_fields__", "__dataclass_params__"})
 #: The decorator's parameters every Python since 3.9 stores (``slots``, ``kw_only``, ``match_args`` show in the
-#: class's ``__slots__``, its fields and ``__match_args__``, which are spelled as members).
+#: class's ``__slots__``, its fields and ``__match_args__``, which are spelled as members): one spelling on every Python.
 _PARAMS = ("init", "repr", "eq", "order", "unsafe_hash", "frozen")
 #: Methods ``dataclasses`` writes with ``exec``; one of these is skipped only when ``dataclasses`` wrote it (:func:`generated`).
 _WRITTEN = frozenset({"__init__", "__repr__", "__eq__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__setattr__", "__delattr__"})

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import sys
 import threading
 import types
 from types import CodeType
@@ -249,12 +248,10 @@ def _bodies_text(classes: tuple[type, ...], depth: int, reads: Reads) -> str:
 
 
 def _dataclass_text(cls: type, depth: int, reads: Reads) -> str:
-    """What the methods ``dataclasses`` wrote do: ``{"fields": [...], "params": {...}, "python": "3.11"}``.
+    """A dataclass's fields and parameters, what the methods ``dataclasses`` wrote do: ``{"fields": [...], "params": {...}}``.
 
     Each field ``[name, annotation, default, default factory, init, repr, hash, compare, kw_only,
     kind]``, in definition order; ``["missing"]`` where ``dataclasses`` has none (no default).
-    The code it writes differs between Pythons (3.13's ``__eq__`` compares field by field, so a NaN
-    field no longer equals itself): the Python it ran on is part of the spelling.
     """
     fields = []
     for name, annotated, default, factory, *flags, kind in dataclass.field_rows(cls):
@@ -264,10 +261,9 @@ def _dataclass_text(cls: type, depth: int, reads: Reads) -> str:
         parts = [_text(x, depth, reads) if x is not dataclass.MISSING else _MISSING for x in (name, typed, default, factory, *flags, kind)]
         fields.append(f"[{','.join(parts)}]")
     params = ",".join([f"{json_str(name)}:{_text(value, depth, reads)}" for name, value in sorted(dataclass.dataclass_params(cls))])
-    return f'{{"fields":[{",".join(fields)}],"params":{{{params}}},"python":{_PYTHON}}}'
+    return f'{{"fields":[{",".join(fields)}],"params":{{{params}}}}}'
 
 
-_PYTHON = json_str(f"{sys.version_info[0]}.{sys.version_info[1]}")  # the Python whose dataclasses wrote a class's methods
 _MISSING = '["missing"]'  # a dataclass field's absent default (a list value is spelled ["list", ...]: never this)
 
 
