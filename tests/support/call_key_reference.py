@@ -34,20 +34,22 @@ def _global_names(code: types.CodeType) -> set[str]:
 
 
 def _spell(v: Any, depth: int) -> Any:
+    if isinstance(v, enum.Enum):
+        return _spell_enum(v, depth)
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, (list, tuple)):
         return [type(v).__name__, [_spell(x, depth) for x in v]]
     if isinstance(v, dict):
         return ["dict", [[_spell(k, depth), _spell(x, depth)] for k, x in v.items()]]
-    if isinstance(v, enum.Enum):
-        return ["enum", f"{type(v).__module__}.{type(v).__qualname__}", v.name]
     if isinstance(v, types.ModuleType):
         if ck._library(v.__name__):
             return ["module", v.__name__]
         raise ck.Unkeyable(v.__name__)
     if isinstance(v, type) and ck._library(getattr(v, "__module__", "")):
         return ["class", f"{v.__module__}.{v.__qualname__}"]
+    if isinstance(v, enum.EnumMeta):
+        return _spell_enum_class(v, depth)
     if isinstance(v, type):
         classes = [c for c in v.__mro__ if c is not object]
         if all(_plain(c) for c in classes) and any(c is v for c in _SPELLING):
@@ -170,10 +172,54 @@ def _spell_bodies(classes: list[type], depth: int) -> list[Any]:
     return spelled
 
 
+def _users_enum(c: type) -> bool:
+    return c.__module__ not in ("enum", "builtins") and not ck._library(c.__module__)
+
+
+def _spell_enum(v: enum.Enum, depth: int) -> Any:
+    name = f"{type(v).__module__}.{type(v).__qualname__}"
+    if not _users_enum(type(v)):  # a library's: its number or string, else its name
+        return v if isinstance(v, (int, float, str)) else ["enum", name, v.name]
+    return ["enum", name, v._name_, _spell(v._value_, depth - 1), _spell_enum_class(type(v), depth)]
+
+
+_CODE = (types.FunctionType, staticmethod, classmethod, property, types.DynamicClassAttribute)
+
+
+def _spell_enum_class(cls: type, depth: int) -> Any:
+    if not _users_enum(cls):
+        return ["class", f"{cls.__module__}.{cls.__qualname__}"]
+    if any(c is cls for c in _SPELLING):
+        return ["user class ref", f"{cls.__module__}.{cls.__qualname__}"]
+    if depth <= 0:
+        raise ck.Unkeyable(cls.__qualname__)
+    classes = [c for c in cls.__mro__ if _users_enum(c)]
+    _SPELLING.extend(classes)
+    try:
+        spelled = []
+        for c in classes:
+            if not issubclass(c, enum.Enum):
+                if not _plain(c):
+                    raise ck.Unkeyable(c.__qualname__)
+                spelled.extend(_spell_bodies([c], depth))
+                continue
+            body: dict[str, Any] = {}
+            if c is cls:
+                body["__members__"] = [[n, _spell(m._value_, depth - 1)] for n, m in c.__members__.items()]
+            for n, m in vars(c).items():
+                f = m.__func__ if isinstance(m, (staticmethod, classmethod)) else getattr(m, "fget", m)
+                if isinstance(m, _CODE) and not isinstance(m, enum.Enum) and getattr(f, "__module__", None) != "enum":
+                    body[n] = _spell_member(m, depth)
+            spelled.append([f"{c.__module__}.{c.__qualname__}", body])
+    finally:
+        del _SPELLING[-len(classes) :]
+    return ["user enum", spelled]
+
+
 def _spell_member(m: Any, depth: int) -> Any:
     if isinstance(m, (staticmethod, classmethod)):
         return [type(m).__name__, _spell_function(m.__func__, depth)]
-    if isinstance(m, property):
+    if isinstance(m, (property, types.DynamicClassAttribute)):
         return ["property", [None if f is None else _spell_function(f, depth) for f in (m.fget, m.fset, m.fdel)]]
     return _spell(m, depth)
 

@@ -5,8 +5,8 @@ must first build by running the user's function (``JITImpl.get_tir``): most of w
 spends. The call key names the same kernel from the call alone: the function (module, name, a
 digest of the source lines its code object spans: :mod:`tl_aot.call_keys.code_source`), every value it
 reads from its closure and its module's globals (numbers, strings, dtypes, TileLang's and torch's
-modules by name, helper functions by their own source and values, recursively, and the defaults
-of its parameters), the call's arguments, the
+modules by name, helper functions by their own source and values, recursively, a user's enum by
+its members' values and methods, and the defaults of its parameters), the call's arguments, the
 ``@tilelang.jit`` options, the GPU (compute capability and what a factory may size its kernel
 by: SM count, shared memory, L2; :func:`tl_aot.gpu.cuda_driver.gpu_identity`) and TileLang's
 version. A capture records it beside the request key it led to; serving answers a call whose key
@@ -32,6 +32,7 @@ from typing import Any
 
 from ..config.options import plain_pass_configs
 from . import dataclass_parts as dataclass
+from . import enum_parts
 from .code_globals import global_names
 from .code_source import code_source_digest
 from .key_json import PLAIN, all_plain, encode_plain, float_text, json_str
@@ -78,7 +79,8 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
 
     What a value is spelled as: itself (None, bools, numbers, strings: subclasses as JSON writes
     them, an IntEnum as its number); ``["list"|"tuple"|<its class name>, [items]]``;
-    ``["dict", [[key, value], ...]]``; ``["enum", class, name]``; ``["module", name]`` and
+    ``["dict", [[key, value], ...]]``; a library's enum member ``["enum", class, name]``, a user's
+    with its value and class (:func:`_enum_text`); ``["module", name]`` and
     ``["class", name]`` for TileLang's, tvm's, torch's and the standard library's;
     ``["torch.dtype", name]``; a function's spelling (:func:`_function_text_of`); a plain class
     of the user's, ``["user class", [class, ...]]``, and an instance of one, its classes and its
@@ -90,6 +92,8 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
     plain = PLAIN.get(type(v))
     if plain is not None:
         return plain(v)
+    if isinstance(v, enum.Enum):
+        return _enum_text(v, depth, reads)
     if isinstance(v, (int, float, str)):  # a subclass (bool has none): as json spells it
         return json_str(v) if isinstance(v, str) else float_text(v) if isinstance(v, float) else int.__repr__(v)
     if isinstance(v, (list, tuple)):
@@ -100,8 +104,6 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
     if isinstance(v, dict):
         reads.frozen = False
         return f'["dict",[{",".join([f"[{_text(k, depth, reads)},{_text(x, depth, reads)}]" for k, x in v.items()])}]]'
-    if isinstance(v, enum.Enum):
-        return f'["enum",{json_str(f"{type(v).__module__}.{type(v).__qualname__}")},{_text(v.name, depth, reads)}]'
     if isinstance(v, types.ModuleType):  # a user's module: the values read from it are not covered
         name = reads.attr(v, "__name__", "")
         if _library(name):
@@ -112,6 +114,8 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
         if _library(module):  # TileLang's classes (Fragment, ...): covered by its version
             qualname = reads.attr(v, "__qualname__", "")
             return f'["class",{json_str(f"{module}.{qualname}")}]'
+        if isinstance(v, enum.EnumMeta):  # a user's enum class (its members read through it): by its body
+            return _enum_class_text(v, depth, reads)
         classes = _user_classes(v)
         if classes is not None and _spelling(v):  # named inside its own body (a method's Cls(...))
             return _ref_text(v, reads)
@@ -267,11 +271,65 @@ def _dataclass_text(cls: type, depth: int, reads: Reads) -> str:
 _MISSING = '["missing"]'  # a dataclass field's absent default (a list value is spelled ["list", ...]: never this)
 
 
+def _enum_text(v: enum.Enum, depth: int, reads: Reads) -> str:
+    """An enum member: a library's by name (an int or str one as its value), a user's by name and its class's body.
+
+    ``["enum", module.qualname, name]`` for a library's enum (covered by the key's versions), or
+    its value where it is an int, float or str (an ``IntEnum``'s number); ``["enum",
+    module.qualname, name, value, class]`` for a user's, the class as :func:`_enum_class_text`
+    spells it (its members' values and its methods: editing ``FAST = 64`` or a method changes the key).
+    """
+    cls = type(v)
+    name = json_str(f"{cls.__module__}.{cls.__qualname__}")
+    if enum_parts.user_enum_classes(cls, _library) is None:
+        if isinstance(v, (int, float, str)):  # as json spells it
+            return json_str(v) if isinstance(v, str) else float_text(v) if isinstance(v, float) else int.__repr__(v)
+        return f'["enum",{name},{_text(v.name, depth, reads)}]'
+    value = _text(v._value_, depth - 1, reads)  # a flag's combination (Python 3.9 names it None) is its value
+    return f'["enum",{name},{_text(v._name_, depth, reads)},{value},{_enum_class_text(cls, depth, reads)}]'
+
+
+def _enum_class_text(cls: type, depth: int, reads: Reads) -> str:
+    """A user's enum class: ``["user enum", [class, ...]]``, or ``["user class ref", module.qualname]`` inside its own body.
+
+    Each class ``[module.qualname, {name: member}]``: an enum's ``"__members__"`` (``[[name,
+    value], ...]``, aliases included, in definition order) and the code its body defines
+    (:func:`tl_aot.call_keys.enum_parts.methods`); a user's mixin class by its whole body. Never
+    kept (a class body may change).
+    """
+    classes = enum_parts.user_enum_classes(cls, _library)
+    if classes is None:  # a library's enum class: covered by its version
+        return f'["class",{json_str(f"{cls.__module__}.{cls.__qualname__}")}]'
+    if _spelling(cls):
+        return _ref_text(cls, reads)
+    if depth <= 0:
+        raise Unkeyable(f"enum {cls.__qualname__}: nested too deep")
+    reads.frozen = False
+    stack = _being_spelled()
+    stack.extend(classes)
+    try:
+        spelled = []
+        for c in classes:
+            if not issubclass(c, enum.Enum):  # a mixin of the user's
+                if _user_classes(c) is None:
+                    raise Unkeyable(f"enum {cls.__qualname__}: mixin {c.__qualname__}")
+                spelled.append(_bodies_text((c,), depth, reads)[1:-1])
+                continue
+            values = ",".join([f"[{json_str(n)},{_text(x, depth - 1, reads)}]" for n, x in enum_parts.members(c)])
+            parts = [("__members__", f"[{values}]")] if c is cls else []
+            parts += [(n, _member_text(m, depth, reads)) for n, m in enum_parts.methods(c)]
+            text = ",".join([f"{json_str(n)}:{m}" for n, m in sorted(parts)])
+            spelled.append(f"[{json_str(f'{c.__module__}.{c.__qualname__}')},{{{text}}}]")
+    finally:
+        del stack[-len(classes) :]
+    return f'["user enum",[{",".join(spelled)}]]'
+
+
 def _member_text(member: Any, depth: int, reads: Reads) -> str:
     """A class body's member: a function (as a helper), a static or class method, a property's functions, or a value."""
     if isinstance(member, (staticmethod, classmethod)):
         return f"[{json_str(type(member).__name__)},{_helper_text(member.__func__, depth, reads)}]"
-    if isinstance(member, property):
+    if isinstance(member, (property, types.DynamicClassAttribute)):  # an enum's own property is a DynamicClassAttribute
         parts = [_helper_text(f, depth, reads) if f is not None else "null" for f in (member.fget, member.fset, member.fdel)]
         return f'["property",[{",".join(parts)}]]'
     return _text(member, depth, reads)
