@@ -76,7 +76,8 @@ def test_an_enum_configured_kernel_is_served_by_call_key_and_an_edited_value_is_
 
     def build(*records):
         captures = [a for r in records for a in ("--capture", r)]
-        run_ok(tl_aot_argv("build", *captures, "--arch", arch, "--name", "enums", "-o", lib.parent, "--cache-dir", cache_dir, "-q"), tmp_path)
+        argv = tl_aot_argv("build", *captures, "--arch", arch, "--name", "enums", "-o", lib.parent, "--cache-dir", cache_dir, "-q")
+        run_ok(argv, tmp_path)
 
     def serve():
         return run(tl_aot_argv("run", "--serve", lib.parent, "--strict", "--", sys.executable, "workload.py"), tmp_path, env)
