@@ -238,7 +238,10 @@ def _spell_function(fn: Any, depth: int) -> list[Any]:
     if not source:
         raise ck.Unkeyable(name)
     closure = {var: _spell(cell.cell_contents, depth - 1) for var, cell in zip(code.co_freevars, fn.__closure__ or ())}
-    used = {n: _spell(glb[n], depth - 1) for n in sorted(_global_names(code)) if n in glb}
+    names = _global_names(code)
+    if any(n not in glb for n in names & {"globals", "vars", "eval", "exec", "__import__", "open"}):
+        raise ck.Unkeyable(name)  # reads globals by a computed name, or a file
+    used = {n: _spell(glb[n], depth - 1) for n in sorted(names) if n in glb}
     defaults = [
         ["list", [_spell(x, depth - 1) for x in fn.__defaults__ or ()]],
         ["dict", [[_spell(k, depth - 1), _spell(x, depth - 1)] for k, x in (fn.__kwdefaults__ or {}).items()]],

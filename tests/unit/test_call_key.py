@@ -155,6 +155,30 @@ def test_a_call_that_cannot_be_spelled_is_not_keyed(kmod):
     assert helper.BLOCK == 128
 
 
+@pytest.mark.parametrize(
+    ("how", "read"),
+    [
+        ("globals() by a computed name", 'globals()["SC" + "ALE"]'),
+        ("its own module by __import__", '__import__("kern_dyn").SCALE'),
+        ("eval of a string", 'eval("SCALE")'),
+        ("a file", 'float(open(__file__ + ".scale").read())'),
+    ],
+)  # fmt: skip
+def test_a_function_reading_what_no_spelling_covers_is_not_keyed(kmod, tmp_path, how, read):
+    """Globals read by a computed name or a file's contents: the key could not move when they change, so there is none.
+
+    Its helper calling ``open`` is unkeyed too; a module global of the user's that shadows one of these names is a value.
+    """
+    (tmp_path / "kern_dyn.py.scale").write_text("2.0")
+    k = kmod("kern_dyn", KERNEL.replace("X[i] * SCALE", f"X[i] * {read}"))
+    assert k.make(1.0) is not None and call_key(k.make(1.0), (256,), {}, "90") is None, how
+    helped = KERNEL.replace("SCALE = 2.0", "def scale():\n    return float(open(__file__ + '.scale').read())")
+    assert call_key(kmod("kern_dyn2", helped.replace("X[i] * SCALE", "X[i] * scale()")).make(1.0), (256,), {}, "90") is None
+    shadowed = kmod("kern_dyn3", KERNEL.replace("SCALE = 2.0", "SCALE = 2.0\nopen = 3").replace("X[i] * SCALE", "X[i] * open"))
+    key = call_key(shadowed.make(1.0), (256,), {}, "90")
+    assert key is not None and key == reference_key(shadowed.make(1.0), (256,), {}, "90")
+
+
 def test_a_gpu_is_identified_by_what_a_factory_may_read_of_it():
     with emulate(PROFILES["H100-SXM"]):
         sxm = gpu_identity()

@@ -427,6 +427,10 @@ class _Kept:
         self.code, self.glb, self.reads, self.text = code, glb, reads, text
 
 
+#: Builtins through which code reads what no spelling covers: the module's globals by a computed name (``globals()[f"BLOCK_{n}"]``,
+#: ``vars()``, ``eval``/``exec`` of a string, ``__import__``) or a file (``open``: a tuned config on disk). Code calling one
+#: (the builtin, not a module global of that name) is unkeyed: the key would stay while what it read changed.
+_OUTSIDE_READERS = frozenset({"globals", "vars", "eval", "exec", "__import__", "open"})
 #: (id(code), id(globals), depth) -> the spelling of the globals that code reads there: kept while unchanged.
 _USED: dict[tuple[int, int, int], _Kept] = {}
 
@@ -452,6 +456,8 @@ def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: Reads
         value = mine.glob(glb, n)
         if value is not ABSENT:
             used.append(f"{json_str(n)}:{_text(value, depth, mine)}")
+        elif n in _OUTSIDE_READERS:
+            raise Unkeyable(f"{code.co_name} calls {n}()")
     reads.slots.extend(mine.slots)
     kept = _Kept(code, glb, mine, "{" + ",".join(used) + "}")
     if mine.frozen:
