@@ -195,10 +195,14 @@ def _users_subclass(cls: type) -> tuple[type, ...] | None:
     ``numpy.float64`` have none and keep their value's spelling. One the key cannot read whole (a
     metaclass, slots holding values, a ``__dict__`` of its own making) is :class:`Unkeyable`.
     """
+    if cls in _C_TYPES:
+        return None
     users = []
+    heap = False
     for c in cls.__mro__:
         if not _flags(c) & _HEAPTYPE:
             continue
+        heap = True
         module = c.__dict__.get("__module__", "builtins")  # a class statement's; a class exec'd without __name__: builtins'
         if type(module) is not str:
             raise Unkeyable(f"{cls.__qualname__} value: its class {c.__qualname__} names no module")
@@ -207,7 +211,13 @@ def _users_subclass(cls: type) -> tuple[type, ...] | None:
         if type(c) is not type or _own_dict(c) or _slots_values(c):
             raise Unkeyable(f"{cls.__qualname__} value: its class {c.__qualname__} is not read whole")
         users.append(c)
+    if not heap:
+        _C_TYPES.add(cls)  # a C type's chain (torch.Size's) never changes and is never freed: asked once
     return tuple(users) or None
+
+
+#: Subclasses of a builtin value type that are C types all the way down (``torch.Size``, ``numpy.float64``): none is the user's.
+_C_TYPES: set[type] = set()
 
 
 def _slots_values(cls: type) -> bool:
