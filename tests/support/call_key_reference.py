@@ -8,6 +8,7 @@ material the module docstring describes, byte for byte.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import dis
 import enum
@@ -36,6 +37,8 @@ def _global_names(code: types.CodeType) -> set[str]:
 def _spell(v: Any, depth: int) -> Any:
     if isinstance(v, enum.Enum):
         return _spell_enum(v, depth)
+    if type(v) not in _EXACT and isinstance(v, _VALUE_TYPES) and not isinstance(v, enum.Enum) and _users_bases(type(v)):
+        return _spell_subclass(v, _users_bases(type(v)), depth)
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, (list, tuple)):
@@ -56,6 +59,11 @@ def _spell(v: Any, depth: int) -> Any:
             return ["user class ref", f"{v.__module__}.{v.__qualname__}"]
         if depth > 0 and all(_plain(c) for c in classes):
             return ["user class", _spell_classes(classes, depth)]
+        users = _users_bases(v) if issubclass(v, _VALUE_TYPES) else []
+        if users and any(c is users[0] for c in _SPELLING):
+            return ["user class ref", f"{users[0].__module__}.{users[0].__qualname__}"]
+        if users and depth > 0:
+            return ["subclass class", _spell_classes(users, depth), next(b for b in _VALUE_TYPES if issubclass(v, b)).__name__]
         raise ck.Unkeyable(v.__qualname__)
     if type(v).__name__ == "dtype" and type(v).__module__ == "torch":
         return ["torch.dtype", str(v)]
@@ -76,6 +84,73 @@ def _spell(v: Any, depth: int) -> Any:
             return ["object", ["user class ref", f"{type(v).__module__}.{type(v).__qualname__}"], spelled]
         return ["object", _spell_classes(classes, depth), spelled]
     raise ck.Unkeyable(type(v).__qualname__)
+
+
+_EXACT = (bool, int, float, str, list, tuple, dict)
+_VALUE_TYPES = (str, int, float, tuple, list, dict)
+
+
+def _users_bases(cls: type) -> list[type]:
+    """The classes of ``cls``'s chain a class statement of the user's made: not C types, not a library's or collections',
+    typing's or enum's own; one with a metaclass, slots holding values or its own ``__dict__`` is unkeyable."""
+    users = []
+    for c in cls.__mro__:
+        if not type.__dict__["__flags__"].__get__(c) & (1 << 9):  # not a heap type: a C type
+            continue
+        module = vars(c).get("__module__", "builtins")
+        if type(module) is not str:
+            raise ck.Unkeyable(c.__qualname__)
+        if ck._library(module) or module.partition(".")[0] in ("collections", "typing", "enum"):
+            continue
+        if type(c) is not type or vars(c).get("__slots__", ()) not in ((), []) or not _plain_dict(c):
+            raise ck.Unkeyable(c.__qualname__)
+        users.append(c)
+    return users
+
+
+def _plain_dict(c: type) -> bool:
+    return all(type(vars(c)[n]) is types.GetSetDescriptorType for n in ("__dict__", "__weakref__") if n in vars(c))
+
+
+def _spell_subclass(v: Any, users: list[type], depth: int) -> list[Any]:
+    if depth <= 0:
+        raise ck.Unkeyable(type(v).__qualname__)
+    if isinstance(v, dict):
+        value: Any = ["dict", [[_spell(k, depth), _spell(x, depth)] for k, x in dict.items(v)]]
+    elif isinstance(v, (tuple, list)):
+        base = tuple if isinstance(v, tuple) else list
+        value = [base.__name__, [_spell(x, depth) for x in base.__iter__(v)]]
+    else:
+        base = str if isinstance(v, str) else int if isinstance(v, int) else float
+        value = _spell(getattr(base, f"__{base.__name__}__")(v), depth)  # str.__str__, int.__int__, float.__float__
+    try:
+        held = dict(object.__getattribute__(v, "__dict__"))
+    except AttributeError:
+        held = {}
+    if any(not isinstance(k, str) for k in held):
+        raise ck.Unkeyable(type(v).__qualname__)
+    attributes = {k: _spell(x, depth - 1) for k, x in held.items()}
+    if any(c is users[0] for c in _SPELLING):
+        return ["subclass", ["user class ref", f"{users[0].__module__}.{users[0].__qualname__}"], value, attributes]
+    return ["subclass", _spell_classes(users, depth), value, attributes]
+
+
+def _written_by_collections(c: type, n: str, m: Any) -> bool:
+    """A member namedtuple (or typing.NamedTuple) wrote in a class it made: not what the class's author wrote."""
+    own = vars(c)
+    if not (issubclass(c, tuple) and type(own.get("_fields")) is tuple and type(own.get("_field_defaults")) is dict):
+        return False
+    if n in ("__orig_bases__", "_field_types"):
+        return True
+    if n in ("__slots__", "__match_args__"):
+        return type(m) is tuple and all(type(x) is str for x in m) and m == (() if n == "__slots__" else own["_fields"])
+    f = m.__func__ if isinstance(m, (staticmethod, classmethod)) else m
+    if isinstance(f, types.FunctionType):
+        if f.__module__ == "collections" and f.__code__.co_filename == collections.__file__:
+            return True
+        name = f.__globals__.get("__name__")
+        return n == "__new__" and f.__code__.co_filename == "<string>" and isinstance(name, str) and name.startswith("namedtuple_")
+    return n in own["_fields"] and type(m).__name__ == "_tuplegetter"
 
 
 _NOISE = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__", "__firstlineno__", "__static_attributes__"}
@@ -159,7 +234,7 @@ def _spell_bodies(classes: list[type], depth: int) -> list[Any]:
     for c in classes:
         members = {}
         for n, m in vars(c).items():
-            if n in _NOISE:
+            if n in _NOISE or _written_by_collections(c, n, m):
                 continue
             if _is_dataclass(c) and (
                 n in ("__dataclass_fields__", "__dataclass_params__") or n in _slots(c) or _written_by_dataclasses(n, m)

@@ -13,7 +13,11 @@ version. A capture records it beside the request key it led to; serving answers 
 a library holds with that request's kernel, without tracing.
 
 An instance of a plain class of the user's (no metaclass, no ``__slots__``: a tiling helper a
-factory closes over) is spelled by its class's body and its attributes. Anything that cannot be
+factory closes over) is spelled by its class's body and its attributes; a value of a user's
+subclass of ``int``, ``float``, ``str``, ``tuple``, ``list`` or ``dict`` (a ``typing.NamedTuple``
+config, a ``str`` with methods) by its value and its classes' bodies (a named tuple's as its
+fields and defaults: :mod:`tl_aot.call_keys.namedtuple_parts`), so editing a method or a default
+moves the key. Anything that cannot be
 spelled the same way in every process (a tensor, a library's object, a class, a user's module, a
 function without source) makes the call unkeyed:
 :func:`call_key` returns None and serving falls back to the request key. A call key never names
@@ -33,6 +37,7 @@ from typing import Any
 from ..config.options import plain_pass_configs
 from . import dataclass_parts as dataclass
 from . import enum_parts
+from . import namedtuple_parts as namedtuple
 from .code_globals import global_names
 from .code_source import code_source_digest
 from .key_json import PLAIN, all_plain, encode_plain, float_text, json_str
@@ -77,14 +82,18 @@ def _library(module: str) -> bool:
 def _text(v: Any, depth: int, reads: Reads) -> str:
     """The spelling of value ``v`` as the key's JSON, written directly (no list built, then encoded).
 
-    What a value is spelled as: itself (None, bools, numbers, strings: subclasses as JSON writes
-    them, an IntEnum as its number); ``["list"|"tuple"|<its class name>, [items]]``;
-    ``["dict", [[key, value], ...]]``; a library's enum member ``["enum", class, name]``, a user's
-    with its value and class (:func:`_enum_text`); ``["module", name]`` and
-    ``["class", name]`` for TileLang's, tvm's, torch's and the standard library's;
-    ``["torch.dtype", name]``; a function's spelling (:func:`_function_text_of`); a plain class
-    of the user's, ``["user class", [class, ...]]``, and an instance of one, its classes and its
-    attributes (:func:`_object_text`).
+    What a value is spelled as: itself (None, bools, numbers, strings: a library's subclasses as
+    JSON writes them, a library's IntEnum as its number); ``["list"|"tuple"|<its class name>, [items]]``
+    (``torch.Size``: ``["Size", [...]]``); ``["dict", [[key, value], ...]]``; a library's enum
+    member ``["enum", class, name]``, a user's with its value and class (:func:`_enum_text`);
+    ``["module", name]`` and ``["class", name]`` for TileLang's, tvm's, torch's and the
+    standard library's; ``["torch.dtype", name]``; a function's spelling
+    (:func:`_function_text_of`); a plain class of the user's, ``["user class", [class, ...]]``,
+    and an instance of one, its classes and its attributes (:func:`_object_text`); a value of a
+    user's subclass of a builtin value type (a NamedTuple), ``["subclass", [class, ...], value as
+    its builtin type's, {attribute: value}]``, and such a class, ``["subclass class", [class,
+    ...], builtin type's name]`` (:func:`_subclass_text`: each class ``[module.qualname, {name:
+    member}]``, only the user's classes, not ``tuple``'s or a library's).
     Anything else is :class:`Unkeyable`. The text is exactly ``json.dumps(spelling, sort_keys=True,
     separators=(",", ":"))`` (``tests/unit/test_call_key.py`` checks it against that, spelled the
     slow way).
@@ -94,16 +103,27 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
         return plain(v)
     if isinstance(v, enum.Enum):
         return _enum_text(v, depth, reads)
-    if isinstance(v, (int, float, str)):  # a subclass (bool has none): as json spells it
+    if isinstance(v, (int, float, str)):  # a subclass (bool has none): a user's with its classes, else as json spells it
+        users = _users_subclass(type(v))
+        if users is not None:
+            return _subclass_text(v, users, depth, reads)
         return json_str(v) if isinstance(v, str) else float_text(v) if isinstance(v, float) else int.__repr__(v)
     if isinstance(v, (list, tuple)):
+        t = type(v)
+        if t is not tuple and t is not list:  # a subclass: a user's (a NamedTuple) with its classes
+            users = _users_subclass(t)
+            if users is not None:
+                return _subclass_text(v, users, depth, reads)
         if not isinstance(v, tuple):
             reads.frozen = False  # may change in place
         items = encode_plain(v) if all_plain(v) else f"[{','.join([_text(x, depth, reads) for x in v])}]"
-        return f"[{json_str(type(v).__name__)},{items}]"
+        return f"[{json_str(t.__name__)},{items}]"
     if isinstance(v, dict):
-        reads.frozen = False
-        return f'["dict",[{",".join([f"[{_text(k, depth, reads)},{_text(x, depth, reads)}]" for k, x in v.items()])}]]'
+        if type(v) is not dict:
+            users = _users_subclass(type(v))
+            if users is not None:
+                return _subclass_text(v, users, depth, reads)
+        return _dict_text(v.items(), depth, reads)
     if isinstance(v, types.ModuleType):  # a user's module: the values read from it are not covered
         name = reads.attr(v, "__name__", "")
         if _library(name):
@@ -121,6 +141,11 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
             return _ref_text(v, reads)
         if classes is not None and depth > 0:  # a user's class a factory instantiates: its body, and its bases'
             return f'["user class",{_classes_text(classes, depth, reads)}]'
+        users = _users_subclass(v) if issubclass(v, _BASES) else None  # a user's NamedTuple (Cfg(...), Cfg._make)
+        if users is not None and _spelling(users[0]):
+            return _ref_text(users[0], reads)
+        if users is not None and depth > 0:
+            return f'["subclass class",{_classes_text(users, depth, reads)},{json_str(_base(v).__name__)}]'
         raise Unkeyable(f"class {v.__qualname__}")
     t = type(v)
     if t.__name__ == "dtype" and t.__module__ == "torch":
@@ -131,6 +156,102 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
     if classes is not None and depth > 0:
         return _object_text(v, classes, depth, reads)
     raise Unkeyable(f"{type(v).__qualname__} value")
+
+
+def _dict_text(items: Any, depth: int, reads: Reads) -> str:
+    """``["dict", [[key, value], ...]]`` of a dict's items, in order: never kept (a dict may change in place)."""
+    reads.frozen = False
+    return f'["dict",[{",".join([f"[{_text(k, depth, reads)},{_text(x, depth, reads)}]" for k, x in items])}]]'
+
+
+#: The builtin value types a user's class may subclass and be spelled by (:func:`_subclass_text`): each one's value, read
+#: by the type's own methods (a subclass's ``__iter__``, ``__str__`` or ``__eq__`` is never asked), as an exact value.
+_BASE_VALUE: dict[type, Any] = {
+    str: str.__str__,
+    int: int.__int__,
+    float: float.__float__,
+    tuple: lambda v: tuple(tuple.__iter__(v)),
+    list: lambda v: list(list.__iter__(v)),
+    dict: dict.items,
+}
+_BASES = tuple(_BASE_VALUE)
+#: Standard library modules that make subclasses of the builtin value types for their users (``namedtuple``,
+#: ``NamedTuple``, ``IntEnum``): their own classes (``OrderedDict``, ``Counter``) are theirs, covered as a library's
+#: are, but the classes they make carry the user's module and are the user's (:func:`_users_subclass`).
+_MAKERS = frozenset({"collections", "typing", "enum"})
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (or type()), not a C extension's static type
+_flags = type.__dict__["__flags__"].__get__  # a class's flags, whatever its metaclass says
+
+
+def _base(cls: type) -> type:
+    """The builtin value type ``cls`` subclasses (:data:`_BASES`)."""
+    return next(b for b in _BASES if issubclass(cls, b))
+
+
+def _users_subclass(cls: type) -> tuple[type, ...] | None:
+    """The user's classes (most derived first) of ``cls``, a subclass of a builtin value type; None when it has none.
+
+    A class is the user's when a class statement made it (a heap type: a C extension's type, numpy's
+    ``float64``, is not) in a module that is not a library's (:func:`_library`) nor one of the
+    standard library's that make such classes (:data:`_MAKERS`): a ``typing.NamedTuple`` or
+    ``namedtuple`` config, a ``str`` subclass with methods. ``torch.Size``, ``OrderedDict``,
+    ``numpy.float64`` have none and keep their value's spelling. One the key cannot read whole (a
+    metaclass, slots holding values, a ``__dict__`` of its own making) is :class:`Unkeyable`.
+    """
+    if cls in _C_TYPES:
+        return None
+    users = []
+    heap = False
+    for c in cls.__mro__:
+        if not _flags(c) & _HEAPTYPE:
+            continue
+        heap = True
+        module = c.__dict__.get("__module__", "builtins")  # a class statement's; a class exec'd without __name__: builtins'
+        if type(module) is not str:
+            raise Unkeyable(f"{cls.__qualname__} value: its class {c.__qualname__} names no module")
+        if _library(module) or module.split(".", 1)[0] in _MAKERS:
+            continue
+        if type(c) is not type or _own_dict(c) or _slots_values(c):
+            raise Unkeyable(f"{cls.__qualname__} value: its class {c.__qualname__} is not read whole")
+        users.append(c)
+    if not heap:
+        _C_TYPES.add(cls)  # a C type's chain (torch.Size's) never changes and is never freed: asked once
+    return tuple(users) or None
+
+
+#: Subclasses of a builtin value type that are C types all the way down (``torch.Size``, ``numpy.float64``): none is the user's.
+_C_TYPES: set[type] = set()
+
+
+def _slots_values(cls: type) -> bool:
+    """Whether ``cls`` declares slots that hold values (``__slots__ = ()``, a named tuple's, holds none)."""
+    slots = cls.__dict__.get("__slots__", ())
+    return not (type(slots) in (tuple, list) and len(slots) == 0)
+
+
+def _subclass_text(v: Any, users: tuple[type, ...], depth: int, reads: Reads) -> str:
+    """A value of a user's subclass of a builtin type: ``["subclass", [class, ...], value, {attribute: value}]``.
+
+    The user's classes (:func:`_users_subclass`) as :func:`_object_text` spells an object's (a
+    named tuple's as its fields and defaults, not the members ``collections`` wrote:
+    :mod:`tl_aot.call_keys.namedtuple_parts`); the value as its builtin type's would be (read by
+    that type's own methods); the instance's own attributes (a subclass without ``__slots__`` has a
+    ``__dict__``), one level deeper. Never kept: a class body may change.
+    """
+    if depth <= 0:
+        raise Unkeyable(f"{users[0].__qualname__} value: too deep")
+    base = _base(type(v))
+    value = _BASE_VALUE[base](v)
+    value_text = _dict_text(value, depth, reads) if base is dict else _text(value, depth, reads)
+    try:
+        held = object.__getattribute__(v, "__dict__")  # the instance's own, whatever its class's __getattribute__ does
+    except AttributeError:
+        held = {}
+    if not all(type(k) is str for k in held):
+        raise Unkeyable(f"{type(v).__qualname__} value: an attribute named by a non-string")
+    attributes = ",".join([f"{json_str(k)}:{_text(x, depth - 1, reads)}" for k, x in sorted(held.items())])
+    spelled = _ref_text(users[0], reads) if _spelling(users[0]) else _classes_text(users, depth, reads)
+    return f'["subclass",{spelled},{value_text},{{{attributes}}}]'
 
 
 #: What a class body holds that does not change what its instances do: names, docs, annotations, the instance dict's slots.
@@ -240,10 +361,12 @@ def _bodies_text(classes: tuple[type, ...], depth: int, reads: Reads) -> str:
         made = dataclass.is_dataclass_class(c)
         # a dataclass: its state spelled as fields and parameters, a slot's member (a C descriptor) as the instance's value
         skip = _CLASS_NOISE | dataclass.DATACLASS_STATE | set(dataclass.own_slots(c)) if made else _CLASS_NOISE
+        named = namedtuple.is_namedtuple_class(c)  # its fields and defaults spelled as values, collections' members skipped
         members = []
         for name, member in c.__dict__.items():
-            if name not in skip and not (made and dataclass.generated(name, member)):
-                members.append((name, _member_text(member, depth, reads)))
+            if name in skip or (made and dataclass.generated(name, member)) or (named and namedtuple.generated(name, member, c)):
+                continue
+            members.append((name, _member_text(member, depth, reads)))
         if made:
             members.append(("__dataclass__", _dataclass_text(c, depth, reads)))
         text = ",".join([f"{json_str(name)}:{member}" for name, member in sorted(members)])
