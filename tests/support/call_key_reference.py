@@ -44,7 +44,8 @@ def _spell(v: Any, depth: int) -> Any:
     if isinstance(v, (list, tuple)):
         return [type(v).__name__, [_spell(x, depth) for x in v]]
     if isinstance(v, dict):
-        return ["dict", [[_spell(k, depth), _spell(x, depth)] for k, x in v.items()]]
+        items = ["dict", [[_spell(k, depth), _spell(x, depth)] for k, x in v.items()]]
+        return ["defaultdict", _spell(v.default_factory, depth), items] if type(v) is collections.defaultdict else items
     if isinstance(v, types.ModuleType):
         if ck._library(v.__name__):
             return ["module", v.__name__]

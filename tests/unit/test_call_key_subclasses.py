@@ -312,6 +312,18 @@ def test_plain_values_and_librarys_subclasses_keep_their_spelling():
     assert ck._text(numpy.float64(0.5), ck._DEPTH, Reads()) == "0.5"  # a C type's subclass of float: its value
 
 
+def test_a_defaultdict_is_spelled_with_its_factory():
+    """What a defaultdict answers for a key it lacks is its factory's: two holding the same items but not the same factory
+    key apart (they shared the key when only the items were spelled)."""
+    import collections
+
+    for factory in (int, list, None, lambda: 8):
+        value = collections.defaultdict(factory, {"block": 64})
+        assert ck._text(value, ck._DEPTH, Reads()) == reference_text(value), factory
+    texts = {ck._text(collections.defaultdict(f, {"block": 64}), ck._DEPTH, Reads()) for f in (int, list, None)}
+    assert len(texts) == 3 and '["class","builtins.int"]' in ck._text(collections.defaultdict(int), ck._DEPTH, Reads())
+
+
 def test_subclass_configs_key_the_same_in_another_process(tmp_path):
     """Capture and serving are two processes: a NamedTuple config's key depends on no hash seed nor memo."""
     (tmp_path / "nt_proc.py").write_text(KERNEL)

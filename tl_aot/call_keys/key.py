@@ -31,6 +31,7 @@ import enum
 import hashlib
 import threading
 import types
+from collections import defaultdict
 from types import CodeType
 from typing import Any
 
@@ -84,7 +85,8 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
 
     What a value is spelled as: itself (None, bools, numbers, strings: a library's subclasses as
     JSON writes them, a library's IntEnum as its number); ``["list"|"tuple"|<its class name>, [items]]``
-    (``torch.Size``: ``["Size", [...]]``); ``["dict", [[key, value], ...]]``; a library's enum
+    (``torch.Size``: ``["Size", [...]]``); ``["dict", [[key, value], ...]]`` (a ``defaultdict``
+    ``["defaultdict", factory, ["dict", ...]]``); a library's enum
     member ``["enum", class, name]``, a user's with its value and class (:func:`_enum_text`);
     ``["module", name]`` and ``["class", name]`` for TileLang's, tvm's, torch's and the
     standard library's; ``["torch.dtype", name]``; a function's spelling
@@ -123,6 +125,8 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
             users = _users_subclass(type(v))
             if users is not None:
                 return _subclass_text(v, users, depth, reads)
+            if type(v) is defaultdict:  # what it answers for a missing key is its factory's
+                return f'["defaultdict",{_text(v.default_factory, depth, reads)},{_dict_text(v.items(), depth, reads)}]'
         return _dict_text(v.items(), depth, reads)
     if isinstance(v, types.ModuleType):  # a user's module: the values read from it are not covered
         name = reads.attr(v, "__name__", "")
