@@ -324,6 +324,25 @@ def test_a_defaultdict_is_spelled_with_its_factory():
     assert len(texts) == 3 and '["class","builtins.int"]' in ck._text(collections.defaultdict(int), ck._DEPTH, Reads())
 
 
+def test_a_value_is_spelled_by_its_type_not_by_what_its_class_attribute_claims(kmod):
+    """An object whose ``__class__`` says ``list`` (a Mock's spec does) is spelled as what it is, a user's object: by its
+    class's body and its attributes, so two holding different state key apart; it used to be its iteration's list."""
+    from unittest import mock
+
+    text = (
+        "class Claims:\n    __class__ = property(lambda self: list)\n\n    def __init__(self, block):\n"
+        "        self.block = block\n\n    def __iter__(self):\n        return iter([1, 2])\n"
+    )
+    k = kmod("lying_class", text)
+    a, b = k.Claims(64), k.Claims(128)
+    assert isinstance(a, list) and list(a) == list(b)  # what isinstance and iteration see: the same list
+    spelled = ck._text(a, ck._DEPTH, Reads())
+    assert spelled.startswith('["object",') and spelled != ck._text(b, ck._DEPTH, Reads())
+    assert ck._text([1, 2], ck._DEPTH, Reads()) not in (spelled, ck._text(b, ck._DEPTH, Reads()))
+    with pytest.raises(ck.Unkeyable):  # a Mock pretending to be a list: not a value every process spells alike
+        ck._text(mock.Mock(spec=list), ck._DEPTH, Reads())
+
+
 def test_subclass_configs_key_the_same_in_another_process(tmp_path):
     """Capture and serving are two processes: a NamedTuple config's key depends on no hash seed nor memo."""
     (tmp_path / "nt_proc.py").write_text(KERNEL)

@@ -100,40 +100,40 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
     separators=(",", ":"))`` (``tests/unit/test_call_key.py`` checks it against that, spelled the
     slow way).
     """
-    plain = PLAIN.get(type(v))
+    t = type(v)  # what it is, not what its __class__ says (a Mock's spec, a proxy): by type, never by isinstance
+    plain = PLAIN.get(t)
     if plain is not None:
         return plain(v)
-    if isinstance(v, enum.Enum):
+    if issubclass(t, enum.Enum):
         return _enum_text(v, depth, reads)
-    if isinstance(v, (int, float, str)):  # a subclass (bool has none): a user's with its classes, else as json spells it
-        users = _users_subclass(type(v))
+    if issubclass(t, (int, float, str)):  # a subclass (bool has none): a user's with its classes, else as json spells it
+        users = _users_subclass(t)
         if users is not None:
             return _subclass_text(v, users, depth, reads)
-        return json_str(v) if isinstance(v, str) else float_text(v) if isinstance(v, float) else int.__repr__(v)
-    if isinstance(v, (list, tuple)):
-        t = type(v)
+        return json_str(v) if issubclass(t, str) else float_text(v) if issubclass(t, float) else int.__repr__(v)
+    if issubclass(t, (list, tuple)):
         if t is not tuple and t is not list:  # a subclass: a user's (a NamedTuple) with its classes
             users = _users_subclass(t)
             if users is not None:
                 return _subclass_text(v, users, depth, reads)
-        if not isinstance(v, tuple):
+        if not issubclass(t, tuple):
             reads.frozen = False  # may change in place
         items = encode_plain(v) if all_plain(v) else f"[{','.join([_text(x, depth, reads) for x in v])}]"
         return f"[{json_str(t.__name__)},{items}]"
-    if isinstance(v, dict):
-        if type(v) is not dict:
-            users = _users_subclass(type(v))
+    if issubclass(t, dict):
+        if t is not dict:
+            users = _users_subclass(t)
             if users is not None:
                 return _subclass_text(v, users, depth, reads)
-            if type(v) is defaultdict:  # what it answers for a missing key is its factory's
+            if t is defaultdict:  # what it answers for a missing key is its factory's
                 return f'["defaultdict",{_text(v.default_factory, depth, reads)},{_dict_text(v.items(), depth, reads)}]'
         return _dict_text(v.items(), depth, reads)
-    if isinstance(v, types.ModuleType):  # a user's module: the values read from it are not covered
+    if issubclass(t, types.ModuleType):  # a user's module: the values read from it are not covered
         name = reads.attr(v, "__name__", "")
         if _library(name):
             return f'["module",{_text(name, depth, reads)}]'
         raise Unkeyable(f"module {name}")
-    if isinstance(v, type):
+    if issubclass(t, type):
         module = reads.attr(v, "__module__", "")
         if _library(module):  # TileLang's classes (Fragment, ...): covered by its version
             qualname = reads.attr(v, "__qualname__", "")
@@ -151,10 +151,9 @@ def _text(v: Any, depth: int, reads: Reads) -> str:
         if users is not None and depth > 0:
             return f'["subclass class",{_classes_text(users, depth, reads)},{json_str(_base(v).__name__)}]'
         raise Unkeyable(f"class {v.__qualname__}")
-    t = type(v)
     if t.__name__ == "dtype" and t.__module__ == "torch":
         return f'["torch.dtype",{json_str(str(v))}]'
-    if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or hasattr(v, "orig_func") or type(v).__name__ == "JITImpl":
+    if issubclass(t, (types.FunctionType, types.BuiltinFunctionType)) or hasattr(v, "orig_func") or t.__name__ == "JITImpl":
         return _helper_text(v, depth, reads)
     classes = _user_classes(t)
     if classes is not None and depth > 0:
