@@ -4,8 +4,6 @@ wrote; a class whose methods name it (or each other) by its body, spelled once."
 from __future__ import annotations
 
 import linecache
-import os
-import subprocess
 import sys
 import textwrap
 import types
@@ -15,7 +13,7 @@ import pytest
 pytest.importorskip("tilelang")
 
 from support.call_key_reference import reference_key, reference_text  # noqa: E402
-from support.user_modules import load_user_module  # noqa: E402
+from support.user_modules import keys_in_two_processes, load_user_module  # noqa: E402
 
 from tl_aot.call_keys import key as ck  # noqa: E402
 from tl_aot.call_keys.key import call_key  # noqa: E402
@@ -365,13 +363,7 @@ def test_a_config_dataclass_keys_the_same_in_another_process(tmp_path):
         "print(call_key(k.make(k.Config(scale=3.0, tags=('a', 1))), (256,), {}, '90'), "
         "call_key(n.given, (256, n.Config(tile=n.Tile(32))), {}, '90'), call_key(h.make(h.DEFAULT), (256,), {}, '90'))"
     )
-    keys = {
-        subprocess.run(
-            [sys.executable, "-c", probe, str(tmp_path)],
-            capture_output=True, text=True, timeout=120, check=True, env={**os.environ, "PYTHONHASHSEED": seed},
-        ).stdout.strip()
-        for seed in ("1", "2")
-    }  # fmt: skip
+    keys = keys_in_two_processes(tmp_path, probe)
     assert len(keys) == 1 and [len(key) for key in next(iter(keys)).split()] == [32, 32, 32], keys
 
 

@@ -7,16 +7,13 @@ answered with the kernel built for 64, and an incremental capture would not reco
 from __future__ import annotations
 
 import enum
-import os
-import subprocess
-import sys
 
 import pytest
 
 pytest.importorskip("tilelang")
 
 from support.call_key_reference import reference_key, reference_text  # noqa: E402
-from support.user_modules import load_user_module  # noqa: E402
+from support.user_modules import keys_in_two_processes, load_user_module  # noqa: E402
 
 from tl_aot.call_keys import key as ck  # noqa: E402
 from tl_aot.call_keys.key import call_key  # noqa: E402
@@ -189,11 +186,5 @@ def test_enum_keys_are_the_same_in_another_process(tmp_path):
         "import sys; sys.path.insert(0, sys.argv[1]); from tl_aot.call_keys.key import call_key; import en_proc as k; "
         "print(call_key(k.make(k.Mode.FAST), (256,), {}, '90'), call_key(k.given, (256, k.Mode.SLOW, k.Level.HIGH), {}, '90'))"
     )
-    keys = {
-        subprocess.run(
-            [sys.executable, "-c", probe, str(tmp_path)],
-            capture_output=True, text=True, timeout=120, check=True, env={**os.environ, "PYTHONHASHSEED": seed},
-        ).stdout.strip()
-        for seed in ("1", "2")
-    }  # fmt: skip
+    keys = keys_in_two_processes(tmp_path, probe)
     assert len(keys) == 1 and [len(key) for key in next(iter(keys)).split()] == [32, 32], keys

@@ -4,9 +4,6 @@ moves the key (before, only the class's name and the value were spelled: the old
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -14,7 +11,7 @@ import pytest
 pytest.importorskip("tilelang")
 
 from support.call_key_reference import reference_key, reference_text  # noqa: E402
-from support.user_modules import load_user_module  # noqa: E402
+from support.user_modules import keys_in_two_processes, load_user_module  # noqa: E402
 
 from tl_aot.call_keys import key as ck  # noqa: E402
 from tl_aot.call_keys.key import call_key  # noqa: E402
@@ -351,11 +348,5 @@ def test_subclass_configs_key_the_same_in_another_process(tmp_path):
         "print(call_key(k.make(k.Config(64, 0.5)), (256,), {}, '90'), call_key(k.given, (256, k.Wide(1, 2)), {}, '90'), "
         "call_key(k.given, (256, k.Dim('m')), {}, '90'), call_key(k.built, (256,), {}, '90'))"
     )
-    keys = {
-        subprocess.run(
-            [sys.executable, "-c", probe, str(tmp_path)],
-            capture_output=True, text=True, timeout=120, check=True, env={**os.environ, "PYTHONHASHSEED": seed},
-        ).stdout.strip()
-        for seed in ("1", "2")
-    }  # fmt: skip
+    keys = keys_in_two_processes(tmp_path, probe)
     assert len(keys) == 1 and [len(key) for key in next(iter(keys)).split()] == [32, 32, 32, 32], keys

@@ -27,11 +27,13 @@ guess.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
 import threading
 import types
 from collections import defaultdict
+from collections.abc import Iterator
 from types import CodeType
 from typing import Any
 
@@ -346,15 +348,22 @@ def _ref_text(cls: type, reads: Reads) -> str:
     return f'["user class ref",{json_str(f"{cls.__module__}.{cls.__qualname__}")}]'
 
 
-def _classes_text(classes: tuple[type, ...], depth: int, reads: Reads) -> str:
-    """A user's class and its bases, each ``[module.qualname, {name: member}]``: never kept (a class body may change)."""
+@contextlib.contextmanager
+def _inside(classes: tuple[type, ...], reads: Reads) -> Iterator[None]:
+    """Meanwhile ``classes`` are being spelled (:func:`_spelling`), and the spelling holding them is never kept."""
     reads.frozen = False
     stack = _being_spelled()
     stack.extend(classes)
     try:
-        return _bodies_text(classes, depth, reads)
+        yield
     finally:
         del stack[-len(classes) :]
+
+
+def _classes_text(classes: tuple[type, ...], depth: int, reads: Reads) -> str:
+    """A user's class and its bases, each ``[module.qualname, {name: member}]``: never kept (a class body may change)."""
+    with _inside(classes, reads):
+        return _bodies_text(classes, depth, reads)
 
 
 def _bodies_text(classes: tuple[type, ...], depth: int, reads: Reads) -> str:
@@ -430,11 +439,8 @@ def _enum_class_text(cls: type, depth: int, reads: Reads) -> str:
         return _ref_text(cls, reads)
     if depth <= 0:
         raise Unkeyable(f"enum {cls.__qualname__}: nested too deep")
-    reads.frozen = False
-    stack = _being_spelled()
-    stack.extend(classes)
-    try:
-        spelled = []
+    spelled = []
+    with _inside(classes, reads):
         for c in classes:
             if not issubclass(c, enum.Enum):  # a mixin of the user's
                 if _user_classes(c) is None:
@@ -446,8 +452,6 @@ def _enum_class_text(cls: type, depth: int, reads: Reads) -> str:
             parts += [(n, _member_text(m, depth, reads)) for n, m in enum_parts.methods(c)]
             text = ",".join([f"{json_str(n)}:{m}" for n, m in sorted(parts)])
             spelled.append(f"[{json_str(f'{c.__module__}.{c.__qualname__}')},{{{text}}}]")
-    finally:
-        del stack[-len(classes) :]
     return f'["user enum",[{",".join(spelled)}]]'
 
 
