@@ -13,6 +13,7 @@ import dataclasses
 import dis
 import enum
 import hashlib
+import importlib.util
 import json
 import os
 import sys
@@ -32,6 +33,18 @@ def _global_names(code: types.CodeType) -> set[str]:
         if isinstance(const, types.CodeType):
             names |= _global_names(const)
     return names
+
+
+def _imports(code: types.CodeType) -> list[tuple[str, int, Any]]:
+    """Each import in ``code`` (and code defined in it): (module as written, level, names or None), by ``dis``."""
+    found, ins = [], list(dis.get_instructions(code))
+    for i, x in enumerate(ins):
+        if x.opname == "IMPORT_NAME":
+            found.append((x.argval, ins[i - 2].argval, ins[i - 1].argval))
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found += _imports(const)
+    return found
 
 
 def _spell(v: Any, depth: int) -> Any:
@@ -318,6 +331,14 @@ def _spell_function(fn: Any, depth: int) -> list[Any]:
     if any(n not in glb for n in names & {"globals", "vars", "eval", "exec", "__import__", "open"}):
         raise ck.Unkeyable(name)  # reads globals by a computed name, or a file
     used = {n: _spell(glb[n], depth - 1) for n in sorted(names) if n in glb}
+    for module, level, imported in _imports(code):
+        absolute = importlib.util.resolve_name("." * level + module, glb.get("__package__")) if level else module
+        if ck._library(absolute):
+            continue
+        if imported is None or absolute not in sys.modules:
+            raise ck.Unkeyable(name)  # a module in a local, or a module the body has not imported yet
+        for n in imported:
+            used[f"from {absolute} import {n}"] = _spell(getattr(sys.modules[absolute], n), depth - 1)
     defaults = [
         ["list", [_spell(x, depth - 1) for x in fn.__defaults__ or ()]],
         ["dict", [[_spell(k, depth - 1), _spell(x, depth - 1)] for k, x in (fn.__kwdefaults__ or {}).items()]],

@@ -4,7 +4,8 @@ A request key (:func:`tl_aot.jit.request_key.request_key`) is a digest of the pr
 must first build by running the user's function (``JITImpl.get_tir``): most of what a warm JIT
 spends. The call key names the same kernel from the call alone: the function (module, name, a
 digest of the source lines its code object spans: :mod:`tl_aot.call_keys.code_source`), every value it
-reads from its closure and its module's globals (numbers, strings, dtypes, TileLang's and torch's
+reads from its closure, its module's globals and the user's modules its body imports from
+(``from .tiles import BLOCK``: :mod:`tl_aot.call_keys.code_imports`) (numbers, strings, dtypes, TileLang's and torch's
 modules by name, helper functions by their own source and values, recursively, a user's enum by
 its members' values and methods, and the defaults of its parameters), the call's arguments, the
 ``@tilelang.jit`` options, the GPU (compute capability and what a factory may size its kernel
@@ -30,6 +31,8 @@ from __future__ import annotations
 import contextlib
 import enum
 import hashlib
+import importlib.util
+import sys
 import threading
 import types
 from collections import defaultdict
@@ -42,6 +45,7 @@ from . import dataclass_parts as dataclass
 from . import enum_parts
 from . import namedtuple_parts as namedtuple
 from .code_globals import global_names
+from .code_imports import code_imports
 from .code_source import code_source_digest
 from .key_json import PLAIN, all_plain, encode_plain, float_text, json_str
 from .spelling_reads import ABSENT, EMPTY_CELL, Reads
@@ -582,20 +586,63 @@ def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: Reads
         return have
     mine = Reads()
     used = []
-    for n in sorted(global_names(code)):  # a JSON object's keys, sorted
+    for n in sorted(global_names(code)):
         value = mine.glob(glb, n)
         if value is not ABSENT:
-            used.append(f"{json_str(n)}:{_text(value, depth, mine)}")
+            used.append((n, _text(value, depth, mine)))
         elif n in _OUTSIDE_READERS:
             raise Unkeyable(f"{code.co_name} calls {n}()")
+    imported = _imported_texts(code, glb, depth, mine)
+    if imported:
+        used = sorted(used + imported)  # a JSON object's keys, sorted (the names are unique: an import's has spaces)
     reads.slots.extend(mine.slots)
-    kept = _Kept(code, glb, mine, "{" + ",".join(used) + "}")
+    kept = _Kept(code, glb, mine, "{" + ",".join([f"{json_str(n)}:{text}" for n, text in used]) + "}")
     if mine.frozen:
         _remember(_USED, memo, kept)
     else:
         reads.frozen = False
         _USED.pop(memo, None)
     return kept
+
+
+def _imported_texts(code: CodeType, glb: dict[str, Any], depth: int, reads: Reads) -> list[tuple[str, str]]:
+    """What ``code``'s own imports read from the user's modules, spelled: ``("from M import a", value)`` for each name.
+
+    A library's module (TileLang's, torch's, the standard library's) is covered by the versions in
+    the key. From a user's module ``M`` (a relative import resolved against the function's
+    package) each imported value is spelled as a global's is, read through ``sys.modules`` and
+    ``M``'s dict, so a kept spelling is re-checked against both. Unkeyable: ``import M`` of a
+    user's module (what the body reads off the module is not followed), ``M`` not imported yet
+    in this process (the body has not run: its trace serves the call), a name ``M`` lacks, a
+    submodule (a user's module is never spelled), an import the bytecode does not show whole.
+    """
+    imports = code_imports(code)
+    if imports is None:
+        raise Unkeyable(f"{code.co_name}: an import it makes is not read")
+    texts = []
+    for imp in imports:
+        if imp.level:
+            package = reads.glob(glb, "__package__")
+            try:
+                module_name = importlib.util.resolve_name("." * imp.level + imp.module, package if type(package) is str else None)
+            except (ImportError, ValueError):
+                raise Unkeyable(f"{code.co_name}: a relative import outside a package") from None
+        else:
+            module_name = imp.module
+        if _library(module_name):
+            continue
+        if imp.names is None:
+            raise Unkeyable(f"{code.co_name} imports the module {module_name}")
+        module = reads.glob(sys.modules, module_name)
+        if module is ABSENT or type(module) is not types.ModuleType:
+            raise Unkeyable(f"{code.co_name} imports from {module_name}, not imported yet")
+        held = vars(module)
+        for name in imp.names:
+            value = reads.glob(held, name)
+            if value is ABSENT:
+                raise Unkeyable(f"{code.co_name} imports {name} from {module_name}, which lacks it")
+            texts.append((f"from {module_name} import {name}", _text(value, depth, reads)))
+    return texts
 
 
 def _function_text(jit) -> str:

@@ -1,0 +1,118 @@
+"""A kernel whose factory imports its sizes inside its body, served on the GPU; after the imported value is edited, never the old kernel.
+
+Kernel factories often import inside the function (``from .tiles import BLOCK``: an import cycle
+dodged). The call key spells what such an import reads: served, the call is answered before any
+trace; with ``tiles.py`` edited, the old library refuses the call instead of serving the kernel
+built for the old value, and ``capture --serve`` records only the changed kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import textwrap
+
+import pytest
+from support.helpers import run, run_ok, tl_aot_argv
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.gpu
+
+TILES = """
+BLOCK = 128
+SCALE = 2.0
+"""
+
+KERNELS = """
+import tilelang
+import tilelang.language as T
+
+from . import tiles  # noqa: F401 (the package's sizes, imported with it)
+
+
+@tilelang.jit(out_idx=[-1])
+def scaled(N):
+    from .tiles import BLOCK, SCALE
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, BLOCK), threads=BLOCK) as bx:
+            for i in T.Parallel(BLOCK):
+                if bx * BLOCK + i < N:
+                    Y[bx * BLOCK + i] = X[bx * BLOCK + i] * SCALE
+
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def shifted(N):
+    from .tiles import BLOCK
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, BLOCK), threads=BLOCK) as bx:
+            for i in T.Parallel(BLOCK):
+                if bx * BLOCK + i < N:
+                    Y[bx * BLOCK + i] = X[bx * BLOCK + i] + 1.0
+
+    return main
+"""
+
+#: The workload: both kernels checked against torch with the scale as ``tiles.py`` holds it now.
+WORKLOAD = """
+import torch
+
+from ops import kernels, tiles
+
+x = torch.arange(1000, dtype=torch.float32, device="cuda")
+assert torch.equal(kernels.scaled(1000)(x), x * tiles.SCALE)
+assert torch.equal(kernels.shifted(1000)(x), x + 1.0)
+"""
+
+
+def _serve_line(proc) -> str:
+    return next(ln for ln in proc.stderr.splitlines() if ln.startswith("tl_aot serve"))
+
+
+def test_a_kernel_importing_its_sizes_is_served_by_call_key_and_an_edited_size_is_never_served_stale(tmp_path, cache_dir):
+    pytest.importorskip("tilelang")
+    package = tmp_path / "ops"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "tiles.py").write_text(textwrap.dedent(TILES))
+    (package / "kernels.py").write_text(textwrap.dedent(KERNELS))
+    (tmp_path / "workload.py").write_text(textwrap.dedent(WORKLOAD))
+    env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp_path / "jit-cache"))
+    major, minor = torch.cuda.get_device_capability()
+    arch = f"{major}{minor}{'a' if major >= 9 else ''}"
+    lib = tmp_path / "lib" / "libimports.so"
+
+    def build(*records):
+        captures = [a for r in records for a in ("--capture", r)]
+        argv = tl_aot_argv("build", *captures, "--arch", arch, "--name", "imports", "-o", lib.parent, "--cache-dir", cache_dir, "-q")
+        run_ok(argv, tmp_path)
+
+    def serve():
+        return run(tl_aot_argv("run", "--serve", lib.parent, "--strict", "--", sys.executable, "workload.py"), tmp_path, env)
+
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    out = run_ok(tl_aot_argv("capture", "-o", first, "--", sys.executable, "workload.py"), tmp_path, env)
+    assert "2 kernels" in out.stdout, out.stdout + out.stderr
+    build(first)
+    served = serve()
+    assert served.returncode == 0, served.stderr
+    line = _serve_line(served)
+    assert "2 served, 0 compiled by the JIT, 0 refused" in line and re.search(r"\b2 kernels served before TileLang traced them", line), line
+
+    # the user edits the imported scale: the library built for 2.0 must not answer the call for 3.0
+    (package / "tiles.py").write_text(textwrap.dedent(TILES).replace("SCALE = 2.0", "SCALE = 3.0"))
+    refused = serve()
+    assert refused.returncode != 0 and "KernelNotServed" in refused.stderr, refused.stderr[-2000:]
+    proc = run_ok(tl_aot_argv("capture", "--serve", lib, "-o", second, "--", sys.executable, "workload.py"), tmp_path, env)
+    assert "1 compiled by TileLang's JIT" in proc.stdout, proc.stdout + proc.stderr  # only scaled's kernel is new
+    build(first, second)
+    served = serve()
+    assert served.returncode == 0, served.stderr
+    assert "2 served, 0 compiled by the JIT, 0 refused" in _serve_line(served)

@@ -1,0 +1,223 @@
+"""Call keys of kernels that import inside their body (``from .tiles import BLOCK`` in a factory: an import cycle dodged).
+
+The imported values are read without a ``LOAD_GLOBAL``: a key that did not spell them stayed the
+same when the user edited ``BLOCK = 128`` to ``256`` in ``tiles.py``, and a served call was
+answered with the kernel built for 128.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+import pytest
+
+pytest.importorskip("tilelang")
+
+from support.call_key_reference import reference_key  # noqa: E402
+from support.user_modules import keys_in_two_processes  # noqa: E402
+
+from tl_aot.call_keys import key as ck  # noqa: E402
+from tl_aot.call_keys.code_imports import Import, code_imports  # noqa: E402
+from tl_aot.call_keys.key import call_key  # noqa: E402
+
+TILES = """
+BLOCK = 128
+SCALE = 2.0
+
+
+def threads(n):
+    return min(n, BLOCK)
+"""
+
+KERNELS = """
+import tilelang
+import tilelang.language as T
+
+from . import tiles  # noqa: F401 (imported with the package, as a library's modules are)
+
+
+@tilelang.jit(out_idx=[-1])
+def relative(N):
+    from .tiles import BLOCK, SCALE
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, BLOCK), threads=BLOCK) as bx:
+            for i in T.Parallel(BLOCK):
+                Y[bx * BLOCK + i] = X[bx * BLOCK + i] * SCALE
+
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def absolute(N):
+    from PKG.tiles import threads
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=threads(N)) as _:
+            for i in T.Parallel(N):
+                Y[i] = X[i]
+
+    return main
+
+
+def block():
+    from .tiles import BLOCK
+
+    return BLOCK
+
+
+@tilelang.jit(out_idx=[-1])
+def through_a_helper(N):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=block()) as _:
+            for i in T.Parallel(N):
+                Y[i] = X[i]
+
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def library_only(N):
+    import tilelang.language as TL
+    from math import ceil
+
+    @TL.prim_func
+    def main(X: TL.Tensor((N,), "float32"), Y: TL.Tensor((N,), "float32")):
+        with TL.Kernel(ceil(N / 128), threads=128) as _:
+            for i in TL.Parallel(N):
+                Y[i] = X[i]
+
+    return main
+"""
+
+ENTRIES = ("relative", "absolute", "through_a_helper", "library_only")
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """``package(name, tiles=TILES, kernels=KERNELS)``: a user's package ``name`` (tiles.py, kernels.py) imported afresh."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def load(name: str, tiles: str = TILES, kernels: str = KERNELS):
+        folder = tmp_path / name
+        folder.mkdir(exist_ok=True)
+        (folder / "__init__.py").write_text("")
+        (folder / "tiles.py").write_text(tiles)
+        (folder / "kernels.py").write_text(kernels.replace("PKG", name))
+        for module in [m for m in sys.modules if m == name or m.startswith(f"{name}.")]:
+            monkeypatch.delitem(sys.modules, module)
+        importlib.invalidate_caches()
+        return importlib.import_module(f"{name}.kernels")
+
+    return load
+
+
+def _keys(k) -> dict[str, str | None]:
+    return {name: call_key(getattr(k, name), (256,), {}, "90") for name in ENTRIES}
+
+
+def test_imports_in_the_body_key_the_values_they_read_as_the_reference_spells_them(package):
+    """Relative, absolute and a helper's imports are keyed, byte for byte the reference speller's; asked again, the same."""
+    k = package("imp_keyed")
+    keys = _keys(k)
+    assert None not in keys.values() and len(set(keys.values())) == len(ENTRIES)
+    assert keys == {name: reference_key(getattr(k, name), (256,), {}, "90") for name in ENTRIES}
+    assert _keys(k) == keys
+
+
+def test_the_spelling_names_each_imported_value_by_its_module_and_a_library_import_adds_nothing(package):
+    """What a kernel imports from the user's package is in its spelling by absolute name; TileLang's and math's are not."""
+    k = package("imp_named")
+    relative = json.loads(ck._function_text(k.relative))
+    assert relative[4]["from imp_named.tiles import BLOCK"] == 128 and relative[4]["from imp_named.tiles import SCALE"] == 2.0
+    library = json.loads(ck._function_text(k.library_only))
+    assert not [name for name in library[4] if name.startswith("from ")], library[4]  # the key it had before imports were read
+
+
+@pytest.mark.parametrize(
+    ("change", "edit", "moved"),
+    [
+        ("an imported constant", ("BLOCK = 128", "BLOCK = 256"), {"relative", "absolute", "through_a_helper"}),
+        ("another imported constant", ("SCALE = 2.0", "SCALE = 3.0"), {"relative"}),
+        ("an imported function's body", ("return min(n, BLOCK)", "return max(n, BLOCK)"), {"absolute"}),
+    ],
+)
+def test_an_edited_imported_value_moves_the_keys_of_the_kernels_that_import_it(package, change, edit, moved):
+    """Each kernel importing the edited value gets a new key (never the old kernel); the others keep theirs (still served)."""
+    before = _keys(package("imp_edit"))
+    after = _keys(package("imp_edit", tiles=TILES.replace(*edit)))
+    assert None not in after.values(), change
+    assert {name for name in ENTRIES if after[name] != before[name]} == moved, change
+
+
+def test_a_value_rebound_in_the_live_module_moves_a_kept_key(package):
+    """A kept spelling is checked against the module it imported from: ``tiles.BLOCK = 256`` at run time moves the key."""
+    k = package("imp_live")
+    tiles = sys.modules["imp_live.tiles"]
+    first = call_key(k.relative, (256,), {}, "90")
+    tiles.BLOCK = 256
+    assert call_key(k.relative, (256,), {}, "90") not in (None, first)
+    tiles.BLOCK = 128
+    assert call_key(k.relative, (256,), {}, "90") == first
+
+
+@pytest.mark.parametrize(
+    ("what", "body"),
+    [
+        ("a user's module into a local", "import PKG.tiles as t\n    BLOCK = t.BLOCK"),
+        ("a user's submodule", "from . import tiles as t\n    BLOCK = t.BLOCK"),
+        ("a name the module lacks", "from .tiles import MISSING as BLOCK"),
+        ("a third-party module into a local", "import json as BLOCK"),
+    ],
+)
+def test_an_import_the_key_cannot_follow_leaves_the_call_unkeyed(package, what, body):
+    """What the body reads off a module it holds is not followed: unkeyed (served by its traced prim_func), never a guess."""
+    kernels = KERNELS.replace("from .tiles import BLOCK, SCALE", body + "\n    SCALE = 2.0")
+    k = package("imp_unkeyed", kernels=kernels)
+    assert call_key(k.relative, (256,), {}, "90") is None, what
+    assert call_key(k.absolute, (256,), {}, "90") is not None  # the module's other kernels stay keyed
+
+
+def test_a_module_the_body_has_not_imported_yet_is_unkeyed_until_it_is(package):
+    """Before the body first runs its import, the module's values are unknown here: unkeyed; once imported, keyed as the reference."""
+    k = package("imp_later", kernels=KERNELS.replace("from . import tiles  # noqa: F401", "import tilelang as _unused  # noqa: F401"))
+    assert "imp_later.tiles" not in sys.modules
+    assert call_key(k.relative, (256,), {}, "90") is None
+    importlib.import_module("imp_later.tiles")
+    assert call_key(k.relative, (256,), {}, "90") == reference_key(k.relative, (256,), {}, "90") is not None
+
+
+def test_code_imports_are_read_off_the_bytecode_with_their_level_and_names():
+    """Each import statement, nested functions' too; code without one is read as none."""
+
+    def body():
+        import os.path  # noqa: F401
+        from json import dumps, loads  # noqa: F401
+
+        def inner():
+            from .. import up  # noqa: F401
+
+        return inner
+
+    assert code_imports(body.__code__) == (Import("os.path", 0, None), Import("json", 0, ("dumps", "loads")), Import("", 2, ("up",)))
+    assert code_imports(_keys.__code__) == ()
+
+
+def test_import_keys_are_the_same_in_another_process(tmp_path):
+    """A capture and the served run are two processes with two hash seeds: kernels importing in their body key alike."""
+    folder = tmp_path / "imp_proc"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "tiles.py").write_text(TILES)
+    (folder / "kernels.py").write_text(KERNELS.replace("PKG", "imp_proc"))
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from tl_aot.call_keys.key import call_key; import imp_proc.kernels as k; "
+        "print(*[call_key(getattr(k, n), (256,), {}, '90') for n in ('relative', 'absolute', 'through_a_helper')])"
+    )
+    keys = keys_in_two_processes(tmp_path, probe)
+    assert len(keys) == 1 and [len(key) for key in next(iter(keys)).split()] == [32, 32, 32], keys
