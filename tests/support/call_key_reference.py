@@ -47,6 +47,24 @@ def _imports(code: types.CodeType) -> list[tuple[str, int, Any]]:
     return found
 
 
+def _spell_global(code: types.CodeType, name: str, value: Any, depth: int) -> Any:
+    """A global's value; a user's module by the attributes every load of ``name`` in the code (nested code too) reads."""
+    if type(value) is not types.ModuleType or ck._library(value.__name__):
+        return _spell(value, depth)
+    read = set()
+    codes = [code]
+    while codes:
+        c = codes.pop()
+        codes += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+        steps = [i for i in dis.get_instructions(c) if i.opname not in ("CACHE", "EXTENDED_ARG")]
+        for x, after in zip(steps, [*steps[1:], None]):
+            if x.opname in ("LOAD_GLOBAL", "LOAD_NAME") and x.argval == name:
+                if after is None or after.opname not in ("LOAD_ATTR", "LOAD_METHOD"):
+                    raise ck.Unkeyable(name)
+                read.add(after.argval)
+    return ["user module", value.__name__, {a: _spell(vars(value)[a], depth) for a in sorted(read)}]
+
+
 def _spell(v: Any, depth: int) -> Any:
     if isinstance(v, enum.Enum):
         return _spell_enum(v, depth)
@@ -330,7 +348,7 @@ def _spell_function(fn: Any, depth: int) -> list[Any]:
     names = _global_names(code)
     if any(n not in glb for n in names & {"globals", "vars", "eval", "exec", "__import__", "open"}):
         raise ck.Unkeyable(name)  # reads globals by a computed name, or a file
-    used = {n: _spell(glb[n], depth - 1) for n in sorted(names) if n in glb}
+    used = {n: _spell_global(code, n, glb[n], depth - 1) for n in sorted(names) if n in glb}
     for module, level, imported in _imports(code):
         absolute = importlib.util.resolve_name("." * level + module, glb.get("__package__")) if level else module
         if ck._library(absolute):

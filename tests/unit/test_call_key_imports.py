@@ -1,8 +1,10 @@
-"""Call keys of kernels that import inside their body (``from .tiles import BLOCK`` in a factory: an import cycle dodged).
+"""Call keys of kernels that read the user's other modules: imported in their body, or a module global read by attribute.
 
-The imported values are read without a ``LOAD_GLOBAL``: a key that did not spell them stayed the
-same when the user edited ``BLOCK = 128`` to ``256`` in ``tiles.py``, and a served call was
-answered with the kernel built for 128.
+``from .tiles import BLOCK`` in a factory (an import cycle dodged) reads without a ``LOAD_GLOBAL``: a
+key that did not spell it stayed the same when the user edited ``BLOCK = 128`` to ``256`` in
+``tiles.py``, and a served call was answered with the kernel built for 128. ``tiles.BLOCK`` off a
+module imported at the top made the call unkeyed (traced, ~25 ms); it is keyed by the attributes
+the code reads.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ KERNELS = """
 import tilelang
 import tilelang.language as T
 
-from . import tiles  # noqa: F401 (imported with the package, as a library's modules are)
+from . import tiles
 
 
 @tilelang.jit(out_idx=[-1])
@@ -82,6 +84,17 @@ def through_a_helper(N):
 
 
 @tilelang.jit(out_idx=[-1])
+def by_attribute(N):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, tiles.BLOCK), threads=tiles.threads(N)) as bx:
+            for i in T.Parallel(tiles.BLOCK):
+                Y[bx * tiles.BLOCK + i] = X[bx * tiles.BLOCK + i]
+
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
 def library_only(N):
     import tilelang.language as TL
     from math import ceil
@@ -95,7 +108,7 @@ def library_only(N):
     return main
 """
 
-ENTRIES = ("relative", "absolute", "through_a_helper", "library_only")
+ENTRIES = ("relative", "absolute", "through_a_helper", "by_attribute", "library_only")
 
 
 @pytest.fixture
@@ -142,9 +155,9 @@ def test_the_spelling_names_each_imported_value_by_its_module_and_a_library_impo
 @pytest.mark.parametrize(
     ("change", "edit", "moved"),
     [
-        ("an imported constant", ("BLOCK = 128", "BLOCK = 256"), {"relative", "absolute", "through_a_helper"}),
+        ("an imported constant", ("BLOCK = 128", "BLOCK = 256"), {"relative", "absolute", "through_a_helper", "by_attribute"}),
         ("another imported constant", ("SCALE = 2.0", "SCALE = 3.0"), {"relative"}),
-        ("an imported function's body", ("return min(n, BLOCK)", "return max(n, BLOCK)"), {"absolute"}),
+        ("an imported function's body", ("return min(n, BLOCK)", "return max(n, BLOCK)"), {"absolute", "by_attribute"}),
     ],
 )
 def test_an_edited_imported_value_moves_the_keys_of_the_kernels_that_import_it(package, change, edit, moved):
@@ -155,15 +168,24 @@ def test_an_edited_imported_value_moves_the_keys_of_the_kernels_that_import_it(p
     assert {name for name in ENTRIES if after[name] != before[name]} == moved, change
 
 
-def test_a_value_rebound_in_the_live_module_moves_a_kept_key(package):
-    """A kept spelling is checked against the module it imported from: ``tiles.BLOCK = 256`` at run time moves the key."""
-    k = package("imp_live")
-    tiles = sys.modules["imp_live.tiles"]
-    first = call_key(k.relative, (256,), {}, "90")
+@pytest.mark.parametrize("entry", ["relative", "by_attribute"])
+def test_a_value_rebound_in_the_live_module_moves_a_kept_key(package, entry):
+    """A kept spelling is checked against the module it read: ``tiles.BLOCK = 256`` at run time moves the key."""
+    k = package(f"imp_live_{entry}")
+    tiles = sys.modules[f"imp_live_{entry}.tiles"]
+    first = call_key(getattr(k, entry), (256,), {}, "90")
     tiles.BLOCK = 256
-    assert call_key(k.relative, (256,), {}, "90") not in (None, first)
+    assert call_key(getattr(k, entry), (256,), {}, "90") not in (None, first)
     tiles.BLOCK = 128
-    assert call_key(k.relative, (256,), {}, "90") == first
+    assert call_key(getattr(k, entry), (256,), {}, "90") == first
+
+
+def test_a_module_read_by_attribute_is_spelled_by_the_attributes_its_code_reads(package):
+    """``tiles.BLOCK`` and ``tiles.threads(N)`` in the kernel and its prim_func: the module by name and those two values."""
+    k = package("imp_attrs")
+    spelled = json.loads(ck._function_text(k.by_attribute))[4]["tiles"]
+    assert spelled[:2] == ["user module", "imp_attrs.tiles"] and sorted(spelled[2]) == ["BLOCK", "threads"]
+    assert spelled[2]["BLOCK"] == 128 and spelled[2]["threads"][0] == "function"
 
 
 @pytest.mark.parametrize(
@@ -173,6 +195,8 @@ def test_a_value_rebound_in_the_live_module_moves_a_kept_key(package):
         ("a user's submodule", "from . import tiles as t\n    BLOCK = t.BLOCK"),
         ("a name the module lacks", "from .tiles import MISSING as BLOCK"),
         ("a third-party module into a local", "import json as BLOCK"),
+        ("a module global passed on", "BLOCK = len(dir(tiles))"),
+        ("a module global read by a computed name", 'BLOCK = getattr(tiles, "BL" + "OCK")'),
     ],
 )
 def test_an_import_the_key_cannot_follow_leaves_the_call_unkeyed(package, what, body):
@@ -185,7 +209,7 @@ def test_an_import_the_key_cannot_follow_leaves_the_call_unkeyed(package, what, 
 
 def test_a_module_the_body_has_not_imported_yet_is_unkeyed_until_it_is(package):
     """Before the body first runs its import, the module's values are unknown here: unkeyed; once imported, keyed as the reference."""
-    k = package("imp_later", kernels=KERNELS.replace("from . import tiles  # noqa: F401", "import tilelang as _unused  # noqa: F401"))
+    k = package("imp_later", kernels=KERNELS.replace("from . import tiles\n", "import tilelang as _unused  # noqa: F401\n"))
     assert "imp_later.tiles" not in sys.modules
     assert call_key(k.relative, (256,), {}, "90") is None
     importlib.import_module("imp_later.tiles")
@@ -217,7 +241,7 @@ def test_import_keys_are_the_same_in_another_process(tmp_path):
     (folder / "kernels.py").write_text(KERNELS.replace("PKG", "imp_proc"))
     probe = (
         "import sys; sys.path.insert(0, sys.argv[1]); from tl_aot.call_keys.key import call_key; import imp_proc.kernels as k; "
-        "print(*[call_key(getattr(k, n), (256,), {}, '90') for n in ('relative', 'absolute', 'through_a_helper')])"
+        "print(*[call_key(getattr(k, n), (256,), {}, '90') for n in ('relative', 'absolute', 'through_a_helper', 'by_attribute')])"
     )
     keys = keys_in_two_processes(tmp_path, probe)
-    assert len(keys) == 1 and [len(key) for key in next(iter(keys)).split()] == [32, 32, 32], keys
+    assert len(keys) == 1 and [len(key) for key in next(iter(keys)).split()] == [32, 32, 32, 32], keys

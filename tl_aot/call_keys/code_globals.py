@@ -13,7 +13,7 @@ import sys
 import types
 from types import CodeType
 
-__all__ = ["global_names", "loaded_globals"]
+__all__ = ["attributes_read", "global_names", "loaded_globals"]
 
 _MEMO_LIMIT = 4096  # code objects remembered (a process spells a few hundred)
 _GLOBALS: dict[int, tuple[CodeType, frozenset[str]]] = {}  # id(code object) -> (it, the global names it reads)
@@ -62,3 +62,37 @@ def loaded_globals(code: CodeType) -> set[str]:
             found.add(names[arg >> shift])
             i = ops.find(op, i + 1)
     return found
+
+
+_ATTRIBUTES: dict[tuple[int, str], tuple[CodeType, frozenset[str] | None]] = {}  # (id(code), global) -> (it, what)
+_ATTRIBUTE_LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+
+
+def attributes_read(code: CodeType, name: str) -> frozenset[str] | None:
+    """The attributes ``code`` (and code defined in it) reads off global ``name``: ``utils.BLOCK``, ``utils.ceil_div(...)``.
+
+    None when the code uses the global any other way (passes it on, stores an attribute, ``getattr``
+    with a computed name): what it reads of it is then not known from the bytecode. Read with
+    ``dis`` once per code object and name (only for a global holding a user's module).
+    """
+    have = _ATTRIBUTES.get((id(code), name))
+    if have is not None and have[0] is code:
+        return have[1]
+    read: set[str] = set()
+    found: set[str] | None = read
+    steps = [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG")]
+    for i, ins in enumerate(steps):
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval == name:
+            after = steps[i + 1] if i + 1 < len(steps) else None
+            if after is None or after.opname not in _ATTRIBUTE_LOADS or type(after.argval) is not str:
+                found = None
+                break
+            read.add(after.argval)
+    for const in code.co_consts:
+        if found is not None and isinstance(const, types.CodeType):
+            nested = attributes_read(const, name)
+            found = None if nested is None else found | nested
+    attributes = None if found is None else frozenset(found)
+    if len(_ATTRIBUTES) < _MEMO_LIMIT:
+        _ATTRIBUTES[(id(code), name)] = (code, attributes)  # holds the code alive, so its id is not reused
+    return attributes

@@ -5,7 +5,8 @@ must first build by running the user's function (``JITImpl.get_tir``): most of w
 spends. The call key names the same kernel from the call alone: the function (module, name, a
 digest of the source lines its code object spans: :mod:`tl_aot.call_keys.code_source`), every value it
 reads from its closure, its module's globals and the user's modules its body imports from
-(``from .tiles import BLOCK``: :mod:`tl_aot.call_keys.code_imports`) (numbers, strings, dtypes, TileLang's and torch's
+(``from .tiles import BLOCK``: :mod:`tl_aot.call_keys.code_imports`; a user's module it reads as a global, ``utils.BLOCK``,
+by the attributes its code reads off it) (numbers, strings, dtypes, TileLang's and torch's
 modules by name, helper functions by their own source and values, recursively, a user's enum by
 its members' values and methods, and the defaults of its parameters), the call's arguments, the
 ``@tilelang.jit`` options, the GPU (compute capability and what a factory may size its kernel
@@ -44,7 +45,7 @@ from ..config.options import plain_pass_configs
 from . import dataclass_parts as dataclass
 from . import enum_parts
 from . import namedtuple_parts as namedtuple
-from .code_globals import global_names
+from .code_globals import attributes_read, global_names
 from .code_imports import code_imports
 from .code_source import code_source_digest
 from .key_json import PLAIN, all_plain, encode_plain, float_text, json_str
@@ -588,7 +589,9 @@ def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: Reads
     used = []
     for n in sorted(global_names(code)):
         value = mine.glob(glb, n)
-        if value is not ABSENT:
+        if type(value) is types.ModuleType:  # a user's module (a library's is spelled by name): what the code reads off it
+            used.append((n, _module_text(code, n, value, depth, mine)))
+        elif value is not ABSENT:
             used.append((n, _text(value, depth, mine)))
         elif n in _OUTSIDE_READERS:
             raise Unkeyable(f"{code.co_name} calls {n}()")
@@ -603,6 +606,31 @@ def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: Reads
         reads.frozen = False
         _USED.pop(memo, None)
     return kept
+
+
+def _module_text(code: CodeType, name: str, module: types.ModuleType, depth: int, reads: Reads) -> str:
+    """A module ``code`` reads as global ``name``: a library's by name, a user's by the attributes the code reads off it.
+
+    ``["user module", module name, {attribute: value}]`` for ``utils.BLOCK`` and ``utils.ceil_div(...)``
+    (:func:`~tl_aot.call_keys.code_globals.attributes_read`), each value spelled as a global's is and
+    read through the module's dict, so a kept spelling is re-checked against it. A module the code
+    uses any other way (passed on, ``getattr`` by a computed name), or an attribute it lacks, is
+    :class:`Unkeyable`.
+    """
+    module_name = reads.attr(module, "__name__", "")
+    if type(module_name) is not str or _library(module_name):
+        return _text(module, depth, reads)
+    attributes = attributes_read(code, name)
+    if attributes is None:
+        raise Unkeyable(f"{code.co_name} uses the module {module_name} other than by reading its attributes")
+    held = vars(module)
+    parts = []
+    for attribute in sorted(attributes):
+        value = reads.glob(held, attribute)
+        if value is ABSENT:
+            raise Unkeyable(f"{code.co_name} reads {module_name}.{attribute}, which it lacks")
+        parts.append(f"{json_str(attribute)}:{_text(value, depth, reads)}")
+    return f'["user module",{json_str(module_name)},{{{",".join(parts)}}}]'
 
 
 def _imported_texts(code: CodeType, glb: dict[str, Any], depth: int, reads: Reads) -> list[tuple[str, str]]:
