@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+import types
 
 import pytest
 
@@ -221,3 +222,37 @@ def test_import_keys_are_the_same_in_another_process(tmp_path):
     )
     keys = keys_in_two_processes(tmp_path, probe)
     assert len(keys) == 1 and [len(key) for key in next(iter(keys)).split()] == [32, 32, 32], keys
+
+
+def test_a_value_imported_twice_is_spelled_once_as_json_writes_it(package):
+    """The body and a function defined in it importing the same value: one entry, the key byte for byte the reference's."""
+    again = "\n    def again():\n        from .tiles import BLOCK\n\n        return BLOCK\n\n    _ = again\n"
+    kernels = KERNELS.replace("def block():\n    from .tiles import BLOCK\n", "def block():\n    from .tiles import BLOCK\n" + again)
+    k = package("imp_twice", kernels=kernels)
+    pairs = json.loads(ck._function_text(k.block), object_pairs_hook=lambda items: items)
+    assert [name for name, _ in pairs[4]] == ["from imp_twice.tiles import BLOCK"]
+    assert call_key(k.through_a_helper, (256,), {}, "90") == reference_key(k.through_a_helper, (256,), {}, "90") is not None
+
+
+def test_a_name_only_the_modules_getattr_makes_leaves_the_call_unkeyed(package):
+    """``from .tiles import LAZY`` answered by the module's ``__getattr__``: not in its dict, so not keyed (never a guess)."""
+    tiles = TILES + "\n\ndef __getattr__(name):\n    if name == 'LAZY':\n        return 64\n    raise AttributeError(name)\n"
+    kernels = KERNELS.replace("from .tiles import BLOCK, SCALE", "from .tiles import LAZY as BLOCK, SCALE")
+    k = package("imp_lazy", tiles=tiles, kernels=kernels)
+    assert call_key(k.relative, (256,), {}, "90") is None
+    with pytest.raises(ck.Unkeyable):
+        reference_key(k.relative, (256,), {}, "90")
+    assert call_key(k.absolute, (256,), {}, "90") is not None
+
+
+def test_every_name_of_a_users_module_leaves_the_call_unkeyed(package, tmp_path):
+    """``from M import *`` (a syntax error in a ``def``, so only in code compiled as a module's): what it binds is not followed."""
+    package("imp_star")  # imp_star.tiles imported
+    script = tmp_path / "imp_star_body.py"
+    script.write_text("from imp_star.tiles import *\nresult = BLOCK * 2\n")
+    body = types.FunctionType(compile(script.read_text(), str(script), "exec"), {"__name__": "imp_star_body"})
+    assert call_key(body, (256,), {}, "90") is None
+    library = tmp_path / "imp_star_library.py"
+    library.write_text("from math import *\nresult = ceil(2.5)\n")
+    keyed = types.FunctionType(compile(library.read_text(), str(library), "exec"), {"__name__": "imp_star_library"})
+    assert call_key(keyed, (256,), {}, "90") is not None  # the standard library's names: covered by the versions
