@@ -10,7 +10,6 @@ cannot change, so its imports are read once per code object and kept by identity
 from __future__ import annotations
 
 import dis
-import types
 from dataclasses import dataclass
 from types import CodeType
 
@@ -40,18 +39,28 @@ def code_imports(code: CodeType) -> tuple[Import, ...] | None:
     have = _IMPORTS.get(id(code))
     if have is not None and have[0] is code:
         return have[1]
-    found: list[Import] | None = _own_imports(code)
-    for const in code.co_consts:
-        if found is not None and isinstance(const, types.CodeType):
-            nested = code_imports(const)
-            found = None if nested is None else [*found, *nested]
-    imports = None if found is None else tuple(found)
+    found: list[Import] = []
+    imports = tuple(found) if _read_into(found, code) else None
     if len(_IMPORTS) < _MEMO_LIMIT:
         _IMPORTS[id(code)] = (code, imports)  # by identity: holds the code alive, so its id is not reused
     return imports
 
 
-def _own_imports(code: CodeType) -> list[Import] | None:
+def _read_into(found: list[Import], code: CodeType) -> bool:
+    """Add the imports of ``code`` and of the code defined in it to ``found``, in order; False when one cannot be read."""
+    ops = code.co_code[0::2]  # the opcodes: every other byte
+    if ops.find(_IMPORT_NAME) >= 0:
+        own = _own_imports(code, ops)
+        if own is None:
+            return False
+        found += own
+    for const in code.co_consts:
+        if type(const) is CodeType and not _read_into(found, const):
+            return False
+    return True
+
+
+def _own_imports(code: CodeType, ops: bytes) -> list[Import] | None:
     """The imports ``code`` itself makes: each ``IMPORT_NAME`` with the level and names of the two constants loaded before it.
 
     Python 3.9 to 3.13 compile every import statement so (``LOAD_CONST`` level, ``LOAD_CONST``
@@ -59,11 +68,10 @@ def _own_imports(code: CodeType) -> list[Import] | None:
     is None: not read, so the caller keys nothing by it. Read off the bytes as
     :func:`tl_aot.call_keys.code_globals.loaded_globals` reads loads: ``dis``' instruction objects
     cost 0.1 ms for a kernel function importing from TileLang in its body, about what the rest of
-    its first lookup costs; the opcodes (every other byte) are searched with ``bytes.find`` and only
-    the instructions before each import decoded.
+    its first lookup costs; here the opcodes (``ops``: every other byte) are searched with
+    ``bytes.find`` and only the instructions before each import decoded.
     """
-    raw = code.co_code
-    ops, args = raw[0::2], raw[1::2]
+    args = code.co_code[1::2]
     found: list[Import] = []
     i = ops.find(_IMPORT_NAME)
     while i >= 0:
