@@ -19,7 +19,8 @@ subclass of ``int``, ``float``, ``str``, ``tuple``, ``list`` or ``dict`` (a ``ty
 config, a ``str`` with methods) by its value and its classes' bodies (a named tuple's as its
 fields and defaults: :mod:`tl_aot.call_keys.namedtuple_parts`), so editing a method or a default
 moves the key. Anything that cannot be
-spelled the same way in every process (a tensor, a library's object, a class, a user's module, a
+spelled the same way in every process (a tensor, a library's object, a class, a user's module --
+``import M`` of one in the body too, or ``from M import`` of a module not imported yet -- a
 function without source) makes the call unkeyed:
 :func:`call_key` returns None and serving falls back to the request key. A call key never names
 another kernel: what the function could read that the key does not cover makes it None, never a
