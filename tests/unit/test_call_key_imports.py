@@ -261,7 +261,8 @@ def test_every_name_of_a_users_module_leaves_the_call_unkeyed(package, tmp_path)
 
 
 def test_code_imports_read_off_the_bytecode_are_what_dis_reads():
-    """Every import of every code object of tl_aot (1,700: its lazy imports), and one whose name needs an EXTENDED_ARG."""
+    """Every import of every code object of tl_aot (1,700: its lazy imports), one whose name needs an EXTENDED_ARG, and none
+    where the opcode's value is only an argument's byte."""
 
     def by_dis(code: types.CodeType) -> list[Import]:
         ins = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
@@ -277,6 +278,8 @@ def test_code_imports_read_off_the_bytecode_are_what_dis_reads():
     many = "def f():\n" + "".join(f"    x{i} = y{i}\n" for i in range(300)) + "    from m300 import z\n"
     [f] = [c for c in compile(many, "<many>", "exec").co_consts if isinstance(c, types.CodeType)]
     assert code_imports(f) == (Import("m300", 0, ("z",)),)
+    [g] = [c for c in compile(many.replace("from m300 import z", "z = 0"), "<many>", "exec").co_consts if isinstance(c, types.CodeType)]
+    assert dis.opmap["IMPORT_NAME"] in g.co_code[1::2] and code_imports(g) == ()  # the opcode's value as an argument: no import
 
 
 #: A kernel module with no import in its kernels' bodies but a library's: its keys are pinned (:data:`PINNED`).

@@ -28,12 +28,13 @@ class Import:
 _MEMO_LIMIT = 4096  # code objects remembered (a process spells a few hundred)
 _IMPORTS: dict[int, tuple[CodeType, tuple[Import, ...] | None]] = {}  # id(code) -> (it, its imports, None if unreadable)
 _IMPORT_NAME, _LOAD_CONST, _EXTENDED_ARG = dis.opmap["IMPORT_NAME"], dis.opmap["LOAD_CONST"], dis.opmap["EXTENDED_ARG"]
+_IMPORT_NAME_BYTE = bytes([_IMPORT_NAME])  # searched for in the whole code, not a copy of its opcodes: most code has none
 
 
 def code_imports(code: CodeType) -> tuple[Import, ...] | None:
     """The imports in ``code`` and the code of functions defined in it, in order; None when one cannot be read whole.
 
-    Code without an import (most kernel functions) costs one search of its opcodes; code with one,
+    Code without an import (most kernel functions) costs one search of its bytes; code with one,
     a decoding of the instructions before each ``IMPORT_NAME`` found (:func:`_own_imports`).
     """
     have = _IMPORTS.get(id(code))
@@ -48,9 +49,12 @@ def code_imports(code: CodeType) -> tuple[Import, ...] | None:
 
 def _read_into(found: list[Import], code: CodeType) -> bool:
     """Add the imports of ``code`` and of the code defined in it to ``found``, in order; False when one cannot be read."""
-    ops = code.co_code[0::2]  # the opcodes: every other byte
-    if ops.find(_IMPORT_NAME) >= 0:
-        own = _own_imports(code, ops)
+    raw = code.co_code
+    at = raw.find(_IMPORT_NAME_BYTE)
+    while at >= 0 and at & 1:  # an argument's byte (opcodes are at even offsets)
+        at = raw.find(_IMPORT_NAME_BYTE, at + 1)
+    if at >= 0:
+        own = _own_imports(code)
         if own is None:
             return False
         found += own
@@ -60,7 +64,7 @@ def _read_into(found: list[Import], code: CodeType) -> bool:
     return True
 
 
-def _own_imports(code: CodeType, ops: bytes) -> list[Import] | None:
+def _own_imports(code: CodeType) -> list[Import] | None:
     """The imports ``code`` itself makes: each ``IMPORT_NAME`` with the level and names of the two constants loaded before it.
 
     Python 3.9 to 3.13 compile every import statement so (``LOAD_CONST`` level, ``LOAD_CONST``
@@ -68,10 +72,11 @@ def _own_imports(code: CodeType, ops: bytes) -> list[Import] | None:
     is None: not read, so the caller keys nothing by it. Read off the bytes as
     :func:`tl_aot.call_keys.code_globals.loaded_globals` reads loads: ``dis``' instruction objects
     cost 0.1 ms for a kernel function importing from TileLang in its body, about what the rest of
-    its first lookup costs; here the opcodes (``ops``: every other byte) are searched with
-    ``bytes.find`` and only the instructions before each import decoded.
+    its first lookup costs; here the opcodes (every other byte) are searched with ``bytes.find``
+    and only the instructions before each import decoded.
     """
-    args = code.co_code[1::2]
+    raw = code.co_code
+    ops, args = raw[0::2], raw[1::2]
     found: list[Import] = []
     i = ops.find(_IMPORT_NAME)
     while i >= 0:
