@@ -37,7 +37,7 @@ def _global_names(code: types.CodeType) -> set[str]:
 
 def _imports(code: types.CodeType) -> list[tuple[str, int, Any]]:
     """Each import in ``code`` (and code defined in it): (module as written, level, names or None), by ``dis``."""
-    found, ins = [], list(dis.get_instructions(code))
+    found, ins = [], [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
     for i, x in enumerate(ins):
         if x.opname == "IMPORT_NAME":
             found.append((x.argval, ins[i - 2].argval, ins[i - 1].argval))
@@ -353,10 +353,12 @@ def _spell_function(fn: Any, depth: int) -> list[Any]:
         absolute = importlib.util.resolve_name("." * level + module, glb.get("__package__")) if level else module
         if ck._library(absolute):
             continue
-        if imported is None or absolute not in sys.modules:
-            raise ck.Unkeyable(name)  # a module in a local, or a module the body has not imported yet
+        if imported is None or "*" in imported or not isinstance(sys.modules.get(absolute), types.ModuleType):
+            raise ck.Unkeyable(name)  # a module in a local, every name, or a module the body has not imported yet
         for n in imported:
-            used[f"from {absolute} import {n}"] = _spell(getattr(sys.modules[absolute], n), depth - 1)
+            if n not in vars(sys.modules[absolute]):  # missing, or made by the module's __getattr__
+                raise ck.Unkeyable(name)
+            used[f"from {absolute} import {n}"] = _spell(vars(sys.modules[absolute])[n], depth - 1)
     defaults = [
         ["list", [_spell(x, depth - 1) for x in fn.__defaults__ or ()]],
         ["dict", [[_spell(k, depth - 1), _spell(x, depth - 1)] for k, x in (fn.__kwdefaults__ or {}).items()]],

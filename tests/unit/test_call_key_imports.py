@@ -9,16 +9,19 @@ the code reads.
 
 from __future__ import annotations
 
+import dis
 import importlib
 import json
 import sys
+import types
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("tilelang")
 
 from support.call_key_reference import reference_key  # noqa: E402
-from support.user_modules import keys_in_two_processes  # noqa: E402
+from support.user_modules import keys_in_two_processes, load_user_module  # noqa: E402
 
 from tl_aot.call_keys import key as ck  # noqa: E402
 from tl_aot.call_keys.code_imports import Import, code_imports  # noqa: E402
@@ -245,3 +248,122 @@ def test_import_keys_are_the_same_in_another_process(tmp_path):
     )
     keys = keys_in_two_processes(tmp_path, probe)
     assert len(keys) == 1 and [len(key) for key in next(iter(keys)).split()] == [32, 32, 32, 32], keys
+
+
+def test_a_value_imported_twice_is_spelled_once_as_json_writes_it(package):
+    """The body and a function defined in it importing the same value: one entry, the key byte for byte the reference's."""
+    again = "\n    def again():\n        from .tiles import BLOCK\n\n        return BLOCK\n\n    _ = again\n"
+    kernels = KERNELS.replace("def block():\n    from .tiles import BLOCK\n", "def block():\n    from .tiles import BLOCK\n" + again)
+    k = package("imp_twice", kernels=kernels)
+    pairs = json.loads(ck._function_text(k.block), object_pairs_hook=lambda items: items)
+    assert [name for name, _ in pairs[4]] == ["from imp_twice.tiles import BLOCK"]
+    assert call_key(k.through_a_helper, (256,), {}, "90") == reference_key(k.through_a_helper, (256,), {}, "90") is not None
+
+
+def test_a_name_only_the_modules_getattr_makes_leaves_the_call_unkeyed(package):
+    """``from .tiles import LAZY`` answered by the module's ``__getattr__``: not in its dict, so not keyed (never a guess)."""
+    tiles = TILES + "\n\ndef __getattr__(name):\n    if name == 'LAZY':\n        return 64\n    raise AttributeError(name)\n"
+    kernels = KERNELS.replace("from .tiles import BLOCK, SCALE", "from .tiles import LAZY as BLOCK, SCALE")
+    k = package("imp_lazy", tiles=tiles, kernels=kernels)
+    assert call_key(k.relative, (256,), {}, "90") is None
+    with pytest.raises(ck.Unkeyable):
+        reference_key(k.relative, (256,), {}, "90")
+    assert call_key(k.absolute, (256,), {}, "90") is not None
+
+
+def test_every_name_of_a_users_module_leaves_the_call_unkeyed(package, tmp_path):
+    """``from M import *`` (a syntax error in a ``def``, so only in code compiled as a module's): what it binds is not followed."""
+    package("imp_star")  # imp_star.tiles imported
+    script = tmp_path / "imp_star_body.py"
+    script.write_text("from imp_star.tiles import *\nresult = BLOCK * 2\n")
+    body = types.FunctionType(compile(script.read_text(), str(script), "exec"), {"__name__": "imp_star_body"})
+    assert call_key(body, (256,), {}, "90") is None
+    library = tmp_path / "imp_star_library.py"
+    library.write_text("from math import *\nresult = ceil(2.5)\n")
+    keyed = types.FunctionType(compile(library.read_text(), str(library), "exec"), {"__name__": "imp_star_library"})
+    assert call_key(keyed, (256,), {}, "90") is not None  # the standard library's names: covered by the versions
+
+
+def test_code_imports_read_off_the_bytecode_are_what_dis_reads():
+    """Every import of every code object of tl_aot (1,700: its lazy imports), one whose name needs an EXTENDED_ARG, and none
+    where the opcode's value is only an argument's byte."""
+
+    def by_dis(code: types.CodeType) -> list[Import]:
+        ins = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+        found = [Import(x.argval, ins[n - 2].argval, ins[n - 1].argval) for n, x in enumerate(ins) if x.opname == "IMPORT_NAME"]
+        return found + [i for c in code.co_consts if isinstance(c, types.CodeType) for i in by_dis(c)]
+
+    seen = 0
+    for path in sorted((Path(__file__).parents[2] / "tl_aot").rglob("*.py")):
+        code = compile(path.read_text(), str(path), "exec")
+        assert list(code_imports(code) or ()) == by_dis(code), path
+        seen += len(by_dis(code))
+    assert seen > 1000
+    many = "def f():\n" + "".join(f"    x{i} = y{i}\n" for i in range(300)) + "    from m300 import z\n"
+    [f] = [c for c in compile(many, "<many>", "exec").co_consts if isinstance(c, types.CodeType)]
+    assert code_imports(f) == (Import("m300", 0, ("z",)),)
+    [g] = [c for c in compile(many.replace("from m300 import z", "z = 0"), "<many>", "exec").co_consts if isinstance(c, types.CodeType)]
+    assert dis.opmap["IMPORT_NAME"] in g.co_code[1::2] and code_imports(g) == ()  # the opcode's value as an argument: no import
+
+
+#: A kernel module with no import in its kernels' bodies but a library's: its keys are pinned (:data:`PINNED`).
+FIXED = """
+import tilelang
+import tilelang.language as T
+
+BLOCK = 128
+
+
+def threads(n):
+    return min(n, BLOCK)
+
+
+def make(scale):
+    @tilelang.jit(out_idx=[-1])
+    def plain(N, bias=1.0):
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(T.ceildiv(N, BLOCK), threads=threads(N)) as bx:
+                for i in T.Parallel(BLOCK):
+                    Y[bx * BLOCK + i] = X[bx * BLOCK + i] * scale + bias
+
+        return main
+
+    return plain
+
+
+@tilelang.jit(out_idx=[-1])
+def library_only(N):
+    import tilelang.language as TL
+    from math import ceil
+
+    @TL.prim_func
+    def main(X: TL.Tensor((N,), "float32"), Y: TL.Tensor((N,), "float32")):
+        with TL.Kernel(ceil(N / 128), threads=128) as _:
+            for i in TL.Parallel(N):
+                Y[i] = X[i]
+
+    return main
+"""
+#: :data:`FIXED`'s function spellings and call keys (TileLang's version read as "0.0.test"), as tl_aot spelled them before
+#: it read imports (3aa16f5): libraries built then still serve these calls. Re-pinned only with a CALL_SCHEMA bump.
+PINNED = {
+    "plain": (
+        '["function","imp_fixed.make.<locals>.plain","5e15dff99b2c2b5f",{"scale":2.0},{"BLOCK":128,"T":["module","tilelang.language"],'
+        '"threads":["function","imp_fixed.threads","7b3c41b0f0c42674",{},{"BLOCK":128},[["list",[]],["dict",[]]]]},'
+        '[["list",[1.0]],["dict",[]]]]',
+        "a68784e525f40bf77fca607ac3bacf1c",
+    ),
+    "library_only": (
+        '["function","imp_fixed.library_only","0bd19a5692813e1e",{},{},[["list",[]],["dict",[]]]]',
+        "7b31dcacf159d75d3b58552ee5bde619",
+    ),
+}
+
+
+def test_a_kernel_without_a_users_import_keeps_the_key_it_had_before_imports_were_read(tmp_path, monkeypatch):
+    """No schema bump: a library built before imports were read still serves these calls (their keys, byte for byte, pinned)."""
+    monkeypatch.setattr(ck, "_VERSION", ["0.0.test"])
+    k = load_user_module(tmp_path, monkeypatch, "imp_fixed", FIXED)
+    for name, jit in (("plain", k.make(2.0)), ("library_only", k.library_only)):
+        assert (ck._function_text(jit), call_key(jit, (256,), {}, "90")) == PINNED[name], name

@@ -20,7 +20,8 @@ subclass of ``int``, ``float``, ``str``, ``tuple``, ``list`` or ``dict`` (a ``ty
 config, a ``str`` with methods) by its value and its classes' bodies (a named tuple's as its
 fields and defaults: :mod:`tl_aot.call_keys.namedtuple_parts`), so editing a method or a default
 moves the key. Anything that cannot be
-spelled the same way in every process (a tensor, a library's object, a class, a user's module, a
+spelled the same way in every process (a tensor, a library's object, a class, a user's module --
+``import M`` of one in the body too, or ``from M import`` of a module not imported yet -- a
 function without source) makes the call unkeyed:
 :func:`call_key` returns None and serving falls back to the request key. A call key never names
 another kernel: what the function could read that the key does not cover makes it None, never a
@@ -573,6 +574,8 @@ _USED: dict[tuple[int, int, int], _Kept] = {}
 def _spell_globals(code: CodeType, glb: dict[str, Any], depth: int, reads: Reads) -> _Kept:
     """The module globals ``code`` reads, spelled: kept per code object and module while every slot they read is unchanged.
 
+    The values it imports from the user's modules are entries of the same JSON object (:func:`_imported_texts`).
+
     A kernel factory makes a new ``@tilelang.jit`` function (a new closure over the same code) each
     time it is called; its globals -- the module's constants and helper functions, spelled
     recursively -- are the same objects each time, so they are re-checked (:meth:`Reads.unchanged`)
@@ -634,20 +637,22 @@ def _module_text(code: CodeType, name: str, module: types.ModuleType, depth: int
 
 
 def _imported_texts(code: CodeType, glb: dict[str, Any], depth: int, reads: Reads) -> list[tuple[str, str]]:
-    """What ``code``'s own imports read from the user's modules, spelled: ``("from M import a", value)`` for each name.
+    """What ``code``'s imports (its nested functions' too) read from the user's modules: ``("from M import a", value)`` pairs.
 
     A library's module (TileLang's, torch's, the standard library's) is covered by the versions in
     the key. From a user's module ``M`` (a relative import resolved against the function's
     package) each imported value is spelled as a global's is, read through ``sys.modules`` and
     ``M``'s dict, so a kept spelling is re-checked against both. Unkeyable: ``import M`` of a
     user's module (what the body reads off the module is not followed), ``M`` not imported yet
-    in this process (the body has not run: its trace serves the call), a name ``M`` lacks, a
-    submodule (a user's module is never spelled), an import the bytecode does not show whole.
+    in this process (the body has not run: its trace serves the call), a name ``M``'s dict lacks
+    (one its ``__getattr__`` would make), ``*``, a submodule (a user's module is never spelled), an
+    import the bytecode does not show whole. A value imported twice (by the body and a function
+    defined in it) is one pair: the key's JSON object has each name once, as ``json.dumps`` writes it.
     """
     imports = code_imports(code)
     if imports is None:
         raise Unkeyable(f"{code.co_name}: an import it makes is not read")
-    texts = []
+    texts: dict[str, str] = {}
     for imp in imports:
         if imp.level:
             package = reads.glob(glb, "__package__")
@@ -659,18 +664,21 @@ def _imported_texts(code: CodeType, glb: dict[str, Any], depth: int, reads: Read
             module_name = imp.module
         if _library(module_name):
             continue
-        if imp.names is None:
+        if imp.names is None or "*" in imp.names:  # a module in a local; or every name (compiled as a module's code only)
             raise Unkeyable(f"{code.co_name} imports the module {module_name}")
         module = reads.glob(sys.modules, module_name)
         if module is ABSENT or type(module) is not types.ModuleType:
             raise Unkeyable(f"{code.co_name} imports from {module_name}, not imported yet")
         held = vars(module)
         for name in imp.names:
+            entry = f"from {module_name} import {name}"
+            if entry in texts:  # imported again (a nested helper's own import): the same slots, the same value
+                continue
             value = reads.glob(held, name)
             if value is ABSENT:
                 raise Unkeyable(f"{code.co_name} imports {name} from {module_name}, which lacks it")
-            texts.append((f"from {module_name} import {name}", _text(value, depth, reads)))
-    return texts
+            texts[entry] = _text(value, depth, reads)
+    return list(texts.items())
 
 
 def _function_text(jit) -> str:
