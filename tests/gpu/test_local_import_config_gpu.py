@@ -1,9 +1,10 @@
-"""A kernel whose factory imports its sizes inside its body, served on the GPU; after the imported value is edited, never the old kernel.
+"""Kernels reading their sizes from the user's own module, served on the GPU; after a size is edited, never the old kernel.
 
 Kernel factories often import inside the function (``from .tiles import BLOCK``: an import cycle
-dodged). The call key spells what such an import reads: served, the call is answered before any
-trace; with ``tiles.py`` edited, the old library refuses the call instead of serving the kernel
-built for the old value, and ``capture --serve`` records only the changed kernel.
+dodged) or read a module imported at the top (``tiles.BLOCK``). The call key spells what either
+reads: served, every call is answered before any trace; with ``tiles.py`` edited, the old
+library refuses the calls instead of serving kernels built for the old value, and ``capture
+--serve`` records only the kernels that read it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ KERNELS = """
 import tilelang
 import tilelang.language as T
 
-from . import tiles  # noqa: F401 (the package's sizes, imported with it)
+from . import tiles
 
 
 @tilelang.jit(out_idx=[-1])
@@ -58,6 +59,18 @@ def shifted(N):
                     Y[bx * BLOCK + i] = X[bx * BLOCK + i] + 1.0
 
     return main
+
+
+@tilelang.jit(out_idx=[-1])
+def by_attribute(N):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, tiles.BLOCK), threads=tiles.BLOCK) as bx:
+            for i in T.Parallel(tiles.BLOCK):
+                if bx * tiles.BLOCK + i < N:
+                    Y[bx * tiles.BLOCK + i] = X[bx * tiles.BLOCK + i] - tiles.SCALE
+
+    return main
 """
 
 #: The workload: both kernels checked against torch with the scale as ``tiles.py`` holds it now.
@@ -69,6 +82,7 @@ from ops import kernels, tiles
 x = torch.arange(1000, dtype=torch.float32, device="cuda")
 assert torch.equal(kernels.scaled(1000)(x), x * tiles.SCALE)
 assert torch.equal(kernels.shifted(1000)(x), x + 1.0)
+assert torch.equal(kernels.by_attribute(1000)(x), x - tiles.SCALE)
 """
 
 
@@ -99,20 +113,20 @@ def test_a_kernel_importing_its_sizes_is_served_by_call_key_and_an_edited_size_i
 
     first, second = tmp_path / "first.json", tmp_path / "second.json"
     out = run_ok(tl_aot_argv("capture", "-o", first, "--", sys.executable, "workload.py"), tmp_path, env)
-    assert "2 kernels" in out.stdout, out.stdout + out.stderr
+    assert "3 kernels" in out.stdout, out.stdout + out.stderr
     build(first)
     served = serve()
     assert served.returncode == 0, served.stderr
     line = _serve_line(served)
-    assert "2 served, 0 compiled by the JIT, 0 refused" in line and re.search(r"\b2 kernels served before TileLang traced them", line), line
+    assert "3 served, 0 compiled by the JIT, 0 refused" in line and re.search(r"\b3 kernels served before TileLang traced them", line), line
 
     # the user edits the imported scale: the library built for 2.0 must not answer the call for 3.0
     (package / "tiles.py").write_text(textwrap.dedent(TILES).replace("SCALE = 2.0", "SCALE = 3.0"))
     refused = serve()
     assert refused.returncode != 0 and "KernelNotServed" in refused.stderr, refused.stderr[-2000:]
     proc = run_ok(tl_aot_argv("capture", "--serve", lib, "-o", second, "--", sys.executable, "workload.py"), tmp_path, env)
-    assert "1 compiled by TileLang's JIT" in proc.stdout, proc.stdout + proc.stderr  # only scaled's kernel is new
+    assert "2 compiled by TileLang's JIT" in proc.stdout, proc.stdout + proc.stderr  # scaled's and by_attribute's are new
     build(first, second)
     served = serve()
     assert served.returncode == 0, served.stderr
-    assert "2 served, 0 compiled by the JIT, 0 refused" in _serve_line(served)
+    assert "3 served, 0 compiled by the JIT, 0 refused" in _serve_line(served)
