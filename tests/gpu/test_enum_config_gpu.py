@@ -7,15 +7,13 @@ call instead of serving the kernel built for 2.0, and ``capture --serve`` record
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 import textwrap
 
 import pytest
-from support.helpers import run, run_ok, tl_aot_argv
+from support.served_project import ServedProject, serve_line
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 
 pytestmark = pytest.mark.gpu
 
@@ -61,43 +59,27 @@ for mode in kernels.Mode:
 """
 
 
-def _serve_line(proc) -> str:
-    return next(ln for ln in proc.stderr.splitlines() if ln.startswith("tl_aot serve"))
-
-
 def test_an_enum_configured_kernel_is_served_by_call_key_and_an_edited_value_is_never_served_stale(tmp_path, cache_dir):
     pytest.importorskip("tilelang")
     (tmp_path / "kernels.py").write_text(textwrap.dedent(KERNELS))
     (tmp_path / "workload.py").write_text(textwrap.dedent(WORKLOAD))
-    env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp_path / "jit-cache"))
-    major, minor = torch.cuda.get_device_capability()
-    arch = f"{major}{minor}{'a' if major >= 9 else ''}"
-    lib = tmp_path / "lib" / "libenums.so"
-
-    def build(*records):
-        captures = [a for r in records for a in ("--capture", r)]
-        argv = tl_aot_argv("build", *captures, "--arch", arch, "--name", "enums", "-o", lib.parent, "--cache-dir", cache_dir, "-q")
-        run_ok(argv, tmp_path)
-
-    def serve():
-        return run(tl_aot_argv("run", "--serve", lib.parent, "--strict", "--", sys.executable, "workload.py"), tmp_path, env)
-
+    project = ServedProject(tmp_path, "enums", cache_dir)
     first, second = tmp_path / "first.json", tmp_path / "second.json"
-    out = run_ok(tl_aot_argv("capture", "-o", first, "--", sys.executable, "workload.py"), tmp_path, env)
+    out = project.capture(first)
     assert "2 kernels" in out.stdout, out.stdout + out.stderr
-    build(first)
-    served = serve()
+    project.build(first)
+    served = project.serve()
     assert served.returncode == 0, served.stderr
-    line = _serve_line(served)
+    line = serve_line(served)
     assert "2 served, 0 compiled by the JIT, 0 refused" in line and re.search(r"\b2 kernels served before TileLang traced them", line), line
 
     # the user edits the enum's value: the library built for 2.0 must not answer the call for 3.0
     (tmp_path / "kernels.py").write_text(textwrap.dedent(KERNELS).replace("FAST = 2.0", "FAST = 3.0"))
-    refused = serve()
+    refused = project.serve()
     assert refused.returncode != 0 and "KernelNotServed" in refused.stderr, refused.stderr[-2000:]
-    proc = run_ok(tl_aot_argv("capture", "--serve", lib, "-o", second, "--", sys.executable, "workload.py"), tmp_path, env)
+    proc = project.capture(second, serve=True)
     assert "1 compiled by TileLang's JIT" in proc.stdout, proc.stdout + proc.stderr  # only FAST's kernel is new
-    build(first, second)
-    served = serve()
+    project.build(first, second)
+    served = project.serve()
     assert served.returncode == 0, served.stderr
-    assert "2 served, 0 compiled by the JIT, 0 refused" in _serve_line(served)
+    assert "2 served, 0 compiled by the JIT, 0 refused" in serve_line(served)

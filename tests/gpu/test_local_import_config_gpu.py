@@ -9,15 +9,13 @@ library refuses the calls instead of serving kernels built for the old value, an
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 import textwrap
 
 import pytest
-from support.helpers import run, run_ok, tl_aot_argv
+from support.served_project import ServedProject, serve_line
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 
 pytestmark = pytest.mark.gpu
 
@@ -73,7 +71,7 @@ def by_attribute(N):
     return main
 """
 
-#: The workload: both kernels checked against torch with the scale as ``tiles.py`` holds it now.
+#: The workload: the three kernels checked against torch with the scale as ``tiles.py`` holds it now.
 WORKLOAD = """
 import torch
 
@@ -86,10 +84,6 @@ assert torch.equal(kernels.by_attribute(1000)(x), x - tiles.SCALE)
 """
 
 
-def _serve_line(proc) -> str:
-    return next(ln for ln in proc.stderr.splitlines() if ln.startswith("tl_aot serve"))
-
-
 def test_a_kernel_importing_its_sizes_is_served_by_call_key_and_an_edited_size_is_never_served_stale(tmp_path, cache_dir):
     pytest.importorskip("tilelang")
     package = tmp_path / "ops"
@@ -98,35 +92,23 @@ def test_a_kernel_importing_its_sizes_is_served_by_call_key_and_an_edited_size_i
     (package / "tiles.py").write_text(textwrap.dedent(TILES))
     (package / "kernels.py").write_text(textwrap.dedent(KERNELS))
     (tmp_path / "workload.py").write_text(textwrap.dedent(WORKLOAD))
-    env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp_path / "jit-cache"))
-    major, minor = torch.cuda.get_device_capability()
-    arch = f"{major}{minor}{'a' if major >= 9 else ''}"
-    lib = tmp_path / "lib" / "libimports.so"
-
-    def build(*records):
-        captures = [a for r in records for a in ("--capture", r)]
-        argv = tl_aot_argv("build", *captures, "--arch", arch, "--name", "imports", "-o", lib.parent, "--cache-dir", cache_dir, "-q")
-        run_ok(argv, tmp_path)
-
-    def serve():
-        return run(tl_aot_argv("run", "--serve", lib.parent, "--strict", "--", sys.executable, "workload.py"), tmp_path, env)
-
+    project = ServedProject(tmp_path, "imports", cache_dir)
     first, second = tmp_path / "first.json", tmp_path / "second.json"
-    out = run_ok(tl_aot_argv("capture", "-o", first, "--", sys.executable, "workload.py"), tmp_path, env)
+    out = project.capture(first)
     assert "3 kernels" in out.stdout, out.stdout + out.stderr
-    build(first)
-    served = serve()
+    project.build(first)
+    served = project.serve()
     assert served.returncode == 0, served.stderr
-    line = _serve_line(served)
+    line = serve_line(served)
     assert "3 served, 0 compiled by the JIT, 0 refused" in line and re.search(r"\b3 kernels served before TileLang traced them", line), line
 
     # the user edits the imported scale: the library built for 2.0 must not answer the call for 3.0
     (package / "tiles.py").write_text(textwrap.dedent(TILES).replace("SCALE = 2.0", "SCALE = 3.0"))
-    refused = serve()
+    refused = project.serve()
     assert refused.returncode != 0 and "KernelNotServed" in refused.stderr, refused.stderr[-2000:]
-    proc = run_ok(tl_aot_argv("capture", "--serve", lib, "-o", second, "--", sys.executable, "workload.py"), tmp_path, env)
+    proc = project.capture(second, serve=True)
     assert "2 compiled by TileLang's JIT" in proc.stdout, proc.stdout + proc.stderr  # scaled's and by_attribute's are new
-    build(first, second)
-    served = serve()
+    project.build(first, second)
+    served = project.serve()
     assert served.returncode == 0, served.stderr
-    assert "3 served, 0 compiled by the JIT, 0 refused" in _serve_line(served)
+    assert "3 served, 0 compiled by the JIT, 0 refused" in serve_line(served)

@@ -27,6 +27,21 @@ from tl_aot.call_keys import key as ck  # noqa: E402
 from tl_aot.call_keys.code_imports import Import, code_imports  # noqa: E402
 from tl_aot.call_keys.key import call_key  # noqa: E402
 
+#: A kernel importing only from libraries in its body (TileLang, math): keyed as it was before imports were read.
+LIBRARY_ONLY = """@tilelang.jit(out_idx=[-1])
+def library_only(N):
+    import tilelang.language as TL
+    from math import ceil
+
+    @TL.prim_func
+    def main(X: TL.Tensor((N,), "float32"), Y: TL.Tensor((N,), "float32")):
+        with TL.Kernel(ceil(N / 128), threads=128) as _:
+            for i in TL.Parallel(N):
+                Y[i] = X[i]
+
+    return main
+"""
+
 TILES = """
 BLOCK = 128
 SCALE = 2.0
@@ -36,7 +51,8 @@ def threads(n):
     return min(n, BLOCK)
 """
 
-KERNELS = """
+KERNELS = (
+    """
 import tilelang
 import tilelang.language as T
 
@@ -97,19 +113,9 @@ def by_attribute(N):
     return main
 
 
-@tilelang.jit(out_idx=[-1])
-def library_only(N):
-    import tilelang.language as TL
-    from math import ceil
-
-    @TL.prim_func
-    def main(X: TL.Tensor((N,), "float32"), Y: TL.Tensor((N,), "float32")):
-        with TL.Kernel(ceil(N / 128), threads=128) as _:
-            for i in TL.Parallel(N):
-                Y[i] = X[i]
-
-    return main
 """
+    + LIBRARY_ONLY
+)
 
 ENTRIES = ("relative", "absolute", "through_a_helper", "by_attribute", "library_only")
 
@@ -307,7 +313,8 @@ def test_code_imports_read_off_the_bytecode_are_what_dis_reads():
 
 
 #: A kernel module with no import in its kernels' bodies but a library's: its keys are pinned (:data:`PINNED`).
-FIXED = """
+FIXED = (
+    """
 import tilelang
 import tilelang.language as T
 
@@ -332,19 +339,9 @@ def make(scale):
     return plain
 
 
-@tilelang.jit(out_idx=[-1])
-def library_only(N):
-    import tilelang.language as TL
-    from math import ceil
-
-    @TL.prim_func
-    def main(X: TL.Tensor((N,), "float32"), Y: TL.Tensor((N,), "float32")):
-        with TL.Kernel(ceil(N / 128), threads=128) as _:
-            for i in TL.Parallel(N):
-                Y[i] = X[i]
-
-    return main
 """
+    + LIBRARY_ONLY
+)
 #: :data:`FIXED`'s function spellings and call keys (TileLang's version read as "0.0.test"), as tl_aot spelled them before
 #: it read imports (3aa16f5): libraries built then still serve these calls. Re-pinned only with a CALL_SCHEMA bump.
 PINNED = {
