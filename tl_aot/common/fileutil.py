@@ -13,6 +13,7 @@ other way; ``tests/faultfs.py`` fails these writes, and their close, as a full d
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -143,7 +144,12 @@ def sweep_dead_temporaries(folder: Path, prefix: str) -> None:
 
 @contextlib.contextmanager
 def exclusive_lock(
-    path: StrPath, *, holder: str = "", log: Callable[[str], object] | None = None, remind_s: float = 30.0
+    path: StrPath,
+    *,
+    holder: str = "",
+    log: Callable[[str], object] | None = None,
+    remind_s: float = 30.0,
+    unsupported_ok: bool = False,
 ) -> Iterator[None]:
     """Hold an exclusive advisory lock on ``path`` (two builds of one library, or two capturing processes, take turns).
 
@@ -151,7 +157,9 @@ def exclusive_lock(
     to wait says who it waits for (``log``, default stderr), and again every ``remind_s`` seconds,
     naming a holder that is stopped. A holder that died released the lock with its last breath
     (``flock``), so the next one takes it at once. (tvm_ffi.utils.FileLock does the same, but
-    importing tvm_ffi imports torch: 1.3 s a no-op build cannot afford.)
+    importing tvm_ffi imports torch: 1.3 s a no-op build cannot afford.) ``unsupported_ok``: on a
+    file system without ``flock`` (some network folders) go on unlocked, for a lock that only saves
+    work, rather than fail.
     """
     import fcntl
 
@@ -172,6 +180,11 @@ def exclusive_lock(
                     say(_waiting_for(path, f))
                     waited_since = now
                 time.sleep(0.2)
+            except OSError as e:
+                if not unsupported_ok or e.errno not in _NO_FLOCK:
+                    raise
+                yield  # no locks here: the caller's work is safe without one, only not shared
+                return
         try:
             with contextlib.suppress(OSError):  # who holds it is for a waiting build's message; a full disk may refuse it
                 f.seek(0)
@@ -183,6 +196,10 @@ def exclusive_lock(
             with contextlib.suppress(OSError):
                 f.truncate(0)
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+#: What ``flock`` says on a file system that has no such locks.
+_NO_FLOCK = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 
 
 class _QuietClose:

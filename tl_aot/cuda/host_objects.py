@@ -11,8 +11,10 @@ build or a CI job with a warm cache links without compiling.
 Objects live in ``<cache>/.objects/<key>/`` (a dot folder: never read as a variant entry). Each is
 compiled in a private temporary folder beside it, its SHA-256 stored beside it, then renamed into
 place (so an object in the cache always has its digest) and checked on every read: a damaged,
-truncated or half-written object is compiled again, never linked. Builds sharing the cache that
-compile one key at once agree (the object is reproducible).
+truncated or half-written object is compiled again, never linked. Builds sharing the cache take
+turns on a key (``<cache>/.objects/<key>.lock``): one compiles it, the others find it made; builds
+on machines sharing a network folder whose locks do not hold agree anyway (the object is
+reproducible).
 """
 
 from __future__ import annotations
@@ -25,7 +27,15 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..common.fileutil import file_digest, install_verified, sweep_dead_temporaries, verified_file, write_file, write_if_different
+from ..common.fileutil import (
+    exclusive_lock,
+    file_digest,
+    install_verified,
+    sweep_dead_temporaries,
+    verified_file,
+    write_file,
+    write_if_different,
+)
 from ..common.fs_errors import filesystem_errors
 from .host_compile import compile_host, host_command
 from .toolchain import RUNTIME_SOURCES, RUNTIME_UNITS, compiler_id, compiler_launcher, find_cxx, run, run_making
@@ -171,12 +181,18 @@ def _cached(cache_root: Path, key: str, name: str, compile_in: Callable[[Path, s
     # A full or read-only cache (the sources written into tmp, the object renamed, its digest) is one line naming the file.
     with filesystem_errors("write", None, f"{what} needs room in the object cache {cache_root / OBJECTS_FOLDER}: {_FIX}"):
         folder.mkdir(parents=True, exist_ok=True)
-        sweep_dead_temporaries(folder, f".{name}.")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        try:
-            compile_in(tmp, name)
-            install_verified(tmp / name, obj)  # concurrent builds (or machines) sharing the cache agree
-        finally:
+        # One build compiles a key at a time: builds started together (a CMake project's libraries under ninja -j, two
+        # pip builds) wait for the first to compile the runtime instead of each compiling the same object beside it.
+        # The lock sits beside the key's folder (whose files are only objects, digests and a writer's temporaries).
+        with exclusive_lock(folder.parent / f"{key}.lock", holder=what, unsupported_ok=True):
+            if not force and verified_file(obj):  # compiled by the build this one waited for
+                return obj, False
+            sweep_dead_temporaries(folder, f".{name}.")
             shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            try:
+                compile_in(tmp, name)
+                install_verified(tmp / name, obj)  # machines sharing the cache (a network folder without locks) agree
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
     return obj, True

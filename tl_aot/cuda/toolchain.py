@@ -63,17 +63,21 @@ __all__ = [
 _REAPER = Path(__file__).parents[1] / "common" / "reaper.py"
 
 
-def run(cmd: list[str], *, what: str, cwd: StrPath | None = None, env: Mapping[str, str] | None = None) -> str:
+def run(cmd: list[str], *, what: str, cwd: StrPath | None = None, env: Mapping[str, str] | None = None, question: bool = False) -> str:
     """Run ``cmd``; raise :class:`FailedProcessError` with its output on failure, else return stdout.
 
     On Linux the tool runs under :mod:`tl_aot.common.reaper`: killing the build (SIGKILL included) kills
-    the tool and every process it started, so no compiler outlives a build.
+    the tool and every process it started, so no compiler outlives a build. A ``question`` (a tool's
+    ``--version``, its list of archs: answered in milliseconds, starting nothing) runs directly, in
+    the build's process group: the reaper, a Python of its own, cost more than the answer (~17 ms of
+    each no-op build's four).
     """
     path = (env or os.environ).get("PATH")
     if shutil.which(cmd[0], path=path) is None:
         msg = f"{what}: {cmd[0]} was not found"
         raise ToolchainNotFound(msg)
-    full = [sys.executable, "-I", "-S", str(_REAPER), str(os.getpid()), *cmd] if sys.platform == "linux" else list(cmd)
+    reaped = sys.platform == "linux" and not question
+    full = [sys.executable, "-I", "-S", str(_REAPER), str(os.getpid()), *cmd] if reaped else list(cmd)
     # An explicit environment, snapshotted under the GIL: with env=None the child execs on the C
     # ``environ`` itself, which a lowering thread importing TileLang may be rewriting at that moment
     # (seen as "Bad address" from exec when builds run threads beside each other).
@@ -148,7 +152,7 @@ def find_nvcc() -> str:
 @functools.cache
 def _nvcc_facts(nvcc: str) -> tuple[str, str]:
     """(version, include dir) of an nvcc, read from ``--version`` and ``--dryrun``."""
-    out = run([nvcc, "--version"], what=f"{Path(nvcc).name} --version")
+    out = run([nvcc, "--version"], what=f"{Path(nvcc).name} --version", question=True)
     m = re.search(r"release (\d+\.\d+), V([\d.]+)", out)
     version = m.group(2) if m else out.strip().splitlines()[-1]
     if Path(nvcc).name == "ptxas":  # the CUDA 12 pip compiler: headers from the wheels
@@ -193,7 +197,7 @@ def supported_archs_of(tk: Toolkit) -> frozenset:
 @functools.cache
 def _nvcc_archs(nvcc: str) -> frozenset:
     """``nvcc --list-gpu-arch`` as numbers."""
-    out = run([nvcc, "--list-gpu-arch"], what="nvcc --list-gpu-arch")
+    out = run([nvcc, "--list-gpu-arch"], what="nvcc --list-gpu-arch", question=True)
     nums = set()
     for line in out.split():
         m = re.fullmatch(r"compute_(\d+)[af]?", line.strip())
@@ -372,7 +376,7 @@ def version_text(cxx: str) -> str:
     with _VERSION_LOCK:
         if cxx not in _VERSION_TEXTS:
             try:
-                _VERSION_TEXTS[cxx] = run([cxx, "--version"], what=f"{Path(cxx).name} --version")
+                _VERSION_TEXTS[cxx] = run([cxx, "--version"], what=f"{Path(cxx).name} --version", question=True)
             except (TlAotError, OSError):
                 _VERSION_TEXTS[cxx] = ""
         return _VERSION_TEXTS[cxx]
