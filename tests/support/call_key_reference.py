@@ -371,6 +371,23 @@ def reference_text(v: Any, depth: int = ck._DEPTH) -> str:
     return json.dumps(_spell(v, depth), sort_keys=True, separators=(",", ":"))
 
 
+def _positional(jit: Any, n: int) -> list[Any]:
+    """The parameter name of each of ``n`` positional arguments (None past the named ones)."""
+    sig = getattr(getattr(jit, "func", None), "signature", None)
+    names = [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] if sig else []
+    return [*names, *[None] * n][:n]
+
+
+def _spell_arg(jit: Any, name: Any, v: Any) -> Any:
+    """An argument's spelling; a torch tensor given to an eager kernel's annotated tensor parameter by dtype, shape, strides."""
+    import torch
+
+    eager = getattr(jit, "mode", None) == "eager" and name in (getattr(getattr(jit, "func", None), "tensor_args", None) or {})
+    if eager and type(v) in (torch.Tensor, torch.nn.Parameter):
+        return ["tensor", str(v.dtype), list(v.shape), list(v.stride())]
+    return _spell(v, ck._ARG_DEPTH)
+
+
 def reference_key(jit: Any, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> str:
     """The key of ``jit(*args, **kwargs)`` on ``gpu`` as the whole material's ``json.dumps`` gives it, spelled afresh."""
     import tilelang
@@ -379,8 +396,8 @@ def reference_key(jit: Any, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: 
         "schema": ck.CALL_SCHEMA,
         "tilelang": str(tilelang.__version__),
         "function": _spell_function(jit, ck._DEPTH),
-        "args": _spell(list(args), ck._ARG_DEPTH),
-        "kwargs": _spell(dict(sorted(kwargs.items())), ck._ARG_DEPTH),
+        "args": ["list", [_spell_arg(jit, name, v) for name, v in zip(_positional(jit, len(args)), args)]],
+        "kwargs": ["dict", [[k, _spell_arg(jit, k, v)] for k, v in sorted(kwargs.items())]],
         "out_idx": _spell(jit.out_idx, 0),
         "backend": str(jit.execution_backend),
         "target": str(jit.target),

@@ -57,7 +57,7 @@ class ServedProject:
         out = ("--name", self.name, "-o", self.library.parent, "--cache-dir", self.cache_dir, "-q")
         run_ok(tl_aot_argv("build", *captures, "--arch", gpu_arch(), *out), self.root)
 
-    def serve(self) -> subprocess.CompletedProcess:
-        """``run --serve lib --strict -- python workload.py``, whatever its exit status."""
+    def serve(self, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """``run --serve lib --strict -- python workload.py`` (with ``env`` added), whatever its exit status."""
         argv = tl_aot_argv("run", "--serve", self.library.parent, "--strict", "--", sys.executable, "workload.py")
-        return run(argv, self.root, self._env())
+        return run(argv, self.root, {**self._env(), **(env or {})})

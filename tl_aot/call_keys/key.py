@@ -20,7 +20,8 @@ subclass of ``int``, ``float``, ``str``, ``tuple``, ``list`` or ``dict`` (a ``ty
 config, a ``str`` with methods) by its value and its classes' bodies (a named tuple's as its
 fields and defaults: :mod:`tl_aot.call_keys.namedtuple_parts`), so editing a method or a default
 moves the key. Anything that cannot be
-spelled the same way in every process (a tensor, a library's object, a class, a user's module --
+spelled the same way in every process (a tensor -- but one given to an eager kernel's tensor parameter, which
+TileLang reads only for its dtype, shape and strides, and which is spelled by them --, a library's object, a class, a user's module --
 ``import M`` of one in the body too, or ``from M import`` of a module not imported yet -- a
 function without source) makes the call unkeyed:
 :func:`call_key` returns None and serving falls back to the request key. A call key never names
@@ -34,6 +35,7 @@ import contextlib
 import enum
 import hashlib
 import importlib.util
+import inspect
 import sys
 import threading
 import types
@@ -711,12 +713,21 @@ def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> st
     """
     try:
         reads = Reads()  # the call's own values: spelled every time
+        tensors = _eager_tensor_params(jit)
         # a tuple: a list's JSON
-        args_text = f'["list",{encode_plain(args)}]' if all_plain(args) else _text(list(args), _ARG_DEPTH, reads)
+        if all_plain(args):
+            args_text = f'["list",{encode_plain(args)}]'
+        elif tensors:
+            names = tensors[0]
+            texts = [_arg_text(v, names[i] if i < len(names) else None, tensors[1], reads) for i, v in enumerate(args)]
+            args_text = f'["list",[{",".join(texts)}]]'
+        else:
+            args_text = _text(list(args), _ARG_DEPTH, reads)
         if all_plain(kwargs.values()):
             kwargs_text = encode_plain(sorted(kwargs.items()))  # (name, value) pairs: JSON arrays
         else:
-            kwargs_text = "[" + ",".join([f"[{json_str(k)},{_text(v, _ARG_DEPTH, reads)}]" for k, v in sorted(kwargs.items())]) + "]"
+            named = tensors[1] if tensors else frozenset()
+            kwargs_text = "[" + ",".join([f"[{json_str(k)},{_arg_text(v, k, named, reads)}]" for k, v in sorted(kwargs.items())]) + "]"
         configs = getattr(jit, "pass_configs", None)
         text = (
             f'{{"args":{args_text},"backend":{json_str(str(getattr(jit, "execution_backend", None)))}'
@@ -733,6 +744,44 @@ def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> st
 
 
 _NO_CONFIGS = '["dict",[]]'  # no pass configs: an empty dict's spelling
+
+#: The tensor types an eager kernel's tensor parameter is spelled for (:func:`_arg_text`), by module and name (torch is
+#: never imported here). A subclass of another module (a fake or distributed tensor) answers ``shape`` its own way: unkeyed.
+_TENSOR_TYPES = frozenset({("torch", "Tensor"), ("torch.nn.parameter", "Parameter")})
+
+
+def _eager_tensor_params(jit) -> tuple[tuple[str, ...], frozenset[str]] | None:
+    """An eager ``@tilelang.jit``'s positional parameter names and its tensor parameters; None for any other.
+
+    In eager mode (``A: T.Tensor((M, K), ...)`` annotations, ``T.const`` dims) TileLang traces the
+    body with its own placeholders for the tensor parameters, never the caller's tensors: the
+    prim_func depends on a tensor only through the dims it reads off its shape and strides, sized
+    by its dtype (``TirTemplate._parse_phase2_key``). A lazy function (or one whose mode TileLang
+    has not decided yet) is called with the tensors themselves, which it may read at will.
+    """
+    if getattr(jit, "mode", None) != "eager":
+        return None
+    func = getattr(jit, "func", None)
+    names = getattr(func, "tensor_args", None)
+    signature = getattr(func, "signature", None)
+    if not names or signature is None:
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = tuple(p.name for p in signature.parameters.values() if p.kind in kinds)
+    return positional, frozenset(names)
+
+
+def _arg_text(v: Any, name: str | None, tensors: frozenset[str], reads: Reads) -> str:
+    """An argument's spelling: a torch tensor given to an eager kernel's tensor parameter as what TileLang reads of it.
+
+    ``["tensor", dtype, shape, strides]``: the dims TileLang binds from it (``T.const``), by shape
+    or stride, and its dtype, by which a packed sub-byte tensor's last dim is scaled. Any other
+    argument, a tensor elsewhere included, is spelled as :func:`_text` spells it.
+    """
+    t = type(v)
+    if name in tensors and (t.__module__, t.__name__) in _TENSOR_TYPES:
+        return f'["tensor",{json_str(str(v.dtype))},{encode_plain(tuple(v.shape))},{encode_plain(tuple(v.stride()))}]'
+    return _text(v, _ARG_DEPTH, reads)
 
 
 _VERSION: list[str] = []  # TileLang's version, once read (a process runs one TileLang)
