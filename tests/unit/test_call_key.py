@@ -13,15 +13,12 @@ import pytest
 pytest.importorskip("tilelang")
 
 from support.call_key_reference import reference_key, reference_text  # noqa: E402
+from support.served_fakes import fake_library  # noqa: E402
 from support.user_modules import load_user_module  # noqa: E402
 
 from tl_aot.call_keys.key import call_key  # noqa: E402
 from tl_aot.capture.record import CaptureRecord  # noqa: E402
-from tl_aot.capture.record_specs import recorded_calls  # noqa: E402
 from tl_aot.capture.recorder import Capturer  # noqa: E402
-from tl_aot.common.arch import parse_arch  # noqa: E402
-from tl_aot.common.manifest_index import index_of  # noqa: E402
-from tl_aot.common.metadata import ArchVariant, LoweredEntry, Manifest  # noqa: E402
 from tl_aot.config.user_code import user_function  # noqa: E402
 from tl_aot.gpu.cuda_driver import emulating, gpu_identity  # noqa: E402
 from tl_aot.gpu.device import PROFILES, emulate  # noqa: E402
@@ -73,18 +70,8 @@ def traces(monkeypatch):
 
 
 def _library(record, request_key: str):
-    """A library holding the captured kernel (what ``build --capture`` makes of the record), calls included."""
-    variant = ArchVariant(request_key=request_key, arch=parse_arch("sm_90a"))
-    entry = LoweredEntry(variants=(variant,), capture_key=request_key, name="add_k", capture_name="add", function="captured", source="k.py")
-    manifest = Manifest(abi_version=0, library="fake", entries=(entry,), calls=recorded_calls([record], {request_key}))
-    return _Lib(index=index_of(manifest), tunings=(), signature=manifest.entry, path=record.parent / "libfake.so")
-
-
-class _Lib(types.SimpleNamespace):
-    """A loaded library's shape as serving reads it: its index, tunings, records, path and entries by name."""
-
-    def __getitem__(self, name: str):
-        return lambda *args: ("ran", name, args)
+    """A library holding the captured kernel as entry ``add_k``."""
+    return fake_library(record, request_key, "add_k", "add")
 
 
 def _capture(tmp_path, jit, n: int) -> str:
@@ -277,7 +264,6 @@ def test_a_kept_spelling_is_never_used_once_what_it_read_changed(kmod, change, a
 def test_global_names_read_off_the_bytes_are_what_dis_reads():
     """The key's global names come from a direct scan of the bytecode: the same set ``dis`` gives, for every code object of tl_aot."""
     import dis
-    import types
 
     from tl_aot.call_keys.code_globals import loaded_globals
 
