@@ -286,6 +286,8 @@ class Outcome:
     served_kernels: int | None = None  # kernels the library answered (tl_aot's report at exit; None: no report)
     served_misses: int | None = None  # requests it did not answer: kernels compiled or refused, tunings run or refused (must be 0)
     tilelang_compiles: int | None = None  # kernels TileLang's own cache gained during the served run (must be 0)
+    call_lookups: int | None = None  # requests the served run looked up by their call key, before TileLang traced them
+    traced_lookups: int | None = None  # requests it looked up by their traced prim_func (calls no call key could spell)
     gpu: bool = False  # captured on this machine's GPU: the example ran to its end, so its exit counts
     unfinished: str = ""  # "not finished: ..." / "not started: ..." (--budget), else ""
     seconds: float = 0.0
@@ -311,6 +313,13 @@ _EXCEPTION = re.compile(r"^([\w.]+(Error|Exception|Used|Served)|tl_aot: error)\b
 _SERVE_REPORT = re.compile(
     r"^tl_aot serve \(pid \d+\): (\d+) served, (\d+) compiled by the JIT, (\d+) refused; "
     r"tunings \d+ served, (\d+) run by TileLang, (\d+) refused",
+    re.MULTILINE,
+)
+
+
+# Its lookups, by path: "N lookups in T ms (A in T ms, X ms each by call key, B in T ms, Y ms each by a traced prim_func".
+_LOOKUPS = re.compile(
+    r"^tl_aot serve \(pid \d+\): .*?\b\d+ lookups in [\d.]+ ms.*? \((\d+) in [\d.]+ ms, [\d.]+ ms each by call key, (\d+) in ",
     re.MULTILINE,
 )
 
@@ -343,6 +352,14 @@ def served_counts(stderr: str) -> tuple[int, int] | None:
     if not reports:
         return None
     return sum(r[0] for r in reports), sum(sum(r[1:]) for r in reports)
+
+
+def served_lookups(stderr: str) -> tuple[int, int] | None:
+    """(lookups by call key, lookups by a traced prim_func) summed over the served processes' exit reports; None without one."""
+    reports = [(int(a), int(b)) for a, b in _LOOKUPS.findall(stderr)]
+    if not reports:
+        return None
+    return sum(r[0] for r in reports), sum(r[1] for r in reports)
 
 
 def tilelang_cache_entries(cache: Path) -> int:
@@ -435,6 +452,7 @@ def serve(o: Outcome, script: Path, lib_dir: Path, sweep: Sweep, control: RunCon
     cmd = [sys.executable, "-m", "tl_aot", "run", "--serve", str(lib_dir), "--strict", "--", *_command(script)]
     proc = control.run(cmd, script.parent, sweep.timeout, env=_env(sweep, tilelang_cache))
     counts = served_counts(proc.stderr)
+    lookups = served_lookups(proc.stderr)
     return replace(
         o,
         served={0: "pass", 124: "timed out"}.get(proc.returncode, f"exit {proc.returncode}"),
@@ -442,6 +460,8 @@ def serve(o: Outcome, script: Path, lib_dir: Path, sweep: Sweep, control: RunCon
         served_kernels=None if counts is None else counts[0],
         served_misses=None if counts is None else counts[1],
         tilelang_compiles=tilelang_cache_entries(tilelang_cache),
+        call_lookups=None if lookups is None else lookups[0],
+        traced_lookups=None if lookups is None else lookups[1],
     )
 
 
@@ -522,10 +542,17 @@ def _compiles_cell(o: Outcome) -> str:
     return f"{missed}, {o.tilelang_compiles} compiled by TileLang"
 
 
+def _lookups_cell(o: Outcome) -> str:
+    """The served run's lookups: ``by call key / traced`` (a traced one paid TileLang's trace of the prim_func first)."""
+    if o.call_lookups is None or o.traced_lookups is None:
+        return ""
+    return f"{o.call_lookups} / {o.traced_lookups}"
+
+
 def table(outcomes: list[Outcome], archs: list[str], *, served: bool = False) -> str:
     """The Markdown table of a sweep (with ``served``, the served run's columns)."""
     head = ["example", "captured", *[f"built sm_{a}" for a in archs]]
-    head += ["served run", "compiles while served"] if served else []
+    head += ["served run", "compiles while served", "lookups: by call key / traced"] if served else []
     head += ["left out / why"]
     rows = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for o in outcomes:
@@ -533,7 +560,7 @@ def table(outcomes: list[Outcome], archs: list[str], *, served: bool = False) ->
             f"`{o.example}`",
             f"{o.captured}{(' (driver)' if o.example in DRIVERS else ' (shim)') if o.shim else ''}",
             *[str(o.built.get(f"sm_{a}", 0)) for a in archs],
-            *([o.served, _compiles_cell(o)] if served else []),
+            *([o.served, _compiles_cell(o), _lookups_cell(o)] if served else []),
             _why(o).replace("|", "\\|"),
         ]
         rows.append("| " + " | ".join(cells) + " |")

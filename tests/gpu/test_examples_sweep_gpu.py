@@ -58,7 +58,10 @@ def test_the_gpu_sweep_captures_builds_for_the_gpu_and_serves_each_example_stric
     assert whole["tilelang_compiles"] == 0
     assert more["served"] == "exit 1" and more["served_misses"] == 1 and "KernelNotServed" in more["served_error"], more
     assert more["tilelang_compiles"] == 0  # refused, not compiled
+    # tilelang.compile of a prim_func the example built: no @tilelang.jit call to key, looked up by its prim_func
+    assert [(o["call_lookups"], o["traced_lookups"]) for o in (whole, more)] == [(0, 1), (0, 1)]
     rows = table.read_text().splitlines()
-    assert rows[0] == f"| example | captured | built {arch} | served run | compiles while served | left out / why |"
-    assert rows[2] == "| `elementwise/example_elementwise_add.py` | 1 | 1 | pass | 0 |  |"
-    assert rows[3].startswith("| `norm/rms_norm.py` | 1 | 1 | exit 1 | 1 not served, 0 compiled by TileLang | served run: ")
+    head = f"| example | captured | built {arch} | served run | compiles while served | lookups: by call key / traced | left out / why |"
+    assert rows[0] == head
+    assert rows[2] == "| `elementwise/example_elementwise_add.py` | 1 | 1 | pass | 0 | 0 / 1 |  |"
+    assert rows[3].startswith("| `norm/rms_norm.py` | 1 | 1 | exit 1 | 1 not served, 0 compiled by TileLang | 0 / 1 | served run: ")

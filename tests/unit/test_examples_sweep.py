@@ -11,7 +11,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.examples_sweep import SAMPLE, SAMPLE_MORE, Outcome, main, select, served_counts, table, tilelang_cache_entries  # noqa: E402
+from bench.examples_sweep import (  # noqa: E402
+    SAMPLE,
+    SAMPLE_MORE,
+    Outcome,
+    main,
+    select,
+    served_counts,
+    served_lookups,
+    table,
+    tilelang_cache_entries,
+)
 
 
 def test_the_table_says_per_example_what_was_captured_built_and_left_out_and_why():
@@ -97,7 +107,9 @@ def _served(example, **fields):
 
 def test_the_served_table_says_exit_and_compiles_seen_and_why_not_per_example():
     outcomes = [
-        _served("gemm/example_gemm.py", served="pass", served_kernels=2, served_misses=0, tilelang_compiles=0),
+        _served(
+            "gemm/example_gemm.py", served="pass", served_kernels=2, served_misses=0, tilelang_compiles=0, call_lookups=2, traced_lookups=0
+        ),
         _served(
             "flash_attention/example_mha_bwd_bshd.py",
             served="exit 1",
@@ -105,6 +117,8 @@ def test_the_served_table_says_exit_and_compiles_seen_and_why_not_per_example():
             served_kernels=1,
             served_misses=1,
             tilelang_compiles=0,
+            call_lookups=1,
+            traced_lookups=1,
             script_error="",
         ),
         _served("topk/example_topk.py", served="pass", served_misses=None, tilelang_compiles=1),
@@ -113,16 +127,19 @@ def test_the_served_table_says_exit_and_compiles_seen_and_why_not_per_example():
         Outcome("norm/rms_norm.py", gpu=True, unfinished="not started: the run's budget was spent after 451 s"),
     ]
     lines = table(outcomes, ["90a"], served=True).splitlines()
-    assert lines[0] == "| example | captured | built sm_90a | served run | compiles while served | left out / why |"
-    assert lines[2] == "| `gemm/example_gemm.py` | 2 | 2 | pass | 0 |  |"
+    assert (
+        lines[0]
+        == "| example | captured | built sm_90a | served run | compiles while served | lookups: by call key / traced | left out / why |"
+    )
+    assert lines[2] == "| `gemm/example_gemm.py` | 2 | 2 | pass | 0 | 2 / 0 |  |"
     assert lines[3] == (
-        "| `flash_attention/example_mha_bwd_bshd.py` | 2 | 2 | exit 1 | 1 not served, 0 compiled by TileLang "
+        "| `flash_attention/example_mha_bwd_bshd.py` | 2 | 2 | exit 1 | 1 not served, 0 compiled by TileLang | 1 / 1 "
         "| served run: tl_aot.serving.server.KernelNotServed: kernel 'main' is not in the library |"
     )
-    assert lines[4] == "| `topk/example_topk.py` | 2 | 2 | pass | no report, 1 compiled by TileLang |  |"  # a compile seen is never 0
-    assert lines[5] == "| `gdn/example_chunk_o.py` | 0 | 0 |  |  | capture run: ModuleNotFoundError: No module named 'fla' |"
-    assert lines[6].endswith("|  |  | not finished: the run's budget was spent after 451 s (during its build) |")
-    assert lines[7] == "| `norm/rms_norm.py` | 0 | 0 |  |  | not started: the run's budget was spent after 451 s |"
+    assert lines[4] == "| `topk/example_topk.py` | 2 | 2 | pass | no report, 1 compiled by TileLang |  |  |"  # a compile seen is never 0
+    assert lines[5] == "| `gdn/example_chunk_o.py` | 0 | 0 |  |  |  | capture run: ModuleNotFoundError: No module named 'fla' |"
+    assert lines[6].endswith("|  |  |  | not finished: the run's budget was spent after 451 s (during its build) |")
+    assert lines[7] == "| `norm/rms_norm.py` | 0 | 0 |  |  |  | not started: the run's budget was spent after 451 s |"
 
 
 def test_a_capture_run_that_failed_on_the_gpu_is_a_reason_even_with_kernels_recorded_but_not_on_the_cpu():
@@ -142,6 +159,20 @@ def test_the_served_counts_are_summed_over_every_served_process_and_none_without
     assert served_counts(stderr) == (4, 5)  # a tuning TileLang ran (or was refused) is compiles the library did not spare
     assert served_counts(lines[0]) == (3, 0)
     assert served_counts("Traceback (most recent call last):\nKilled") is None
+
+
+def test_the_served_lookups_are_counted_by_path_over_every_served_process():
+    """By call key or by a traced prim_func, as each served process's exit line says (its CPU figures or not)."""
+    line = (
+        "tl_aot serve (pid {pid}): 4 served, 0 compiled by the JIT, 0 refused; tunings 0 served, 0 run by TileLang, 0 refused; "
+        "{n} lookups in 16.1 ms{cpu} ({a} in 1.0 ms, 0.258 ms each by call key, {b} in 15.1 ms, 5.033 ms each by a traced "
+        "prim_func; kernel sources read from disk: 0 files in 0.0 ms of them; entries' first use 1.4 ms and the GPU's first "
+        "question 0.1 ms apart; 4 kernels served before TileLang traced them)"
+    )
+    cpu = ", 0.9 ms of CPU, 0 passes of the cyclic collector within (0 full)"
+    stderr = "\n".join(["ok", line.format(pid=1, n=4, cpu="", a=1, b=3), line.format(pid=2, n=7, cpu=cpu, a=7, b=0)])
+    assert served_lookups(stderr) == (8, 3)
+    assert served_lookups("tl_aot serve: no libraries") is None
 
 
 def test_the_tilelang_cache_count_is_its_kernel_entries(tmp_path):
