@@ -84,7 +84,7 @@ def test_lookup_bench_help_names_its_workloads_and_output_but_not_its_inner_proc
     """``python bench/lookup_cpu.py --help``, as its docstring runs it: the options a user passes, not the plumbing."""
     p = subprocess.run([sys.executable, str(ROOT / "bench" / "lookup_cpu.py"), "--help"], capture_output=True, text=True, check=False)
     assert p.returncode == 0, p.stderr
-    assert "{tileops,faithful}" in p.stdout and "--json OUT" in p.stdout and "--repeat" in p.stdout
+    assert "{tileops,faithful,eager}" in p.stdout and "--json OUT" in p.stdout and "--repeat" in p.stdout
     assert "--inner" not in p.stdout and "--record" not in p.stdout
 
 
