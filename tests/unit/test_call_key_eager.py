@@ -9,6 +9,9 @@ tensor subclass, an eager kernel's plain parameter) leaves the call unkeyed, as 
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+
 import pytest
 
 pytest.importorskip("tilelang")
@@ -151,3 +154,32 @@ def test_an_eager_call_is_served_without_tracing_and_another_shape_is_traced(tmp
             assert len(traces) == traced + 1 and active._active.stats.served_untraced == 1
         finally:
             uninstall(active._installed[0])
+
+
+def test_capture_names_each_function_called_with_no_call_key_and_why(tmp_path, kmod, capsys):
+    """A lazy kernel given a tensor is recorded without a call key: the capture says which function, and what it could not spell."""
+    from tl_aot.capture.record_parts import ProcessReport
+    from tl_aot.frontends.cli_workload import _say_unkeyed
+
+    lazy = kmod("lazy_d", LAZY).scale_by
+    k = kmod("eager_d")
+    x, y = _xy(64, 32)
+    with emulating("90"):
+        cap = Capturer(tmp_path / "r.json", compile_for_real=False)
+        with intercepting(Interception(cap._on_request, name="capture")):
+            for n in (8, 16):  # two calls of one function, for one reason: named once
+                lazy.initialize_jit_mode(torch.randn(n), 2.0)
+                lazy.compile(torch.randn(n), 2.0)
+            _eager(k.make(16), x, y, 2.0).compile(x, y, 2.0)  # keyed: not named
+        cap.flush()
+    report = cap.process_report()
+    assert report.unkeyed == (("lazy_d.scale_by", "Tensor value"),)
+    assert ProcessReport.from_json(json.loads(json.dumps(asdict(report)))) == report  # as the capture's processes report it
+    _say_unkeyed([report, report])  # two processes, the same function: named once
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("tl_aot capture: 1 @tilelang.jit function(s) called with no call key (") and "after TileLang traces" in err[0]
+    assert err[1:] == ["  lazy_d.scale_by: Tensor value"]
+    many = ProcessReport(pid=1, unkeyed=tuple((f"m.f{i}", "module tiles") for i in range(10)))
+    _say_unkeyed([many])
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("tl_aot capture: 10 @tilelang.jit function(s)") and len(err) == 10 and err[-1] == "  ... and 2 more"

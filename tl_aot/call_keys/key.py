@@ -54,7 +54,7 @@ from .code_source import code_source_digest
 from .key_json import PLAIN, all_plain, encode_plain, float_text, json_str
 from .spelling_reads import ABSENT, EMPTY_CELL, Reads
 
-__all__ = ["CALL_SCHEMA", "call_key", "Unkeyable"]
+__all__ = ["CALL_SCHEMA", "call_key", "keyed_call", "Unkeyable"]
 
 #: Bumped when what the key covers changes (a call recorded under another schema is a miss: the schema is
 #: part of the digested material, so an old record's key is never equal to a new one, whatever it spelled).
@@ -703,9 +703,15 @@ def _function_text(jit) -> str:
 
 
 def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> str | None:
-    """The key of ``jit(*args, **kwargs)`` (a ``JITImpl`` compile) on ``gpu`` (:func:`tl_aot.gpu.cuda_driver.gpu_identity`).
+    """The key of ``jit(*args, **kwargs)`` on ``gpu``, or None when it cannot be keyed (:func:`keyed_call`)."""
+    return keyed_call(jit, args, kwargs, gpu)[0]
 
-    None when it cannot be keyed. The key is the SHA-256 of the call's material as JSON (keys
+
+def keyed_call(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> tuple[str | None, str]:
+    """``(key, "")`` of ``jit(*args, **kwargs)`` (a ``JITImpl`` compile) on ``gpu`` (:func:`tl_aot.gpu.cuda_driver.gpu_identity`).
+
+    ``(None, why)`` when it cannot be keyed, ``why`` naming what could not be spelled (``Tensor value``,
+    ``module tiles``, ...): capture reports it. The key is the SHA-256 of the call's material as JSON (keys
     sorted, no spaces): ``args``, ``backend``, ``compile_flags``, ``function``
     (:func:`_function_text`, kept between calls), ``gpu``, ``kwargs`` (sorted by name),
     ``out_idx``, ``pass_configs``, ``schema``, ``target``, ``target_host``, ``tilelang``. The
@@ -738,9 +744,11 @@ def call_key(jit, args: tuple[Any, ...], kwargs: dict[str, Any], gpu: str) -> st
             f',"schema":{CALL_SCHEMA},"target":{json_str(str(getattr(jit, "target", None)))}'
             f',"target_host":{json_str(str(getattr(jit, "target_host", None)))},"tilelang":{json_str(_tilelang_version())}}}'
         )
-    except Exception:  # noqa: BLE001 (Unkeyable, RecursionError, or whatever a user's object's hooks raise: isinstance asks __class__)
-        return None  # unkeyed: served by its traced prim_func, which is exact
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    except Unkeyable as e:
+        return None, str(e)  # unkeyed: served by its traced prim_func, which is exact
+    except Exception as e:  # noqa: BLE001 (RecursionError, or whatever a user's object's hooks raise: isinstance asks __class__)
+        return None, f"{type(e).__name__}: {e}"[:200]
+    return hashlib.sha256(text.encode()).hexdigest()[:32], ""
 
 
 _NO_CONFIGS = '["dict",[]]'  # no pass configs: an empty dict's spelling

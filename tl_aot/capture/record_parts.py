@@ -102,12 +102,13 @@ class ProcessReport:
     unrecorded: tuple[tuple[str, str], ...] = ()  # (kernel, why) of every request that could not be recorded
     tunings_unrecorded: tuple[tuple[str, str], ...] = ()  # (tuning, why) of autotuner choices that could not be recorded
     flush_error: str = ""  # what kept the last flush from being written, if anything
+    unkeyed: tuple[tuple[str, str], ...] = ()  # (@tilelang.jit function, why) of recorded calls with no call key, once each
 
     @classmethod
     def from_json(cls, data: JsonMapping) -> ProcessReport:
         """Read one back (lists as tuples; unknown keys, from another tl_aot, ignored)."""
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        for k in ("unrecorded", "tunings_unrecorded"):
+        for k in ("unrecorded", "tunings_unrecorded", "unkeyed"):
             known[k] = tuple(tuple(x) for x in known.get(k, ()))
         return cls(**known)
 

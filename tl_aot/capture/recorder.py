@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..call_keys.key import call_key
+from ..call_keys.key import keyed_call
 from ..common.errors import TlAotError
 from ..common.fileutil import StrPath
 from ..common.json_types import JsonObject
@@ -85,6 +85,7 @@ class Capturer:
         self.counts = {"requests": 0, "served": 0, "compiled": 0, "lowered": 0}
         self.unrecorded: list[tuple[str, str]] = []  # (kernel, why)
         self.tunings_unrecorded: list[tuple[str, str]] = []  # (tuning, why)
+        self.unkeyed: dict[tuple[str, str], None] = {}  # (@tilelang.jit function, why it has no call key), in order met
         self._checked: set[str] = set()  # keys whose round trip was checked in this process
         self._lowered: set[str] = set()  # keys lowered here for their device code
         self._lock = threading.RLock()
@@ -121,9 +122,11 @@ class Capturer:
             }
             if tilelang_headers:
                 item["tilelang_headers"] = tilelang_headers
-            call = call_key(jit_call.jit, jit_call.args, jit_call.kwargs, gpu_identity()) if jit_call is not None else None
+            call, why = keyed_call(jit_call.jit, jit_call.args, jit_call.kwargs, gpu_identity()) if jit_call is not None else (None, "")
             if call:
                 item["calls"] = [call]  # serving answers this @tilelang.jit call before TileLang traces it
+            elif why:
+                self.unkeyed.setdefault((str(origin.get("jit", req.name)), why))  # served only after TileLang traces it
             hooked = source_hook_problem()  # process state, not the request's: asked at every compile
             if hooked:
                 item["unfaithful"] = hooked
@@ -226,6 +229,7 @@ class Capturer:
             unrecorded=tuple(self.unrecorded),
             tunings_unrecorded=tuple(self.tunings_unrecorded),
             flush_error=self.writer.error,
+            unkeyed=tuple(self.unkeyed),
         )
 
     def record_device_code(self, key: str, code: DeviceCode) -> None:

@@ -74,10 +74,37 @@ def cmd_capture(args) -> int:
             print(f"tl_aot capture: {len(items)} {what}(s) NOT recorded (a build from this record will not hold them):", file=sys.stderr)
             for name, why in items:
                 print(f"  {name}: {why}", file=sys.stderr)
+    _say_unkeyed(merged.reports)
     if unrecorded and code == 0 and not getattr(args, "keep_going", False):
         print("tl_aot capture: failing: kernels were left out of the record (--keep-going accepts that)", file=sys.stderr)
         return 1
     return code
+
+
+#: How many functions the capture names when it says which calls have no call key (the rest are counted).
+_UNKEYED_SHOWN = 8
+
+
+def _say_unkeyed(reports) -> None:
+    """Name the ``@tilelang.jit`` functions whose calls were recorded with no call key, and what their key could not spell.
+
+    Such a call is still served, exactly, but only after TileLang has traced its prim_func (a few
+    ms to tens of ms a lookup, where a call key costs a fraction of one): worth knowing when a
+    library is served in latency-bound processes.
+    """
+    seen = dict.fromkeys(x for r in reports for x in r.unkeyed)
+    if not seen:
+        return
+    functions = len({name for name, _ in seen})
+    print(
+        f"tl_aot capture: {functions} @tilelang.jit function(s) called with no call key (served, such a call is looked up "
+        "only after TileLang traces its prim_func; docs/guide/capture.md says what a call key spells); what each could not spell:",
+        file=sys.stderr,
+    )
+    for name, why in list(seen)[:_UNKEYED_SHOWN]:
+        print(f"  {name}: {why}", file=sys.stderr)
+    if len(seen) > _UNKEYED_SHOWN:
+        print(f"  ... and {len(seen) - _UNKEYED_SHOWN} more", file=sys.stderr)
 
 
 def _served_libraries(where: str, verb: str) -> Path:
