@@ -19,7 +19,7 @@ from ..config.values import spell
 if TYPE_CHECKING:
     from .seam import JitCall
 
-__all__ = ["caller_origin", "jit_origin", "jit_text", "origin_text", "request_device"]
+__all__ = ["caller_origin", "jit_name", "jit_origin", "jit_text", "origin_text", "request_device"]
 
 
 def caller_origin() -> JsonObject:
@@ -37,8 +37,7 @@ def jit_origin(jit_call: JitCall | None) -> JsonObject:
     if jit_call is None:
         return {}
     jit, args, kwargs = jit_call
-    fn = getattr(getattr(jit, "func", None), "orig_func", None)
-    out: JsonObject = {"jit": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"}
+    out: JsonObject = {"jit": jit_name(jit)}
     spelled: dict[str, str] = {}
     for k, v in {**{str(i): a for i, a in enumerate(args)}, **kwargs}.items():
         try:
@@ -47,6 +46,12 @@ def jit_origin(jit_call: JitCall | None) -> JsonObject:
             spelled[k] = type(v).__name__
     out["args"] = spelled
     return out
+
+
+def jit_name(jit: object) -> str:
+    """A ``@tilelang.jit`` object's function as ``module.qualname``, e.g. ``tileops.kernels.gemm._gemm_main``."""
+    fn = getattr(getattr(jit, "func", None), "orig_func", None)
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
 
 
 def _tensor_text(value: object) -> str:

@@ -23,7 +23,7 @@ from ..common.fileutil import StrPath
 from ..common.gc_pause import gc_paused
 from ..common.json_types import JsonObject
 from .misses import miss_message
-from .server import Server, Stats
+from .server import TRACED_KEPT, Server, Stats
 
 if TYPE_CHECKING:
     from ..jit.seam import CompileRequest, Interception, JitCall
@@ -213,9 +213,34 @@ def install_from_env() -> None:
             ),
             file=sys.stderr,
         )
+        for line in traced_lines(st):
+            print(line, file=sys.stderr)
 
     on_import("tilelang.jit", start)
     atexit.register(report)
+
+
+#: the functions the exit line names, the rest counted
+TRACED_SHOWN = 8
+
+
+def traced_lines(st: Stats) -> list[str]:
+    """What the exit line adds when kernels were served only after TileLang traced them: each function, and why.
+
+    Such a request is served exactly, but its lookup hashed a prim_func TileLang traced first (ms
+    where a call key costs a fraction of one): what to fix when a library serves latency-bound
+    processes (``tl_aot capture`` says the same of what it recorded).
+    """
+    if not st.traced:
+        return []
+    lines = [
+        f"tl_aot serve: {len(st.traced)}{'+' if len(st.traced) >= TRACED_KEPT else ''} function(s) served only after "
+        "TileLang traced their prim_func (docs/guide/capture.md says what a call key spells); why no call key answered each:"
+    ]
+    lines += [f"  {name}: {why}" for name, why in list(st.traced.items())[:TRACED_SHOWN]]
+    if len(st.traced) > TRACED_SHOWN:
+        lines.append(f"  ... and {len(st.traced) - TRACED_SHOWN} more")
+    return lines
 
 
 def _cpu_words(st: Stats) -> str:

@@ -69,6 +69,9 @@ class Stats:
     first_use_s: float = 0.0  # entries made ready on first use: the record parsed, the function found
     gpu_first_s: float = 0.0  # the process's first question to the GPU: the NVIDIA driver loaded, the device's traits read
     missed: dict[str, str] = field(default_factory=dict)  # kernel name -> key
+    #: served only after TileLang traced the prim_func: ``@tilelang.jit`` function (else prim_func) -> why no call key
+    #: answered it (what the key could not spell, or that no library recorded it), first reason met, at most TRACED_KEPT
+    traced: dict[str, str] = field(default_factory=dict)
     #: this GPU's model, when it is none the libraries were captured on: call keys are not used on it (see answer_call)
     other_model: str = ""
 
@@ -77,7 +80,8 @@ class Server:
     """Prebuilt kernels by capture key, from one or more libraries."""
 
     def __init__(self, libraries: Iterable[Library], *, strict: bool = False, capturing: bool = False, cpu_time: bool = False) -> None:
-        self._call_key: Callable[..., str | None] | None = None  # tl_aot.call_keys.key.call_key: see prepare_lookups
+        # tl_aot.call_keys.key.keyed_call: (key, why none), see prepare_lookups
+        self._call_key: Callable[..., tuple[str | None, str]] | None = None
         # what an entry's first use builds (tl_aot.jit.seam.CompileRequest, .served_kernel.ServedKernel): see prepare_lookups
         self._kinds: tuple[type[CompileRequest], type[ServedKernel]] | None = None
         self._gpu_asked = False  # whether a lookup asked current_gpu_identity() (its first answer loads the driver)
@@ -100,6 +104,8 @@ class Server:
         self.calls: dict[str, str] = {}  # call key -> request key (tl_aot.call_keys.key)
         self.captured_on: frozenset[str] = frozenset()  # the GPU models the libraries' kernels were captured on
         self._calls_answer: dict[int, bool] = {}  # device -> whether call keys answer on it (its model was captured)
+        # id(JitCall) -> (function, why no call key answered it): the call's request, traced next, says if it is served
+        self._unanswered: dict[int, tuple[JitCall, str, str]] = {}
         self.libraries: list[Library] = []
         self.add(libraries)
 
@@ -131,13 +137,13 @@ class Server:
         self._call_keys()
         self.keys  # noqa: B018 (made now)
 
-    def _call_keys(self) -> Callable[..., str | None]:
-        """:func:`tl_aot.call_keys.key.call_key`, imported (with what a first answer uses) on first use."""
+    def _call_keys(self) -> Callable[..., tuple[str | None, str]]:
+        """:func:`tl_aot.call_keys.key.keyed_call`, imported (with what a first answer uses) on first use."""
         if self._call_key is None:
-            from ..call_keys.key import call_key
+            from ..call_keys.key import keyed_call
             from ..common import metadata, metadata_json  # noqa: F401 (an entry's first use parses its record)
 
-            self._call_key = call_key
+            self._call_key = keyed_call
             self._answer_kinds()
         return self._call_key
 
@@ -211,7 +217,7 @@ class Server:
         if answers is None:
             answers = self._calls_answer[gpu.device] = self._calls_answer_on(gpu)
         jit, args, kwargs = jit_call.jit, jit_call.args, jit_call.kwargs
-        key = call_key(jit, args, kwargs, identity) if identity and answers else None
+        key, why = call_key(jit, args, kwargs, identity) if identity and answers else (None, "")
         request_key = self.calls.get(key) if key else None
         hit = self.index.get(request_key) if request_key else None
         served = None
@@ -222,7 +228,30 @@ class Server:
                 served = self._first_served(request_key, hit, jit_call)
                 t0, c0 = self._first_use(t0, c0, t1, c1)
         self._looked_up(t0, c0, by_call=True)
+        if served is None and (key or why):
+            self._note_unanswered(jit_call, why if key is None else _NOT_RECORDED if request_key is None else _NO_IMAGE)
         return served
+
+    def _note_unanswered(self, jit_call: JitCall, why: str) -> None:
+        """Keep why ``jit_call``'s key did not answer it until its traced request is looked up (:meth:`lookup`)."""
+        if len(self._unanswered) >= 256:  # requests that never came (their trace failed): dropped, never grown without end
+            self._unanswered.clear()
+        from ..jit.request_origin import jit_name
+
+        self._unanswered[id(jit_call)] = (jit_call, jit_name(jit_call.jit), why)  # the call held: its id not reused meanwhile
+
+    def _traced_and_served(self, req: CompileRequest, jit_call: JitCall | None) -> None:
+        """Count a request served only after TileLang traced it: its function and why its call did not answer it."""
+        if jit_call is None:
+            name, why = req.name, _NO_JIT_CALL
+        else:
+            from ..jit.request_origin import jit_name
+
+            held = self._unanswered.pop(id(jit_call), None)
+            name, why = (held[1], held[2]) if held is not None and held[0] is jit_call else (jit_name(jit_call.jit), _NOT_ASKED)
+        traced = self.stats.traced
+        if name not in traced and len(traced) < TRACED_KEPT:
+            traced[name] = why
 
     def _calls_answer_on(self, gpu: Gpu) -> bool:
         """Whether call keys may answer on ``gpu``: its model is one the libraries were captured on (or unknown).
@@ -270,6 +299,8 @@ class Server:
                     served = self._served[key] = (self._kinds or self._answer_kinds())[1](lib[name], name, lib, req)
                     t0, c0 = self._first_use(t0, c0, t1, c1)
         self._looked_up(t0, c0)
+        if served is not None and not self.capturing:
+            self._traced_and_served(req, jit_call)
         return served, key
 
     def _ask_gpu(self, t0: float, c0: float) -> tuple[float, float]:
@@ -353,6 +384,14 @@ class Server:
             return proceed()
         finally:
             self.tuning_now.pop()
+
+
+#: the functions :attr:`Stats.traced` names (the exit line shows fewer: :func:`tl_aot.serving.active.traced_lines`)
+TRACED_KEPT = 64
+_NOT_RECORDED = "its call key is none the libraries recorded (captured through other calls, or a value the key reads differs)"
+_NO_IMAGE = "its call key's kernel has no image for this GPU"
+_NOT_ASKED = "no call key was asked for it (the libraries record none, or this GPU's model is none they were captured on)"
+_NO_JIT_CALL = "compiled by tilelang.compile (or TileLang's profiler or autotuner), not by a @tilelang.jit call, which a call key spells"
 
 
 def _gc_passes() -> tuple[int, int]:

@@ -1,0 +1,114 @@
+"""A served process names each function whose kernels were served only after TileLang traced them, and why no call key answered.
+
+Such a request is served exactly, but its lookup hashes a prim_func TileLang has traced first:
+milliseconds where a call key costs a fraction of one. The exit line says which functions and
+why (what the key could not spell, a key no library recorded, a ``tilelang.compile``), so a
+library author knows what to change for latency-bound processes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("tilelang")
+torch = pytest.importorskip("torch")
+
+from support.served_fakes import fake_library  # noqa: E402
+from support.user_modules import load_user_module  # noqa: E402
+
+from tl_aot.capture.record import CaptureRecord  # noqa: E402
+from tl_aot.capture.recorder import Capturer  # noqa: E402
+from tl_aot.gpu.cuda_driver import emulating  # noqa: E402
+from tl_aot.jit.seam import Interception, intercepting, jit_module, uninstall  # noqa: E402
+from tl_aot.serving import active  # noqa: E402
+from tl_aot.serving import server as serving  # noqa: E402
+from tl_aot.serving.server import Stats  # noqa: E402
+
+KERNELS = """
+import tilelang
+import tilelang.language as T
+
+NOTE = "captured"
+
+
+def _body(N, scale):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(N):
+                B[i] = A[i] * scale
+
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def scale_by(N, scale):
+    assert NOTE  # read by the factory, not the kernel: the call key covers it, the prim_func does not
+    return _body(N, scale)
+
+
+@tilelang.jit(out_idx=[-1])
+def scale_like(X, scale):
+    return _body(X.shape[0], scale)  # a lazy kernel given a tensor: no call key spells it
+"""
+
+
+def _compile(jit, *args):
+    jit.initialize_jit_mode(*args)
+    return jit.compile(*args)
+
+
+def test_the_exit_line_names_each_function_served_after_a_trace_and_why(tmp_path, monkeypatch):
+    import tilelang
+
+    k = load_user_module(tmp_path, monkeypatch, "traced_k", KERNELS)
+    x = torch.randn(32)
+    with emulating("90"):
+        cap = Capturer(tmp_path / "r.json", compile_for_real=False)
+        with intercepting(Interception(cap._on_request, name="capture")):
+            _compile(k.scale_by, 64, 2.0)
+            _compile(k.scale_like, x, 2.0)
+            prim = k.scale_by.get_tir(16, 3.0)
+            tilelang.compile(prim, out_idx=[-1], target="cuda")
+        cap.flush()
+        kernels = CaptureRecord.load(tmp_path / "r.json").kernels
+        assert len(kernels) == 3
+        libraries = [fake_library(tmp_path / "r.json", key, f"k{i}", "main") for i, key in enumerate(kernels)]
+        monkeypatch.setattr(active, "_installed", [])
+        monkeypatch.setattr(active, "_active", serving.Server(libraries, strict=True))
+        active._patch(jit_module())
+        try:
+            st = active._active.stats
+            _compile(k.scale_by, 64, 2.0)  # by its call key: nothing to name
+            assert (st.lookups, st.call_lookups, st.traced) == (1, 1, {})
+            monkeypatch.setattr(k, "NOTE", "edited")  # the key changes, the kernel does not
+            _compile(k.scale_by, 64, 2.0)
+            _compile(k.scale_like, x, 2.0)
+            _compile(k.scale_like, torch.randn(32), 2.0)  # the same function again: named once
+            tilelang.compile(prim, out_idx=[-1], target="cuda")
+            assert (st.served, st.served_untraced, st.refused) == (5, 1, 0)
+            with pytest.raises(serving.KernelNotServed):
+                _compile(k.scale_like, torch.randn(48), 2.0)  # not served: a miss, reported as one, not named here
+        finally:
+            uninstall(active._installed[0])
+    assert st.traced == {
+        "traced_k.scale_by": serving._NOT_RECORDED,
+        "traced_k.scale_like": "Tensor value",
+        "main": serving._NO_JIT_CALL,
+    }
+    lines = active.traced_lines(st)
+    assert lines[0].startswith("tl_aot serve: 3 function(s) served only after TileLang traced their prim_func")
+    assert lines[1:] == [
+        f"  traced_k.scale_by: {serving._NOT_RECORDED}",
+        "  traced_k.scale_like: Tensor value",
+        f"  main: {serving._NO_JIT_CALL}",
+    ]
+
+
+def test_the_exit_line_shows_eight_functions_and_counts_the_rest():
+    st = Stats(traced={f"m.f{i}": "module tiles" for i in range(serving.TRACED_KEPT)})
+    lines = active.traced_lines(st)
+    assert lines[0].startswith(f"tl_aot serve: {serving.TRACED_KEPT}+ function(s)")  # more may have been met, not kept
+    assert lines[1:-1] == [f"  m.f{i}: module tiles" for i in range(active.TRACED_SHOWN)]
+    assert lines[-1] == f"  ... and {serving.TRACED_KEPT - active.TRACED_SHOWN} more"
+    assert active.traced_lines(Stats()) == []  # every kernel by call key: the exit line alone
