@@ -288,6 +288,7 @@ class Outcome:
     tilelang_compiles: int | None = None  # kernels TileLang's own cache gained during the served run (must be 0)
     call_lookups: int | None = None  # requests the served run looked up by their call key, before TileLang traced them
     traced_lookups: int | None = None  # requests it looked up by their traced prim_func (calls no call key could spell)
+    traced_why: tuple[str, ...] = ()  # "function: why no call key answered it", as the served processes named them at exit
     gpu: bool = False  # captured on this machine's GPU: the example ran to its end, so its exit counts
     unfinished: str = ""  # "not finished: ..." / "not started: ..." (--budget), else ""
     seconds: float = 0.0
@@ -318,6 +319,7 @@ _SERVE_REPORT = re.compile(
 
 
 # Its lookups, by path: "N lookups in T ms (A in T ms, X ms each by call key, B in T ms, Y ms each by a traced prim_func".
+_TRACED_HEAD = re.compile(r"^tl_aot serve: \d+\+? function\(s\) served only after TileLang traced")
 _LOOKUPS = re.compile(
     r"^tl_aot serve \(pid \d+\): .*?\b\d+ lookups in [\d.]+ ms.*? \((\d+) in [\d.]+ ms, [\d.]+ ms each by call key, (\d+) in ",
     re.MULTILINE,
@@ -352,6 +354,19 @@ def served_counts(stderr: str) -> tuple[int, int] | None:
     if not reports:
         return None
     return sum(r[0] for r in reports), sum(sum(r[1:]) for r in reports)
+
+
+def traced_why(stderr: str) -> tuple[str, ...]:
+    """Each ``function: why`` the served processes named below their exit line (served only after a trace), once each."""
+    named: dict[str, None] = {}
+    lines = stderr.splitlines()
+    for i, line in enumerate(lines):
+        if _TRACED_HEAD.match(line):
+            for item in lines[i + 1 :]:
+                if not item.startswith("  ") or item.startswith("  ... and "):
+                    break
+                named.setdefault(item.strip())
+    return tuple(named)
 
 
 def served_lookups(stderr: str) -> tuple[int, int] | None:
@@ -462,6 +477,7 @@ def serve(o: Outcome, script: Path, lib_dir: Path, sweep: Sweep, control: RunCon
         tilelang_compiles=tilelang_cache_entries(tilelang_cache),
         call_lookups=None if lookups is None else lookups[0],
         traced_lookups=None if lookups is None else lookups[1],
+        traced_why=traced_why(proc.stderr),
     )
 
 
@@ -469,7 +485,7 @@ def finished_outcome(path: Path) -> Outcome | None:
     """The outcome an earlier run wrote at ``path`` if it finished (neither stopped by its budget nor unreadable), else None."""
     try:
         fields = json.loads(path.read_text())
-        o = Outcome(**{**fields, "left_out": tuple(fields.get("left_out", ()))})
+        o = Outcome(**{**fields, "left_out": tuple(fields.get("left_out", ())), "traced_why": tuple(fields.get("traced_why", ()))})
     except (OSError, ValueError, TypeError):
         return None
     return None if o.unfinished else o
@@ -546,7 +562,8 @@ def _lookups_cell(o: Outcome) -> str:
     """The served run's lookups: ``by call key / traced`` (a traced one paid TileLang's trace of the prim_func first)."""
     if o.call_lookups is None or o.traced_lookups is None:
         return ""
-    return f"{o.call_lookups} / {o.traced_lookups}"
+    why = f" (traced: {'; '.join(o.traced_why)})" if o.traced_why else ""
+    return f"{o.call_lookups} / {o.traced_lookups}{why}"
 
 
 def table(outcomes: list[Outcome], archs: list[str], *, served: bool = False) -> str:

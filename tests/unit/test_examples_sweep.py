@@ -21,6 +21,7 @@ from bench.examples_sweep import (  # noqa: E402
     served_lookups,
     table,
     tilelang_cache_entries,
+    traced_why,
 )
 
 
@@ -173,6 +174,20 @@ def test_the_served_lookups_are_counted_by_path_over_every_served_process():
     stderr = "\n".join(["ok", line.format(pid=1, n=4, cpu="", a=1, b=3), line.format(pid=2, n=7, cpu=cpu, a=7, b=0)])
     assert served_lookups(stderr) == (8, 3)
     assert served_lookups("tl_aot serve: no libraries") is None
+
+
+def test_the_functions_served_after_a_trace_are_read_once_each_and_shown_with_the_lookups():
+    """The lines each served process prints below its exit line, one per function: read once each, in the table's cell."""
+    block = [
+        "tl_aot serve: 2 function(s) served only after TileLang traced their prim_func (...); why no call key answered each:",
+        "  main: compiled by tilelang.compile",
+        "  ex.matmul: Tensor value",
+    ]
+    stderr = "\n".join(["ok", *block, "Traceback (most recent call last):", *block[:2], "  ... and 3 more", "  main: not read"])
+    assert traced_why(stderr) == ("main: compiled by tilelang.compile", "ex.matmul: Tensor value")
+    assert traced_why("tl_aot serve (pid 1): 1 served, ...") == ()
+    o = _served("x.py", served="pass", served_misses=0, tilelang_compiles=0, call_lookups=4, traced_lookups=1, traced_why=("main: why",))
+    assert table([o], ["90a"], served=True).splitlines()[2] == "| `x.py` | 2 | 2 | pass | 0 | 4 / 1 (traced: main: why) |  |"
 
 
 def test_the_tilelang_cache_count_is_its_kernel_entries(tmp_path):
