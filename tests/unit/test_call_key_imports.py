@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("tilelang")
 
 from support.call_key_reference import reference_key  # noqa: E402
-from support.user_modules import keys_in_two_processes, load_user_module  # noqa: E402
+from support.user_modules import keys_in_two_processes, load_user_module, write_source  # noqa: E402
 
 from tl_aot.call_keys import key as ck  # noqa: E402
 from tl_aot.call_keys.code_imports import Import, code_imports  # noqa: E402
@@ -128,9 +128,9 @@ def package(tmp_path, monkeypatch):
     def load(name: str, tiles: str = TILES, kernels: str = KERNELS):
         folder = tmp_path / name
         folder.mkdir(exist_ok=True)
-        (folder / "__init__.py").write_text("")
-        (folder / "tiles.py").write_text(tiles)
-        (folder / "kernels.py").write_text(kernels.replace("PKG", name))
+        write_source(folder / "__init__.py", "")
+        write_source(folder / "tiles.py", tiles)
+        write_source(folder / "kernels.py", kernels.replace("PKG", name))
         for module in [m for m in sys.modules if m == name or m.startswith(f"{name}.")]:
             monkeypatch.delitem(sys.modules, module)
         importlib.invalidate_caches()
