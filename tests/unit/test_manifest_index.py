@@ -134,7 +134,7 @@ def test_call_keys_answer_only_on_the_gpu_models_the_library_was_captured_on():
     def answer(profile):
         lib, _ = _library(m)
         server = Server([lib])
-        server._call_key = lambda *_: call.key  # the call the capture recorded
+        server._call_key = lambda *_: (call.key, "")  # the call the capture recorded (keyed_call: key, why none)
         with emulate(find_profile(profile)):
             return server.answer_call(JitCall(jit, (), {})), server.stats
 
