@@ -145,7 +145,7 @@ def test_call_keys_answer_only_on_the_gpu_models_the_library_was_captured_on():
     older = dataclasses.replace(m, entries=tuple(dataclasses.replace(e, captured_on=()) for e in m.entries))
     lib, _ = _library(older)
     server = Server([lib])
-    server._call_key = lambda *_: call.key
+    server._call_key = lambda *_: (call.key, "")
     with emulate(find_profile("H200")):  # a library that does not say where it was captured: answered as ever
         assert server.answer_call(JitCall(jit, (), {})) is not None
 
