@@ -17,6 +17,8 @@ import pytest
 from support.helpers import ROOT, child_env, run
 from support.sweep_examples import ONLY, stand_in, write_examples
 
+from tl_aot.serving.server import _NO_JIT_CALL
+
 pytestmark = pytest.mark.gpu
 
 SERVED_WHOLE = stand_in(
@@ -60,8 +62,10 @@ def test_the_gpu_sweep_captures_builds_for_the_gpu_and_serves_each_example_stric
     assert more["tilelang_compiles"] == 0  # refused, not compiled
     # tilelang.compile of a prim_func the example built: no @tilelang.jit call to key, looked up by its prim_func
     assert [(o["call_lookups"], o["traced_lookups"]) for o in (whole, more)] == [(0, 1), (0, 1)]
+    # the served run names it, and why (a refused request is a miss, not named)
+    assert [w.split(": ", 1)[1] for w in whole["traced_why"]] == [_NO_JIT_CALL] and more["traced_why"] == [], whole
     rows = table.read_text().splitlines()
     head = f"| example | captured | built {arch} | served run | compiles while served | lookups: by call key / traced | left out / why |"
     assert rows[0] == head
-    assert rows[2] == "| `elementwise/example_elementwise_add.py` | 1 | 1 | pass | 0 | 0 / 1 |  |"
+    assert rows[2] == f"| `elementwise/example_elementwise_add.py` | 1 | 1 | pass | 0 | 0 / 1 (traced: {whole['traced_why'][0]}) |  |"
     assert rows[3].startswith("| `norm/rms_norm.py` | 1 | 1 | exit 1 | 1 not served, 0 compiled by TileLang | 0 / 1 | served run: ")
