@@ -10,7 +10,30 @@ from tl_aot.common.arch import parse_arch
 from tl_aot.common.manifest_index import index_of
 from tl_aot.common.metadata import ArchVariant, LoweredEntry, Manifest
 
-__all__ = ["FakeLibrary", "fake_library"]
+__all__ = ["LAZY_SCALE", "FakeLibrary", "fake_library"]
+
+
+#: A user's module with a lazy ``@tilelang.jit`` kernel that reads the tensor it is given (its shape): no call key spells
+#: such a call, so serving answers it by its traced prim_func. ``_body`` builds the prim_func for a size.
+LAZY_SCALE = """
+import tilelang
+import tilelang.language as T
+
+
+def _body(N, scale):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(N):
+                B[i] = A[i] * scale
+
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def scale_by(X, scale):
+    return _body(X.shape[0], scale)
+"""
 
 
 class FakeLibrary(types.SimpleNamespace):

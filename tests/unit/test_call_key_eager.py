@@ -18,7 +18,7 @@ pytest.importorskip("tilelang")
 torch = pytest.importorskip("torch")
 
 from support.call_key_reference import reference_key  # noqa: E402
-from support.served_fakes import fake_library  # noqa: E402
+from support.served_fakes import LAZY_SCALE, fake_library  # noqa: E402
 from support.user_modules import load_user_module  # noqa: E402
 
 from tl_aot.call_keys.key import call_key  # noqa: E402
@@ -49,23 +49,7 @@ def make(block):
     return axpy
 """
 
-LAZY = """
-import tilelang
-import tilelang.language as T
-
-
-@tilelang.jit(out_idx=[-1])
-def scale_by(X, scale):
-    N = X.shape[0]
-
-    @T.prim_func
-    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
-        with T.Kernel(1, threads=128) as _:
-            for i in T.Parallel(N):
-                B[i] = A[i] * scale
-
-    return main
-"""
+LAZY = LAZY_SCALE  # a tensor given to a lazy kernel: unkeyed
 
 
 @pytest.fixture

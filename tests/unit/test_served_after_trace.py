@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("tilelang")
 torch = pytest.importorskip("torch")
 
-from support.served_fakes import fake_library  # noqa: E402
+from support.served_fakes import LAZY_SCALE, fake_library  # noqa: E402
 from support.user_modules import load_user_module  # noqa: E402
 
 from tl_aot.capture.record import CaptureRecord  # noqa: E402
@@ -24,33 +24,19 @@ from tl_aot.serving import active  # noqa: E402
 from tl_aot.serving import server as serving  # noqa: E402
 from tl_aot.serving.server import Stats  # noqa: E402
 
-KERNELS = """
-import tilelang
-import tilelang.language as T
+KERNELS = (
+    LAZY_SCALE  # scale_by: a lazy kernel given a tensor, which no call key spells
+    + """
 
 NOTE = "captured"
 
 
-def _body(N, scale):
-    @T.prim_func
-    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
-        with T.Kernel(1, threads=128) as _:
-            for i in T.Parallel(N):
-                B[i] = A[i] * scale
-
-    return main
-
-
 @tilelang.jit(out_idx=[-1])
-def scale_by(N, scale):
+def scale_n(N, scale):
     assert NOTE  # read by the factory, not the kernel: the call key covers it, the prim_func does not
     return _body(N, scale)
-
-
-@tilelang.jit(out_idx=[-1])
-def scale_like(X, scale):
-    return _body(X.shape[0], scale)  # a lazy kernel given a tensor: no call key spells it
 """
+)
 
 
 def _compile(jit, *args):
@@ -66,9 +52,9 @@ def test_the_exit_line_names_each_function_served_after_a_trace_and_why(tmp_path
     with emulating("90"):
         cap = Capturer(tmp_path / "r.json", compile_for_real=False)
         with intercepting(Interception(cap._on_request, name="capture")):
-            _compile(k.scale_by, 64, 2.0)
-            _compile(k.scale_like, x, 2.0)
-            prim = k.scale_by.get_tir(16, 3.0)
+            _compile(k.scale_n, 64, 2.0)
+            _compile(k.scale_by, x, 2.0)
+            prim = k.scale_n.get_tir(16, 3.0)
             tilelang.compile(prim, out_idx=[-1], target="cuda")
         cap.flush()
         kernels = CaptureRecord.load(tmp_path / "r.json").kernels
@@ -79,28 +65,28 @@ def test_the_exit_line_names_each_function_served_after_a_trace_and_why(tmp_path
         active._patch(jit_module())
         try:
             st = active._active.stats
-            _compile(k.scale_by, 64, 2.0)  # by its call key: nothing to name
+            _compile(k.scale_n, 64, 2.0)  # by its call key: nothing to name
             assert (st.lookups, st.call_lookups, st.traced) == (1, 1, {})
             monkeypatch.setattr(k, "NOTE", "edited")  # the key changes, the kernel does not
-            _compile(k.scale_by, 64, 2.0)
-            _compile(k.scale_like, x, 2.0)
-            _compile(k.scale_like, torch.randn(32), 2.0)  # the same function again: named once
+            _compile(k.scale_n, 64, 2.0)
+            _compile(k.scale_by, x, 2.0)
+            _compile(k.scale_by, torch.randn(32), 2.0)  # the same function again: named once
             tilelang.compile(prim, out_idx=[-1], target="cuda")
             assert (st.served, st.served_untraced, st.refused) == (5, 1, 0)
             with pytest.raises(serving.KernelNotServed):
-                _compile(k.scale_like, torch.randn(48), 2.0)  # not served: a miss, reported as one, not named here
+                _compile(k.scale_by, torch.randn(48), 2.0)  # not served: a miss, reported as one, not named here
         finally:
             uninstall(active._installed[0])
     assert st.traced == {
-        "traced_k.scale_by": serving._NOT_RECORDED,
-        "traced_k.scale_like": "Tensor value",
+        "traced_k.scale_n": serving._NOT_RECORDED,
+        "traced_k.scale_by": "Tensor value",
         "main": serving._NO_JIT_CALL,
     }
     lines = active.traced_lines(st)
     assert lines[0].startswith("tl_aot serve: 3 function(s) served only after TileLang traced their prim_func")
     assert lines[1:] == [
-        f"  traced_k.scale_by: {serving._NOT_RECORDED}",
-        "  traced_k.scale_like: Tensor value",
+        f"  traced_k.scale_n: {serving._NOT_RECORDED}",
+        "  traced_k.scale_by: Tensor value",
         f"  main: {serving._NO_JIT_CALL}",
     ]
 
