@@ -98,3 +98,26 @@ def test_the_exit_line_shows_eight_functions_and_counts_the_rest():
     assert lines[1:-1] == [f"  m.f{i}: module tiles" for i in range(active.TRACED_SHOWN)]
     assert lines[-1] == f"  ... and {serving.TRACED_KEPT - active.TRACED_SHOWN} more"
     assert active.traced_lines(Stats()) == []  # every kernel by call key: the exit line alone
+
+
+def test_a_call_whose_trace_never_comes_does_not_pin_its_arguments():
+    """Why a call was not answered is kept until its traced request is looked up; a trace that fails never comes, and the
+    call's arguments (tensors, on a GPU) must not stay alive with it."""
+    import gc
+    import weakref
+    from types import SimpleNamespace
+
+    from tl_aot.gpu.device import emulate, find_profile
+    from tl_aot.jit.seam import JitCall
+
+    server = serving.Server([])
+    server.calls = {"another call": "its request"}  # the libraries record calls: this one is asked its key
+    server._call_key = lambda *_: (None, "Tensor value")
+    big = torch.empty(1 << 20)
+    gone = weakref.ref(big)
+    with emulate(find_profile("H100-SXM")):
+        assert server.answer_call(JitCall(SimpleNamespace(func=None), (big,), {})) is None
+    del big
+    gc.collect()
+    assert gone() is None, "the unanswered call kept its tensor alive"
+    assert len(server._unanswered) == 1  # its reason, until its request comes (or 256 have gathered)

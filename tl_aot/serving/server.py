@@ -19,6 +19,7 @@ import gc
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -105,7 +106,7 @@ class Server:
         self.captured_on: frozenset[str] = frozenset()  # the GPU models the libraries' kernels were captured on
         self._calls_answer: dict[int, bool] = {}  # device -> whether call keys answer on it (its model was captured)
         # id(JitCall) -> (function, why no call key answered it): the call's request, traced next, says if it is served
-        self._unanswered: dict[int, tuple[JitCall, str, str]] = {}
+        self._unanswered: dict[int, tuple[weakref.ref[JitCall], str, str]] = {}
         self.libraries: list[Library] = []
         self.add(libraries)
 
@@ -238,7 +239,8 @@ class Server:
             self._unanswered.clear()
         from ..jit.request_origin import jit_name
 
-        self._unanswered[id(jit_call)] = (jit_call, jit_name(jit_call.jit), why)  # the call held: its id not reused meanwhile
+        # a weak reference: a call whose trace failed never pins its arguments (tensors); its id, reused, is told apart
+        self._unanswered[id(jit_call)] = (weakref.ref(jit_call), jit_name(jit_call.jit), why)
 
     def _traced_and_served(self, req: CompileRequest, jit_call: JitCall | None) -> None:
         """Count a request served only after TileLang traced it: its function and why its call did not answer it."""
@@ -248,7 +250,7 @@ class Server:
             from ..jit.request_origin import jit_name
 
             held = self._unanswered.pop(id(jit_call), None)
-            name, why = (held[1], held[2]) if held is not None and held[0] is jit_call else (jit_name(jit_call.jit), _NOT_ASKED)
+            name, why = (held[1], held[2]) if held is not None and held[0]() is jit_call else (jit_name(jit_call.jit), _NOT_ASKED)
         traced = self.stats.traced
         if name not in traced and len(traced) < TRACED_KEPT:
             traced[name] = why
