@@ -18,6 +18,7 @@ from pathlib import Path
 from ..capture.record import CaptureRecord
 from ..capture.record_parts import PARTS_ENV, capture_summary, merge_parts, parts_dir
 from ..common.errors import TlAotError
+from ..common.why_listing import why_lines
 from ..gpu.device import find_profile
 from ..runtime.manifest_file import index_of_file, manifest_of_file
 from ..serving.startup import environment
@@ -101,10 +102,8 @@ def _say_unkeyed(reports) -> None:
         "only after TileLang traces its prim_func; docs/guide/capture.md says what a call key spells); what each could not spell:",
         file=sys.stderr,
     )
-    for name, why in list(seen)[:_UNKEYED_SHOWN]:
-        print(f"  {name}: {why}", file=sys.stderr)
-    if len(seen) > _UNKEYED_SHOWN:
-        print(f"  ... and {len(seen) - _UNKEYED_SHOWN} more", file=sys.stderr)
+    for line in why_lines(seen, _UNKEYED_SHOWN):
+        print(line, file=sys.stderr)
 
 
 def _served_libraries(where: str, verb: str) -> Path:

@@ -22,6 +22,7 @@ from ..common.errors import KernelNotServed, TlAotError
 from ..common.fileutil import StrPath
 from ..common.gc_pause import gc_paused
 from ..common.json_types import JsonObject
+from ..common.why_listing import why_lines
 from .misses import miss_message
 from .server import TRACED_KEPT, Server, Stats
 
@@ -237,10 +238,7 @@ def traced_lines(st: Stats) -> list[str]:
         f"tl_aot serve: {len(st.traced)}{'+' if len(st.traced) >= TRACED_KEPT else ''} function(s) served only after "
         "TileLang traced their prim_func (docs/guide/capture.md says what a call key spells); why no call key answered each:"
     ]
-    lines += [f"  {name}: {why}" for name, why in list(st.traced.items())[:TRACED_SHOWN]]
-    if len(st.traced) > TRACED_SHOWN:
-        lines.append(f"  ... and {len(st.traced) - TRACED_SHOWN} more")
-    return lines
+    return lines + why_lines(st.traced.items(), TRACED_SHOWN)
 
 
 def _cpu_words(st: Stats) -> str:
