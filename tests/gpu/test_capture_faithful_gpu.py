@@ -71,6 +71,9 @@ def test_captured_kernels_serve_the_jits_results_bit_for_bit(tmp_path, cache_dir
     assert "5 served, 0 compiled by the JIT, 0 refused" in run.stderr
     assert "; 4 kernels served before TileLang traced them)" in run.stderr
     jit, served = torch.load(tmp_path / "jit.pt"), torch.load(tmp_path / "served.pt")
-    for name in ("gemm", "fwd", "dk", "dv", "bmm_fp8_persistent", "attn_persistent"):
-        assert torch.equal(jit[name], served[name]), name
-    torch.testing.assert_close(jit["dq"], served["dq"], rtol=1e-3, atol=1e-3)  # atomics: summation order varies per run
+    # every output that differs, by how much (a one-off mismatch names its kernel); dq is summed by atomics, whose order
+    # varies per run (JIT against JIT too: 6e-5 to 1.2e-4 over twelve runs on an H200), so it is compared within 1e-3
+    exact = ("gemm", "fwd", "dk", "dv", "bmm_fp8_persistent", "attn_persistent")
+    differ = {n: (jit[n].float() - served[n].float()).abs().max().item() for n in exact if not torch.equal(jit[n], served[n])}
+    assert not differ, f"served outputs differ from the JIT's (max abs difference): {differ}"
+    torch.testing.assert_close(jit["dq"], served["dq"], rtol=1e-3, atol=1e-3)
