@@ -24,6 +24,7 @@ from ..common.errors import LoweringError
 from ..common.fileutil import StrPath, file_digest
 from ..common.user_frames import format_user_error
 from .import_guard import guarded_import
+from .source_imports import FromSource, import_from_source
 
 __all__ = [
     "local_dependencies",
@@ -275,10 +276,6 @@ def _forget(files: set[str], root: Path, names: list[str]) -> None:
     for f in files:
         with contextlib.suppress(ValueError):
             candidates.add(_module_name(Path(f), root))
-        # Python trusts a .pyc whose source has the same size and mtime second: an edit saved within
-        # the second it was imported would be lowered as the old code. Compile them from source.
-        with contextlib.suppress(OSError, ValueError, NotImplementedError):
-            Path(importlib.util.cache_from_source(f)).unlink(missing_ok=True)
     ours = set()
     for f in files:
         with contextlib.suppress(ValueError):
@@ -338,6 +335,7 @@ def import_kernel_file(
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
     private = f"_tl_aot_kernel_{path.stem}_{digest}"
     _forget(files, root, [private])
+    import_from_source(files)  # their text, never their cached bytecode: a same-second edit of one length leaves it stale
     with _on_sys_path(root), guarded_import(path, files, entry=entry, arch=str(arch)):
         try:
             for name in imports:
@@ -345,7 +343,7 @@ def import_kernel_file(
             if root != path.parent:
                 module = importlib.import_module(_module_name(path, root))
             else:
-                spec = importlib.util.spec_from_file_location(private, path)
+                spec = importlib.util.spec_from_file_location(private, path, loader=FromSource(private, str(path)))
                 if spec is None or spec.loader is None:
                     msg = f"Python has no loader for {path.name}"
                     raise ImportError(msg)
