@@ -20,7 +20,8 @@ def stale_edit(path: Path, old: str, new: str) -> None:
     """Write ``old``, byte-compile it, then write ``new`` (same length) with ``old``'s mtime: its bytecode now lies."""
     assert len(old) == len(new)
     path.write_text(old)
-    py_compile.compile(str(path), doraise=True)  # as an earlier import (a test run, the JIT, a build) leaves it
+    # as an earlier import leaves it (a test run, the JIT): checked by mtime and size, whatever SOURCE_DATE_EPOCH says
+    py_compile.compile(str(path), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
     stat = path.stat()
     path.write_text(new)
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # the same second: an editor's save, a script's rewrite
