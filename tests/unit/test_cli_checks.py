@@ -62,3 +62,18 @@ def test_run_serve_refuses_a_library_whose_index_was_altered(testlib_path, tmp_p
     proc = _cli("run", "--serve", altered, "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')")
     assert proc.returncode == 1 and "libaltered.so: its manifest was altered after the build" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and not marker.exists()
+
+
+def test_output_cut_short_by_its_reader_ends_quietly(testlib_path):
+    """`tl_aot inspect lib.so | head`: the reader gone, the command ends as a process killed by SIGPIPE, no traceback."""
+    for args in (["--version"], ["inspect", testlib_path], ["inspect", "--json", testlib_path]):
+        read, write = os.pipe()
+        os.close(read)  # a reader that has already gone: every write fails with EPIPE
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "tl_aot", *map(str, args)], stdout=write, stderr=subprocess.PIPE, text=True, timeout=300
+            )
+        finally:
+            os.close(write)
+        assert proc.returncode == 141, (args, proc.returncode, proc.stderr)
+        assert proc.stderr == "", (args, proc.stderr)

@@ -7,6 +7,7 @@ what ``inspect`` prints, :mod:`tl_aot.frontends.inspect_text`'s; the commands th
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -258,6 +259,21 @@ _COMMANDS = {
 
 
 def main(argv=None) -> int:
+    """``python -m tl_aot ARGS``: the exit status. Output cut short by its reader (``| head``) ends it quietly."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # here, not at the interpreter's exit, where a closed pipe prints "Exception ignored"
+    except BrokenPipeError:
+        # the reader is gone: nothing more can reach it, so no traceback; stdout pointed at /dev/null so the
+        # interpreter's last flush stays quiet. 141: a process ended by SIGPIPE, as `ls | head` leaves it
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141
+    return status
+
+
+def _main(argv) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     # `capture`/`run`/`verify` take a command after `--`: split there, so options may follow a positional
