@@ -185,7 +185,8 @@ def _add_capture(sub) -> None:
         description="Run COMMAND (after --) and record every compile request TileLang's JIT gets into RECORD "
         "(merged with what it holds). Python subprocesses are captured too, each writing its own parts of the record "
         "(RECORD.parts/), merged when COMMAND ends: run the workload under pytest -n N or any process pool. "
-        "Exits with COMMAND's status, or 1 when a kernel could not be recorded.",
+        "Exits with COMMAND's status (127 when it is not found, 126 when it cannot be run, as env exits), or 1 when "
+        "a kernel could not be recorded.",
     )
     c.add_argument("-o", "--output", required=True, help="record to write or extend (JSON)")
     c.add_argument(
@@ -214,7 +215,8 @@ def _add_run(sub) -> None:
     r = sub.add_parser(
         "run",
         help="run a command with TileLang's JIT served from prebuilt libraries",
-        description="Run COMMAND (after --) with TileLang's JIT answered from the tl_aot libraries of --serve.",
+        description="Run COMMAND (after --) with TileLang's JIT answered from the tl_aot libraries of --serve. Exits with "
+        "COMMAND's status (127 when it is not found, 126 when it cannot be run).",
     )
     r.add_argument("--serve", required=True, help="a library built with --capture, or a folder of them")
     r.add_argument("--strict", action="store_true", help="a kernel the libraries do not hold is an error, never compiled")

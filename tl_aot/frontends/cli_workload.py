@@ -38,6 +38,19 @@ def _command(args, what: str) -> list:
     return cmd
 
 
+def _not_started(cmd: list, e: OSError, verb: str) -> int:
+    """The command could not be started (not found, not executable): say so as ``env`` and ``timeout`` do, 127 or 126.
+
+    An error of anything else (a file the command never got to) is raised on: it is not about the command.
+    """
+    if e.filename != cmd[0] or not isinstance(e, (FileNotFoundError, PermissionError, NotADirectoryError)):
+        raise e
+    found = isinstance(e, PermissionError)
+    why = "not executable (no permission to run it)" if found else "no such command (not a file, nor found on PATH)"
+    print(f"tl_aot {verb}: cannot run {cmd[0]}: {why}", file=sys.stderr)
+    return 126 if found else 127
+
+
 def cmd_capture(args) -> int:
     """Run the command with the capture hook (each process writing parts), merge the parts, report what it did.
 
@@ -63,6 +76,8 @@ def cmd_capture(args) -> int:
     t0 = time.monotonic()
     try:
         code = subprocess.call(cmd, env=environment(extra))
+    except OSError as e:
+        return _not_started(cmd, e, "capture")  # nothing ran: no summary (an earlier capture's parts merged below)
     finally:  # interrupted too: what the processes wrote is kept
         merged = merge_parts(record)
     print(
@@ -138,7 +153,10 @@ def cmd_run(args) -> int:
     """Run the command with TileLang's JIT served from the libraries (checked first: they must load)."""
     cmd = _command(args, "run")
     extra = {"TL_AOT_SERVE": str(_served_libraries(args.serve, "run")), "TL_AOT_SERVE_STRICT": "1" if args.strict else "0"}
-    return subprocess.call(cmd, env=environment(extra))
+    try:
+        return subprocess.call(cmd, env=environment(extra))
+    except OSError as e:
+        return _not_started(cmd, e, "run")
 
 
 def cmd_verify(args) -> int:
