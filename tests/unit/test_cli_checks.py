@@ -80,16 +80,18 @@ def test_output_cut_short_by_its_reader_ends_quietly(testlib_path):
 
 
 def test_a_command_that_cannot_start_is_named_with_the_shells_status(testlib_path, tmp_path):
-    """`capture -- pytset` (a typo) or a script without its execute bit: said as such, 127 / 126 as `env` exits, no traceback."""
+    """`capture -- pytset` (a typo) or a script without its execute bit: said as such, 127 / 126 as `env` exits, no traceback;
+    `verify` stops there rather than check a workload that never ran."""
     script = tmp_path / "workload.sh"
     script.write_text("#!/bin/sh\necho ran\n")  # no execute bit
     cases = [
         (["capture", "-o", tmp_path / "r.json", "--", "tl-aot-no-such-command"], 127, "no such command"),
         (["run", "--serve", testlib_path, "--", tmp_path / "missing" / "workload"], 127, "no such command"),
         (["run", "--serve", testlib_path, "--", script], 126, "not executable"),
+        (["verify", testlib_path, "--", "tl-aot-no-such-command"], 127, "no such command"),
     ]
     for args, status, why in cases:
         proc = _cli(*args, cwd=tmp_path)
         assert proc.returncode == status, (args, proc.returncode, proc.stderr)
         assert f"tl_aot {args[0]}: cannot run {args[-1]}: {why}" in proc.stderr, proc.stderr
-        assert "Traceback" not in proc.stderr and "ran" not in proc.stdout
+        assert "Traceback" not in proc.stderr and "ran" not in proc.stdout and "variants" not in proc.stdout

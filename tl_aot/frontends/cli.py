@@ -25,7 +25,7 @@ from ..runtime.manifest_file import manifest_of_file
 from ..tune.tuning_record import TuningRecord, apply_record, record_path_for
 from .cli_library import library_of, log_of
 from .cli_parser import build_parser
-from .cli_workload import cmd_capture, cmd_run, cmd_verify
+from .cli_workload import WorkloadNotStarted, cmd_capture, cmd_run, cmd_verify
 from .inspect_text import describe, manifest_json
 
 if TYPE_CHECKING:
@@ -297,6 +297,9 @@ def _main(argv) -> int:
             return _cmd_locate_cuda(args)
         if args.command in _COMMANDS:
             return _COMMANDS[args.command](args)
+    except WorkloadNotStarted as e:
+        print(e, file=sys.stderr)
+        return e.status
     except TlAotError as e:
         print(f"tl_aot: error: {e}", file=sys.stderr)
         return 1

@@ -38,26 +38,36 @@ def _command(args, what: str) -> list:
     return cmd
 
 
-def _not_started(cmd: list, e: OSError, verb: str) -> int:
-    """The command could not be started (not found, not executable): say so as ``env`` and ``timeout`` do, 127 or 126.
+class WorkloadNotStarted(Exception):
+    """The command after ``--`` could not be started (not found, not executable): ``status`` is 127 or 126, as ``env``'s."""
 
-    An error of anything else (a file the command never got to) is raised on: it is not about the command.
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _start(cmd: list, env: dict[str, str], verb: str) -> int:
+    """Run the workload ``cmd`` to its end: its exit status. :class:`WorkloadNotStarted` when it cannot be started.
+
+    An error about anything else (a file the command never got to) is raised as it is.
     """
-    if e.filename != cmd[0] or not isinstance(e, (FileNotFoundError, PermissionError, NotADirectoryError)):
-        raise e
-    found = isinstance(e, PermissionError)
-    why = "not executable (no permission to run it)" if found else "no such command (not a file, nor found on PATH)"
-    print(f"tl_aot {verb}: cannot run {cmd[0]}: {why}", file=sys.stderr)
-    return 126 if found else 127
+    try:
+        return subprocess.call(cmd, env=env)
+    except (FileNotFoundError, PermissionError, NotADirectoryError) as e:
+        if e.filename != cmd[0]:
+            raise
+        found = isinstance(e, PermissionError)
+        why = "not executable (no permission to run it)" if found else "no such command (not a file, nor found on PATH)"
+        raise WorkloadNotStarted(f"tl_aot {verb}: cannot run {cmd[0]}: {why}", 126 if found else 127) from None
 
 
-def cmd_capture(args) -> int:
+def cmd_capture(args, verb: str = "capture") -> int:
     """Run the command with the capture hook (each process writing parts), merge the parts, report what it did.
 
     Exits with the command's status; 1 when the command succeeded but a kernel could not be
     recorded (``--keep-going``: the command's status, the kernels still listed).
     """
-    cmd = _command(args, "capture")
+    cmd = _command(args, verb)
     record = Path(args.output).resolve()
     parts = parts_dir(record)
     if parts.is_dir():  # a capture killed before its merge left them: they are this record's too
@@ -75,9 +85,7 @@ def cmd_capture(args) -> int:
         extra["TL_AOT_SERVE_STRICT"] = "0"
     t0 = time.monotonic()
     try:
-        code = subprocess.call(cmd, env=environment(extra))
-    except OSError as e:
-        return _not_started(cmd, e, "capture")  # nothing ran: no summary (an earlier capture's parts merged below)
+        code = _start(cmd, environment(extra), verb)
     finally:  # interrupted too: what the processes wrote is kept
         merged = merge_parts(record)
     print(
@@ -153,10 +161,7 @@ def cmd_run(args) -> int:
     """Run the command with TileLang's JIT served from the libraries (checked first: they must load)."""
     cmd = _command(args, "run")
     extra = {"TL_AOT_SERVE": str(_served_libraries(args.serve, "run")), "TL_AOT_SERVE_STRICT": "1" if args.strict else "0"}
-    try:
-        return subprocess.call(cmd, env=environment(extra))
-    except OSError as e:
-        return _not_started(cmd, e, "run")
+    return _start(cmd, environment(extra), "run")
 
 
 def cmd_verify(args) -> int:
@@ -175,7 +180,7 @@ def cmd_verify(args) -> int:
     else:
         with tempfile.TemporaryDirectory(prefix="tl_aot_verify_") as tmp:
             args.output = str(Path(tmp) / "requests.json")
-            code = cmd_capture(args)
+            code = cmd_capture(args, "verify")  # a workload that cannot start ends verify as it ends capture
             if code != 0:
                 print(f"tl_aot verify: the workload exited with {code}; checking what it asked for before that", file=sys.stderr)
             kernels = CaptureRecord.load(args.output, missing_ok=True).kernels
