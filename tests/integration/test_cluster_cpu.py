@@ -54,12 +54,20 @@ class LocalCluster:
         self.file = root / "scheduler.json"
         self.procs: dict = {}
         self._start("scheduler", ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", str(self.file)])
+        # Dask writes the file in place (opened, then filled): read it until it parses, not merely once it exists
         deadline = time.monotonic() + 60
-        while not self.file.is_file():
+        while (address := self._address()) is None:
             if time.monotonic() > deadline:
                 pytest.fail(f"dask scheduler did not start: {(root / 'scheduler.log').read_text()[-2000:]}")
             time.sleep(0.2)
-        self.address = json.loads(self.file.read_text())["address"]
+        self.address = address
+
+    def _address(self) -> str | None:
+        """The scheduler's address from its file, None while the file is absent or not whole yet."""
+        try:
+            return json.loads(self.file.read_text())["address"]
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            return None
 
     def _start(self, name: str, args: list, env: dict | None = None, cwd: Path | None = None) -> None:
         log = open(self.root / f"{name}.log", "w")  # noqa: SIM115 (kept open for the process's life)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import errno
+import json
+import os
 import threading
+import time
 
 import pytest
 
@@ -74,3 +77,44 @@ def test_a_file_system_without_flock_builds_unlocked_only_where_the_lock_saves_w
         pass  # a lock that keeps builds apart (a library's folder) is never skipped
     obj, made = generated_object(tmp_path / "cache", UNIT, "probe.cc", "probe.o", extra_key="", what="compiling the probe")
     assert made and obj.is_file()
+
+
+def _hold(lock, *, name_after: float | None, release_after: float) -> threading.Thread:
+    """Hold ``lock`` as another build does (taken now), writing who holds it after ``name_after`` s (None: never)."""
+    import fcntl
+
+    f = open(lock, "a+")  # noqa: SIM115 (closed by the thread)
+    fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+
+    def run():
+        with f:
+            if name_after is not None:
+                time.sleep(name_after)
+                f.write(json.dumps({"pid": os.getpid(), "holder": "building libx.so", "since": time.time()}))
+                f.flush()
+            time.sleep(release_after)
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_a_waiter_names_a_holder_that_writes_who_it_is_just_after_taking_the_lock(tmp_path):
+    """A waiter that came between the holder's flock and its note reads nothing yet: it waits a moment for the name."""
+    said: list[str] = []
+    holder = _hold(tmp_path / "k.lock", name_after=0.3, release_after=0.6)
+    with exclusive_lock(tmp_path / "k.lock", log=said.append):
+        pass
+    holder.join()
+    assert len(said) == 1 and f"held by pid {os.getpid()} (building libx.so, for " in said[0], said
+
+
+def test_a_holder_that_never_says_who_it_is_is_waited_for_by_name_of_its_lock(tmp_path):
+    """A holder that writes nothing (a full disk refused it) is called another process, once the moment has passed."""
+    said: list[str] = []
+    holder = _hold(tmp_path / "k.lock", name_after=None, release_after=1.6)
+    with exclusive_lock(tmp_path / "k.lock", log=said.append):
+        pass
+    holder.join()
+    assert said == [f"tl_aot: waiting for {tmp_path / 'k.lock'}, held by another process"]

@@ -170,6 +170,7 @@ def exclusive_lock(
         raise fs_error(e, "open the lock file", path, "a build takes this lock before it reads or writes anything") from None
     with contextlib.closing(_QuietClose(f)):
         waited_since = None
+        first_try = time.monotonic()
         while True:
             try:
                 fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -177,8 +178,12 @@ def exclusive_lock(
             except BlockingIOError:
                 now = time.monotonic()
                 if waited_since is None or now - waited_since >= remind_s:
-                    say(_waiting_for(path, f))
-                    waited_since = now
+                    text = _waiting_for(path, f)
+                    # the holder writes who it is just after taking the lock: a waiter that came in between reads
+                    # nothing yet, so its first message waits a moment for the name rather than say "another process"
+                    if waited_since is not None or _UNNAMED not in text or now - first_try >= _HOLDER_GRACE_S:
+                        say(text)
+                        waited_since = now
                 time.sleep(0.2)
             except OSError as e:
                 if not unsupported_ok or e.errno not in _NO_FLOCK:
@@ -216,6 +221,11 @@ class _QuietClose:
                 self.f.close()  # the buffer was dropped by the failed flush; this releases the descriptor
 
 
+#: How long a waiter's first message waits for the holder to write who it is; what a holder that says nothing is called.
+_HOLDER_GRACE_S = 1.0
+_UNNAMED = "held by another process"
+
+
 def _waiting_for(path: StrPath, f: IO[str]) -> str:
     """``waiting for <lock>, held by pid 123 (building libx.so, for 12 s)``, with a stopped holder named."""
     try:
@@ -223,7 +233,7 @@ def _waiting_for(path: StrPath, f: IO[str]) -> str:
         info = json.loads(f.read() or "{}")
         pid = int(info["pid"])
     except (ValueError, KeyError, TypeError, OSError):
-        return f"tl_aot: waiting for {path}, held by another process"
+        return f"tl_aot: waiting for {path}, {_UNNAMED}"
     what = f"{info.get('holder') or 'a tl_aot process'}, for {time.time() - float(info.get('since', time.time())):.0f} s"
     text = f"tl_aot: waiting for {path}, held by pid {pid} ({what})"
     if process_state(pid) == "T":
