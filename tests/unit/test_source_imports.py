@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tl_aot.common.errors import LoweringError
 from tl_aot.config.source_imports import FromSource
 from tl_aot.config.user_code import import_kernel_file
 
@@ -85,3 +86,10 @@ def test_an_edit_between_two_imports_in_one_process_is_seen_even_with_stale_byte
     assert import_kernel_file(kernel).f() == 64
     stale_edit(kernel, "def f():\n    return 64\n", "def f():\n    return 16\n")
     assert import_kernel_file(kernel).f() == 16
+
+
+def test_a_file_python_would_not_import_is_still_refused(tmp_path):
+    """Only Python's own source loader is replaced: a kernel "file" Python has no loader for is refused as before."""
+    (tmp_path / "kernels.txt").write_text("def f():\n    return 1\n")
+    with pytest.raises(LoweringError, match="Python has no loader for kernels.txt"):
+        import_kernel_file(tmp_path / "kernels.txt")

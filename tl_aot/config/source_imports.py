@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from types import CodeType, ModuleType
 
-__all__ = ["FromSource", "import_from_source"]
+__all__ = ["FromSource", "from_source", "import_from_source"]
 
 
 class FromSource(importlib.machinery.SourceFileLoader):
@@ -46,8 +46,14 @@ class _Finder:
             return None
         if os.path.realpath(spec.origin) not in _files:
             return None
-        spec.loader = FromSource(spec.name, spec.origin)
+        from_source(spec)
         return spec
+
+
+def from_source(spec: importlib.machinery.ModuleSpec) -> None:
+    """Give ``spec`` :class:`FromSource` in place of Python's source loader; any other loader is kept."""
+    if type(spec.loader) is importlib.machinery.SourceFileLoader and spec.origin is not None:
+        spec.loader = FromSource(spec.name, spec.origin)
 
 
 #: The kernel files (resolved paths) and local modules imported from their source in this process, and the last part of

@@ -24,7 +24,7 @@ from ..common.errors import LoweringError
 from ..common.fileutil import StrPath, file_digest
 from ..common.user_frames import format_user_error
 from .import_guard import guarded_import
-from .source_imports import FromSource, import_from_source
+from .source_imports import from_source, import_from_source
 
 __all__ = [
     "local_dependencies",
@@ -343,10 +343,11 @@ def import_kernel_file(
             if root != path.parent:
                 module = importlib.import_module(_module_name(path, root))
             else:
-                spec = importlib.util.spec_from_file_location(private, path, loader=FromSource(private, str(path)))
+                spec = importlib.util.spec_from_file_location(private, path)
                 if spec is None or spec.loader is None:
                     msg = f"Python has no loader for {path.name}"
                     raise ImportError(msg)
+                from_source(spec)  # its text, never its cached bytecode
                 module = importlib.util.module_from_spec(spec)
                 sys.modules[private] = module
                 try:
